@@ -1,0 +1,54 @@
+# Entry points: `make run` (the main job on a bundled default) and `make test`
+# (install dependencies, build, run every test). See README.md.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+PYTHON     ?= /usr/bin/python3
+
+.PHONY: all deps configure build run test test-c test-python test-sanitize test-tsan ci clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	ninja -C $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/x_plus_2y
+
+test: deps build test-c test-python
+
+test-c:
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Python tests join once python/ exists (pytest exits 5 when it finds none).
+test-python:
+	@if [ -d python/tests ]; then $(PYTHON) -m pytest -q python/tests; else echo "no Python tests yet"; fi
+
+# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
+test-sanitize: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCGE_SANITIZE=address,undefined
+	ninja -C $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+
+# Runtime tests under ThreadSanitizer.
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCGE_SANITIZE=thread
+	ninja -C $(TSAN_BUILD) -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -L runtime
+
+# What CI runs: the README's test command, then the sanitizer builds.
+ci: test test-sanitize test-tsan
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -1,0 +1,18 @@
+/* cge: a graph engine. This header includes the whole public API. */
+#ifndef CGE_CGE_H
+#define CGE_CGE_H
+
+#include "cge/status.h"
+#include "cge/types.h"
+#include "cge/runtime.h"
+#include "cge/graph.h"
+#include "cge/op.h"
+#include "cge/es.h"
+#include "cge/session.h"
+
+#define CGE_VERSION_MAJOR 0
+#define CGE_VERSION_MINOR 1
+#define CGE_VERSION_PATCH 0
+#define CGE_VERSION_STRING "0.1.0"
+
+#endif

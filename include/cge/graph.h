@@ -1,0 +1,172 @@
+/* The IR: tensor descriptors, attributes (every ONNX attribute kind), nodes
+ * and graphs with named values (edges), structural verification, topological
+ * order and DOT export. Checks against operator schemas live in op.h. */
+#ifndef CGE_GRAPH_H
+#define CGE_GRAPH_H
+
+#include <stdio.h>
+
+#include "cge/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cge_graph cge_graph;
+typedef struct cge_node cge_node;
+typedef struct cge_attrs cge_attrs;
+
+/* Descriptor of a value (edge): what is known before any data exists. */
+typedef struct cge_tensor_desc {
+    const char *name;
+    cge_dtype dtype;     /* CGE_DTYPE_UNDEFINED until inferred */
+    cge_shape shape;
+    cge_format format;
+} cge_tensor_desc;
+
+/* Attribute kinds, numbered as ONNX's AttributeProto.AttributeType. */
+typedef enum cge_attr_kind {
+    CGE_ATTR_UNDEFINED = 0,
+    CGE_ATTR_FLOAT = 1,
+    CGE_ATTR_INT = 2,
+    CGE_ATTR_STRING = 3,
+    CGE_ATTR_TENSOR = 4,
+    CGE_ATTR_GRAPH = 5,
+    CGE_ATTR_FLOATS = 6,
+    CGE_ATTR_INTS = 7,
+    CGE_ATTR_STRINGS = 8,
+    CGE_ATTR_TENSORS = 9,
+    CGE_ATTR_GRAPHS = 10
+} cge_attr_kind;
+const char *cge_attr_kind_name(cge_attr_kind k);   /* "int", "floats", ... */
+
+/* An attribute value. As stored in a node it is read-only and owned by the
+ * node; as passed to a setter (cge_attrs_set) it is copied deeply. Only the
+ * fields of its kind are used; list kinds use `n` and the matching array. */
+typedef struct cge_attr {
+    const char *name;
+    cge_attr_kind kind;
+    int64_t i;
+    float f;
+    const char *s;
+    const cge_tensor *t;           /* TENSOR: dtype, shape, data (bytes) */
+    const cge_graph *g;            /* GRAPH */
+    int64_t n;                     /* length of a list */
+    const int64_t *ints;
+    const float *floats;
+    const char *const *strings;
+    const cge_tensor *tensors;
+    const cge_graph *const *graphs;
+} cge_attr;
+
+/* ---- attribute sets (a node's attributes) ------------------------------ */
+
+int32_t cge_attrs_count(const cge_attrs *a);
+const cge_attr *cge_attrs_at(const cge_attrs *a, int32_t index);
+const cge_attr *cge_attrs_find(const cge_attrs *a, const char *name);   /* NULL if absent */
+/* Typed getters return `dflt` when the attribute is absent or of another kind. */
+int64_t cge_attrs_get_int(const cge_attrs *a, const char *name, int64_t dflt);
+float cge_attrs_get_float(const cge_attrs *a, const char *name, float dflt);
+const char *cge_attrs_get_string(const cge_attrs *a, const char *name, const char *dflt);
+/* List getters: the length, or -1 if absent; *vals points into the node. */
+int64_t cge_attrs_get_ints(const cge_attrs *a, const char *name, const int64_t **vals);
+int64_t cge_attrs_get_floats(const cge_attrs *a, const char *name, const float **vals);
+const cge_tensor *cge_attrs_get_tensor(const cge_attrs *a, const char *name);
+const cge_graph *cge_attrs_get_graph(const cge_attrs *a, const char *name);
+/* Deep-copies `value` (name included), replacing an attribute of that name. */
+cge_status cge_attrs_set(cge_attrs *a, const cge_attr *value);
+cge_status cge_attrs_remove(cge_attrs *a, const char *name);
+
+/* ---- graphs -------------------------------------------------------------- */
+
+cge_status cge_graph_create(const char *name, cge_graph **out);
+void cge_graph_destroy(cge_graph *g);                          /* NULL is a no-op */
+/* Deep copy: values, constants, nodes, attributes, nested graphs. */
+cge_status cge_graph_clone(const cge_graph *g, cge_graph **out);
+const char *cge_graph_name(const cge_graph *g);
+
+/* A graph input (a "Data" node): a named value with dtype and shape, dynamic
+ * dimensions allowed. */
+cge_status cge_graph_add_input(cge_graph *g, const char *name, cge_dtype dtype,
+                               const cge_shape *shape);
+/* A constant (weight); `bytes` must equal the dense size; the data is copied. */
+cge_status cge_graph_add_constant(cge_graph *g, const char *name, cge_dtype dtype,
+                                  const cge_shape *shape, const void *data, size_t bytes);
+/* Mark a value as a graph output (it may be produced by a node added later). */
+cge_status cge_graph_add_output(cge_graph *g, const char *name);
+
+/* Add a node. `inputs` name values (graph inputs, constants or outputs of
+ * other nodes, possibly added later); "" or NULL marks an absent optional
+ * input. `outputs` name the values it produces: each name may be produced
+ * once in a graph. `name` NULL gives a unique "<op_type>_<n>"; `domain` NULL
+ * or "" is the default (ONNX) domain. *out (may be NULL) stays valid until the
+ * graph is destroyed. */
+cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *domain,
+                              const char *name, const char *const *inputs, int32_t num_inputs,
+                              const char *const *outputs, int32_t num_outputs, cge_node **out);
+
+int32_t cge_graph_num_inputs(const cge_graph *g);
+const char *cge_graph_input(const cge_graph *g, int32_t i);
+int32_t cge_graph_num_outputs(const cge_graph *g);
+const char *cge_graph_output(const cge_graph *g, int32_t i);
+int32_t cge_graph_num_nodes(const cge_graph *g);
+cge_node *cge_graph_node(const cge_graph *g, int32_t i);       /* in insertion order */
+cge_node *cge_graph_find_node(const cge_graph *g, const char *name);
+/* Names of all constants. */
+int32_t cge_graph_num_constants(const cge_graph *g);
+const char *cge_graph_constant_name(const cge_graph *g, int32_t i);
+
+/* Descriptor of a named value (input, constant, node output). For a value
+ * nobody has described yet, dtype is UNDEFINED and rank 0.
+ * CGE_ERR_NOT_FOUND ([graph] error) if the name is not a value of the graph. */
+cge_status cge_graph_get_desc(const cge_graph *g, const char *name, cge_tensor_desc *out);
+/* Set dtype/shape of a value (shape inference, value_info). */
+cge_status cge_graph_set_desc(cge_graph *g, const char *name, cge_dtype dtype,
+                              const cge_shape *shape);
+cge_status cge_graph_set_format(cge_graph *g, const char *name, cge_format format);
+/* The constant's tensor, or NULL if `name` is not a constant. */
+const cge_tensor *cge_graph_constant(const cge_graph *g, const char *name);
+/* The node producing `name`, or NULL (graph input, constant, unknown). */
+cge_node *cge_graph_producer(const cge_graph *g, const char *name);
+
+/* ---- nodes --------------------------------------------------------------- */
+
+const char *cge_node_op_type(const cge_node *n);
+const char *cge_node_domain(const cge_node *n);   /* "" for the default domain */
+const char *cge_node_name(const cge_node *n);
+int32_t cge_node_num_inputs(const cge_node *n);
+const char *cge_node_input(const cge_node *n, int32_t i);   /* "" if absent */
+int32_t cge_node_num_outputs(const cge_node *n);
+const char *cge_node_output(const cge_node *n, int32_t i);
+cge_attrs *cge_node_attrs(cge_node *n);
+const cge_attrs *cge_node_attrs_const(const cge_node *n);
+/* Convenience setters on a node's attributes. */
+cge_status cge_node_set_int(cge_node *n, const char *name, int64_t v);
+cge_status cge_node_set_float(cge_node *n, const char *name, float v);
+cge_status cge_node_set_string(cge_node *n, const char *name, const char *v);
+cge_status cge_node_set_ints(cge_node *n, const char *name, const int64_t *v, int64_t count);
+cge_status cge_node_set_floats(cge_node *n, const char *name, const float *v, int64_t count);
+cge_status cge_node_set_tensor(cge_node *n, const char *name, const cge_tensor *t);
+cge_status cge_node_set_graph(cge_node *n, const char *name, const cge_graph *sub);
+
+/* ---- checks and views -------------------------------------------------- */
+
+/* Structure only: every node input is defined (graph input, constant or node
+ * output), no value is produced twice or both input and produced, node names
+ * are unique, graph outputs exist, no cycles. Errors are [graph] errors
+ * naming the node and value. (cge_graph_verify in op.h adds schema checks.) */
+cge_status cge_graph_verify_structure(const cge_graph *g);
+/* Node indices in a topological order (stable: insertion order among ready
+ * nodes). `order` must hold cge_graph_num_nodes(g) entries. A cycle is a
+ * [graph] error naming a node on it. */
+cge_status cge_graph_topo_order(const cge_graph *g, int32_t *order);
+/* Graphviz DOT: one box per node (op type, name), an ellipse per graph input,
+ * output and constant, edges labelled with dtype and shape. */
+cge_status cge_graph_write_dot(const cge_graph *g, FILE *f);
+/* Human-readable text listing (one node per line). */
+cge_status cge_graph_write_text(const cge_graph *g, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

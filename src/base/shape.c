@@ -1,0 +1,152 @@
+/* Shapes: construction, element counts, numpy broadcasting, strides, axes
+ * and printing. Dynamic dimensions (CGE_DIM_DYNAMIC) are carried through. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cge/types.h"
+
+cge_status cge_shape_make(int32_t rank, const int64_t *dims, cge_shape *out)
+{
+    if (!out || rank < 0 || rank > CGE_MAX_RANK || (rank > 0 && !dims))
+        return CGE_ERR_SHAPE;
+    cge_shape s;
+    memset(&s, 0, sizeof s);
+    s.rank = rank;
+    for (int32_t i = 0; i < rank; i++) {
+        if (dims[i] < CGE_DIM_DYNAMIC)
+            return CGE_ERR_SHAPE;
+        s.dims[i] = dims[i];
+    }
+    *out = s;
+    return CGE_OK;
+}
+
+bool cge_shape_is_static(const cge_shape *s)
+{
+    for (int32_t i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
+            return false;
+    return true;
+}
+
+int64_t cge_shape_numel(const cge_shape *s)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < s->rank; i++) {
+        if (s->dims[i] < 0)
+            return -1;
+        if (s->dims[i] == 0)
+            return 0;
+        if (n > INT64_MAX / s->dims[i])
+            return -1;
+        n *= s->dims[i];
+    }
+    return n;
+}
+
+bool cge_shape_equal(const cge_shape *a, const cge_shape *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int32_t i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+cge_status cge_shape_broadcast(const cge_shape *a, const cge_shape *b, cge_shape *out)
+{
+    cge_shape r;
+    memset(&r, 0, sizeof r);
+    r.rank = a->rank > b->rank ? a->rank : b->rank;
+    for (int32_t i = 0; i < r.rank; i++) {
+        int32_t ia = i - (r.rank - a->rank), ib = i - (r.rank - b->rank);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1;
+        int64_t db = ib >= 0 ? b->dims[ib] : 1;
+        int64_t d;
+        if (da == db)
+            d = da;
+        else if (da == 1)
+            d = db;
+        else if (db == 1)
+            d = da;
+        else if (da < 0)
+            d = db; /* the known side fixes it; checked again at run time */
+        else if (db < 0)
+            d = da;
+        else
+            return CGE_ERR_SHAPE;
+        r.dims[i] = d;
+    }
+    *out = r;
+    return CGE_OK;
+}
+
+void cge_shape_strides(const cge_shape *s, int64_t strides[CGE_MAX_RANK])
+{
+    int64_t st = 1;
+    for (int32_t i = s->rank - 1; i >= 0; i--) {
+        strides[i] = st;
+        st *= s->dims[i] > 0 ? s->dims[i] : 0;
+    }
+    for (int32_t i = s->rank; i < CGE_MAX_RANK; i++)
+        strides[i] = 0;
+}
+
+bool cge_axis_normalize(int64_t axis, int32_t rank, bool inclusive, int32_t *out)
+{
+    int64_t hi = inclusive ? rank + 1 : rank;
+    if (axis < -hi || axis >= hi)
+        return false;
+    if (axis < 0)
+        axis += hi;
+    *out = (int32_t)axis;
+    return true;
+}
+
+char *cge_shape_str(const cge_shape *s, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return buf;
+    size_t n = 0;
+    buf[0] = '\0';
+    n += (size_t)snprintf(buf + n, size - n, "[");
+    for (int32_t i = 0; i < s->rank && n < size; i++) {
+        if (s->dims[i] < 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s?", i ? "," : "");
+        else
+            n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? "," : "",
+                                  (long long)s->dims[i]);
+    }
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+const char *cge_format_name(cge_format f)
+{
+    switch (f) {
+    case CGE_FORMAT_PLAIN: return "plain";
+    case CGE_FORMAT_NHWC: return "nhwc";
+    case CGE_FORMAT_BLOCKED: return "blocked";
+    }
+    return "invalid";
+}
+
+size_t cge_tensor_nbytes(cge_dtype dtype, const cge_shape *shape)
+{
+    size_t es = cge_dtype_size(dtype);
+    if (!es || !shape || shape->rank < 0 || shape->rank > CGE_MAX_RANK)
+        return 0;
+    size_t n = es;
+    for (int32_t i = 0; i < shape->rank; i++) {
+        if (shape->dims[i] < 0)
+            return 0;
+        if (shape->dims[i] == 0)
+            return 0;
+        if ((uint64_t)shape->dims[i] > SIZE_MAX / n)
+            return SIZE_MAX;
+        n *= (size_t)shape->dims[i];
+    }
+    return n;
+}

@@ -1,0 +1,83 @@
+/* String -> int32 hash map with FNV-1a hashing and linear probing; no
+ * deletion (graphs only grow while names are looked up). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strmap.h"
+
+uint64_t cge_str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+void cge_strmap_init(cge_strmap *m) { memset(m, 0, sizeof *m); }
+
+void cge_strmap_free(cge_strmap *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+static bool grow(cge_strmap *m)
+{
+    size_t nc = m->cap ? m->cap * 2 : 64;
+    const char **keys = calloc(nc, sizeof *keys);
+    int32_t *vals = calloc(nc, sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return false;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i])
+            continue;
+        size_t j = cge_str_hash(m->keys[i]) & (nc - 1);
+        while (keys[j])
+            j = (j + 1) & (nc - 1);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = nc;
+    return true;
+}
+
+bool cge_strmap_put(cge_strmap *m, const char *key, int32_t val)
+{
+    if ((m->count + 1) * 2 > m->cap && !grow(m))
+        return false;
+    size_t j = cge_str_hash(key) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (!strcmp(m->keys[j], key)) {
+            m->vals[j] = val;
+            return true;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    m->keys[j] = key;
+    m->vals[j] = val;
+    m->count++;
+    return true;
+}
+
+int32_t cge_strmap_get(const cge_strmap *m, const char *key)
+{
+    if (!m->cap)
+        return -1;
+    size_t j = cge_str_hash(key) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (!strcmp(m->keys[j], key))
+            return m->vals[j];
+        j = (j + 1) & (m->cap - 1);
+    }
+    return -1;
+}

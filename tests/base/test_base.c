@@ -1,0 +1,214 @@
+/* Base layer: layered thread-local errors, dtypes, half-precision
+ * conversions, shapes (broadcasting, axes, printing) and the string map. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/strmap.h"
+#include "cge/types.h"
+
+static void test_error_layers(void **state)
+{
+    (void)state;
+    cge_clear_error();
+    assert_string_equal(cge_last_error(), "");
+    cge_status st = cge_error(CGE_LAYER_META, CGE_ERR_SHAPE, "AddCustom '%s': input 0 is [4,2048]", "add0");
+    assert_int_equal(st, CGE_ERR_SHAPE);
+    assert_string_equal(cge_last_error(), "[meta] AddCustom 'add0': input 0 is [4,2048]");
+    assert_int_equal(cge_last_error_layer(), CGE_LAYER_META);
+    assert_int_equal(cge_last_error_status(), CGE_ERR_SHAPE);
+    const char *names[] = {"none", "schema", "meta", "converter", "engine", "kernel",
+                           "runtime", "io", "graph", "session"};
+    for (int l = 0; l < CGE_LAYER_COUNT; l++)
+        assert_string_equal(cge_layer_name((cge_layer)l), names[l]);
+    assert_string_equal(cge_status_name(CGE_ERR_IO), "CGE_ERR_IO");
+    /* Adding context to the current message must not corrupt it. */
+    cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE, "wrapped: %s", cge_last_error());
+    assert_string_equal(cge_last_error(),
+                        "[session] wrapped: [meta] AddCustom 'add0': input 0 is [4,2048]");
+    cge_clear_error();
+    assert_int_equal(cge_last_error_layer(), CGE_LAYER_NONE);
+}
+
+static void *other_thread(void *arg)
+{
+    (void)arg;
+    /* A fresh thread sees no error, and its error does not leak out. */
+    bool clean = cge_last_error()[0] == '\0';
+    cge_error(CGE_LAYER_IO, CGE_ERR_IO, "thread error");
+    return clean ? (void *)1 : NULL;
+}
+
+static void test_error_thread_local(void **state)
+{
+    (void)state;
+    cge_error(CGE_LAYER_KERNEL, CGE_ERR_INTERNAL, "main error");
+    pthread_t t;
+    void *res = NULL;
+    assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
+    pthread_join(t, &res);
+    assert_non_null(res);
+    assert_string_equal(cge_last_error(), "[kernel] main error");
+}
+
+static void test_long_message_truncated(void **state)
+{
+    (void)state;
+    char big[4000];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s", big);
+    assert_true(strlen(cge_last_error()) < 1024);
+    assert_memory_equal(cge_last_error(), "[io] aaa", 8);
+}
+
+static void test_dtypes(void **state)
+{
+    (void)state;
+    struct { cge_dtype t; size_t size; const char *name; } cases[] = {
+        {CGE_F32, 4, "float32"}, {CGE_F16, 2, "float16"}, {CGE_BF16, 2, "bfloat16"},
+        {CGE_F64, 8, "float64"}, {CGE_I8, 1, "int8"},     {CGE_I16, 2, "int16"},
+        {CGE_I32, 4, "int32"},   {CGE_I64, 8, "int64"},   {CGE_U8, 1, "uint8"},
+        {CGE_U16, 2, "uint16"},  {CGE_U32, 4, "uint32"},  {CGE_U64, 8, "uint64"},
+        {CGE_BOOL, 1, "bool"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(cge_dtype_size(cases[i].t), cases[i].size);
+        assert_string_equal(cge_dtype_name(cases[i].t), cases[i].name);
+        assert_int_equal(cge_dtype_from_name(cases[i].name), cases[i].t);
+        assert_true(cge_dtype_valid(cases[i].t));
+    }
+    assert_int_equal(cge_dtype_size((cge_dtype)8), 0); /* ONNX's string: not a cge dtype */
+    assert_false(cge_dtype_valid((cge_dtype)99));
+    assert_int_equal(cge_dtype_from_name("f32"), CGE_F32);
+    assert_int_equal(cge_dtype_from_name("nope"), CGE_DTYPE_UNDEFINED);
+    assert_true(cge_dtype_is_float(CGE_BF16));
+    assert_true(cge_dtype_is_int(CGE_U16));
+    assert_false(cge_dtype_is_int(CGE_BOOL));
+    assert_true(cge_dtype_is_signed(CGE_I8));
+    assert_false(cge_dtype_is_signed(CGE_U8));
+}
+
+static void test_half_conversions(void **state)
+{
+    (void)state;
+    /* Known bit patterns. */
+    assert_int_equal(cge_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(cge_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(cge_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(cge_f32_to_f16(1e6f), 0x7c00);          /* overflow -> inf */
+    assert_int_equal(cge_f32_to_f16(5.960464477539063e-08f), 0x0001); /* smallest subnormal */
+    assert_int_equal(cge_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);      /* tie -> even */
+    assert_int_equal(cge_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);      /* tie -> even (up) */
+    assert_true(isnan(cge_f16_to_f32(cge_f32_to_f16(NAN))));
+    assert_true(cge_f16_to_f32(0x7c00) == INFINITY);
+    assert_true(cge_f16_to_f32(0x0001) == 5.960464477539063e-08f);
+    /* Every finite half round-trips through float. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00)
+            continue;
+        assert_int_equal(cge_f32_to_f16(cge_f16_to_f32((uint16_t)h)), h);
+    }
+    assert_int_equal(cge_f32_to_bf16(1.0f), 0x3f80);
+    assert_true(cge_bf16_to_f32(0x3f80) == 1.0f);
+    assert_int_equal(cge_f32_to_bf16(1.00390625f), 0x3f80);   /* tie -> even */
+    assert_true(isnan(cge_bf16_to_f32(cge_f32_to_bf16(NAN))));
+}
+
+static void test_shapes(void **state)
+{
+    (void)state;
+    cge_shape s = CGE_SHAPE(8, 2048);
+    assert_int_equal(s.rank, 2);
+    assert_int_equal(cge_shape_numel(&s), 16384);
+    cge_shape sc = CGE_SCALAR;
+    assert_int_equal(cge_shape_numel(&sc), 1);
+    cge_shape e = CGE_SHAPE(3, 0, 2);
+    assert_int_equal(cge_shape_numel(&e), 0);
+    cge_shape d = CGE_SHAPE(CGE_DIM_DYNAMIC, 4);
+    assert_int_equal(cge_shape_numel(&d), -1);
+    assert_false(cge_shape_is_static(&d));
+    assert_int_equal(cge_tensor_nbytes(CGE_F32, &s), 65536);
+    assert_int_equal(cge_tensor_nbytes(CGE_F32, &d), 0);
+
+    cge_shape out;
+    cge_shape a = CGE_SHAPE(2, 1, 4), b = CGE_SHAPE(3, 1);
+    assert_int_equal(cge_shape_broadcast(&a, &b, &out), CGE_OK);
+    cge_shape want = CGE_SHAPE(2, 3, 4);
+    assert_true(cge_shape_equal(&out, &want));
+    assert_int_equal(cge_shape_broadcast(&sc, &a, &out), CGE_OK);
+    assert_true(cge_shape_equal(&out, &a));
+    cge_shape bad = CGE_SHAPE(5);
+    assert_int_equal(cge_shape_broadcast(&a, &bad, &out), CGE_ERR_SHAPE);
+    assert_int_equal(cge_shape_broadcast(&d, &b, &out), CGE_OK);
+    cge_shape dwant = CGE_SHAPE(3, 4);
+    assert_true(cge_shape_equal(&out, &dwant)); /* [?,4] vs [3,1]: the known 3 fixes dim 0 */
+    cge_shape one = CGE_SHAPE(1, 4);
+    assert_int_equal(cge_shape_broadcast(&d, &one, &out), CGE_OK);
+    assert_true(cge_shape_equal(&out, &d)); /* [?,4] vs [1,4]: dim 0 stays unknown */
+
+    int64_t st[CGE_MAX_RANK];
+    cge_shape_strides(&want, st);
+    assert_int_equal(st[0], 12);
+    assert_int_equal(st[1], 4);
+    assert_int_equal(st[2], 1);
+
+    int32_t ax;
+    assert_true(cge_axis_normalize(-1, 3, false, &ax));
+    assert_int_equal(ax, 2);
+    assert_false(cge_axis_normalize(3, 3, false, &ax));
+    assert_true(cge_axis_normalize(-4, 3, true, &ax));
+    assert_int_equal(ax, 0);
+    assert_false(cge_axis_normalize(-4, 3, false, &ax));
+
+    char buf[CGE_SHAPE_STR_MAX];
+    assert_string_equal(cge_shape_str(&s, buf, sizeof buf), "[8,2048]");
+    assert_string_equal(cge_shape_str(&d, buf, sizeof buf), "[?,4]");
+    assert_string_equal(cge_shape_str(&sc, buf, sizeof buf), "[]");
+
+    int64_t dims[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    assert_int_equal(cge_shape_make(9, dims, &out), CGE_ERR_SHAPE);
+    assert_int_equal(cge_shape_make(8, dims, &out), CGE_OK);
+    int64_t neg[1] = {-2};
+    assert_int_equal(cge_shape_make(1, neg, &out), CGE_ERR_SHAPE);
+    cge_shape huge = CGE_SHAPE(INT64_MAX / 2, 4);
+    assert_int_equal(cge_shape_numel(&huge), -1);
+    assert_int_equal(cge_tensor_nbytes(CGE_F64, &huge), SIZE_MAX);
+}
+
+static void test_strmap(void **state)
+{
+    (void)state;
+    cge_strmap m;
+    cge_strmap_init(&m);
+    assert_int_equal(cge_strmap_get(&m, "x"), -1);
+    static char keys[5000][16];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(keys[i], sizeof keys[i], "v%d", i);
+        assert_true(cge_strmap_put(&m, keys[i], i));
+    }
+    for (int i = 0; i < 5000; i++)
+        assert_int_equal(cge_strmap_get(&m, keys[i]), i);
+    assert_true(cge_strmap_put(&m, "v17", 99));
+    assert_int_equal(cge_strmap_get(&m, "v17"), 99);
+    assert_int_equal(m.count, 5000);
+    assert_int_equal(cge_strmap_get(&m, "v5000"), -1);
+    cge_strmap_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_layers),       cmocka_unit_test(test_error_thread_local),
+        cmocka_unit_test(test_long_message_truncated), cmocka_unit_test(test_dtypes),
+        cmocka_unit_test(test_half_conversions),   cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_strmap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
