@@ -63,15 +63,6 @@ cge_t cge_es_op1(cge_builder *b, const char *op_type, const char *domain,
                  const cge_t *inputs, int32_t num_inputs,
                  const cge_attr *attrs, int32_t num_attrs);
 
-/* Attribute value helpers for cge_es_op. */
-#define CGE_ATTR_I(nm, v) ((cge_attr){.name = (nm), .kind = CGE_ATTR_INT, .i = (v)})
-#define CGE_ATTR_F(nm, v) ((cge_attr){.name = (nm), .kind = CGE_ATTR_FLOAT, .f = (v)})
-#define CGE_ATTR_S(nm, v) ((cge_attr){.name = (nm), .kind = CGE_ATTR_STRING, .s = (v)})
-#define CGE_ATTR_INTS(nm, p, cnt) \
-    ((cge_attr){.name = (nm), .kind = CGE_ATTR_INTS, .ints = (p), .n = (cnt)})
-#define CGE_ATTR_FLOATS(nm, p, cnt) \
-    ((cge_attr){.name = (nm), .kind = CGE_ATTR_FLOATS, .floats = (p), .n = (cnt)})
-
 #ifdef __cplusplus
 }
 #endif

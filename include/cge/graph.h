@@ -59,6 +59,15 @@ typedef struct cge_attr {
     const cge_graph *const *graphs;
 } cge_attr;
 
+/* Attribute value helpers (for cge_attrs_set, cge_es_op, ...). */
+#define CGE_ATTR_I(nm, v) ((cge_attr){.name = (nm), .kind = CGE_ATTR_INT, .i = (v)})
+#define CGE_ATTR_F(nm, v) ((cge_attr){.name = (nm), .kind = CGE_ATTR_FLOAT, .f = (v)})
+#define CGE_ATTR_S(nm, v) ((cge_attr){.name = (nm), .kind = CGE_ATTR_STRING, .s = (v)})
+#define CGE_ATTR_INTS(nm, p, cnt) \
+    ((cge_attr){.name = (nm), .kind = CGE_ATTR_INTS, .ints = (p), .n = (cnt)})
+#define CGE_ATTR_FLOATS(nm, p, cnt) \
+    ((cge_attr){.name = (nm), .kind = CGE_ATTR_FLOATS, .floats = (p), .n = (cnt)})
+
 /* ---- attribute sets (a node's attributes) ------------------------------ */
 
 int32_t cge_attrs_count(const cge_attrs *a);

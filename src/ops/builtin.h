@@ -1,0 +1,21 @@
+/* The builtin operator families. Each family file defines its ops and returns
+ * them here; builtin.c registers them all, as one library named "builtin",
+ * through the same public API a custom library uses. */
+#ifndef CGE_OPS_BUILTIN_H
+#define CGE_OPS_BUILTIN_H
+
+#include "cge/op.h"
+
+/* Each returns a static array and writes its length. */
+const cge_op_def *cge_ops_binary(int32_t *count);     /* Add Sub Mul Div Pow Equal Less Greater Where */
+const cge_op_def *cge_ops_unary(int32_t *count);      /* Neg Abs Exp ... Gelu Cast Identity */
+const cge_op_def *cge_ops_matmul(int32_t *count);     /* MatMul Gemm */
+const cge_op_def *cge_ops_softmax(int32_t *count);    /* Softmax LogSoftmax */
+const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum ReduceMean ReduceMax */
+const cge_op_def *cge_ops_shape(int32_t *count);      /* Reshape Flatten Squeeze Unsqueeze Expand Shape Constant */
+const cge_op_def *cge_ops_transform(int32_t *count);  /* Transpose Concat Split Slice Gather */
+
+/* Register the builtin library once (thread-safe; called by every lookup). */
+void cge_ops_builtin_init(void);
+
+#endif

@@ -1,0 +1,39 @@
+/* Small helpers shared by the builtin kernels: splitting work into SPMD
+ * blocks, and reading/writing any dtype as double (the slow generic path used
+ * for rare dtypes; hot paths are typed). */
+#ifndef CGE_OPS_KERNEL_UTIL_H
+#define CGE_OPS_KERNEL_UTIL_H
+
+#include "cge/op.h"
+
+/* Blocks for `work` items when each block should get at least `min_per_block`
+ * items: between 1 and 4 * num_threads (to balance uneven blocks). */
+static inline int64_t cge_blocks_for(int64_t work, int64_t min_per_block, int num_threads)
+{
+    if (work <= 0 || min_per_block <= 0)
+        return 1;
+    int64_t nb = (work + min_per_block - 1) / min_per_block;
+    int64_t cap = (int64_t)(num_threads > 0 ? num_threads : 1) * 4;
+    if (nb > cap)
+        nb = cap;
+    return nb < 1 ? 1 : nb;
+}
+
+/* The [begin, end) range of block `b` of `nb` over `work` items. */
+static inline void cge_block_range(int64_t work, int64_t b, int64_t nb, int64_t *begin,
+                                   int64_t *end)
+{
+    int64_t q = work / nb, r = work % nb;
+    *begin = b * q + (b < r ? b : r);
+    *end = *begin + q + (b < r ? 1 : 0);
+}
+
+/* Element i of a buffer of `dtype`, as double (bool -> 0/1). */
+double cge_load_as_double(cge_dtype dtype, const void *data, int64_t i);
+/* Store v into element i, converting as C casts do (float->int truncates;
+ * bool is v != 0; f16/bf16 round to nearest even). */
+void cge_store_from_double(cge_dtype dtype, void *data, int64_t i, double v);
+/* Element i as int64 (for index/shape inputs of any integer dtype). */
+int64_t cge_load_as_i64(cge_dtype dtype, const void *data, int64_t i);
+
+#endif

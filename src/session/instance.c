@@ -1,0 +1,437 @@
+/* Instances: the executable form of a graph for one input signature. With
+ * every shape known, buffers and kernel contexts are made once and a run only
+ * copies inputs, launches kernels and copies outputs; when some shape depends
+ * on run-time values, the instance runs node by node, inferring as it goes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strmap.h"
+#include "cge/op.h"
+#include "ops/meta.h"
+#include "session/instance.h"
+
+typedef struct value {
+    const char *name;
+    cge_tensor_desc desc;
+    void *data;             /* device buffer */
+    size_t bytes;           /* allocated bytes */
+    bool is_const;
+} value;
+
+typedef struct node_exec {
+    const cge_node *node;
+    const cge_op_def *def;
+    const cge_kernel_def *kernel;
+    int32_t *in_idx;        /* value index per input, -1 if absent */
+    int32_t *out_idx;
+    cge_tensor *ins, *outs;
+    cge_kernel_ctx ctx;
+    void *workspace;
+} node_exec;
+
+struct cge_instance {
+    cge_device *dev;
+    cge_graph *g;           /* own copy, inferred for this signature */
+    cge_shape *input_shapes;
+    int32_t num_inputs;
+    value *values;
+    int32_t num_values;
+    cge_strmap index;
+    node_exec *nodes;
+    int32_t num_nodes;
+    bool eager;             /* some shape is known only at run time */
+    cge_event *done;        /* the last run's end, ordering runs across streams */
+};
+
+static cge_status oom(void)
+{
+    return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "session: out of memory");
+}
+
+static cge_status add_value(cge_instance *inst, const char *name, int32_t *cap)
+{
+    if (cge_strmap_get(&inst->index, name) >= 0)
+        return CGE_OK;
+    if (inst->num_values == *cap) {
+        int32_t nc = *cap ? *cap * 2 : 64;
+        value *v = realloc(inst->values, sizeof *v * (size_t)nc);
+        if (!v)
+            return oom();
+        inst->values = v;
+        *cap = nc;
+    }
+    value *v = &inst->values[inst->num_values];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    cge_status st = cge_graph_get_desc(inst->g, name, &v->desc);
+    if (st)
+        return st;
+    v->desc.name = name;
+    v->is_const = cge_graph_constant(inst->g, name) != NULL;
+    if (!cge_strmap_put(&inst->index, name, inst->num_values))
+        return oom();
+    inst->num_values++;
+    return CGE_OK;
+}
+
+static cge_status alloc_value(cge_instance *inst, value *v)
+{
+    size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+    if (v->data && v->bytes >= need)
+        return CGE_OK;
+    cge_mem_free(inst->dev, v->data);
+    v->data = NULL;
+    v->bytes = 0;
+    cge_status st = cge_mem_alloc(inst->dev, need, &v->data);
+    if (st)
+        return st;
+    v->bytes = need;
+    return CGE_OK;
+}
+
+static cge_dtype kernel_dtype(const cge_instance *inst, const node_exec *ne)
+{
+    for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++)
+        if (ne->in_idx[i] >= 0)
+            return inst->values[ne->in_idx[i]].desc.dtype;
+    return CGE_DTYPE_UNDEFINED;
+}
+
+/* Points the node's kernel context at the current value buffers and shapes. */
+static void bind_node(cge_instance *inst, node_exec *ne)
+{
+    int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
+    for (int32_t i = 0; i < ni; i++) {
+        memset(&ne->ins[i], 0, sizeof ne->ins[i]);
+        if (ne->in_idx[i] < 0)
+            continue;
+        value *v = &inst->values[ne->in_idx[i]];
+        ne->ins[i] = (cge_tensor){.name = v->name, .dtype = v->desc.dtype, .shape = v->desc.shape,
+                                  .data = v->data, .bytes = v->bytes};
+    }
+    for (int32_t i = 0; i < no; i++) {
+        value *v = &inst->values[ne->out_idx[i]];
+        ne->outs[i] = (cge_tensor){.name = v->name, .dtype = v->desc.dtype, .shape = v->desc.shape,
+                                   .data = v->data, .bytes = v->bytes};
+    }
+}
+
+static cge_status engine_error(const node_exec *ne)
+{
+    char msg[900];
+    const char *e = cge_last_error();
+    const char *body = strstr(e, "] ");
+    snprintf(msg, sizeof msg, "%s", body ? body + 2 : e);
+    return cge_error(CGE_LAYER_ENGINE, CGE_ERR_UNSUPPORTED, "node '%s' (%s): %s",
+                     cge_node_name(ne->node), cge_node_op_type(ne->node), msg);
+}
+
+/* Kernel choice, workspace and per-node state: once per instance, or per
+ * node run in eager mode. */
+static cge_status prepare_node(cge_instance *inst, node_exec *ne)
+{
+    if (!ne->kernel) {
+        ne->kernel = cge_op_find_kernel(ne->def, "cpu", kernel_dtype(inst, ne));
+        if (!ne->kernel)
+            return engine_error(ne);
+    }
+    bind_node(inst, ne);
+    if (ne->kernel->release && ne->ctx.state) {
+        ne->kernel->release(ne->ctx.state);
+        ne->ctx.state = NULL;
+    }
+    cge_status st = CGE_OK;
+    if (ne->kernel->workspace_size) {
+        size_t ws = ne->kernel->workspace_size(&ne->ctx);
+        if (ws > ne->ctx.workspace_size) {
+            cge_mem_free(inst->dev, ne->workspace);
+            ne->workspace = NULL;
+            ne->ctx.workspace_size = 0;
+            st = cge_mem_alloc(inst->dev, ws, &ne->workspace);
+            if (!st)
+                ne->ctx.workspace_size = ws;
+        }
+        ne->ctx.workspace = ne->workspace;
+    }
+    if (!st && ne->kernel->prepare)
+        st = ne->kernel->prepare(&ne->ctx, &ne->ctx.state);
+    return st;
+}
+
+void cge_instance_destroy(cge_instance *inst)
+{
+    if (!inst)
+        return;
+    cge_event_destroy(inst->done);
+    for (int32_t k = 0; k < inst->num_nodes; k++) {
+        node_exec *ne = &inst->nodes[k];
+        if (ne->kernel && ne->kernel->release && ne->ctx.state)
+            ne->kernel->release(ne->ctx.state);
+        cge_mem_free(inst->dev, ne->workspace);
+        free(ne->in_idx);
+        free(ne->out_idx);
+        free(ne->ins);
+        free(ne->outs);
+    }
+    free(inst->nodes);
+    for (int32_t i = 0; i < inst->num_values; i++)
+        cge_mem_free(inst->dev, inst->values[i].data);
+    free(inst->values);
+    cge_strmap_free(&inst->index);
+    cge_graph_destroy(inst->g);
+    free(inst->input_shapes);
+    free(inst);
+}
+
+static cge_status build(cge_instance *inst, const int32_t *order)
+{
+    cge_graph *g = inst->g;
+    for (int32_t i = 0; i < inst->num_inputs; i++) {
+        cge_tensor_desc d;
+        cge_status st = cge_graph_get_desc(g, cge_graph_input(g, i), &d);
+        if (!st)
+            st = cge_graph_set_desc(g, d.name, d.dtype, &inst->input_shapes[i]);
+        if (st)
+            return st;
+    }
+    cge_status st = cge_graph_infer(g);
+    if (st)
+        return st;
+    int32_t cap = 0;
+    for (int32_t i = 0; !st && i < inst->num_inputs; i++)
+        st = add_value(inst, cge_graph_input(g, i), &cap);
+    for (int32_t i = 0; !st && i < cge_graph_num_constants(g); i++)
+        st = add_value(inst, cge_graph_constant_name(g, i), &cap);
+    inst->num_nodes = cge_graph_num_nodes(g);
+    inst->nodes = calloc((size_t)inst->num_nodes + 1, sizeof *inst->nodes);
+    if (!inst->nodes)
+        return oom();
+    for (int32_t k = 0; !st && k < inst->num_nodes; k++) {
+        node_exec *ne = &inst->nodes[k];
+        ne->node = cge_graph_node(g, order[k]);
+        int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
+        ne->in_idx = calloc((size_t)ni + 1, sizeof(int32_t));
+        ne->out_idx = calloc((size_t)no + 1, sizeof(int32_t));
+        ne->ins = calloc((size_t)ni + 1, sizeof(cge_tensor));
+        ne->outs = calloc((size_t)no + 1, sizeof(cge_tensor));
+        if (!ne->in_idx || !ne->out_idx || !ne->ins || !ne->outs)
+            return oom();
+        ne->def = cge_op_find(cge_node_domain(ne->node), cge_node_op_type(ne->node), 0);
+        if (!ne->def)
+            return cge_last_error_status();
+        for (int32_t i = 0; !st && i < no; i++) {
+            st = add_value(inst, cge_node_output(ne->node, i), &cap);
+            ne->out_idx[i] = cge_strmap_get(&inst->index, cge_node_output(ne->node, i));
+        }
+        for (int32_t i = 0; !st && i < ni; i++) {
+            const char *nm = cge_node_input(ne->node, i);
+            ne->in_idx[i] = nm[0] ? cge_strmap_get(&inst->index, nm) : -1;
+        }
+        ne->ctx = (cge_kernel_ctx){
+            .op_type = cge_node_op_type(ne->node),
+            .node_name = cge_node_name(ne->node),
+            .num_inputs = ni, .inputs = ne->ins,
+            .num_outputs = no, .outputs = ne->outs,
+            .attrs = cge_node_attrs_const(ne->node),
+            .device = inst->dev,
+            .num_threads = cge_device_num_threads(inst->dev),
+        };
+    }
+    for (int32_t i = 0; !st && i < inst->num_values; i++)
+        if (!cge_shape_is_static(&inst->values[i].desc.shape))
+            inst->eager = true;
+    /* Constants (and, with static shapes, every value) get their buffers now. */
+    for (int32_t i = 0; !st && i < inst->num_values; i++) {
+        value *v = &inst->values[i];
+        if (!v->is_const && inst->eager)
+            continue;
+        st = alloc_value(inst, v);
+        if (!st && v->is_const && v->bytes)
+            st = cge_memcpy(inst->dev, v->data, cge_graph_constant(g, v->name)->data, v->bytes,
+                            CGE_MEMCPY_HOST_TO_DEVICE);
+    }
+    for (int32_t k = 0; !st && !inst->eager && k < inst->num_nodes; k++)
+        st = prepare_node(inst, &inst->nodes[k]);
+    if (!st)
+        st = cge_event_create(inst->dev, &inst->done);
+    return st;
+}
+
+cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_t *order,
+                               const cge_shape *input_shapes, cge_instance **out)
+{
+    cge_instance *inst = calloc(1, sizeof *inst);
+    if (!inst)
+        return oom();
+    inst->dev = dev;
+    cge_strmap_init(&inst->index);
+    inst->num_inputs = cge_graph_num_inputs(g);
+    inst->input_shapes = calloc((size_t)inst->num_inputs + 1, sizeof(cge_shape));
+    cge_status st = inst->input_shapes ? CGE_OK : oom();
+    if (!st) {
+        memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
+        st = cge_graph_clone(g, &inst->g);
+    }
+    if (!st)
+        st = build(inst, order);
+    if (st) {
+        cge_instance_destroy(inst);
+        return st;
+    }
+    *out = inst;
+    return CGE_OK;
+}
+
+bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n)
+{
+    if (n != inst->num_inputs)
+        return false;
+    for (int32_t i = 0; i < n; i++)
+        if (!cge_shape_equal(&inst->input_shapes[i], &input_shapes[i]))
+            return false;
+    return true;
+}
+
+static cge_status check_outputs(cge_instance *inst, cge_tensor *outputs, const int32_t *out_pos,
+                                int32_t n)
+{
+    char sh[CGE_SHAPE_STR_MAX];
+    for (int32_t i = 0; i < n; i++) {
+        const char *name = cge_graph_output(inst->g, out_pos[i]);
+        const value *v = &inst->values[cge_strmap_get(&inst->index, name)];
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        if (outputs[i].bytes < need || (need && !outputs[i].data))
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                             "output '%s' is %s %s and needs %zu bytes; the buffer given has "
+                             "%zu%s",
+                             name, cge_dtype_name(v->desc.dtype),
+                             cge_shape_str(&v->desc.shape, sh, sizeof sh), need, outputs[i].bytes,
+                             outputs[i].data ? "" : " (data is NULL)");
+    }
+    return CGE_OK;
+}
+
+static cge_status copy_outputs(cge_instance *inst, cge_stream *stream, cge_tensor *outputs,
+                               const int32_t *out_pos, int32_t n)
+{
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < n; i++) {
+        const char *name = cge_graph_output(inst->g, out_pos[i]);
+        const value *v = &inst->values[cge_strmap_get(&inst->index, name)];
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        outputs[i].dtype = v->desc.dtype;
+        outputs[i].shape = v->desc.shape;
+        if (need)
+            st = cge_memcpy_async(stream, outputs[i].data, v->data, need,
+                                  CGE_MEMCPY_DEVICE_TO_HOST);
+    }
+    return st;
+}
+
+static cge_status copy_inputs(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
+                              const int32_t *in_pos, int32_t n)
+{
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < n; i++) {
+        value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
+        if (v->bytes)
+            st = cge_memcpy_async(stream, v->data, inputs[i].data, v->bytes,
+                                  CGE_MEMCPY_HOST_TO_DEVICE);
+    }
+    return st;
+}
+
+/* Node by node: infer with the values at hand (the CPU device's memory is
+ * host-addressable, so value-dependent shapes can be read after a sync). */
+static cge_status run_eager(cge_instance *inst, cge_stream *stream)
+{
+    cge_status st = CGE_OK;
+    for (int32_t k = 0; !st && k < inst->num_nodes; k++) {
+        node_exec *ne = &inst->nodes[k];
+        int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
+        cge_tensor_desc in_desc[64], out_desc[64];
+        const void *vals[64];
+        if (ni > 64 || no > 64)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_UNSUPPORTED,
+                             "node '%s': more than 64 inputs or outputs in eager mode",
+                             cge_node_name(ne->node));
+        st = cge_stream_synchronize(stream);
+        for (int32_t i = 0; i < ni; i++) {
+            memset(&in_desc[i], 0, sizeof in_desc[i]);
+            vals[i] = NULL;
+            in_desc[i].name = "";
+            if (ne->in_idx[i] < 0)
+                continue;
+            in_desc[i] = inst->values[ne->in_idx[i]].desc;
+            vals[i] = inst->values[ne->in_idx[i]].data;
+        }
+        for (int32_t i = 0; i < no; i++)
+            out_desc[i] = (cge_tensor_desc){.name = inst->values[ne->out_idx[i]].name};
+        if (!st)
+            st = cge_op_infer_node(ne->def, cge_node_name(ne->node), cge_node_attrs_const(ne->node),
+                                   in_desc, vals, ni, out_desc, no);
+        for (int32_t i = 0; !st && i < no; i++) {
+            value *v = &inst->values[ne->out_idx[i]];
+            v->desc.dtype = out_desc[i].dtype;
+            v->desc.shape = out_desc[i].shape;
+            if (!cge_shape_is_static(&v->desc.shape))
+                st = cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                               "%s '%s': output %d's shape is unknown even with every input "
+                               "value at hand",
+                               cge_node_op_type(ne->node), cge_node_name(ne->node), i);
+            if (!st)
+                st = alloc_value(inst, v);
+        }
+        if (!st)
+            st = prepare_node(inst, ne);
+        if (!st)
+            st = ne->kernel->launch(&ne->ctx, stream);
+    }
+    return st;
+}
+
+cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
+                            const int32_t *in_pos, int32_t num_inputs, cge_tensor *outputs,
+                            const int32_t *out_pos, int32_t num_outputs, bool sync)
+{
+    cge_status st;
+    if (inst->eager) {
+        /* Output sizes are known only after the run: run, then check. */
+        st = cge_stream_wait_event(stream, inst->done);
+        for (int32_t i = 0; !st && i < inst->num_inputs; i++) {
+            value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, i))];
+            v->desc.shape = inst->input_shapes[i];
+            st = alloc_value(inst, v);
+        }
+        if (!st)
+            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs);
+        if (!st)
+            st = run_eager(inst, stream);
+        if (!st)
+            st = cge_stream_synchronize(stream);
+        if (!st)
+            st = check_outputs(inst, outputs, out_pos, num_outputs);
+        if (!st)
+            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs);
+    } else {
+        st = check_outputs(inst, outputs, out_pos, num_outputs);
+        if (!st)
+            st = cge_stream_wait_event(stream, inst->done);
+        if (!st)
+            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs);
+        for (int32_t k = 0; !st && k < inst->num_nodes; k++)
+            st = inst->nodes[k].kernel->launch(&inst->nodes[k].ctx, stream);
+        if (!st)
+            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs);
+    }
+    cge_status rec = cge_event_record(inst->done, stream);
+    if (!st)
+        st = rec;
+    if (sync) {
+        cge_status s2 = cge_stream_synchronize(stream);
+        if (!st)
+            st = s2;
+    }
+    return st;
+}

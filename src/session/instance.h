@@ -1,0 +1,22 @@
+/* A compiled graph for one input signature: its own inferred copy of the
+ * graph, one buffer per value, the kernel and prepared context per node. */
+#ifndef CGE_SESSION_INSTANCE_H
+#define CGE_SESSION_INSTANCE_H
+
+#include "cge/graph.h"
+#include "cge/runtime.h"
+
+typedef struct cge_instance cge_instance;
+
+/* `g` is verified and ordered (`order`); `input_shapes` are concrete. */
+cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_t *order,
+                               const cge_shape *input_shapes, cge_instance **out);
+void cge_instance_destroy(cge_instance *inst);
+bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n);
+/* Inputs/outputs already bound: in_pos[i] is the graph input position of
+ * inputs[i] (likewise for outputs). Checks output buffers before enqueueing. */
+cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
+                            const int32_t *in_pos, int32_t num_inputs, cge_tensor *outputs,
+                            const int32_t *out_pos, int32_t num_outputs, bool sync);
+
+#endif

@@ -1,0 +1,417 @@
+/* Sessions: graphs by id, compiled into per-input-signature instances (value
+ * buffers, kernels, prepared node contexts) and run on a stream. Inputs and
+ * outputs are checked before anything is enqueued. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strmap.h"
+#include "cge/op.h"
+#include "cge/session.h"
+#include "ops/meta.h"
+#include "session/instance.h"
+
+#define MAX_INSTANCES 16
+
+typedef struct graph_entry {
+    uint32_t id;
+    cge_graph *g;           /* the session's copy; descriptors as last inferred */
+    bool compiled;
+    int32_t *order;         /* topological order of node indices */
+    cge_instance *inst[MAX_INSTANCES];
+    int32_t num_inst;
+    int32_t next_evict;
+    pthread_mutex_t lock;   /* one run (enqueue) or compile at a time */
+    struct graph_entry *next;
+} graph_entry;
+
+struct cge_session {
+    cge_device *dev;
+    bool owns_device;
+    cge_stream *stream;     /* for synchronous runs */
+    pthread_mutex_t lock;   /* the entry list */
+    graph_entry *graphs;
+};
+
+cge_status cge_session_create(const cge_session_options *opts, cge_session **out)
+{
+    if (!out)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "session_create: out is NULL");
+    *out = NULL;
+    cge_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "session_create: out of memory");
+    cge_status st = CGE_OK;
+    if (opts && opts->device) {
+        s->dev = opts->device;
+    } else {
+        cge_device_options d = {.num_threads = opts ? opts->num_threads : 0};
+        st = cge_device_create_cpu(&d, &s->dev);
+        s->owns_device = st == CGE_OK;
+    }
+    if (!st)
+        st = cge_stream_create(s->dev, &s->stream);
+    if (st) {
+        if (s->owns_device)
+            cge_device_destroy(s->dev);
+        free(s);
+        return st;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    *out = s;
+    return CGE_OK;
+}
+
+static void entry_free(graph_entry *e)
+{
+    for (int32_t i = 0; i < e->num_inst; i++)
+        cge_instance_destroy(e->inst[i]);
+    cge_graph_destroy(e->g);
+    free(e->order);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+void cge_session_destroy(cge_session *s)
+{
+    if (!s)
+        return;
+    cge_device_synchronize(s->dev);
+    while (s->graphs) {
+        graph_entry *e = s->graphs;
+        s->graphs = e->next;
+        entry_free(e);
+    }
+    cge_stream_destroy(s->stream);
+    if (s->owns_device)
+        cge_device_destroy(s->dev);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+cge_device *cge_session_device(const cge_session *s) { return s ? s->dev : NULL; }
+
+static graph_entry *find_entry(cge_session *s, uint32_t id)
+{
+    pthread_mutex_lock(&s->lock);
+    graph_entry *e = s->graphs;
+    while (e && e->id != id)
+        e = e->next;
+    pthread_mutex_unlock(&s->lock);
+    return e;
+}
+
+static cge_status no_graph(uint32_t id)
+{
+    return cge_error(CGE_LAYER_SESSION, CGE_ERR_NOT_FOUND, "no graph with id %u in this session",
+                     id);
+}
+
+cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_graph *g)
+{
+    if (!s || !g)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "add_graph: NULL session or graph");
+    if (find_entry(s, graph_id))
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_EXISTS,
+                         "add_graph: graph id %u is already in use (remove it first)", graph_id);
+    graph_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "add_graph: out of memory");
+    cge_status st = cge_graph_clone(g, &e->g);
+    if (st) {
+        free(e);
+        return st;
+    }
+    e->id = graph_id;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_lock(&s->lock);
+    e->next = s->graphs;
+    s->graphs = e;
+    pthread_mutex_unlock(&s->lock);
+    return CGE_OK;
+}
+
+cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id)
+{
+    if (!s)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "remove_graph: session is NULL");
+    pthread_mutex_lock(&s->lock);
+    graph_entry **pp = &s->graphs;
+    while (*pp && (*pp)->id != graph_id)
+        pp = &(*pp)->next;
+    graph_entry *e = *pp;
+    if (e)
+        *pp = e->next;
+    pthread_mutex_unlock(&s->lock);
+    if (!e)
+        return no_graph(graph_id);
+    /* Runs in flight still use the instances' buffers. */
+    cge_device_synchronize(s->dev);
+    entry_free(e);
+    return CGE_OK;
+}
+
+static cge_status compile_locked(cge_session *s, graph_entry *e)
+{
+    if (e->compiled)
+        return CGE_OK;
+    cge_status st = cge_graph_verify(e->g);
+    if (!st)
+        st = cge_graph_infer(e->g);
+    int32_t nn = cge_graph_num_nodes(e->g);
+    if (!st) {
+        free(e->order);
+        e->order = malloc(sizeof(int32_t) * (size_t)(nn ? nn : 1));
+        if (!e->order)
+            st = cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "compile: out of memory");
+    }
+    if (!st)
+        st = cge_graph_topo_order(e->g, e->order);
+    if (st)
+        return st;
+    /* With static inputs the one instance is built now, so that kernel and
+     * allocation errors surface at compile time. */
+    int32_t ni = cge_graph_num_inputs(e->g);
+    cge_shape *shapes = calloc((size_t)ni + 1, sizeof *shapes);
+    if (!shapes)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "compile: out of memory");
+    bool all_static = true;
+    for (int32_t i = 0; i < ni; i++) {
+        cge_tensor_desc d;
+        cge_graph_get_desc(e->g, cge_graph_input(e->g, i), &d);
+        shapes[i] = d.shape;
+        all_static &= cge_shape_is_static(&d.shape);
+    }
+    if (all_static && e->num_inst == 0) {
+        cge_instance *inst = NULL;
+        st = cge_instance_create(s->dev, e->g, e->order, shapes, &inst);
+        if (!st)
+            e->inst[e->num_inst++] = inst;
+    }
+    free(shapes);
+    if (!st)
+        e->compiled = true;
+    return st;
+}
+
+cge_status cge_session_compile_graph(cge_session *s, uint32_t graph_id)
+{
+    if (!s)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "compile_graph: session is NULL");
+    graph_entry *e = find_entry(s, graph_id);
+    if (!e)
+        return no_graph(graph_id);
+    pthread_mutex_lock(&e->lock);
+    cge_status st = compile_locked(s, e);
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+cge_status cge_session_num_io(const cge_session *s, uint32_t graph_id, int32_t *num_inputs,
+                              int32_t *num_outputs)
+{
+    graph_entry *e = s ? find_entry((cge_session *)s, graph_id) : NULL;
+    if (!e)
+        return s ? no_graph(graph_id)
+                 : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "num_io: session is NULL");
+    if (num_inputs)
+        *num_inputs = cge_graph_num_inputs(e->g);
+    if (num_outputs)
+        *num_outputs = cge_graph_num_outputs(e->g);
+    return CGE_OK;
+}
+
+static cge_status io_desc(const cge_session *s, uint32_t graph_id, int32_t i, bool input,
+                          cge_tensor_desc *out)
+{
+    graph_entry *e = s ? find_entry((cge_session *)s, graph_id) : NULL;
+    if (!e || !out)
+        return e ? cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "io_desc: out is NULL")
+                 : (s ? no_graph(graph_id)
+                      : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "io_desc: session is NULL"));
+    int32_t n = input ? cge_graph_num_inputs(e->g) : cge_graph_num_outputs(e->g);
+    if (i < 0 || i >= n)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "graph %u has %d %s; index %d is out of range", graph_id, n,
+                         input ? "inputs" : "outputs", i);
+    pthread_mutex_lock(&e->lock);
+    cge_status st = cge_graph_get_desc(e->g, input ? cge_graph_input(e->g, i) : cge_graph_output(e->g, i), out);
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+cge_status cge_session_input_desc(const cge_session *s, uint32_t graph_id, int32_t i,
+                                  cge_tensor_desc *out)
+{
+    return io_desc(s, graph_id, i, true, out);
+}
+
+cge_status cge_session_output_desc(const cge_session *s, uint32_t graph_id, int32_t i,
+                                   cge_tensor_desc *out)
+{
+    return io_desc(s, graph_id, i, false, out);
+}
+
+/* Matches user tensors to graph positions: all by name or all by position. */
+static cge_status bind(const cge_graph *g, uint32_t id, bool inputs, const cge_tensor *ts,
+                       int32_t n, int32_t *pos_of)
+{
+    int32_t gn = inputs ? cge_graph_num_inputs(g) : cge_graph_num_outputs(g);
+    const char *what = inputs ? "input" : "output";
+    if (n < 0 || (n > 0 && !ts))
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "graph %u: bad %s list", id, what);
+    bool named = n > 0 && ts[0].name != NULL;
+    for (int32_t i = 0; i < n; i++)
+        if ((ts[i].name != NULL) != named)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                             "graph %u: name either every %s or none", id, what);
+    if (inputs && n != gn)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "graph %u takes %d inputs; %d given", id, gn, n);
+    if (!inputs && (n > gn || (!named && n != gn)))
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "graph %u has %d outputs; %d given%s", id, gn, n,
+                         named ? "" : " (pass all by position, or name a subset)");
+    for (int32_t i = 0; i < n; i++) {
+        if (!named) {
+            pos_of[i] = i;
+            continue;
+        }
+        pos_of[i] = -1;
+        for (int32_t j = 0; j < gn; j++) {
+            const char *gname = inputs ? cge_graph_input(g, j) : cge_graph_output(g, j);
+            if (!strcmp(gname, ts[i].name))
+                pos_of[i] = j;
+        }
+        if (pos_of[i] < 0) {
+            char list[512];
+            size_t k = 0;
+            list[0] = '\0';
+            for (int32_t j = 0; j < gn && k < sizeof list; j++)
+                k += (size_t)snprintf(list + k, sizeof list - k, "%s'%s'", j ? ", " : "",
+                                      inputs ? cge_graph_input(g, j) : cge_graph_output(g, j));
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_NOT_FOUND,
+                             "graph %u has no %s named '%s' (its %ss: %s)", id, what, ts[i].name,
+                             what, list);
+        }
+        for (int32_t j = 0; j < i; j++)
+            if (pos_of[j] == pos_of[i])
+                return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                                 "graph %u: %s '%s' is given twice", id, what, ts[i].name);
+    }
+    return CGE_OK;
+}
+
+static cge_status check_inputs(const graph_entry *e, const cge_tensor *inputs, int32_t n,
+                               const int32_t *pos_of, cge_shape *shapes)
+{
+    char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
+    for (int32_t i = 0; i < n; i++) {
+        cge_tensor_desc d;
+        const char *name = cge_graph_input(e->g, pos_of[i]);
+        cge_graph_get_desc(e->g, name, &d);
+        const cge_tensor *t = &inputs[i];
+        if (t->dtype != d.dtype)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_DTYPE,
+                             "graph %u: input '%s' is %s; the graph declares %s", e->id, name,
+                             cge_dtype_name(t->dtype), cge_dtype_name(d.dtype));
+        bool fits = t->shape.rank == d.shape.rank;
+        for (int32_t k = 0; fits && k < d.shape.rank; k++)
+            fits = t->shape.dims[k] >= 0 && (d.shape.dims[k] < 0 || d.shape.dims[k] == t->shape.dims[k]);
+        if (!fits || t->shape.rank < 0 || t->shape.rank > CGE_MAX_RANK)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
+                             "graph %u: input '%s' has shape %s; the graph declares %s", e->id,
+                             name, cge_shape_str(&t->shape, a, sizeof a),
+                             cge_shape_str(&d.shape, b, sizeof b));
+        size_t need = cge_tensor_nbytes(t->dtype, &t->shape);
+        if (t->bytes < need || (need && !t->data))
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                             "graph %u: input '%s' needs %zu bytes of data; %zu given%s", e->id,
+                             name, need, t->bytes, t->data ? "" : " (data is NULL)");
+        shapes[pos_of[i]] = t->shape;
+    }
+    return CGE_OK;
+}
+
+static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *shapes,
+                               cge_instance **out)
+{
+    int32_t ni = cge_graph_num_inputs(e->g);
+    for (int32_t i = 0; i < e->num_inst; i++)
+        if (cge_instance_matches(e->inst[i], shapes, ni)) {
+            *out = e->inst[i];
+            return CGE_OK;
+        }
+    cge_instance *inst = NULL;
+    cge_status st = cge_instance_create(s->dev, e->g, e->order, shapes, &inst);
+    if (st)
+        return st;
+    if (e->num_inst == MAX_INSTANCES) {
+        /* Evict round-robin; its runs in flight must end before its buffers go. */
+        cge_device_synchronize(s->dev);
+        cge_instance_destroy(e->inst[e->next_evict]);
+        e->inst[e->next_evict] = inst;
+        e->next_evict = (e->next_evict + 1) % MAX_INSTANCES;
+    } else {
+        e->inst[e->num_inst++] = inst;
+    }
+    *out = inst;
+    return CGE_OK;
+}
+
+static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
+                      int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
+                      cge_stream *stream, bool sync)
+{
+    if (!s)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run_graph: session is NULL");
+    graph_entry *e = find_entry(s, graph_id);
+    if (!e)
+        return no_graph(graph_id);
+    if (stream && cge_stream_device(stream) != s->dev)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "graph %u: the stream belongs to another device than the session's",
+                         graph_id);
+    pthread_mutex_lock(&e->lock);
+    cge_status st = compile_locked(s, e);
+    int32_t ni = cge_graph_num_inputs(e->g), no = cge_graph_num_outputs(e->g);
+    int32_t *in_pos = calloc((size_t)ni + 1, sizeof(int32_t));
+    int32_t *out_pos = calloc((size_t)no + 1, sizeof(int32_t));
+    cge_shape *shapes = calloc((size_t)ni + 1, sizeof(cge_shape));
+    if (!st && (!in_pos || !out_pos || !shapes))
+        st = cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "run_graph: out of memory");
+    if (!st)
+        st = bind(e->g, graph_id, true, inputs, num_inputs, in_pos);
+    if (!st)
+        st = bind(e->g, graph_id, false, outputs, num_outputs, out_pos);
+    if (!st)
+        st = check_inputs(e, inputs, num_inputs, in_pos, shapes);
+    cge_instance *inst = NULL;
+    if (!st)
+        st = get_instance(s, e, shapes, &inst);
+    if (!st)
+        st = cge_instance_run(inst, stream ? stream : s->stream, inputs, in_pos, num_inputs,
+                              outputs, out_pos, num_outputs, sync || !stream);
+    pthread_mutex_unlock(&e->lock);
+    free(in_pos);
+    free(out_pos);
+    free(shapes);
+    return st;
+}
+
+cge_status cge_session_run_graph(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
+                                 int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs)
+{
+    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, NULL, true);
+}
+
+cge_status cge_session_run_graph_async(cge_session *s, uint32_t graph_id,
+                                       const cge_tensor *inputs, int32_t num_inputs,
+                                       cge_tensor *outputs, int32_t num_outputs,
+                                       cge_stream *stream)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run_graph_async: stream is NULL");
+    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, false);
+}
