@@ -187,8 +187,9 @@ cge_status cge_load_op_library(const char *path)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
-        return cge_error(CGE_LAYER_SCHEMA, CGE_ERR_NOT_FOUND, "cannot load operator library '%s': %s",
-                         path, why ? why : "unknown error");
+        /* A missing, unreadable or malformed file: the io layer's failure. */
+        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "cannot load operator library '%s': %s", path,
+                         why ? why : "unknown error");
     }
     cge_op_library_entry_fn entry;
     void *sym = dlsym(h, CGE_OP_LIBRARY_ENTRY);

@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -129,8 +131,16 @@ static void test_load_library_errors(void **state)
     (void)state;
     op_assert_error(cge_load_op_library(TEST_OPLIB_BADVERSION_PATH), "[schema]",
                     "built for operator API version 99");
-    op_assert_error(cge_load_op_library("/nonexistent/libnothing.so"), "[schema]",
-                    "cannot load operator library");
+    op_assert_error(cge_load_op_library("/nonexistent/libnothing.so"), "[io]",
+                    "cannot load operator library '/nonexistent/libnothing.so'");
+    /* A file that is not a shared object at all. */
+    char path[] = "/tmp/cge_not_a_library_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "garbage\n", 8), 8);
+    close(fd);
+    op_assert_error(cge_load_op_library(path), "[io]", path);
+    unlink(path);
     op_assert_error(cge_load_op_library("libc.so.6"), "[schema]", "no 'cge_op_library_entry'");
     op_assert_error(cge_load_op_library(NULL), "[schema]", "no path");
 }
