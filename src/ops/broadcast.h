@@ -1,0 +1,97 @@
+/* Numpy-broadcast iteration for elementwise kernels (binary ops, Where,
+ * Expand): per-input element strides against an output shape, dimension
+ * collapsing so common cases become one flat loop, and a row iterator. */
+#ifndef CGE_OPS_BROADCAST_H
+#define CGE_OPS_BROADCAST_H
+
+#include "cge/types.h"
+
+/* Most inputs one broadcast describes (Where has 3). */
+#define CGE_BCAST_MAX_INPUTS 4
+
+/* Element strides of a dense row-major tensor of shape `in` viewed at the
+ * output shape `out` (shapes aligned at the right, as numpy does): strides[d]
+ * for d < out->rank; 0 where `in` is broadcast (its dim is 1 or absent).
+ * Returns false if `in` does not broadcast to `out` (unidirectionally: every
+ * dim of `in` is 1 or equal to out's) or either shape is dynamic. */
+bool cge_broadcast_strides(const cge_shape *in, const cge_shape *out,
+                           int64_t strides[CGE_MAX_RANK]);
+
+/* An output shape with its inputs' strides, collapsed: output dims of size 1
+ * are dropped and neighbouring dims merged wherever every input is laid out
+ * the same way across them. So same-shape inputs become rank 1 with stride 1,
+ * a scalar operand rank 1 with stride 0, and [N,C] + [C] rank 2 with strides
+ * (C,1) and (0,1). After collapsing, rank >= 1 and the innermost stride of a
+ * dense input is 0 or 1. Plain data: it can be copied into launch args. */
+typedef struct cge_bcast {
+    int32_t rank;                                        /* 1 .. CGE_MAX_RANK */
+    int32_t num_inputs;
+    int64_t numel;                                       /* output elements (may be 0) */
+    int64_t dims[CGE_MAX_RANK];                          /* collapsed output dims */
+    int64_t strides[CGE_BCAST_MAX_INPUTS][CGE_MAX_RANK]; /* element strides, 0 = broadcast */
+} cge_bcast;
+
+/* Describe iterating the static shape `out` over `n` (1..CGE_BCAST_MAX_INPUTS)
+ * inputs of shapes ins[0..n). CGE_ERR_SHAPE if an input does not broadcast to
+ * `out`, CGE_ERR_INVALID_ARG for a bad count or a dynamic shape; no message
+ * is recorded (the caller names the node). */
+cge_status cge_bcast_init(cge_bcast *bc, const cge_shape *out, const cge_shape *const *ins,
+                          int32_t n);
+
+/* Input i is read in output order, element for element (no broadcast). */
+static inline bool cge_bcast_is_dense(const cge_bcast *bc, int32_t i)
+{
+    return bc->rank == 1 && (bc->strides[i][0] == 1 || bc->numel <= 1);
+}
+
+/* Input i is a single element repeated over the whole output. */
+static inline bool cge_bcast_is_scalar(const cge_bcast *bc, int32_t i)
+{
+    for (int32_t d = 0; d < bc->rank; d++)
+        if (bc->strides[i][d] != 0 && bc->dims[d] != 1)
+            return false;
+    return true;
+}
+
+/* Walks the output in rows along the innermost collapsed dim. Typical use
+ * over a block's range [begin, end) of output elements:
+ *
+ *     cge_bcast_iter it;
+ *     cge_bcast_iter_init(&bc, begin, &it);
+ *     while (it.pos < end) {
+ *         int64_t n = cge_bcast_iter_run(&bc, &it, end);
+ *         row(out + it.pos, a + it.off[0], bc.strides[0][bc.rank - 1],
+ *             b + it.off[1], bc.strides[1][bc.rank - 1], n);
+ *         cge_bcast_iter_advance(&bc, &it, n);
+ *     }
+ *
+ * Within a row, input i advances by its innermost stride (0 or 1). */
+typedef struct cge_bcast_iter {
+    int64_t pos;                          /* linear output index */
+    int64_t idx[CGE_MAX_RANK];            /* its multi-index in bc->dims */
+    int64_t off[CGE_BCAST_MAX_INPUTS];    /* element offset of each input */
+} cge_bcast_iter;
+
+/* Position the iterator at output element `start` (0 <= start <= numel). */
+void cge_bcast_iter_init(const cge_bcast *bc, int64_t start, cge_bcast_iter *it);
+
+/* Elements from it->pos to the end of its row, but not past output index
+ * `end`. */
+static inline int64_t cge_bcast_iter_run(const cge_bcast *bc, const cge_bcast_iter *it,
+                                         int64_t end)
+{
+    int64_t last = bc->rank - 1;
+    int64_t n = bc->dims[last] - it->idx[last];
+    return n < end - it->pos ? n : end - it->pos;
+}
+
+/* Move forward by `n` elements, n at most the current run's length. */
+void cge_bcast_iter_advance(const cge_bcast *bc, cge_bcast_iter *it, int64_t n);
+
+/* Gather input `input` (dense data at `src`, elements of `elem_size` bytes)
+ * into the dense output range [begin, end) at `dst`: the body of Expand, or of
+ * materialising a broadcast operand. Typed loops for sizes 1, 2, 4, 8. */
+void cge_bcast_copy(const cge_bcast *bc, int32_t input, size_t elem_size, const void *src,
+                    void *dst, int64_t begin, int64_t end);
+
+#endif
