@@ -1,0 +1,355 @@
+/* The CPU core pool: num_threads workers run the tasks of every stream. A
+ * stream is handed to one worker at a time (in-order queue); multi-block
+ * launches are shared out block by block; event waits hold back a stream,
+ * never a thread. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/cpu.h"
+
+/* Idle workers poll for new work this long before sleeping: enough to catch a
+ * submitter issuing launches back to back without a futex wake-up per task,
+ * short enough not to burn a core. */
+#define CPU_SPIN_NS 5000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void note_work_locked(cpu_device *d, int wanted)
+{
+    atomic_fetch_add_explicit(&d->work_hint, 1, memory_order_relaxed);
+    /* Spinning workers see work_hint; only sleepers need a signal. */
+    for (int i = 0; i < wanted && i < d->idle; i++)
+        pthread_cond_signal(&d->work_cv);
+}
+
+/* `wake`: signal a sleeping worker. A worker re-queueing the stream it just
+ * served does not: it takes the next task itself. */
+static void push_ready_locked(cpu_device *d, cpu_stream *s, bool wake)
+{
+    s->queued = true;
+    s->next_ready = NULL;
+    if (d->ready_tail)
+        d->ready_tail->next_ready = s;
+    else
+        d->ready_head = s;
+    d->ready_tail = s;
+    note_work_locked(d, wake ? 1 : 0);
+}
+
+static cpu_stream *pop_ready_locked(cpu_device *d)
+{
+    cpu_stream *s = d->ready_head;
+    if (s) {
+        d->ready_head = s->next_ready;
+        if (!d->ready_head)
+            d->ready_tail = NULL;
+        s->next_ready = NULL;
+        s->queued = false;
+    }
+    return s;
+}
+
+static void advance_locked(cpu_device *d, cpu_stream *s, bool wake);
+
+/* Streams blocked on `e` whose wait is now satisfied go on. */
+static void wake_event_waiters_locked(cpu_device *d, cpu_event *e)
+{
+    cpu_stream **link = &e->waiters;
+    cpu_stream *ready = NULL;
+    while (*link) {
+        cpu_stream *w = *link;
+        if (w->head->gen <= e->completed_gen) {
+            *link = w->next_blocked;
+            w->blocked_on = NULL;
+            w->next_blocked = ready;
+            ready = w;
+        } else {
+            link = &w->next_blocked;
+        }
+    }
+    /* Advance after unlinking: advancing may record events (and so reach this
+     * function again) and must not meet a half-edited list. */
+    while (ready) {
+        cpu_stream *w = ready;
+        ready = w->next_blocked;
+        w->next_blocked = NULL;
+        advance_locked(d, w, true);
+    }
+}
+
+/* Pops the finished head of `s` and does the bookkeeping its kind needs. */
+static void finish_head_locked(cpu_device *d, cpu_stream *s)
+{
+    cpu_task *t = s->head;
+    s->head = t->next;
+    if (!s->head)
+        s->tail = NULL;
+    s->completed++;
+    d->outstanding--;
+    atomic_fetch_add_explicit(&d->done_hint, 1, memory_order_relaxed);
+
+    if (t->t.kind == CGE_TASK_RECORD) {
+        cpu_event *e = cpu_evt(t->t.u.event.event);
+        /* An older record finishing late (on a slower stream) must not
+         * replace the newer point. */
+        if (t->gen > e->completed_gen) {
+            e->completed_gen = t->gen;
+            e->time_ns = t->time_ns;
+            if (e->sync_waiters)
+                pthread_cond_broadcast(&d->done_cv);
+            if (e->waiters)
+                wake_event_waiters_locked(d, e);
+        }
+        cpu_event_unref_locked(d, e);
+    } else if (t->t.kind == CGE_TASK_WAIT) {
+        cpu_event_unref_locked(d, cpu_evt(t->t.u.event.event));
+    }
+    cpu_task_put(d, t);
+
+    if (s->sync_waiters && s->completed >= s->wake_at) {
+        s->wake_at = UINT64_MAX;
+        pthread_cond_broadcast(&d->done_cv);
+    }
+    if (d->dev_sync_waiters && d->outstanding == 0)
+        pthread_cond_broadcast(&d->done_cv);
+}
+
+/* Moves `s` on as far as it can go without a worker: satisfied waits and
+ * event records complete here; the next real task puts the stream on the
+ * ready list; an unsatisfied wait parks it on the event. */
+static void advance_locked(cpu_device *d, cpu_stream *s, bool wake)
+{
+    while (s->head && !s->running && !s->blocked_on && !s->queued) {
+        cpu_task *t = s->head;
+        if (t->t.kind == CGE_TASK_WAIT) {
+            cpu_event *e = cpu_evt(t->t.u.event.event);
+            if (e->completed_gen >= t->gen) {
+                finish_head_locked(d, s);
+                continue;
+            }
+            s->blocked_on = e;
+            s->next_blocked = e->waiters;
+            e->waiters = s;
+            return;
+        }
+        if (t->t.kind == CGE_TASK_RECORD) {
+            cpu_run_task(t);
+            finish_head_locked(d, s);
+            continue;
+        }
+        push_ready_locked(d, s, wake);
+        return;
+    }
+}
+
+void cpu_enqueue_locked(cpu_device *d, cpu_stream *s, cpu_task *t)
+{
+    t->next = NULL;
+    t->stream = s;
+    if (s->tail)
+        s->tail->next = t;
+    else
+        s->head = t;
+    s->tail = t;
+    s->submitted++;
+    d->outstanding++;
+    advance_locked(d, s, true);
+}
+
+/* A worker leaves a multi-block launch; the last one out completes it. */
+static void leave_launch_locked(cpu_device *d, cpu_task *t)
+{
+    for (cpu_task **link = &d->active; *link; link = &(*link)->next_active) {
+        if (*link == t) {
+            *link = t->next_active;
+            break;
+        }
+    }
+    if (--t->participants > 0)
+        return;
+    cpu_stream *s = t->stream;
+    s->running = false;
+    finish_head_locked(d, s);
+    advance_locked(d, s, false);
+}
+
+/* Finds something for a worker to do, under the lock; false if nothing. */
+static bool work_once_locked(cpu_device *d)
+{
+    while (d->active) {
+        cpu_task *t = d->active;
+        if (atomic_load_explicit(&t->next_block, memory_order_relaxed) >= t->t.u.launch.num_blocks) {
+            d->active = t->next_active;
+            continue;
+        }
+        t->participants++;
+        pthread_mutex_unlock(&d->lock);
+        cpu_run_blocks(t);
+        pthread_mutex_lock(&d->lock);
+        leave_launch_locked(d, t);
+        return true;
+    }
+    cpu_stream *s = pop_ready_locked(d);
+    if (!s)
+        return false;
+    cpu_task *t = s->head;
+    s->running = true;
+    if (t->t.kind == CGE_TASK_LAUNCH && t->t.u.launch.num_blocks > 1) {
+        atomic_store_explicit(&t->next_block, 0, memory_order_relaxed);
+        /* Claim blocks in chunks when there are many, so that tiny blocks do
+         * not all meet on one atomic; about 8 chunks per worker still balance
+         * uneven blocks. */
+        int64_t per = t->t.u.launch.num_blocks / ((int64_t)d->num_workers * 8);
+        t->chunk = per > 1 ? per : 1;
+        t->participants = 1;
+        t->next_active = d->active;
+        d->active = t;
+        int64_t helpers = t->t.u.launch.num_blocks - 1;
+        note_work_locked(d, helpers > d->num_workers ? d->num_workers : (int)helpers);
+        pthread_mutex_unlock(&d->lock);
+        cpu_run_blocks(t);
+        pthread_mutex_lock(&d->lock);
+        leave_launch_locked(d, t);
+        return true;
+    }
+    pthread_mutex_unlock(&d->lock);
+    cpu_run_task(t);
+    pthread_mutex_lock(&d->lock);
+    s->running = false;
+    finish_head_locked(d, s);
+    advance_locked(d, s, false);
+    return true;
+}
+
+static void *worker_main(void *arg)
+{
+    cpu_device *d = arg;
+    bool spun = false;
+    pthread_mutex_lock(&d->lock);
+    for (;;) {
+        if (work_once_locked(d)) {
+            spun = false;
+            continue;
+        }
+        if (d->stopping)
+            break;
+        /* One spinner is enough to pick up the next task quickly; the others
+         * sleep at once so that an idle pool costs nothing. */
+        if (!spun && d->spinning == 0) {
+            d->spinning++;
+            uint64_t hint = atomic_load_explicit(&d->work_hint, memory_order_relaxed);
+            pthread_mutex_unlock(&d->lock);
+            uint64_t until = cpu_now_ns() + CPU_SPIN_NS;
+            for (unsigned i = 1;; i++) {
+                if (atomic_load_explicit(&d->work_hint, memory_order_relaxed) != hint)
+                    break;
+                cpu_relax();
+                if (i % 32 == 0 && cpu_now_ns() >= until)
+                    break;
+            }
+            pthread_mutex_lock(&d->lock);
+            d->spinning--;
+            spun = true;
+            continue;
+        }
+        d->idle++;
+        pthread_cond_wait(&d->work_cv, &d->lock);
+        d->idle--;
+        spun = false;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return NULL;
+}
+
+cge_status cpu_pool_start(cpu_device *d)
+{
+    d->workers = calloc((size_t)d->base.num_threads, sizeof *d->workers);
+    if (!d->workers)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_NO_MEMORY, "device create: out of memory");
+    for (int i = 0; i < d->base.num_threads; i++) {
+        if (pthread_create(&d->workers[i], NULL, worker_main, d) != 0) {
+            cpu_pool_stop(d);
+            return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INTERNAL,
+                             "device create: cannot start worker thread %d of %d", i,
+                             d->base.num_threads);
+        }
+        d->num_workers++;
+        char name[16]; /* the kernel's limit, NUL included */
+        snprintf(name, sizeof name, "cge-cpu-%d", i % 10000);
+        pthread_setname_np(d->workers[i], name);
+    }
+    return CGE_OK;
+}
+
+void cpu_pool_stop(cpu_device *d)
+{
+    pthread_mutex_lock(&d->lock);
+    cpu_wait_device_locked(d);
+    d->stopping = true;
+    atomic_fetch_add_explicit(&d->work_hint, 1, memory_order_relaxed);
+    pthread_cond_broadcast(&d->work_cv);
+    pthread_mutex_unlock(&d->lock);
+    for (int i = 0; i < d->num_workers; i++)
+        pthread_join(d->workers[i], NULL);
+    free(d->workers);
+    d->workers = NULL;
+    d->num_workers = 0;
+}
+
+/* Releases the lock and polls for a task to finish, for at most
+ * CPU_SPIN_NS: a host that synchronizes right after a short task then
+ * returns without the two sleep/wake-up trips through the kernel. */
+static void poll_done_locked(cpu_device *d)
+{
+    uint64_t hint = atomic_load_explicit(&d->done_hint, memory_order_relaxed);
+    pthread_mutex_unlock(&d->lock);
+    uint64_t until = cpu_now_ns() + CPU_SPIN_NS;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(&d->done_hint, memory_order_relaxed) != hint)
+            break;
+        cpu_relax();
+        if (i % 32 == 0 && cpu_now_ns() >= until)
+            break;
+    }
+    pthread_mutex_lock(&d->lock);
+}
+
+void cpu_wait_stream_locked(cpu_device *d, cpu_stream *s, uint64_t target)
+{
+    bool polled = false;
+    while (s->completed < target) {
+        if (!polled) {
+            polled = true;
+            poll_done_locked(d);
+            continue;
+        }
+        if (target < s->wake_at)
+            s->wake_at = target;
+        s->sync_waiters++;
+        pthread_cond_wait(&d->done_cv, &d->lock);
+        s->sync_waiters--;
+    }
+}
+
+void cpu_wait_event_locked(cpu_device *d, cpu_event *e, uint64_t gen)
+{
+    while (e->completed_gen < gen) {
+        e->sync_waiters++;
+        pthread_cond_wait(&d->done_cv, &d->lock);
+        e->sync_waiters--;
+    }
+}
+
+void cpu_wait_device_locked(cpu_device *d)
+{
+    while (d->outstanding > 0) {
+        d->dev_sync_waiters++;
+        pthread_cond_wait(&d->done_cv, &d->lock);
+        d->dev_sync_waiters--;
+    }
+}

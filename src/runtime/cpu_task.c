@@ -1,0 +1,97 @@
+/* Executing one CPU task (run_task) and recycling task nodes. Execution does
+ * not depend on where the task came from, so captured lists can reuse it. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/cpu.h"
+
+uint64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cpu_run_blocks(cpu_task *t)
+{
+    cge_kernel_fn fn = t->t.u.launch.fn;
+    int64_t n = t->t.u.launch.num_blocks;
+    int64_t chunk = t->chunk;
+    void *args = (void *)t->t.u.launch.args;
+    for (;;) {
+        int64_t b = atomic_fetch_add_explicit(&t->next_block, chunk, memory_order_relaxed);
+        if (b >= n)
+            break;
+        int64_t end = n - b < chunk ? n : b + chunk;
+        for (; b < end; b++)
+            fn(b, n, args);
+    }
+}
+
+void cpu_run_task(cpu_task *t)
+{
+    switch (t->t.kind) {
+    case CGE_TASK_LAUNCH: {
+        cge_kernel_fn fn = t->t.u.launch.fn;
+        int64_t n = t->t.u.launch.num_blocks;
+        void *args = (void *)t->t.u.launch.args;
+        for (int64_t b = 0; b < n; b++)
+            fn(b, n, args);
+        break;
+    }
+    case CGE_TASK_MEMCPY:
+        /* memmove: on the CPU device both sides are host memory, and callers
+         * copying within one buffer should not meet undefined behaviour. */
+        memmove(t->t.u.copy.dst, t->t.u.copy.src, t->t.u.copy.bytes);
+        break;
+    case CGE_TASK_MEMSET:
+        memset(t->t.u.fill.dst, t->t.u.fill.value, t->t.u.fill.bytes);
+        break;
+    case CGE_TASK_HOST:
+        t->t.u.host.fn(t->t.u.host.user);
+        break;
+    case CGE_TASK_RECORD:
+        t->time_ns = cpu_now_ns();
+        break;
+    case CGE_TASK_WAIT:
+        /* The scheduler only lets a stream past a wait once it is satisfied. */
+        break;
+    }
+}
+
+cpu_task *cpu_task_get(cpu_device *d)
+{
+    cpu_task *t = d->free_tasks;
+    if (t) {
+        d->free_tasks = t->next;
+        d->num_free_tasks--;
+    } else {
+        t = malloc(sizeof *t);
+        if (!t)
+            return NULL;
+    }
+    t->next = NULL;
+    t->stream = NULL;
+    t->gen = 0;
+    t->time_ns = 0;
+    atomic_init(&t->next_block, 0);
+    t->chunk = 1;
+    t->participants = 0;
+    t->next_active = NULL;
+    t->args_heap = NULL;
+    return t;
+}
+
+void cpu_task_put(cpu_device *d, cpu_task *t)
+{
+    free(t->args_heap);
+    t->args_heap = NULL;
+    if (d->num_free_tasks < CPU_TASK_FREE_MAX) {
+        t->next = d->free_tasks;
+        d->free_tasks = t;
+        d->num_free_tasks++;
+    } else {
+        free(t);
+    }
+}

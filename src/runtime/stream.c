@@ -1,0 +1,123 @@
+/* Public stream API: argument checks, then each call becomes one cge_task
+ * submitted through the device's ops (the single point capture will hook). */
+#include "runtime/device.h"
+
+cge_status cge_stream_create(cge_device *dev, cge_stream **out)
+{
+    if (!out)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_create: out is NULL");
+    *out = NULL;
+    if (!dev)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_create: device is NULL");
+    return dev->ops->stream_create(dev, out);
+}
+
+void cge_stream_destroy(cge_stream *stream)
+{
+    if (stream)
+        stream->dev->ops->stream_destroy(stream);
+}
+
+cge_device *cge_stream_device(const cge_stream *stream) { return stream ? stream->dev : NULL; }
+
+cge_status cge_stream_synchronize(cge_stream *stream)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_synchronize: stream is NULL");
+    return stream->dev->ops->stream_synchronize(stream);
+}
+
+cge_status cge_stream_query(cge_stream *stream, bool *idle)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_query: stream is NULL");
+    if (!idle)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_query: idle is NULL");
+    return stream->dev->ops->stream_query(stream, idle);
+}
+
+static cge_status submit(cge_stream *stream, const cge_task *task)
+{
+    return stream->dev->ops->stream_submit(stream, task);
+}
+
+cge_status cge_memcpy_async(cge_stream *stream, void *dst, const void *src, size_t bytes,
+                            cge_memcpy_kind kind)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_memcpy_async: stream is NULL");
+    if ((int)kind < CGE_MEMCPY_HOST_TO_DEVICE || (int)kind > CGE_MEMCPY_HOST_TO_HOST)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_memcpy_async: invalid copy kind %d on stream %llu", (int)kind,
+                         (unsigned long long)stream->id);
+    if (bytes == 0)
+        return CGE_OK;
+    if (!dst || !src)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_memcpy_async: %s is NULL for a copy of %zu bytes on stream %llu",
+                         !dst ? "dst" : "src", bytes, (unsigned long long)stream->id);
+    cge_task t = {.kind = CGE_TASK_MEMCPY};
+    t.u.copy.dst = dst;
+    t.u.copy.src = src;
+    t.u.copy.bytes = bytes;
+    t.u.copy.kind = kind;
+    return submit(stream, &t);
+}
+
+cge_status cge_memset_async(cge_stream *stream, void *dst, int value, size_t bytes)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_memset_async: stream is NULL");
+    if (bytes == 0)
+        return CGE_OK;
+    if (!dst)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_memset_async: dst is NULL for %zu bytes on stream %llu", bytes,
+                         (unsigned long long)stream->id);
+    cge_task t = {.kind = CGE_TASK_MEMSET};
+    t.u.fill.dst = dst;
+    t.u.fill.value = value;
+    t.u.fill.bytes = bytes;
+    return submit(stream, &t);
+}
+
+cge_status cge_launch(cge_stream *stream, cge_kernel_fn fn, int64_t num_blocks, const void *args,
+                      size_t args_size)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_launch: stream is NULL");
+    unsigned long long sid = (unsigned long long)stream->id;
+    if (!fn)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_launch: kernel is NULL (stream %llu)",
+                         sid);
+    if (num_blocks < 1)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_launch: num_blocks is %lld; a launch needs at least 1 block (stream %llu)",
+                         (long long)num_blocks, sid);
+    if (args_size > CGE_LAUNCH_MAX_ARGS)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_launch: %zu bytes of arguments exceed CGE_LAUNCH_MAX_ARGS (%d) (stream %llu)",
+                         args_size, CGE_LAUNCH_MAX_ARGS, sid);
+    if (args_size && !args)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_launch: args is NULL but args_size is %zu (stream %llu)", args_size, sid);
+    cge_task t = {.kind = CGE_TASK_LAUNCH};
+    t.u.launch.fn = fn;
+    t.u.launch.num_blocks = num_blocks;
+    t.u.launch.args = args;
+    t.u.launch.args_size = args_size;
+    return submit(stream, &t);
+}
+
+cge_status cge_launch_host_func(cge_stream *stream, cge_host_fn fn, void *user)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_launch_host_func: stream is NULL");
+    if (!fn)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_launch_host_func: fn is NULL (stream %llu)", (unsigned long long)stream->id);
+    cge_task t = {.kind = CGE_TASK_HOST};
+    t.u.host.fn = fn;
+    t.u.host.user = user;
+    return submit(stream, &t);
+}
