@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cge/status.h"
 
@@ -112,6 +113,115 @@ cge_status cge_event_synchronize(cge_event *event);
 /* Milliseconds between the completion of two recorded events; both must have
  * completed. */
 cge_status cge_event_elapsed_ms(const cge_event *start, const cge_event *end, float *ms);
+
+/* ---- capture and replay ------------------------------------------------- */
+
+/* A replay instance (RI): a recording of the tasks submitted to a stream (and
+ * to the streams it forked to through events) between begin and end of a
+ * capture. Tasks are recorded, not run; replaying submits the whole recording
+ * in one step. Addresses and arguments are recorded as they were: new input
+ * values go into the same buffers, after the previous replay has finished
+ * reading them. */
+typedef struct cge_ri cge_ri;
+
+typedef enum cge_capture_mode {
+    /* While any global capture is active, unsafe calls (synchronize, query,
+     * synchronous copies, allocation, free) fail from every thread. */
+    CGE_CAPTURE_GLOBAL = 0,
+    /* Unsafe calls fail on the thread that began the capture. */
+    CGE_CAPTURE_THREAD_LOCAL = 1,
+    /* Only calls on the capturing streams themselves fail. */
+    CGE_CAPTURE_RELAXED = 2
+} cge_capture_mode;
+
+typedef enum cge_capture_status {
+    CGE_CAPTURE_NONE = 0,
+    CGE_CAPTURE_ACTIVE = 1,
+    CGE_CAPTURE_INVALIDATED = 2  /* a refused call broke it; end_capture gives no RI */
+} cge_capture_status;
+
+cge_status cge_stream_begin_capture(cge_stream *stream, cge_capture_mode mode);
+/* Ends the capture begun on `stream`; every stream it forked to must have
+ * joined back (an event recorded there and waited on here). On success *ri is
+ * the recording; after an invalidation it is NULL and the error says why. */
+cge_status cge_stream_end_capture(cge_stream *stream, cge_ri **ri);
+cge_status cge_stream_capture_status(cge_stream *stream, cge_capture_status *status);
+
+/* Submit the whole recording on `stream` (any stream of the device, as often
+ * as wanted). Replays of one RI never overlap: a replay starts after the
+ * previous one has finished. */
+cge_status cge_ri_execute_async(cge_ri *ri, cge_stream *stream);
+/* Replay and wait at most timeout_ms (< 0: no limit). CGE_ERR_TIMEOUT if
+ * it has not finished by then (it still completes later). */
+cge_status cge_ri_execute(cge_ri *ri, int64_t timeout_ms);
+/* Waits for replays in flight, then releases the RI. NULL is a no-op. */
+void cge_ri_destroy(cge_ri *ri);
+
+typedef enum cge_task_kind {
+    CGE_TASK_KERNEL = 0,
+    CGE_TASK_MEMCPY = 1,
+    CGE_TASK_MEMSET = 2,
+    CGE_TASK_EVENT_RECORD = 3,
+    CGE_TASK_EVENT_WAIT = 4,
+    CGE_TASK_HOST_FUNC = 5
+} cge_task_kind;
+
+/* The parameters of a recorded task. Only the fields of its kind are used. */
+typedef struct cge_task_params {
+    cge_task_kind kind;
+    int32_t stream_index;        /* which captured stream (0: the origin) */
+    int32_t group;               /* task group id, -1 if none */
+    cge_kernel_fn fn;            /* KERNEL */
+    int64_t num_blocks;
+    const void *args;            /* KERNEL: the RI's copy (get) / new bytes (set) */
+    size_t args_size;
+    void *dst;                   /* MEMCPY, MEMSET */
+    const void *src;             /* MEMCPY */
+    size_t bytes;
+    cge_memcpy_kind copy_kind;
+    int value;                   /* MEMSET */
+    cge_host_fn host_fn;         /* HOST_FUNC */
+    void *user;
+} cge_task_params;
+
+int32_t cge_ri_num_tasks(const cge_ri *ri);
+cge_status cge_ri_get_task(const cge_ri *ri, int32_t index, cge_task_params *out);
+/* Change a recorded task's parameters (kernel arguments and block count, copy
+ * and fill addresses and sizes, host function argument). Its kind, stream,
+ * group and kernel function must stay: a change of structure is an error and
+ * leaves the task as it was. Not allowed while a replay is in flight
+ * (CGE_ERR_STATE). */
+cge_status cge_ri_set_task(cge_ri *ri, int32_t index, const cge_task_params *params);
+
+/* Task groups: tasks submitted to a capturing stream between begin and end
+ * form a group that can later be re-issued as a whole. */
+cge_status cge_stream_begin_task_group(cge_stream *stream);
+cge_status cge_stream_end_task_group(cge_stream *stream, int32_t *group_id);
+/* Re-issue a group: between update_begin and update_end, tasks submitted to
+ * `stream` are recorded as the group's new tasks (not run). update_end checks
+ * that they have the group's structure (same count, kinds and kernel
+ * functions) and swaps them in; otherwise it is an error and the RI keeps the
+ * old tasks. */
+cge_status cge_ri_update_begin(cge_ri *ri, int32_t group_id, cge_stream *stream);
+cge_status cge_ri_update_end(cge_ri *ri);
+
+/* JSON: tasks per stream with their parameters, events, dependencies. */
+cge_status cge_ri_dump_json(const cge_ri *ri, FILE *f);
+
+/* ---- hazard checking ----------------------------------------------------- */
+
+/* With checking on (this call, or CGE_CHECK_HAZARDS=1 when the device is
+ * created), a write into memory that a replay in flight still reads — an
+ * asynchronous copy or fill on another stream, a synchronous copy or fill, or
+ * a host write announced with cge_mem_host_write — is refused with a
+ * [runtime] error naming the buffer and the RI. */
+cge_status cge_device_set_hazard_check(cge_device *dev, bool on);
+/* Name a device or host allocation for error messages ("x_host"). */
+cge_status cge_mem_set_name(cge_device *dev, void *ptr, const char *name);
+/* Announce that the host is about to write [ptr, ptr + bytes) directly:
+ * a hazard error if a replay in flight reads any of it (with checking on),
+ * otherwise CGE_OK. */
+cge_status cge_mem_host_write(cge_device *dev, const void *ptr, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -93,7 +93,7 @@ static void finish_head_locked(cpu_device *d, cpu_stream *s)
     d->outstanding--;
     atomic_fetch_add_explicit(&d->done_hint, 1, memory_order_relaxed);
 
-    if (t->t.kind == CGE_TASK_RECORD) {
+    if (t->t.kind == CGE_TASK_EVENT_RECORD) {
         cpu_event *e = cpu_evt(t->t.u.event.event);
         /* An older record finishing late (on a slower stream) must not
          * replace the newer point. */
@@ -106,7 +106,7 @@ static void finish_head_locked(cpu_device *d, cpu_stream *s)
                 wake_event_waiters_locked(d, e);
         }
         cpu_event_unref_locked(d, e);
-    } else if (t->t.kind == CGE_TASK_WAIT) {
+    } else if (t->t.kind == CGE_TASK_EVENT_WAIT) {
         cpu_event_unref_locked(d, cpu_evt(t->t.u.event.event));
     }
     cpu_task_put(d, t);
@@ -126,7 +126,7 @@ static void advance_locked(cpu_device *d, cpu_stream *s, bool wake)
 {
     while (s->head && !s->running && !s->blocked_on && !s->queued) {
         cpu_task *t = s->head;
-        if (t->t.kind == CGE_TASK_WAIT) {
+        if (t->t.kind == CGE_TASK_EVENT_WAIT) {
             cpu_event *e = cpu_evt(t->t.u.event.event);
             if (e->completed_gen >= t->gen) {
                 finish_head_locked(d, s);
@@ -137,7 +137,7 @@ static void advance_locked(cpu_device *d, cpu_stream *s, bool wake)
             e->waiters = s;
             return;
         }
-        if (t->t.kind == CGE_TASK_RECORD) {
+        if (t->t.kind == CGE_TASK_EVENT_RECORD) {
             cpu_run_task(t);
             finish_head_locked(d, s);
             continue;
@@ -199,7 +199,7 @@ static bool work_once_locked(cpu_device *d)
         return false;
     cpu_task *t = s->head;
     s->running = true;
-    if (t->t.kind == CGE_TASK_LAUNCH && t->t.u.launch.num_blocks > 1) {
+    if (t->t.kind == CGE_TASK_KERNEL && t->t.u.launch.num_blocks > 1) {
         atomic_store_explicit(&t->next_block, 0, memory_order_relaxed);
         /* Claim blocks in chunks when there are many, so that tiny blocks do
          * not all meet on one atomic; about 8 chunks per worker still balance

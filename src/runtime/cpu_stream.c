@@ -56,7 +56,7 @@ cge_status cpu_stream_submit(cge_stream *stream, const cge_task *task)
     cpu_stream *s = cpu_str(stream);
     cpu_device *d = cpu_dev(stream->dev);
     void *heap = NULL;
-    size_t args_size = task->kind == CGE_TASK_LAUNCH ? task->u.launch.args_size : 0;
+    size_t args_size = task->kind == CGE_TASK_KERNEL ? task->u.launch.args_size : 0;
     /* Large arguments are copied before taking the lock, to keep it short. */
     if (args_size > CPU_TASK_INLINE_ARGS) {
         heap = malloc(args_size);
@@ -76,7 +76,7 @@ cge_status cpu_stream_submit(cge_stream *stream, const cge_task *task)
                          (unsigned long long)stream->id);
     }
     t->t = *task;
-    if (task->kind == CGE_TASK_LAUNCH) {
+    if (task->kind == CGE_TASK_KERNEL) {
         if (heap) {
             t->args_heap = heap;
             t->t.u.launch.args = heap;
@@ -86,9 +86,9 @@ cge_status cpu_stream_submit(cge_stream *stream, const cge_task *task)
         } else {
             t->t.u.launch.args = NULL;
         }
-    } else if (task->kind == CGE_TASK_RECORD || task->kind == CGE_TASK_WAIT) {
+    } else if (task->kind == CGE_TASK_EVENT_RECORD || task->kind == CGE_TASK_EVENT_WAIT) {
         cpu_event *e = cpu_evt(task->u.event.event);
-        if (task->kind == CGE_TASK_RECORD) {
+        if (task->kind == CGE_TASK_EVENT_RECORD) {
             t->gen = ++e->recorded_gen;
         } else {
             /* Waiting on a never-recorded or already-completed point costs nothing. */

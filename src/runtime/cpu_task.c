@@ -32,7 +32,7 @@ void cpu_run_blocks(cpu_task *t)
 void cpu_run_task(cpu_task *t)
 {
     switch (t->t.kind) {
-    case CGE_TASK_LAUNCH: {
+    case CGE_TASK_KERNEL: {
         cge_kernel_fn fn = t->t.u.launch.fn;
         int64_t n = t->t.u.launch.num_blocks;
         void *args = (void *)t->t.u.launch.args;
@@ -48,13 +48,13 @@ void cpu_run_task(cpu_task *t)
     case CGE_TASK_MEMSET:
         memset(t->t.u.fill.dst, t->t.u.fill.value, t->t.u.fill.bytes);
         break;
-    case CGE_TASK_HOST:
+    case CGE_TASK_HOST_FUNC:
         t->t.u.host.fn(t->t.u.host.user);
         break;
-    case CGE_TASK_RECORD:
+    case CGE_TASK_EVENT_RECORD:
         t->time_ns = cpu_now_ns();
         break;
-    case CGE_TASK_WAIT:
+    case CGE_TASK_EVENT_WAIT:
         /* The scheduler only lets a stream past a wait once it is satisfied. */
         break;
     }

@@ -9,14 +9,9 @@
 #include "cge/runtime.h"
 #include "runtime/mem_table.h"
 
-typedef enum cge_task_kind {
-    CGE_TASK_LAUNCH = 0,
-    CGE_TASK_MEMCPY,
-    CGE_TASK_MEMSET,
-    CGE_TASK_HOST,
-    CGE_TASK_RECORD, /* event record: stamps the event when it runs */
-    CGE_TASK_WAIT    /* event wait: holds back the stream, never a thread */
-} cge_task_kind;
+/* Task kinds are the public cge_task_kind (runtime.h): CGE_TASK_KERNEL,
+ * MEMCPY, MEMSET, HOST_FUNC, EVENT_RECORD (stamps the event when it runs) and
+ * EVENT_WAIT (holds back the stream, never a thread). */
 
 /* One unit of stream work as submitted. Pointers in it (launch args included)
  * belong to the submitter only for the duration of the submit call: a device

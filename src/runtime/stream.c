@@ -101,7 +101,7 @@ cge_status cge_launch(cge_stream *stream, cge_kernel_fn fn, int64_t num_blocks, 
     if (args_size && !args)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_launch: args is NULL but args_size is %zu (stream %llu)", args_size, sid);
-    cge_task t = {.kind = CGE_TASK_LAUNCH};
+    cge_task t = {.kind = CGE_TASK_KERNEL};
     t.u.launch.fn = fn;
     t.u.launch.num_blocks = num_blocks;
     t.u.launch.args = args;
@@ -116,7 +116,7 @@ cge_status cge_launch_host_func(cge_stream *stream, cge_host_fn fn, void *user)
     if (!fn)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_launch_host_func: fn is NULL (stream %llu)", (unsigned long long)stream->id);
-    cge_task t = {.kind = CGE_TASK_HOST};
+    cge_task t = {.kind = CGE_TASK_HOST_FUNC};
     t.u.host.fn = fn;
     t.u.host.user = user;
     return submit(stream, &t);
