@@ -1,0 +1,557 @@
+/* ReduceSum, ReduceMean, ReduceMax. The reduced axes are merged into a view
+ * [outer, reduce, inner] when they are contiguous (last-axis rows vectorise,
+ * middle axes reduce whole inner rows at once); other patterns walk strides. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/kernel_util.h"
+
+#define RED_DTYPES                                                                         \
+    (CGE_DT(CGE_F32) | CGE_DT(CGE_F64) | CGE_DT(CGE_F16) | CGE_DT(CGE_BF16) |              \
+     CGE_DT(CGE_I32) | CGE_DT(CGE_I64) | CGE_DT(CGE_U32) | CGE_DT(CGE_U64))
+#define RED_MAX_DTYPES (RED_DTYPES | CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
+#define RED_CHUNK 64
+#define RED_LANES 16
+
+enum { RED_SUM, RED_MEAN, RED_MAX };
+
+/* ---- meta -------------------------------------------------------------------- */
+
+/* Reduced axes as a mask; *known = false when they come from an input whose
+ * value is not available. */
+typedef struct axes_info {
+    bool known;
+    bool noop;          /* empty axes with noop_with_empty_axes: identity */
+    bool reduce[CGE_MAX_RANK];
+} axes_info;
+
+/* Validate `n` axes for a rank-`rank` input into a mask; an error message
+ * goes to `err`. Empty axes reduce every dimension unless `noop_empty`. */
+static cge_status axes_mask(const int64_t *axes, int64_t n, int32_t rank, bool noop_empty,
+                            axes_info *ai, char *err, size_t errlen)
+{
+    memset(ai, 0, sizeof *ai);
+    ai->known = true;
+    if (n == 0) {
+        ai->noop = noop_empty;
+        for (int32_t d = 0; d < rank; d++)
+            ai->reduce[d] = !noop_empty;
+        return CGE_OK;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int32_t a;
+        if (!cge_axis_normalize(axes[i], rank, false, &a)) {
+            snprintf(err, errlen, "axis %lld is out of range for rank %d", (long long)axes[i],
+                     (int)rank);
+            return CGE_ERR_SHAPE;
+        }
+        if (ai->reduce[a]) {
+            snprintf(err, errlen, "axis %lld appears more than once in axes", (long long)axes[i]);
+            return CGE_ERR_SHAPE;
+        }
+        ai->reduce[a] = true;
+    }
+    return CGE_OK;
+}
+
+static cge_status reduce_infer(cge_infer_ctx *ctx, bool axes_input)
+{
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs input data and output reduced");
+    const cge_tensor_desc *x = &ctx->inputs[0];
+    int32_t rank = x->shape.rank;
+    bool keepdims = cge_attrs_get_int(ctx->attrs, "keepdims", 1) != 0;
+    bool noop = axes_input && cge_attrs_get_int(ctx->attrs, "noop_with_empty_axes", 0) != 0;
+    axes_info ai;
+    char err[160];
+    cge_status st = CGE_OK;
+    if (!axes_input) {
+        const int64_t *v = NULL;
+        int64_t n = cge_attrs_get_ints(ctx->attrs, "axes", &v);
+        st = axes_mask(v, n < 0 ? 0 : n, rank, false, &ai, err, sizeof err);
+    } else if (ctx->num_inputs > 1 && ctx->inputs[1].dtype != CGE_DTYPE_UNDEFINED) {
+        const cge_tensor_desc *ax = &ctx->inputs[1];
+        if (ax->shape.rank != 1)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "axes must be 1-D, got rank %d",
+                                  (int)ax->shape.rank);
+        const void *val = ctx->input_values ? ctx->input_values[1] : NULL;
+        if (ax->shape.dims[0] == 0) {
+            st = axes_mask(NULL, 0, rank, noop, &ai, err, sizeof err);
+        } else if (val && ax->shape.dims[0] > 0) {
+            st = axes_mask(val, ax->shape.dims[0], rank, noop, &ai, err, sizeof err);
+        } else {
+            memset(&ai, 0, sizeof ai);
+            if (!keepdims)
+                return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
+                                      "axes must be a constant when keepdims=0 (the output "
+                                      "rank depends on it)");
+        }
+    } else {
+        st = axes_mask(NULL, 0, rank, noop, &ai, err, sizeof err);
+    }
+    if (st != CGE_OK)
+        return cge_meta_error(ctx, st, "%s", err);
+    cge_shape out = {.rank = 0};
+    for (int32_t d = 0; d < rank; d++) {
+        int64_t dim = x->shape.dims[d];
+        if (!ai.known) /* unknown axes, keepdims: each dim stays or becomes 1 */
+            out.dims[out.rank++] = dim == 1 ? 1 : CGE_DIM_DYNAMIC;
+        else if (!ai.reduce[d])
+            out.dims[out.rank++] = dim;
+        else if (keepdims)
+            out.dims[out.rank++] = 1;
+    }
+    ctx->outputs[0].dtype = x->dtype;
+    ctx->outputs[0].shape = out;
+    return CGE_OK;
+}
+
+static cge_status reduce_infer_attr(cge_infer_ctx *ctx)
+{
+    return reduce_infer(ctx, false);
+}
+
+static cge_status reduce_infer_input(cge_infer_ctx *ctx)
+{
+    return reduce_infer(ctx, true);
+}
+
+/* ---- plan: which loops a given mask needs ----------------------------------- */
+
+enum { PLAN_COPY, PLAN_ROWS, PLAN_MID, PLAN_STRIDED };
+
+typedef struct red_args {
+    cge_dtype dtype;
+    int op;
+    const void *x;
+    void *y;
+    cge_shape in;
+    int64_t out_numel;
+    /* Either a mask decided at launch, or axes read when the kernel runs
+     * (keepdims=0 with an axes input: its value is only safe to read then). */
+    bool have_mask;
+    bool reduce[CGE_MAX_RANK];
+    const int64_t *axes;
+    int64_t num_axes;
+    bool noop_empty;
+} red_args;
+
+typedef struct red_plan {
+    int kind;
+    int64_t outer, count, inner;       /* ROWS/MID view; count = elements reduced */
+    int32_t nk, nr;                    /* STRIDED: kept and reduced groups */
+    int64_t kdims[CGE_MAX_RANK], kstr[CGE_MAX_RANK], rdims[CGE_MAX_RANK], rstr[CGE_MAX_RANK];
+} red_plan;
+
+static bool make_plan(const red_args *p, red_plan *pl)
+{
+    bool mask[CGE_MAX_RANK];
+    if (p->have_mask) {
+        memcpy(mask, p->reduce, sizeof mask);
+    } else {
+        axes_info ai;
+        char err[160];
+        if (axes_mask(p->axes, p->num_axes, p->in.rank, p->noop_empty, &ai, err, sizeof err) !=
+            CGE_OK)
+            return false;
+        memcpy(mask, ai.reduce, sizeof mask);
+    }
+    memset(pl, 0, sizeof *pl);
+    int64_t strides[CGE_MAX_RANK];
+    cge_shape_strides(&p->in, strides);
+    /* Size-1 dims never matter; consecutive dims of one kind merge. */
+    int32_t ng = 0;
+    int64_t gsize[CGE_MAX_RANK], gstr[CGE_MAX_RANK];
+    bool gred[CGE_MAX_RANK];
+    for (int32_t d = 0; d < p->in.rank; d++) {
+        int64_t n = p->in.dims[d];
+        if (n == 1)
+            continue;
+        if (ng > 0 && gred[ng - 1] == mask[d]) {
+            gsize[ng - 1] *= n;
+            gstr[ng - 1] = strides[d];
+        } else {
+            gsize[ng] = n;
+            gstr[ng] = strides[d];
+            gred[ng] = mask[d];
+            ng++;
+        }
+    }
+    pl->count = 1;
+    for (int32_t g = 0; g < ng; g++) {
+        if (gred[g]) {
+            pl->rdims[pl->nr] = gsize[g];
+            pl->rstr[pl->nr++] = gstr[g];
+            pl->count *= gsize[g];
+        } else {
+            pl->kdims[pl->nk] = gsize[g];
+            pl->kstr[pl->nk++] = gstr[g];
+        }
+    }
+    pl->outer = pl->inner = 1;
+    if (pl->nr == 0) {
+        pl->kind = PLAN_COPY;
+    } else if (pl->nr == 1 && ng <= 3 && (ng < 3 || !gred[0])) {
+        int32_t r = 0;
+        while (!gred[r])
+            r++;
+        if (r > 0)
+            pl->outer = gsize[0];
+        if (r + 1 < ng)
+            pl->inner = gsize[r + 1];
+        pl->kind = pl->inner == 1 ? PLAN_ROWS : PLAN_MID;
+    } else {
+        pl->kind = PLAN_STRIDED;
+    }
+    return true;
+}
+
+/* ---- typed loops --------------------------------------------------------------- */
+
+#define LD_SELF(v) (v)
+#define LD_F16(v) cge_f16_to_f32(v)
+#define LD_BF16(v) cge_bf16_to_f32(v)
+#define ST_F16(v) cge_f32_to_f16(v)
+#define ST_BF16(v) cge_f32_to_bf16(v)
+/* NaN wins a float max, as in numpy. */
+#define MAX_FLOAT(a, b) (((b) > (a) || (b) != (b)) ? (b) : (a))
+#define MAX_INT(a, b) ((b) > (a) ? (b) : (a))
+#define MEAN_FLOAT(SA, s, n) ((s) / (SA)(n))
+#define MEAN_SIGNED(SA, s, n) ((n) ? (SA)((int64_t)(s) / (int64_t)(n)) : (SA)0)
+#define MEAN_UNSIGNED(SA, s, n) ((n) ? (SA)((s) / (uint64_t)(n)) : (SA)0)
+
+/* T: element; SA/LDS/STS: sum accumulator, load, store; MA/LDM/STM: the same
+ * for max, MAXINIT its identity (-inf or the type's minimum); MEAN: divide. */
+#define RED_KERNELS(SUF, T, SA, LDS, STS, MA, LDM, STM, MAXINIT, MAXOP, MEAN)              \
+    static SA sum_row_##SUF(const T *x, int64_t n)                                         \
+    {                                                                                      \
+        SA lanes[RED_LANES];                                                               \
+        for (int l = 0; l < RED_LANES; l++)                                                \
+            lanes[l] = 0;                                                                  \
+        int64_t j = 0;                                                                     \
+        for (; j + RED_LANES <= n; j += RED_LANES)                                         \
+            for (int l = 0; l < RED_LANES; l++)                                            \
+                lanes[l] += LDS(x[j + l]);                                                 \
+        SA s = 0;                                                                          \
+        for (int l = 0; l < RED_LANES; l++)                                                \
+            s += lanes[l];                                                                 \
+        for (; j < n; j++)                                                                 \
+            s += LDS(x[j]);                                                                \
+        return s;                                                                          \
+    }                                                                                      \
+    static MA max_row_##SUF(const T *x, int64_t n)                                         \
+    {                                                                                      \
+        MA lanes[RED_LANES];                                                               \
+        for (int l = 0; l < RED_LANES; l++)                                                \
+            lanes[l] = MAXINIT;                                                            \
+        int64_t j = 0;                                                                     \
+        for (; j + RED_LANES <= n; j += RED_LANES)                                         \
+            for (int l = 0; l < RED_LANES; l++) {                                          \
+                MA v = LDM(x[j + l]);                                                      \
+                lanes[l] = MAXOP(lanes[l], v);                                             \
+            }                                                                              \
+        MA m = MAXINIT;                                                                    \
+        for (int l = 0; l < RED_LANES; l++)                                                \
+            m = MAXOP(m, lanes[l]);                                                        \
+        for (; j < n; j++) {                                                               \
+            MA v = LDM(x[j]);                                                              \
+            m = MAXOP(m, v);                                                               \
+        }                                                                                  \
+        return m;                                                                          \
+    }                                                                                      \
+    static void red_fn_##SUF(int64_t blk, int64_t nblk, void *args)                        \
+    {                                                                                      \
+        const red_args *p = args;                                                          \
+        const T *x = p->x;                                                                 \
+        T *y = p->y;                                                                       \
+        red_plan pl;                                                                       \
+        int64_t e0, e1;                                                                    \
+        cge_block_range(p->out_numel, blk, nblk, &e0, &e1);                                \
+        if (!make_plan(p, &pl)) {                                                          \
+            memset(y + e0, 0, (size_t)(e1 - e0) * sizeof(T)); /* meta rejects this */      \
+            return;                                                                        \
+        }                                                                                  \
+        int64_t n = pl.count;                                                              \
+        if (pl.kind == PLAN_COPY) {                                                        \
+            memcpy(y + e0, x + e0, (size_t)(e1 - e0) * sizeof(T));                         \
+        } else if (pl.kind == PLAN_ROWS) {                                                 \
+            for (int64_t e = e0; e < e1; e++) {                                            \
+                if (p->op == RED_MAX)                                                      \
+                    y[e] = STM(max_row_##SUF(x + e * n, n));                               \
+                else {                                                                     \
+                    SA s = sum_row_##SUF(x + e * n, n);                                    \
+                    y[e] = STS(p->op == RED_MEAN ? MEAN(SA, s, n) : s);                    \
+                }                                                                          \
+            }                                                                              \
+        } else if (pl.kind == PLAN_MID) {                                                  \
+            int64_t inner = pl.inner;                                                      \
+            for (int64_t e = e0; e < e1;) {                                                \
+                int64_t o = e / inner, i0 = e % inner;                                     \
+                int64_t w = inner - i0 < e1 - e ? inner - i0 : e1 - e;                     \
+                if (w > RED_CHUNK)                                                         \
+                    w = RED_CHUNK;                                                         \
+                const T *xs = x + o * n * inner + i0;                                      \
+                if (p->op == RED_MAX) {                                                    \
+                    MA acc[RED_CHUNK];                                                     \
+                    for (int64_t c = 0; c < w; c++)                                        \
+                        acc[c] = MAXINIT;                                                  \
+                    for (int64_t r = 0; r < n; r++)                                        \
+                        for (int64_t c = 0; c < w; c++) {                                  \
+                            MA v = LDM(xs[r * inner + c]);                                 \
+                            acc[c] = MAXOP(acc[c], v);                                     \
+                        }                                                                  \
+                    for (int64_t c = 0; c < w; c++)                                        \
+                        y[e + c] = STM(acc[c]);                                            \
+                } else {                                                                   \
+                    SA acc[RED_CHUNK];                                                     \
+                    for (int64_t c = 0; c < w; c++)                                        \
+                        acc[c] = 0;                                                        \
+                    for (int64_t r = 0; r < n; r++)                                        \
+                        for (int64_t c = 0; c < w; c++)                                    \
+                            acc[c] += LDS(xs[r * inner + c]);                              \
+                    for (int64_t c = 0; c < w; c++)                                        \
+                        y[e + c] = STS(p->op == RED_MEAN ? MEAN(SA, acc[c], n) : acc[c]);  \
+                }                                                                          \
+                e += w;                                                                    \
+            }                                                                              \
+        } else {                                                                           \
+            int64_t last = pl.rdims[pl.nr - 1], lstr = pl.rstr[pl.nr - 1];                 \
+            for (int64_t e = e0; e < e1; e++) {                                            \
+                int64_t base = 0, t = e;                                                   \
+                for (int32_t d = pl.nk - 1; d >= 0; d--) {                                 \
+                    base += (t % pl.kdims[d]) * pl.kstr[d];                                \
+                    t /= pl.kdims[d];                                                      \
+                }                                                                          \
+                SA s = 0;                                                                  \
+                MA m = MAXINIT;                                                            \
+                int64_t idx[CGE_MAX_RANK] = {0};                                           \
+                for (;;) {                                                                 \
+                    int64_t off = base;                                                    \
+                    for (int32_t d = 0; d + 1 < pl.nr; d++)                                \
+                        off += idx[d] * pl.rstr[d];                                        \
+                    if (n > 0) {                                                           \
+                        if (p->op == RED_MAX)                                              \
+                            for (int64_t j = 0; j < last; j++) {                           \
+                                MA v = LDM(x[off + j * lstr]);                             \
+                                m = MAXOP(m, v);                                           \
+                            }                                                              \
+                        else                                                               \
+                            for (int64_t j = 0; j < last; j++)                             \
+                                s += LDS(x[off + j * lstr]);                               \
+                    }                                                                      \
+                    int32_t d = pl.nr - 2;                                                 \
+                    for (; d >= 0; d--) {                                                  \
+                        if (++idx[d] < pl.rdims[d])                                        \
+                            break;                                                         \
+                        idx[d] = 0;                                                        \
+                    }                                                                      \
+                    if (d < 0)                                                             \
+                        break;                                                             \
+                }                                                                          \
+                if (p->op == RED_MAX)                                                      \
+                    y[e] = STM(m);                                                         \
+                else                                                                       \
+                    y[e] = STS(p->op == RED_MEAN ? MEAN(SA, s, n) : s);                    \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+RED_KERNELS(f32, float, float, LD_SELF, (float), float, LD_SELF, (float), -INFINITY, MAX_FLOAT,
+            MEAN_FLOAT)
+RED_KERNELS(f64, double, double, LD_SELF, (double), double, LD_SELF, (double), -INFINITY,
+            MAX_FLOAT, MEAN_FLOAT)
+RED_KERNELS(f16, uint16_t, float, LD_F16, ST_F16, float, LD_F16, ST_F16, -INFINITY, MAX_FLOAT,
+            MEAN_FLOAT)
+RED_KERNELS(bf16, uint16_t, float, LD_BF16, ST_BF16, float, LD_BF16, ST_BF16, -INFINITY,
+            MAX_FLOAT, MEAN_FLOAT)
+/* Integer sums wrap to the output width, as the output type holds no more. */
+RED_KERNELS(i32, int32_t, int64_t, (int64_t), (int32_t), int32_t, LD_SELF, (int32_t), INT32_MIN,
+            MAX_INT, MEAN_SIGNED)
+RED_KERNELS(i64, int64_t, uint64_t, (uint64_t), (int64_t), int64_t, LD_SELF, (int64_t),
+            INT64_MIN, MAX_INT, MEAN_SIGNED)
+RED_KERNELS(u32, uint32_t, uint64_t, (uint64_t), (uint32_t), uint32_t, LD_SELF, (uint32_t), 0,
+            MAX_INT, MEAN_UNSIGNED)
+RED_KERNELS(u64, uint64_t, uint64_t, LD_SELF, (uint64_t), uint64_t, LD_SELF, (uint64_t), 0,
+            MAX_INT, MEAN_UNSIGNED)
+RED_KERNELS(i8, int8_t, int64_t, (int64_t), (int8_t), int8_t, LD_SELF, (int8_t), INT8_MIN,
+            MAX_INT, MEAN_SIGNED)
+RED_KERNELS(u8, uint8_t, uint64_t, (uint64_t), (uint8_t), uint8_t, LD_SELF, (uint8_t), 0,
+            MAX_INT, MEAN_UNSIGNED)
+
+static cge_kernel_fn red_fn(cge_dtype t)
+{
+    switch (t) {
+    case CGE_F32: return red_fn_f32;
+    case CGE_F64: return red_fn_f64;
+    case CGE_F16: return red_fn_f16;
+    case CGE_BF16: return red_fn_bf16;
+    case CGE_I32: return red_fn_i32;
+    case CGE_I64: return red_fn_i64;
+    case CGE_U32: return red_fn_u32;
+    case CGE_U64: return red_fn_u64;
+    case CGE_I8: return red_fn_i8;
+    case CGE_U8: return red_fn_u8;
+    default: return NULL;
+    }
+}
+
+/* ---- launch ---------------------------------------------------------------------- */
+
+static cge_status reduce_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int op,
+                                bool axes_input)
+{
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs input data and output reduced");
+    const cge_tensor *x = &ctx->inputs[0];
+    cge_tensor *y = &ctx->outputs[0];
+    cge_kernel_fn fn = red_fn(x->dtype);
+    if (!fn || y->dtype != x->dtype)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes %s -> %s",
+                                cge_dtype_name(x->dtype), cge_dtype_name(y->dtype));
+    /* An empty input may have no buffer; it is never read then, but a NULL
+     * base would make even zero-offset pointer arithmetic undefined. */
+    red_args p = {.dtype = x->dtype, .op = op, .x = x->data ? x->data : y->data, .y = y->data,
+                  .in = x->shape};
+    p.out_numel = cge_shape_numel(&y->shape);
+    bool keepdims = cge_attrs_get_int(ctx->attrs, "keepdims", 1) != 0;
+    p.noop_empty = axes_input && cge_attrs_get_int(ctx->attrs, "noop_with_empty_axes", 0) != 0;
+    const cge_tensor *ax = axes_input && ctx->num_inputs > 1 &&
+                                   ctx->inputs[1].dtype != CGE_DTYPE_UNDEFINED
+                               ? &ctx->inputs[1]
+                               : NULL;
+    int32_t expect_rank = x->shape.rank;
+    if (ax && ax->shape.rank == 1 && ax->shape.dims[0] > 0) {
+        if (ax->dtype != CGE_I64 || (!ax->data))
+            return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "axes must be an int64 buffer");
+        if (keepdims) {
+            /* Same rank: a dim reduced is one that became 1 (reducing a size-1
+             * dim changes nothing), so the shapes say it all. */
+            if (y->shape.rank != x->shape.rank)
+                return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output rank differs from input");
+            p.have_mask = true;
+            for (int32_t d = 0; d < x->shape.rank; d++)
+                p.reduce[d] = y->shape.dims[d] == 1 && x->shape.dims[d] != 1;
+        } else {
+            p.axes = ax->data;
+            p.num_axes = ax->shape.dims[0];
+            expect_rank = x->shape.rank - (int32_t)p.num_axes;
+        }
+    } else {
+        const int64_t *v = NULL;
+        int64_t n = 0;
+        if (!axes_input) {
+            n = cge_attrs_get_ints(ctx->attrs, "axes", &v);
+            n = n < 0 ? 0 : n;
+        }
+        axes_info ai;
+        char err[160];
+        cge_status st = axes_mask(v, n, x->shape.rank, p.noop_empty, &ai, err, sizeof err);
+        if (st != CGE_OK)
+            return cge_kernel_error(ctx, st, "%s", err);
+        p.have_mask = true;
+        memcpy(p.reduce, ai.reduce, sizeof p.reduce);
+        if (!keepdims) {
+            expect_rank = 0;
+            for (int32_t d = 0; d < x->shape.rank; d++)
+                expect_rank += !ai.reduce[d];
+        }
+    }
+    if (y->shape.rank != expect_rank)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output rank %d, expected %d",
+                                (int)y->shape.rank, (int)expect_rank);
+    if (p.out_numel == 0)
+        return CGE_OK;
+    int64_t in_numel = cge_shape_numel(&x->shape);
+    if ((in_numel > 0 && !x->data) || !y->data)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    int64_t per = in_numel / p.out_numel;
+    int64_t min_out = per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
+    return cge_launch(stream, fn, cge_blocks_for(p.out_numel, min_out, ctx->num_threads), &p,
+                      sizeof p);
+}
+
+static cge_status sum_launch(const cge_kernel_ctx *c, cge_stream *s)
+{
+    return reduce_launch(c, s, RED_SUM, true);
+}
+static cge_status mean_launch_attr(const cge_kernel_ctx *c, cge_stream *s)
+{
+    return reduce_launch(c, s, RED_MEAN, false);
+}
+static cge_status max_launch_attr(const cge_kernel_ctx *c, cge_stream *s)
+{
+    return reduce_launch(c, s, RED_MAX, false);
+}
+static cge_status mean_launch_input(const cge_kernel_ctx *c, cge_stream *s)
+{
+    return reduce_launch(c, s, RED_MEAN, true);
+}
+static cge_status max_launch_input(const cge_kernel_ctx *c, cge_stream *s)
+{
+    return reduce_launch(c, s, RED_MAX, true);
+}
+
+/* ---- definitions --------------------------------------------------------------- */
+
+static const cge_arg_def red_in_attr[] = {{"data", 0, RED_DTYPES, "input tensor"}};
+static const cge_arg_def red_in_input[] = {
+    {"data", 0, RED_DTYPES, "input tensor"},
+    {"axes", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "1-D axes to reduce; empty or absent: all"},
+};
+static const cge_arg_def red_out[] = {{"reduced", 0, RED_DTYPES, "reduced tensor"}};
+static const cge_arg_def max_in_attr[] = {{"data", 0, RED_MAX_DTYPES, "input tensor"}};
+static const cge_arg_def max_in_input[] = {
+    {"data", 0, RED_MAX_DTYPES, "input tensor"},
+    {"axes", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "1-D axes to reduce; empty or absent: all"},
+};
+static const cge_arg_def max_out[] = {{"reduced", 0, RED_MAX_DTYPES, "reduced tensor"}};
+
+static const cge_attr_def attrs_attr[] = {
+    {"axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axes to reduce; absent: all"},
+    {"keepdims", CGE_ATTR_INT, false, 1, 0.0f, NULL, "keep reduced dims as 1"},
+};
+static const cge_attr_def attrs_input[] = {
+    {"keepdims", CGE_ATTR_INT, false, 1, 0.0f, NULL, "keep reduced dims as 1"},
+    {"noop_with_empty_axes", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "empty axes: identity instead of reducing all"},
+};
+
+#define KDEF(DT, FN) {{.engine = "cpu", .dtypes = DT, .launch = FN, .inplace_input = -1}}
+static const cge_kernel_def k_sum[] = KDEF(RED_DTYPES, sum_launch);
+static const cge_kernel_def k_mean13[] = KDEF(RED_DTYPES, mean_launch_attr);
+static const cge_kernel_def k_max13[] = KDEF(RED_MAX_DTYPES, max_launch_attr);
+static const cge_kernel_def k_mean18[] = KDEF(RED_DTYPES, mean_launch_input);
+static const cge_kernel_def k_max18[] = KDEF(RED_MAX_DTYPES, max_launch_input);
+
+#define RED_DEF(NAME, SINCE, END, IN, NIN, OUT, ATTRS, INFER, K, DOC)                      \
+    {                                                                                      \
+        .name = NAME, .domain = CGE_DOMAIN_DEFAULT, .since_version = SINCE,                \
+        .end_version = END, .inputs = IN, .num_inputs = NIN, .outputs = OUT,               \
+        .num_outputs = 1, .attrs = ATTRS, .num_attrs = 2, .infer = INFER, .kernels = K,    \
+        .num_kernels = 1, .doc = DOC                                                       \
+    }
+
+/* Empty reductions give 0 (sum), NaN for floats and 0 for integers (mean),
+ * -inf for floats and the type's minimum for integers (max), as ONNX 18
+ * specifies. Integer means divide with truncation. Opset 18 moved ReduceMean
+ * and ReduceMax's axes to an input; both forms are here. */
+static const cge_op_def reduce_ops[] = {
+    RED_DEF("ReduceSum", 13, 0, red_in_input, 2, red_out, attrs_input, reduce_infer_input,
+            k_sum, "Sum over axes (from input 'axes')."),
+    RED_DEF("ReduceMean", 13, 17, red_in_attr, 1, red_out, attrs_attr, reduce_infer_attr,
+            k_mean13, "Mean over axes (attribute)."),
+    RED_DEF("ReduceMax", 13, 17, max_in_attr, 1, max_out, attrs_attr, reduce_infer_attr,
+            k_max13, "Maximum over axes (attribute)."),
+    RED_DEF("ReduceMean", 18, 0, red_in_input, 2, red_out, attrs_input, reduce_infer_input,
+            k_mean18, "Mean over axes (from input 'axes')."),
+    RED_DEF("ReduceMax", 18, 0, max_in_input, 2, max_out, attrs_input, reduce_infer_input,
+            k_max18, "Maximum over axes (from input 'axes')."),
+};
+
+const cge_op_def *cge_ops_reduce(int32_t *count)
+{
+    *count = (int32_t)(sizeof reduce_ops / sizeof reduce_ops[0]);
+    return reduce_ops;
+}

@@ -1,0 +1,339 @@
+/* Softmax and LogSoftmax (opset 13: along one axis, not flattened), computed
+ * stably by subtracting each row's maximum. Rows along the last axis are
+ * contiguous loops; other axes run 64 inner positions at a time. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/kernel_util.h"
+
+#define SM_DTYPES CGE_DT_FLOAT
+#define SM_CHUNK 64
+#define SM_TMP 256
+
+/* expf written on 4-float vectors (GNU vector extensions, no intrinsics) so
+ * that it vectorises without -ffast-math: Cephes' range reduction and
+ * degree-5 polynomial (about 1 ulp), 2^n built in the exponent bits. Inputs
+ * below -87.3 give 0, above 88.3 saturate; NaN stays NaN. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f v4_sel(v4i mask, v4f a, v4f b)
+{
+    return (v4f)(((v4i)a & mask) | ((v4i)b & ~mask));
+}
+
+static inline v4f exp_v4(v4f x)
+{
+    const v4f hi = {88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f};
+    const v4f lo = {-87.3365447504f, -87.3365447504f, -87.3365447504f, -87.3365447504f};
+    const v4f zero = {0, 0, 0, 0};
+    v4i nan = x != x, under = x < lo;
+    v4f xc = v4_sel(x > hi, hi, x);
+    xc = v4_sel(under | nan, zero, xc);
+    /* round to nearest with the 1.5 * 2^23 trick (floorf is a libm call) */
+    v4f fx = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    v4f r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
+    v4f z = r * r;
+    v4f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * z + r + 1.0f;
+    v4i bits = (__builtin_convertvector(fx, v4i) + 127) << 23;
+    v4f e = p * (v4f)bits;
+    e = v4_sel(under, zero, e);
+    return v4_sel(nan, x, e);
+}
+
+/* t[i] = exp(t[i]) for i < n; t has room for n rounded up to 4. */
+static void exp_block_f32(float *t, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 4) {
+        v4f v;
+        memcpy(&v, t + i, sizeof v);
+        v = exp_v4(v);
+        memcpy(t + i, &v, sizeof v);
+    }
+}
+
+static void exp_block_f64(double *t, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        t[i] = exp(t[i]);
+}
+
+typedef struct sm_args {
+    const void *x;
+    void *y;
+    int64_t outer, dim, inner;
+    int log_out;  /* LogSoftmax */
+} sm_args;
+
+/* Input rank must be >= 1: ONNX 13's axis range [-r, r-1] is empty for a
+ * scalar and its shape inference rejects one, so do we. */
+static cge_status sm_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs one input and one output");
+    const cge_tensor_desc *x = &ctx->inputs[0];
+    int64_t axis = cge_attrs_get_int(ctx->attrs, "axis", -1);
+    int32_t a;
+    if (x->shape.rank < 1)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 1, got a scalar");
+    if (!cge_axis_normalize(axis, x->shape.rank, false, &a)) {
+        char s[CGE_SHAPE_STR_MAX];
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is out of range for input %s",
+                              (long long)axis, cge_shape_str(&x->shape, s, sizeof s));
+    }
+    ctx->outputs[0].dtype = x->dtype;
+    ctx->outputs[0].shape = x->shape;
+    return CGE_OK;
+}
+
+#define LD_SELF(v) (v)
+#define LD_F16(v) cge_f16_to_f32(v)
+#define LD_BF16(v) cge_bf16_to_f32(v)
+#define ST_SELF(v) (v)
+#define ST_F16(v) cge_f32_to_f16(v)
+#define ST_BF16(v) cge_f32_to_bf16(v)
+
+/* EXACT: T holds the compute type exactly, so exp(x - max) can be parked in
+ * y between passes instead of being computed twice. EXPB exponentiates a
+ * buffer in place (vectorised for float). */
+#define SM_KERNELS(SUF, T, C, LD, ST, EXPB, LOG, EXACT)                                    \
+    static void sm_row_##SUF(const T *x, T *y, int64_t n, int take_log)                    \
+    {                                                                                      \
+        C lanes[8];                                                                        \
+        for (int l = 0; l < 8; l++)                                                        \
+            lanes[l] = -(C)INFINITY;                                                       \
+        int64_t j = 0;                                                                     \
+        for (; j + 8 <= n; j += 8)                                                         \
+            for (int l = 0; l < 8; l++) {                                                  \
+                C v = LD(x[j + l]);                                                        \
+                lanes[l] = v > lanes[l] ? v : lanes[l];                                    \
+            }                                                                              \
+        C m = lanes[0];                                                                    \
+        for (int l = 1; l < 8; l++)                                                        \
+            m = lanes[l] > m ? lanes[l] : m;                                               \
+        for (; j < n; j++) {                                                               \
+            C v = LD(x[j]);                                                                \
+            m = v > m ? v : m;                                                             \
+        }                                                                                  \
+        /* exp in chunks through a small buffer: the exp loop and the lane sums            \
+         * vectorise, and y (possibly x itself) is written only when safe.                 \
+         */                                                                                \
+        C tmp[SM_TMP], sl[16];                                                             \
+        for (int l = 0; l < 16; l++)                                                       \
+            sl[l] = 0;                                                                     \
+        for (j = 0; j < n; j += SM_TMP) {                                                  \
+            int64_t w = n - j < SM_TMP ? n - j : SM_TMP, c = 0;                            \
+            for (; c < w; c++)                                                             \
+                tmp[c] = LD(x[j + c]) - m;                                                 \
+            for (int64_t k = c; k % 4; k++)                                                \
+                tmp[k] = 0;                                                                \
+            EXPB(tmp, w);                                                                  \
+            for (; c % 16; c++)                                                            \
+                tmp[c] = 0;                                                                \
+            for (int64_t k = 0; k < c; k += 16)                                            \
+                for (int l = 0; l < 16; l++)                                               \
+                    sl[l] += tmp[k + l];                                                   \
+            if (EXACT && !take_log)                                                        \
+                for (c = 0; c < w; c++)                                                    \
+                    y[j + c] = ST(tmp[c]);                                                 \
+        }                                                                                  \
+        C s = 0;                                                                           \
+        for (int l = 0; l < 16; l++)                                                       \
+            s += sl[l];                                                                    \
+        if (take_log) {                                                                    \
+            /* (x - m) - log(s), not x - (m + log(s)): m may dwarf log(s). */              \
+            C ls = LOG(s);                                                                 \
+            for (j = 0; j < n; j++)                                                        \
+                y[j] = ST((LD(x[j]) - m) - ls);                                            \
+        } else if (EXACT) {                                                                \
+            C inv = (C)1 / s;                                                              \
+            for (j = 0; j < n; j++)                                                        \
+                y[j] = ST(LD(y[j]) * inv);                                                 \
+        } else {                                                                           \
+            C inv = (C)1 / s;                                                              \
+            for (j = 0; j < n; j += SM_TMP) {                                              \
+                int64_t w = n - j < SM_TMP ? n - j : SM_TMP, c = 0;                        \
+                for (; c < w; c++)                                                         \
+                    tmp[c] = LD(x[j + c]) - m;                                             \
+                for (; c % 4; c++)                                                         \
+                    tmp[c] = 0;                                                            \
+                EXPB(tmp, w);                                                              \
+                for (c = 0; c < w; c++)                                                    \
+                    y[j + c] = ST(tmp[c] * inv);                                           \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+    /* `w` positions of one outer slice, starting at inner offset i0. */                   \
+    static void sm_cols_##SUF(const T *x, T *y, int64_t dim, int64_t inner, int64_t w,     \
+                              int take_log)                                                \
+    {                                                                                      \
+        C m[SM_CHUNK], s[SM_CHUNK];                                                        \
+        for (int64_t c = 0; c < w; c++) {                                                  \
+            m[c] = -(C)INFINITY;                                                           \
+            s[c] = 0;                                                                      \
+        }                                                                                  \
+        for (int64_t d = 0; d < dim; d++)                                                  \
+            for (int64_t c = 0; c < w; c++) {                                              \
+                C v = LD(x[d * inner + c]);                                                \
+                m[c] = v > m[c] ? v : m[c];                                                \
+            }                                                                              \
+        C t[SM_CHUNK];                                                                     \
+        for (int64_t d = 0; d < dim; d++) {                                                \
+            for (int64_t c = 0; c < SM_CHUNK; c++)                                         \
+                t[c] = c < w ? LD(x[d * inner + c]) - m[c] : 0;                            \
+            EXPB(t, w);                                                                    \
+            for (int64_t c = 0; c < w; c++)                                                \
+                s[c] += t[c];                                                              \
+        }                                                                                  \
+        for (int64_t c = 0; c < w; c++)                                                    \
+            s[c] = take_log ? LOG(s[c]) : (C)1 / s[c];                                     \
+        for (int64_t d = 0; d < dim; d++) {                                                \
+            for (int64_t c = 0; c < SM_CHUNK; c++)                                         \
+                t[c] = c < w ? LD(x[d * inner + c]) - m[c] : 0;                            \
+            if (take_log) {                                                                \
+                for (int64_t c = 0; c < w; c++)                                            \
+                    y[d * inner + c] = ST(t[c] - s[c]);                                    \
+            } else {                                                                       \
+                EXPB(t, w);                                                                \
+                for (int64_t c = 0; c < w; c++)                                            \
+                    y[d * inner + c] = ST(t[c] * s[c]);                                    \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+    static void sm_fn_##SUF(int64_t blk, int64_t nblk, void *args)                         \
+    {                                                                                      \
+        const sm_args *p = args;                                                           \
+        const T *x = p->x;                                                                 \
+        T *y = p->y;                                                                       \
+        int64_t chunks = (p->inner + SM_CHUNK - 1) / SM_CHUNK, w0, w1;                     \
+        cge_block_range(p->outer * chunks, blk, nblk, &w0, &w1);                           \
+        for (int64_t w = w0; w < w1; w++) {                                                \
+            int64_t o = w / chunks, i0 = (w % chunks) * SM_CHUNK;                          \
+            int64_t off = o * p->dim * p->inner + i0;                                      \
+            if (p->inner == 1)                                                             \
+                sm_row_##SUF(x + off, y + off, p->dim, p->log_out);                        \
+            else                                                                           \
+                sm_cols_##SUF(x + off, y + off, p->dim, p->inner,                          \
+                              p->inner - i0 < SM_CHUNK ? p->inner - i0 : SM_CHUNK, p->log_out); \
+        }                                                                                  \
+    }
+
+SM_KERNELS(f32, float, float, LD_SELF, ST_SELF, exp_block_f32, logf, 1)
+SM_KERNELS(f64, double, double, LD_SELF, ST_SELF, exp_block_f64, log, 1)
+SM_KERNELS(f16, uint16_t, float, LD_F16, ST_F16, exp_block_f32, logf, 0)
+SM_KERNELS(bf16, uint16_t, float, LD_BF16, ST_BF16, exp_block_f32, logf, 0)
+
+static cge_kernel_fn sm_fn(cge_dtype t)
+{
+    switch (t) {
+    case CGE_F32: return sm_fn_f32;
+    case CGE_F64: return sm_fn_f64;
+    case CGE_F16: return sm_fn_f16;
+    case CGE_BF16: return sm_fn_bf16;
+    default: return NULL;
+    }
+}
+
+static cge_status sm_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream, int log)
+{
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs one input and one output");
+    const cge_tensor *x = &ctx->inputs[0];
+    cge_tensor *y = &ctx->outputs[0];
+    cge_kernel_fn fn = sm_fn(x->dtype);
+    if (!fn || y->dtype != x->dtype)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes %s -> %s",
+                                cge_dtype_name(x->dtype), cge_dtype_name(y->dtype));
+    int32_t axis;
+    if (x->shape.rank < 1 ||
+        !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", -1), x->shape.rank, false,
+                            &axis))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "axis out of range for a rank-%d input",
+                                (int)x->shape.rank);
+    if (!cge_shape_equal(&x->shape, &y->shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output shape differs from input shape");
+    int64_t numel = cge_shape_numel(&x->shape);
+    if (numel == 0)
+        return CGE_OK;
+    if (!x->data || !y->data)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    sm_args p = {.x = x->data, .y = y->data, .outer = 1, .dim = x->shape.dims[axis],
+                 .inner = 1, .log_out = log};
+    for (int32_t d = 0; d < axis; d++)
+        p.outer *= x->shape.dims[d];
+    for (int32_t d = axis + 1; d < x->shape.rank; d++)
+        p.inner *= x->shape.dims[d];
+    int64_t items = p.outer * ((p.inner + SM_CHUNK - 1) / SM_CHUNK);
+    int64_t per_item = p.dim * (p.inner < SM_CHUNK ? p.inner : SM_CHUNK);
+    int64_t min_items = per_item >= 8192 ? 1 : 8192 / per_item;
+    return cge_launch(stream, fn, cge_blocks_for(items, min_items, ctx->num_threads), &p,
+                      sizeof p);
+}
+
+static cge_status softmax_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return sm_launch_common(ctx, stream, 0);
+}
+
+static cge_status log_softmax_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return sm_launch_common(ctx, stream, 1);
+}
+
+static const cge_arg_def sm_inputs[] = {{"input", 0, SM_DTYPES, "rank >= 1"}};
+static const cge_arg_def sm_outputs[] = {{"output", 0, SM_DTYPES, "same shape as input"}};
+static const cge_attr_def sm_attrs[] = {
+    {"axis", CGE_ATTR_INT, false, -1, 0.0f, NULL, "the axis normalised over; negative counts "
+                                                  "from the back"},
+};
+static const cge_kernel_def softmax_kernels[] = {
+    {.engine = "cpu", .dtypes = SM_DTYPES, .launch = softmax_launch, .inplace_input = 0},
+};
+static const cge_kernel_def log_softmax_kernels[] = {
+    {.engine = "cpu", .dtypes = SM_DTYPES, .launch = log_softmax_launch, .inplace_input = 0},
+};
+
+static const cge_op_def softmax_ops[] = {
+    {
+        .name = "Softmax",
+        .domain = CGE_DOMAIN_DEFAULT,
+        .since_version = 13,
+        .inputs = sm_inputs,
+        .num_inputs = 1,
+        .outputs = sm_outputs,
+        .num_outputs = 1,
+        .attrs = sm_attrs,
+        .num_attrs = 1,
+        .infer = sm_infer,
+        .kernels = softmax_kernels,
+        .num_kernels = 1,
+        .doc = "exp(x - max) / sum(exp(x - max)) along `axis`.",
+    },
+    {
+        .name = "LogSoftmax",
+        .domain = CGE_DOMAIN_DEFAULT,
+        .since_version = 13,
+        .inputs = sm_inputs,
+        .num_inputs = 1,
+        .outputs = sm_outputs,
+        .num_outputs = 1,
+        .attrs = sm_attrs,
+        .num_attrs = 1,
+        .infer = sm_infer,
+        .kernels = log_softmax_kernels,
+        .num_kernels = 1,
+        .doc = "x - max - log(sum(exp(x - max))) along `axis`.",
+    },
+};
+
+const cge_op_def *cge_ops_softmax(int32_t *count)
+{
+    *count = (int32_t)(sizeof softmax_ops / sizeof softmax_ops[0]);
+    return softmax_ops;
+}
