@@ -144,6 +144,9 @@ static void write_body(FILE *f, const cge_op_def *d)
         case CGE_ATTR_INT:
             if (a->required)
                 fprintf(f, "    at[na++] = CGE_ATTR_I(\"%s\", %s);\n", nm, id);
+            else if (a->default_i == INT64_MIN) /* no literal spells INT64_MIN */
+                fprintf(f, "    if (%s != INT64_MIN)\n        at[na++] = CGE_ATTR_I(\"%s\", %s);\n", id,
+                        nm, id);
             else
                 fprintf(f, "    if (%s != %lldLL)\n        at[na++] = CGE_ATTR_I(\"%s\", %s);\n", id,
                         (long long)a->default_i, nm, id);
