@@ -12,6 +12,7 @@ typedef const cge_op_def *(*family_fn)(int32_t *count);
 static const family_fn families[] = {
     cge_ops_binary, cge_ops_unary, cge_ops_matmul, cge_ops_softmax,
     cge_ops_reduce, cge_ops_shape, cge_ops_transform,
+    cge_ops_binary_ext, cge_ops_variadic, cge_ops_unary_ext,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

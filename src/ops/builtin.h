@@ -14,6 +14,9 @@ const cge_op_def *cge_ops_softmax(int32_t *count);    /* Softmax LogSoftmax */
 const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum ReduceMean ReduceMax */
 const cge_op_def *cge_ops_shape(int32_t *count);      /* Reshape Flatten Squeeze Unsqueeze Expand Shape Constant */
 const cge_op_def *cge_ops_transform(int32_t *count);  /* Transpose Concat Split Slice Gather */
+const cge_op_def *cge_ops_binary_ext(int32_t *count); /* LessOrEqual GreaterOrEqual And Or Xor Mod BitShift Bitwise* PRelu */
+const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
+const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge_ops_builtin_init(void);
