@@ -13,6 +13,7 @@ static const family_fn families[] = {
     cge_ops_binary, cge_ops_unary, cge_ops_matmul, cge_ops_softmax,
     cge_ops_reduce, cge_ops_shape, cge_ops_transform,
     cge_ops_binary_ext, cge_ops_variadic, cge_ops_unary_ext,
+    cge_ops_rnn, cge_ops_spectral, cge_ops_einsum,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

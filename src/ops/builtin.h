@@ -17,6 +17,9 @@ const cge_op_def *cge_ops_transform(int32_t *count);  /* Transpose Concat Split 
 const cge_op_def *cge_ops_binary_ext(int32_t *count); /* LessOrEqual GreaterOrEqual And Or Xor Mod BitShift Bitwise* PRelu */
 const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
 const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
+const cge_op_def *cge_ops_rnn(int32_t *count);        /* RNN GRU LSTM */
+const cge_op_def *cge_ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
+const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge_ops_builtin_init(void);
