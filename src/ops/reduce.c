@@ -7,6 +7,7 @@
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+#include "ops/reduce_util.h"
 
 #define RED_DTYPES                                                                         \
     (CGE_DT(CGE_F32) | CGE_DT(CGE_F64) | CGE_DT(CGE_F16) | CGE_DT(CGE_BF16) |              \
@@ -19,94 +20,7 @@ enum { RED_SUM, RED_MEAN, RED_MAX };
 
 /* ---- meta -------------------------------------------------------------------- */
 
-/* Reduced axes as a mask; *known = false when they come from an input whose
- * value is not available. */
-typedef struct axes_info {
-    bool known;
-    bool noop;          /* empty axes with noop_with_empty_axes: identity */
-    bool reduce[CGE_MAX_RANK];
-} axes_info;
-
-/* Validate `n` axes for a rank-`rank` input into a mask; an error message
- * goes to `err`. Empty axes reduce every dimension unless `noop_empty`. */
-static cge_status axes_mask(const int64_t *axes, int64_t n, int32_t rank, bool noop_empty,
-                            axes_info *ai, char *err, size_t errlen)
-{
-    memset(ai, 0, sizeof *ai);
-    ai->known = true;
-    if (n == 0) {
-        ai->noop = noop_empty;
-        for (int32_t d = 0; d < rank; d++)
-            ai->reduce[d] = !noop_empty;
-        return CGE_OK;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        int32_t a;
-        if (!cge_axis_normalize(axes[i], rank, false, &a)) {
-            snprintf(err, errlen, "axis %lld is out of range for rank %d", (long long)axes[i],
-                     (int)rank);
-            return CGE_ERR_SHAPE;
-        }
-        if (ai->reduce[a]) {
-            snprintf(err, errlen, "axis %lld appears more than once in axes", (long long)axes[i]);
-            return CGE_ERR_SHAPE;
-        }
-        ai->reduce[a] = true;
-    }
-    return CGE_OK;
-}
-
-static cge_status reduce_infer(cge_infer_ctx *ctx, bool axes_input)
-{
-    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
-        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs input data and output reduced");
-    const cge_tensor_desc *x = &ctx->inputs[0];
-    int32_t rank = x->shape.rank;
-    bool keepdims = cge_attrs_get_int(ctx->attrs, "keepdims", 1) != 0;
-    bool noop = axes_input && cge_attrs_get_int(ctx->attrs, "noop_with_empty_axes", 0) != 0;
-    axes_info ai;
-    char err[160];
-    cge_status st = CGE_OK;
-    if (!axes_input) {
-        const int64_t *v = NULL;
-        int64_t n = cge_attrs_get_ints(ctx->attrs, "axes", &v);
-        st = axes_mask(v, n < 0 ? 0 : n, rank, false, &ai, err, sizeof err);
-    } else if (ctx->num_inputs > 1 && ctx->inputs[1].dtype != CGE_DTYPE_UNDEFINED) {
-        const cge_tensor_desc *ax = &ctx->inputs[1];
-        if (ax->shape.rank != 1)
-            return cge_meta_error(ctx, CGE_ERR_SHAPE, "axes must be 1-D, got rank %d",
-                                  (int)ax->shape.rank);
-        const void *val = ctx->input_values ? ctx->input_values[1] : NULL;
-        if (ax->shape.dims[0] == 0) {
-            st = axes_mask(NULL, 0, rank, noop, &ai, err, sizeof err);
-        } else if (val && ax->shape.dims[0] > 0) {
-            st = axes_mask(val, ax->shape.dims[0], rank, noop, &ai, err, sizeof err);
-        } else {
-            memset(&ai, 0, sizeof ai);
-            if (!keepdims)
-                return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
-                                      "axes must be a constant when keepdims=0 (the output "
-                                      "rank depends on it)");
-        }
-    } else {
-        st = axes_mask(NULL, 0, rank, noop, &ai, err, sizeof err);
-    }
-    if (st != CGE_OK)
-        return cge_meta_error(ctx, st, "%s", err);
-    cge_shape out = {.rank = 0};
-    for (int32_t d = 0; d < rank; d++) {
-        int64_t dim = x->shape.dims[d];
-        if (!ai.known) /* unknown axes, keepdims: each dim stays or becomes 1 */
-            out.dims[out.rank++] = dim == 1 ? 1 : CGE_DIM_DYNAMIC;
-        else if (!ai.reduce[d])
-            out.dims[out.rank++] = dim;
-        else if (keepdims)
-            out.dims[out.rank++] = 1;
-    }
-    ctx->outputs[0].dtype = x->dtype;
-    ctx->outputs[0].shape = out;
-    return CGE_OK;
-}
+/* axes_mask and reduce_infer live in reduce_util.h, shared with reduce_ext.c. */
 
 static cge_status reduce_infer_attr(cge_infer_ctx *ctx)
 {
@@ -118,9 +32,7 @@ static cge_status reduce_infer_input(cge_infer_ctx *ctx)
     return reduce_infer(ctx, true);
 }
 
-/* ---- plan: which loops a given mask needs ----------------------------------- */
-
-enum { PLAN_COPY, PLAN_ROWS, PLAN_MID, PLAN_STRIDED };
+/* ---- plan: which loops a given mask needs (red_plan_make, reduce_util.h) ---- */
 
 typedef struct red_args {
     cge_dtype dtype;
@@ -138,13 +50,6 @@ typedef struct red_args {
     bool noop_empty;
 } red_args;
 
-typedef struct red_plan {
-    int kind;
-    int64_t outer, count, inner;       /* ROWS/MID view; count = elements reduced */
-    int32_t nk, nr;                    /* STRIDED: kept and reduced groups */
-    int64_t kdims[CGE_MAX_RANK], kstr[CGE_MAX_RANK], rdims[CGE_MAX_RANK], rstr[CGE_MAX_RANK];
-} red_plan;
-
 static bool make_plan(const red_args *p, red_plan *pl)
 {
     bool mask[CGE_MAX_RANK];
@@ -158,53 +63,7 @@ static bool make_plan(const red_args *p, red_plan *pl)
             return false;
         memcpy(mask, ai.reduce, sizeof mask);
     }
-    memset(pl, 0, sizeof *pl);
-    int64_t strides[CGE_MAX_RANK];
-    cge_shape_strides(&p->in, strides);
-    /* Size-1 dims never matter; consecutive dims of one kind merge. */
-    int32_t ng = 0;
-    int64_t gsize[CGE_MAX_RANK], gstr[CGE_MAX_RANK];
-    bool gred[CGE_MAX_RANK];
-    for (int32_t d = 0; d < p->in.rank; d++) {
-        int64_t n = p->in.dims[d];
-        if (n == 1)
-            continue;
-        if (ng > 0 && gred[ng - 1] == mask[d]) {
-            gsize[ng - 1] *= n;
-            gstr[ng - 1] = strides[d];
-        } else {
-            gsize[ng] = n;
-            gstr[ng] = strides[d];
-            gred[ng] = mask[d];
-            ng++;
-        }
-    }
-    pl->count = 1;
-    for (int32_t g = 0; g < ng; g++) {
-        if (gred[g]) {
-            pl->rdims[pl->nr] = gsize[g];
-            pl->rstr[pl->nr++] = gstr[g];
-            pl->count *= gsize[g];
-        } else {
-            pl->kdims[pl->nk] = gsize[g];
-            pl->kstr[pl->nk++] = gstr[g];
-        }
-    }
-    pl->outer = pl->inner = 1;
-    if (pl->nr == 0) {
-        pl->kind = PLAN_COPY;
-    } else if (pl->nr == 1 && ng <= 3 && (ng < 3 || !gred[0])) {
-        int32_t r = 0;
-        while (!gred[r])
-            r++;
-        if (r > 0)
-            pl->outer = gsize[0];
-        if (r + 1 < ng)
-            pl->inner = gsize[r + 1];
-        pl->kind = pl->inner == 1 ? PLAN_ROWS : PLAN_MID;
-    } else {
-        pl->kind = PLAN_STRIDED;
-    }
+    red_plan_make(&p->in, mask, pl);
     return true;
 }
 
