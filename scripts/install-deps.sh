@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libcmocka-dev
+  libcmocka-dev libdnnl-dev
   python3 python3-numpy python3-pytest
 )
 

@@ -15,6 +15,7 @@ static const family_fn families[] = {
     cge_ops_binary_ext, cge_ops_variadic, cge_ops_unary_ext,
     cge_ops_rnn, cge_ops_spectral, cge_ops_einsum,
     cge_ops_reduce_ext, cge_ops_index, cge_ops_generate,
+    cge_ops_conv, cge_ops_pool, cge_ops_norm, cge_ops_resize, cge_ops_pad, cge_ops_quant,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

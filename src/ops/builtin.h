@@ -23,6 +23,12 @@ const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin */
 const cge_op_def *cge_ops_index(int32_t *count);      /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero TopK CumSum Trilu Compress */
 const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Tile Size DepthToSpace SpaceToDepth ReverseSequence */
+const cge_op_def *cge_ops_conv(int32_t *count);       /* Conv ConvTranspose */
+const cge_op_def *cge_ops_pool(int32_t *count);       /* MaxPool AveragePool LpPool Global*Pool */
+const cge_op_def *cge_ops_norm(int32_t *count);       /* BatchNormalization InstanceNormalization LayerNormalization LRN */
+const cge_op_def *cge_ops_resize(int32_t *count);     /* Resize Upsample */
+const cge_op_def *cge_ops_pad(int32_t *count);        /* Pad */
+const cge_op_def *cge_ops_quant(int32_t *count);   /* QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge_ops_builtin_init(void);

@@ -1,0 +1,676 @@
+/* Normalisation: BatchNormalization (inference and training mode),
+ * InstanceNormalization, LayerNormalization (with Mean/InvStdDev) and LRN.
+ * Every dtype goes through the same loops on chunks of doubles (loaded and
+ * stored by typed loops), so float64 keeps its precision and float32 still
+ * vectorises; statistics are accumulated in double. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/kernel_util.h"
+
+#define NORM_DTYPES CGE_DT_FLOAT
+#define CH 256 /* elements per chunk */
+
+static void load_chunk(cge_dtype t, const void *p, int64_t off, int64_t n, double *buf)
+{
+    switch (t) {
+    case CGE_F32: {
+        const float *s = (const float *)p + off;
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = s[i];
+        break;
+    }
+    case CGE_F64: memcpy(buf, (const double *)p + off, sizeof(double) * (size_t)n); break;
+    case CGE_F16: {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = cge_f16_to_f32(s[i]);
+        break;
+    }
+    case CGE_BF16: {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = cge_bf16_to_f32(s[i]);
+        break;
+    }
+    default:
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = cge_load_as_double(t, p, off + i);
+    }
+}
+
+static void store_chunk(cge_dtype t, void *p, int64_t off, int64_t n, const double *buf)
+{
+    switch (t) {
+    case CGE_F32: {
+        float *d = (float *)p + off;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = (float)buf[i];
+        break;
+    }
+    case CGE_F64: memcpy((double *)p + off, buf, sizeof(double) * (size_t)n); break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            cge_store_from_double(t, p, off + i, buf[i]);
+    }
+}
+
+static double ld1(cge_dtype t, const void *p, int64_t i)
+{
+    double v;
+    load_chunk(t, p, i, 1, &v);
+    return v;
+}
+
+/* Mean and population variance of n elements at x[off...] (two passes). */
+static void moments(cge_dtype t, const void *x, int64_t off, int64_t n, double *mean, double *var)
+{
+    double buf[CH], s = 0.0, q = 0.0;
+    for (int64_t i = 0; i < n; i += CH) {
+        int64_t w = n - i < CH ? n - i : CH;
+        load_chunk(t, x, off + i, w, buf);
+        for (int64_t j = 0; j < w; j++)
+            s += buf[j];
+    }
+    double m = n > 0 ? s / (double)n : 0.0;
+    for (int64_t i = 0; i < n; i += CH) {
+        int64_t w = n - i < CH ? n - i : CH;
+        load_chunk(t, x, off + i, w, buf);
+        for (int64_t j = 0; j < w; j++)
+            q += (buf[j] - m) * (buf[j] - m);
+    }
+    *mean = m;
+    *var = n > 0 ? q / (double)n : 0.0;
+}
+
+/* y[off..off+n) = x * a + b */
+static void affine(cge_dtype t, const void *x, void *y, int64_t off, int64_t n, double a, double b)
+{
+    double buf[CH];
+    for (int64_t i = 0; i < n; i += CH) {
+        int64_t w = n - i < CH ? n - i : CH;
+        load_chunk(t, x, off + i, w, buf);
+        for (int64_t j = 0; j < w; j++)
+            buf[j] = buf[j] * a + b;
+        store_chunk(t, y, off + i, w, buf);
+    }
+}
+
+static bool is_float(cge_dtype t)
+{
+    return (CGE_DT_FLOAT & CGE_DT(t)) != 0;
+}
+
+static bool has_input(const cge_infer_ctx *ctx, int32_t i)
+{
+    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
+}
+
+/* A per-channel parameter: rank 1 of length C (unknown sizes trusted). */
+static bool channel_vec(const cge_tensor_desc *d, int64_t C)
+{
+    return d->shape.rank == 1 && (d->shape.dims[0] < 0 || C < 0 || d->shape.dims[0] == C);
+}
+
+/* ---- BatchNormalization ------------------------------------------------------- */
+
+typedef struct bn_args {
+    cge_dtype tx, tp, tm;  /* X/Y, scale/B, mean/var dtypes */
+    const void *x, *scale, *bias, *mean, *var;
+    void *y, *run_mean, *run_var;
+    double eps, momentum;
+    int64_t N, C, S;       /* S: spatial size */
+    double *stats;         /* training: [C] mean, [C] var (workspace) */
+} bn_args;
+
+static cge_status bn_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 5 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "needs inputs X, scale, B, input_mean, input_var and output Y");
+    const cge_tensor_desc *X = &ctx->inputs[0];
+    if (X->shape.rank < 2)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "X must have rank >= 2 ([N, C, ...])");
+    int64_t C = X->shape.dims[1];
+    for (int32_t i = 1; i < 5; i++)
+        if (!channel_vec(&ctx->inputs[i], C) || !is_float(ctx->inputs[i].dtype))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "input %d must be a float vector of length C = %lld", i,
+                                  (long long)C);
+    if (ctx->inputs[1].dtype != ctx->inputs[2].dtype ||
+        ctx->inputs[3].dtype != ctx->inputs[4].dtype)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE,
+                              "scale and B, and input_mean and input_var, must share dtypes");
+    int training = cge_attrs_get_int(ctx->attrs, "training_mode", 0) != 0;
+    if (!training && ctx->num_outputs > 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "running_mean and running_var are outputs only in training_mode");
+    ctx->outputs[0].dtype = X->dtype;
+    ctx->outputs[0].shape = X->shape;
+    for (int32_t i = 1; i < ctx->num_outputs && i < 3; i++) {
+        ctx->outputs[i].dtype = ctx->inputs[3].dtype;
+        ctx->outputs[i].shape = ctx->inputs[3].shape;
+    }
+    return CGE_OK;
+}
+
+/* Training: per-channel batch statistics and the running outputs. Blocks over C. */
+static void bn_stats_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const bn_args *p = args;
+    int64_t c0, c1;
+    cge_block_range(p->C, blk, nblk, &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
+        double s = 0.0, q = 0.0;
+        for (int64_t n = 0; n < p->N; n++) {
+            double m, v;
+            moments(p->tx, p->x, (n * p->C + c) * p->S, p->S, &m, &v);
+            s += m;
+            q += v + m * m;
+        }
+        double mean = s / (double)p->N, var = q / (double)p->N - mean * mean;
+        if (var < 0)
+            var = 0;
+        p->stats[c] = mean;
+        p->stats[p->C + c] = var;
+        if (p->run_mean)
+            cge_store_from_double(p->tm, p->run_mean, c,
+                                  ld1(p->tm, p->mean, c) * p->momentum + mean * (1 - p->momentum));
+        if (p->run_var)
+            cge_store_from_double(p->tm, p->run_var, c,
+                                  ld1(p->tm, p->var, c) * p->momentum + var * (1 - p->momentum));
+    }
+}
+
+/* Blocks over (n, c) planes. */
+static void bn_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const bn_args *p = args;
+    int64_t r0, r1;
+    cge_block_range(p->N * p->C, blk, nblk, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r % p->C;
+        double mean = p->stats ? p->stats[c] : ld1(p->tm, p->mean, c);
+        double var = p->stats ? p->stats[p->C + c] : ld1(p->tm, p->var, c);
+        double a = ld1(p->tp, p->scale, c) / sqrt(var + p->eps);
+        double b = ld1(p->tp, p->bias, c) - mean * a;
+        affine(p->tx, p->x, p->y, r * p->S, p->S, a, b);
+    }
+}
+
+static bool bn_args_make(const cge_kernel_ctx *ctx, bn_args *p)
+{
+    memset(p, 0, sizeof *p);
+    if (ctx->num_inputs < 5 || ctx->num_outputs < 1 || ctx->inputs[0].shape.rank < 2)
+        return false;
+    const cge_tensor *X = &ctx->inputs[0];
+    p->tx = X->dtype;
+    p->tp = ctx->inputs[1].dtype;
+    p->tm = ctx->inputs[3].dtype;
+    p->N = X->shape.dims[0];
+    p->C = X->shape.dims[1];
+    p->S = 1;
+    for (int32_t i = 2; i < X->shape.rank; i++)
+        p->S *= X->shape.dims[i];
+    return true;
+}
+
+static size_t bn_workspace(const cge_kernel_ctx *ctx)
+{
+    bn_args p;
+    if (!cge_attrs_get_int(ctx->attrs, "training_mode", 0) || !bn_args_make(ctx, &p) || p.C < 0)
+        return 0;
+    return sizeof(double) * (size_t)(2 * p.C);
+}
+
+static cge_status bn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    bn_args p;
+    if (!bn_args_make(ctx, &p))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs five inputs and X of rank >= 2");
+    const cge_tensor *X = &ctx->inputs[0];
+    if (!is_float(p.tx) || !is_float(p.tp) || !is_float(p.tm) || ctx->outputs[0].dtype != p.tx)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
+    for (int32_t i = 1; i < 5; i++)
+        if (cge_shape_numel(&ctx->inputs[i].shape) != p.C)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "input %d must have C elements", i);
+    if (!cge_shape_equal(&X->shape, &ctx->outputs[0].shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "Y must have X's shape");
+    p.x = X->data;
+    p.scale = ctx->inputs[1].data;
+    p.bias = ctx->inputs[2].data;
+    p.mean = ctx->inputs[3].data;
+    p.var = ctx->inputs[4].data;
+    p.y = ctx->outputs[0].data;
+    p.eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f);
+    p.momentum = cge_attrs_get_float(ctx->attrs, "momentum", 0.9f);
+    int training = cge_attrs_get_int(ctx->attrs, "training_mode", 0) != 0;
+    if (training) {
+        if (ctx->num_outputs > 1)
+            p.run_mean = ctx->outputs[1].data;
+        if (ctx->num_outputs > 2)
+            p.run_var = ctx->outputs[2].data;
+    }
+    int64_t total = p.N * p.C * p.S;
+    if (p.C == 0 || (total == 0 && !training))
+        return CGE_OK;
+    if (training) {
+        if (p.N * p.S == 0)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "training_mode needs a non-empty batch");
+        if (!ctx->workspace || ctx->workspace_size < bn_workspace(ctx))
+            return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                    "training_mode needs its workspace");
+        p.stats = ctx->workspace;
+        cge_status st = cge_launch(stream, bn_stats_fn,
+                                   cge_blocks_for(p.C, 1 + 16384 / (p.N * p.S), ctx->num_threads),
+                                   &p, sizeof p);
+        if (st != CGE_OK)
+            return st;
+    }
+    return cge_launch(stream, bn_fn,
+                      cge_blocks_for(p.N * p.C, p.S >= 16384 ? 1 : 16384 / (p.S ? p.S : 1),
+                                     ctx->num_threads),
+                      &p, sizeof p);
+}
+
+/* ---- InstanceNormalization ----------------------------------------------------- */
+
+typedef struct in_args {
+    cge_dtype t;
+    const void *x, *scale, *bias;
+    void *y;
+    double eps;
+    int64_t NC, C, S;
+} in_args;
+
+static cge_status in_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 3 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs input, scale, B");
+    const cge_tensor_desc *X = &ctx->inputs[0];
+    if (X->shape.rank < 3)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 3 ([N, C, D1, ...])");
+    for (int32_t i = 1; i < 3; i++) {
+        if (ctx->inputs[i].dtype != X->dtype)
+            return cge_meta_error(ctx, CGE_ERR_DTYPE, "input %d must be %s", i,
+                                  cge_dtype_name(X->dtype));
+        if (!channel_vec(&ctx->inputs[i], X->shape.dims[1]))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must be a vector of length C", i);
+    }
+    ctx->outputs[0].dtype = X->dtype;
+    ctx->outputs[0].shape = X->shape;
+    return CGE_OK;
+}
+
+static void in_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const in_args *p = args;
+    int64_t r0, r1;
+    cge_block_range(p->NC, blk, nblk, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r % p->C;
+        double m, v;
+        moments(p->t, p->x, r * p->S, p->S, &m, &v);
+        double a = ld1(p->t, p->scale, c) / sqrt(v + p->eps);
+        affine(p->t, p->x, p->y, r * p->S, p->S, a, ld1(p->t, p->bias, c) - m * a);
+    }
+}
+
+static cge_status in_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs < 3 || ctx->num_outputs < 1 || ctx->inputs[0].shape.rank < 3)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs input, scale, B (rank >= 3)");
+    const cge_tensor *X = &ctx->inputs[0];
+    in_args p = {.t = X->dtype, .x = X->data, .scale = ctx->inputs[1].data,
+                 .bias = ctx->inputs[2].data, .y = ctx->outputs[0].data,
+                 .eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f)};
+    if (!is_float(p.t) || ctx->inputs[1].dtype != p.t || ctx->inputs[2].dtype != p.t ||
+        ctx->outputs[0].dtype != p.t)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
+    p.C = X->shape.dims[1];
+    p.NC = X->shape.dims[0] * p.C;
+    p.S = 1;
+    for (int32_t i = 2; i < X->shape.rank; i++)
+        p.S *= X->shape.dims[i];
+    if (cge_shape_numel(&ctx->inputs[1].shape) != p.C ||
+        cge_shape_numel(&ctx->inputs[2].shape) != p.C ||
+        !cge_shape_equal(&X->shape, &ctx->outputs[0].shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "scale and B need C elements, Y X's shape");
+    if (p.NC == 0 || p.S == 0)
+        return CGE_OK;
+    return cge_launch(stream, in_fn,
+                      cge_blocks_for(p.NC, p.S >= 8192 ? 1 : 8192 / p.S, ctx->num_threads), &p,
+                      sizeof p);
+}
+
+/* ---- LayerNormalization --------------------------------------------------------- */
+
+typedef struct ln_args {
+    cge_dtype t;
+    const void *x, *scale, *bias;
+    void *y;
+    float *mean, *inv;
+    int scale_bcast, bias_bcast;   /* one element for the whole row */
+    double eps;
+    int64_t rows, D;
+} ln_args;
+
+/* Scale/B must broadcast to X.shape[axis:]; this kernel takes exactly that
+ * many elements (leading 1s allowed) or a single one. */
+static bool ln_param_ok(const cge_shape *ps, const cge_shape *xs, int32_t axis)
+{
+    int64_t n = cge_shape_numel(ps);
+    if (n == 1)
+        return true;
+    int32_t nd = xs->rank - axis;
+    if (ps->rank > xs->rank)
+        return false;
+    for (int32_t i = 0; i < ps->rank; i++) {
+        int32_t xi = xs->rank - ps->rank + i;
+        int64_t pd = ps->dims[i];
+        if (xi < axis) {
+            if (pd != 1)
+                return false;
+        } else if (pd >= 0 && xs->dims[xi] >= 0 && pd != xs->dims[xi]) {
+            return false;
+        }
+    }
+    /* fewer trailing dims than the normalised shape: only if they are all that
+     * is not 1 in it */
+    for (int32_t i = axis; i < xs->rank - ps->rank && i < xs->rank; i++)
+        if (xs->dims[i] != 1)
+            return false;
+    (void)nd;
+    return true;
+}
+
+static cge_status ln_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 2 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs X, Scale");
+    const cge_tensor_desc *X = &ctx->inputs[0];
+    int32_t axis;
+    if (X->shape.rank < 1 ||
+        !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", -1), X->shape.rank, false,
+                            &axis))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis is out of range for a rank-%d X",
+                              (int)X->shape.rank);
+    if (cge_attrs_get_int(ctx->attrs, "stash_type", 1) != 1)
+        return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
+                              "stash_type must be 1 (float32 statistics)");
+    for (int32_t i = 1; i < 3; i++) {
+        if (!has_input(ctx, i))
+            continue;
+        char s[CGE_SHAPE_STR_MAX];
+        if (ctx->inputs[i].dtype != X->dtype)
+            return cge_meta_error(ctx, CGE_ERR_DTYPE, "input %d must be %s", i,
+                                  cge_dtype_name(X->dtype));
+        if (!ln_param_ok(&ctx->inputs[i].shape, &X->shape, axis))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "input %d %s must have the normalised shape X.shape[%d:] "
+                                  "(or one element)",
+                                  i, cge_shape_str(&ctx->inputs[i].shape, s, sizeof s),
+                                  (int)axis);
+    }
+    ctx->outputs[0].dtype = X->dtype;
+    ctx->outputs[0].shape = X->shape;
+    for (int32_t i = 1; i < ctx->num_outputs && i < 3; i++) {
+        ctx->outputs[i].dtype = CGE_F32;
+        ctx->outputs[i].shape = X->shape;
+        for (int32_t d = axis; d < X->shape.rank; d++)
+            ctx->outputs[i].shape.dims[d] = 1;
+    }
+    return CGE_OK;
+}
+
+static void ln_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const ln_args *p = args;
+    int64_t r0, r1;
+    cge_block_range(p->rows, blk, nblk, &r0, &r1);
+    double buf[CH], sc[CH], bi[CH];
+    for (int64_t r = r0; r < r1; r++) {
+        double m, v;
+        moments(p->t, p->x, r * p->D, p->D, &m, &v);
+        /* ONNX computes in the stash type (float32): round the statistics. */
+        float inv = (float)(1.0 / sqrt((double)(float)v + p->eps));
+        if (p->mean)
+            p->mean[r] = (float)m;
+        if (p->inv)
+            p->inv[r] = inv;
+        for (int64_t i = 0; i < p->D; i += CH) {
+            int64_t w = p->D - i < CH ? p->D - i : CH;
+            load_chunk(p->t, p->x, r * p->D + i, w, buf);
+            if (p->scale_bcast) {
+                double s = ld1(p->t, p->scale, 0);
+                for (int64_t j = 0; j < w; j++)
+                    sc[j] = s;
+            } else {
+                load_chunk(p->t, p->scale, i, w, sc);
+            }
+            if (!p->bias)
+                for (int64_t j = 0; j < w; j++)
+                    bi[j] = 0.0;
+            else if (p->bias_bcast) {
+                double b = ld1(p->t, p->bias, 0);
+                for (int64_t j = 0; j < w; j++)
+                    bi[j] = b;
+            } else {
+                load_chunk(p->t, p->bias, i, w, bi);
+            }
+            for (int64_t j = 0; j < w; j++)
+                buf[j] = (buf[j] - m) * inv * sc[j] + bi[j];
+            store_chunk(p->t, p->y, r * p->D + i, w, buf);
+        }
+    }
+}
+
+static cge_status ln_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs < 2 || ctx->num_outputs < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs X, Scale");
+    const cge_tensor *X = &ctx->inputs[0];
+    const cge_tensor *B = ctx->num_inputs > 2 && ctx->inputs[2].dtype != CGE_DTYPE_UNDEFINED
+                              ? &ctx->inputs[2]
+                              : NULL;
+    int32_t axis;
+    if (X->shape.rank < 1 ||
+        !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", -1), X->shape.rank, false,
+                            &axis))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "axis out of range");
+    ln_args p = {.t = X->dtype, .x = X->data, .scale = ctx->inputs[1].data,
+                 .bias = B ? B->data : NULL, .y = ctx->outputs[0].data,
+                 .eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f), .rows = 1, .D = 1};
+    if (!is_float(p.t) || ctx->inputs[1].dtype != p.t || (B && B->dtype != p.t) ||
+        ctx->outputs[0].dtype != p.t)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
+    for (int32_t d = 0; d < X->shape.rank; d++)
+        *(d < axis ? &p.rows : &p.D) *= X->shape.dims[d];
+    int64_t ns = cge_shape_numel(&ctx->inputs[1].shape), nb = B ? cge_shape_numel(&B->shape) : 0;
+    if ((ns != p.D && ns != 1) || (B && nb != p.D && nb != 1))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "Scale and B need the normalised size");
+    p.scale_bcast = ns == 1 && p.D != 1;
+    p.bias_bcast = nb == 1 && p.D != 1;
+    for (int32_t i = 1; i < ctx->num_outputs && i < 3; i++) {
+        if (!ctx->outputs[i].data)
+            continue;
+        if (ctx->outputs[i].dtype != CGE_F32 || cge_shape_numel(&ctx->outputs[i].shape) != p.rows)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output %d must be float32 [rows]", i);
+        *(i == 1 ? &p.mean : &p.inv) = ctx->outputs[i].data;
+    }
+    if (p.rows == 0)
+        return CGE_OK;
+    return cge_launch(stream, ln_fn,
+                      cge_blocks_for(p.rows, p.D >= 8192 ? 1 : 8192 / (p.D ? p.D : 1),
+                                     ctx->num_threads),
+                      &p, sizeof p);
+}
+
+/* ---- LRN ---------------------------------------------------------------------------- */
+
+typedef struct lrn_args {
+    cge_dtype t;
+    const void *x;
+    void *y;
+    double alpha, beta, bias;
+    int64_t size, N, C, S;
+} lrn_args;
+
+static cge_status lrn_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs input X");
+    const cge_tensor_desc *X = &ctx->inputs[0];
+    if (X->shape.rank < 3)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "X must have rank >= 3 ([N, C, D1, ...])");
+    if (cge_attrs_get_int(ctx->attrs, "size", 0) < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "size must be >= 1");
+    ctx->outputs[0].dtype = X->dtype;
+    ctx->outputs[0].shape = X->shape;
+    return CGE_OK;
+}
+
+/* Blocks over (n, c) planes, 256 positions at a time. */
+static void lrn_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const lrn_args *p = args;
+    int64_t r0, r1;
+    cge_block_range(p->N * p->C, blk, nblk, &r0, &r1);
+    double buf[CH], sq[CH];
+    int64_t lo = (p->size - 1) / 2, hi = p->size - 1 - lo;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / p->C, c = r % p->C;
+        int64_t ca = c - lo < 0 ? 0 : c - lo, cb = c + hi >= p->C ? p->C - 1 : c + hi;
+        for (int64_t i = 0; i < p->S; i += CH) {
+            int64_t w = p->S - i < CH ? p->S - i : CH;
+            for (int64_t j = 0; j < w; j++)
+                sq[j] = 0.0;
+            for (int64_t cc = ca; cc <= cb; cc++) {
+                load_chunk(p->t, p->x, (n * p->C + cc) * p->S + i, w, buf);
+                for (int64_t j = 0; j < w; j++)
+                    sq[j] += buf[j] * buf[j];
+            }
+            load_chunk(p->t, p->x, r * p->S + i, w, buf);
+            double k = p->alpha / (double)p->size;
+            for (int64_t j = 0; j < w; j++)
+                buf[j] = buf[j] / pow(p->bias + k * sq[j], p->beta);
+            store_chunk(p->t, p->y, r * p->S + i, w, buf);
+        }
+    }
+}
+
+static cge_status lrn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1 || ctx->inputs[0].shape.rank < 3)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs X of rank >= 3");
+    const cge_tensor *X = &ctx->inputs[0];
+    lrn_args p = {.t = X->dtype, .x = X->data, .y = ctx->outputs[0].data,
+                  .alpha = cge_attrs_get_float(ctx->attrs, "alpha", 1e-4f),
+                  .beta = cge_attrs_get_float(ctx->attrs, "beta", 0.75f),
+                  .bias = cge_attrs_get_float(ctx->attrs, "bias", 1.0f),
+                  .size = cge_attrs_get_int(ctx->attrs, "size", 0),
+                  .N = X->shape.dims[0], .C = X->shape.dims[1], .S = 1};
+    if (!is_float(p.t) || ctx->outputs[0].dtype != p.t)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
+    if (p.size < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "size must be >= 1");
+    for (int32_t i = 2; i < X->shape.rank; i++)
+        p.S *= X->shape.dims[i];
+    if (p.N * p.C * p.S == 0)
+        return CGE_OK;
+    int64_t per = p.S * p.size;
+    return cge_launch(stream, lrn_fn,
+                      cge_blocks_for(p.N * p.C, per >= 8192 ? 1 : 8192 / per, ctx->num_threads),
+                      &p, sizeof p);
+}
+
+/* ---- definitions ------------------------------------------------------------------ */
+
+static const cge_arg_def bn_inputs[] = {
+    {"X", 0, NORM_DTYPES, "[N, C, ...]"},
+    {"scale", 0, NORM_DTYPES, "[C]"},
+    {"B", 0, NORM_DTYPES, "[C]"},
+    {"input_mean", 0, NORM_DTYPES, "[C]"},
+    {"input_var", 0, NORM_DTYPES, "[C]"},
+};
+static const cge_arg_def bn_outputs[] = {
+    {"Y", 0, NORM_DTYPES, "X's shape"},
+    {"running_mean", CGE_ARG_OPTIONAL, NORM_DTYPES, "training_mode only"},
+    {"running_var", CGE_ARG_OPTIONAL, NORM_DTYPES, "training_mode only"},
+};
+static const cge_attr_def bn_attrs[] = {
+    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"},
+    {"momentum", CGE_ATTR_FLOAT, false, 0, 0.9f, NULL, "running statistics' decay"},
+    {"training_mode", CGE_ATTR_INT, false, 0, 0.0f, NULL, "use batch statistics"},
+};
+static const cge_kernel_def bn_kernels[] = {{.engine = "cpu", .dtypes = NORM_DTYPES,
+                                             .launch = bn_launch,
+                                             .workspace_size = bn_workspace,
+                                             .inplace_input = 0}};
+
+static const cge_arg_def in_inputs[] = {
+    {"input", 0, NORM_DTYPES, "[N, C, D1, ...]"},
+    {"scale", 0, NORM_DTYPES, "[C]"},
+    {"B", 0, NORM_DTYPES, "[C]"},
+};
+static const cge_arg_def one_output[] = {{"output", 0, NORM_DTYPES, "input's shape"}};
+static const cge_attr_def eps_attr[] = {
+    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"},
+};
+static const cge_kernel_def in_kernels[] = {
+    {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = in_launch, .inplace_input = 0}};
+
+static const cge_arg_def ln_inputs[] = {
+    {"X", 0, NORM_DTYPES, "any rank >= 1"},
+    {"Scale", 0, NORM_DTYPES, "the normalised shape X.shape[axis:]"},
+    {"B", CGE_ARG_OPTIONAL, NORM_DTYPES, "the normalised shape"},
+};
+static const cge_arg_def ln_outputs[] = {
+    {"Y", 0, NORM_DTYPES, "X's shape"},
+    {"Mean", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "X.shape[:axis] + 1s"},
+    {"InvStdDev", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "X.shape[:axis] + 1s"},
+};
+static const cge_attr_def ln_attrs[] = {
+    {"axis", CGE_ATTR_INT, false, -1, 0.0f, NULL, "first normalised axis"},
+    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"},
+    {"stash_type", CGE_ATTR_INT, false, 1, 0.0f, NULL, "statistics dtype (1 = float32)"},
+};
+static const cge_kernel_def ln_kernels[] = {
+    {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = ln_launch, .inplace_input = 0}};
+
+static const cge_arg_def lrn_inputs[] = {{"X", 0, NORM_DTYPES, "[N, C, D1, ...]"}};
+static const cge_arg_def lrn_outputs[] = {{"Y", 0, NORM_DTYPES, "X's shape"}};
+static const cge_attr_def lrn_attrs[] = {
+    {"alpha", CGE_ATTR_FLOAT, false, 0, 1e-4f, NULL, "scale"},
+    {"beta", CGE_ATTR_FLOAT, false, 0, 0.75f, NULL, "exponent"},
+    {"bias", CGE_ATTR_FLOAT, false, 0, 1.0f, NULL, "offset"},
+    {"size", CGE_ATTR_INT, true, 0, 0.0f, NULL, "channels summed over"},
+};
+static const cge_kernel_def lrn_kernels[] = {
+    {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = lrn_launch, .inplace_input = -1}};
+
+static const cge_op_def norm_ops[] = {
+    {.name = "BatchNormalization", .domain = CGE_DOMAIN_DEFAULT, .since_version = 15,
+     .inputs = bn_inputs, .num_inputs = 5, .outputs = bn_outputs, .num_outputs = 3,
+     .attrs = bn_attrs, .num_attrs = 3, .infer = bn_infer, .kernels = bn_kernels,
+     .num_kernels = 1, .doc = "scale * (X - mean) / sqrt(var + epsilon) + B per channel."},
+    {.name = "InstanceNormalization", .domain = CGE_DOMAIN_DEFAULT, .since_version = 6,
+     .inputs = in_inputs, .num_inputs = 3, .outputs = one_output, .num_outputs = 1,
+     .attrs = eps_attr, .num_attrs = 1, .infer = in_infer, .kernels = in_kernels,
+     .num_kernels = 1, .doc = "Normalise each (n, c) plane, then scale and shift per channel."},
+    {.name = "LayerNormalization", .domain = CGE_DOMAIN_DEFAULT, .since_version = 17,
+     .inputs = ln_inputs, .num_inputs = 3, .outputs = ln_outputs, .num_outputs = 3,
+     .attrs = ln_attrs, .num_attrs = 3, .infer = ln_infer, .kernels = ln_kernels,
+     .num_kernels = 1, .doc = "Normalise over the axes from `axis` on, then Scale and B."},
+    {.name = "LRN", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = lrn_inputs,
+     .num_inputs = 1, .outputs = lrn_outputs, .num_outputs = 1, .attrs = lrn_attrs,
+     .num_attrs = 4, .infer = lrn_infer, .kernels = lrn_kernels, .num_kernels = 1,
+     .doc = "Local response normalisation across channels."},
+};
+
+const cge_op_def *cge_ops_norm(int32_t *count)
+{
+    *count = (int32_t)(sizeof norm_ops / sizeof norm_ops[0]);
+    return norm_ops;
+}

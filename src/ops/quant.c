@@ -1,0 +1,864 @@
+/* Quantization operators: QuantizeLinear / DequantizeLinear (13: per tensor
+ * and per axis, int8/uint8, int32 in), DynamicQuantizeLinear, MatMulInteger,
+ * ConvInteger, QLinearMatMul and QLinearConv. Rounding is to nearest, ties to
+ * even (rintf in the default rounding mode), then saturation. Integer products
+ * accumulate in int32, as the ONNX definitions allow. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/kernel_util.h"
+#include "ops/nn_spatial.h"
+
+#define Q8 (CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
+#define F32 CGE_DT(CGE_F32)
+
+static int present(const cge_infer_ctx *ctx, int32_t i)
+{
+    return ctx->num_inputs > i && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
+}
+
+static int kpresent(const cge_kernel_ctx *ctx, int32_t i)
+{
+    return ctx->num_inputs > i && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
+}
+
+/* Saturating store of a rounded value into int8 or uint8. */
+static inline void store_q8(void *y, int is_signed, int64_t i, float v)
+{
+    if (v != v)
+        v = 0.0f;
+    if (is_signed)
+        ((int8_t *)y)[i] = (int8_t)(v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v));
+    else
+        ((uint8_t *)y)[i] = (uint8_t)(v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v));
+}
+
+static inline int32_t load_q(const void *p, cge_dtype t, int64_t i)
+{
+    switch (t) {
+    case CGE_I8: return ((const int8_t *)p)[i];
+    case CGE_U8: return ((const uint8_t *)p)[i];
+    case CGE_I32: return ((const int32_t *)p)[i];
+    default: return 0;
+    }
+}
+
+/* ---- QuantizeLinear / DequantizeLinear ------------------------------------ */
+
+/* Scale (and zero point) are scalars, or 1-D along `axis` of x. Writes the
+ * normalised axis and the number of scales. */
+static cge_status check_scale(cge_infer_ctx *ctx, int32_t si, int32_t zi, int32_t *axis_out)
+{
+    const cge_tensor_desc *x = &ctx->inputs[0], *s = &ctx->inputs[si];
+    int64_t ns = cge_shape_numel(&s->shape);
+    *axis_out = 0;
+    if (s->shape.rank > 1)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "the scale must be a scalar or 1-D");
+    if (present(ctx, zi) && !cge_shape_equal(&ctx->inputs[zi].shape, &s->shape))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "the zero point's shape differs from the scale's");
+    if (s->shape.rank == 1 && !(s->shape.dims[0] == 1 && x->shape.rank == 0)) {
+        int32_t ax;
+        if (!cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 1), x->shape.rank, false,
+                                &ax))
+            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "axis %lld is out of range for rank %d",
+                                  (long long)cge_attrs_get_int(ctx->attrs, "axis", 1),
+                                  x->shape.rank);
+        int64_t d = x->shape.dims[ax];
+        if (ns >= 0 && d >= 0 && ns != d && ns != 1)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "%lld scales for axis %d of size %lld", (long long)ns, ax,
+                                  (long long)d);
+        *axis_out = ax;
+    }
+    return CGE_OK;
+}
+
+static cge_status quantize_infer(cge_infer_ctx *ctx)
+{
+    int32_t ax;
+    cge_status st = check_scale(ctx, 1, 2, &ax);
+    if (st)
+        return st;
+    ctx->outputs[0].dtype = present(ctx, 2) ? ctx->inputs[2].dtype : CGE_U8;
+    ctx->outputs[0].shape = ctx->inputs[0].shape;
+    return CGE_OK;
+}
+
+static cge_status dequantize_infer(cge_infer_ctx *ctx)
+{
+    int32_t ax;
+    cge_status st = check_scale(ctx, 1, 2, &ax);
+    if (st)
+        return st;
+    if (present(ctx, 2) && ctx->inputs[2].dtype != ctx->inputs[0].dtype)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "x is %s but x_zero_point is %s",
+                              cge_dtype_name(ctx->inputs[0].dtype),
+                              cge_dtype_name(ctx->inputs[2].dtype));
+    ctx->outputs[0].dtype = CGE_F32;
+    ctx->outputs[0].shape = ctx->inputs[0].shape;
+    return CGE_OK;
+}
+
+typedef struct qdq_args {
+    cge_dtype xt, zt, yt;
+    const void *x, *zp;
+    const float *scale;
+    void *y;
+    int64_t n, inner, axis_dim, nscale;
+} qdq_args;
+
+/* The scale index of element i: per axis, (i / inner) % axis_dim. */
+static inline int64_t scale_idx(const qdq_args *p, int64_t i)
+{
+    return p->nscale == 1 ? 0 : (i / p->inner) % p->axis_dim;
+}
+
+static void quantize_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qdq_args *p = args;
+    int64_t e0, e1;
+    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    int sg = p->yt == CGE_I8;
+    for (int64_t i = e0; i < e1; i++) {
+        int64_t s = scale_idx(p, i);
+        float xv = p->xt == CGE_F32 ? ((const float *)p->x)[i] : (float)((const int32_t *)p->x)[i];
+        float z = p->zp ? (float)load_q(p->zp, p->zt, s) : 0.0f;
+        store_q8(p->y, sg, i, rintf(xv / p->scale[s]) + z);
+    }
+}
+
+static void dequantize_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qdq_args *p = args;
+    int64_t e0, e1;
+    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    float *y = p->y;
+    for (int64_t i = e0; i < e1; i++) {
+        int64_t s = scale_idx(p, i);
+        int32_t z = p->zp ? load_q(p->zp, p->zt, s) : 0;
+        /* int32 x - zero point in int64: no overflow before the conversion */
+        y[i] = (float)((int64_t)load_q(p->x, p->xt, i) - z) * p->scale[s];
+    }
+}
+
+static cge_status qdq_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int quant)
+{
+    const cge_tensor *x = &ctx->inputs[0], *s = &ctx->inputs[1];
+    qdq_args p = {
+        .xt = x->dtype, .x = x->data, .scale = s->data, .y = ctx->outputs[0].data,
+        .yt = ctx->outputs[0].dtype, .n = cge_shape_numel(&x->shape),
+        .nscale = cge_shape_numel(&s->shape), .inner = 1, .axis_dim = 1,
+    };
+    if (kpresent(ctx, 2)) {
+        p.zp = ctx->inputs[2].data;
+        p.zt = ctx->inputs[2].dtype;
+        if (cge_shape_numel(&ctx->inputs[2].shape) != p.nscale)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "zero point and scale sizes differ");
+    }
+    if (s->dtype != CGE_F32 || (quant && p.zp && p.zt != p.yt) ||
+        (quant ? (p.yt != CGE_I8 && p.yt != CGE_U8) : p.yt != CGE_F32))
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
+    if (p.nscale > 1) {
+        int32_t ax;
+        if (!cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 1), x->shape.rank, false,
+                                &ax) ||
+            x->shape.dims[ax] != p.nscale)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%lld scales do not fit axis of x",
+                                    (long long)p.nscale);
+        p.axis_dim = x->shape.dims[ax];
+        for (int32_t d = ax + 1; d < x->shape.rank; d++)
+            p.inner *= x->shape.dims[d];
+    } else if (p.nscale != 1) {
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "the scale is empty");
+    }
+    if (p.n == 0)
+        return CGE_OK;
+    return cge_launch(stream, quant ? quantize_fn : dequantize_fn,
+                      cge_blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
+}
+
+static cge_status quantize_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return qdq_launch(ctx, stream, 1);
+}
+
+static cge_status dequantize_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return qdq_launch(ctx, stream, 0);
+}
+
+/* ---- DynamicQuantizeLinear -------------------------------------------------- */
+
+static cge_status dynq_infer(cge_infer_ctx *ctx)
+{
+    ctx->outputs[0].dtype = CGE_U8;
+    ctx->outputs[0].shape = ctx->inputs[0].shape;
+    for (int32_t o = 1; o < ctx->num_outputs; o++) {
+        ctx->outputs[o].dtype = o == 1 ? CGE_F32 : CGE_U8;
+        ctx->outputs[o].shape = CGE_SCALAR;
+    }
+    return CGE_OK;
+}
+
+typedef struct dynq_args {
+    const float *x;
+    uint8_t *y, *yzp;
+    float *yscale;
+    float *part;     /* [2 * parts]: min, max per part */
+    int64_t n, parts;
+} dynq_args;
+
+static void dynq_minmax_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const dynq_args *p = args;
+    int64_t e0, e1;
+    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    float lo = 0.0f, hi = 0.0f; /* the range always includes 0 */
+    for (int64_t i = e0; i < e1; i++) {
+        float v = p->x[i];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    p->part[2 * blk] = lo;
+    p->part[2 * blk + 1] = hi;
+}
+
+/* Every block folds the partial ranges again (a few dozen values) rather than
+ * waiting for one block to publish them. */
+static void dynq_quant_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const dynq_args *p = args;
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t b = 0; b < p->parts; b++) {
+        lo = p->part[2 * b] < lo ? p->part[2 * b] : lo;
+        hi = p->part[2 * b + 1] > hi ? p->part[2 * b + 1] : hi;
+    }
+    float scale = (hi - lo) / 255.0f;
+    if (scale == 0.0f) /* all zeros: any scale works; 1 avoids dividing by 0 */
+        scale = 1.0f;
+    float zf = rintf(0.0f - lo / scale);
+    zf = zf < 0.0f ? 0.0f : (zf > 255.0f ? 255.0f : zf);
+    if (blk == 0) {
+        if (p->yscale)
+            *p->yscale = scale;
+        if (p->yzp)
+            *p->yzp = (uint8_t)zf;
+    }
+    int64_t e0, e1;
+    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    for (int64_t i = e0; i < e1; i++)
+        store_q8(p->y, 0, i, rintf(p->x[i] / scale) + zf);
+}
+
+static size_t dynq_workspace(const cge_kernel_ctx *ctx)
+{
+    return (size_t)(8 * (ctx->num_threads > 0 ? ctx->num_threads : 1)) * sizeof(float);
+}
+
+static cge_status dynq_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->inputs[0].dtype != CGE_F32)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "x must be float32");
+    dynq_args p = {
+        .x = ctx->inputs[0].data, .y = ctx->outputs[0].data,
+        .yscale = ctx->num_outputs > 1 ? ctx->outputs[1].data : NULL,
+        .yzp = ctx->num_outputs > 2 ? ctx->outputs[2].data : NULL,
+        .part = ctx->workspace, .n = cge_shape_numel(&ctx->inputs[0].shape),
+    };
+    if (!ctx->workspace || ctx->workspace_size < dynq_workspace(ctx))
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "workspace missing");
+    p.parts = cge_blocks_for(p.n, 16384, ctx->num_threads);
+    cge_status st = cge_launch(stream, dynq_minmax_fn, p.parts, &p, sizeof p);
+    if (!st)
+        st = cge_launch(stream, dynq_quant_fn, cge_blocks_for(p.n, 16384, ctx->num_threads), &p,
+                        sizeof p);
+    return st;
+}
+
+/* ---- integer matrix products ----------------------------------------------- */
+
+/* Input positions of the operands (MatMulInteger / QLinearMatMul). */
+typedef struct mm_pos {
+    int32_t a, b, az, bz, as, bs, ys, yz;
+} mm_pos;
+static const mm_pos pos_mmi = {0, 1, 2, 3, -1, -1, -1, -1};
+static const mm_pos pos_qmm = {0, 3, 2, 5, 1, 4, 6, 7};
+
+/* A per-row (A) or per-column (B) parameter: 1 value or `n` values. */
+static int per_ok(const cge_tensor_desc *t, int64_t n)
+{
+    int64_t c = cge_shape_numel(&t->shape);
+    return c < 0 || n < 0 || c == 1 || c == n;
+}
+
+static cge_status imm_infer(cge_infer_ctx *ctx)
+{
+    int qlinear = !strcmp(ctx->op_type, "QLinearMatMul");
+    const mm_pos *ps = qlinear ? &pos_qmm : &pos_mmi;
+    const cge_tensor_desc *A = &ctx->inputs[ps->a], *B = &ctx->inputs[ps->b];
+    int32_t ra = A->shape.rank, rb = B->shape.rank;
+    if (ra < 1 || rb < 1)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "A and B must have rank >= 1");
+    int64_t M = ra >= 2 ? A->shape.dims[ra - 2] : 1, K = A->shape.dims[ra - 1];
+    int64_t kb = rb >= 2 ? B->shape.dims[rb - 2] : B->shape.dims[0];
+    int64_t N = rb >= 2 ? B->shape.dims[rb - 1] : 1;
+    if (K >= 0 && kb >= 0 && K != kb)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "inner dimensions %lld and %lld differ",
+                              (long long)K, (long long)kb);
+    int32_t idx[4] = {ps->az, ps->as, ps->bz, ps->bs};
+    for (int i = 0; i < 4; i++) {
+        if (idx[i] < 0 || !present(ctx, idx[i]))
+            continue;
+        if (!per_ok(&ctx->inputs[idx[i]], i < 2 ? M : N))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "input %d: zero points and scales must be scalars or one per "
+                                  "%s (per-batch values are not supported)",
+                                  idx[i], i < 2 ? "row of A" : "column of B");
+        if ((i == 0 || i == 2) && ctx->inputs[idx[i]].dtype != ctx->inputs[i == 0 ? ps->a : ps->b].dtype)
+            return cge_meta_error(ctx, CGE_ERR_DTYPE, "zero point %d has another dtype than its matrix",
+                                  idx[i]);
+    }
+    if (qlinear) {
+        if (cge_shape_numel(&ctx->inputs[ps->ys].shape) > 1 ||
+            cge_shape_numel(&ctx->inputs[ps->yz].shape) > 1)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "y_scale and y_zero_point must be scalars");
+    }
+    cge_shape ba = {.rank = ra > 2 ? ra - 2 : 0}, bb = {.rank = rb > 2 ? rb - 2 : 0}, out;
+    memcpy(ba.dims, A->shape.dims, sizeof(int64_t) * (size_t)ba.rank);
+    memcpy(bb.dims, B->shape.dims, sizeof(int64_t) * (size_t)bb.rank);
+    if (cge_shape_broadcast(&ba, &bb, &out) != CGE_OK)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "batch dimensions of A and B do not broadcast");
+    if (ra >= 2)
+        out.dims[out.rank++] = M;
+    if (rb >= 2)
+        out.dims[out.rank++] = N;
+    ctx->outputs[0].dtype = qlinear ? ctx->inputs[ps->yz].dtype : CGE_I32;
+    ctx->outputs[0].shape = out;
+    return CGE_OK;
+}
+
+typedef struct imm_args {
+    cge_dtype at, bt, yt;
+    const void *a, *b, *az, *bz, *as, *bs, *ys, *yz;
+    void *y;
+    int16_t *bw;                 /* B - zero point, [b_count][K][N] */
+    int64_t M, N, K, naz, nbz, nas, nbs;
+    int32_t brank;
+    int64_t bdims[CGE_MAX_RANK], a_bstr[CGE_MAX_RANK], b_bstr[CGE_MAX_RANK];
+    int64_t batch, b_count;
+} imm_args;
+
+static void imm_bconv_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const imm_args *p = args;
+    int64_t e0, e1;
+    cge_block_range(p->b_count * p->K * p->N, blk, nblk, &e0, &e1);
+    for (int64_t e = e0; e < e1; e++) {
+        int64_t j = e % p->N;
+        int32_t z = p->bz ? load_q(p->bz, p->bt, p->nbz == 1 ? 0 : j) : 0;
+        p->bw[e] = (int16_t)(load_q(p->b, p->bt, e) - z);
+    }
+}
+
+static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const imm_args *p = args;
+    int64_t r0, r1;
+    cge_block_range(p->batch * p->M, blk, nblk, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t t = r / p->M, i = r % p->M, ao = 0, bo = 0, tt = t;
+        for (int32_t d = p->brank - 1; d >= 0; d--) {
+            int64_t q = tt % p->bdims[d];
+            tt /= p->bdims[d];
+            ao += q * p->a_bstr[d];
+            bo += q * p->b_bstr[d];
+        }
+        int64_t arow = (ao * p->M + i) * p->K;
+        const int16_t *bm = p->bw + bo * p->K * p->N;
+        int32_t za = p->az ? load_q(p->az, p->at, p->naz == 1 ? 0 : i) : 0;
+        float sa = p->as ? ((const float *)p->as)[p->nas == 1 ? 0 : i] : 0.0f;
+        for (int64_t j0 = 0; j0 < p->N; j0 += 64) {
+            int64_t nj = p->N - j0 < 64 ? p->N - j0 : 64;
+            int32_t acc[64];
+            for (int64_t j = 0; j < nj; j++)
+                acc[j] = 0;
+            for (int64_t k = 0; k < p->K; k++) {
+                int32_t av = load_q(p->a, p->at, arow + k) - za;
+                const int16_t *bk = bm + k * p->N + j0;
+                for (int64_t j = 0; j < nj; j++)
+                    acc[j] += av * (int32_t)bk[j];
+            }
+            int64_t yo = (t * p->M + i) * p->N + j0;
+            if (p->yt == CGE_I32) {
+                memcpy((int32_t *)p->y + yo, acc, sizeof(int32_t) * (size_t)nj);
+                continue;
+            }
+            float ys = ((const float *)p->ys)[0];
+            float yz = (float)load_q(p->yz, p->yt, 0);
+            const float *bs = p->bs;
+            for (int64_t j = 0; j < nj; j++) {
+                float m = sa * bs[p->nbs == 1 ? 0 : j0 + j] / ys;
+                store_q8(p->y, p->yt == CGE_I8, yo + j, rintf((float)acc[j] * m) + yz);
+            }
+        }
+    }
+}
+
+static int imm_layout(const cge_kernel_ctx *ctx, const mm_pos *ps, imm_args *p)
+{
+    memset(p, 0, sizeof *p);
+    const cge_shape *as = &ctx->inputs[ps->a].shape, *bs = &ctx->inputs[ps->b].shape;
+    int32_t ra = as->rank, rb = bs->rank;
+    if (ra < 1 || rb < 1)
+        return 0;
+    p->M = ra >= 2 ? as->dims[ra - 2] : 1;
+    p->K = as->dims[ra - 1];
+    p->N = rb >= 2 ? bs->dims[rb - 1] : 1;
+    if ((rb >= 2 ? bs->dims[rb - 2] : bs->dims[0]) != p->K)
+        return 0;
+    int32_t na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0;
+    p->brank = na > nb ? na : nb;
+    p->batch = 1;
+    int64_t sa = 1, sb = 1;
+    for (int32_t d = p->brank - 1; d >= 0; d--) {
+        int32_t ia = d - (p->brank - na), ib = d - (p->brank - nb);
+        int64_t da = ia >= 0 ? as->dims[ia] : 1, db = ib >= 0 ? bs->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return 0;
+        p->bdims[d] = da == 0 || db == 0 ? 0 : (da > db ? da : db);
+        p->a_bstr[d] = da == 1 ? 0 : sa;
+        p->b_bstr[d] = db == 1 ? 0 : sb;
+        sa *= da;
+        sb *= db;
+        p->batch *= p->bdims[d];
+    }
+    p->b_count = sb;
+    return 1;
+}
+
+static size_t imm_workspace(const cge_kernel_ctx *ctx)
+{
+    imm_args p;
+    const mm_pos *ps = !strcmp(ctx->op_type, "QLinearMatMul") ? &pos_qmm : &pos_mmi;
+    if (!imm_layout(ctx, ps, &p))
+        return 0;
+    return (size_t)(p.b_count * p.K * p.N) * sizeof(int16_t) + 16;
+}
+
+static const void *kin(const cge_kernel_ctx *ctx, int32_t i, int64_t *count)
+{
+    if (i < 0 || !kpresent(ctx, i)) {
+        *count = 0;
+        return NULL;
+    }
+    *count = cge_shape_numel(&ctx->inputs[i].shape);
+    return ctx->inputs[i].data;
+}
+
+static cge_status imm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    int qlinear = !strcmp(ctx->op_type, "QLinearMatMul");
+    const mm_pos *ps = qlinear ? &pos_qmm : &pos_mmi;
+    imm_args p;
+    if (!imm_layout(ctx, ps, &p))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "A and B shapes do not fit");
+    p.at = ctx->inputs[ps->a].dtype;
+    p.bt = ctx->inputs[ps->b].dtype;
+    p.yt = ctx->outputs[0].dtype;
+    p.a = ctx->inputs[ps->a].data;
+    p.b = ctx->inputs[ps->b].data;
+    p.y = ctx->outputs[0].data;
+    int64_t c;
+    p.az = kin(ctx, ps->az, &p.naz);
+    p.bz = kin(ctx, ps->bz, &p.nbz);
+    p.as = kin(ctx, ps->as, &p.nas);
+    p.bs = kin(ctx, ps->bs, &p.nbs);
+    p.ys = kin(ctx, ps->ys, &c);
+    p.yz = kin(ctx, ps->yz, &c);
+    if ((p.az && p.naz != 1 && p.naz != p.M) || (p.bz && p.nbz != 1 && p.nbz != p.N) ||
+        (p.as && p.nas != 1 && p.nas != p.M) || (p.bs && p.nbs != 1 && p.nbs != p.N))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "zero point or scale sizes do not fit");
+    if (qlinear && (!p.ys || !p.yz || !p.as || !p.bs || (p.yt != CGE_I8 && p.yt != CGE_U8)))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "scales and zero points are required");
+    size_t need = imm_workspace(ctx);
+    if (!ctx->workspace || ctx->workspace_size < need)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "workspace of %zu bytes missing", need);
+    p.bw = ctx->workspace;
+    int64_t nb_elems = p.b_count * p.K * p.N, rows = p.batch * p.M;
+    if (rows * p.N == 0)
+        return CGE_OK;
+    cge_status st = CGE_OK;
+    if (nb_elems > 0)
+        st = cge_launch(stream, imm_bconv_fn, cge_blocks_for(nb_elems, 32768, ctx->num_threads),
+                        &p, sizeof p);
+    int64_t per_row = p.N * (p.K > 0 ? p.K : 1);
+    if (!st)
+        st = cge_launch(stream, imm_rows_fn,
+                        cge_blocks_for(rows, per_row >= 32768 ? 1 : 32768 / per_row,
+                                       ctx->num_threads),
+                        &p, sizeof p);
+    return st;
+}
+
+/* ---- integer convolutions --------------------------------------------------- */
+
+typedef struct cpos {
+    int32_t x, xz, w, wz, xs, ws, ys, yz, bias;
+} cpos;
+static const cpos pos_ci = {0, 2, 1, 3, -1, -1, -1, -1, -1};
+static const cpos pos_qc = {0, 2, 3, 5, 1, 4, 6, 7, 8};
+
+static cge_status iconv_geom(const cge_shape *xs, const cge_shape *wsh, const cge_attrs *attrs,
+                             nn_geom *g, int64_t *group, char *err, size_t errsz)
+{
+    int32_t nsp = xs->rank - 2;
+    if (xs->rank < 3 || wsh->rank != xs->rank) {
+        snprintf(err, errsz, "x and w must have the same rank, 3 to 5");
+        return CGE_ERR_SHAPE;
+    }
+    *group = cge_attrs_get_int(attrs, "group", 1);
+    int64_t C = xs->dims[1], M = wsh->dims[0];
+    if (*group < 1 || (C >= 0 && (C % *group || wsh->dims[1] != C / *group)) ||
+        (M >= 0 && M % *group)) {
+        snprintf(err, errsz, "group %lld does not divide channels %lld / feature maps %lld, or "
+                 "w's second dimension is not channels/group", (long long)*group, (long long)C,
+                 (long long)M);
+        return CGE_ERR_SHAPE;
+    }
+    if (!nn_geom_make(attrs, nsp, xs->dims + 2, wsh->dims + 2, false, g, err, errsz))
+        return CGE_ERR_INVALID_ARG;
+    return CGE_OK;
+}
+
+static cge_status iconv_infer(cge_infer_ctx *ctx)
+{
+    int ql = !strcmp(ctx->op_type, "QLinearConv");
+    const cpos *ps = ql ? &pos_qc : &pos_ci;
+    const cge_tensor_desc *X = &ctx->inputs[ps->x], *W = &ctx->inputs[ps->w];
+    nn_geom g;
+    int64_t group;
+    char err[256];
+    cge_status st = iconv_geom(&X->shape, &W->shape, ctx->attrs, &g, &group, err, sizeof err);
+    if (st)
+        return cge_meta_error(ctx, st, "%s", err);
+    int64_t M = W->shape.dims[0];
+    if (present(ctx, ps->xz) && cge_shape_numel(&ctx->inputs[ps->xz].shape) > 1)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "x_zero_point must be a scalar");
+    int32_t per[3] = {ps->wz, ps->ws, ps->bias};
+    for (int i = 0; i < 3; i++)
+        if (per[i] >= 0 && present(ctx, per[i]) && !per_ok(&ctx->inputs[per[i]], M) &&
+            !(i == 2 && cge_shape_numel(&ctx->inputs[per[i]].shape) == M))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "input %d must have one value or one per feature map", per[i]);
+    if (ql && (cge_shape_numel(&ctx->inputs[ps->xs].shape) > 1 ||
+               cge_shape_numel(&ctx->inputs[ps->ys].shape) > 1 ||
+               cge_shape_numel(&ctx->inputs[ps->yz].shape) > 1))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "x_scale, y_scale and y_zero_point must be scalars");
+    cge_shape out = {.rank = X->shape.rank};
+    out.dims[0] = X->shape.dims[0];
+    out.dims[1] = M;
+    for (int32_t i = 0; i < g.nsp; i++)
+        out.dims[2 + i] = g.out[NN_MAX_SP - g.nsp + i];
+    ctx->outputs[0].dtype = ql ? ctx->inputs[ps->yz].dtype : CGE_I32;
+    ctx->outputs[0].shape = out;
+    return CGE_OK;
+}
+
+typedef struct iconv_args {
+    nn_geom g;
+    cge_dtype xt, wt, yt;
+    const void *x, *w, *xz, *wz, *xs, *ws, *ys, *yz;
+    const int32_t *bias;
+    void *y;
+    int16_t *xw, *ww;             /* x - x_zero_point, w - w_zero_point */
+    int64_t N, C, M, group, nwz, nws;
+} iconv_args;
+
+static void iconv_prep_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const iconv_args *p = args;
+    const nn_geom *g = &p->g;
+    int64_t nx = p->N * p->C * g->in[0] * g->in[1] * g->in[2];
+    int64_t kk = g->k[0] * g->k[1] * g->k[2], nw = p->M * (p->C / p->group) * kk;
+    int64_t e0, e1;
+    cge_block_range(nx + nw, blk, nblk, &e0, &e1);
+    int32_t xz = p->xz ? load_q(p->xz, p->xt, 0) : 0;
+    for (int64_t e = e0; e < e1; e++) {
+        if (e < nx) {
+            p->xw[e] = (int16_t)(load_q(p->x, p->xt, e) - xz);
+        } else {
+            int64_t i = e - nx, m = i / (nw / p->M);
+            int32_t wz = p->wz ? load_q(p->wz, p->wt, p->nwz == 1 ? 0 : m) : 0;
+            p->ww[i] = (int16_t)(load_q(p->w, p->wt, i) - wz);
+        }
+    }
+}
+
+/* Block work: (n, m, output plane index along the first real dim). */
+static void iconv_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const iconv_args *p = args;
+    const nn_geom *g = &p->g;
+    int64_t o0n = g->out[0], o1n = g->out[1], o2n = g->out[2];
+    int64_t i0n = g->in[0], i1n = g->in[1], i2n = g->in[2];
+    int64_t cg = p->C / p->group, mg = p->M / p->group, kk = g->k[0] * g->k[1] * g->k[2];
+    int64_t w0, w1;
+    cge_block_range(p->N * p->M * o0n, blk, nblk, &w0, &w1);
+    float ys = p->ys ? ((const float *)p->ys)[0] : 1.0f;
+    float yz = p->yz ? (float)load_q(p->yz, p->yt, 0) : 0.0f;
+    float xs = p->xs ? ((const float *)p->xs)[0] : 1.0f;
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t n = w / (p->M * o0n), m = (w / o0n) % p->M, a = w % o0n;
+        int64_t grp = m / mg;
+        const int16_t *wm = p->ww + m * cg * kk;
+        float mult = p->ws ? xs * ((const float *)p->ws)[p->nws == 1 ? 0 : m] / ys : 0.0f;
+        int32_t bias = p->bias ? p->bias[m] : 0;
+        int64_t ka0, ka1;
+        nn_tap_range(g, 0, a, &ka0, &ka1);
+        for (int64_t b = 0; b < o1n; b++) {
+            int64_t kb0, kb1;
+            nn_tap_range(g, 1, b, &kb0, &kb1);
+            for (int64_t c = 0; c < o2n; c++) {
+                int64_t kc0, kc1;
+                nn_tap_range(g, 2, c, &kc0, &kc1);
+                int32_t acc = bias;
+                for (int64_t ci = 0; ci < cg; ci++) {
+                    const int16_t *xc = p->xw + (n * p->C + grp * cg + ci) * i0n * i1n * i2n;
+                    const int16_t *wc = wm + ci * kk;
+                    for (int64_t ta = ka0; ta < ka1; ta++) {
+                        int64_t ia = a * g->s[0] - g->pb[0] + ta * g->d[0];
+                        for (int64_t tb = kb0; tb < kb1; tb++) {
+                            int64_t ib = b * g->s[1] - g->pb[1] + tb * g->d[1];
+                            const int16_t *xr = xc + (ia * i1n + ib) * i2n;
+                            const int16_t *wr = wc + (ta * g->k[1] + tb) * g->k[2];
+                            int64_t base = c * g->s[2] - g->pb[2];
+                            for (int64_t tc = kc0; tc < kc1; tc++)
+                                acc += (int32_t)xr[base + tc * g->d[2]] * (int32_t)wr[tc];
+                        }
+                    }
+                }
+                int64_t yo = ((n * p->M + m) * o0n + a) * o1n * o2n + b * o2n + c;
+                if (p->yt == CGE_I32)
+                    ((int32_t *)p->y)[yo] = acc;
+                else
+                    store_q8(p->y, p->yt == CGE_I8, yo, rintf((float)acc * mult) + yz);
+            }
+        }
+    }
+}
+
+static int iconv_setup(const cge_kernel_ctx *ctx, const cpos *ps, iconv_args *p)
+{
+    memset(p, 0, sizeof *p);
+    const cge_tensor *X = &ctx->inputs[ps->x], *W = &ctx->inputs[ps->w];
+    char err[256];
+    if (!cge_shape_is_static(&X->shape) || !cge_shape_is_static(&W->shape) ||
+        iconv_geom(&X->shape, &W->shape, ctx->attrs, &p->g, &p->group, err, sizeof err))
+        return 0;
+    p->N = X->shape.dims[0];
+    p->C = X->shape.dims[1];
+    p->M = W->shape.dims[0];
+    return 1;
+}
+
+static int64_t iconv_counts(const iconv_args *p, int64_t *nw)
+{
+    const nn_geom *g = &p->g;
+    *nw = p->M * (p->C / p->group) * g->k[0] * g->k[1] * g->k[2];
+    return p->N * p->C * g->in[0] * g->in[1] * g->in[2];
+}
+
+static size_t iconv_workspace(const cge_kernel_ctx *ctx)
+{
+    iconv_args p;
+    const cpos *ps = !strcmp(ctx->op_type, "QLinearConv") ? &pos_qc : &pos_ci;
+    if (!iconv_setup(ctx, ps, &p))
+        return 0;
+    int64_t nw, nx = iconv_counts(&p, &nw);
+    return (size_t)(nx + nw) * sizeof(int16_t) + 64;
+}
+
+static cge_status iconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    int ql = !strcmp(ctx->op_type, "QLinearConv");
+    const cpos *ps = ql ? &pos_qc : &pos_ci;
+    iconv_args p;
+    if (!iconv_setup(ctx, ps, &p))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "x and w do not fit this convolution");
+    p.xt = ctx->inputs[ps->x].dtype;
+    p.wt = ctx->inputs[ps->w].dtype;
+    p.yt = ctx->outputs[0].dtype;
+    p.x = ctx->inputs[ps->x].data;
+    p.w = ctx->inputs[ps->w].data;
+    p.y = ctx->outputs[0].data;
+    int64_t c, nb;
+    p.xz = kin(ctx, ps->xz, &c);
+    p.wz = kin(ctx, ps->wz, &p.nwz);
+    p.xs = kin(ctx, ps->xs, &c);
+    p.ws = kin(ctx, ps->ws, &p.nws);
+    p.ys = kin(ctx, ps->ys, &c);
+    p.yz = kin(ctx, ps->yz, &c);
+    p.bias = kin(ctx, ps->bias, &nb);
+    if ((p.wz && p.nwz != 1 && p.nwz != p.M) || (p.ws && p.nws != 1 && p.nws != p.M) ||
+        (p.bias && nb != p.M))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "per-channel inputs must have %lld values",
+                                (long long)p.M);
+    if (ql && (!p.xs || !p.ws || !p.ys || !p.yz))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "scales and zero points are required");
+    size_t need = iconv_workspace(ctx);
+    if (!ctx->workspace || ctx->workspace_size < need)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "workspace of %zu bytes missing", need);
+    int64_t nw, nx = iconv_counts(&p, &nw);
+    p.xw = ctx->workspace;
+    p.ww = p.xw + nx;
+    int64_t work = p.N * p.M * p.g.out[0];
+    if (work * p.g.out[1] * p.g.out[2] == 0)
+        return CGE_OK;
+    cge_status st = CGE_OK;
+    if (nx + nw > 0)
+        st = cge_launch(stream, iconv_prep_fn, cge_blocks_for(nx + nw, 32768, ctx->num_threads),
+                        &p, sizeof p);
+    int64_t per = p.g.out[1] * p.g.out[2] * (p.C / p.group) * p.g.k[0] * p.g.k[1] * p.g.k[2];
+    if (!st)
+        st = cge_launch(stream, iconv_fn,
+                        cge_blocks_for(work, per >= 16384 ? 1 : 16384 / (per ? per : 1),
+                                       ctx->num_threads),
+                        &p, sizeof p);
+    return st;
+}
+
+/* ---- definitions ------------------------------------------------------------ */
+
+static const cge_attr_def axis_attr[] = {
+    {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "axis of per-axis scales"},
+};
+
+static const cge_arg_def q_inputs[] = {
+    {"x", 0, CGE_DT(CGE_F32) | CGE_DT(CGE_I32), "values to quantize"},
+    {"y_scale", 0, F32, "scalar or 1-D along axis"},
+    {"y_zero_point", CGE_ARG_OPTIONAL, Q8, "shape of y_scale; uint8 0 when absent"},
+};
+static const cge_arg_def q_outputs[] = {{"y", 0, Q8, "quantized values"}};
+static const cge_arg_def dq_inputs[] = {
+    {"x", 0, Q8 | CGE_DT(CGE_I32), "quantized values"},
+    {"x_scale", 0, F32, "scalar or 1-D along axis"},
+    {"x_zero_point", CGE_ARG_OPTIONAL, Q8 | CGE_DT(CGE_I32), "shape of x_scale"},
+};
+static const cge_arg_def dq_outputs[] = {{"y", 0, F32, "(x - x_zero_point) * x_scale"}};
+static const cge_arg_def dynq_inputs[] = {{"x", 0, F32, "values"}};
+static const cge_arg_def dynq_outputs[] = {
+    {"y", 0, CGE_DT(CGE_U8), "quantized values"},
+    {"y_scale", 0, F32, "scalar"},
+    {"y_zero_point", 0, CGE_DT(CGE_U8), "scalar"},
+};
+static const cge_arg_def mmi_inputs[] = {
+    {"A", 0, Q8, "N-d matrix A"},
+    {"B", 0, Q8, "N-d matrix B"},
+    {"a_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar or one per row of A"},
+    {"b_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar or one per column of B"},
+};
+static const cge_arg_def i32_output[] = {{"Y", 0, CGE_DT(CGE_I32), "int32 result"}};
+static const cge_arg_def qmm_inputs[] = {
+    {"a", 0, Q8, "N-d matrix a"},
+    {"a_scale", 0, F32, "scalar or one per row"},
+    {"a_zero_point", 0, Q8, "scalar or one per row"},
+    {"b", 0, Q8, "N-d matrix b"},
+    {"b_scale", 0, F32, "scalar or one per column"},
+    {"b_zero_point", 0, Q8, "scalar or one per column"},
+    {"y_scale", 0, F32, "scalar"},
+    {"y_zero_point", 0, Q8, "scalar"},
+};
+static const cge_arg_def q8_output[] = {{"y", 0, Q8, "quantized result"}};
+static const cge_arg_def ci_inputs[] = {
+    {"x", 0, Q8, "[N, C, D1, ...]"},
+    {"w", 0, Q8, "[M, C/group, k1, ...]"},
+    {"x_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar"},
+    {"w_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar or one per feature map"},
+};
+static const cge_arg_def qc_inputs[] = {
+    {"x", 0, Q8, "[N, C, D1, ...]"},
+    {"x_scale", 0, F32, "scalar"},
+    {"x_zero_point", 0, Q8, "scalar"},
+    {"w", 0, Q8, "[M, C/group, k1, ...]"},
+    {"w_scale", 0, F32, "scalar or one per feature map"},
+    {"w_zero_point", 0, Q8, "scalar or one per feature map"},
+    {"y_scale", 0, F32, "scalar"},
+    {"y_zero_point", 0, Q8, "scalar"},
+    {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[M], scale x_scale * w_scale"},
+};
+static const cge_attr_def conv_attrs[] = {
+    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
+    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+};
+
+#define KERNEL(fn, ws)                                                                     \
+    {                                                                                      \
+        .engine = "cpu", .dtypes = 0, .launch = fn, .workspace_size = ws, .inplace_input = -1 \
+    }
+static const cge_kernel_def q_kernels[] = {KERNEL(quantize_launch, NULL)};
+static const cge_kernel_def dq_kernels[] = {KERNEL(dequantize_launch, NULL)};
+static const cge_kernel_def dynq_kernels[] = {KERNEL(dynq_launch, dynq_workspace)};
+static const cge_kernel_def imm_kernels[] = {KERNEL(imm_launch, imm_workspace)};
+static const cge_kernel_def iconv_kernels[] = {KERNEL(iconv_launch, iconv_workspace)};
+
+#define N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
+
+static const cge_op_def quant_ops[] = {
+    {
+        .name = "QuantizeLinear", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13,
+        .inputs = q_inputs, .num_inputs = 3, .outputs = q_outputs, .num_outputs = 1,
+        .attrs = axis_attr, .num_attrs = 1, .infer = quantize_infer,
+        .kernels = q_kernels, .num_kernels = 1,
+        .doc = "y = saturate(round_half_even(x / y_scale) + y_zero_point).",
+    },
+    {
+        .name = "DequantizeLinear", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13,
+        .inputs = dq_inputs, .num_inputs = 3, .outputs = dq_outputs, .num_outputs = 1,
+        .attrs = axis_attr, .num_attrs = 1, .infer = dequantize_infer,
+        .kernels = dq_kernels, .num_kernels = 1,
+        .doc = "y = (x - x_zero_point) * x_scale.",
+    },
+    {
+        .name = "DynamicQuantizeLinear", .domain = CGE_DOMAIN_DEFAULT, .since_version = 11,
+        .inputs = dynq_inputs, .num_inputs = 1, .outputs = dynq_outputs, .num_outputs = 3,
+        .infer = dynq_infer, .kernels = dynq_kernels, .num_kernels = 1,
+        .doc = "uint8 quantization with scale and zero point from the data's range.",
+    },
+    {
+        .name = "MatMulInteger", .domain = CGE_DOMAIN_DEFAULT, .since_version = 10,
+        .inputs = mmi_inputs, .num_inputs = 4, .outputs = i32_output, .num_outputs = 1,
+        .infer = imm_infer, .kernels = imm_kernels, .num_kernels = 1,
+        .doc = "int32 (A - a_zero_point) x (B - b_zero_point), numpy matmul shapes.",
+    },
+    {
+        .name = "ConvInteger", .domain = CGE_DOMAIN_DEFAULT, .since_version = 10,
+        .inputs = ci_inputs, .num_inputs = 4, .outputs = i32_output, .num_outputs = 1,
+        .attrs = conv_attrs, .num_attrs = N_OF(conv_attrs), .infer = iconv_infer,
+        .kernels = iconv_kernels, .num_kernels = 1,
+        .doc = "int32 convolution of zero-point-shifted inputs (1-D to 3-D, direct loop).",
+    },
+    {
+        .name = "QLinearMatMul", .domain = CGE_DOMAIN_DEFAULT, .since_version = 10,
+        .inputs = qmm_inputs, .num_inputs = 8, .outputs = q8_output, .num_outputs = 1,
+        .infer = imm_infer, .kernels = imm_kernels, .num_kernels = 1,
+        .doc = "Quantized matmul, requantized to y_scale / y_zero_point.",
+    },
+    {
+        .name = "QLinearConv", .domain = CGE_DOMAIN_DEFAULT, .since_version = 10,
+        .inputs = qc_inputs, .num_inputs = 9, .outputs = q8_output, .num_outputs = 1,
+        .attrs = conv_attrs, .num_attrs = N_OF(conv_attrs), .infer = iconv_infer,
+        .kernels = iconv_kernels, .num_kernels = 1,
+        .doc = "Quantized convolution with int32 bias, requantized (direct loop).",
+    },
+};
+
+const cge_op_def *cge_ops_quant(int32_t *count)
+{
+    *count = N_OF(quant_ops);
+    return quant_ops;
+}

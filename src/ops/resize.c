@@ -1,0 +1,523 @@
+/* Resize (13: nearest/linear/cubic, every coordinate transformation and
+ * nearest mode, exclude_outside, tf_crop_and_resize extrapolation) and
+ * Upsample (9-10: asymmetric nearest-floor or linear). Each axis gets a table
+ * of taps (source index and weight per output index), built on the stream
+ * from the scales; the output is a separable sum over the taps of all axes. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/kernel_util.h"
+
+#define RZ_DTYPES CGE_DT_NUMERIC
+#define RZ_MAX_COMBOS 1024 /* taps of all axes but the last, per output row */
+
+enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
+enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_CROP };
+enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL };
+
+typedef struct rz_args {
+    cge_dtype dtype;
+    const void *x;
+    void *y;
+    const void *roi, *scales, *sizes;
+    cge_dtype roi_t, scales_t;
+    int64_t nroi, nscales;
+    int mode, ctm, nearest, exclude_outside;
+    double cubic_a, extrapolation;
+    cge_shape in, out;
+    int64_t maxt;             /* taps per output index: 1, 2 or 4 */
+    unsigned char *ws;        /* tables */
+} rz_args;
+
+/* Workspace: per axis its tap count, then idx[out][maxt], w[out][maxt],
+ * outside[out]. */
+typedef struct rz_tab {
+    int64_t ntaps[CGE_MAX_RANK];
+    int64_t *idx[CGE_MAX_RANK];
+    double *w[CGE_MAX_RANK];
+    unsigned char *outside[CGE_MAX_RANK];
+} rz_tab;
+
+static int lookup(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+/* Attribute modes; false with a message on an unknown one. */
+static bool rz_modes(const cge_attrs *a, bool upsample, rz_args *p, char *err, size_t errsz)
+{
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
+                                       "asymmetric", "tf_crop_and_resize"};
+    static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    const char *m = cge_attrs_get_string(a, "mode", "nearest");
+    const char *c = cge_attrs_get_string(a, "coordinate_transformation_mode", "half_pixel");
+    const char *n = cge_attrs_get_string(a, "nearest_mode", "round_prefer_floor");
+    p->mode = lookup(m, modes, upsample ? 2 : 3);
+    p->ctm = upsample ? CT_ASYMMETRIC : lookup(c, ctms, 5);
+    p->nearest = upsample ? NM_FLOOR : lookup(n, nms, 4);
+    if (p->mode < 0 || p->ctm < 0 || p->nearest < 0) {
+        snprintf(err, errsz, "unsupported mode '%s', coordinate_transformation_mode '%s' or "
+                             "nearest_mode '%s'", m, upsample ? "asymmetric" : c, n);
+        return false;
+    }
+    p->cubic_a = upsample ? -0.75 : cge_attrs_get_float(a, "cubic_coeff_a", -0.75f);
+    p->exclude_outside = upsample ? 0 : cge_attrs_get_int(a, "exclude_outside", 0) != 0;
+    p->extrapolation = upsample ? 0.0 : cge_attrs_get_float(a, "extrapolation_value", 0.0f);
+    p->maxt = p->mode == RZ_NEAREST ? 1 : p->mode == RZ_LINEAR ? 2 : 4;
+    return true;
+}
+
+/* Outer axes' combined taps must fit the kernel's per-row buffer. */
+static bool rz_combos_ok(const rz_args *p, int32_t rank)
+{
+    int64_t c = 1;
+    for (int32_t d = 0; d + 1 < rank; d++) {
+        c *= p->maxt;
+        if (c > RZ_MAX_COMBOS)
+            return false;
+    }
+    return true;
+}
+
+static bool present(const cge_infer_ctx *ctx, int32_t i)
+{
+    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED &&
+           cge_shape_numel(&ctx->inputs[i].shape) != 0;
+}
+
+static cge_status rz_infer_common(cge_infer_ctx *ctx, bool upsample)
+{
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs input X");
+    const cge_tensor_desc *X = &ctx->inputs[0];
+    int32_t r = X->shape.rank;
+    rz_args p;
+    char err[1024];
+    if (!rz_modes(ctx->attrs, upsample, &p, err, sizeof err))
+        return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED, "%s", err);
+    if (!rz_combos_ok(&p, r))
+        return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED, "rank %d is too high for %s resizing",
+                              (int)r, p.mode == RZ_CUBIC ? "cubic" : "linear");
+    int32_t si = upsample ? 1 : 2, zi = upsample ? -1 : 3;
+    bool has_sizes = zi > 0 && present(ctx, zi), has_scales = present(ctx, si);
+    if (has_sizes == has_scales)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "exactly one of scales and sizes must be given (non-empty)");
+    const cge_tensor_desc *S = &ctx->inputs[has_sizes ? zi : si];
+    if (S->shape.rank != 1 || (S->shape.dims[0] >= 0 && S->shape.dims[0] != r))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "%s must be 1-D with %d values (one per axis)",
+                              has_sizes ? "sizes" : "scales", (int)r);
+    if (has_sizes ? !cge_dtype_is_int(S->dtype) : !cge_dtype_is_float(S->dtype))
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "%s has dtype %s",
+                              has_sizes ? "sizes" : "scales", cge_dtype_name(S->dtype));
+    if (p.ctm == CT_TF_CROP && !present(ctx, 1))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "tf_crop_and_resize needs roi");
+    if (p.ctm == CT_TF_CROP && cge_shape_numel(&ctx->inputs[1].shape) >= 0 &&
+        cge_shape_numel(&ctx->inputs[1].shape) != 2 * r)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "roi must have %d values", (int)(2 * r));
+    ctx->outputs[0].dtype = X->dtype;
+    cge_shape out = X->shape;
+    const void *v = ctx->input_values ? ctx->input_values[has_sizes ? zi : si] : NULL;
+    for (int32_t d = 0; d < r; d++) {
+        if (!v) {
+            out.dims[d] = CGE_DIM_DYNAMIC;
+        } else if (has_sizes) {
+            out.dims[d] = cge_load_as_i64(S->dtype, v, d);
+            if (out.dims[d] < 0)
+                return cge_meta_error(ctx, CGE_ERR_SHAPE, "sizes[%d] is negative", (int)d);
+        } else {
+            double s = cge_load_as_double(S->dtype, v, d);
+            if (!(s > 0))
+                return cge_meta_error(ctx, CGE_ERR_SHAPE, "scales[%d] = %g must be > 0", (int)d,
+                                      s);
+            if (X->shape.dims[d] >= 0)
+                out.dims[d] = (int64_t)floor((double)X->shape.dims[d] * s);
+        }
+    }
+    ctx->outputs[0].shape = out;
+    return CGE_OK;
+}
+
+static cge_status resize_infer(cge_infer_ctx *ctx)
+{
+    return rz_infer_common(ctx, false);
+}
+
+static cge_status upsample_infer(cge_infer_ctx *ctx)
+{
+    return rz_infer_common(ctx, true);
+}
+
+/* ---- tables ---------------------------------------------------------------------- */
+
+static size_t rz_tab_bytes(const rz_args *p)
+{
+    size_t b = 64;
+    for (int32_t d = 0; d < p->out.rank; d++)
+        b += (size_t)(p->out.dims[d] * p->maxt) * (sizeof(int64_t) + sizeof(double)) +
+             (size_t)p->out.dims[d] + 16;
+    return b;
+}
+
+static void rz_tab_layout(const rz_args *p, rz_tab *t)
+{
+    unsigned char *q = p->ws;
+    for (int32_t d = 0; d < p->out.rank; d++) {
+        size_t n = (size_t)(p->out.dims[d] * p->maxt);
+        t->idx[d] = (int64_t *)q;
+        q += n * sizeof(int64_t);
+        t->w[d] = (double *)q;
+        q += n * sizeof(double);
+        t->outside[d] = q;
+        q += ((size_t)p->out.dims[d] + 15) / 16 * 16;
+    }
+}
+
+static void cubic_coeffs(double r, double A, double c[4])
+{
+    double x = r + 1, y = 1 - r, z = 2 - r;
+    c[0] = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    c[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+    c[2] = ((A + 2) * y - (A + 3)) * y * y + 1;
+    c[3] = ((A * z - 5 * A) * z + 8 * A) * z - 4 * A;
+}
+
+/* One block: the taps of every axis (the tap counts go into the last bytes
+ * of the workspace header, read back by the main kernel). */
+static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const rz_args *p = args;
+    rz_tab t;
+    rz_tab_layout(p, &t);
+    int32_t r = p->out.rank;
+    for (int32_t d = 0; d < r; d++) {
+        int64_t in = p->in.dims[d], out = p->out.dims[d];
+        double scale = p->sizes ? (in > 0 ? (double)out / (double)in : 1.0)
+                                : cge_load_as_double(p->scales_t, p->scales, d);
+        double owidth = scale * (double)in;
+        double r0 = 0, r1 = 1;
+        if (p->ctm == CT_TF_CROP) {
+            r0 = cge_load_as_double(p->roi_t, p->roi, d);
+            r1 = cge_load_as_double(p->roi_t, p->roi, r + d);
+        }
+        bool identity = in == out;
+        for (int64_t o = 0; o < out; o++) {
+            double x;
+            switch (p->ctm) {
+            case CT_ALIGN_CORNERS:
+                x = owidth == 1 ? 0.0 : (double)o * (double)(in - 1) / (owidth - 1);
+                break;
+            case CT_ASYMMETRIC: x = (double)o / scale; break;
+            case CT_TF_CROP:
+                x = owidth == 1 ? (r1 - r0) * (double)(in - 1) / 2
+                                : (double)o * (r1 - r0) * (double)(in - 1) / (owidth - 1);
+                x += r0 * (double)(in - 1);
+                break;
+            case CT_PYTORCH_HALF_PIXEL:
+                x = owidth == 1 ? -0.5 : ((double)o + 0.5) / scale - 0.5;
+                break;
+            default: x = ((double)o + 0.5) / scale - 0.5; break;
+            }
+            if (x != (double)o)
+                identity = false;
+            t.outside[d][o] = p->ctm == CT_TF_CROP && (x < 0 || x > (double)(in - 1));
+            int64_t *ix = t.idx[d] + o * p->maxt;
+            double *w = t.w[d] + o * p->maxt;
+            double xf = floor(x), ratio = x - xf;
+            int64_t xi = (int64_t)xf;
+            if (ratio == 0) { /* prefer the left neighbour with ratio 1 */
+                xi -= 1;
+                ratio = 1;
+            }
+            if (p->mode == RZ_NEAREST) {
+                int up;
+                if (ratio == 1)
+                    up = 1;
+                else if (p->nearest == NM_ROUND_FLOOR)
+                    up = ratio > 0.5;
+                else if (p->nearest == NM_ROUND_CEIL)
+                    up = ratio >= 0.5;
+                else
+                    up = p->nearest == NM_CEIL;
+                ix[0] = xi + up;
+                w[0] = 1.0;
+            } else {
+                double c[4];
+                int n = (int)p->maxt;
+                if (p->mode == RZ_LINEAR) {
+                    c[0] = 1 - ratio;
+                    c[1] = ratio;
+                } else {
+                    cubic_coeffs(ratio, p->cubic_a, c);
+                }
+                double sum = 0;
+                for (int k = 0; k < n; k++) {
+                    ix[k] = xi - n / 2 + 1 + k;
+                    if (p->exclude_outside && (ix[k] < 0 || ix[k] >= in))
+                        c[k] = 0;
+                    sum += c[k];
+                }
+                for (int k = 0; k < n; k++)
+                    w[k] = p->exclude_outside && sum != 0 ? c[k] / sum : c[k];
+            }
+            for (int k = 0; k < p->maxt; k++)
+                ix[k] = ix[k] < 0 ? 0 : ix[k] >= in ? in - 1 : ix[k];
+        }
+        if (identity) {
+            for (int64_t o = 0; o < out; o++) {
+                t.idx[d][o * p->maxt] = o;
+                t.w[d][o * p->maxt] = 1.0;
+                t.outside[d][o] = 0;
+            }
+        }
+        t.ntaps[d] = identity ? 1 : p->maxt;
+    }
+    memcpy(p->ws + rz_tab_bytes(p) - 64, t.ntaps, sizeof(int64_t) * (size_t)r);
+}
+
+/* Blocks over output rows (all axes but the last). */
+static void rz_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const rz_args *p = args;
+    rz_tab t;
+    rz_tab_layout(p, &t);
+    int32_t r = p->out.rank;
+    memcpy(t.ntaps, p->ws + rz_tab_bytes(p) - 64, sizeof(int64_t) * (size_t)r);
+    int64_t W = p->out.dims[r - 1], rows = cge_shape_numel(&p->out) / W, r0, r1;
+    cge_block_range(rows, blk, nblk, &r0, &r1);
+    int64_t str[CGE_MAX_RANK];
+    cge_shape_strides(&p->in, str);
+    int64_t coff[2 * RZ_MAX_COMBOS];
+    double cw[2 * RZ_MAX_COMBOS];
+    int64_t L = r - 1, nt = t.ntaps[L], mt = p->maxt;
+    for (int64_t row = r0; row < r1; row++) {
+        int64_t nc = 1, rem = row;
+        int outside = 0;
+        coff[0] = 0;
+        cw[0] = 1.0;
+        for (int32_t d = r - 2; d >= 0; d--) {
+            int64_t o = rem % p->out.dims[d];
+            rem /= p->out.dims[d];
+            outside |= t.outside[d][o];
+            int64_t k = t.ntaps[d], n2 = 0;
+            for (int64_t c = 0; c < nc; c++)
+                for (int64_t j = 0; j < k; j++) {
+                    double wv = t.w[d][o * mt + j];
+                    if (wv == 0 && k > 1)
+                        continue;
+                    /* combos beyond c are rewritten only after c is read */
+                    coff[nc + n2] = coff[c] + t.idx[d][o * mt + j] * str[d];
+                    cw[nc + n2] = cw[c] * wv;
+                    n2++;
+                }
+            memmove(coff, coff + nc, sizeof(int64_t) * (size_t)n2);
+            memmove(cw, cw + nc, sizeof(double) * (size_t)n2);
+            nc = n2;
+        }
+        if (p->dtype == CGE_F32) {
+            const float *x = p->x;
+            float *y = (float *)p->y + row * W;
+            for (int64_t ow = 0; ow < W; ow++) {
+                if (outside || t.outside[L][ow]) {
+                    y[ow] = (float)p->extrapolation;
+                    continue;
+                }
+                double acc = 0;
+                const int64_t *ix = t.idx[L] + ow * mt;
+                const double *w = t.w[L] + ow * mt;
+                for (int64_t c = 0; c < nc; c++) {
+                    const float *xc = x + coff[c];
+                    double s = 0;
+                    for (int64_t j = 0; j < nt; j++)
+                        s += w[j] * xc[ix[j]];
+                    acc += cw[c] * s;
+                }
+                y[ow] = (float)acc;
+            }
+        } else {
+            for (int64_t ow = 0; ow < W; ow++) {
+                double acc = 0;
+                if (outside || t.outside[L][ow]) {
+                    acc = p->extrapolation;
+                } else {
+                    const int64_t *ix = t.idx[L] + ow * mt;
+                    const double *w = t.w[L] + ow * mt;
+                    for (int64_t c = 0; c < nc; c++)
+                        for (int64_t j = 0; j < nt; j++)
+                            acc += cw[c] * w[j] * cge_load_as_double(p->dtype, p->x, coff[c] + ix[j]);
+                }
+                cge_store_from_double(p->dtype, p->y, row * W + ow, acc);
+            }
+        }
+    }
+}
+
+static bool rz_args_make(const cge_kernel_ctx *ctx, bool upsample, rz_args *p, char *err,
+                         size_t errsz)
+{
+    memset(p, 0, sizeof *p);
+    if (ctx->num_inputs < 1 || ctx->num_outputs < 1) {
+        snprintf(err, errsz, "needs input X and output Y");
+        return false;
+    }
+    if (!rz_modes(ctx->attrs, upsample, p, err, errsz))
+        return false;
+    const cge_tensor *X = &ctx->inputs[0];
+    p->dtype = X->dtype;
+    p->x = X->data;
+    p->y = ctx->outputs[0].data;
+    p->in = X->shape;
+    p->out = ctx->outputs[0].shape;
+    if (p->in.rank != p->out.rank || p->in.rank < 1 || !cge_shape_is_static(&p->out) ||
+        !cge_shape_is_static(&p->in)) {
+        snprintf(err, errsz, "X and Y need the same rank (>= 1) and static shapes");
+        return false;
+    }
+    if (!rz_combos_ok(p, p->in.rank)) {
+        snprintf(err, errsz, "rank too high for this mode");
+        return false;
+    }
+    int32_t si = upsample ? 1 : 2, zi = upsample ? -1 : 3;
+    for (int32_t i = 1; i < ctx->num_inputs; i++) {
+        const cge_tensor *t = &ctx->inputs[i];
+        if (t->dtype == CGE_DTYPE_UNDEFINED || cge_shape_numel(&t->shape) == 0)
+            continue;
+        if (i == zi) {
+            p->sizes = t->data;
+        } else if (i == si) {
+            p->scales = t->data;
+            p->scales_t = t->dtype;
+            p->nscales = cge_shape_numel(&t->shape);
+        } else if (i == 1 && !upsample) {
+            p->roi = t->data;
+            p->roi_t = t->dtype;
+            p->nroi = cge_shape_numel(&t->shape);
+        }
+    }
+    if (!p->sizes && (!p->scales || p->nscales != p->in.rank || !cge_dtype_is_float(p->scales_t))) {
+        snprintf(err, errsz, "scales (float, one per axis) or sizes must be given");
+        return false;
+    }
+    if (p->ctm == CT_TF_CROP && (!p->roi || p->nroi != 2 * p->in.rank ||
+                                 !cge_dtype_is_float(p->roi_t))) {
+        snprintf(err, errsz, "tf_crop_and_resize needs a float roi of %d values",
+                 (int)(2 * p->in.rank));
+        return false;
+    }
+    return true;
+}
+
+static size_t rz_workspace_common(const cge_kernel_ctx *ctx, bool upsample)
+{
+    rz_args p;
+    char err[1024];
+    if (!rz_args_make(ctx, upsample, &p, err, sizeof err))
+        return 0;
+    return rz_tab_bytes(&p);
+}
+
+static size_t resize_workspace(const cge_kernel_ctx *ctx)
+{
+    return rz_workspace_common(ctx, false);
+}
+
+static size_t upsample_workspace(const cge_kernel_ctx *ctx)
+{
+    return rz_workspace_common(ctx, true);
+}
+
+static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream, bool upsample)
+{
+    rz_args p;
+    char err[1024];
+    if (!rz_args_make(ctx, upsample, &p, err, sizeof err))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%s", err);
+    if (!(RZ_DTYPES & CGE_DT(p.dtype)) || ctx->outputs[0].dtype != p.dtype)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtype %s",
+                                cge_dtype_name(p.dtype));
+    int64_t n = cge_shape_numel(&p.out);
+    if (n == 0)
+        return CGE_OK;
+    if (cge_shape_numel(&p.in) == 0)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "cannot resize an empty input to a non-empty "
+                                                    "output");
+    if (!ctx->workspace || ctx->workspace_size < rz_tab_bytes(&p))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing workspace");
+    if (!p.x || !p.y)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    p.ws = ctx->workspace;
+    cge_status st = cge_launch(stream, rz_tab_fn, 1, &p, sizeof p);
+    if (st != CGE_OK)
+        return st;
+    int64_t W = p.out.dims[p.out.rank - 1], rows = n / W;
+    int64_t per = W * p.maxt * p.maxt;
+    return cge_launch(stream, rz_fn,
+                      cge_blocks_for(rows, per >= 4096 ? 1 : 4096 / per, ctx->num_threads), &p,
+                      sizeof p);
+}
+
+static cge_status resize_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return rz_launch_common(ctx, stream, false);
+}
+
+static cge_status upsample_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return rz_launch_common(ctx, stream, true);
+}
+
+static const cge_arg_def rz_inputs[] = {
+    {"X", 0, RZ_DTYPES, "any rank >= 1"},
+    {"roi", CGE_ARG_OPTIONAL, CGE_DT_FLOAT, "starts then ends (tf_crop_and_resize)"},
+    {"scales", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "one per axis; empty when sizes is given"},
+    {"sizes", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "output shape"},
+};
+static const cge_arg_def rz_outputs[] = {{"Y", 0, RZ_DTYPES, "resized"}};
+static const cge_attr_def rz_attrs[] = {
+    {"coordinate_transformation_mode", CGE_ATTR_STRING, false, 0, 0.0f, "half_pixel",
+     "half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize"},
+    {"cubic_coeff_a", CGE_ATTR_FLOAT, false, 0, -0.75f, NULL, "cubic kernel's a"},
+    {"exclude_outside", CGE_ATTR_INT, false, 0, 0.0f, NULL, "drop taps outside and renormalise"},
+    {"extrapolation_value", CGE_ATTR_FLOAT, false, 0, 0.0f, NULL, "tf_crop_and_resize outside"},
+    {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "nearest", "nearest, linear or cubic"},
+    {"nearest_mode", CGE_ATTR_STRING, false, 0, 0.0f, "round_prefer_floor",
+     "round_prefer_floor, round_prefer_ceil, floor, ceil"},
+};
+static const cge_kernel_def rz_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPES,
+                                             .launch = resize_launch,
+                                             .workspace_size = resize_workspace,
+                                             .inplace_input = -1}};
+
+static const cge_arg_def up_inputs[] = {
+    {"X", 0, RZ_DTYPES, "any rank >= 1"},
+    {"scales", 0, CGE_DT(CGE_F32), "one per axis"},
+};
+static const cge_attr_def up_attrs[] = {
+    {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "nearest", "nearest or linear"},
+};
+static const cge_kernel_def up_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPES,
+                                             .launch = upsample_launch,
+                                             .workspace_size = upsample_workspace,
+                                             .inplace_input = -1}};
+
+static const cge_op_def resize_ops[] = {
+    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = rz_inputs,
+     .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1, .attrs = rz_attrs,
+     .num_attrs = 6, .infer = resize_infer, .kernels = rz_kernels, .num_kernels = 1,
+     .doc = "Resize by scales or to sizes with nearest, linear or cubic interpolation."},
+    {.name = "Upsample", .domain = CGE_DOMAIN_DEFAULT, .since_version = 9, .end_version = 10,
+     .inputs = up_inputs, .num_inputs = 2, .outputs = rz_outputs, .num_outputs = 1,
+     .attrs = up_attrs, .num_attrs = 1, .infer = upsample_infer, .kernels = up_kernels,
+     .num_kernels = 1, .doc = "Upsample by scales (asymmetric; nearest floors)."},
+};
+
+const cge_op_def *cge_ops_resize(int32_t *count)
+{
+    *count = (int32_t)(sizeof resize_ops / sizeof resize_ops[0]);
+    return resize_ops;
+}
