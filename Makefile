@@ -2,12 +2,16 @@
 # (install dependencies, build, run every test). See README.md.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 
-.PHONY: all deps configure build run test test-c test-python test-sanitize test-tsan ci clean
+.PHONY: all deps configure build run test test-c test-python test-sanitize test-tsan ci clean \
+        conformance fuzz \
+        bench-deps bench-dispatch
 
 all: build
 
@@ -25,14 +29,31 @@ build: configure
 run: build
 	./$(BUILD)/x_plus_2y
 
-test: deps build test-c test-python
+test: deps build test-c test-python conformance
 
 test-c:
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Python tests join once python/ exists (pytest exits 5 when it finds none).
 test-python:
-	@if [ -d python/tests ]; then $(PYTHON) -m pytest -q python/tests; else echo "no Python tests yet"; fi
+	@if [ -d python/tests ]; then CGE_LIBRARY=$(CURDIR)/$(BUILD)/libcge.so $(PYTHON) -m pytest -q python/tests; \
+	 else echo "no Python tests yet"; fi
+
+# ONNX conformance: onnx 1.12's node test cases through cge.InferenceSession;
+# fails if fewer pass than the committed floor (tests/onnx_conformance/floor.txt).
+conformance: build
+	CGE_LIBRARY=$(CURDIR)/$(BUILD)/libcge.so $(PYTHON) tests/onnx_conformance/run.py \
+	  --jobs $(JOBS) --floor tests/onnx_conformance/floor.txt
+
+# libFuzzer over the ONNX importer (clang, ASan+UBSan), for a bounded time.
+# A crash leaves $(FUZZ_BUILD)/crash-*: add it to tests/onnx/corpus/.
+fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DCGE_FUZZ=ON -DCGE_BUILD_TESTS=OFF -DCGE_WERROR=OFF
+	ninja -C $(FUZZ_BUILD) -j $(JOBS) fuzz_onnx_import
+	mkdir -p $(FUZZ_BUILD)/corpus
+	./$(FUZZ_BUILD)/fuzz_onnx_import -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ $(FUZZ_BUILD)/corpus tests/onnx/corpus
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
 test-sanitize: deps
@@ -50,5 +71,12 @@ test-tsan: deps
 # What CI runs: the README's test command, then the sanitizer builds.
 ci: test test-sanitize test-tsan
 
+# Benchmarks (bench/): cge beside its peers, as ratios. Not tests.
+bench-deps:
+	bash scripts/install-bench-deps.sh
+
+bench-dispatch: bench-deps build
+	BUILD=$(BUILD) $(PYTHON) bench/dispatch.py
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

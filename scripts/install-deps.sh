@@ -7,6 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libcmocka-dev libdnnl-dev
   python3 python3-numpy python3-pytest
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx clang
+  python3-torch python3-torchvision
 )
 
 missing=()

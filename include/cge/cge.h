@@ -9,6 +9,7 @@
 #include "cge/op.h"
 #include "cge/es.h"
 #include "cge/session.h"
+#include "cge/onnx.h"
 
 #define CGE_VERSION_MAJOR 0
 #define CGE_VERSION_MINOR 1

@@ -13,12 +13,43 @@ extern "C" {
 
 typedef struct cge_session cge_session;
 
+/* How a run executes a compiled graph.
+ * EAGER:  op by op from the graph: infer, bind buffers, launch, synchronize,
+ *         for each node (debugging: a failure stops at its node).
+ * PLAN:   the precomputed node list: every address resolved and every shape
+ *         known at compile time; a run copies inputs, launches, copies outputs.
+ * REPLAY: the plan captured once per input signature into a replay instance;
+ *         a run copies inputs into the bound buffers and submits it in one step.
+ * DEFAULT: REPLAY where the graph allows it (every shape known before the
+ *         run), otherwise PLAN (or EAGER for shapes that depend on values). */
+typedef enum cge_run_mode {
+    CGE_RUN_DEFAULT = 0,
+    CGE_RUN_EAGER = 1,
+    CGE_RUN_PLAN = 2,
+    CGE_RUN_REPLAY = 3
+} cge_run_mode;
+const char *cge_run_mode_name(cge_run_mode mode);     /* "eager", ... */
+/* Parse "eager" | "plan" | "replay" | "default"; -1 if unknown. */
+int cge_run_mode_from_name(const char *name);
+
 typedef struct cge_session_options {
     /* Device to run on; NULL creates a CPU device owned by the session. */
     cge_device *device;
     /* Threads of the owned device (0: $CGE_NUM_THREADS or all cores). */
     int num_threads;
+    /* Run mode for runs that do not choose one; $CGE_RUN_MODE (eager, plan,
+     * replay) overrides it, for experiments. */
+    cge_run_mode run_mode;
+    /* Distinct input signatures a graph may capture for replay (0: 8). Past
+     * it, new signatures run in plan mode, and the session says so once on
+     * stderr. */
+    int capture_limit;
 } cge_session_options;
+
+typedef struct cge_run_options {
+    cge_run_mode mode;       /* CGE_RUN_DEFAULT: the session's mode */
+    cge_stream *stream;      /* NULL: run synchronously on the session's stream */
+} cge_run_options;
 
 cge_status cge_session_create(const cge_session_options *opts, cge_session **out);
 /* Waits for the session's work, releases every graph. NULL is a no-op. */
@@ -40,6 +71,14 @@ cge_status cge_session_input_desc(const cge_session *s, uint32_t graph_id, int32
 cge_status cge_session_output_desc(const cge_session *s, uint32_t graph_id, int32_t i,
                                    cge_tensor_desc *out);
 
+/* Output `i` as the graph's last run computed it (dtype, concrete shape).
+ * A run that fails only because an output buffer is too small still records
+ * it, so a caller that cannot know output shapes beforehand (shapes that
+ * depend on values) runs, reads the shapes here, allocates and runs again.
+ * CGE_ERR_STATE before the first run. */
+cge_status cge_session_last_output_desc(const cge_session *s, uint32_t graph_id, int32_t i,
+                                        cge_tensor_desc *out);
+
 /* Run a compiled graph (compiling it first if needed). Inputs: host tensors,
  * matched by name (or by position when every name is NULL), each with the
  * graph's dtype and a shape that fits the declared one. Outputs: host
@@ -54,6 +93,15 @@ cge_status cge_session_run_graph_async(cge_session *s, uint32_t graph_id,
                                        const cge_tensor *inputs, int32_t num_inputs,
                                        cge_tensor *outputs, int32_t num_outputs,
                                        cge_stream *stream);
+/* The general form: mode and stream from `opts` (NULL: defaults, synchronous).
+ * With a stream the call returns once the run is enqueued (eager mode and
+ * value-dependent shapes still synchronize as they go). */
+cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
+                           int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
+                           const cge_run_options *opts);
+/* The mode the last run of the graph used (what DEFAULT resolved to). */
+cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
+                                     cge_run_mode *mode);
 
 #ifdef __cplusplus
 }

@@ -12,10 +12,15 @@ typedef const cge_op_def *(*family_fn)(int32_t *count);
 static const family_fn families[] = {
     cge_ops_binary, cge_ops_unary, cge_ops_matmul, cge_ops_softmax,
     cge_ops_reduce, cge_ops_shape, cge_ops_transform,
+    cge_ops_conv, cge_ops_pool, cge_ops_norm, cge_ops_resize, cge_ops_pad,
+    cge_ops_rnn,
+    cge_ops_reduce_ext,
+    cge_ops_index,
+    cge_ops_generate,
     cge_ops_binary_ext, cge_ops_variadic, cge_ops_unary_ext,
-    cge_ops_rnn, cge_ops_spectral, cge_ops_einsum,
-    cge_ops_reduce_ext, cge_ops_index, cge_ops_generate,
-    cge_ops_conv, cge_ops_pool, cge_ops_norm, cge_ops_resize, cge_ops_pad, cge_ops_quant,
+    cge_ops_quant,
+    cge_ops_spectral,
+    cge_ops_einsum,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

@@ -14,21 +14,21 @@ const cge_op_def *cge_ops_softmax(int32_t *count);    /* Softmax LogSoftmax */
 const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum ReduceMean ReduceMax */
 const cge_op_def *cge_ops_shape(int32_t *count);      /* Reshape Flatten Squeeze Unsqueeze Expand Shape Constant */
 const cge_op_def *cge_ops_transform(int32_t *count);  /* Transpose Concat Split Slice Gather */
-const cge_op_def *cge_ops_binary_ext(int32_t *count); /* LessOrEqual GreaterOrEqual And Or Xor Mod BitShift Bitwise* PRelu */
-const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
-const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
-const cge_op_def *cge_ops_rnn(int32_t *count);        /* RNN GRU LSTM */
-const cge_op_def *cge_ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
-const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
-const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin */
-const cge_op_def *cge_ops_index(int32_t *count);      /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero TopK CumSum Trilu Compress */
-const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Tile Size DepthToSpace SpaceToDepth ReverseSequence */
 const cge_op_def *cge_ops_conv(int32_t *count);       /* Conv ConvTranspose */
 const cge_op_def *cge_ops_pool(int32_t *count);       /* MaxPool AveragePool LpPool Global*Pool */
 const cge_op_def *cge_ops_norm(int32_t *count);       /* BatchNormalization InstanceNormalization LayerNormalization LRN */
 const cge_op_def *cge_ops_resize(int32_t *count);     /* Resize Upsample */
 const cge_op_def *cge_ops_pad(int32_t *count);        /* Pad */
+const cge_op_def *cge_ops_rnn(int32_t *count);        /* RNN GRU LSTM */
+const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin */
+const cge_op_def *cge_ops_index(int32_t *count);      /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero TopK CumSum Trilu Compress */
+const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Tile Size DepthToSpace SpaceToDepth ReverseSequence */
+const cge_op_def *cge_ops_binary_ext(int32_t *count); /* LessOrEqual GreaterOrEqual And Or Xor Mod BitShift Bitwise* PRelu */
+const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
+const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
 const cge_op_def *cge_ops_quant(int32_t *count);   /* QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv */
+const cge_op_def *cge_ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
+const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge_ops_builtin_init(void);

@@ -112,6 +112,8 @@ cpu_task *cpu_task_get(cpu_device *d);
 void cpu_task_put(cpu_device *d, cpu_task *t);
 
 /* cpu_pool.c: workers and scheduling. All *_locked functions need d->lock. */
+/* ops->run_tasks: a replay's work, on the worker that runs the replay task. */
+void cpu_run_tasks(cge_device *dev, const cge_task *tasks, size_t n);
 cge_status cpu_pool_start(cpu_device *d);
 /* Waits for all work, then stops and joins the workers. */
 void cpu_pool_stop(cpu_device *d);

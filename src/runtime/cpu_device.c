@@ -107,6 +107,7 @@ static const cge_device_ops cpu_ops = {
     .event_query = cpu_event_query,
     .event_synchronize = cpu_event_synchronize,
     .event_elapsed_ms = cpu_event_elapsed_ms,
+    .run_tasks = cpu_run_tasks,
 };
 
 cge_status cge_device_create_cpu(const cge_device_options *opts, cge_device **out)

@@ -4,6 +4,7 @@
  * never a thread. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/cpu.h"
 
@@ -173,6 +174,11 @@ static void leave_launch_locked(cpu_device *d, cpu_task *t)
     if (--t->participants > 0)
         return;
     cpu_stream *s = t->stream;
+    if (!s) {
+        /* A launch shared out by a replay: its owner waits for the last helper. */
+        pthread_cond_broadcast(&d->done_cv);
+        return;
+    }
     s->running = false;
     finish_head_locked(d, s);
     advance_locked(d, s, false);
@@ -224,6 +230,67 @@ static bool work_once_locked(cpu_device *d)
     finish_head_locked(d, s);
     advance_locked(d, s, false);
     return true;
+}
+
+/* A multi-block launch inside a replay: shared with idle workers through the
+ * active list exactly like a queued launch, except that no stream owns it; the
+ * replaying worker takes blocks too and waits for the helpers to leave. */
+static void run_shared_launch(cpu_device *d, const cge_task *task)
+{
+    int64_t n = task->u.launch.num_blocks;
+    if (d->num_workers <= 1) {
+        for (int64_t b = 0; b < n; b++)
+            task->u.launch.fn(b, n, (void *)task->u.launch.args);
+        return;
+    }
+    cpu_task t;
+    t.t = *task;
+    t.stream = NULL;
+    t.next = NULL;
+    t.args_heap = NULL;
+    atomic_init(&t.next_block, 0);
+    int64_t per = n / ((int64_t)d->num_workers * 8);
+    t.chunk = per > 1 ? per : 1;
+    pthread_mutex_lock(&d->lock);
+    t.participants = 1;
+    t.next_active = d->active;
+    d->active = &t;
+    note_work_locked(d, n - 1 > d->num_workers ? d->num_workers : (int)(n - 1));
+    pthread_mutex_unlock(&d->lock);
+    cpu_run_blocks(&t);
+    pthread_mutex_lock(&d->lock);
+    leave_launch_locked(d, &t);
+    while (t.participants > 0)
+        pthread_cond_wait(&d->done_cv, &d->lock);
+    pthread_mutex_unlock(&d->lock);
+}
+
+void cpu_run_tasks(cge_device *dev, const cge_task *tasks, size_t n)
+{
+    cpu_device *d = cpu_dev(dev);
+    for (size_t i = 0; i < n; i++) {
+        const cge_task *t = &tasks[i];
+        switch (t->kind) {
+        case CGE_TASK_KERNEL:
+            if (t->u.launch.num_blocks == 1)
+                t->u.launch.fn(0, 1, (void *)t->u.launch.args);
+            else
+                run_shared_launch(d, t);
+            break;
+        case CGE_TASK_MEMCPY:
+            memmove(t->u.copy.dst, t->u.copy.src, t->u.copy.bytes);
+            break;
+        case CGE_TASK_MEMSET:
+            memset(t->u.fill.dst, t->u.fill.value, t->u.fill.bytes);
+            break;
+        case CGE_TASK_HOST_FUNC:
+            t->u.host.fn(t->u.host.user);
+            break;
+        case CGE_TASK_EVENT_RECORD:
+        case CGE_TASK_EVENT_WAIT:
+            break; /* dependencies are kept by the replay order */
+        }
+    }
 }
 
 static void *worker_main(void *arg)

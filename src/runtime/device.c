@@ -50,8 +50,12 @@ cge_status rt_resolve_num_threads(const cge_device_options *opts, int *out)
 
 void cge_device_destroy(cge_device *dev)
 {
-    if (dev)
-        dev->ops->destroy(dev);
+    if (!dev)
+        return;
+    /* Captures in progress are dropped and RIs released first: they refer to
+     * streams and events the device is about to free. */
+    rt_capture_device_gone(dev);
+    dev->ops->destroy(dev);
 }
 
 const char *cge_device_name(const cge_device *dev) { return dev ? dev->ops->name : "(null)"; }
@@ -62,5 +66,8 @@ cge_status cge_device_synchronize(cge_device *dev)
 {
     if (!dev)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_device_synchronize: device is NULL");
+    cge_status st = rt_device_unsafe(dev, "device synchronize");
+    if (st != CGE_OK)
+        return st;
     return dev->ops->synchronize(dev);
 }

@@ -5,6 +5,7 @@
 #define CGE_RUNTIME_DEVICE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "cge/runtime.h"
 #include "runtime/mem_table.h"
@@ -81,26 +82,66 @@ typedef struct cge_device_ops {
     cge_status (*event_query)(cge_event *event, bool *done);
     cge_status (*event_synchronize)(cge_event *event);
     cge_status (*event_elapsed_ms)(const cge_event *start, const cge_event *end, float *ms);
+
+    /* Replay: runs `n` recorded work tasks (KERNEL, MEMCPY, MEMSET, HOST_FUNC;
+     * never event tasks) back to back on the calling thread, which is one of
+     * the device's workers running a stream task. Multi-block kernels may be
+     * shared with idle workers; it returns when all of them are done. */
+    void (*run_tasks)(cge_device *dev, const cge_task *tasks, size_t n);
 } cge_device_ops;
+
+typedef struct rt_capture rt_capture;
+typedef struct rt_update rt_update;
+typedef struct rt_mem_name rt_mem_name;
 
 /* The part of every device that common code reads; a device embeds it as its
  * first member. */
 struct cge_device {
     const cge_device_ops *ops;
     int num_threads;
-    pthread_mutex_t mem_lock; /* guards `mem` */
+    pthread_mutex_t mem_lock; /* guards `mem` and `names` */
     cge_mem_table mem;
+    rt_mem_name *names;       /* cge_mem_set_name, for hazard messages */
+    size_t num_names, cap_names;
+
+    /* Capture state (capture.c). cap_lock guards the lists and every plain
+     * capture field of streams and events; the counters let the common path
+     * ask "is anything capturing?" with one relaxed load. */
+    pthread_mutex_t cap_lock;
+    rt_capture *captures;     /* begun and not yet ended (invalidated ones too) */
+    cge_ri *ris;              /* live replay instances, released with the device */
+    atomic_int num_captures;
+    atomic_int global_captures;
+    atomic_uint_fast64_t next_ri_id;
+
+    /* Hazard checking (hazard.c): hz_lock guards the list of RIs with tracked
+     * replays in flight and their hazard fields. */
+    atomic_bool hazard_check;
+    pthread_mutex_t hz_lock;
+    cge_ri *hz_active;
 };
 
 /* Streams and events likewise open with these headers. */
 struct cge_stream {
     cge_device *dev;
-    uint64_t id; /* for messages: "stream 3" */
+    uint64_t id; /* for messages: "stream 3"; never reused within a device */
+    /* Nonzero while the stream captures or re-records a task group: every
+     * submission then takes the slow path through capture.c. */
+    atomic_int hooked;
+    rt_capture *cap;          /* under dev->cap_lock */
+    int32_t cap_index;        /* its stream index in `cap` */
+    rt_update *update;        /* cge_ri_update_begin on this stream */
 };
 
 struct cge_event {
     cge_device *dev;
     uint64_t id;
+    /* Nonzero while the event's last record is a captured task: waits and
+     * queries then go through capture.c. */
+    atomic_int cap_marked;
+    atomic_bool ever_recorded; /* recorded outside any capture at least once */
+    rt_capture *cap;           /* under dev->cap_lock */
+    int32_t cap_task;          /* the captured record task */
 };
 
 /* Set up and tear down the common part. rt_device_fini_base releases device
@@ -114,6 +155,92 @@ void rt_device_fini_base(cge_device *dev);
 bool rt_mem_is_pinned(cge_device *dev, const void *ptr, size_t bytes);
 /* True if `ptr` is the start of a live device allocation of `dev`. */
 bool rt_mem_is_device_alloc(cge_device *dev, const void *ptr);
+
+/* ---- capture and hazard hooks (capture.c, hazard.c) ---------------------
+ * The public stream, event and memory functions call these; each has a fast
+ * path of one or two relaxed loads when nothing captures or checks. */
+
+/* Thread-local captures begun by this thread and not ended here: a hint, the
+ * slow path confirms under cap_lock. */
+extern _Thread_local int rt_tl_captures;
+
+cge_status rt_capture_submit_slow(cge_stream *stream, const cge_task *task);
+cge_status rt_unsafe_call_slow(cge_device *dev, const char *what);
+cge_status rt_stream_unsafe_slow(cge_stream *stream, const char *what);
+cge_status rt_event_unsafe_slow(cge_event *event, const char *what);
+cge_status rt_device_unsafe_slow(cge_device *dev, const char *what);
+cge_status rt_hazard_check_slow(cge_device *dev, uint64_t stream_id, const void *ptr, size_t bytes,
+                                const char *what);
+/* Called before a stream, event or device goes: ends what capture state
+ * refers to it, so that nothing dangles. */
+void rt_capture_stream_gone(cge_stream *stream);
+void rt_capture_event_gone(cge_event *event);
+void rt_capture_device_gone(cge_device *dev);
+/* Drops the name of an allocation that is being freed (mem_lock held). */
+void rt_mem_name_forget_locked(cge_device *dev, const void *base);
+void rt_mem_names_free(cge_device *dev);
+
+static inline cge_status rt_hazard_check(cge_device *dev, uint64_t stream_id, const void *ptr,
+                                         size_t bytes, const char *what)
+{
+    if (!atomic_load_explicit(&dev->hazard_check, memory_order_relaxed))
+        return CGE_OK;
+    return rt_hazard_check_slow(dev, stream_id, ptr, bytes, what);
+}
+
+/* Every stream task goes through here: recorded while the stream captures,
+ * checked for hazards while checking is on, otherwise straight to the device. */
+static inline cge_status rt_submit(cge_stream *stream, const cge_task *task)
+{
+    if (atomic_load_explicit(&stream->hooked, memory_order_acquire))
+        return rt_capture_submit_slow(stream, task);
+    if (task->kind == CGE_TASK_EVENT_RECORD || task->kind == CGE_TASK_EVENT_WAIT) {
+        cge_event *e = task->u.event.event;
+        if (atomic_load_explicit(&e->cap_marked, memory_order_acquire))
+            return rt_capture_submit_slow(stream, task);
+        if (task->kind == CGE_TASK_EVENT_RECORD &&
+            !atomic_load_explicit(&e->ever_recorded, memory_order_relaxed))
+            atomic_store_explicit(&e->ever_recorded, true, memory_order_relaxed);
+    }
+    if (atomic_load_explicit(&stream->dev->hazard_check, memory_order_relaxed) &&
+        (task->kind == CGE_TASK_MEMCPY || task->kind == CGE_TASK_MEMSET))
+        return rt_capture_submit_slow(stream, task);
+    return stream->dev->ops->stream_submit(stream, task);
+}
+
+/* Calls that block or touch memory maps (synchronous copies, allocation) are
+ * refused while a global capture, or a thread-local one of this thread, is
+ * active on the device. */
+static inline cge_status rt_unsafe_call(cge_device *dev, const char *what)
+{
+    if (atomic_load_explicit(&dev->global_captures, memory_order_relaxed) == 0 && rt_tl_captures == 0)
+        return CGE_OK;
+    return rt_unsafe_call_slow(dev, what);
+}
+
+/* Stream synchronize/query: refused on a capturing stream in every mode. */
+static inline cge_status rt_stream_unsafe(cge_stream *stream, const char *what)
+{
+    if (atomic_load_explicit(&stream->hooked, memory_order_acquire))
+        return rt_stream_unsafe_slow(stream, what);
+    return rt_unsafe_call(stream->dev, what);
+}
+
+/* Event synchronize/query: refused on an event whose last record was captured. */
+static inline cge_status rt_event_unsafe(cge_event *event, const char *what)
+{
+    if (atomic_load_explicit(&event->cap_marked, memory_order_acquire))
+        return rt_event_unsafe_slow(event, what);
+    return rt_unsafe_call(event->dev, what);
+}
+
+/* Device synchronize: refused while any stream of the device captures. */
+static inline cge_status rt_device_unsafe(cge_device *dev, const char *what)
+{
+    if (atomic_load_explicit(&dev->num_captures, memory_order_relaxed))
+        return rt_device_unsafe_slow(dev, what);
+    return rt_unsafe_call(dev, what);
+}
 
 /* The core count the pool may use: the CPUs this process may run on. */
 int rt_online_cores(void);

@@ -14,8 +14,10 @@ cge_status cge_event_create(cge_device *dev, cge_event **out)
 
 void cge_event_destroy(cge_event *event)
 {
-    if (event)
-        event->dev->ops->event_destroy(event);
+    if (!event)
+        return;
+    rt_capture_event_gone(event);
+    event->dev->ops->event_destroy(event);
 }
 
 static cge_status check_pair(const char *fn, const cge_event *event, const cge_stream *stream)
@@ -38,7 +40,7 @@ cge_status cge_event_record(cge_event *event, cge_stream *stream)
         return st;
     cge_task t = {.kind = CGE_TASK_EVENT_RECORD};
     t.u.event.event = event;
-    return stream->dev->ops->stream_submit(stream, &t);
+    return rt_submit(stream, &t);
 }
 
 cge_status cge_stream_wait_event(cge_stream *stream, cge_event *event)
@@ -48,7 +50,7 @@ cge_status cge_stream_wait_event(cge_stream *stream, cge_event *event)
         return st;
     cge_task t = {.kind = CGE_TASK_EVENT_WAIT};
     t.u.event.event = event;
-    return stream->dev->ops->stream_submit(stream, &t);
+    return rt_submit(stream, &t);
 }
 
 cge_status cge_event_query(cge_event *event, bool *done)
@@ -57,6 +59,9 @@ cge_status cge_event_query(cge_event *event, bool *done)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_event_query: event is NULL");
     if (!done)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_event_query: done is NULL");
+    cge_status st = rt_event_unsafe(event, "event query");
+    if (st != CGE_OK)
+        return st;
     return event->dev->ops->event_query(event, done);
 }
 
@@ -64,6 +69,9 @@ cge_status cge_event_synchronize(cge_event *event)
 {
     if (!event)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_event_synchronize: event is NULL");
+    cge_status st = rt_event_unsafe(event, "event synchronize");
+    if (st != CGE_OK)
+        return st;
     return event->dev->ops->event_synchronize(event);
 }
 

@@ -72,6 +72,15 @@ bool rt_ptr_add(cge_mem_table *t, const void *ptr, size_t bytes)
 
 bool rt_ptr_contains(const cge_mem_table *t, const void *ptr) { return ptr_find(t, ptr) != SIZE_MAX; }
 
+bool rt_ptr_lookup(const cge_mem_table *t, const void *ptr, size_t *bytes)
+{
+    size_t i = ptr_find(t, ptr);
+    if (i == SIZE_MAX)
+        return false;
+    *bytes = t->slots[i].bytes;
+    return true;
+}
+
 bool rt_ptr_remove(cge_mem_table *t, const void *ptr)
 {
     size_t i = ptr_find(t, ptr);

@@ -36,6 +36,8 @@ bool rt_ptr_add(cge_mem_table *t, const void *ptr, size_t bytes);
 /* Removes `ptr`; false if it was not there. */
 bool rt_ptr_remove(cge_mem_table *t, const void *ptr);
 bool rt_ptr_contains(const cge_mem_table *t, const void *ptr);
+/* Like contains, and gives the allocation's size. */
+bool rt_ptr_lookup(const cge_mem_table *t, const void *ptr, size_t *bytes);
 
 typedef enum rt_range_status { RT_RANGE_OK = 0, RT_RANGE_OVERLAP, RT_RANGE_NO_MEMORY } rt_range_status;
 /* Host ranges. An empty range (bytes 0, from alloc_host(0)) counts as 1 byte

@@ -1,5 +1,6 @@
 /* Public memory API: argument checks, the tracking every device shares
  * (device allocations, pinned host ranges), then dispatch to the device. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/device.h"
@@ -11,6 +12,20 @@ cge_status rt_device_init_base(cge_device *dev, const cge_device_ops *ops, int n
     rt_mem_table_init(&dev->mem);
     if (pthread_mutex_init(&dev->mem_lock, NULL) != 0)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INTERNAL, "device create: cannot create a mutex");
+    if (pthread_mutex_init(&dev->cap_lock, NULL) != 0) {
+        pthread_mutex_destroy(&dev->mem_lock);
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INTERNAL, "device create: cannot create a mutex");
+    }
+    if (pthread_mutex_init(&dev->hz_lock, NULL) != 0) {
+        pthread_mutex_destroy(&dev->cap_lock);
+        pthread_mutex_destroy(&dev->mem_lock);
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INTERNAL, "device create: cannot create a mutex");
+    }
+    atomic_init(&dev->num_captures, 0);
+    atomic_init(&dev->global_captures, 0);
+    atomic_init(&dev->next_ri_id, 0);
+    const char *hz = getenv("CGE_CHECK_HAZARDS");
+    atomic_init(&dev->hazard_check, hz && strcmp(hz, "1") == 0);
     return CGE_OK;
 }
 
@@ -32,6 +47,9 @@ void rt_device_fini_base(cge_device *dev)
         }
     }
     rt_mem_table_fini(t);
+    rt_mem_names_free(dev);
+    pthread_mutex_destroy(&dev->hz_lock);
+    pthread_mutex_destroy(&dev->cap_lock);
     pthread_mutex_destroy(&dev->mem_lock);
 }
 
@@ -58,6 +76,9 @@ cge_status cge_mem_alloc(cge_device *dev, size_t bytes, void **out)
     *out = NULL;
     if (!dev)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_mem_alloc: device is NULL");
+    cge_status unsafe = rt_unsafe_call(dev, "cge_mem_alloc");
+    if (unsafe != CGE_OK)
+        return unsafe;
     void *p = NULL;
     cge_status st = dev->ops->alloc(dev, bytes, &p);
     if (st != CGE_OK)
@@ -80,8 +101,13 @@ cge_status cge_mem_free(cge_device *dev, void *ptr)
         return CGE_OK;
     if (!dev)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_mem_free: device is NULL");
+    cge_status unsafe = rt_unsafe_call(dev, "cge_mem_free");
+    if (unsafe != CGE_OK)
+        return unsafe;
     pthread_mutex_lock(&dev->mem_lock);
     bool known = rt_ptr_remove(&dev->mem, ptr);
+    if (known)
+        rt_mem_name_forget_locked(dev, ptr);
     pthread_mutex_unlock(&dev->mem_lock);
     if (!known)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
@@ -99,6 +125,9 @@ cge_status cge_mem_alloc_host(cge_device *dev, size_t bytes, void **out)
     *out = NULL;
     if (!dev)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_mem_alloc_host: device is NULL");
+    cge_status unsafe = rt_unsafe_call(dev, "cge_mem_alloc_host");
+    if (unsafe != CGE_OK)
+        return unsafe;
     void *p = NULL;
     cge_status st = dev->ops->alloc_host(dev, bytes, &p);
     if (st != CGE_OK)
@@ -129,11 +158,16 @@ cge_status cge_mem_free_host(cge_device *dev, void *ptr)
         return CGE_OK;
     if (!dev)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_mem_free_host: device is NULL");
+    cge_status unsafe = rt_unsafe_call(dev, "cge_mem_free_host");
+    if (unsafe != CGE_OK)
+        return unsafe;
     pthread_mutex_lock(&dev->mem_lock);
     const rt_host_range *r = rt_range_find_base(&dev->mem, ptr);
     bool registered = r && r->registered;
-    if (r && !registered)
+    if (r && !registered) {
         rt_range_remove(&dev->mem, r);
+        rt_mem_name_forget_locked(dev, ptr);
+    }
     pthread_mutex_unlock(&dev->mem_lock);
     if (!r)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
@@ -195,6 +229,7 @@ cge_status cge_mem_unregister_host(cge_device *dev, void *ptr)
         if (dev->ops->unregister_host)
             dev->ops->unregister_host(dev, ptr);
         rt_range_remove(&dev->mem, r);
+        rt_mem_name_forget_locked(dev, ptr);
     }
     pthread_mutex_unlock(&dev->mem_lock);
     if (!r)
@@ -225,6 +260,11 @@ cge_status cge_memcpy(cge_device *dev, void *dst, const void *src, size_t bytes,
     if (!dst || !src)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_memcpy: %s is NULL for a copy of %zu bytes", !dst ? "dst" : "src", bytes);
+    cge_status st = rt_unsafe_call(dev, "cge_memcpy (synchronous copy)");
+    if (st == CGE_OK)
+        st = rt_hazard_check(dev, 0, dst, bytes, "cge_memcpy");
+    if (st != CGE_OK)
+        return st;
     return dev->ops->memcpy(dev, dst, src, bytes, kind);
 }
 
@@ -237,5 +277,10 @@ cge_status cge_memset(cge_device *dev, void *dst, int value, size_t bytes)
     if (!dst)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_memset: dst is NULL for %zu bytes",
                          bytes);
+    cge_status st = rt_unsafe_call(dev, "cge_memset (synchronous fill)");
+    if (st == CGE_OK)
+        st = rt_hazard_check(dev, 0, dst, bytes, "cge_memset");
+    if (st != CGE_OK)
+        return st;
     return dev->ops->memset(dev, dst, value, bytes);
 }

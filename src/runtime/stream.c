@@ -1,5 +1,5 @@
 /* Public stream API: argument checks, then each call becomes one cge_task
- * submitted through the device's ops (the single point capture will hook). */
+ * submitted through rt_submit, where capture and the hazard guard hook in. */
 #include "runtime/device.h"
 
 cge_status cge_stream_create(cge_device *dev, cge_stream **out)
@@ -14,8 +14,10 @@ cge_status cge_stream_create(cge_device *dev, cge_stream **out)
 
 void cge_stream_destroy(cge_stream *stream)
 {
-    if (stream)
-        stream->dev->ops->stream_destroy(stream);
+    if (!stream)
+        return;
+    rt_capture_stream_gone(stream);
+    stream->dev->ops->stream_destroy(stream);
 }
 
 cge_device *cge_stream_device(const cge_stream *stream) { return stream ? stream->dev : NULL; }
@@ -24,6 +26,9 @@ cge_status cge_stream_synchronize(cge_stream *stream)
 {
     if (!stream)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_synchronize: stream is NULL");
+    cge_status st = rt_stream_unsafe(stream, "stream synchronize");
+    if (st != CGE_OK)
+        return st;
     return stream->dev->ops->stream_synchronize(stream);
 }
 
@@ -33,13 +38,13 @@ cge_status cge_stream_query(cge_stream *stream, bool *idle)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_query: stream is NULL");
     if (!idle)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_query: idle is NULL");
+    cge_status st = rt_stream_unsafe(stream, "stream query");
+    if (st != CGE_OK)
+        return st;
     return stream->dev->ops->stream_query(stream, idle);
 }
 
-static cge_status submit(cge_stream *stream, const cge_task *task)
-{
-    return stream->dev->ops->stream_submit(stream, task);
-}
+static cge_status submit(cge_stream *stream, const cge_task *task) { return rt_submit(stream, task); }
 
 cge_status cge_memcpy_async(cge_stream *stream, void *dst, const void *src, size_t bytes,
                             cge_memcpy_kind kind)

@@ -42,6 +42,7 @@ struct cge_instance {
     int32_t num_nodes;
     bool eager;             /* some shape is known only at run time */
     cge_event *done;        /* the last run's end, ordering runs across streams */
+    cge_ri *ri;             /* the plan's launches, captured for REPLAY */
 };
 
 static cge_status oom(void)
@@ -163,6 +164,7 @@ void cge_instance_destroy(cge_instance *inst)
 {
     if (!inst)
         return;
+    cge_ri_destroy(inst->ri);
     cge_event_destroy(inst->done);
     for (int32_t k = 0; k < inst->num_nodes; k++) {
         node_exec *ne = &inst->nodes[k];
@@ -391,15 +393,55 @@ static cge_status run_eager(cge_instance *inst, cge_stream *stream)
     return st;
 }
 
+bool cge_instance_value_dependent(const cge_instance *inst) { return inst->eager; }
+
+bool cge_instance_captured(const cge_instance *inst) { return inst->ri != NULL; }
+
+static cge_status launch_all(cge_instance *inst, cge_stream *stream)
+{
+    cge_status st = CGE_OK;
+    for (int32_t k = 0; !st && k < inst->num_nodes; k++)
+        st = inst->nodes[k].kernel->launch(&inst->nodes[k].ctx, stream);
+    return st;
+}
+
+cge_status cge_instance_capture(cge_instance *inst, cge_stream *stream)
+{
+    if (inst->ri)
+        return CGE_OK;
+    if (inst->eager)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_UNSUPPORTED,
+                         "graph '%s': shapes depend on values computed at run time; it cannot "
+                         "be captured for replay",
+                         cge_graph_name(inst->g));
+    /* Only the kernels are recorded: inputs and outputs are copied by each
+     * run, around the replay, from and to the caller's buffers. */
+    cge_status st = cge_stream_begin_capture(stream, CGE_CAPTURE_THREAD_LOCAL);
+    if (st)
+        return st;
+    st = launch_all(inst, stream);
+    cge_ri *ri = NULL;
+    cge_status end = cge_stream_end_capture(stream, &ri);
+    if (st) {
+        cge_ri_destroy(ri);
+        return st;
+    }
+    if (end)
+        return end;
+    inst->ri = ri;
+    return CGE_OK;
+}
+
 cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
                             const int32_t *in_pos, int32_t num_inputs, cge_tensor *outputs,
-                            const int32_t *out_pos, int32_t num_outputs, bool sync)
+                            const int32_t *out_pos, int32_t num_outputs, cge_run_mode mode,
+                            bool sync)
 {
     cge_status st;
-    if (inst->eager) {
-        /* Output sizes are known only after the run: run, then check. */
+    if (inst->eager || mode == CGE_RUN_EAGER) {
+        /* Output sizes may be known only after the run: run, then check. */
         st = cge_stream_wait_event(stream, inst->done);
-        for (int32_t i = 0; !st && i < inst->num_inputs; i++) {
+        for (int32_t i = 0; !st && inst->eager && i < inst->num_inputs; i++) {
             value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, i))];
             v->desc.shape = inst->input_shapes[i];
             st = alloc_value(inst, v);
@@ -415,13 +457,17 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
         if (!st)
             st = copy_outputs(inst, stream, outputs, out_pos, num_outputs);
     } else {
+        if (mode == CGE_RUN_REPLAY && !inst->ri)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_STATE,
+                             "graph '%s': replay requested before a capture", cge_graph_name(inst->g));
         st = check_outputs(inst, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_stream_wait_event(stream, inst->done);
         if (!st)
             st = copy_inputs(inst, stream, inputs, in_pos, num_inputs);
-        for (int32_t k = 0; !st && k < inst->num_nodes; k++)
-            st = inst->nodes[k].kernel->launch(&inst->nodes[k].ctx, stream);
+        if (!st)
+            st = mode == CGE_RUN_REPLAY ? cge_ri_execute_async(inst->ri, stream)
+                                        : launch_all(inst, stream);
         if (!st)
             st = copy_outputs(inst, stream, outputs, out_pos, num_outputs);
     }
@@ -434,4 +480,13 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
             st = s2;
     }
     return st;
+}
+
+cge_status cge_instance_output_desc(const cge_instance *inst, int32_t pos, cge_tensor_desc *out)
+{
+    int32_t idx = cge_strmap_get(&inst->index, cge_graph_output(inst->g, pos));
+    if (idx < 0)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL, "output %d has no value", pos);
+    *out = inst->values[idx].desc;
+    return CGE_OK;
 }

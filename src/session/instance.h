@@ -5,6 +5,7 @@
 
 #include "cge/graph.h"
 #include "cge/runtime.h"
+#include "cge/session.h"
 
 typedef struct cge_instance cge_instance;
 
@@ -13,10 +14,22 @@ cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_
                                const cge_shape *input_shapes, cge_instance **out);
 void cge_instance_destroy(cge_instance *inst);
 bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n);
+/* Some shape is known only once values are computed: only EAGER can run it. */
+bool cge_instance_value_dependent(const cge_instance *inst);
+/* Whether the instance holds a replay instance (captured earlier). */
+bool cge_instance_captured(const cge_instance *inst);
+/* Record the plan's launches into a replay instance (on `stream`). On
+ * failure the instance stays usable in PLAN mode. */
+cge_status cge_instance_capture(cge_instance *inst, cge_stream *stream);
 /* Inputs/outputs already bound: in_pos[i] is the graph input position of
- * inputs[i] (likewise for outputs). Checks output buffers before enqueueing. */
+ * inputs[i] (likewise for outputs). Checks output buffers before enqueueing.
+ * `mode` is EAGER, PLAN or REPLAY (REPLAY needs a capture). */
 cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
                             const int32_t *in_pos, int32_t num_inputs, cge_tensor *outputs,
-                            const int32_t *out_pos, int32_t num_outputs, bool sync);
+                            const int32_t *out_pos, int32_t num_outputs, cge_run_mode mode,
+                            bool sync);
+
+/* Dtype and shape of graph output `pos` as this instance last computed it. */
+cge_status cge_instance_output_desc(const cge_instance *inst, int32_t pos, cge_tensor_desc *out);
 
 #endif

@@ -22,6 +22,10 @@ typedef struct graph_entry {
     cge_instance *inst[MAX_INSTANCES];
     int32_t num_inst;
     int32_t next_evict;
+    int32_t num_captured;   /* signatures captured for replay so far */
+    bool warned_capture_limit;
+    cge_run_mode last_mode;
+    cge_instance *last_inst;   /* instance of the last run that got one */
     pthread_mutex_t lock;   /* one run (enqueue) or compile at a time */
     struct graph_entry *next;
 } graph_entry;
@@ -30,6 +34,8 @@ struct cge_session {
     cge_device *dev;
     bool owns_device;
     cge_stream *stream;     /* for synchronous runs */
+    cge_run_mode mode;      /* default run mode */
+    int capture_limit;
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
 };
@@ -59,8 +65,37 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
         return st;
     }
     pthread_mutex_init(&s->lock, NULL);
+    s->mode = opts ? opts->run_mode : CGE_RUN_DEFAULT;
+    s->capture_limit = opts && opts->capture_limit > 0 ? opts->capture_limit : 8;
+    const char *env = getenv("CGE_RUN_MODE");
+    if (env && env[0]) {
+        int m = cge_run_mode_from_name(env);
+        if (m >= 0)
+            s->mode = (cge_run_mode)m;
+        else
+            fprintf(stderr, "cge: ignoring CGE_RUN_MODE='%s' (want eager, plan or replay)\n", env);
+    }
     *out = s;
     return CGE_OK;
+}
+
+const char *cge_run_mode_name(cge_run_mode mode)
+{
+    switch (mode) {
+    case CGE_RUN_DEFAULT: return "default";
+    case CGE_RUN_EAGER: return "eager";
+    case CGE_RUN_PLAN: return "plan";
+    case CGE_RUN_REPLAY: return "replay";
+    }
+    return "invalid";
+}
+
+int cge_run_mode_from_name(const char *name)
+{
+    for (int m = CGE_RUN_DEFAULT; name && m <= CGE_RUN_REPLAY; m++)
+        if (!strcmp(name, cge_run_mode_name((cge_run_mode)m)))
+            return m;
+    return -1;
 }
 
 static void entry_free(graph_entry *e)
@@ -360,10 +395,42 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     return CGE_OK;
 }
 
+/* What a requested mode means for this instance: value-dependent shapes
+ * run eagerly; replay needs a capture, within the graph's capture limit. */
+static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge_instance *inst,
+                                 cge_run_mode want, cge_stream *stream)
+{
+    if (want == CGE_RUN_DEFAULT)
+        want = s->mode == CGE_RUN_DEFAULT ? CGE_RUN_REPLAY : s->mode;
+    if (cge_instance_value_dependent(inst))
+        return CGE_RUN_EAGER;
+    if (want != CGE_RUN_REPLAY || cge_instance_captured(inst))
+        return want;
+    if (e->num_captured >= s->capture_limit) {
+        if (!e->warned_capture_limit)
+            fprintf(stderr,
+                    "cge: graph %u has been captured for %d input signatures (its capture "
+                    "limit); new signatures run in plan mode\n",
+                    e->id, s->capture_limit);
+        e->warned_capture_limit = true;
+        return CGE_RUN_PLAN;
+    }
+    if (cge_instance_capture(inst, stream) != CGE_OK) {
+        /* A plan that cannot be captured still runs; a later run retries. */
+        cge_clear_error();
+        return CGE_RUN_PLAN;
+    }
+    e->num_captured++;
+    return CGE_RUN_REPLAY;
+}
+
 static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                       int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
-                      cge_stream *stream, bool sync)
+                      cge_stream *stream, bool sync, cge_run_mode want)
 {
+    if ((int)want < CGE_RUN_DEFAULT || want > CGE_RUN_REPLAY)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run: invalid run mode %d",
+                         (int)want);
     if (!s)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run_graph: session is NULL");
     graph_entry *e = find_entry(s, graph_id);
@@ -391,8 +458,14 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     if (!st)
         st = get_instance(s, e, shapes, &inst);
     if (!st)
-        st = cge_instance_run(inst, stream ? stream : s->stream, inputs, in_pos, num_inputs,
-                              outputs, out_pos, num_outputs, sync || !stream);
+        e->last_inst = inst;
+    cge_stream *on = stream ? stream : s->stream;
+    if (!st) {
+        cge_run_mode mode = resolve_mode(s, e, inst, want, on);
+        e->last_mode = mode;
+        st = cge_instance_run(inst, on, inputs, in_pos, num_inputs, outputs, out_pos,
+                              num_outputs, mode, sync || !stream);
+    }
     pthread_mutex_unlock(&e->lock);
     free(in_pos);
     free(out_pos);
@@ -403,7 +476,32 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
 cge_status cge_session_run_graph(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                                  int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs)
 {
-    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, NULL, true);
+    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, NULL, true,
+               CGE_RUN_DEFAULT);
+}
+
+cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
+                           int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
+                           const cge_run_options *opts)
+{
+    cge_stream *stream = opts ? opts->stream : NULL;
+    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, !stream,
+               opts ? opts->mode : CGE_RUN_DEFAULT);
+}
+
+cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
+                                     cge_run_mode *mode)
+{
+    graph_entry *e = s ? find_entry((cge_session *)s, graph_id) : NULL;
+    if (!e || !mode)
+        return e ? cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "last_run_mode: mode is NULL")
+                 : (s ? no_graph(graph_id)
+                      : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                                  "last_run_mode: session is NULL"));
+    pthread_mutex_lock(&e->lock);
+    *mode = e->last_mode;
+    pthread_mutex_unlock(&e->lock);
+    return CGE_OK;
 }
 
 cge_status cge_session_run_graph_async(cge_session *s, uint32_t graph_id,
@@ -413,5 +511,27 @@ cge_status cge_session_run_graph_async(cge_session *s, uint32_t graph_id,
 {
     if (!stream)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run_graph_async: stream is NULL");
-    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, false);
+    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, false,
+               CGE_RUN_DEFAULT);
+}
+
+cge_status cge_session_last_output_desc(const cge_session *s, uint32_t graph_id, int32_t i,
+                                        cge_tensor_desc *out)
+{
+    graph_entry *e = s ? find_entry((cge_session *)s, graph_id) : NULL;
+    if (!e || !out)
+        return e ? cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "last_output_desc: out is NULL")
+                 : (s ? no_graph(graph_id)
+                      : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                                  "last_output_desc: session is NULL"));
+    int32_t n = cge_graph_num_outputs(e->g);
+    if (i < 0 || i >= n)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "graph %u has %d outputs; index %d is out of range", graph_id, n, i);
+    pthread_mutex_lock(&e->lock);
+    cge_status st = e->last_inst ? cge_instance_output_desc(e->last_inst, i, out)
+                                 : cge_error(CGE_LAYER_SESSION, CGE_ERR_STATE,
+                                             "graph %u has not been run yet", graph_id);
+    pthread_mutex_unlock(&e->lock);
+    return st;
 }

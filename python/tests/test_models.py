@@ -1,0 +1,44 @@
+# Real models (resnet18, mobilenet_v2, a TransformerEncoder) exported from
+# PyTorch by scripts/make_test_models.py, run through cge.InferenceSession and
+# compared with PyTorch's outputs (rtol 1e-3, atol 1e-4). A model whose
+# operators cge does not have yet is skipped, naming the operator.
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import cge
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MODEL_DIR = os.environ.get("CGE_MODEL_DIR", os.path.join(ROOT, "build", "test_models"))
+
+
+def _load_maker():
+    spec = importlib.util.spec_from_file_location(
+        "make_test_models", os.path.join(ROOT, "scripts", "make_test_models.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "transformer_encoder"])
+def test_model_matches_pytorch(name):
+    pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    if name != "transformer_encoder":
+        pytest.importorskip("torchvision", reason="torchvision is not installed")
+    onnx_path, npz_path = _load_maker().make(name, MODEL_DIR)
+    ref = np.load(npz_path)
+    try:
+        sess = cge.InferenceSession(onnx_path)
+    except cge.Error as e:
+        if e.layer == "converter" and "unsupported operator" in str(e):
+            pytest.skip("cge lacks an operator %s needs: %s" % (name, e))
+        raise
+    (inp,) = sess.get_inputs()
+    assert inp.name == "input" and inp.type == "tensor(float)"
+    assert inp.shape == list(ref["input"].shape)
+    (out,) = sess.run(None, {"input": ref["input"]})
+    assert out.dtype == np.float32
+    assert out.shape == ref["output"].shape
+    np.testing.assert_allclose(out, ref["output"], rtol=1e-3, atol=1e-4)

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+# ONNX conformance: generates onnx 1.12's node test cases, runs each through
+# cge.InferenceSession in worker processes (a crash or hang costs one case,
+# not the run), compares with the expected outputs, prints a per-op table and
+# "N passed, M failed", and enforces a floor on the pass count.
+"""Usage: run.py [--jobs N] [--floor FILE] [--filter REGEX] [--json OUT] [--update-floor]"""
+import argparse
+import collections
+import json
+import os
+import pickle
+import queue
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+CASE_TIMEOUT_S = 120
+
+
+def restore_numpy_aliases():
+    # onnx 1.12's generators use aliases numpy has since removed.
+    import warnings
+    import numpy as np
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, value in (("float", float), ("int", int), ("bool", bool), ("object", object)):
+            try:
+                getattr(np, name)
+            except AttributeError:
+                setattr(np, name, value)
+
+
+def collect_cases():
+    """[(name, op_type, model_bytes, inputs, outputs, rtol, atol)] for every node case."""
+    restore_numpy_aliases()
+    import onnx.backend.test.case.node as node_cases
+    op_of = {}
+    original = node_cases.expect
+
+    def expect(node, inputs, outputs, name, **kwargs):
+        before = len(node_cases._NodeTestCases)
+        original(node, inputs, outputs, name, **kwargs)
+        for case in node_cases._NodeTestCases[before:]:
+            op_of[case.name] = node.op_type
+    # The case modules bind `expect` when imported, so patch before importing.
+    node_cases.expect = expect
+    cases = node_cases.collect_testcases(None)
+    out = []
+    seen = collections.Counter()
+    for c in cases:
+        seen[c.name] += 1
+        # Two generators in onnx 1.12 reuse a name: keep both, told apart.
+        name = c.name if seen[c.name] == 1 else "%s__%d" % (c.name, seen[c.name])
+        inputs, outputs = c.data_sets[0]
+        g = c.model.graph
+        init = {t.name for t in g.initializer}
+        in_names = [vi.name for vi in g.input if vi.name not in init]
+        out_names = [vi.name for vi in g.output]
+        out.append(dict(name=name, op=op_of.get(c.name, "?"), model=c.model.SerializeToString(),
+                        inputs=list(zip(in_names, inputs)), outputs=list(zip(out_names, outputs)),
+                        rtol=c.rtol, atol=c.atol, unsupported=unsupported_reason(c.model, inputs,
+                                                                                  outputs)))
+    return out
+
+
+def unsupported_reason(model, inputs, outputs):
+    """Why a case needs a value type cge does not have (None if it does not)."""
+    import numpy as np
+    kinds = {"sequence_type": "sequence", "map_type": "map", "optional_type": "optional",
+             "sparse_tensor_type": "sparse tensor"}
+    for vi in list(model.graph.input) + list(model.graph.output):
+        which = vi.type.WhichOneof("value")
+        if which in kinds:
+            return kinds[which] + " type"
+        if which == "tensor_type" and vi.type.tensor_type.elem_type == 8:
+            return "string tensor"
+    for v in list(inputs) + list(outputs):
+        if v is None:
+            return "optional type"
+        if isinstance(v, (list, tuple)):
+            return "sequence type"
+        v = np.asarray(v)
+        if v.dtype == object or v.dtype.kind in "US":
+            return "string tensor"
+    return None
+
+
+# ---- worker -------------------------------------------------------------------------
+
+def check_outputs(expected, got, rtol, atol):
+    import numpy as np
+    if len(got) != len(expected):
+        return "%d outputs; expected %d" % (len(got), len(expected))
+    for (name, ref), out in zip(expected, got):
+        ref = np.asarray(ref)
+        if out.dtype != ref.dtype:
+            return "output '%s': dtype %s; expected %s" % (name, out.dtype, ref.dtype)
+        if out.shape != ref.shape:
+            return "output '%s': shape %s; expected %s" % (name, out.shape, ref.shape)
+        if ref.dtype.kind in "fc":
+            try:
+                np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+            except AssertionError as e:
+                lines = [l for l in str(e).splitlines() if "Mismatched" in l or "Max abs" in l]
+                return "output '%s': values differ (%s)" % (name, "; ".join(lines)[:200])
+        elif not np.array_equal(out, ref):
+            return "output '%s': values differ" % name
+    return None
+
+
+def run_case(path):
+    with open(path, "rb") as f:
+        case = pickle.load(f)
+    import cge
+    try:
+        sess = cge.InferenceSession(case["model"])
+        got = sess.run([n for n, _ in case["outputs"]], dict(case["inputs"]))
+    except cge.Error as e:
+        return {"status": "error", "layer": e.layer, "message": str(e)}
+    why = check_outputs(case["outputs"], got, case["rtol"], case["atol"])
+    if why:
+        return {"status": "wrong", "layer": "result", "message": why}
+    return {"status": "pass"}
+
+
+def worker_main():
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            continue
+        try:
+            res = run_case(path)
+        except Exception as e:  # a bug in the binding or the harness: a failed case
+            res = {"status": "error", "layer": "python", "message": "%s: %s" % (type(e).__name__, e)}
+        sys.stdout.write(json.dumps(res) + "\n")
+        sys.stdout.flush()
+
+
+# ---- parent -------------------------------------------------------------------------
+
+class Worker:
+    def __init__(self):
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
+
+    def run(self, path):
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        try:
+            self.proc.stdin.write(path + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return self.crashed()
+        ready, _, _ = select.select([self.proc.stdout], [], [], CASE_TIMEOUT_S)
+        if not ready:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            return {"status": "crash", "layer": "timeout",
+                    "message": "no answer within %d s (killed)" % CASE_TIMEOUT_S}
+        line = self.proc.stdout.readline()
+        if not line:
+            return self.crashed()
+        return json.loads(line)
+
+    def crashed(self):
+        rc = self.proc.wait()
+        self.proc = None
+        sig = -rc if rc < 0 else None
+        return {"status": "crash", "layer": "crash",
+                "message": "worker died (%s)" % ("signal %d" % sig if sig else "exit %d" % rc)}
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
+def first_line(msg):
+    return msg.splitlines()[0] if msg else ""
+
+
+def reason_of(res):
+    m = res.get("message", "")
+    if res["layer"] == "converter":
+        op = re.search(r"unsupported operator '([^']+)'", m)
+        if op:
+            return "[converter] unsupported operator %s" % op.group(1)
+    if res["status"] == "wrong":
+        return "wrong result: " + re.sub(r"'[^']*'", "'…'", m.split(":")[1] if ":" in m else m).strip()[:60]
+    return re.sub(r"'[^']*'", "'…'", first_line(m))[:100]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--floor", help="fail if fewer cases pass than the number in this file")
+    ap.add_argument("--update-floor", action="store_true", help="write the pass count to --floor")
+    ap.add_argument("--filter", help="only cases whose name matches this regex")
+    ap.add_argument("--json", help="write every case's result here")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print every failure")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker_main()
+
+    t0 = time.time()
+    cases = collect_cases()
+    if args.filter:
+        cases = [c for c in cases if re.search(args.filter, c["name"])]
+    results = {}
+    tmp = tempfile.mkdtemp(prefix="cge_conformance_")
+    todo = queue.Queue()
+    for c in cases:
+        if c["unsupported"]:
+            results[c["name"]] = {"status": "unsupported", "layer": "type",
+                                  "message": "needs " + c["unsupported"]}
+            continue
+        path = os.path.join(tmp, c["name"] + ".pkl")
+        with open(path, "wb") as f:
+            pickle.dump(c, f)
+        todo.put((c["name"], path))
+    t_gen = time.time() - t0
+
+    def drain():
+        w = Worker()
+        while True:
+            try:
+                name, path = todo.get_nowait()
+            except queue.Empty:
+                break
+            results[name] = w.run(path)
+            os.unlink(path)
+        w.stop()
+
+    threads = [threading.Thread(target=drain) for _ in range(max(1, args.jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    os.rmdir(tmp)
+
+    per_op = collections.OrderedDict()
+    for c in sorted(cases, key=lambda c: c["op"]):
+        p, f = per_op.get(c["op"], (0, 0))
+        ok = results[c["name"]]["status"] == "pass"
+        per_op[c["op"]] = (p + ok, f + (not ok))
+    print("%-28s %6s %6s" % ("operator", "passed", "failed"))
+    for op, (p, f) in per_op.items():
+        print("%-28s %6d %6d" % (op, p, f))
+
+    reasons = collections.Counter()
+    unsupported = collections.defaultdict(list)
+    crashes = []
+    for c in cases:
+        r = results[c["name"]]
+        if r["status"] == "unsupported":
+            unsupported[r["message"]].append(c["name"])
+        elif r["status"] == "crash":
+            crashes.append("%s: %s" % (c["name"], r["message"]))
+        elif r["status"] != "pass":
+            reasons[reason_of(r)] += 1
+            if args.verbose:
+                print("FAIL %s: %s" % (c["name"], first_line(r["message"])))
+    print("\nunsupported value types (cases listed by reason):")
+    for why, names in sorted(unsupported.items()):
+        print("  %s (%d): %s" % (why, len(names), " ".join(sorted(names))))
+    print("\nfailures by reason:")
+    for why, n in reasons.most_common():
+        print("  %4d  %s" % (n, why))
+    if crashes:
+        print("\ncrashes and timeouts:")
+        for line in crashes:
+            print("  " + line)
+    passed = sum(1 for r in results.values() if r["status"] == "pass")
+    failed = len(results) - passed
+    print("\n%d passed, %d failed (%d unsupported types, %d crashes) of %d cases in %.1f s "
+          "(generation %.1f s)" % (passed, failed, sum(len(v) for v in unsupported.values()),
+                                   len(crashes), len(results), time.time() - t0, t_gen))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({c["name"]: dict(results[c["name"]], op=c["op"]) for c in cases}, f,
+                      indent=1)
+    if args.floor:
+        if args.update_floor:
+            with open(args.floor, "w") as f:
+                f.write("%d\n" % passed)
+            print("floor set to %d" % passed)
+        else:
+            with open(args.floor) as f:
+                floor = int(f.read().split()[0])
+            if passed < floor:
+                print("FAIL: %d cases pass; the floor (%s) is %d" % (passed, args.floor, floor))
+                return 1
+            print("floor %d: ok%s" % (floor, " (raise it: %d pass now)" % passed
+                                      if passed > floor else ""))
+    if crashes:
+        print("FAIL: %d cases crashed or hung" % len(crashes))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
