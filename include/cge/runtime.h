@@ -95,6 +95,18 @@ cge_status cge_launch(cge_stream *stream, cge_kernel_fn fn, int64_t num_blocks,
 typedef void (*cge_host_fn)(void *user);
 cge_status cge_launch_host_func(cge_stream *stream, cge_host_fn fn, void *user);
 
+/* Report a failure from inside a running kernel block or host callback (a
+ * bad index found while reading data that only exists on the stream): the
+ * first failure on the stream that runs the task is kept, and that stream's
+ * next cge_stream_synchronize (or cge_ri_execute) returns it as a [kernel]
+ * error and forgets it. Later failures before then are dropped. Called
+ * outside a running task it does nothing. Safe from any block. */
+void cge_kernel_fail(cge_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* ---- events ------------------------------------------------------------ */
 
 cge_status cge_event_create(cge_device *dev, cge_event **out);

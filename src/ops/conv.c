@@ -18,7 +18,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /* Builds target x86-64-v2; the hot loops that the compiler vectorises get
  * AVX2/AVX-512 clones picked at load time. */
-#define NN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define NN_CLONES CGE_TARGET_CLONES
 #else
 #define NN_CLONES
 #endif

@@ -6,6 +6,15 @@
 
 #include "cge/op.h"
 
+/* Compile a hot function for several instruction sets, picked at load time.
+ * Not under ThreadSanitizer: the ifunc resolvers run during relocation, before
+ * the TSan runtime is up, and crash the program. */
+#if defined(__SANITIZE_THREAD__)
+#define CGE_TARGET_CLONES
+#else
+#define CGE_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 /* Blocks for `work` items when each block should get at least `min_per_block`
  * items: between 1 and 4 * num_threads (to balance uneven blocks). */
 static inline int64_t cge_blocks_for(int64_t work, int64_t min_per_block, int num_threads)

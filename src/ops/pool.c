@@ -14,7 +14,7 @@
 #define MAXPOOL_DTYPES (CGE_DT_FLOAT | CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define NN_CLONES CGE_TARGET_CLONES
 #else
 #define NN_CLONES
 #endif

@@ -863,6 +863,8 @@ typedef struct gather_args {
     int64_t dim;        /* data's size along axis */
     int64_t inner;      /* bytes per gathered slice */
     int64_t rows;       /* outer * n */
+    int32_t axis;
+    const char *node;   /* for the failure message */
 } gather_args;
 
 static void gather_block(int64_t b, int64_t nb, void *p)
@@ -877,9 +879,16 @@ static void gather_block(int64_t b, int64_t nb, void *p)
         if (k < 0)
             k += a->dim;
         char *dst = a->dst + row * inner;
-        /* Launch checked the indices; this guards a replay with new, bad ones. */
+        /* Indices exist only on the stream, so they are checked here: a bad
+         * one zeroes its slice and fails the run at the next synchronize. */
         if (k < 0 || k >= a->dim) {
             memset(dst, 0, (size_t)inner);
+            long long raw = k < 0 ? k - a->dim : k;
+            cge_kernel_fail(CGE_ERR_SHAPE,
+                            "Gather '%s': index %lld (position %lld) is out of range [%lld, %lld) "
+                            "on axis %d",
+                            a->node, raw, (long long)j, (long long)-a->dim, (long long)a->dim,
+                            (int)a->axis);
             continue;
         }
         const char *src = a->src + (o * a->dim + k) * inner;
@@ -910,19 +919,6 @@ static cge_status gather_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     int64_t n = cge_shape_numel(&idx->shape), dim = data->shape.dims[axis];
     if (n > 0 && !idx->data)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing indices buffer");
-    /* The CPU device's memory is host-addressable, so launch reads the indices
-     * directly and reports a bad one as an error. This assumes they are ready
-     * now (produced before this launch, as constants or inputs are); on a
-     * device whose memory the host cannot read, this check moves into the
-     * kernel. */
-    for (int64_t j = 0; j < n; j++) {
-        int64_t k = idx->dtype == CGE_I32 ? ((const int32_t *)idx->data)[j]
-                                          : ((const int64_t *)idx->data)[j];
-        if (k < -dim || k >= dim)
-            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "index %lld (position %lld) is out of range [%lld, %lld) on axis %d",
-                                    (long long)k, (long long)j, (long long)-dim, (long long)dim,
-                                    (int)axis);
-    }
     int64_t numel = cge_shape_numel(&out->shape);
     if (numel == 0)
         return CGE_OK;
@@ -936,6 +932,8 @@ static cge_status gather_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.idx_dtype = idx->dtype;
     a.n = n;
     a.dim = dim;
+    a.axis = axis;
+    a.node = ctx->node_name;
     a.inner = dims_product(data->shape.dims, axis + 1, r) * (int64_t)cge_dtype_size(data->dtype);
     a.rows = dims_product(data->shape.dims, 0, axis) * n;
     int64_t min_rows = (MIN_BLOCK_BYTES + a.inner - 1) / a.inner;

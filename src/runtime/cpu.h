@@ -26,6 +26,7 @@ typedef struct cpu_task {
     struct cpu_task *next;   /* stream queue / free list */
     cge_task t;              /* t.u.launch.args points at args_inline or args_heap */
     cpu_stream *stream;
+    cge_stream *fail_stream; /* where cge_kernel_fail reports when stream is NULL (replays) */
     uint64_t gen;            /* RECORD: event generation recorded; WAIT: generation awaited */
     uint64_t time_ns;        /* RECORD: CLOCK_MONOTONIC when it ran */
     /* Multi-block launch in flight: blocks are claimed through next_block by

@@ -246,6 +246,7 @@ static void run_shared_launch(cpu_device *d, const cge_task *task)
     cpu_task t;
     t.t = *task;
     t.stream = NULL;
+    t.fail_stream = rt_current_stream;
     t.next = NULL;
     t.args_heap = NULL;
     atomic_init(&t.next_block, 0);

@@ -15,6 +15,8 @@ uint64_t cpu_now_ns(void)
 
 void cpu_run_blocks(cpu_task *t)
 {
+    cge_stream *outer = rt_current_stream;
+    rt_current_stream = t->stream ? &t->stream->base : t->fail_stream;
     cge_kernel_fn fn = t->t.u.launch.fn;
     int64_t n = t->t.u.launch.num_blocks;
     int64_t chunk = t->chunk;
@@ -27,10 +29,14 @@ void cpu_run_blocks(cpu_task *t)
         for (; b < end; b++)
             fn(b, n, args);
     }
+    rt_current_stream = outer;
 }
 
 void cpu_run_task(cpu_task *t)
 {
+    cge_stream *outer = rt_current_stream;
+    if (t->stream)
+        rt_current_stream = &t->stream->base;
     switch (t->t.kind) {
     case CGE_TASK_KERNEL: {
         cge_kernel_fn fn = t->t.u.launch.fn;
@@ -58,6 +64,7 @@ void cpu_run_task(cpu_task *t)
         /* The scheduler only lets a stream past a wait once it is satisfied. */
         break;
     }
+    rt_current_stream = outer;
 }
 
 cpu_task *cpu_task_get(cpu_device *d)
@@ -73,6 +80,7 @@ cpu_task *cpu_task_get(cpu_device *d)
     }
     t->next = NULL;
     t->stream = NULL;
+    t->fail_stream = NULL;
     t->gen = 0;
     t->time_ns = 0;
     atomic_init(&t->next_block, 0);

@@ -131,7 +131,19 @@ struct cge_stream {
     rt_capture *cap;          /* under dev->cap_lock */
     int32_t cap_index;        /* its stream index in `cap` */
     rt_update *update;        /* cge_ri_update_begin on this stream */
+    /* The first cge_kernel_fail on this stream since its last synchronize:
+     * claimed by a compare-and-swap on kfail_status, so one writer fills
+     * the message; synchronize reads it after the stream's work is done. */
+    atomic_int kfail_status;
+    char kfail_msg[512];
 };
+
+/* The stream whose task this thread is running (NULL outside tasks), so that
+ * cge_kernel_fail knows where a failure belongs. Set by the device's workers. */
+extern _Thread_local cge_stream *rt_current_stream;
+/* Hand a failure recorded on `stream` to the caller as a [kernel] error (and
+ * clear it); CGE_OK if none. */
+cge_status rt_stream_take_failure(cge_stream *stream);
 
 struct cge_event {
     cge_device *dev;

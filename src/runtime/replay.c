@@ -277,7 +277,10 @@ cge_status cge_ri_execute(cge_ri *ri, int64_t timeout_ms)
         }
         ri->waiters--;
     }
+    cge_stream *own = ri->own_stream;
     pthread_mutex_unlock(&ri->mu);
+    if (st == CGE_OK && own)
+        st = rt_stream_take_failure(own);
     return st;
 }
 

@@ -1,5 +1,7 @@
 /* Public stream API: argument checks, then each call becomes one cge_task
  * submitted through rt_submit, where capture and the hazard guard hook in. */
+#include <stdarg.h>
+#include <stdio.h>
 #include "runtime/device.h"
 
 cge_status cge_stream_create(cge_device *dev, cge_stream **out)
@@ -29,7 +31,37 @@ cge_status cge_stream_synchronize(cge_stream *stream)
     cge_status st = rt_stream_unsafe(stream, "stream synchronize");
     if (st != CGE_OK)
         return st;
-    return stream->dev->ops->stream_synchronize(stream);
+    st = stream->dev->ops->stream_synchronize(stream);
+    if (st != CGE_OK)
+        return st;
+    return rt_stream_take_failure(stream);
+}
+
+_Thread_local cge_stream *rt_current_stream;
+
+void cge_kernel_fail(cge_status status, const char *fmt, ...)
+{
+    cge_stream *s = rt_current_stream;
+    if (!s || status == CGE_OK)
+        return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&s->kfail_status, &expected, -1))
+        return; /* an earlier failure is kept */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->kfail_msg, sizeof s->kfail_msg, fmt ? fmt : "kernel failed", ap);
+    va_end(ap);
+    atomic_store(&s->kfail_status, (int)status);
+}
+
+cge_status rt_stream_take_failure(cge_stream *stream)
+{
+    int st = atomic_load(&stream->kfail_status);
+    if (st == 0)
+        return CGE_OK;
+    cge_error(CGE_LAYER_KERNEL, (cge_status)(st > 0 ? st : CGE_ERR_INTERNAL), "%s", stream->kfail_msg);
+    atomic_store(&stream->kfail_status, 0);
+    return (cge_status)(st > 0 ? st : CGE_ERR_INTERNAL);
 }
 
 cge_status cge_stream_query(cge_stream *stream, bool *idle)
