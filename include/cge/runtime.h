@@ -164,7 +164,10 @@ cge_status cge_stream_capture_status(cge_stream *stream, cge_capture_status *sta
  * previous one has finished. */
 cge_status cge_ri_execute_async(cge_ri *ri, cge_stream *stream);
 /* Replay and wait at most timeout_ms (< 0: no limit). CGE_ERR_TIMEOUT if
- * it has not finished by then (it still completes later). */
+ * it has not finished by then (it still completes later). With no limit and
+ * no replay of the RI in flight, the calling thread runs the replay itself
+ * (the pool's workers still share multi-block kernels): no hand-off to a
+ * worker and back. */
 cge_status cge_ri_execute(cge_ri *ri, int64_t timeout_ms);
 /* Waits for replays in flight, then releases the RI. NULL is a no-op. */
 void cge_ri_destroy(cge_ri *ri);

@@ -38,7 +38,7 @@ typedef struct bin_args {
 /* The four stride cases are separate loops so that each one vectorises; the
  * output may be A's buffer (in place), hence no restrict. */
 #define DEF_ROW(NAME, TA, TB, TO, EXPR)                                                  \
-    static void NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb,   \
+    CGE_TARGET_CLONES static void NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb,   \
                      int64_t n, const bin_args *args)                                    \
     {                                                                                    \
         TO *o = o_;                                                                      \
@@ -342,6 +342,13 @@ static void bin_block(int64_t blk, int64_t nb, void *p)
     int64_t sa = bc->strides[0][last], sb = bc->strides[1][last];
     const char *A = a->a, *B = a->b;
     char *O = a->out;
+    if (bc->rank == 1) {
+        /* Same shapes or a scalar operand: one row, no iterator (the common
+         * case, and the one whose per-launch cost matters in long chains). */
+        a->row(O + (size_t)begin * a->size_out, A + (size_t)(begin * sa) * a->size_a, sa,
+               B + (size_t)(begin * sb) * a->size_b, sb, end - begin, a);
+        return;
+    }
     cge_bcast_iter it;
     cge_bcast_iter_init(bc, begin, &it);
     while (it.pos < end) {

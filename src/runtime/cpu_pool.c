@@ -256,7 +256,11 @@ static void run_shared_launch(cpu_device *d, const cge_task *task)
     t.participants = 1;
     t.next_active = d->active;
     d->active = &t;
-    note_work_locked(d, n - 1 > d->num_workers ? d->num_workers : (int)(n - 1));
+    /* The replaying thread works too (a worker, or a host thread replaying
+     * inline in cge_ri_execute): wake at most the other workers, so that no
+     * more threads compute than the pool has. */
+    int helpers = d->num_workers - 1;
+    note_work_locked(d, n - 1 > helpers ? helpers : (int)(n - 1));
     pthread_mutex_unlock(&d->lock);
     cpu_run_blocks(&t);
     pthread_mutex_lock(&d->lock);

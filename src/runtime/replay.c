@@ -258,6 +258,20 @@ cge_status cge_ri_execute(cge_ri *ri, int64_t timeout_ms)
     pthread_mutex_lock(&ri->mu);
     if (!ri->own_stream)
         st = ri->dev->ops->stream_create(ri->dev, &ri->own_stream);
+    if (st == CGE_OK && timeout_ms < 0 && ri->submitted == ri->finished &&
+        !atomic_load_explicit(&ri->dev->hazard_check, memory_order_relaxed)) {
+        /* Nothing in flight: replay right here instead of handing the work to
+         * a worker and sleeping until it is done — the caller would only
+         * wait, and two thread hand-offs cost more than a short replay.
+         * Holding ri->mu keeps other replays of this RI out meanwhile. */
+        cge_stream *outer = rt_current_stream;
+        rt_current_stream = ri->own_stream;
+        ri->dev->ops->run_tasks(ri->dev, ri->exec, (size_t)ri->num_exec);
+        rt_current_stream = outer;
+        cge_stream *own = ri->own_stream;
+        pthread_mutex_unlock(&ri->mu);
+        return rt_stream_take_failure(own);
+    }
     uint64_t ticket = 0;
     if (st == CGE_OK)
         st = execute_locked(ri, ri->own_stream, &ticket);

@@ -456,6 +456,31 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
             st = check_outputs(inst, outputs, out_pos, num_outputs);
         if (!st)
             st = copy_outputs(inst, stream, outputs, out_pos, num_outputs);
+    } else if (mode == CGE_RUN_REPLAY && sync && inst->ri) {
+        /* A synchronous replay runs on the calling thread (cge_ri_execute),
+         * after the runs still in flight on other streams; inputs and
+         * outputs are plain copies around it. */
+        st = check_outputs(inst, outputs, out_pos, num_outputs);
+        if (!st)
+            st = cge_event_synchronize(inst->done);
+        for (int32_t i = 0; !st && i < num_inputs; i++) {
+            value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
+            if (v->bytes)
+                st = cge_memcpy(inst->dev, v->data, inputs[i].data, v->bytes,
+                                CGE_MEMCPY_HOST_TO_DEVICE);
+        }
+        if (!st)
+            st = cge_ri_execute(inst->ri, -1);
+        for (int32_t i = 0; !st && i < num_outputs; i++) {
+            const value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_output(inst->g, out_pos[i]))];
+            size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+            outputs[i].dtype = v->desc.dtype;
+            outputs[i].shape = v->desc.shape;
+            if (need)
+                st = cge_memcpy(inst->dev, outputs[i].data, v->data, need,
+                                CGE_MEMCPY_DEVICE_TO_HOST);
+        }
+        return st;
     } else {
         if (mode == CGE_RUN_REPLAY && !inst->ri)
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_STATE,
