@@ -11,7 +11,7 @@ PYTHON     ?= /usr/bin/python3
 
 .PHONY: all deps configure build run test test-c test-python test-sanitize test-tsan ci clean \
         conformance fuzz \
-        bench-deps bench-dispatch
+        bench-deps bench-dispatch bench-models bench-compile bench-memplan
 
 all: build
 
@@ -77,6 +77,19 @@ bench-deps:
 
 bench-dispatch: bench-deps build
 	BUILD=$(BUILD) $(PYTHON) bench/dispatch.py
+
+bench-models: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/models.py
+
+# Compiler: compile time of generated 1k/10k/100k-node graphs, per stage.
+bench-compile: build
+	./$(BUILD)/bench_compile
+
+# Memory plans against their lower bound; ONNX models in MEMPLAN_MODELS
+# (e.g. from scripts/make_test_models.py) are measured too.
+MEMPLAN_MODELS ?= $(wildcard $(BUILD)/models/*.onnx)
+bench-memplan: build
+	./$(BUILD)/bench_memplan $(MEMPLAN_MODELS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

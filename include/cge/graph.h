@@ -158,6 +158,59 @@ cge_status cge_node_set_floats(cge_node *n, const char *name, const float *v, in
 cge_status cge_node_set_tensor(cge_node *n, const char *name, const cge_tensor *t);
 cge_status cge_node_set_graph(cge_node *n, const char *name, const cge_graph *sub);
 
+/* ---- value ids and rewriting (compiler passes) --------------------------- */
+
+/* Every named value has a dense id, stable for the life of the graph (ids are
+ * never reused; a value whose producer is removed stays as an undefined name).
+ * Passes index their tables by id instead of hashing names. */
+typedef enum cge_value_kind {
+    CGE_VALUE_UNDEFINED = 0,  /* only referenced, or its producer was removed */
+    CGE_VALUE_INPUT = 1,
+    CGE_VALUE_CONSTANT = 2,
+    CGE_VALUE_NODE = 3
+} cge_value_kind;
+
+int32_t cge_graph_num_values(const cge_graph *g);                 /* ids are 0 .. n-1 */
+int32_t cge_graph_value_id(const cge_graph *g, const char *name);  /* -1 if absent */
+const char *cge_graph_value_name(const cge_graph *g, int32_t id);  /* NULL if out of range */
+cge_value_kind cge_graph_value_kind(const cge_graph *g, int32_t id);
+bool cge_graph_value_is_output(const cge_graph *g, int32_t id);
+/* Descriptor by id (name included); CGE_ERR_NOT_FOUND if out of range. */
+cge_status cge_graph_value_desc(const cge_graph *g, int32_t id, cge_tensor_desc *out);
+/* The producing node, or NULL; the constant's tensor, or NULL. */
+cge_node *cge_graph_value_producer(const cge_graph *g, int32_t id);
+const cge_tensor *cge_graph_value_constant(const cge_graph *g, int32_t id);
+int32_t cge_node_index(const cge_node *n);          /* position in cge_graph_node() order */
+int32_t cge_node_input_id(const cge_node *n, int32_t i);    /* -1 if absent or out of range */
+int32_t cge_node_output_id(const cge_node *n, int32_t i);
+
+/* Make input `i` of `n` read `name` ("" or NULL: absent). O(1). */
+cge_status cge_node_set_input(cge_node *n, int32_t i, const char *name);
+/* Make `n` produce `name` as output `i` instead of its current value, which
+ * becomes undefined. `name` must not be defined by anything else; it takes
+ * the old value's descriptor. O(1). */
+cge_status cge_node_set_output(cge_node *n, int32_t i, const char *name);
+/* Every node input reading `from` reads `to` instead (graph outputs are left
+ * alone). O(nodes + edges): passes that do this often keep use lists. */
+cge_status cge_graph_replace_uses(cge_graph *g, const char *from, const char *to);
+/* Detach `n`: its outputs become undefined, its name is free again, and it
+ * stays in cge_graph_node() order as a removed node (no inputs, no outputs)
+ * until cge_graph_compact(). O(degree). */
+cge_status cge_graph_remove_node(cge_graph *g, cge_node *n);
+bool cge_node_is_removed(const cge_node *n);
+/* Detach a constant (its value becomes undefined; its data is freed at once
+ * or by cge_graph_compact). O(1). */
+cge_status cge_graph_remove_constant(cge_graph *g, const char *name);
+/* Drop removed nodes and constants, keeping the order of the rest; node
+ * pointers of the rest stay valid, their indices change. O(nodes + constants). */
+cge_status cge_graph_compact(cge_graph *g);
+/* Move `n` to `position` in cge_graph_node() order (0 .. num_nodes-1),
+ * shifting the nodes between. O(nodes). */
+cge_status cge_graph_move_node(cge_graph *g, cge_node *n, int32_t position);
+/* Give value `from` the new name `to`, which must not name any value yet.
+ * Node inputs/outputs and graph input/output lists follow (they hold ids). O(1). */
+cge_status cge_graph_rename_value(cge_graph *g, const char *from, const char *to);
+
 /* ---- checks and views -------------------------------------------------- */
 
 /* Structure only: every node input is defined (graph input, constant or node

@@ -4,6 +4,7 @@
 #ifndef CGE_SESSION_H
 #define CGE_SESSION_H
 
+#include "cge/compiler.h"
 #include "cge/graph.h"
 #include "cge/runtime.h"
 
@@ -44,6 +45,13 @@ typedef struct cge_session_options {
      * it, new signatures run in plan mode, and the session says so once on
      * stderr. */
     int capture_limit;
+    /* How plans are compiled (cge/compiler.h): CGE_OPT_DEFAULT is level 2
+     * (exact rewrites and fusions) unless $CGE_OPT_LEVEL (0-3) says otherwise;
+     * CGE_OPT_NONE compiles the graph as written. Eager runs always execute
+     * the unoptimised graph. */
+    cge_opt_level opt_level;
+    /* Streams a plan may spread independent branches over (0: 1). */
+    int num_streams;
 } cge_session_options;
 
 typedef struct cge_run_options {

@@ -27,8 +27,10 @@ class TensorDesc(ctypes.Structure):
 
 
 class SessionOptions(ctypes.Structure):
+    # Mirrors cge_session_options; opt_level 0 is CGE_OPT_DEFAULT.
     _fields_ = [("device", c_void_p), ("num_threads", ctypes.c_int), ("run_mode", c_enum),
-                ("capture_limit", ctypes.c_int)]
+                ("capture_limit", ctypes.c_int), ("opt_level", c_enum),
+                ("num_streams", ctypes.c_int)]
 
 
 class OnnxInputShape(ctypes.Structure):

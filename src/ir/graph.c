@@ -669,9 +669,11 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
         n->op_type = c->optypes[cge_strmap_get(&c->optype_map, src->op_type)].name;
         n->domain = src->domain[0] ? cge_ir_arena_strdup(&c->arena, src->domain) : NONE_STR;
         n->name = cge_ir_arena_strdup(&c->arena, src->name);
+        n->removed = src->removed;
         /* The node joins the graph first so that destroy frees it on failure. */
         c->nodes[c->num_nodes++] = n;
-        if (!n->domain || !n->name || !cge_strmap_put(&c->node_map, n->name, i))
+        if (!n->domain || !n->name ||
+            (!n->removed && !cge_strmap_put(&c->node_map, n->name, i)))
             return oom("cloning node", src->name);
         cge_status st = cge_ir_attrs_copy(&n->attrs, &src->attrs);
         if (st != CGE_OK)

@@ -55,6 +55,7 @@ typedef struct cge_ir_value {
 typedef struct cge_ir_const {
     int32_t value;
     cge_tensor t;          /* t.name is the value's name; t.data 64-byte aligned, owned */
+    bool removed;          /* detached by cge_graph_remove_constant, dropped by compact */
 } cge_ir_const;
 
 struct cge_attrs {
@@ -73,6 +74,7 @@ struct cge_node {
     int32_t *inputs;       /* value indices, -1 = absent optional input */
     int32_t *outputs;      /* value indices */
     cge_attrs attrs;
+    bool removed;          /* detached by cge_graph_remove_node, dropped by compact */
 };
 
 typedef struct cge_ir_optype {

@@ -1,12 +1,16 @@
 /* Instances: the executable form of a graph for one input signature. With
- * every shape known, buffers and kernel contexts are made once and a run only
- * copies inputs, launches kernels and copies outputs; when some shape depends
- * on run-time values, the instance runs node by node, inferring as it goes. */
+ * every shape known, the graph is compiled into a plan (cge/compiler.h): one
+ * arena and one constant blob, kernel contexts bound once, so that a run only
+ * copies inputs, launches the plan's steps and copies outputs. When some shape
+ * depends on run-time values (and for EAGER runs, the debugging mode), the
+ * unoptimised graph runs node by node with a buffer per value, inferring as it
+ * goes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/strmap.h"
+#include "cge/compiler.h"
 #include "cge/op.h"
 #include "ops/meta.h"
 #include "session/instance.h"
@@ -17,7 +21,15 @@ typedef struct value {
     void *data;             /* device buffer */
     size_t bytes;           /* allocated bytes */
     bool is_const;
+    void *pdata;            /* where the plan keeps it (arena or constants), or NULL */
 } value;
+
+/* One step of the plan with its kernel context bound to arena addresses. */
+typedef struct plan_exec {
+    const cge_plan_step *step;
+    cge_tensor *ins, *outs;
+    cge_kernel_ctx ctx;
+} plan_exec;
 
 typedef struct node_exec {
     const cge_node *node;
@@ -41,6 +53,13 @@ struct cge_instance {
     node_exec *nodes;
     int32_t num_nodes;
     bool eager;             /* some shape is known only at run time */
+    bool eager_ready;       /* constants and inputs have eager buffers */
+    cge_plan *plan;         /* NULL when eager */
+    void *arena, *consts;
+    plan_exec *steps;
+    cge_stream **streams;   /* the plan's extra streams (1 .. n-1) */
+    cge_event **events;     /* the plan's events, then fork and joins */
+    int32_t num_streams, num_events;
     cge_event *done;        /* the last run's end, ordering runs across streams */
     cge_ri *ri;             /* the plan's launches, captured for REPLAY */
 };
@@ -160,12 +179,34 @@ static cge_status prepare_node(cge_instance *inst, node_exec *ne)
     return st;
 }
 
+static void plan_release(cge_instance *inst)
+{
+    for (int32_t k = 0; inst->steps && k < cge_plan_num_steps(inst->plan); k++) {
+        plan_exec *pe = &inst->steps[k];
+        if (pe->step && pe->step->kernel->release && pe->ctx.state)
+            pe->step->kernel->release(pe->ctx.state);
+        free(pe->ins);
+        free(pe->outs);
+    }
+    free(inst->steps);
+    for (int32_t i = 0; inst->events && i < inst->num_events + inst->num_streams; i++)
+        cge_event_destroy(inst->events[i]);
+    free(inst->events);
+    for (int32_t i = 1; inst->streams && i < inst->num_streams; i++)
+        cge_stream_destroy(inst->streams[i]);
+    free(inst->streams);
+    cge_mem_free(inst->dev, inst->arena);
+    cge_mem_free(inst->dev, inst->consts);
+    cge_plan_destroy(inst->plan);
+}
+
 void cge_instance_destroy(cge_instance *inst)
 {
     if (!inst)
         return;
     cge_ri_destroy(inst->ri);
     cge_event_destroy(inst->done);
+    plan_release(inst);
     for (int32_t k = 0; k < inst->num_nodes; k++) {
         node_exec *ne = &inst->nodes[k];
         if (ne->kernel && ne->kernel->release && ne->ctx.state)
@@ -186,7 +227,86 @@ void cge_instance_destroy(cge_instance *inst)
     free(inst);
 }
 
-static cge_status build(cge_instance *inst, const int32_t *order)
+/* Compile the inferred graph into a plan, allocate its arena and constants,
+ * bind every step's tensors and prepare its kernel once. */
+static cge_status build_plan(cge_instance *inst, const cge_compile_options *copts)
+{
+    cge_compile_options o = copts ? *copts : (cge_compile_options){0};
+    o.device = inst->dev;
+    cge_status st = cge_compile(inst->g, inst->input_shapes, inst->num_inputs, &o, &inst->plan);
+    if (st)
+        return st;
+    const cge_plan *p = inst->plan;
+    const cge_plan_value *vals = cge_plan_values(p);
+    int32_t n = cge_plan_num_steps(p);
+    inst->num_streams = cge_plan_num_streams(p);
+    inst->num_events = cge_plan_num_events(p);
+    st = cge_mem_alloc(inst->dev, cge_plan_arena_bytes(p), &inst->arena);
+    if (!st)
+        st = cge_mem_alloc(inst->dev, cge_plan_constant_bytes(p), &inst->consts);
+    if (!st && cge_plan_constant_bytes(p)) {
+        void *host = malloc(cge_plan_constant_bytes(p));
+        if (!host)
+            return oom();
+        cge_plan_write_constants(p, host);
+        st = cge_memcpy(inst->dev, inst->consts, host, cge_plan_constant_bytes(p),
+                        CGE_MEMCPY_HOST_TO_DEVICE);
+        free(host);
+    }
+    inst->steps = calloc((size_t)n + 1, sizeof *inst->steps);
+    inst->streams = calloc((size_t)inst->num_streams + 1, sizeof *inst->streams);
+    /* The plan's events, then a fork event and one join per extra stream. */
+    inst->events = calloc((size_t)(inst->num_events + inst->num_streams) + 1, sizeof *inst->events);
+    if (!st && (!inst->steps || !inst->streams || !inst->events))
+        return oom();
+    for (int32_t i = 1; !st && i < inst->num_streams; i++)
+        st = cge_stream_create(inst->dev, &inst->streams[i]);
+    for (int32_t i = 0; !st && i < inst->num_events + inst->num_streams; i++)
+        st = cge_event_create(inst->dev, &inst->events[i]);
+    for (int32_t i = 0; !st && i < inst->num_values; i++) {
+        value *v = &inst->values[i];
+        int32_t pv = cge_plan_find_value(p, v->name);
+        if (pv >= 0 && vals[pv].storage != CGE_STORAGE_NONE)
+            v->pdata = (char *)(vals[pv].storage == CGE_STORAGE_CONSTANT ? inst->consts : inst->arena) +
+                       vals[pv].offset;
+    }
+    for (int32_t k = 0; !st && k < n; k++) {
+        plan_exec *pe = &inst->steps[k];
+        const cge_plan_step *s = &cge_plan_steps(p)[k];
+        pe->ins = calloc((size_t)s->num_inputs + 1, sizeof(cge_tensor));
+        pe->outs = calloc((size_t)s->num_outputs + 1, sizeof(cge_tensor));
+        if (!pe->ins || !pe->outs)
+            return oom();
+        for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
+            bool in = i < s->num_inputs;
+            int32_t vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
+            if (vi < 0)
+                continue;
+            const cge_plan_value *v = &vals[vi];
+            void *base = v->storage == CGE_STORAGE_CONSTANT ? inst->consts : inst->arena;
+            cge_tensor t = {.name = v->name, .dtype = v->dtype, .shape = v->shape,
+                            .data = (char *)base + v->offset, .bytes = v->bytes};
+            if (in)
+                pe->ins[i] = t;
+            else
+                pe->outs[i - s->num_inputs] = t;
+        }
+        pe->ctx = (cge_kernel_ctx){
+            .op_type = cge_node_op_type(s->node), .node_name = cge_node_name(s->node),
+            .num_inputs = s->num_inputs, .inputs = pe->ins,
+            .num_outputs = s->num_outputs, .outputs = pe->outs,
+            .attrs = cge_node_attrs_const(s->node),
+            .workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL,
+            .workspace_size = s->workspace_bytes,
+            .device = inst->dev, .num_threads = cge_device_num_threads(inst->dev)};
+        if (s->kernel->prepare)
+            st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
+        pe->step = s;
+    }
+    return st;
+}
+
+static cge_status build(cge_instance *inst, const int32_t *order, const cge_compile_options *copts)
 {
     cge_graph *g = inst->g;
     for (int32_t i = 0; i < inst->num_inputs; i++) {
@@ -243,25 +363,38 @@ static cge_status build(cge_instance *inst, const int32_t *order)
     for (int32_t i = 0; !st && i < inst->num_values; i++)
         if (!cge_shape_is_static(&inst->values[i].desc.shape))
             inst->eager = true;
-    /* Constants (and, with static shapes, every value) get their buffers now. */
-    for (int32_t i = 0; !st && i < inst->num_values; i++) {
-        value *v = &inst->values[i];
-        if (!v->is_const && inst->eager)
-            continue;
-        st = alloc_value(inst, v);
-        if (!st && v->is_const && v->bytes)
-            st = cge_memcpy(inst->dev, v->data, cge_graph_constant(g, v->name)->data, v->bytes,
-                            CGE_MEMCPY_HOST_TO_DEVICE);
-    }
-    for (int32_t k = 0; !st && !inst->eager && k < inst->num_nodes; k++)
-        st = prepare_node(inst, &inst->nodes[k]);
+    if (!st && !inst->eager)
+        st = build_plan(inst, copts);
     if (!st)
         st = cge_event_create(inst->dev, &inst->done);
     return st;
 }
 
+/* Eager runs need a buffer per constant and input; a plan instance makes
+ * them only when it first runs eagerly. */
+static cge_status eager_buffers(cge_instance *inst)
+{
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && !inst->eager_ready && i < inst->num_values; i++) {
+        value *v = &inst->values[i];
+        bool input = false;
+        for (int32_t k = 0; k < inst->num_inputs && !input; k++)
+            input = !strcmp(v->name, cge_graph_input(inst->g, k));
+        if (!v->is_const && !input)
+            continue;
+        st = alloc_value(inst, v);
+        if (!st && v->is_const && v->bytes)
+            st = cge_memcpy(inst->dev, v->data, cge_graph_constant(inst->g, v->name)->data,
+                            v->bytes, CGE_MEMCPY_HOST_TO_DEVICE);
+    }
+    if (!st)
+        inst->eager_ready = true;
+    return st;
+}
+
 cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_t *order,
-                               const cge_shape *input_shapes, cge_instance **out)
+                               const cge_shape *input_shapes, const cge_compile_options *copts,
+                               cge_instance **out)
 {
     cge_instance *inst = calloc(1, sizeof *inst);
     if (!inst)
@@ -276,7 +409,7 @@ cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_
         st = cge_graph_clone(g, &inst->g);
     }
     if (!st)
-        st = build(inst, order);
+        st = build(inst, order, copts);
     if (st) {
         cge_instance_destroy(inst);
         return st;
@@ -315,7 +448,7 @@ static cge_status check_outputs(cge_instance *inst, cge_tensor *outputs, const i
 }
 
 static cge_status copy_outputs(cge_instance *inst, cge_stream *stream, cge_tensor *outputs,
-                               const int32_t *out_pos, int32_t n)
+                               const int32_t *out_pos, int32_t n, bool plan)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
@@ -325,20 +458,21 @@ static cge_status copy_outputs(cge_instance *inst, cge_stream *stream, cge_tenso
         outputs[i].dtype = v->desc.dtype;
         outputs[i].shape = v->desc.shape;
         if (need)
-            st = cge_memcpy_async(stream, outputs[i].data, v->data, need,
+            st = cge_memcpy_async(stream, outputs[i].data, plan ? v->pdata : v->data, need,
                                   CGE_MEMCPY_DEVICE_TO_HOST);
     }
     return st;
 }
 
 static cge_status copy_inputs(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
-                              const int32_t *in_pos, int32_t n)
+                              const int32_t *in_pos, int32_t n, bool plan)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
         value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
-        if (v->bytes)
-            st = cge_memcpy_async(stream, v->data, inputs[i].data, v->bytes,
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
+        if (need && (plan ? v->pdata != NULL : v->bytes >= need))
+            st = cge_memcpy_async(stream, plan ? v->pdata : v->data, inputs[i].data, need,
                                   CGE_MEMCPY_HOST_TO_DEVICE);
     }
     return st;
@@ -397,11 +531,34 @@ bool cge_instance_value_dependent(const cge_instance *inst) { return inst->eager
 
 bool cge_instance_captured(const cge_instance *inst) { return inst->ri != NULL; }
 
+/* The plan's steps in order, each on its stream (0 is the run's stream):
+ * extra streams fork from it first and join it at the end, so that the whole
+ * run is ordered on `stream` (and a capture on it records every stream). */
 static cge_status launch_all(cge_instance *inst, cge_stream *stream)
 {
     cge_status st = CGE_OK;
-    for (int32_t k = 0; !st && k < inst->num_nodes; k++)
-        st = inst->nodes[k].kernel->launch(&inst->nodes[k].ctx, stream);
+    int32_t ns = inst->num_streams;
+    cge_event **fork_join = inst->events + inst->num_events;
+    inst->streams[0] = stream;
+    if (ns > 1)
+        st = cge_event_record(fork_join[0], stream);
+    for (int32_t i = 1; !st && i < ns; i++)
+        st = cge_stream_wait_event(inst->streams[i], fork_join[0]);
+    for (int32_t k = 0; !st && k < cge_plan_num_steps(inst->plan); k++) {
+        plan_exec *pe = &inst->steps[k];
+        cge_stream *on = inst->streams[pe->step->stream];
+        for (int32_t w = 0; !st && w < pe->step->num_waits; w++)
+            st = cge_stream_wait_event(on, inst->events[pe->step->waits[w]]);
+        if (!st)
+            st = pe->step->kernel->launch(&pe->ctx, on);
+        if (!st && pe->step->record >= 0)
+            st = cge_event_record(inst->events[pe->step->record], on);
+    }
+    for (int32_t i = 1; !st && i < ns; i++) {
+        st = cge_event_record(fork_join[i], inst->streams[i]);
+        if (!st)
+            st = cge_stream_wait_event(stream, fork_join[i]);
+    }
     return st;
 }
 
@@ -441,13 +598,15 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
     if (inst->eager || mode == CGE_RUN_EAGER) {
         /* Output sizes may be known only after the run: run, then check. */
         st = cge_stream_wait_event(stream, inst->done);
+        if (!st)
+            st = eager_buffers(inst);
         for (int32_t i = 0; !st && inst->eager && i < inst->num_inputs; i++) {
             value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, i))];
             v->desc.shape = inst->input_shapes[i];
             st = alloc_value(inst, v);
         }
         if (!st)
-            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs);
+            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs, false);
         if (!st)
             st = run_eager(inst, stream);
         if (!st)
@@ -455,7 +614,7 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
         if (!st)
             st = check_outputs(inst, outputs, out_pos, num_outputs);
         if (!st)
-            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs);
+            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs, false);
     } else if (mode == CGE_RUN_REPLAY && sync && inst->ri) {
         /* A synchronous replay runs on the calling thread (cge_ri_execute),
          * after the runs still in flight on other streams; inputs and
@@ -465,8 +624,9 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
             st = cge_event_synchronize(inst->done);
         for (int32_t i = 0; !st && i < num_inputs; i++) {
             value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
-            if (v->bytes)
-                st = cge_memcpy(inst->dev, v->data, inputs[i].data, v->bytes,
+            size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+            if (need && v->pdata)
+                st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need,
                                 CGE_MEMCPY_HOST_TO_DEVICE);
         }
         if (!st)
@@ -477,7 +637,7 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
             outputs[i].dtype = v->desc.dtype;
             outputs[i].shape = v->desc.shape;
             if (need)
-                st = cge_memcpy(inst->dev, outputs[i].data, v->data, need,
+                st = cge_memcpy(inst->dev, outputs[i].data, v->pdata, need,
                                 CGE_MEMCPY_DEVICE_TO_HOST);
         }
         return st;
@@ -489,12 +649,12 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
         if (!st)
             st = cge_stream_wait_event(stream, inst->done);
         if (!st)
-            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs);
+            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs, true);
         if (!st)
             st = mode == CGE_RUN_REPLAY ? cge_ri_execute_async(inst->ri, stream)
                                         : launch_all(inst, stream);
         if (!st)
-            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs);
+            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs, true);
     }
     cge_status rec = cge_event_record(inst->done, stream);
     if (!st)

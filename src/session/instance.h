@@ -1,17 +1,21 @@
 /* A compiled graph for one input signature: its own inferred copy of the
- * graph, one buffer per value, the kernel and prepared context per node. */
+ * graph and, when every shape is known, its plan (one arena, prepared kernel
+ * contexts); eager runs use a buffer per value of the unoptimised graph. */
 #ifndef CGE_SESSION_INSTANCE_H
 #define CGE_SESSION_INSTANCE_H
 
+#include "cge/compiler.h"
 #include "cge/graph.h"
 #include "cge/runtime.h"
 #include "cge/session.h"
 
 typedef struct cge_instance cge_instance;
 
-/* `g` is verified and ordered (`order`); `input_shapes` are concrete. */
+/* `g` is verified and ordered (`order`); `input_shapes` are concrete; `copts`
+ * (may be NULL) is how plans are compiled. */
 cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_t *order,
-                               const cge_shape *input_shapes, cge_instance **out);
+                               const cge_shape *input_shapes, const cge_compile_options *copts,
+                               cge_instance **out);
 void cge_instance_destroy(cge_instance *inst);
 bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */

@@ -36,6 +36,7 @@ struct cge_session {
     cge_stream *stream;     /* for synchronous runs */
     cge_run_mode mode;      /* default run mode */
     int capture_limit;
+    cge_compile_options copts;  /* how instances compile their plans */
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
 };
@@ -67,6 +68,8 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     pthread_mutex_init(&s->lock, NULL);
     s->mode = opts ? opts->run_mode : CGE_RUN_DEFAULT;
     s->capture_limit = opts && opts->capture_limit > 0 ? opts->capture_limit : 8;
+    s->copts.opt_level = opts ? opts->opt_level : CGE_OPT_DEFAULT;
+    s->copts.num_streams = opts && opts->num_streams > 0 ? opts->num_streams : 1;
     const char *env = getenv("CGE_RUN_MODE");
     if (env && env[0]) {
         int m = cge_run_mode_from_name(env);
@@ -220,7 +223,7 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
     }
     if (all_static && e->num_inst == 0) {
         cge_instance *inst = NULL;
-        st = cge_instance_create(s->dev, e->g, e->order, shapes, &inst);
+        st = cge_instance_create(s->dev, e->g, e->order, shapes, &s->copts, &inst);
         if (!st)
             e->inst[e->num_inst++] = inst;
     }
@@ -379,7 +382,7 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
             return CGE_OK;
         }
     cge_instance *inst = NULL;
-    cge_status st = cge_instance_create(s->dev, e->g, e->order, shapes, &inst);
+    cge_status st = cge_instance_create(s->dev, e->g, e->order, shapes, &s->copts, &inst);
     if (st)
         return st;
     if (e->num_inst == MAX_INSTANCES) {

@@ -1,0 +1,230 @@
+/* The graph compiler: four stages of passes (prepare, optimize, partition,
+ * build) turn a graph and a concrete input signature into a plan that a
+ * session executes without allocating or inferring anything per run. Also
+ * the engines that partition chooses from, the standalone memory planner and
+ * its verifier, and a small plan cache keyed by input shapes. */
+#ifndef CGE_COMPILER_H
+#define CGE_COMPILER_H
+
+#include <stdio.h>
+
+#include "cge/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- options ------------------------------------------------------------- */
+
+/* Optimisation levels. The numbers are the issue's 0-3 plus one, so that a
+ * zeroed options struct means "the default" (CGE_OPT_FUSE). $CGE_OPT_LEVEL
+ * (0-3) overrides the level of options that leave it at the default. */
+typedef enum cge_opt_level {
+    CGE_OPT_DEFAULT = 0,
+    CGE_OPT_NONE = 1,    /* 0: prepare, partition and build only */
+    CGE_OPT_EXACT = 2,   /* 1: + rewrites whose results are bit-identical */
+    CGE_OPT_FUSE = 3,    /* 2: + fusions (results may differ by rounding) */
+    CGE_OPT_LAYOUT = 4   /* 3: + layout changes (none implemented yet) */
+} cge_opt_level;
+
+/* An engine: a kernel provider. Its kernels are the cge_kernel_def entries
+ * whose `engine` field equals `name`. Partition gives every node to the
+ * engine of highest priority that has a kernel for the node's dtype and, if
+ * `supports` is set, accepts the node. */
+typedef struct cge_engine_desc {
+    const char *name;          /* "cpu" */
+    int32_t priority;          /* higher wins */
+    int32_t memory_space;      /* engines of different spaces exchange data by copies */
+    cge_format format;         /* layout its kernels read and write */
+    /* Optional capability query: inputs/outputs as inferred. */
+    bool (*supports)(const cge_node *node, const cge_tensor_desc *inputs, int32_t num_inputs,
+                     const cge_tensor_desc *outputs, int32_t num_outputs, void *user);
+    void *user;
+} cge_engine_desc;
+
+typedef struct cge_compile_options {
+    cge_opt_level opt_level;
+    /* Comma-separated pass names to skip / to run even if off by default or
+     * above the level ("fuse_elementwise,cse"). */
+    const char *disable;
+    const char *enable;
+    /* Write the graph (name.dot, name.txt) after every pass into this folder;
+     * NULL: $CGE_DUMP_DIR, if set. */
+    const char *dump_dir;
+    /* Verify the graph after every pass (always on in builds without NDEBUG). */
+    bool verify_each_pass;
+    /* Keep per-pass times and counts (cge_plan_stats, cge_plan_write_stats). */
+    bool collect_stats;
+    /* Streams the plan may use (0: 1). Independent branches go to separate
+     * streams with events between them. */
+    int32_t num_streams;
+    /* Constant folding evaluates a node only if its outputs fit in this many
+     * bytes (0: 1 MiB). */
+    size_t fold_limit_bytes;
+    /* Training mode: Dropout is kept (default: inference, Dropout is a no-op). */
+    bool training;
+    /* Engines to choose from; NULL: just "cpu" (priority 0, memory space 0,
+     * plain format). */
+    const cge_engine_desc *engines;
+    int32_t num_engines;
+    /* Device for constant folding; NULL: a 1-thread CPU device made for the
+     * compile. */
+    cge_device *device;
+} cge_compile_options;
+
+/* ---- the plan ------------------------------------------------------------ */
+
+typedef struct cge_plan cge_plan;
+
+/* Where a value lives while a plan runs. */
+typedef enum cge_plan_storage {
+    CGE_STORAGE_NONE = 0,       /* not used by any step */
+    CGE_STORAGE_ARENA = 1,      /* arena + offset (graph inputs and outputs included) */
+    CGE_STORAGE_CONSTANT = 2    /* constant blob + offset */
+} cge_plan_storage;
+
+typedef struct cge_plan_value {
+    const char *name;
+    cge_dtype dtype;
+    cge_shape shape;            /* static */
+    cge_format format;
+    int32_t memory_space;
+    size_t bytes;
+    cge_plan_storage storage;
+    size_t offset;              /* in the arena or the constant blob */
+    /* The value whose memory this one shares (a view: Reshape, Squeeze, ...;
+     * or in-place reuse), -1 if it owns its memory. */
+    int32_t alias_of;
+    int32_t first_step, last_step;  /* lifetime in steps; inputs start at -1,
+                                       outputs end at num_steps */
+    int32_t input_index;        /* position among graph inputs, or -1 */
+    int32_t output_index;       /* position among graph outputs, or -1 */
+} cge_plan_value;
+
+typedef struct cge_plan_step {
+    const cge_node *node;       /* in cge_plan_graph() */
+    const cge_op_def *def;
+    const cge_kernel_def *kernel;
+    const char *engine;
+    int32_t stream;             /* 0 .. num_streams-1 */
+    int32_t num_inputs, num_outputs;
+    const int32_t *inputs;      /* plan value indices, -1 for absent inputs */
+    const int32_t *outputs;
+    size_t workspace_offset;    /* in the arena */
+    size_t workspace_bytes;
+    /* Before launching, wait for these events (recorded by other streams);
+     * after launching, record `record` (-1: none). */
+    int32_t num_waits;
+    const int32_t *waits;
+    int32_t record;
+} cge_plan_step;
+
+typedef struct cge_plan_pass_stats {
+    const char *stage;          /* "prepare", "optimize", "partition", "build" */
+    const char *name;
+    double ms;
+    int32_t nodes_before, nodes_after;
+    int32_t removed, fused, added;   /* as the pass counted them */
+} cge_plan_pass_stats;
+
+typedef struct cge_plan_stats {
+    double compile_ms;
+    double stage_ms[4];                 /* prepare, optimize, partition, build */
+    int32_t nodes_in, nodes_out;
+    size_t arena_bytes;                 /* what the plan needs */
+    size_t lower_bound_bytes;           /* the largest sum of live sizes at one step */
+    size_t naive_bytes;                 /* every value and workspace on its own */
+    size_t constant_bytes;
+    int32_t num_streams, num_events;
+    int32_t num_subgraphs;              /* connected runs of one engine */
+    int32_t num_conversions;            /* copies and reorders inserted at borders */
+    int32_t num_passes;
+    const cge_plan_pass_stats *passes;  /* with collect_stats, else NULL */
+} cge_plan_stats;
+
+/* Compile `g` for the input shapes given (NULL: the declared ones, which must
+ * then be static). `g` is not changed: the plan owns an optimised copy. */
+cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_t num_inputs,
+                       const cge_compile_options *opts, cge_plan **out);
+void cge_plan_destroy(cge_plan *p);               /* NULL is a no-op */
+
+const cge_graph *cge_plan_graph(const cge_plan *p);
+int32_t cge_plan_num_steps(const cge_plan *p);
+const cge_plan_step *cge_plan_steps(const cge_plan *p);
+int32_t cge_plan_num_values(const cge_plan *p);
+const cge_plan_value *cge_plan_values(const cge_plan *p);
+/* Plan value index of a graph input / output by position, or -1. */
+int32_t cge_plan_input_value(const cge_plan *p, int32_t i);
+int32_t cge_plan_output_value(const cge_plan *p, int32_t i);
+/* Plan value index by name, or -1. */
+int32_t cge_plan_find_value(const cge_plan *p, const char *name);
+size_t cge_plan_arena_bytes(const cge_plan *p);
+size_t cge_plan_constant_bytes(const cge_plan *p);
+/* Fill a constant blob of cge_plan_constant_bytes() bytes (host memory). */
+void cge_plan_write_constants(const cge_plan *p, void *blob);
+int32_t cge_plan_num_streams(const cge_plan *p);
+int32_t cge_plan_num_events(const cge_plan *p);
+const cge_plan_stats *cge_plan_get_stats(const cge_plan *p);
+/* Human-readable statistics: per pass, memory, streams. */
+cge_status cge_plan_write_stats(const cge_plan *p, FILE *f);
+/* One line per step: stream, engine, op, node, inputs -> outputs with offsets. */
+cge_status cge_plan_write_text(const cge_plan *p, FILE *f);
+/* Check the plan's memory: no two values live at the same step overlap
+ * unless one aliases the other, views and in-place writes are safe, and
+ * everything fits in the arena. [graph] error naming the values otherwise. */
+cge_status cge_plan_verify(const cge_plan *p);
+
+/* Names of the passes of each stage, in order, for documentation and tools. */
+int32_t cge_compiler_num_passes(void);
+/* Stage and name of pass i; false if out of range. `default_level` is the
+ * lowest level that runs it (CGE_OPT_NONE for mandatory passes); 0 if it is
+ * opt-in only. */
+bool cge_compiler_pass_info(int32_t i, const char **stage, const char **name,
+                            cge_opt_level *default_level);
+
+/* ---- standalone memory planning ----------------------------------------- */
+
+/* One buffer with a lifetime [first, last] in steps (inclusive). */
+typedef struct cge_mem_block {
+    size_t bytes;
+    int32_t first, last;
+    size_t offset;                      /* written by cge_memplan_assign */
+} cge_mem_block;
+
+typedef enum cge_memplan_strategy {
+    CGE_MEMPLAN_AUTO = 0,               /* the best of the others (by size for small sets) */
+    CGE_MEMPLAN_GREEDY_BY_SIZE = 1,     /* largest first, lowest fitting offset (TFLite) */
+    CGE_MEMPLAN_LINEAR_SCAN = 2         /* in time order, best fit in a free list */
+} cge_memplan_strategy;
+
+/* Give every block an offset (multiples of `alignment`, a power of two; 0:
+ * 64) so that blocks live at the same step do not overlap; *arena_bytes is
+ * the end of the highest block. */
+cge_status cge_memplan_assign(cge_mem_block *blocks, int32_t n, size_t alignment,
+                              cge_memplan_strategy strategy, size_t *arena_bytes);
+/* [graph] error naming the first two blocks that are live at one step and
+ * overlap, or a block past arena_bytes. O(n log n + n * live). */
+cge_status cge_memplan_verify(const cge_mem_block *blocks, int32_t n, size_t arena_bytes);
+/* The largest sum of sizes of blocks live at one step (each size rounded up
+ * to `alignment`; 0: 64). */
+size_t cge_memplan_lower_bound(const cge_mem_block *blocks, int32_t n, size_t alignment);
+
+/* ---- plan cache ---------------------------------------------------------- */
+
+/* Plans by input signature (shapes of every input), least recently used
+ * evicted past `capacity`. The cache owns the plans it holds. */
+typedef struct cge_plan_cache cge_plan_cache;
+cge_status cge_plan_cache_create(int32_t capacity, cge_plan_cache **out);
+void cge_plan_cache_destroy(cge_plan_cache *c);  /* NULL is a no-op */
+/* The plan for this signature, compiling (and caching) it if absent. The
+ * plan stays valid until evicted or the cache is destroyed; *hit says
+ * whether it was cached (may be NULL). */
+cge_status cge_plan_cache_get(cge_plan_cache *c, const cge_graph *g, const cge_shape *input_shapes,
+                              int32_t num_inputs, const cge_compile_options *opts,
+                              const cge_plan **out, bool *hit);
+int32_t cge_plan_cache_size(const cge_plan_cache *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,204 @@
+/* Internal to the compiler: the context every pass receives, the pass table,
+ * use lists and rewriting helpers shared by the passes, the plan's layout,
+ * and the fused operators the compiler registers. */
+#ifndef CGE_COMPILER_INTERNAL_H
+#define CGE_COMPILER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cge/compiler.h"
+
+#define CC_FUSED_DOMAIN "cge.fused"
+#define CC_DOMAIN "cge"
+
+/* ---- the plan under construction ----------------------------------------- */
+
+struct cge_plan {
+    cge_graph *g;                 /* the optimised graph the steps point into */
+    int32_t num_steps;
+    cge_plan_step *steps;
+    int32_t *step_ios;            /* inputs/outputs/waits of every step, one array */
+    int32_t num_values;
+    cge_plan_value *values;
+    int32_t *value_of_id;         /* graph value id -> plan value, -1 if none */
+    int32_t num_ids;
+    int32_t num_inputs, num_outputs;
+    int32_t *input_values, *output_values;
+    size_t arena_bytes, constant_bytes;
+    int32_t num_streams, num_events;
+    cge_plan_stats stats;
+    cge_plan_pass_stats *pass_stats;
+    int32_t num_pass_stats, cap_pass_stats;
+    int32_t *ws_last;             /* last step each step's workspace is live */
+};
+
+
+
+/* ---- context ---------------------------------------------------------------- */
+
+typedef struct cc_ctx {
+    cge_compile_options opts;     /* defaults resolved */
+    cge_opt_level level;
+    const char *stage;            /* the stage running */
+    cge_device *dev;              /* constant folding */
+    bool own_dev;
+    cge_stream *stream;
+    cge_engine_desc *engines;     /* sorted by priority, highest first */
+    int32_t num_engines;
+    /* Per node index (valid from partition on; build passes add no nodes). */
+    int32_t *node_engine;         /* index into engines */
+    const cge_kernel_def **node_kernel;
+    const cge_op_def **node_def;
+    int32_t *node_space;          /* memory space of the node's outputs */
+    int32_t node_cap;
+    /* Build: the schedule (node indices) and the stream of each step. */
+    int32_t *order;
+    int32_t num_order;
+    int32_t *step_stream;         /* per step (schedule position) */
+    int32_t *step_pos;            /* position of the step within its stream */
+    int32_t *vc;                  /* [step][stream]: last position known done */
+    int32_t *wait_start, *waits;  /* CSR: events each step waits for */
+    int32_t *record_event;        /* event recorded after the step, -1 none */
+    int32_t num_events;
+    /* Counters of the pass running, for statistics. */
+    int32_t removed, fused, added;
+    uint64_t uniq;                /* fresh names */
+    /* Operator lookups by the graph's interned op type pointer. */
+    struct cc_opcache {
+        const char *op_type, *domain;
+        const cge_op_def *def;
+    } opcache[512];
+    cge_plan *plan;
+    int32_t num_subgraphs, num_conversions;
+} cc_ctx;
+
+typedef cge_status (*cc_pass_fn)(cc_ctx *ctx, cge_graph *g);
+
+/* Pick engine and kernel for node index `i` (engine `prefer` first, if >= 0). */
+cge_status cc_assign_node(cc_ctx *ctx, cge_graph *g, int32_t i, int32_t prefer);
+/* Whether step `r` is done before step `t` starts (single stream: r < t). */
+bool cc_happens_before(const cc_ctx *ctx, int32_t r, int32_t t);
+/* Reshape, Flatten, Squeeze, Unsqueeze, Identity: output = input's bytes. */
+bool cc_is_view_op(const cge_node *n);
+
+/* ---- passes (one file each) -------------------------------------------------- */
+
+cge_status cc_pass_verify(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_remove_noops(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_simplify_algebra(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_cse(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_dce(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_conv_bn(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_gelu(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_schedule(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g);
+
+/* ---- use lists ------------------------------------------------------------------ */
+
+/* Consumers of every value id, built in O(nodes + edges). Kept up to date by
+ * cc_redirect; nodes added after the build are not in it. */
+typedef struct cc_use {
+    cge_node *node;
+    int32_t slot;
+} cc_use;
+
+typedef struct cc_uses {
+    int32_t num_ids;
+    int32_t *start;       /* CSR over ids, with room for redirected uses below */
+    int32_t *count;
+    cc_use *items;
+    /* Uses moved by cc_redirect live in per-id overflow lists. */
+    cc_use **extra;
+    int32_t *num_extra, *cap_extra;
+} cc_uses;
+
+cge_status cc_uses_build(cc_uses *u, const cge_graph *g);
+void cc_uses_free(cc_uses *u);
+/* Number of live uses of `id` (by nodes not removed). */
+int32_t cc_uses_count(const cc_uses *u, int32_t id);
+/* The k-th use of id (0 .. count-1 over live uses); stable until changed. */
+int32_t cc_uses_list(const cc_uses *u, int32_t id, cc_use *out, int32_t max);
+/* True if `id` is a graph output or read by any live node. */
+bool cc_value_used(const cc_uses *u, const cge_graph *g, int32_t id);
+
+/* Record uses made after the build: input `slot` of `n` (after
+ * cge_node_set_input), or every input of a node added since. */
+cge_status cc_uses_add(cc_uses *u, cge_node *n, int32_t slot);
+cge_status cc_uses_add_node(cc_uses *u, cge_node *n);
+/* Make every live use of `from` read `to` (updating `u`). */
+cge_status cc_redirect(cc_uses *u, cge_graph *g, int32_t from, int32_t to);
+
+/* Remove node `n` whose output `out_slot` computes the same as value `with`
+ * (a no-op): its uses read `with` instead. When its output is a graph output,
+ * `with`'s producer is made to produce that name instead, if it can (`with`
+ * is a node output and no graph output); otherwise nothing changes and
+ * *done is false. */
+cge_status cc_bypass(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n, int32_t out_slot,
+                     int32_t with, bool *done);
+
+/* ---- small helpers --------------------------------------------------------------- */
+
+/* A name not used in `g`, "<prefix>__cc<N>". Writes into buf. */
+const char *cc_fresh_name(cc_ctx *ctx, const cge_graph *g, const char *prefix, char *buf,
+                          size_t size);
+/* Whether op type and domain match ("" default domain). */
+bool cc_is_op(const cge_node *n, const char *op_type);
+/* Constant tensor of node input i, or NULL. */
+const cge_tensor *cc_input_const(const cge_graph *g, const cge_node *n, int32_t i);
+/* Descriptor of node input/output i (dtype UNDEFINED if absent). */
+cge_tensor_desc cc_in_desc(const cge_graph *g, const cge_node *n, int32_t i);
+cge_tensor_desc cc_out_desc(const cge_graph *g, const cge_node *n, int32_t i);
+/* Whether every element of constant `t` equals v (float dtypes compare bits
+ * of the value as that dtype, so -0.0 differs from 0.0). */
+bool cc_const_all_equal(const cge_tensor *t, double v, bool check_sign_of_zero);
+/* A scalar float constant's value (numel 1, any float dtype). */
+bool cc_const_scalar(const cge_tensor *t, double *v);
+/* Nodes whose results may differ between runs or that have effects. */
+bool cc_is_nondeterministic(const cge_node *n);
+/* Deep equality of two attribute sets (order-insensitive). */
+bool cc_attrs_equal(const cge_attrs *a, const cge_attrs *b);
+uint64_t cc_attrs_hash(const cge_attrs *a);
+/* Add a float32 constant with a fresh name; writes its name into buf. */
+cge_status cc_add_const(cc_ctx *ctx, cge_graph *g, const char *prefix, cge_dtype dtype,
+                        const cge_shape *shape, const void *data, char *buf, size_t size);
+double cc_now_ms(void);
+/* cge_op_find for a node, remembered per op type (NULL and a [schema] error
+ * if unknown). */
+const cge_op_def *cc_find_op(cc_ctx *ctx, const cge_node *n);
+/* The one node reading `id`, if it has exactly one use and is no graph output. */
+cge_node *cc_only_consumer(const cc_uses *u, const cge_graph *g, int32_t id);
+/* The other operand of a two-input node that reads `id`, or -1. */
+int32_t cc_other_input(const cge_node *n, int32_t id);
+/* Whether `id` is a one-element constant within tol of v. */
+bool cc_scalar_near(const cge_graph *g, int32_t id, double v, double tol);
+cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
+
+/* ---- fused and conversion operators ------------------------------------------- */
+
+/* Registers cge.fused ElementwiseChain and FusedMatMul, cge Copy and Reorder
+ * (once per process, through cge_op_register_library). */
+cge_status cc_register_ops(void);
+
+/* ElementwiseChain's bytecode: 4 int64 per instruction (op, dst, a, b).
+ * Registers 0 .. num_inputs-1 hold the inputs; b indexes the "imm" floats
+ * for ops with a parameter. Outputs name registers through "out_regs". */
+typedef enum cc_ew_op {
+    CC_EW_ADD = 1, CC_EW_SUB, CC_EW_MUL, CC_EW_DIV,
+    CC_EW_NEG, CC_EW_ABS, CC_EW_EXP, CC_EW_LOG, CC_EW_SQRT, CC_EW_RECIP, CC_EW_RELU,
+    CC_EW_LEAKY, CC_EW_SIGMOID, CC_EW_TANH, CC_EW_ERF, CC_EW_GELU, CC_EW_GELU_TANH,
+    CC_EW_COPY, CC_EW_CLIP, /* CLIP: a = x, b = index of (lo, hi) in imm */
+    CC_EW_COUNT
+} cc_ew_op;
+#define CC_EW_MAX_REGS 32
+
+#endif

@@ -1,0 +1,200 @@
+/* optimize/fold_constants: a node whose inputs are all constants (and Shape of
+ * a static shape) is evaluated now with its CPU kernel, and its outputs become
+ * constants of the same names. Only outputs within the size cap are folded:
+ * folding must not bloat the weights. Results are the kernels' own, so the
+ * rewrite is exact. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compiler_internal.h"
+
+#define MAX_IO 16
+
+static cge_status ensure_device(cc_ctx *ctx)
+{
+    if (!ctx->dev) {
+        cge_device_options o = {.num_threads = 1};
+        cge_status st = cge_device_create_cpu(&o, &ctx->dev);
+        if (st)
+            return st;
+        ctx->own_dev = true;
+    }
+    if (!ctx->stream)
+        return cge_stream_create(ctx->dev, &ctx->stream);
+    return CGE_OK;
+}
+
+/* Shape(x) with x static: [start, end) of x's dims as int64. */
+static bool fold_shape(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
+{
+    if (cge_node_num_inputs(n) != 1 || cge_node_num_outputs(n) != 1)
+        return false;
+    cge_tensor_desc in = cc_in_desc(g, n, 0);
+    if (in.dtype == CGE_DTYPE_UNDEFINED || !cge_shape_is_static(&in.shape))
+        return false;
+    int64_t r = in.shape.rank;
+    int64_t s = cge_attrs_get_int(cge_node_attrs_const(n), "start", 0);
+    int64_t e = cge_attrs_get_int(cge_node_attrs_const(n), "end", r);
+    if (s < 0)
+        s += r;
+    if (e < 0)
+        e += r;
+    s = s < 0 ? 0 : (s > r ? r : s);
+    e = e < 0 ? 0 : (e > r ? r : e);
+    int64_t cnt = e > s ? e - s : 0;
+    cge_shape shp = CGE_SHAPE(cnt);
+    const char *name = cge_node_output(n, 0);
+    *st = cge_graph_remove_node(g, n);
+    if (!*st)
+        *st = cge_graph_add_constant(g, name, CGE_I64, &shp, in.shape.dims + s,
+                                     sizeof(int64_t) * (size_t)cnt);
+    if (!*st)
+        ctx->removed++;
+    return true;
+}
+
+typedef struct eval {
+    cge_tensor ins[MAX_IO], outs[MAX_IO];
+    void *ws;
+} eval;
+
+static void eval_free(cc_ctx *ctx, eval *e, int32_t ni, int32_t no)
+{
+    for (int32_t i = 0; i < ni; i++)
+        cge_mem_free(ctx->dev, e->ins[i].data);
+    for (int32_t i = 0; i < no; i++)
+        cge_mem_free(ctx->dev, e->outs[i].data);
+    cge_mem_free(ctx->dev, e->ws);
+}
+
+/* Run the node on the CPU device; CGE_OK with outputs in host memory
+ * (`host`, caller frees) or an error the caller ignores. */
+static cge_status evaluate(cc_ctx *ctx, cge_graph *g, cge_node *n, const cge_kernel_def *k,
+                           void **host)
+{
+    int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
+    eval e;
+    memset(&e, 0, sizeof e);
+    cge_status st = ensure_device(ctx);
+    for (int32_t i = 0; !st && i < ni; i++) {
+        const cge_tensor *c = cc_input_const(g, n, i);
+        if (!c)
+            continue;
+        e.ins[i] = *c;
+        e.ins[i].data = NULL;
+        st = cge_mem_alloc(ctx->dev, c->bytes, &e.ins[i].data);
+        if (!st && c->bytes)
+            st = cge_memcpy(ctx->dev, e.ins[i].data, c->data, c->bytes, CGE_MEMCPY_HOST_TO_DEVICE);
+    }
+    for (int32_t i = 0; !st && i < no; i++) {
+        cge_tensor_desc d = cc_out_desc(g, n, i);
+        e.outs[i] = (cge_tensor){.name = d.name, .dtype = d.dtype, .shape = d.shape,
+                                 .bytes = cge_tensor_nbytes(d.dtype, &d.shape)};
+        st = cge_mem_alloc(ctx->dev, e.outs[i].bytes, &e.outs[i].data);
+    }
+    cge_kernel_ctx kc = {
+        .op_type = cge_node_op_type(n), .node_name = cge_node_name(n), .num_inputs = ni,
+        .inputs = e.ins, .num_outputs = no, .outputs = e.outs, .attrs = cge_node_attrs_const(n),
+        .device = ctx->dev, .num_threads = cge_device_num_threads(ctx->dev)};
+    if (!st && k->workspace_size) {
+        kc.workspace_size = k->workspace_size(&kc);
+        st = cge_mem_alloc(ctx->dev, kc.workspace_size, &e.ws);
+        kc.workspace = e.ws;
+    }
+    if (!st && k->prepare)
+        st = k->prepare(&kc, &kc.state);
+    if (!st)
+        st = k->launch(&kc, ctx->stream);
+    cge_status s2 = cge_stream_synchronize(ctx->stream);
+    if (!st)
+        st = s2;
+    if (k->release && kc.state)
+        k->release(kc.state);
+    for (int32_t i = 0; !st && i < no; i++) {
+        host[i] = malloc(e.outs[i].bytes ? e.outs[i].bytes : 1);
+        if (!host[i])
+            st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "fold: out of memory");
+        else if (e.outs[i].bytes)
+            st = cge_memcpy(ctx->dev, host[i], e.outs[i].data, e.outs[i].bytes,
+                            CGE_MEMCPY_DEVICE_TO_HOST);
+    }
+    eval_free(ctx, &e, ni, no);
+    return st;
+}
+
+static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n)
+{
+    int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
+    if (ni > MAX_IO || no > MAX_IO || no == 0 || cc_is_nondeterministic(n))
+        return CGE_OK;
+    if (cc_is_op(n, "Shape")) {
+        cge_status st = CGE_OK;
+        if (fold_shape(ctx, g, n, &st))
+            return st;
+    }
+    cge_dtype dt = CGE_DTYPE_UNDEFINED;
+    for (int32_t i = 0; i < ni; i++) {
+        int32_t id = cge_node_input_id(n, i);
+        if (id < 0)
+            continue;
+        const cge_tensor *c = cge_graph_value_constant(g, id);
+        if (!c)
+            return CGE_OK;
+        if (dt == CGE_DTYPE_UNDEFINED)
+            dt = c->dtype;
+    }
+    size_t total = 0;
+    for (int32_t i = 0; i < no; i++) {
+        cge_tensor_desc d = cc_out_desc(g, n, i);
+        if (!cge_dtype_valid(d.dtype) || !cge_shape_is_static(&d.shape))
+            return CGE_OK;
+        total += cge_tensor_nbytes(d.dtype, &d.shape);
+        if (dt == CGE_DTYPE_UNDEFINED)
+            dt = d.dtype;
+    }
+    if (total > ctx->opts.fold_limit_bytes)
+        return CGE_OK;
+    const cge_op_def *def = cc_find_op(ctx, n);
+    const cge_kernel_def *k = def ? cge_op_find_kernel(def, "cpu", dt) : NULL;
+    if (!k) {
+        cge_clear_error();
+        return CGE_OK;
+    }
+    void *host[MAX_IO] = {0};
+    cge_status st = evaluate(ctx, g, n, k, host);
+    if (st) {
+        /* Not foldable now; the run reports the same problem with context. */
+        cge_clear_error();
+        for (int32_t i = 0; i < no; i++)
+            free(host[i]);
+        return CGE_OK;
+    }
+    cge_tensor_desc outs[MAX_IO];
+    for (int32_t i = 0; i < no; i++)
+        outs[i] = cc_out_desc(g, n, i);
+    st = cge_graph_remove_node(g, n);
+    for (int32_t i = 0; !st && i < no; i++)
+        st = cge_graph_add_constant(g, outs[i].name, outs[i].dtype, &outs[i].shape, host[i],
+                                    cge_tensor_nbytes(outs[i].dtype, &outs[i].shape));
+    for (int32_t i = 0; i < no; i++)
+        free(host[i]);
+    if (!st)
+        ctx->removed++;
+    return st;
+}
+
+cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g)
+{
+    int32_t nn = cge_graph_num_nodes(g);
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(nn ? nn : 1));
+    if (!order)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "fold: out of memory");
+    cge_status st = cge_graph_topo_order(g, order);
+    for (int32_t k = 0; !st && k < nn; k++) {
+        cge_node *n = cge_graph_node(g, order[k]);
+        if (!cge_node_is_removed(n))
+            st = fold_node(ctx, g, n);
+    }
+    free(order);
+    return st;
+}

@@ -1,0 +1,175 @@
+/* optimize/fuse_layernorm: LayerNormalization over the last axis from its
+ * decomposed form, as exporters write it:
+ *   m = ReduceMean(x, [-1]); d = x - m; v = ReduceMean(d^2 or d*d, [-1]);
+ *   y = d / Sqrt(v + eps) [* gamma] [+ beta]
+ * with constant eps, gamma and beta, and intermediates read only inside the
+ * pattern. The fused kernel rounds differently: results differ by rounding. */
+#include <stdlib.h>
+
+#include "compiler/compiler_internal.h"
+
+static bool available(void)
+{
+    const cge_op_def *d = cge_op_find("", "LayerNormalization", 0);
+    bool ok = d && cge_op_find_kernel(d, "cpu", CGE_F32);
+    cge_clear_error();
+    return ok;
+}
+
+/* A ReduceMean over the last axis only, keeping dims. */
+static bool mean_last(const cge_graph *g, const cge_node *n)
+{
+    if (!n || !cc_is_op(n, "ReduceMean"))
+        return false;
+    cge_tensor_desc in = cc_in_desc(g, n, 0);
+    int32_t r = in.shape.rank;
+    if (r < 1 || !cge_attrs_get_int(cge_node_attrs_const(n), "keepdims", 1))
+        return false;
+    const int64_t *ax = NULL;
+    int64_t cnt = cge_attrs_get_ints(cge_node_attrs_const(n), "axes", &ax);
+    int64_t a;
+    if (cnt == 1) {
+        a = ax[0];
+    } else if (cnt < 0 && cge_node_num_inputs(n) == 2) {
+        const cge_tensor *t = cc_input_const(g, n, 1);
+        if (!t || t->dtype != CGE_I64 || cge_shape_numel(&t->shape) != 1)
+            return false;
+        a = ((const int64_t *)t->data)[0];
+    } else {
+        return false;
+    }
+    return a == -1 || a == r - 1;
+}
+
+static cge_node *consumer_op(const cc_uses *u, const cge_graph *g, int32_t id, const char *op)
+{
+    cge_node *n = cc_only_consumer(u, g, id);
+    return n && cc_is_op(n, op) ? n : NULL;
+}
+
+/* gamma or beta: a float32 constant of shape [C] (what LayerNormalization
+ * takes for the last axis). */
+static bool per_channel(const cge_graph *g, int32_t id, int64_t c)
+{
+    const cge_tensor *t = cge_graph_value_constant(g, id);
+    return t && t->dtype == CGE_F32 && t->shape.rank == 1 && t->shape.dims[0] == c;
+}
+
+static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *sub)
+{
+    if (cge_node_num_inputs(sub) != 2)
+        return CGE_OK;
+    int32_t x = cge_node_input_id(sub, 0), mv = cge_node_input_id(sub, 1);
+    cge_node *mean = cge_graph_value_producer(g, mv);
+    cge_tensor_desc xd;
+    if (!mean_last(g, mean) || cge_node_input_id(mean, 0) != x || cc_only_consumer(u, g, mv) != sub ||
+        cge_graph_value_desc(g, x, &xd) || xd.dtype != CGE_F32 || !cge_shape_is_static(&xd.shape))
+        return CGE_OK;
+    int64_t c = xd.shape.dims[xd.shape.rank - 1];
+    int32_t d = cge_node_output_id(sub, 0);
+    cc_use uses[4];
+    int32_t nu = cc_uses_list(u, d, uses, 4);
+    if (cge_graph_value_is_output(g, d) || nu < 2 || nu > 3)
+        return CGE_OK;
+    cge_node *sq = NULL, *div = NULL;
+    for (int32_t k = 0; k < nu; k++) {
+        cge_node *n = uses[k].node;
+        if (cc_is_op(n, "Div") && uses[k].slot == 0)
+            div = n;
+        else if ((cc_is_op(n, "Pow") && uses[k].slot == 0 &&
+                  cc_scalar_near(g, cge_node_input_id(n, 1), 2.0, 0.0)) ||
+                 (cc_is_op(n, "Mul") && cge_node_input_id(n, 0) == d && cge_node_input_id(n, 1) == d))
+            sq = n;
+        else
+            return CGE_OK;
+    }
+    if (!sq || !div || nu != (cc_is_op(sq, "Mul") ? 3 : 2))
+        return CGE_OK;
+    cge_node *var = consumer_op(u, g, cge_node_output_id(sq, 0), "ReduceMean");
+    if (!mean_last(g, var))
+        return CGE_OK;
+    cge_node *add = consumer_op(u, g, cge_node_output_id(var, 0), "Add");
+    if (!add)
+        return CGE_OK;
+    double eps;
+    int32_t epsv = cc_other_input(add, cge_node_output_id(var, 0));
+    if (!cc_const_scalar(cge_graph_value_constant(g, epsv), &eps))
+        return CGE_OK;
+    cge_node *sqrt = consumer_op(u, g, cge_node_output_id(add, 0), "Sqrt");
+    if (!sqrt || cge_node_input_id(div, 1) != cge_node_output_id(sqrt, 0) ||
+        cc_only_consumer(u, g, cge_node_output_id(sqrt, 0)) != div)
+        return CGE_OK;
+    cge_node *last = div, *mul = NULL, *badd = NULL;
+    int32_t gamma = -1, beta = -1;
+    cge_node *n = cc_only_consumer(u, g, cge_node_output_id(div, 0));
+    if (n && cc_is_op(n, "Mul") && per_channel(g, cc_other_input(n, cge_node_output_id(div, 0)), c)) {
+        mul = last = n;
+        gamma = cc_other_input(n, cge_node_output_id(div, 0));
+        n = cc_only_consumer(u, g, cge_node_output_id(mul, 0));
+    }
+    if (n && cc_is_op(n, "Add") && per_channel(g, cc_other_input(n, cge_node_output_id(last, 0)), c)) {
+        badd = n;
+        beta = cc_other_input(n, cge_node_output_id(last, 0));
+        last = n;
+    }
+    cge_tensor_desc yd = cc_out_desc(g, last, 0);
+    if (yd.dtype != CGE_F32 || !cge_shape_equal(&yd.shape, &xd.shape))
+        return CGE_OK;
+    char gname[256], name[256];
+    const char *gamma_name;
+    cge_status st = CGE_OK;
+    if (gamma < 0) {
+        float *ones = malloc(sizeof(float) * (size_t)(c ? c : 1));
+        if (!ones)
+            return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "fuse_layernorm: out of memory");
+        for (int64_t i = 0; i < c; i++)
+            ones[i] = 1.0f;
+        cge_shape s1 = CGE_SHAPE(c);
+        st = cc_add_const(ctx, g, "ln_scale", CGE_F32, &s1, ones, gname, sizeof gname);
+        free(ones);
+        gamma_name = gname;
+    } else {
+        gamma_name = cge_graph_value_name(g, gamma);
+    }
+    const char *ins[3] = {cge_graph_value_name(g, x), gamma_name,
+                          beta >= 0 ? cge_graph_value_name(g, beta) : ""};
+    const char *y = cge_graph_value_name(g, cge_node_output_id(last, 0));
+    cge_node *all[9] = {mean, sub, sq, var, add, sqrt, div, mul, badd};
+    int32_t count = 0;
+    for (int i = 0; i < 9 && !st; i++)
+        if (all[i]) {
+            st = cge_graph_remove_node(g, all[i]);
+            count++;
+        }
+    cge_node *ln = NULL;
+    cc_fresh_name(ctx, g, "LayerNormalization", name, sizeof name);
+    if (!st)
+        st = cge_graph_add_node(g, "LayerNormalization", "", name, ins, beta >= 0 ? 3 : 2, &y, 1, &ln);
+    if (!st)
+        st = cge_node_set_int(ln, "axis", -1);
+    if (!st)
+        st = cge_node_set_float(ln, "epsilon", (float)eps);
+    if (!st) {
+        ctx->fused += count;
+        ctx->removed += count;
+        ctx->added++;
+        st = cc_uses_add_node(u, ln);
+    }
+    return st;
+}
+
+cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g)
+{
+    if (!available())
+        return CGE_OK;
+    cc_uses u;
+    cge_status st = cc_uses_build(&u, g);
+    int32_t nn = cge_graph_num_nodes(g);
+    for (int32_t i = 0; !st && i < nn; i++) {
+        cge_node *n = cge_graph_node(g, i);
+        if (cc_is_op(n, "Sub"))
+            st = try_fuse(ctx, &u, g, n);
+    }
+    cc_uses_free(&u);
+    return st;
+}

@@ -1,0 +1,160 @@
+/* optimize/fuse_matmul_epilogue: MatMul (A [..., M, K] x B [K, N]) or Gemm
+ * (no transA, alpha = beta = 1) followed by a bias add of N elements and/or
+ * an activation (Relu, Sigmoid, Tanh, Gelu, LeakyRelu, Clip) becomes one
+ * cge.fused FusedMatMul: the bias and activation are applied to each tile of
+ * the product while it is in cache, and the intermediates never exist. The
+ * GEMM adds the bias as the unfused Add would: results match to rounding. */
+#include <math.h>
+#include <string.h>
+
+#include "compiler/compiler_internal.h"
+
+static bool f32(const cge_graph *g, int32_t id)
+{
+    cge_tensor_desc d;
+    return id >= 0 && !cge_graph_value_desc(g, id, &d) && d.dtype == CGE_F32 &&
+           cge_shape_is_static(&d.shape);
+}
+
+/* Activation name and parameters for a node, or NULL. */
+static const char *activation(const cge_graph *g, const cge_node *n, float *alpha, float *lo,
+                              float *hi)
+{
+    if (cc_is_op(n, "Relu"))
+        return "relu";
+    if (cc_is_op(n, "Sigmoid"))
+        return "sigmoid";
+    if (cc_is_op(n, "Tanh"))
+        return "tanh";
+    if (cc_is_op(n, "Gelu")) {
+        const char *ap = cge_attrs_get_string(cge_node_attrs_const(n), "approximate", "none");
+        return !strcmp(ap, "tanh") ? "gelu_tanh" : !strcmp(ap, "none") ? "gelu" : NULL;
+    }
+    if (cc_is_op(n, "LeakyRelu")) {
+        *alpha = cge_attrs_get_float(cge_node_attrs_const(n), "alpha", 0.01f);
+        return "leaky_relu";
+    }
+    if (cc_is_op(n, "Clip")) {
+        *lo = -INFINITY;
+        *hi = INFINITY;
+        for (int32_t i = 1; i < cge_node_num_inputs(n); i++) {
+            if (cge_node_input_id(n, i) < 0)
+                continue;
+            double v;
+            const cge_tensor *t = cc_input_const(g, n, i);
+            if (!t || t->dtype != CGE_F32 || !cc_const_scalar(t, &v))
+                return NULL;
+            *(i == 1 ? lo : hi) = (float)v;
+        }
+        return "clip";
+    }
+    return NULL;
+}
+
+static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
+{
+    bool gemm = cc_is_op(mm, "Gemm");
+    int32_t a = cge_node_input_id(mm, 0), b = cge_node_input_id(mm, 1), bias = -1;
+    if (!f32(g, a) || !f32(g, b) || cge_node_num_outputs(mm) != 1)
+        return CGE_OK;
+    cge_tensor_desc ad, bd, yd = cc_out_desc(g, mm, 0);
+    cge_graph_value_desc(g, a, &ad);
+    cge_graph_value_desc(g, b, &bd);
+    int64_t trans_b = 0;
+    if (gemm) {
+        const cge_attrs *at = cge_node_attrs_const(mm);
+        if (cge_attrs_get_int(at, "transA", 0) || cge_attrs_get_float(at, "alpha", 1.0f) != 1.0f ||
+            cge_attrs_get_float(at, "beta", 1.0f) != 1.0f || ad.shape.rank != 2)
+            return CGE_OK;
+        trans_b = cge_attrs_get_int(at, "transB", 0) != 0;
+        if (cge_node_num_inputs(mm) == 3 && cge_node_input_id(mm, 2) >= 0)
+            bias = cge_node_input_id(mm, 2);
+    } else if (ad.shape.rank < 2) {
+        return CGE_OK;
+    }
+    if (bd.shape.rank != 2 || yd.dtype != CGE_F32)
+        return CGE_OK;
+    int64_t n = trans_b ? bd.shape.dims[0] : bd.shape.dims[1];
+    if (ad.shape.dims[ad.shape.rank - 1] == 0)
+        return CGE_OK;
+    if (bias >= 0) {
+        cge_tensor_desc cd;
+        cge_graph_value_desc(g, bias, &cd);
+        if (!f32(g, bias) || cge_shape_numel(&cd.shape) != n || cd.shape.dims[cd.shape.rank - 1] != n)
+            return CGE_OK; /* Gemm's C of [M, N] stays a Gemm */
+    }
+    cge_node *nodes[3] = {mm, NULL, NULL};
+    int32_t count = 1, cur = cge_node_output_id(mm, 0);
+    cge_node *next = cc_only_consumer(u, g, cur);
+    if (!gemm && next && cc_is_op(next, "Add")) {
+        int32_t o = cc_other_input(next, cur);
+        cge_tensor_desc od, sd = cc_out_desc(g, next, 0);
+        if (o >= 0 && o != cur && f32(g, o) && !cge_graph_value_desc(g, o, &od) &&
+            cge_shape_numel(&od.shape) == n && od.shape.dims[od.shape.rank - 1] == n &&
+            cge_shape_equal(&sd.shape, &yd.shape)) {
+            bias = o;
+            nodes[count++] = next;
+            cur = cge_node_output_id(next, 0);
+            next = cc_only_consumer(u, g, cur);
+        }
+    }
+    float alpha = 0.01f, lo = -INFINITY, hi = INFINITY;
+    const char *act = next ? activation(g, next, &alpha, &lo, &hi) : NULL;
+    if (act) {
+        cge_tensor_desc sd = cc_out_desc(g, next, 0);
+        if (sd.dtype != CGE_F32 || !cge_shape_equal(&sd.shape, &yd.shape))
+            act = NULL;
+    }
+    if (act) {
+        nodes[count++] = next;
+        cur = cge_node_output_id(next, 0);
+    }
+    if (count == 1 && !(gemm && bias >= 0))
+        return CGE_OK;
+    if (count == 1 && gemm)
+        return CGE_OK; /* a lone Gemm with bias gains nothing */
+    const char *ins[3] = {cge_graph_value_name(g, a), cge_graph_value_name(g, b),
+                          bias >= 0 ? cge_graph_value_name(g, bias) : ""};
+    const char *out = cge_graph_value_name(g, cur);
+    char name[256];
+    cc_fresh_name(ctx, g, cge_node_name(mm), name, sizeof name);
+    cge_status st = CGE_OK;
+    for (int32_t k = 0; k < count && !st; k++)
+        st = cge_graph_remove_node(g, nodes[k]);
+    cge_node *f = NULL;
+    if (!st)
+        st = cge_graph_add_node(g, "FusedMatMul", CC_FUSED_DOMAIN, name, ins, bias >= 0 ? 3 : 2,
+                                &out, 1, &f);
+    if (!st && act)
+        st = cge_node_set_string(f, "activation", act);
+    if (!st && trans_b)
+        st = cge_node_set_int(f, "trans_b", 1);
+    if (!st && act && !strcmp(act, "leaky_relu"))
+        st = cge_node_set_float(f, "alpha", alpha);
+    if (!st && act && !strcmp(act, "clip")) {
+        st = cge_node_set_float(f, "min", lo);
+        if (!st)
+            st = cge_node_set_float(f, "max", hi);
+    }
+    if (!st) {
+        ctx->fused += count;
+        ctx->removed += count;
+        ctx->added++;
+        st = cc_uses_add_node(u, f);
+    }
+    return st;
+}
+
+cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g)
+{
+    cc_uses u;
+    cge_status st = cc_uses_build(&u, g);
+    int32_t nn = cge_graph_num_nodes(g);
+    for (int32_t i = 0; !st && i < nn; i++) {
+        cge_node *n = cge_graph_node(g, i);
+        if ((cc_is_op(n, "MatMul") || cc_is_op(n, "Gemm")) && cge_node_num_inputs(n) >= 2)
+            st = try_fuse(ctx, &u, g, n);
+    }
+    cc_uses_free(&u);
+    return st;
+}
