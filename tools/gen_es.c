@@ -119,10 +119,15 @@ static void write_body(FILE *f, const cge_op_def *d)
                 id, id, id, id, single_output(d) ? "" : "_status", d->name,
                 d->inputs[d->num_inputs - 1].name);
         fprintf(f, "    cge_t in[%d + 1024];\n", fixed);
-    } else {
-        fprintf(f, "    cge_t in[%d + 1];\n", fixed);
+    } else if (fixed > 0) {
+        fprintf(f, "    cge_t in[%d];\n", fixed);
     }
-    fprintf(f, "    int32_t ni = 0;\n");
+    if (fixed == 0 && !var_in) {
+        /* No inputs at all (RandomUniform, ...): nothing to collect. */
+        fprintf(f, "    cge_t *in = NULL;\n    int32_t ni = 0;\n");
+    } else {
+        fprintf(f, "    int32_t ni = 0;\n");
+    }
     for (int32_t i = 0; i < fixed; i++) {
         ident(d->inputs[i].name, id, sizeof id);
         fprintf(f, "    in[ni++] = %s;\n", id);
@@ -132,7 +137,8 @@ static void write_body(FILE *f, const cge_op_def *d)
         fprintf(f, "    for (int32_t i = 0; i < num_%s; i++)\n        in[ni++] = %s[i];\n", id, id);
     }
     /* Trailing absent optional inputs are dropped, as ONNX writes nodes. */
-    fprintf(f, "    while (ni > 0 && in[ni - 1].id == CGE_NONE.id)\n        ni--;\n");
+    if (fixed > 0 || var_in)
+        fprintf(f, "    while (ni > 0 && in[ni - 1].id == CGE_NONE.id)\n        ni--;\n");
     if (d->num_attrs)
         fprintf(f, "    cge_attr at[%d];\n    int32_t na = 0;\n", d->num_attrs);
     const char *attr_args = d->num_attrs ? "at, na" : "NULL, 0";

@@ -21,6 +21,7 @@ static const family_fn families[] = {
     cge_ops_quant,
     cge_ops_spectral,
     cge_ops_einsum,
+    cge_ops_loss, cge_ops_misc,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's
