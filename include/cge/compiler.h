@@ -144,6 +144,13 @@ typedef struct cge_plan_stats {
 
 /* Compile `g` for the input shapes given (NULL: the declared ones, which must
  * then be static). `g` is not changed: the plan owns an optimised copy. */
+/* Shape and dtype inference over the whole graph (every value's descriptor
+ * written), carrying the values of small shape computations along: Shape and
+ * Size of static shapes, and what follows from them and from constants. So
+ * shapes the graph computes (Reshape(x, Concat(Shape(x)[0], ...))) become
+ * known. Nothing is rewritten. This is the compiler's own infer pass. */
+cge_status cge_graph_infer_values(cge_graph *g);
+
 cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_t num_inputs,
                        const cge_compile_options *opts, cge_plan **out);
 void cge_plan_destroy(cge_plan *p);               /* NULL is a no-op */

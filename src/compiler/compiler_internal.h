@@ -175,6 +175,13 @@ double cc_now_ms(void);
 /* cge_op_find for a node, remembered per op type (NULL and a [schema] error
  * if unknown). */
 const cge_op_def *cc_find_op(cc_ctx *ctx, const cge_node *n);
+/* Run node `n` now with kernel `k` on the compile-time CPU device: inputs are
+ * host tensors (dtype UNDEFINED for absent ones), outputs as described.
+ * host_out[i] get malloc'ed results (the caller frees them); on error they are
+ * NULL and the error is recorded. */
+cge_status cc_evaluate_node(cc_ctx *ctx, const cge_node *n, const cge_kernel_def *k,
+                            const cge_tensor *in_host, const cge_tensor_desc *out_desc,
+                            void **host_out);
 /* The one node reading `id`, if it has exactly one use and is no graph output. */
 cge_node *cc_only_consumer(const cc_uses *u, const cge_graph *g, int32_t id);
 /* The other operand of a two-input node that reads `id`, or -1. */

@@ -10,20 +10,6 @@
 
 #define MAX_IO 16
 
-static cge_status ensure_device(cc_ctx *ctx)
-{
-    if (!ctx->dev) {
-        cge_device_options o = {.num_threads = 1};
-        cge_status st = cge_device_create_cpu(&o, &ctx->dev);
-        if (st)
-            return st;
-        ctx->own_dev = true;
-    }
-    if (!ctx->stream)
-        return cge_stream_create(ctx->dev, &ctx->stream);
-    return CGE_OK;
-}
-
 /* Shape(x) with x static: [start, end) of x's dims as int64. */
 static bool fold_shape(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
 {
@@ -51,75 +37,6 @@ static bool fold_shape(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
     if (!*st)
         ctx->removed++;
     return true;
-}
-
-typedef struct eval {
-    cge_tensor ins[MAX_IO], outs[MAX_IO];
-    void *ws;
-} eval;
-
-static void eval_free(cc_ctx *ctx, eval *e, int32_t ni, int32_t no)
-{
-    for (int32_t i = 0; i < ni; i++)
-        cge_mem_free(ctx->dev, e->ins[i].data);
-    for (int32_t i = 0; i < no; i++)
-        cge_mem_free(ctx->dev, e->outs[i].data);
-    cge_mem_free(ctx->dev, e->ws);
-}
-
-/* Run the node on the CPU device; CGE_OK with outputs in host memory
- * (`host`, caller frees) or an error the caller ignores. */
-static cge_status evaluate(cc_ctx *ctx, cge_graph *g, cge_node *n, const cge_kernel_def *k,
-                           void **host)
-{
-    int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
-    eval e;
-    memset(&e, 0, sizeof e);
-    cge_status st = ensure_device(ctx);
-    for (int32_t i = 0; !st && i < ni; i++) {
-        const cge_tensor *c = cc_input_const(g, n, i);
-        if (!c)
-            continue;
-        e.ins[i] = *c;
-        e.ins[i].data = NULL;
-        st = cge_mem_alloc(ctx->dev, c->bytes, &e.ins[i].data);
-        if (!st && c->bytes)
-            st = cge_memcpy(ctx->dev, e.ins[i].data, c->data, c->bytes, CGE_MEMCPY_HOST_TO_DEVICE);
-    }
-    for (int32_t i = 0; !st && i < no; i++) {
-        cge_tensor_desc d = cc_out_desc(g, n, i);
-        e.outs[i] = (cge_tensor){.name = d.name, .dtype = d.dtype, .shape = d.shape,
-                                 .bytes = cge_tensor_nbytes(d.dtype, &d.shape)};
-        st = cge_mem_alloc(ctx->dev, e.outs[i].bytes, &e.outs[i].data);
-    }
-    cge_kernel_ctx kc = {
-        .op_type = cge_node_op_type(n), .node_name = cge_node_name(n), .num_inputs = ni,
-        .inputs = e.ins, .num_outputs = no, .outputs = e.outs, .attrs = cge_node_attrs_const(n),
-        .device = ctx->dev, .num_threads = cge_device_num_threads(ctx->dev)};
-    if (!st && k->workspace_size) {
-        kc.workspace_size = k->workspace_size(&kc);
-        st = cge_mem_alloc(ctx->dev, kc.workspace_size, &e.ws);
-        kc.workspace = e.ws;
-    }
-    if (!st && k->prepare)
-        st = k->prepare(&kc, &kc.state);
-    if (!st)
-        st = k->launch(&kc, ctx->stream);
-    cge_status s2 = cge_stream_synchronize(ctx->stream);
-    if (!st)
-        st = s2;
-    if (k->release && kc.state)
-        k->release(kc.state);
-    for (int32_t i = 0; !st && i < no; i++) {
-        host[i] = malloc(e.outs[i].bytes ? e.outs[i].bytes : 1);
-        if (!host[i])
-            st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "fold: out of memory");
-        else if (e.outs[i].bytes)
-            st = cge_memcpy(ctx->dev, host[i], e.outs[i].data, e.outs[i].bytes,
-                            CGE_MEMCPY_DEVICE_TO_HOST);
-    }
-    eval_free(ctx, &e, ni, no);
-    return st;
 }
 
 static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n)
@@ -161,7 +78,15 @@ static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n)
         return CGE_OK;
     }
     void *host[MAX_IO] = {0};
-    cge_status st = evaluate(ctx, g, n, k, host);
+    cge_tensor ins[MAX_IO];
+    cge_tensor_desc out_desc[MAX_IO];
+    for (int32_t i = 0; i < ni; i++) {
+        const cge_tensor *c = cc_input_const(g, n, i);
+        ins[i] = c ? *c : (cge_tensor){.dtype = CGE_DTYPE_UNDEFINED};
+    }
+    for (int32_t i = 0; i < no; i++)
+        out_desc[i] = cc_out_desc(g, n, i);
+    cge_status st = cc_evaluate_node(ctx, n, k, ins, out_desc, host);
     if (st) {
         /* Not foldable now; the run reports the same problem with context. */
         cge_clear_error();

@@ -38,11 +38,18 @@ static cge_status fix_axes(cc_ctx *ctx, cge_graph *g, cge_node *n)
     cge_attrs *a = cge_node_attrs(n);
     if (listed(axis_ops, op)) {
         const cge_attr *ax = cge_attrs_find(a, "axis");
-        bool inclusive = !strcmp(op, "Flatten");
-        int32_t pos;
-        if (ax && ax->kind == CGE_ATTR_INT && ax->i < 0 &&
-            cge_axis_normalize(ax->i, rank, inclusive, &pos))
-            return cge_node_set_int(n, "axis", pos);
+        if (ax && ax->kind == CGE_ATTR_INT && ax->i < 0) {
+            /* Flatten's axis lies in [-r, r] and counts from r when negative
+             * (not from r + 1 as Unsqueeze's does); the others lie in [-r, r). */
+            if (!strcmp(op, "Flatten")) {
+                if (ax->i >= -(int64_t)rank)
+                    return cge_node_set_int(n, "axis", ax->i + rank);
+            } else {
+                int32_t pos;
+                if (cge_axis_normalize(ax->i, rank, false, &pos))
+                    return cge_node_set_int(n, "axis", pos);
+            }
+        }
     }
     if (listed(axes_ops, op)) {
         const int64_t *v;

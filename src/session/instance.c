@@ -317,7 +317,7 @@ static cge_status build(cge_instance *inst, const int32_t *order, const cge_comp
         if (st)
             return st;
     }
-    cge_status st = cge_graph_infer(g);
+    cge_status st = cge_graph_infer_values(g);
     if (st)
         return st;
     int32_t cap = 0;

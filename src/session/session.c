@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "cge/compiler.h"
 #include "cge/op.h"
 #include "cge/session.h"
 #include "ops/meta.h"
@@ -196,7 +197,7 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         return CGE_OK;
     cge_status st = cge_graph_verify(e->g);
     if (!st)
-        st = cge_graph_infer(e->g);
+        st = cge_graph_infer_values(e->g);
     int32_t nn = cge_graph_num_nodes(e->g);
     if (!st) {
         free(e->order);

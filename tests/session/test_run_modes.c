@@ -140,10 +140,13 @@ static void test_capture_limit(void **state)
 static void test_value_dependent_runs_eager(void **state)
 {
     (void)state;
-    cge_builder *b = cge_builder_create("reshape_like");
-    cge_t x = cge_es_input(b, "x", CGE_F32, CGE_SHAPE(2, 3));
+    /* z = Reshape(y, s): the target shape is an input's values, known only
+     * when a run brings them (a Shape of a static input would be known at
+     * compile time, and replay). */
+    cge_builder *b = cge_builder_create("reshape_to_values");
+    cge_t s_in = cge_es_input(b, "s", CGE_I64, CGE_SHAPE(2));
     cge_t y = cge_es_input(b, "y", CGE_F32, CGE_SHAPE(6));
-    cge_es_output(b, cge_es_reshape(b, y, cge_es_shape(b, x, 0, 0), 0), "z");
+    cge_es_output(b, cge_es_reshape(b, y, s_in, 0), "z");
     cge_graph *g = NULL;
     assert_int_equal(cge_builder_finish(b, &g), CGE_OK);
     cge_builder_destroy(b);
@@ -151,9 +154,10 @@ static void test_value_dependent_runs_eager(void **state)
     assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
     assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
     cge_graph_destroy(g);
-    float xv[6] = {0}, yv[6] = {1, 2, 3, 4, 5, 6}, zv[6];
+    int64_t sv[2] = {2, 3};
+    float yv[6] = {1, 2, 3, 4, 5, 6}, zv[6];
     cge_tensor in[2] = {
-        {.name = "x", .dtype = CGE_F32, .shape = CGE_SHAPE(2, 3), .data = xv, .bytes = sizeof xv},
+        {.name = "s", .dtype = CGE_I64, .shape = CGE_SHAPE(2), .data = sv, .bytes = sizeof sv},
         {.name = "y", .dtype = CGE_F32, .shape = CGE_SHAPE(6), .data = yv, .bytes = sizeof yv},
     };
     cge_tensor out = {.name = "z", .data = zv, .bytes = sizeof zv};
@@ -162,7 +166,15 @@ static void test_value_dependent_runs_eager(void **state)
     cge_run_mode used;
     assert_int_equal(cge_session_last_run_mode(s, 1, &used), CGE_OK);
     assert_int_equal(used, CGE_RUN_EAGER);
+    cge_shape want = CGE_SHAPE(2, 3);
+    assert_true(cge_shape_equal(&out.shape, &want));
     assert_memory_equal(zv, yv, sizeof zv);
+    /* New values, new shape, same graph. */
+    sv[0] = 3;
+    sv[1] = 2;
+    assert_int_equal(cge_session_run(s, 1, in, 2, &out, 1, &o), CGE_OK);
+    cge_shape want2 = CGE_SHAPE(3, 2);
+    assert_true(cge_shape_equal(&out.shape, &want2));
     cge_session_destroy(s);
 }
 
