@@ -91,3 +91,20 @@ def test_reshape_opset5():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 5)])
     (y,) = cge.InferenceSession(m.SerializeToString()).run(None, {"x": X})
     np.testing.assert_array_equal(y, X.reshape(6, 4))
+
+
+def test_quantize_dequantize_opset10():
+    # QuantizeLinear / DequantizeLinear 10 are 13's per-tensor case.
+    x = np.array([-1.0, 0.0, 0.26, 1.0, 300.0], dtype=np.float32)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zp"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["y"])]
+    inits = [helper.make_tensor("scale", F, [], [0.5]),
+             helper.make_tensor("zp", TensorProto.UINT8, [], [10])]
+    g = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", F, [5])],
+                          [helper.make_tensor_value_info("q", TensorProto.UINT8, [5]),
+                           helper.make_tensor_value_info("y", F, [5])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 10)])
+    q, y = cge.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    want_q = np.clip(np.rint(x / 0.5) + 10, 0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(q, want_q)
+    np.testing.assert_allclose(y, (want_q.astype(np.float32) - 10) * 0.5)

@@ -155,6 +155,9 @@ static const cge_converter_def converters[] = {
     COMPAT("Range", 11), COMPAT("NonZero", 9), COMPAT("TopK", 1), COMPAT("OneHot", 9),
     COMPAT("CumSum", 11), COMPAT("DepthToSpace", 1), COMPAT("SpaceToDepth", 1),
     COMPAT("Trilu", 14),
+    /* quantization (13 adds per-axis scales to 10's definition) and losses */
+    COMPAT("QuantizeLinear", 10), COMPAT("DequantizeLinear", 10),
+    COMPAT("NegativeLogLikelihoodLoss", 12), COMPAT("SoftmaxCrossEntropyLoss", 12),
     /* neural network */
     COMPAT("Conv", 1), COMPAT("ConvTranspose", 1), COMPAT("MaxPool", 1), COMPAT("AveragePool", 1),
     COMPAT("GlobalAveragePool", 1), COMPAT("GlobalMaxPool", 1), COMPAT("BatchNormalization", 7),
