@@ -5,6 +5,7 @@
  * while it is hot), and the border conversions cge Copy and cge Reorder. */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
@@ -377,6 +378,45 @@ static size_t fmm_workspace(const cge_kernel_ctx *ctx)
     return (size_t)cge_gemm_packed_b_floats(a.K, a.N) * sizeof(float) + 64;
 }
 
+/* With b_const (set by the compiler when B is a graph constant) B is packed
+ * once here, from the constant's buffer the plan bound, instead of on every
+ * run. The source address is kept: a launch with another B packs as usual. */
+typedef struct fmm_state {
+    const void *src;
+    float *packed;
+} fmm_state;
+
+static void fmm_release(void *state)
+{
+    fmm_state *s = state;
+    if (s)
+        free(s->packed);
+    free(s);
+}
+
+static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    *state = NULL;
+    fmm_args a;
+    if (!cge_attrs_get_int(ctx->attrs, "b_const", 0) || !fmm_make(ctx, &a) || !ctx->inputs[1].data ||
+        a.K <= 0 || a.N <= 0)
+        return CGE_OK;
+    fmm_state *s = calloc(1, sizeof *s);
+    size_t bytes = (size_t)cge_gemm_packed_b_floats(a.K, a.N) * sizeof(float);
+    if (s)
+        s->packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!s || !s->packed) {
+        fmm_release(s);
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "packing B (%zu bytes): out of memory",
+                                bytes);
+    }
+    s->src = ctx->inputs[1].data;
+    cge_gemm_pack_b(s->src, a.b_rs, a.b_cs, a.K, a.N, 0, (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+                    s->packed);
+    *state = s;
+    return CGE_OK;
+}
+
 static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     fmm_args a;
@@ -396,12 +436,17 @@ static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (a.K == 0)
         return cge_launch(stream, fmm_empty, 1, &a, sizeof a);
     cge_gemm_plan(1, a.M, a.N, ctx->num_threads, &a.tiling);
-    int64_t panels = (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
-    cge_status st = cge_launch(stream, fmm_pack,
-                               cge_blocks_for(panels, a.K >= 4096 ? 1 : 4096 / a.K, ctx->num_threads),
-                               &a, sizeof a);
-    if (st)
-        return st;
+    const fmm_state *pre = ctx->state;
+    if (pre && pre->src == a.b) {
+        a.bp = pre->packed;
+    } else {
+        int64_t panels = (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
+        cge_status st = cge_launch(
+            stream, fmm_pack, cge_blocks_for(panels, a.K >= 4096 ? 1 : 4096 / a.K, ctx->num_threads),
+            &a, sizeof a);
+        if (st)
+            return st;
+    }
     return cge_launch(stream, fmm_tiles,
                       cge_blocks_for(a.tiling.tiles_m * a.tiling.tiles_n, 1, ctx->num_threads), &a,
                       sizeof a);
@@ -502,10 +547,13 @@ static const cge_attr_def fmm_attrs[] = {
     {.name = "min", .kind = CGE_ATTR_FLOAT, .doc = "clip lower bound"},
     {.name = "max", .kind = CGE_ATTR_FLOAT, .doc = "clip upper bound"},
     {.name = "trans_b", .kind = CGE_ATTR_INT, .doc = "B is [N, K]"},
+    {.name = "b_const", .kind = CGE_ATTR_INT,
+     .doc = "B is a constant: packed once when the plan is made"},
 };
 static const cge_kernel_def fmm_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = fmm_launch,
-     .workspace_size = fmm_workspace, .inplace_input = -1}};
+     .workspace_size = fmm_workspace, .prepare = fmm_prepare, .release = fmm_release,
+     .inplace_input = -1}};
 
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
@@ -524,7 +572,7 @@ static const cge_op_def compiler_ops[] = {
      .num_attrs = 3, .infer = ew_infer, .kernels = ew_kernels, .num_kernels = 1,
      .doc = "a fused chain of float32 elementwise ops"},
     {.name = "FusedMatMul", .domain = CC_FUSED_DOMAIN, .since_version = 1, .inputs = fmm_in,
-     .num_inputs = 3, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 5,
+     .num_inputs = 3, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 6,
      .infer = fmm_infer, .kernels = fmm_kernels, .num_kernels = 1,
      .doc = "matrix product with bias and activation in the GEMM's epilogue"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,

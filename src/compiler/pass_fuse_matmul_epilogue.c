@@ -3,7 +3,9 @@
  * an activation (Relu, Sigmoid, Tanh, Gelu, LeakyRelu, Clip) becomes one
  * cge.fused FusedMatMul: the bias and activation are applied to each tile of
  * the product while it is in cache, and the intermediates never exist. The
- * GEMM adds the bias as the unfused Add would: results match to rounding. */
+ * GEMM adds the bias as the unfused Add would: results match to rounding.
+ * A product whose B is a constant is rewritten even alone (b_const): its
+ * kernel packs B once per plan instead of on every run. */
 #include <math.h>
 #include <string.h>
 
@@ -109,10 +111,10 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         nodes[count++] = next;
         cur = cge_node_output_id(next, 0);
     }
-    if (count == 1 && !(gemm && bias >= 0))
+    /* A lone product gains only when its constant B can be packed once. */
+    bool b_const = cge_graph_value_constant(g, b) != NULL;
+    if (count == 1 && !b_const)
         return CGE_OK;
-    if (count == 1 && gemm)
-        return CGE_OK; /* a lone Gemm with bias gains nothing */
     const char *ins[3] = {cge_graph_value_name(g, a), cge_graph_value_name(g, b),
                           bias >= 0 ? cge_graph_value_name(g, bias) : ""};
     const char *out = cge_graph_value_name(g, cur);
@@ -129,6 +131,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         st = cge_node_set_string(f, "activation", act);
     if (!st && trans_b)
         st = cge_node_set_int(f, "trans_b", 1);
+    if (!st && b_const)
+        st = cge_node_set_int(f, "b_const", 1);
     if (!st && act && !strcmp(act, "leaky_relu"))
         st = cge_node_set_float(f, "alpha", alpha);
     if (!st && act && !strcmp(act, "clip")) {

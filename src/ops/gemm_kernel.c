@@ -2,6 +2,7 @@
  * at run time because builds target plain x86-64-v2) and tile planning. */
 #include "ops/gemm_kernel.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -174,6 +175,49 @@ __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const floa
     _mm512_storeu_ps(out + 10 * NR, c10);
     _mm512_storeu_ps(out + 11 * NR, c11);
 }
+
+/* The full-tile fast path: 12 rows of A read in place (unit column stride,
+ * row stride lda) instead of packed, the 12x16 result merged straight into C.
+ * mode 0: C = acc; 1: C += acc; 2: C = acc + bias[0..16). The sums are
+ * formed in the same order as ukr_avx512 + store_tile with alpha = beta = 1,
+ * so the bits are the same. */
+__attribute__((target("avx512f"))) static void ukr_avx512_direct(int64_t kc, const float *a,
+                                                                  int64_t lda, const float *bp,
+                                                                  float *c, int64_t ldc, int mode,
+                                                                  const float *bias)
+{
+    __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+    __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
+    __m512 c6 = _mm512_setzero_ps(), c7 = _mm512_setzero_ps(), c8 = _mm512_setzero_ps();
+    __m512 c9 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+    const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b = _mm512_loadu_ps(bp + k * NR);
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a0[k]), b, c0);
+        c1 = _mm512_fmadd_ps(_mm512_set1_ps(a0[lda + k]), b, c1);
+        c2 = _mm512_fmadd_ps(_mm512_set1_ps(a0[2 * lda + k]), b, c2);
+        c3 = _mm512_fmadd_ps(_mm512_set1_ps(a3[k]), b, c3);
+        c4 = _mm512_fmadd_ps(_mm512_set1_ps(a3[lda + k]), b, c4);
+        c5 = _mm512_fmadd_ps(_mm512_set1_ps(a3[2 * lda + k]), b, c5);
+        c6 = _mm512_fmadd_ps(_mm512_set1_ps(a6[k]), b, c6);
+        c7 = _mm512_fmadd_ps(_mm512_set1_ps(a6[lda + k]), b, c7);
+        c8 = _mm512_fmadd_ps(_mm512_set1_ps(a6[2 * lda + k]), b, c8);
+        c9 = _mm512_fmadd_ps(_mm512_set1_ps(a9[k]), b, c9);
+        c10 = _mm512_fmadd_ps(_mm512_set1_ps(a9[lda + k]), b, c10);
+        c11 = _mm512_fmadd_ps(_mm512_set1_ps(a9[2 * lda + k]), b, c11);
+    }
+    __m512 acc[12] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11};
+    __m512 bv = mode == 2 ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    for (int r = 0; r < 12; r++) {
+        float *d = c + r * ldc;
+        if (mode == 1)
+            _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), acc[r]));
+        else if (mode == 2)
+            _mm512_storeu_ps(d, _mm512_add_ps(bv, acc[r]));
+        else
+            _mm512_storeu_ps(d, acc[r]);
+    }
+}
 #endif
 
 static void pick(cge_gemm_isa isa, ukr_fn *fn, int *mr)
@@ -246,6 +290,46 @@ void cge_gemm_f32_tile(const cge_gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0
     ukr_fn ukr;
     int mr;
     pick(g->isa, &ukr, &mr);
+#if GEMM_X86
+    /* Unit-stride A, alpha 1 and no bias or a row-broadcast one: full 12x16
+     * tiles skip packing A and the scratch tile; the edges take the general
+     * path below, pass by pass, so every element sees the same operations. */
+    bool direct = ukr == ukr_avx512 && g->a_cs == 1 && g->alpha == 1.0f &&
+                  (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f));
+    if (direct && g->K > 0) {
+        float ap[KC * MR_MAX] __attribute__((aligned(64)));
+        float acc[MR_MAX * NR] __attribute__((aligned(64)));
+        for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
+            int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
+            for (int64_t i = i0; i < i1; i += mr) {
+                int64_t rows = i1 - i < mr ? i1 - i : mr;
+                bool packed = false;
+                for (int64_t j = j0; j < j1; j += NR) {
+                    int64_t cols = j1 - j < NR ? j1 - j : NR;
+                    const float *bpj = g->bp + (j / NR) * g->K * NR + k0 * NR;
+                    float *cij = g->c + i * g->ldc + j;
+                    if (rows == mr && cols == NR) {
+                        ukr_avx512_direct(kc, g->a + i * g->a_rs + k0, g->a_rs, bpj, cij, g->ldc,
+                                          k0 > 0 ? 1 : g->bias ? 2 : 0,
+                                          g->bias ? g->bias + j : NULL);
+                        continue;
+                    }
+                    if (!packed)
+                        pack_a(g, i, rows, k0, kc, mr, ap);
+                    packed = true;
+                    ukr(kc, ap, bpj, acc);
+                    for (int64_t r = 0; r < rows; r++) {
+                        float *d = cij + r * g->ldc;
+                        const float *sv = acc + r * NR;
+                        for (int64_t q = 0; q < cols; q++)
+                            d[q] = k0 > 0 ? d[q] + sv[q] : g->bias ? g->bias[j + q] + sv[q] : sv[q];
+                    }
+                }
+            }
+        }
+        return;
+    }
+#endif
     if (g->bias) {
         for (int64_t i = i0; i < i1; i++)
             for (int64_t j = j0; j < j1; j++)

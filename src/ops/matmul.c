@@ -416,7 +416,9 @@ static cge_status gemm_infer(cge_infer_ctx *ctx)
     return CGE_OK;
 }
 
-static cge_status gemm_args(const cge_kernel_ctx *ctx, mm_args *p)
+/* `with_data`: the buffers must be there (launch); planning asks for the
+ * workspace before any data exists. */
+static cge_status gemm_args(const cge_kernel_ctx *ctx, mm_args *p, bool with_data)
 {
     memset(p, 0, sizeof *p);
     const cge_tensor *A = &ctx->inputs[0], *B = &ctx->inputs[1];
@@ -452,7 +454,7 @@ static cge_status gemm_args(const cge_kernel_ctx *ctx, mm_args *p)
         int64_t cm = rc == 2 ? C->shape.dims[0] : 1, cn = rc >= 1 ? C->shape.dims[rc - 1] : 1;
         if ((cm != 1 && cm != p->M) || (cn != 1 && cn != p->N))
             return CGE_ERR_SHAPE;
-        if (!C->data && cm * cn != 0)
+        if (with_data && !C->data && cm * cn != 0)
             return CGE_ERR_INVALID_ARG;
         p->bias = C->data;
         p->bias_rs = cm == 1 ? 0 : cn;
@@ -466,7 +468,7 @@ static size_t gemm_workspace_size(const cge_kernel_ctx *ctx)
 {
     mm_args p;
     if (ctx->num_inputs < 2 || !cge_shape_is_static(&ctx->inputs[0].shape) ||
-        !cge_shape_is_static(&ctx->inputs[1].shape) || gemm_args(ctx, &p) != CGE_OK)
+        !cge_shape_is_static(&ctx->inputs[1].shape) || gemm_args(ctx, &p, false) != CGE_OK)
         return 0;
     return gemm_workspace(&p);
 }
@@ -492,7 +494,7 @@ static cge_status gemm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (st != CGE_OK)
         return st;
     mm_args p;
-    st = gemm_args(ctx, &p);
+    st = gemm_args(ctx, &p, true);
     if (st != CGE_OK)
         return cge_kernel_error(ctx, st, "A, B and C shapes do not fit Gemm");
     if (p.bias && ctx->inputs[2].dtype != p.dtype)
