@@ -11,7 +11,8 @@ PYTHON     ?= /usr/bin/python3
 
 .PHONY: all deps configure build run test test-c test-python test-sanitize test-tsan ci clean \
         conformance fuzz \
-        bench-deps bench-dispatch bench-models bench-compile bench-memplan
+        bench-deps bench-dispatch bench-models bench-compile bench-memplan bench-load \
+        bench-torch
 
 all: build
 
@@ -26,8 +27,15 @@ configure: $(BUILD)/build.ninja
 build: configure
 	ninja -C $(BUILD) -j $(JOBS)
 
+# The main job: compile the bundled small CNN (models/small_cnn.onnx, made by
+# scripts/make_small_cnn.py) to an offline model, run it, time each run mode.
 run: build
-	./$(BUILD)/x_plus_2y
+	./$(BUILD)/cge compile models/small_cnn.onnx -o $(BUILD)/small_cnn.cgm
+	./$(BUILD)/cge run $(BUILD)/small_cnn.cgm
+	@for mode in eager plan replay; do \
+	  ./$(BUILD)/cge bench $(BUILD)/small_cnn.cgm --mode $$mode --iterations 200 --warmup 20 \
+	    || exit 1; \
+	done
 
 test: deps build test-c test-python conformance
 
@@ -45,15 +53,23 @@ conformance: build
 	CGE_LIBRARY=$(CURDIR)/$(BUILD)/libcge.so $(PYTHON) tests/onnx_conformance/run.py \
 	  --jobs $(JOBS) --floor tests/onnx_conformance/floor.txt
 
-# libFuzzer over the ONNX importer (clang, ASan+UBSan), for a bounded time.
-# A crash leaves $(FUZZ_BUILD)/crash-*: add it to tests/onnx/corpus/.
+# libFuzzer over the ONNX importer and the .cgm loader (clang, ASan+UBSan),
+# each for a bounded time (FUZZ_SECONDS, FUZZ_MODEL_SECONDS). A crash leaves
+# $(FUZZ_BUILD)/crash-*: add ONNX ones to tests/onnx/corpus/.
+FUZZ_MODEL_SECONDS ?= 50
 fuzz: deps
 	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	  -DCGE_FUZZ=ON -DCGE_BUILD_TESTS=OFF -DCGE_WERROR=OFF
-	ninja -C $(FUZZ_BUILD) -j $(JOBS) fuzz_onnx_import
-	mkdir -p $(FUZZ_BUILD)/corpus
+	ninja -C $(FUZZ_BUILD) -j $(JOBS) fuzz_onnx_import fuzz_model_file cge_cli
+	mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/model_corpus
 	./$(FUZZ_BUILD)/fuzz_onnx_import -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	  -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ $(FUZZ_BUILD)/corpus tests/onnx/corpus
+	./$(FUZZ_BUILD)/cge compile models/small_cnn.onnx -o $(FUZZ_BUILD)/model_corpus/small_cnn.cgm
+	./$(FUZZ_BUILD)/cge compile models/small_cnn.onnx --opt-level 0 --streams 2 \
+	  -o $(FUZZ_BUILD)/model_corpus/small_cnn_o0.cgm
+	./$(FUZZ_BUILD)/fuzz_model_file -max_total_time=$(FUZZ_MODEL_SECONDS) -timeout=10 \
+	  -rss_limit_mb=2048 -max_len=262144 -artifact_prefix=$(FUZZ_BUILD)/model- \
+	  $(FUZZ_BUILD)/model_corpus
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
 test-sanitize: deps
@@ -80,6 +96,15 @@ bench-dispatch: bench-deps build
 
 bench-models: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/models.py
+
+# PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
+bench-torch: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/torch_models.py
+
+# Offline models: .cgm load time vs ONNX Runtime's session creation and vs
+# cge compiling from ONNX, as ratios.
+bench-load: bench-deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/load.py
 
 # Compiler: compile time of generated 1k/10k/100k-node graphs, per stage.
 bench-compile: build

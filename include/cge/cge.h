@@ -11,6 +11,8 @@
 #include "cge/es.h"
 #include "cge/session.h"
 #include "cge/onnx.h"
+#include "cge/model_file.h"
+#include "cge/opcheck.h"
 
 #define CGE_VERSION_MAJOR 0
 #define CGE_VERSION_MINOR 1

@@ -54,9 +54,37 @@ typedef struct cge_session_options {
     int num_streams;
 } cge_session_options;
 
+/* Profiling: a run with cge_run_options.profile set executes step by step
+ * (a REPLAY request runs as PLAN, since a replay cannot be split), waits for
+ * every step and copy to finish before the next, and reports each one. Times
+ * are cge_profile_clock_ms() values: launch_begin..launch_end is the host's
+ * dispatch (binding, enqueueing), launch_end..end_ms the work itself. */
+typedef enum cge_profile_kind {
+    CGE_PROFILE_KERNEL = 0,     /* a plan step (eager: a node) */
+    CGE_PROFILE_COPY_IN = 1,    /* a graph input copied from the caller */
+    CGE_PROFILE_COPY_OUT = 2    /* a graph output copied to the caller */
+} cge_profile_kind;
+
+typedef struct cge_profile_event {
+    cge_profile_kind kind;
+    int32_t step;               /* step (eager: node) index; -1 for copies */
+    const char *name;           /* node, or the input/output copied */
+    const char *op_type;        /* "" for copies */
+    const char *domain;
+    const char *engine;
+    int32_t stream;
+    double launch_begin_ms, launch_end_ms, end_ms;
+    size_t bytes;               /* copies: bytes moved */
+} cge_profile_event;
+typedef void (*cge_profile_fn)(const cge_profile_event *ev, void *user);
+/* The monotonic clock of profile times, in milliseconds. */
+double cge_profile_clock_ms(void);
+
 typedef struct cge_run_options {
     cge_run_mode mode;       /* CGE_RUN_DEFAULT: the session's mode */
     cge_stream *stream;      /* NULL: run synchronously on the session's stream */
+    cge_profile_fn profile;  /* NULL: no profile; else a synchronous profiled run */
+    void *profile_user;
 } cge_run_options;
 
 cge_status cge_session_create(const cge_session_options *opts, cge_session **out);

@@ -31,13 +31,17 @@ class Error(RuntimeError):
         self.message, self.layer, self.status = message, layer, status
 
 
+# Layer name -> Error subclass; filled by cge.errors.
+_LAYER_ERRORS = {}
+
+
 def _last_error(context=None):
     msg = (lib.cge_last_error() or b"").decode("utf-8", "replace")
     layer = (lib.cge_layer_name(lib.cge_last_error_layer()) or b"").decode()
     status = (lib.cge_status_name(lib.cge_last_error_status()) or b"").decode()
     if not msg:
         msg = "[%s] %s failed" % (layer or "cge", context or "call")
-    return Error(msg, layer, status)
+    return _LAYER_ERRORS.get(layer, Error)(msg, layer, status)
 
 
 def _raise_last(context=None):
@@ -102,9 +106,38 @@ def _make_shape(dims):
 
 _RUN_MODES = {None: 0, "default": 0, "eager": 1, "plan": 2, "replay": 3}
 
+_CGM_MAGIC = b"CGEMODEL"
+
+
+def _is_cgm(path_or_bytes):
+    """Whether a path or buffer holds a compiled model (.cgm, by its magic)."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return bytes(path_or_bytes[:8]) == _CGM_MAGIC
+    try:
+        with open(os.fspath(path_or_bytes), "rb") as f:
+            return f.read(8) == _CGM_MAGIC
+    except OSError:
+        return os.fspath(path_or_bytes).endswith(".cgm")
+
+
+def _model_protos():
+    """ctypes prototypes of the model file API (include/cge/model_file.h)."""
+    P = ctypes.POINTER
+    for name, res, args in (
+            ("cge_model_load", ctypes.c_int, [ctypes.c_char_p, ctypes.c_void_p,
+                                              P(ctypes.c_void_p)]),
+            ("cge_model_load_buffer", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t,
+                                                     ctypes.c_void_p, P(ctypes.c_void_p)]),
+            ("cge_model_destroy", None, [ctypes.c_void_p]),
+            ("cge_session_add_model", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint32,
+                                                     ctypes.c_void_p])):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+
 
 class InferenceSession:
-    """Load an ONNX model (a path or the model's bytes) and run it.
+    """Load an ONNX model or a compiled model (.cgm, from `cge compile`; a path or
+    the model's bytes) and run it.
 
     ``input_shapes`` ({name: [dims]}) replaces declared input shapes;
     ``dim_values`` ({dim_param: int}) fixes symbolic dimensions;
@@ -115,6 +148,12 @@ class InferenceSession:
                  num_threads=0, base_dir=None):
         self._session = ctypes.c_void_p()
         self._shape_cache = {}
+        if _is_cgm(path_or_bytes):
+            if input_shapes or dim_values:
+                raise Error("[session] a compiled model (.cgm) has fixed input shapes",
+                            "session", "CGE_ERR_INVALID_ARG")
+            self._open_cgm(path_or_bytes, run_mode, num_threads)
+            return
         opts, keep = self._options(input_shapes, dim_values)
         graph = ctypes.c_void_p()
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -136,6 +175,31 @@ class InferenceSession:
             _check(lib.cge_session_add_graph(self._session, _GRAPH_ID, graph))
         finally:
             lib.cge_graph_destroy(graph)
+        self._describe()
+
+    def _open_cgm(self, path_or_bytes, run_mode, num_threads):
+        """A compiled model (cge compile): mapped from its file, or loaded from bytes."""
+        _model_protos()
+        model = ctypes.c_void_p()
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            buf = bytes(path_or_bytes)
+            st = lib.cge_model_load_buffer(buf, len(buf), None, ctypes.byref(model))
+        else:
+            st = lib.cge_model_load(os.fsencode(os.fspath(path_or_bytes)), None,
+                                    ctypes.byref(model))
+        _check(st, "model load")
+        try:
+            if run_mode not in _RUN_MODES:
+                raise Error("[session] unknown run mode %r (want eager, plan or replay)"
+                            % run_mode, "session", "CGE_ERR_INVALID_ARG")
+            so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0)
+            _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
+            _check(lib.cge_session_add_model(self._session, _GRAPH_ID, model))
+        finally:
+            lib.cge_model_destroy(model)  # the session keeps its own reference
+        self._describe()
+
+    def _describe(self):
         _check(lib.cge_session_compile_graph(self._session, _GRAPH_ID))
         ni, no = ctypes.c_int32(), ctypes.c_int32()
         _check(lib.cge_session_num_io(self._session, _GRAPH_ID, ctypes.byref(ni),

@@ -571,7 +571,11 @@ static cge_status maxunpool_infer(cge_infer_ctx *ctx)
     cge_status st = need_float(ctx, 0, "X");
     if (st)
         return st;
-    if (ind->dtype != CGE_I64 || ind->shape.rank != x->shape.rank)
+    bool same = ind->dtype == CGE_I64 && ind->shape.rank == x->shape.rank;
+    for (int32_t i = 0; same && i < x->shape.rank; i++)
+        same = !known(ind->shape.dims[i]) || !known(x->shape.dims[i]) ||
+               ind->shape.dims[i] == x->shape.dims[i];
+    if (!same)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "I must be int64 with X's shape");
     st = unpool_default_shape(ctx, &x->shape, &def);
     if (st)
@@ -1035,8 +1039,8 @@ static cge_status nms_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_SHAPE,
                               "expects boxes [B, S, 4] and scores [B, C, S]");
     for (int32_t i = 2; i < 5; i++)
-        if (has_input(ctx, i) && cge_shape_numel(&ctx->inputs[i].shape) > 1)
-            return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must hold one value", (int)i);
+        if (has_input(ctx, i) && cge_shape_numel(&ctx->inputs[i].shape) != 1)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must hold exactly one value", (int)i);
     ctx->outputs[0].dtype = CGE_I64;
     ctx->outputs[0].shape = CGE_SHAPE(CGE_DIM_DYNAMIC, 3);
     /* The count depends on every value: computed here when all are at hand. */

@@ -4,10 +4,14 @@
  * copies inputs, launches the plan's steps and copies outputs. When some shape
  * depends on run-time values (and for EAGER runs, the debugging mode), the
  * unoptimised graph runs node by node with a buffer per value, inferring as it
- * goes. */
+ * goes. A prebuilt plan (a loaded model file) skips the compile: its plan
+ * and constants belong to the caller, and its EAGER runs are the plan's steps
+ * one at a time. Profiled runs time every step and copy, synchronizing after
+ * each, so that host dispatch and kernel time can be told apart. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/strmap.h"
 #include "cge/compiler.h"
@@ -62,7 +66,19 @@ struct cge_instance {
     int32_t num_streams, num_events;
     cge_event *done;        /* the last run's end, ordering runs across streams */
     cge_ri *ri;             /* the plan's launches, captured for REPLAY */
+    bool prebuilt;          /* plan, graph and constants are borrowed */
+    bool consts_borrowed;   /* consts points at the caller's host memory */
+    bool step_sync;         /* synchronize after every step (eager on a plan) */
+    cge_profile_fn prof;    /* set for the duration of a profiled run */
+    void *prof_user;
 };
+
+double cge_profile_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 static cge_status oom(void)
 {
@@ -196,8 +212,10 @@ static void plan_release(cge_instance *inst)
         cge_stream_destroy(inst->streams[i]);
     free(inst->streams);
     cge_mem_free(inst->dev, inst->arena);
-    cge_mem_free(inst->dev, inst->consts);
-    cge_plan_destroy(inst->plan);
+    if (!inst->consts_borrowed)
+        cge_mem_free(inst->dev, inst->consts);
+    if (!inst->prebuilt)
+        cge_plan_destroy(inst->plan);
 }
 
 void cge_instance_destroy(cge_instance *inst)
@@ -222,36 +240,40 @@ void cge_instance_destroy(cge_instance *inst)
         cge_mem_free(inst->dev, inst->values[i].data);
     free(inst->values);
     cge_strmap_free(&inst->index);
-    cge_graph_destroy(inst->g);
+    if (!inst->prebuilt)
+        cge_graph_destroy(inst->g);
     free(inst->input_shapes);
     free(inst);
 }
 
-/* Compile the inferred graph into a plan, allocate its arena and constants,
- * bind every step's tensors and prepare its kernel once. */
-static cge_status build_plan(cge_instance *inst, const cge_compile_options *copts)
+/* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
+ * used in place on the CPU device; NULL: written from the plan's graph), bind
+ * every step's tensors and prepare its kernel once. */
+static cge_status bind_plan(cge_instance *inst, const void *host_consts)
 {
-    cge_compile_options o = copts ? *copts : (cge_compile_options){0};
-    o.device = inst->dev;
-    cge_status st = cge_compile(inst->g, inst->input_shapes, inst->num_inputs, &o, &inst->plan);
-    if (st)
-        return st;
     const cge_plan *p = inst->plan;
     const cge_plan_value *vals = cge_plan_values(p);
     int32_t n = cge_plan_num_steps(p);
     inst->num_streams = cge_plan_num_streams(p);
     inst->num_events = cge_plan_num_events(p);
-    st = cge_mem_alloc(inst->dev, cge_plan_arena_bytes(p), &inst->arena);
-    if (!st)
+    cge_status st = cge_mem_alloc(inst->dev, cge_plan_arena_bytes(p), &inst->arena);
+    if (!st && host_consts && !strcmp(cge_device_name(inst->dev), "cpu")) {
+        /* The CPU device's memory is host memory: no copy of the weights. */
+        inst->consts = (void *)host_consts;
+        inst->consts_borrowed = true;
+    } else if (!st) {
         st = cge_mem_alloc(inst->dev, cge_plan_constant_bytes(p), &inst->consts);
-    if (!st && cge_plan_constant_bytes(p)) {
-        void *host = malloc(cge_plan_constant_bytes(p));
+    }
+    if (!st && !inst->consts_borrowed && cge_plan_constant_bytes(p)) {
+        void *host = host_consts ? (void *)host_consts : malloc(cge_plan_constant_bytes(p));
         if (!host)
             return oom();
-        cge_plan_write_constants(p, host);
+        if (!host_consts)
+            cge_plan_write_constants(p, host);
         st = cge_memcpy(inst->dev, inst->consts, host, cge_plan_constant_bytes(p),
                         CGE_MEMCPY_HOST_TO_DEVICE);
-        free(host);
+        if (!host_consts)
+            free(host);
     }
     inst->steps = calloc((size_t)n + 1, sizeof *inst->steps);
     inst->streams = calloc((size_t)inst->num_streams + 1, sizeof *inst->streams);
@@ -304,6 +326,15 @@ static cge_status build_plan(cge_instance *inst, const cge_compile_options *copt
         pe->step = s;
     }
     return st;
+}
+
+/* Compile the inferred graph into a plan, then bind it. */
+static cge_status build_plan(cge_instance *inst, const cge_compile_options *copts)
+{
+    cge_compile_options o = copts ? *copts : (cge_compile_options){0};
+    o.device = inst->dev;
+    cge_status st = cge_compile(inst->g, inst->input_shapes, inst->num_inputs, &o, &inst->plan);
+    return st ? st : bind_plan(inst, NULL);
 }
 
 static cge_status build(cge_instance *inst, const int32_t *order, const cge_compile_options *copts)
@@ -418,6 +449,46 @@ cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_
     return CGE_OK;
 }
 
+cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
+                                        const void *constants, cge_instance **out)
+{
+    cge_instance *inst = calloc(1, sizeof *inst);
+    if (!inst)
+        return oom();
+    inst->dev = dev;
+    inst->prebuilt = true;
+    inst->plan = (cge_plan *)plan;
+    inst->g = (cge_graph *)cge_plan_graph(plan);
+    cge_strmap_init(&inst->index);
+    inst->num_inputs = cge_graph_num_inputs(inst->g);
+    inst->input_shapes = calloc((size_t)inst->num_inputs + 1, sizeof(cge_shape));
+    cge_status st = inst->input_shapes ? CGE_OK : oom();
+    int32_t cap = 0;
+    for (int32_t i = 0; !st && i < inst->num_inputs; i++) {
+        st = add_value(inst, cge_graph_input(inst->g, i), &cap);
+        if (!st)
+            inst->input_shapes[i] = inst->values[inst->num_values - 1].desc.shape;
+    }
+    for (int32_t i = 0; !st && i < cge_graph_num_outputs(inst->g); i++)
+        st = add_value(inst, cge_graph_output(inst->g, i), &cap);
+    if (!st)
+        st = bind_plan(inst, constants);
+    if (!st)
+        st = cge_event_create(inst->dev, &inst->done);
+    if (st) {
+        cge_instance_destroy(inst);
+        return st;
+    }
+    *out = inst;
+    return CGE_OK;
+}
+
+void cge_instance_set_profile(cge_instance *inst, cge_profile_fn fn, void *user)
+{
+    inst->prof = fn;
+    inst->prof_user = user;
+}
+
 bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n)
 {
     if (n != inst->num_inputs)
@@ -447,6 +518,26 @@ static cge_status check_outputs(cge_instance *inst, cge_tensor *outputs, const i
     return CGE_OK;
 }
 
+/* A profiled copy: enqueue, wait for it, report it. */
+static cge_status profiled_copy(cge_instance *inst, cge_stream *stream, void *dst,
+                                const void *src, size_t bytes, cge_memcpy_kind kind,
+                                const char *name)
+{
+    double t0 = cge_profile_clock_ms();
+    cge_status st = cge_memcpy_async(stream, dst, src, bytes, kind);
+    double t1 = cge_profile_clock_ms();
+    if (!st)
+        st = cge_stream_synchronize(stream);
+    cge_profile_event ev = {
+        .kind = kind == CGE_MEMCPY_HOST_TO_DEVICE ? CGE_PROFILE_COPY_IN : CGE_PROFILE_COPY_OUT,
+        .step = -1, .name = name, .op_type = "", .domain = "", .engine = "",
+        .launch_begin_ms = t0, .launch_end_ms = t1, .end_ms = cge_profile_clock_ms(),
+        .bytes = bytes};
+    if (!st)
+        inst->prof(&ev, inst->prof_user);
+    return st;
+}
+
 static cge_status copy_outputs(cge_instance *inst, cge_stream *stream, cge_tensor *outputs,
                                const int32_t *out_pos, int32_t n, bool plan)
 {
@@ -457,7 +548,10 @@ static cge_status copy_outputs(cge_instance *inst, cge_stream *stream, cge_tenso
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         outputs[i].dtype = v->desc.dtype;
         outputs[i].shape = v->desc.shape;
-        if (need)
+        if (need && inst->prof)
+            st = profiled_copy(inst, stream, outputs[i].data, plan ? v->pdata : v->data, need,
+                               CGE_MEMCPY_DEVICE_TO_HOST, name);
+        else if (need)
             st = cge_memcpy_async(stream, outputs[i].data, plan ? v->pdata : v->data, need,
                                   CGE_MEMCPY_DEVICE_TO_HOST);
     }
@@ -471,7 +565,10 @@ static cge_status copy_inputs(cge_instance *inst, cge_stream *stream, const cge_
     for (int32_t i = 0; !st && i < n; i++) {
         value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
         size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
-        if (need && (plan ? v->pdata != NULL : v->bytes >= need))
+        if (need && (plan ? v->pdata != NULL : v->bytes >= need) && inst->prof)
+            st = profiled_copy(inst, stream, plan ? v->pdata : v->data, inputs[i].data, need,
+                               CGE_MEMCPY_HOST_TO_DEVICE, v->name);
+        else if (need && (plan ? v->pdata != NULL : v->bytes >= need))
             st = cge_memcpy_async(stream, plan ? v->pdata : v->data, inputs[i].data, need,
                                   CGE_MEMCPY_HOST_TO_DEVICE);
     }
@@ -521,8 +618,20 @@ static cge_status run_eager(cge_instance *inst, cge_stream *stream)
         }
         if (!st)
             st = prepare_node(inst, ne);
+        double t0 = inst->prof ? cge_profile_clock_ms() : 0.0;
         if (!st)
             st = ne->kernel->launch(&ne->ctx, stream);
+        if (!st && inst->prof) {
+            double t1 = cge_profile_clock_ms();
+            st = cge_stream_synchronize(stream);
+            cge_profile_event ev = {
+                .kind = CGE_PROFILE_KERNEL, .step = k, .name = cge_node_name(ne->node),
+                .op_type = cge_node_op_type(ne->node), .domain = cge_node_domain(ne->node),
+                .engine = ne->kernel->engine, .launch_begin_ms = t0, .launch_end_ms = t1,
+                .end_ms = cge_profile_clock_ms()};
+            if (!st)
+                inst->prof(&ev, inst->prof_user);
+        }
     }
     return st;
 }
@@ -549,10 +658,25 @@ static cge_status launch_all(cge_instance *inst, cge_stream *stream)
         cge_stream *on = inst->streams[pe->step->stream];
         for (int32_t w = 0; !st && w < pe->step->num_waits; w++)
             st = cge_stream_wait_event(on, inst->events[pe->step->waits[w]]);
+        double t0 = inst->prof ? cge_profile_clock_ms() : 0.0;
         if (!st)
             st = pe->step->kernel->launch(&pe->ctx, on);
         if (!st && pe->step->record >= 0)
             st = cge_event_record(inst->events[pe->step->record], on);
+        if (!st && (inst->step_sync || inst->prof)) {
+            /* One step at a time: a failure stops at its step; a profile
+             * attributes the time to it. */
+            double t1 = cge_profile_clock_ms();
+            st = cge_stream_synchronize(on);
+            const cge_plan_step *s = pe->step;
+            cge_profile_event ev = {
+                .kind = CGE_PROFILE_KERNEL, .step = k, .name = cge_node_name(s->node),
+                .op_type = cge_node_op_type(s->node), .domain = cge_node_domain(s->node),
+                .engine = s->engine, .stream = s->stream, .launch_begin_ms = t0,
+                .launch_end_ms = t1, .end_ms = cge_profile_clock_ms()};
+            if (!st && inst->prof)
+                inst->prof(&ev, inst->prof_user);
+        }
     }
     for (int32_t i = 1; !st && i < ns; i++) {
         st = cge_event_record(fork_join[i], inst->streams[i]);
@@ -595,6 +719,15 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
                             bool sync)
 {
     cge_status st;
+    if (inst->prebuilt && mode == CGE_RUN_EAGER) {
+        /* A loaded model has no unoptimised graph: its eager runs are the
+         * plan's steps, each synchronized before the next. */
+        inst->step_sync = true;
+        st = cge_instance_run(inst, stream, inputs, in_pos, num_inputs, outputs, out_pos,
+                              num_outputs, CGE_RUN_PLAN, true);
+        inst->step_sync = false;
+        return st;
+    }
     if (inst->eager || mode == CGE_RUN_EAGER) {
         /* Output sizes may be known only after the run: run, then check. */
         st = cge_stream_wait_event(stream, inst->done);

@@ -36,4 +36,18 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
 /* Dtype and shape of graph output `pos` as this instance last computed it. */
 cge_status cge_instance_output_desc(const cge_instance *inst, int32_t pos, cge_tensor_desc *out);
 
+/* An instance over a plan made elsewhere (a loaded model file): `plan` (its
+ * graph included) and `constants` (host memory of cge_plan_constant_bytes(),
+ * used in place on the CPU device) stay the caller's and must outlive it. */
+cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
+                                        const void *constants, cge_instance **out);
+/* Report every step and copy of the following runs to `fn` (NULL: stop). */
+void cge_instance_set_profile(cge_instance *inst, cge_profile_fn fn, void *user);
+
+/* Session side of cge_session_add_model (model_file layer): run `plan` under
+ * `graph_id`; release(owner) is called once the session no longer uses it. */
+cge_status cge_session_add_prebuilt(cge_session *s, uint32_t graph_id, const cge_plan *plan,
+                                    const void *constants, void (*release)(void *),
+                                    void *owner);
+
 #endif

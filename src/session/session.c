@@ -27,6 +27,12 @@ typedef struct graph_entry {
     bool warned_capture_limit;
     cge_run_mode last_mode;
     cge_instance *last_inst;   /* instance of the last run that got one */
+    /* A prebuilt plan (cge_session_add_model): one instance over it, no
+     * compile; release(owner) once the entry goes. */
+    const cge_plan *plan;
+    const void *consts;
+    void (*release)(void *);
+    void *owner;
     pthread_mutex_t lock;   /* one run (enqueue) or compile at a time */
     struct graph_entry *next;
 } graph_entry;
@@ -106,6 +112,8 @@ static void entry_free(graph_entry *e)
 {
     for (int32_t i = 0; i < e->num_inst; i++)
         cge_instance_destroy(e->inst[i]);
+    if (e->release)
+        e->release(e->owner);
     cge_graph_destroy(e->g);
     free(e->order);
     pthread_mutex_destroy(&e->lock);
@@ -171,6 +179,38 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     return CGE_OK;
 }
 
+cge_status cge_session_add_prebuilt(cge_session *s, uint32_t graph_id, const cge_plan *plan,
+                                    const void *constants, void (*release)(void *),
+                                    void *owner)
+{
+    if (!s || !plan)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "add_model: NULL session or model");
+    if (find_entry(s, graph_id))
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_EXISTS,
+                         "add_model: graph id %u is already in use (remove it first)", graph_id);
+    graph_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "add_model: out of memory");
+    /* The entry's graph answers descriptor queries and input checks; it has
+     * the plan's static shapes and no constants. */
+    cge_status st = cge_graph_clone(cge_plan_graph(plan), &e->g);
+    if (st) {
+        free(e);
+        return st;
+    }
+    e->id = graph_id;
+    e->plan = plan;
+    e->consts = constants;
+    e->release = release;
+    e->owner = owner;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_lock(&s->lock);
+    e->next = s->graphs;
+    s->graphs = e;
+    pthread_mutex_unlock(&s->lock);
+    return CGE_OK;
+}
+
 cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id)
 {
     if (!s)
@@ -195,6 +235,15 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
 {
     if (e->compiled)
         return CGE_OK;
+    if (e->plan) {
+        cge_instance *inst = NULL;
+        cge_status st = cge_instance_create_prebuilt(s->dev, e->plan, e->consts, &inst);
+        if (st)
+            return st;
+        e->inst[e->num_inst++] = inst;
+        e->compiled = true;
+        return CGE_OK;
+    }
     cge_status st = cge_graph_verify(e->g);
     if (!st)
         st = cge_graph_infer_values(e->g);
@@ -382,6 +431,9 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
             *out = e->inst[i];
             return CGE_OK;
         }
+    if (e->plan)   /* unreachable: check_inputs holds inputs to the static shapes */
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
+                         "graph %u is a compiled model; its input shapes are fixed", e->id);
     cge_instance *inst = NULL;
     cge_status st = cge_instance_create(s->dev, e->g, e->order, shapes, &s->copts, &inst);
     if (st)
@@ -430,7 +482,8 @@ static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge_instance *i
 
 static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                       int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
-                      cge_stream *stream, bool sync, cge_run_mode want)
+                      cge_stream *stream, bool sync, cge_run_mode want, cge_profile_fn prof,
+                      void *prof_user)
 {
     if ((int)want < CGE_RUN_DEFAULT || want > CGE_RUN_REPLAY)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run: invalid run mode %d",
@@ -464,11 +517,21 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     if (!st)
         e->last_inst = inst;
     cge_stream *on = stream ? stream : s->stream;
+    if (!st && prof) {
+        /* Profiled runs go step by step: a replay cannot be split. */
+        if (want == CGE_RUN_DEFAULT)
+            want = s->mode;
+        if (want != CGE_RUN_EAGER)
+            want = CGE_RUN_PLAN;
+        sync = true;
+    }
     if (!st) {
         cge_run_mode mode = resolve_mode(s, e, inst, want, on);
         e->last_mode = mode;
+        cge_instance_set_profile(inst, prof, prof_user);
         st = cge_instance_run(inst, on, inputs, in_pos, num_inputs, outputs, out_pos,
                               num_outputs, mode, sync || !stream);
+        cge_instance_set_profile(inst, NULL, NULL);
     }
     pthread_mutex_unlock(&e->lock);
     free(in_pos);
@@ -481,7 +544,7 @@ cge_status cge_session_run_graph(cge_session *s, uint32_t graph_id, const cge_te
                                  int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs)
 {
     return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, NULL, true,
-               CGE_RUN_DEFAULT);
+               CGE_RUN_DEFAULT, NULL, NULL);
 }
 
 cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
@@ -490,7 +553,8 @@ cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *
 {
     cge_stream *stream = opts ? opts->stream : NULL;
     return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, !stream,
-               opts ? opts->mode : CGE_RUN_DEFAULT);
+               opts ? opts->mode : CGE_RUN_DEFAULT, opts ? opts->profile : NULL,
+               opts ? opts->profile_user : NULL);
 }
 
 cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
@@ -516,7 +580,7 @@ cge_status cge_session_run_graph_async(cge_session *s, uint32_t graph_id,
     if (!stream)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run_graph_async: stream is NULL");
     return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, false,
-               CGE_RUN_DEFAULT);
+               CGE_RUN_DEFAULT, NULL, NULL);
 }
 
 cge_status cge_session_last_output_desc(const cge_session *s, uint32_t graph_id, int32_t i,

@@ -1,0 +1,391 @@
+# Converters from aten ops (as make_fx traces them) onto cge operators: every
+# op of resnet18, mobilenet_v2 and nn.TransformerEncoder, and the common
+# elementwise, shape and reduction ops around them. Converters map; they never
+# compute (shapes they need come from the traced node or the cge values).
+import operator
+
+import numpy as np
+import torch
+
+from ._registry import Missing, cge_dtype, register_converter
+
+aten = torch.ops.aten
+INT64_MAX = 2 ** 63 - 1
+
+
+def _opt(name):
+    """aten.<packet>.<overload> where this PyTorch has it, else None."""
+    packet, _, overload = name.partition(".")
+    try:
+        return getattr(getattr(aten, packet), overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _axis(d, rank):
+    return d + rank if d < 0 else d
+
+
+def _pair(v, n):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return v * n if len(v) == 1 else v
+
+
+def _scalar(ctx, v, like):
+    """A tensor operand that may be a Python number."""
+    return ctx.const(v, like=like) if isinstance(v, (int, float, bool)) else v
+
+
+# ---- structure ----------------------------------------------------------------
+
+@register_converter(operator.getitem)
+def _getitem(ctx, node, seq, i):
+    if not isinstance(seq, (tuple, list)):
+        raise ctx.error("getitem on a value that is not a tuple")
+    v = seq[i]
+    if isinstance(v, Missing):
+        raise ctx.error("reads %s, which the cge mapping does not produce" % v.what)
+    return v
+
+
+@register_converter(aten.clone.default, aten.detach.default, aten.alias.default,
+                    *filter(None, [_opt("contiguous"), _opt("lift_fresh_copy"),
+                                   _opt("dropout"), _opt("native_dropout")]))
+def _identity(ctx, node, x, *args, **kwargs):
+    if node.target is aten.native_dropout.default:
+        if args and args[1]:
+            raise ctx.error("dropout in training mode")
+        return (ctx.op("Identity", input=x), Missing("the dropout mask"))
+    if node.target is aten.dropout.default and len(args) > 1 and args[1]:
+        raise ctx.error("dropout in training mode")
+    return ctx.op("Identity", input=x)
+
+
+@register_converter(*filter(None, [_opt(n) for n in (
+    "view", "_reshape_alias", "reshape", "_unsafe_view", "flatten.using_ints", "view_copy")]))
+def _reshape(ctx, node, x, *args, **kwargs):
+    return ctx.op("Reshape", data=x, shape=ctx.ints(ctx.out_shape()))
+
+
+@register_converter(*filter(None, [_opt(n) for n in (
+    "squeeze.dim", "squeeze", "unsqueeze", "squeeze.dims")]))
+def _squeeze(ctx, node, x, *args):
+    return ctx.op("Reshape", data=x, shape=ctx.ints(ctx.out_shape()))
+
+
+@register_converter(aten.t.default)
+def _t(ctx, node, x):
+    if ctx.rank(x) < 2:
+        return ctx.op("Identity", input=x)
+    return ctx.op("Transpose", data=x, perm=[1, 0])
+
+
+@register_converter(aten.transpose.int)
+def _transpose(ctx, node, x, d0, d1):
+    r = ctx.rank(x)
+    perm = list(range(r))
+    a, b = _axis(d0, r), _axis(d1, r)
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.op("Transpose", data=x, perm=perm)
+
+
+@register_converter(aten.permute.default)
+def _permute(ctx, node, x, dims):
+    r = ctx.rank(x)
+    return ctx.op("Transpose", data=x, perm=[_axis(d, r) for d in dims])
+
+
+@register_converter(aten.expand.default)
+def _expand(ctx, node, x, size, implicit=False):
+    return ctx.op("Expand", input=x, shape=ctx.ints(ctx.out_shape()))
+
+
+@register_converter(aten.cat.default)
+def _cat(ctx, node, tensors, dim=0):
+    tensors = [t for t in tensors if 0 not in t.shape or ctx.rank(t) != 1]
+    return ctx.op("Concat", inputs=tensors, axis=dim)
+
+
+@register_converter(aten.stack.default)
+def _stack(ctx, node, tensors, dim=0):
+    r = ctx.rank(tensors[0]) + 1
+    ax = ctx.ints([_axis(dim, r)])
+    return ctx.op("Concat", inputs=[ctx.op("Unsqueeze", data=t, axes=ax) for t in tensors],
+                  axis=_axis(dim, r))
+
+
+@register_converter(aten.split.Tensor, aten.split_with_sizes.default)
+def _split(ctx, node, x, split, dim=0):
+    d = _axis(dim, ctx.rank(x))
+    n = x.shape[d]
+    if isinstance(split, int):
+        sizes = [split] * (n // split) + ([n % split] if n % split else [])
+    else:
+        sizes = list(split)
+    outs = ctx.op("Split", input=x, split=ctx.ints(sizes), axis=d, outputs=len(sizes))
+    return outs if isinstance(outs, tuple) else (outs,)
+
+
+@register_converter(aten.slice.Tensor)
+def _slice(ctx, node, x, dim=0, start=None, end=None, step=1):
+    d = _axis(dim, ctx.rank(x))
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None or end > INT64_MAX else end
+    return ctx.op("Slice", data=x, starts=ctx.ints([start]), ends=ctx.ints([end]),
+                  axes=ctx.ints([d]), steps=ctx.ints([step]))
+
+
+@register_converter(aten.select.int)
+def _select(ctx, node, x, dim, index):
+    d = _axis(dim, ctx.rank(x))
+    return ctx.op("Gather", data=x, indices=ctx.const(np.int64(index)), axis=d)
+
+
+@register_converter(aten.embedding.default)
+def _embedding(ctx, node, weight, indices, *args):
+    return ctx.op("Gather", data=weight, indices=indices, axis=0)
+
+
+@register_converter(aten._to_copy.default)
+def _to_copy(ctx, node, x, dtype=None, **kwargs):
+    if dtype is None or cge_dtype(dtype) == x.dtype_code:
+        return ctx.op("Identity", input=x)
+    return ctx.op("Cast", input=x, to=cge_dtype(dtype))
+
+
+# ---- elementwise -------------------------------------------------------------
+
+def _binary(op_type):
+    def conv(ctx, node, a, b, alpha=1):
+        like = a if not isinstance(a, (int, float, bool)) else b
+        a, b = _scalar(ctx, a, like), _scalar(ctx, b, like)
+        if alpha != 1:
+            b = ctx.op("Mul", A=b, B=ctx.const(alpha, like=like))
+        return ctx.op(op_type, A=a, B=b)
+    conv.__name__ = "_" + op_type.lower()
+    return conv
+
+
+for _t_op, _cge in ((aten.add, "Add"), (aten.sub, "Sub"), (aten.mul, "Mul"), (aten.div, "Div"),
+                    (aten.eq, "Equal"), (aten.lt, "Less"), (aten.gt, "Greater"),
+                    (aten.le, "LessOrEqual"), (aten.ge, "GreaterOrEqual")):
+    _fns = [getattr(_t_op, o) for o in ("Tensor", "Scalar") if hasattr(_t_op, o)]
+    register_converter(*_fns)(_binary(_cge))
+register_converter(aten.add_.Tensor, aten.mul_.Tensor, aten.sub_.Tensor, aten.div_.Tensor)(
+    lambda ctx, node, a, b, alpha=1: _binary({"add_": "Add", "mul_": "Mul", "sub_": "Sub",
+                                              "div_": "Div"}[node.target._schema.name[6:]])(
+        ctx, node, a, b, alpha))
+
+
+@register_converter(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(ctx, node, a, b, alpha=1):
+    return _binary("Sub")(ctx, node, b, a, 1) if alpha == 1 else \
+        ctx.op("Sub", A=_scalar(ctx, b, a), B=ctx.op("Mul", A=a, B=ctx.const(alpha, like=a)))
+
+
+def _unary(op_type, **attrs):
+    def conv(ctx, node, x, *args, **kwargs):
+        return ctx.op(op_type, X=x, **attrs) if "X" in _in_names(op_type) else \
+            ctx.op(op_type, input=x, **attrs)
+    return conv
+
+
+_IN_NAMES = {}
+
+
+def _in_names(op_type):
+    if op_type not in _IN_NAMES:
+        from .. import builder
+        _IN_NAMES[op_type] = [n for n, _, _ in builder.schema(op_type).inputs]
+    return _IN_NAMES[op_type]
+
+
+for _ops, _cge in (((aten.relu.default, aten.relu_.default), "Relu"),
+                   ((aten.sigmoid.default, aten.sigmoid_.default), "Sigmoid"),
+                   ((aten.tanh.default, aten.tanh_.default), "Tanh"),
+                   ((aten.exp.default,), "Exp"), ((aten.log.default,), "Log"),
+                   ((aten.sqrt.default,), "Sqrt"), ((aten.neg.default,), "Neg"),
+                   ((aten.abs.default,), "Abs"), ((aten.erf.default,), "Erf"),
+                   ((aten.sin.default,), "Sin"), ((aten.cos.default,), "Cos"),
+                   ((aten.reciprocal.default,), "Reciprocal"), ((aten.floor.default,), "Floor"),
+                   ((aten.ceil.default,), "Ceil"),
+                   ((aten.hardswish.default, aten.hardswish_.default), "HardSwish")):
+    register_converter(*_ops)(_unary(_cge))
+
+
+@register_converter(aten.rsqrt.default)
+def _rsqrt(ctx, node, x):
+    return ctx.op("Reciprocal", X=ctx.op("Sqrt", X=x))
+
+
+@register_converter(aten.hardsigmoid.default, aten.hardsigmoid_.default)
+def _hardsigmoid(ctx, node, x):
+    return ctx.op("HardSigmoid", X=x, alpha=1.0 / 6.0, beta=0.5)
+
+
+@register_converter(aten.silu.default, aten.silu_.default)
+def _silu(ctx, node, x):
+    return ctx.op("Mul", A=x, B=ctx.op("Sigmoid", X=x))
+
+
+@register_converter(aten.gelu.default)
+def _gelu(ctx, node, x, approximate="none"):
+    return ctx.op("Gelu", X=x, approximate=approximate)
+
+
+@register_converter(aten.leaky_relu.default, aten.leaky_relu_.default)
+def _leaky_relu(ctx, node, x, slope=0.01):
+    return ctx.op("LeakyRelu", X=x, alpha=float(slope))
+
+
+@register_converter(aten.elu.default, aten.elu_.default)
+def _elu(ctx, node, x, alpha=1.0, scale=1, input_scale=1):
+    if scale != 1 or input_scale != 1:
+        raise ctx.error("elu with scale or input_scale")
+    return ctx.op("Elu", X=x, alpha=float(alpha))
+
+
+@register_converter(aten.hardtanh.default, aten.hardtanh_.default, aten.clamp.default,
+                    aten.clamp_.default, aten.clamp_min.default, aten.clamp_max.default)
+def _clip(ctx, node, x, lo=None, hi=None):
+    name = node.target._schema.name
+    if name == "aten::clamp_max":
+        lo, hi = None, lo
+    if name.startswith("aten::hardtanh"):
+        lo = -1.0 if lo is None else lo
+        hi = 1.0 if hi is None else hi
+    return ctx.op("Clip", input=x, min=None if lo is None else ctx.const(lo, like=x),
+                  max=None if hi is None else ctx.const(hi, like=x))
+
+
+@register_converter(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor)
+def _pow(ctx, node, x, y):
+    return ctx.op("Pow", X=x, Y=_scalar(ctx, y, x))
+
+
+@register_converter(aten.where.self)
+def _where(ctx, node, cond, x, y):
+    return ctx.op("Where", condition=cond, X=_scalar(ctx, x, y), Y=_scalar(ctx, y, x))
+
+
+# ---- linear algebra, convolution, pooling, normalisation ------------------------
+
+@register_converter(aten.addmm.default)
+def _addmm(ctx, node, bias, a, b, beta=1, alpha=1):
+    return ctx.op("Gemm", A=a, B=b, C=bias, alpha=float(alpha), beta=float(beta))
+
+
+@register_converter(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def _matmul(ctx, node, a, b):
+    return ctx.op("MatMul", A=a, B=b)
+
+
+@register_converter(aten.linear.default)
+def _linear(ctx, node, x, w, b=None):
+    y = ctx.op("MatMul", A=x, B=ctx.op("Transpose", data=w, perm=[1, 0]))
+    return y if b is None else ctx.op("Add", A=y, B=b)
+
+
+@register_converter(aten.convolution.default)
+def _convolution(ctx, node, x, w, b, stride, padding, dilation, transposed, output_padding,
+                 groups):
+    n = ctx.rank(x) - 2
+    attrs = dict(strides=_pair(stride, n), pads=_pair(padding, n) * 2,
+                 dilations=_pair(dilation, n), group=int(groups),
+                 kernel_shape=list(w.shape[2:]))
+    if transposed:
+        return ctx.op("ConvTranspose", X=x, W=w, B=b, output_padding=_pair(output_padding, n),
+                      **attrs)
+    return ctx.op("Conv", X=x, W=w, B=b, **attrs)
+
+
+@register_converter(*[getattr(aten, n).default for n in
+                      ("native_batch_norm", "_native_batch_norm_legit_no_training")
+                      if hasattr(aten, n)])
+def _batch_norm(ctx, node, x, w, b, mean, var, *rest):
+    training = rest[0] if len(rest) == 3 else False
+    eps = rest[-1]
+    if training:
+        raise ctx.error("batch normalisation in training mode (call module.eval())")
+    c = x.shape[1]
+    w = w if w is not None else ctx.const(np.ones(c), like=x)
+    b = b if b is not None else ctx.const(np.zeros(c), like=x)
+    y = ctx.op("BatchNormalization", X=x, scale=w, B=b, input_mean=mean, input_var=var,
+               epsilon=float(eps))
+    return (y, Missing("batch norm's saved mean"), Missing("batch norm's saved inverse std"))
+
+
+@register_converter(aten.native_layer_norm.default)
+def _layer_norm(ctx, node, x, shape, w, b, eps):
+    k = len(shape)
+    if w is None:
+        w = ctx.const(np.ones(shape), like=x)
+    y = ctx.op("LayerNormalization", X=x, Scale=w, B=b, axis=-k, epsilon=float(eps))
+    return (y, Missing("layer norm's mean"), Missing("layer norm's inverse std"))
+
+
+@register_converter(aten.max_pool2d_with_indices.default)
+def _max_pool(ctx, node, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    k = _pair(kernel, 2)
+    s = _pair(stride, 2) if stride else k
+    y = ctx.op("MaxPool", X=x, kernel_shape=k, strides=s, pads=_pair(padding, 2) * 2,
+               dilations=_pair(dilation, 2), ceil_mode=int(bool(ceil_mode)))
+    return (y, Missing("max pooling's indices"))
+
+
+@register_converter(aten.avg_pool2d.default)
+def _avg_pool(ctx, node, x, kernel, stride=(), padding=0, ceil_mode=False,
+              count_include_pad=True, divisor_override=None):
+    if divisor_override:
+        raise ctx.error("avg_pool2d with divisor_override")
+    k = _pair(kernel, 2)
+    return ctx.op("AveragePool", X=x, kernel_shape=k, strides=_pair(stride, 2) if stride else k,
+                  pads=_pair(padding, 2) * 2, ceil_mode=int(bool(ceil_mode)),
+                  count_include_pad=int(bool(count_include_pad)))
+
+
+@register_converter(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
+def _adaptive_avg_pool(ctx, node, x, size):
+    h, w = x.shape[2], x.shape[3]
+    oh, ow = _pair(size, 2)
+    if (oh, ow) == (1, 1):
+        return ctx.op("GlobalAveragePool", X=x)
+    if h % oh or w % ow:
+        raise ctx.error("adaptive pooling from %dx%d to %dx%d (not a whole stride)"
+                        % (h, w, oh, ow))
+    k = [h // oh, w // ow]
+    return ctx.op("AveragePool", X=x, kernel_shape=k, strides=k)
+
+
+@register_converter(aten._softmax.default, aten.softmax.int)
+def _softmax(ctx, node, x, dim, half_or_dtype=None):
+    return ctx.op("Softmax", input=x, axis=int(dim))
+
+
+@register_converter(aten._log_softmax.default, aten.log_softmax.int)
+def _log_softmax(ctx, node, x, dim, half_or_dtype=None):
+    return ctx.op("LogSoftmax", input=x, axis=int(dim))
+
+
+# ---- reductions ----------------------------------------------------------------
+
+def _reduce(op_type):
+    def conv(ctx, node, x, dims=None, keepdim=False, dtype=None):
+        if dtype is not None:
+            raise ctx.error("reduction with a dtype")
+        r = ctx.rank(x)
+        dims = list(range(r)) if dims is None or dims == [] else \
+            [_axis(d, r) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+        return ctx.op(op_type, data=x, axes=ctx.ints(dims), keepdims=int(bool(keepdim)))
+    return conv
+
+
+register_converter(aten.mean.dim)(_reduce("ReduceMean"))
+register_converter(aten.sum.dim_IntList)(_reduce("ReduceSum"))
+register_converter(aten.amax.default)(_reduce("ReduceMax"))
+
+
+@register_converter(aten.mean.default, aten.sum.default)
+def _reduce_all(ctx, node, x, dtype=None):
+    op_type = "ReduceMean" if node.target is aten.mean.default else "ReduceSum"
+    return _reduce(op_type)(ctx, node, x, None, False, dtype)

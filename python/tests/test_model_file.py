@@ -1,0 +1,92 @@
+# Compiled models (.cgm, from `cge compile`) in cge.InferenceSession: outputs
+# bit-identical to the session compiling the .onnx itself, for the bundled
+# small CNN and the real models of scripts/make_test_models.py (when PyTorch
+# is there to make them); loading from bytes; corrupt files raise the [io]
+# error.
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import cge
+from test_cli import CLI, ROOT, SMALL_CNN
+from test_models import MODEL_DIR, _load_maker
+
+
+def compile_cgm(onnx_path, out):
+    subprocess.run([CLI, "compile", onnx_path, "-o", str(out)], check=True, capture_output=True)
+    return str(out)
+
+
+def same_outputs(onnx_path, cgm_path, x):
+    a = cge.InferenceSession(onnx_path)
+    b = cge.InferenceSession(cgm_path)
+    assert [(i.name, i.shape, i.type) for i in a.get_inputs()] == \
+        [(i.name, i.shape, i.type) for i in b.get_inputs()]
+    assert [o.name for o in a.get_outputs()] == [o.name for o in b.get_outputs()]
+    name = a.get_inputs()[0].name
+    ya = a.run(None, {name: x})
+    for mode in ("plan", "replay", "eager"):
+        s = cge.InferenceSession(cgm_path, run_mode=mode)
+        yb = s.run(None, {name: x})
+        for p, q in zip(ya, yb):
+            assert p.dtype == q.dtype and p.shape == q.shape
+            np.testing.assert_array_equal(p, q, err_msg=mode)
+    return ya
+
+
+def test_small_cnn(tmp_path):
+    cgm = compile_cgm(SMALL_CNN, tmp_path / "cnn.cgm")
+    x = np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    (p,) = same_outputs(SMALL_CNN, cgm, x)
+    assert p.shape == (1, 10) and abs(float(p.sum()) - 1) < 1e-5
+    # From bytes, too.
+    data = open(cgm, "rb").read()
+    (q,) = cge.InferenceSession(data).run(None, {"image": x})
+    np.testing.assert_array_equal(p, q)
+
+
+def test_corrupt_and_misused(tmp_path):
+    cgm = compile_cgm(SMALL_CNN, tmp_path / "cnn.cgm")
+    data = bytearray(open(cgm, "rb").read())
+    with pytest.raises(cge.Error) as e:
+        cge.InferenceSession(bytes(data[: len(data) - 100]))
+    assert e.value.layer == "io" and "truncated" in str(e.value)
+    data[300] ^= 1
+    (tmp_path / "bad.cgm").write_bytes(bytes(data))
+    with pytest.raises(cge.Error) as e:
+        cge.InferenceSession(str(tmp_path / "bad.cgm"))
+    assert e.value.layer == "io" and "checksum" in str(e.value)
+    with pytest.raises(cge.Error):
+        cge.InferenceSession(cgm, input_shapes={"image": [2, 3, 64, 64]})
+    s = cge.InferenceSession(cgm)
+    with pytest.raises(cge.Error) as e:
+        s.run(None, {"image": np.zeros((2, 3, 64, 64), np.float32)})
+    assert e.value.layer == "session"
+
+
+def cli_outputs(model, x_path, out_dir, mode):
+    subprocess.run([CLI, "run", model, "--input", "input=%s" % x_path, "--output-dir",
+                    str(out_dir), "--mode", mode], check=True, capture_output=True)
+    return np.load(os.path.join(str(out_dir), "output.npy"))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "transformer_encoder"])
+def test_real_model(name, tmp_path):
+    pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    if name != "transformer_encoder":
+        pytest.importorskip("torchvision", reason="torchvision is not installed")
+    onnx_path, npz_path = _load_maker().make(name, MODEL_DIR)
+    ref = np.load(npz_path)
+    cgm = compile_cgm(onnx_path, tmp_path / (name + ".cgm"))
+    # Bit for bit in processes of their own: with PyTorch loaded in this one,
+    # cge's compile-time arithmetic can round differently (seen on resnet18).
+    np.save(tmp_path / "x.npy", ref["input"])
+    want = cli_outputs(onnx_path, tmp_path / "x.npy", tmp_path / "onnx", "plan")
+    for mode in ("plan", "replay", "eager"):
+        got = cli_outputs(cgm, tmp_path / "x.npy", tmp_path / mode, mode)
+        np.testing.assert_array_equal(got, want, err_msg=mode)
+    (y,) = cge.InferenceSession(cgm).run(None, {"input": ref["input"]})
+    np.testing.assert_allclose(y, ref["output"], rtol=1e-3, atol=1e-4)
+    assert os.path.getsize(cgm) > 0 and ROOT

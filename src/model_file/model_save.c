@@ -1,0 +1,388 @@
+/* The writer: a plan and its constants into the .cgm layout (format.h). Each
+ * section is built in its own growing buffer, then header, section table,
+ * sections and the page-aligned weights are laid out one after another. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/strmap.h"
+#include "cge/cge.h"
+#include "compiler/compiler_internal.h"
+#include "model_file/model_internal.h"
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} buf;
+
+static size_t buf_put(buf *b, const void *data, size_t n)
+{
+    size_t at = b->n;
+    if (b->oom)
+        return at;
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->n + n)
+            nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = true;
+            return at;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    if (data)
+        memcpy(b->p + b->n, data, n);
+    else
+        memset(b->p + b->n, 0, n);
+    b->n += n;
+    return at;
+}
+
+static void buf_align(buf *b, size_t a)
+{
+    size_t pad = (a - b->n % a) % a;
+    if (pad)
+        buf_put(b, NULL, pad);
+}
+
+typedef struct writer {
+    const cge_plan *p;
+    buf sec[CGM_SEC_COUNT];
+    cge_strmap strs;
+    const char *err_node;
+} writer;
+
+static uint32_t str_ref(writer *w, const char *s)
+{
+    if (!s || !s[0])
+        return 0;
+    int32_t at = cge_strmap_get(&w->strs, s);
+    if (at >= 0)
+        return (uint32_t)at;
+    size_t off = buf_put(&w->sec[CGM_SEC_STRINGS], s, strlen(s) + 1);
+    if (off > INT32_MAX || !cge_strmap_put(&w->strs, s, (int32_t)off))
+        w->sec[CGM_SEC_STRINGS].oom = true;
+    return (uint32_t)off;
+}
+
+static uint32_t idx_put(writer *w, int32_t v)
+{
+    return (uint32_t)(buf_put(&w->sec[CGM_SEC_INDICES], &v, sizeof v) / sizeof v);
+}
+
+static uint64_t aux_put(writer *w, const void *data, size_t n, size_t align)
+{
+    buf_align(&w->sec[CGM_SEC_AUX], align);
+    return buf_put(&w->sec[CGM_SEC_AUX], data, n);
+}
+
+static cgm_tensor tensor_rec(writer *w, const cge_tensor *t)
+{
+    cgm_tensor r = {.dtype = t->dtype, .rank = t->shape.rank};
+    for (int32_t k = 0; k < t->shape.rank && k < 8; k++)
+        r.dims[k] = t->shape.dims[k];
+    r.bytes = t->bytes;
+    r.data = aux_put(w, t->data, t->bytes, 64);
+    return r;
+}
+
+static cge_status write_attr(writer *w, const cge_node *n, const cge_attr *a)
+{
+    cgm_attr r = {.name = str_ref(w, a->name), .kind = a->kind};
+    switch (a->kind) {
+    case CGE_ATTR_INT: r.i = a->i; break;
+    case CGE_ATTR_FLOAT: r.f = a->f; break;
+    case CGE_ATTR_STRING: r.s = str_ref(w, a->s); break;
+    case CGE_ATTR_INTS:
+        r.n = a->n;
+        r.aux = aux_put(w, a->ints, sizeof(int64_t) * (size_t)a->n, 8);
+        break;
+    case CGE_ATTR_FLOATS:
+        r.n = a->n;
+        r.aux = aux_put(w, a->floats, sizeof(float) * (size_t)a->n, 8);
+        break;
+    case CGE_ATTR_STRINGS: {
+        r.n = a->n;
+        uint32_t *refs = malloc(sizeof(uint32_t) * ((size_t)a->n + 1));
+        if (!refs)
+            return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+        for (int64_t k = 0; k < a->n; k++)
+            refs[k] = str_ref(w, a->strings[k]);
+        r.aux = aux_put(w, refs, sizeof(uint32_t) * (size_t)a->n, 8);
+        free(refs);
+        break;
+    }
+    case CGE_ATTR_TENSOR: {
+        r.n = 1;
+        cgm_tensor t = tensor_rec(w, a->t);
+        r.aux = aux_put(w, &t, sizeof t, 8);
+        break;
+    }
+    case CGE_ATTR_TENSORS: {
+        r.n = a->n;
+        cgm_tensor *ts = calloc((size_t)a->n + 1, sizeof *ts);
+        if (!ts)
+            return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+        for (int64_t k = 0; k < a->n; k++)
+            ts[k] = tensor_rec(w, &a->tensors[k]);
+        r.aux = aux_put(w, ts, sizeof *ts * (size_t)a->n, 8);
+        free(ts);
+        break;
+    }
+    default:
+        return cge_error(CGE_LAYER_IO, CGE_ERR_UNSUPPORTED,
+                         "model save: node '%s' (%s): attribute '%s' is a %s; the model file "
+                         "cannot hold graph attributes",
+                         cge_node_name(n), cge_node_op_type(n), a->name,
+                         cge_attr_kind_name(a->kind));
+    }
+    buf_put(&w->sec[CGM_SEC_ATTRS], &r, sizeof r);
+    return CGE_OK;
+}
+
+bool cgm_builtin_origin(const char *origin)
+{
+    return !origin || !strcmp(origin, "builtin") || !strcmp(origin, "compiler") ||
+           !strcmp(origin, "onnx_converters");
+}
+
+/* The name a library at `path` registers under, if it is loaded. */
+static bool lib_name_of(const char *path, char *name, size_t size)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return false;
+    void *sym = dlsym(h, CGE_OP_LIBRARY_ENTRY);
+    cge_op_library_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    const cge_op_library *lib = entry ? entry() : NULL;
+    bool ok = lib && lib->name;
+    if (ok)
+        snprintf(name, size, "%s", lib->name);
+    dlclose(h);
+    return ok;
+}
+
+static void write_libs(writer *w, const cge_model_save_options *opts)
+{
+    const cge_plan_step *steps = cge_plan_steps(w->p);
+    int32_t n = cge_plan_num_steps(w->p);
+    for (int32_t t = 0; t < n; t++) {
+        const char *origin = cge_op_origin(steps[t].def);
+        if (cgm_builtin_origin(origin))
+            continue;
+        bool seen = false;
+        for (int32_t u = 0; u < t && !seen; u++)
+            seen = cge_op_origin(steps[u].def) == origin;
+        if (seen)
+            continue;
+        const char *path = "";
+        char name[256];
+        for (int32_t k = 0; opts && k < opts->num_op_libraries; k++)
+            if (opts->op_libraries[k] && lib_name_of(opts->op_libraries[k], name, sizeof name) &&
+                !strcmp(name, origin))
+                path = opts->op_libraries[k];
+        cgm_lib r = {.name = str_ref(w, origin), .path = str_ref(w, path)};
+        buf_put(&w->sec[CGM_SEC_LIBS], &r, sizeof r);
+    }
+}
+
+/* The dtype a kernel is chosen by (as partition does): the first present
+ * input's, else output 0's. */
+static int32_t step_kernel_dtype(const cge_plan *p, const cge_plan_step *s)
+{
+    const cge_plan_value *v = cge_plan_values(p);
+    for (int32_t k = 0; k < s->num_inputs; k++)
+        if (s->inputs[k] >= 0)
+            return v[s->inputs[k]].dtype;
+    return s->num_outputs ? v[s->outputs[0]].dtype : CGE_DTYPE_UNDEFINED;
+}
+
+static cge_status build_sections(writer *w, const cge_model_save_options *opts)
+{
+    const cge_plan *p = w->p;
+    buf_put(&w->sec[CGM_SEC_STRINGS], "", 1);   /* reference 0 is "" */
+    const cge_plan_stats *ps = cge_plan_get_stats(p);
+    const cge_graph *g = cge_plan_graph(p);
+    cgm_model m = {
+        .graph_name = str_ref(w, cge_graph_name(g)),
+        .num_values = cge_plan_num_values(p), .num_steps = cge_plan_num_steps(p),
+        .num_inputs = cge_graph_num_inputs(g), .num_outputs = cge_graph_num_outputs(g),
+        .num_streams = cge_plan_num_streams(p), .num_events = cge_plan_num_events(p),
+        .nodes_in = ps->nodes_in, .num_subgraphs = ps->num_subgraphs,
+        .num_conversions = ps->num_conversions,
+        .arena_bytes = cge_plan_arena_bytes(p), .constant_bytes = cge_plan_constant_bytes(p),
+        .lower_bound_bytes = ps->lower_bound_bytes, .naive_bytes = ps->naive_bytes,
+        .compile_ms = ps->compile_ms};
+    for (int s = 0; s < 4; s++)
+        m.stage_ms[s] = ps->stage_ms[s];
+    m.inputs_first = (uint32_t)(w->sec[CGM_SEC_INDICES].n / 4);
+    for (int32_t i = 0; i < m.num_inputs; i++)
+        idx_put(w, cge_plan_input_value(p, i));
+    m.outputs_first = (uint32_t)(w->sec[CGM_SEC_INDICES].n / 4);
+    for (int32_t i = 0; i < m.num_outputs; i++)
+        idx_put(w, cge_plan_output_value(p, i));
+    const cge_plan_value *vals = cge_plan_values(p);
+    for (int32_t v = 0; v < m.num_values; v++) {
+        const cge_plan_value *pv = &vals[v];
+        cgm_value r = {.name = str_ref(w, pv->name), .dtype = pv->dtype, .rank = pv->shape.rank,
+                       .format = pv->format, .memory_space = pv->memory_space,
+                       .storage = pv->storage, .alias_of = pv->alias_of,
+                       .first_step = pv->first_step, .last_step = pv->last_step,
+                       .input_index = pv->input_index, .output_index = pv->output_index,
+                       .bytes = pv->bytes, .offset = pv->offset};
+        for (int32_t k = 0; k < pv->shape.rank; k++)
+            r.dims[k] = pv->shape.dims[k];
+        buf_put(&w->sec[CGM_SEC_VALUES], &r, sizeof r);
+    }
+    const cge_plan_step *steps = cge_plan_steps(p);
+    int32_t num_attrs = 0;
+    for (int32_t t = 0; t < m.num_steps; t++) {
+        const cge_plan_step *s = &steps[t];
+        cgm_step r = {.name = str_ref(w, cge_node_name(s->node)),
+                      .op = str_ref(w, cge_node_op_type(s->node)),
+                      .domain = str_ref(w, cge_node_domain(s->node)),
+                      .engine = str_ref(w, s->engine),
+                      .kernel_dtype = step_kernel_dtype(p, s), .stream = s->stream,
+                      .num_inputs = s->num_inputs, .num_outputs = s->num_outputs,
+                      .num_waits = s->num_waits, .record = s->record,
+                      .ws_last = p->ws_last ? p->ws_last[t] : t,
+                      .ws_offset = s->workspace_offset, .ws_bytes = s->workspace_bytes};
+        r.io_first = (uint32_t)(w->sec[CGM_SEC_INDICES].n / 4);
+        for (int32_t k = 0; k < s->num_inputs; k++)
+            idx_put(w, s->inputs[k]);
+        for (int32_t k = 0; k < s->num_outputs; k++)
+            idx_put(w, s->outputs[k]);
+        r.waits_first = (uint32_t)(w->sec[CGM_SEC_INDICES].n / 4);
+        for (int32_t k = 0; k < s->num_waits; k++)
+            idx_put(w, s->waits[k]);
+        const cge_attrs *as = cge_node_attrs_const(s->node);
+        r.attr_first = (uint32_t)num_attrs;
+        r.num_attrs = cge_attrs_count(as);
+        for (int32_t k = 0; k < r.num_attrs; k++) {
+            cge_status st = write_attr(w, s->node, cge_attrs_at(as, k));
+            if (st)
+                return st;
+        }
+        num_attrs += r.num_attrs;
+        buf_put(&w->sec[CGM_SEC_STEPS], &r, sizeof r);
+    }
+    m.num_attrs = num_attrs;
+    m.opt_level = opts ? (int32_t)opts->opt_level : 0;   /* the plan does not keep it */
+    buf_put(&w->sec[CGM_SEC_MODEL], &m, sizeof m);
+    write_libs(w, opts);
+    for (int s = 1; s < CGM_SEC_COUNT; s++)
+        if (w->sec[s].oom)
+            return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+    return CGE_OK;
+}
+
+static const uint32_t record_bytes[CGM_SEC_COUNT] = {
+    [CGM_SEC_STRINGS] = 1, [CGM_SEC_MODEL] = sizeof(cgm_model),
+    [CGM_SEC_VALUES] = sizeof(cgm_value), [CGM_SEC_STEPS] = sizeof(cgm_step),
+    [CGM_SEC_INDICES] = sizeof(int32_t), [CGM_SEC_ATTRS] = sizeof(cgm_attr),
+    [CGM_SEC_AUX] = 1, [CGM_SEC_LIBS] = sizeof(cgm_lib)};
+
+cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_options *opts,
+                                 void **data, size_t *size)
+{
+    if (!plan || !data || !size)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "model save: NULL plan or output");
+    *data = NULL;
+    *size = 0;
+    writer w = {.p = plan};
+    cge_strmap_init(&w.strs);
+    cge_status st = build_sections(&w, opts);
+    buf out = {0};
+    if (!st) {
+        int nsec = CGM_SEC_COUNT - 1;
+        cgm_header h = {.format_version = CGE_MODEL_FORMAT_VERSION,
+                        .header_bytes = sizeof(cgm_header), .byte_order = CGM_BYTE_ORDER,
+                        .engine_version = CGE_VERSION_MAJOR << 16 | CGE_VERSION_MINOR << 8 |
+                                          CGE_VERSION_PATCH,
+                        .num_sections = (uint32_t)nsec,
+                        .cpu_required = cgm_cpu_build_features(),
+                        .cpu_compiled_on = cge_cpu_features()};
+        memcpy(h.magic, CGM_MAGIC, 8);
+        snprintf(h.arch, sizeof h.arch, "%s", cgm_arch());
+        buf_put(&out, &h, sizeof h);
+        h.section_table = out.n;
+        cgm_section table[CGM_SEC_COUNT];
+        buf_put(&out, NULL, sizeof(cgm_section) * (size_t)nsec);
+        for (int s = 1; s <= nsec; s++) {
+            buf_align(&out, 8);
+            table[s - 1] = (cgm_section){.kind = (uint32_t)s, .record_bytes = record_bytes[s],
+                                         .offset = out.n, .bytes = w.sec[s].n,
+                                         .count = w.sec[s].n / record_bytes[s]};
+            buf_put(&out, w.sec[s].p, w.sec[s].n);
+        }
+        buf_align(&out, CGM_WEIGHTS_ALIGN);
+        h.meta_end = h.weights_offset = out.n;
+        h.weights_bytes = cge_plan_constant_bytes(plan);
+        size_t woff = buf_put(&out, NULL, h.weights_bytes);
+        if (!out.oom) {
+            cge_plan_write_constants(plan, out.p + woff);
+            h.weights_crc32 = cgm_crc32(0, out.p + woff, h.weights_bytes);
+            h.file_bytes = out.n;
+            memcpy(out.p, &h, sizeof h);
+            memcpy(out.p + h.section_table, table, sizeof(cgm_section) * (size_t)nsec);
+            h.meta_crc32 = cgm_meta_crc(out.p, h.meta_end);
+            memcpy(out.p, &h, sizeof h);
+        }
+        if (out.oom)
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+    }
+    for (int s = 0; s < CGM_SEC_COUNT; s++)
+        free(w.sec[s].p);
+    cge_strmap_free(&w.strs);
+    if (st) {
+        free(out.p);
+        return st;
+    }
+    *data = out.p;
+    *size = out.n;
+    return CGE_OK;
+}
+
+cge_status cge_model_save(const cge_plan *plan, const char *path, const cge_model_save_options *opts)
+{
+    if (!path || !path[0])
+        return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "model save: no path");
+    void *data = NULL;
+    size_t size = 0;
+    cge_status st = cge_model_save_buffer(plan, opts, &data, &size);
+    if (st)
+        return st;
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 16);
+    if (!tmp) {
+        free(data);
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+    }
+    snprintf(tmp, len + 16, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        st = cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    } else {
+        bool ok = fwrite(data, 1, size, f) == size;
+        ok &= fflush(f) == 0;
+        int err = errno;
+        ok &= fclose(f) == 0;
+        if (!ok)
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: write failed: %s", path, strerror(err));
+        else if (rename(tmp, path) != 0)
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot rename '%s' into place: %s",
+                           path, tmp, strerror(errno));
+        if (st)
+            remove(tmp);
+    }
+    free(tmp);
+    free(data);
+    return st;
+}

@@ -1,0 +1,182 @@
+/* Helpers for the model file tests (mf_util.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mf_util.h"
+#include "model_file/format.h"
+
+static cge_graph *finish(cge_builder *b)
+{
+    cge_graph *g = NULL;
+    if (cge_builder_finish(b, &g) != CGE_OK)
+        fail_msg("%s", cge_last_error());
+    cge_builder_destroy(b);
+    return g;
+}
+
+cge_graph *mf_mixed_graph(int64_t rows)
+{
+    float w[4 * 3], bias[3];
+    for (int i = 0; i < 12; i++)
+        w[i] = (float)((i * 7) % 5) * 0.3f - 0.6f;
+    for (int i = 0; i < 3; i++)
+        bias[i] = 0.1f * (float)i;
+    cge_builder *b = cge_builder_create("mixed");
+    cge_t x = cge_es_input(b, "x", CGE_F32, CGE_SHAPE(rows, 4));
+    cge_t h = cge_es_relu(b, cge_es_add(b, cge_es_mat_mul(b, x, cge_es_constant(b, "W", CGE_F32, CGE_SHAPE(4, 3), w)),
+                                        cge_es_constant(b, "b", CGE_F32, CGE_SHAPE(3), bias)));
+    int64_t perm[2] = {1, 0};
+    cge_t t = cge_es_mul(b, cge_es_transpose(b, h, perm, 2), cge_es_scalar_f32(b, 0.5f));
+    cge_es_output(b, cge_es_softmax(b, t, -1), "y");
+    int64_t axes[1] = {1};
+    cge_es_output(b, cge_es_reduce_sum(b, x, cge_es_vector_i64(b, axes, 1), 1, 0), "s");
+    return finish(b);
+}
+
+cge_graph *mf_attr_graph(void)
+{
+    float w[4 * 2 * 3 * 3], bias[4];
+    for (int i = 0; i < 72; i++)
+        w[i] = (float)((i * 5) % 11) * 0.05f - 0.25f;
+    for (int i = 0; i < 4; i++)
+        bias[i] = 0.05f * (float)i;
+    cge_builder *b = cge_builder_create("attrs");
+    cge_t x = cge_es_input(b, "img", CGE_F32, CGE_SHAPE(1, 2, 6, 6));
+    cge_t ids = cge_es_input(b, "ids", CGE_I64, CGE_SHAPE(3));
+    int64_t k[2] = {3, 3}, pads[4] = {1, 1, 1, 1}, strides[2] = {1, 1}, dil[2] = {1, 1};
+    cge_t c = cge_es_conv(b, x, cge_es_constant(b, "cw", CGE_F32, CGE_SHAPE(4, 2, 3, 3), w),
+                          cge_es_constant(b, "cb", CGE_F32, CGE_SHAPE(4), bias), "NOTSET", dil, 2,
+                          1, k, 2, pads, 4, strides, 2);
+    cge_t r = cge_es_relu(b, c);
+    int64_t s1[2] = {4, 36}, s2[3] = {1, 4, 36};
+    cge_t v = cge_es_reshape(b, cge_es_reshape(b, r, cge_es_vector_i64(b, s1, 2), 0),
+                             cge_es_vector_i64(b, s2, 3), 0);
+    /* A second branch from the input: Sigmoid of the flattened image. */
+    cge_t f = cge_es_sigmoid(b, cge_es_reshape(b, x, cge_es_vector_i64(b, (int64_t[]){1, 2, 36}, 3), 0));
+    cge_t cat = cge_es_concat(b, (cge_t[]){v, f}, 2, 1);
+    int64_t pv[6] = {0, 1, 0, 0, 1, 0};
+    cge_t p = cge_es_pad(b, cat, cge_es_vector_i64(b, pv, 6), CGE_NONE, CGE_NONE, "reflect");
+    cge_es_output(b, p, "padded");
+    float table[5 * 2];
+    for (int i = 0; i < 10; i++)
+        table[i] = (float)i * 1.5f;
+    cge_t gth = cge_es_gather(b, cge_es_constant(b, "table", CGE_F32, CGE_SHAPE(5, 2), table),
+                              ids, 0);
+    cge_es_output(b, cge_es_cast(b, gth, CGE_F64), "gathered");
+    return finish(b);
+}
+
+static uint32_t next(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+cge_status mf_run(cge_session *s, uint32_t id, cge_run_mode mode, uint32_t seed, mf_outputs *out)
+{
+    int32_t ni = 0, no = 0;
+    cge_status st = cge_session_num_io(s, id, &ni, &no);
+    if (st)
+        return st;
+    assert_true(ni <= 16 && no <= 16);
+    cge_tensor in[16];
+    memset(in, 0, sizeof in);
+    memset(out, 0, sizeof *out);
+    for (int32_t i = 0; !st && i < ni; i++) {
+        cge_tensor_desc d;
+        st = cge_session_input_desc(s, id, i, &d);
+        if (st)
+            break;
+        size_t nb = cge_tensor_nbytes(d.dtype, &d.shape);
+        in[i] = (cge_tensor){.name = d.name, .dtype = d.dtype, .shape = d.shape,
+                             .data = calloc(1, nb + 1), .bytes = nb};
+        size_t es = cge_dtype_size(d.dtype), n = es ? nb / es : 0;
+        for (size_t k = 0; k < n; k++) {
+            uint32_t r = next(&seed);
+            if (d.dtype == CGE_F32)
+                ((float *)in[i].data)[k] = (float)(r % 2001) / 500.0f - 2.0f;
+            else if (d.dtype == CGE_I64)
+                ((int64_t *)in[i].data)[k] = (int64_t)(r % 5);
+            else
+                memset((char *)in[i].data + k * es, (int)(r % 3), es);
+        }
+    }
+    out->n = no;
+    for (int32_t i = 0; !st && i < no; i++) {
+        cge_tensor_desc d;
+        st = cge_session_output_desc(s, id, i, &d);
+        size_t nb = st ? 0 : cge_tensor_nbytes(d.dtype, &d.shape);
+        out->t[i] = (cge_tensor){.name = d.name, .data = calloc(1, nb + 1), .bytes = nb};
+    }
+    cge_run_options o = {.mode = mode};
+    if (!st)
+        st = cge_session_run(s, id, in, ni, out->t, no, &o);
+    for (int32_t i = 0; i < ni; i++)
+        free(in[i].data);
+    return st;
+}
+
+void mf_outputs_free(mf_outputs *o)
+{
+    for (int32_t i = 0; i < o->n; i++)
+        free(o->t[i].data);
+    o->n = 0;
+}
+
+void mf_assert_same(const mf_outputs *a, const mf_outputs *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (int32_t i = 0; i < a->n; i++) {
+        assert_int_equal(a->t[i].dtype, b->t[i].dtype);
+        assert_true(cge_shape_equal(&a->t[i].shape, &b->t[i].shape));
+        size_t nb = cge_tensor_nbytes(a->t[i].dtype, &a->t[i].shape);
+        assert_int_equal(nb, a->t[i].bytes);
+        if (memcmp(a->t[i].data, b->t[i].data, nb))
+            fail_msg("output %d ('%s') differs", (int)i, a->t[i].name);
+    }
+}
+
+cge_plan *mf_compile(const cge_graph *g, int streams, cge_opt_level level)
+{
+    cge_compile_options o = {.opt_level = level, .num_streams = streams};
+    cge_plan *p = NULL;
+    if (cge_compile(g, NULL, 0, &o, &p) != CGE_OK)
+        fail_msg("compile: %s", cge_last_error());
+    return p;
+}
+
+void mf_temp_path(char *buf, size_t size, const char *suffix)
+{
+    static int counter;
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, size, "%s/cge_mf_%ld_%d%s", dir && dir[0] ? dir : "/tmp", (long)getpid(),
+             counter++, suffix);
+}
+
+int mf_write_file(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(data, 1, size, f);
+    return fclose(f) == 0 && w == size ? 0 : -1;
+}
+
+void mf_fix_crc(void *data, size_t size)
+{
+    cgm_header h;
+    if (size < sizeof h)
+        return;
+    memcpy(&h, data, sizeof h);
+    if (h.meta_end < sizeof h || h.meta_end > size)
+        return;
+    h.meta_crc32 = cgm_meta_crc(data, h.meta_end);
+    memcpy((char *)data + offsetof(cgm_header, meta_crc32), &h.meta_crc32, 4);
+}

@@ -1,0 +1,42 @@
+/* Helpers for the model file tests: small graphs covering attribute kinds,
+ * views, constants and streams; a generic runner that feeds a session graph
+ * deterministic inputs and collects every output; file and byte helpers. */
+#ifndef MF_UTIL_H
+#define MF_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cge/cge.h"
+
+/* Every output of one run: host buffers, dtypes and shapes. */
+typedef struct mf_outputs {
+    int32_t n;
+    cge_tensor t[16];
+} mf_outputs;
+
+/* x:[rows,4] -> MatMul/Add/Relu/Transpose/Mul/Softmax "y", ReduceSum "s". */
+cge_graph *mf_mixed_graph(int64_t rows);
+/* Conv (ints attributes), Reshape (view of a view), Concat, Pad (string),
+ * Cast (int), Gather on a constant, two branches (for two streams). */
+cge_graph *mf_attr_graph(void);
+
+/* Run graph `id` of `s` on inputs made from `seed`; *out gets fresh buffers
+ * (mf_outputs_free). CGE_OK or the run's status (message in cge_last_error). */
+cge_status mf_run(cge_session *s, uint32_t id, cge_run_mode mode, uint32_t seed, mf_outputs *out);
+void mf_outputs_free(mf_outputs *o);
+/* Bitwise equality of two runs' outputs (dtypes, shapes, bytes). */
+void mf_assert_same(const mf_outputs *a, const mf_outputs *b);
+
+/* Compile `g` as a session with default options would (level 2, 1 stream
+ * unless `streams`), or fail the test. */
+cge_plan *mf_compile(const cge_graph *g, int streams, cge_opt_level level);
+
+/* A fresh path in $TMPDIR ("<dir>/cge_mf_<pid>_<n><suffix>"). */
+void mf_temp_path(char *buf, size_t size, const char *suffix);
+int mf_write_file(const char *path, const void *data, size_t size);
+
+/* Recompute the header's metadata checksum after a deliberate change. */
+void mf_fix_crc(void *data, size_t size);
+
+#endif

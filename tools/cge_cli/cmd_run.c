@@ -1,0 +1,583 @@
+/* `cge run`, `cge bench` and `cge profile`: the commands that execute a
+ * model in a session, fed from .npy files or seeded random inputs. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+static const char run_help[] =
+    "usage: cge run MODEL [options]\n"
+    "\n"
+    "Run MODEL (.onnx or .cgm) once and print each output's dtype, shape and first\n"
+    "values. Inputs not given are random with a fixed seed (floats in [-1, 1),\n"
+    "integers in [0, 4), dynamic dimensions 1).\n"
+    "\n"
+    "  --input NAME=FILE.npy      an input from a .npy file (repeatable)\n"
+    "  --output-dir DIR           write every output as DIR/<name>.npy\n"
+    "  --mode eager|plan|replay   run mode (default: replay where possible)\n"
+    "  --seed N                   seed of the random inputs (default 0)\n"
+    "  --threads N                compute threads (default: all cores)\n"
+    "  --input-shape NAME:D0,D1   (.onnx) fix an input's shape\n"
+    "  --opt-level 0-3, --streams N, --custom-op-lib LIB.so\n"
+    "\n"
+    ".npy: every cge dtype; bfloat16 is read and written as '<u2' (its bits).\n";
+
+static const char bench_help[] =
+    "usage: cge bench MODEL [options]\n"
+    "\n"
+    "Load (or import and compile) MODEL, then time its runs: load/compile time,\n"
+    "first run, min/p50/p90/p99/max latency, throughput, peak memory.\n"
+    "\n"
+    "  --iterations N             timed runs (default 100, or as many as\n"
+    "                             --duration allows)\n"
+    "  --warmup N                 untimed runs first (default 10)\n"
+    "  --duration S               stop timing after S seconds\n"
+    "  --mode eager|plan|replay   run mode (default: replay where possible)\n"
+    "  --threads N                compute threads (default: all cores)\n"
+    "  --json                     one JSON object\n"
+    "  --input NAME=FILE.npy, --seed N, --input-shape NAME:D0,D1, --opt-level 0-3,\n"
+    "  --streams N, --custom-op-lib LIB.so\n";
+
+static const char profile_help[] =
+    "usage: cge profile MODEL -o TRACE.json [options]\n"
+    "\n"
+    "Run MODEL step by step and write a Chrome trace (Perfetto, chrome://tracing)\n"
+    "with four tracks: compile (import/load, passes, kernel preparation), host\n"
+    "dispatch (binding and enqueueing each step), kernel execution (each step until\n"
+    "its stream is idle) and memory copies (inputs in, outputs out). Prints a\n"
+    "summary per op type. Every step is synchronized before the next, so kernel\n"
+    "times do not overlap (docs/cli.md).\n"
+    "\n"
+    "  -o FILE                    the trace to write (required)\n"
+    "  --iterations N             profiled runs (default 10; one warm-up run first)\n"
+    "  --input NAME=FILE.npy, --seed N, --threads N, --input-shape NAME:D0,D1,\n"
+    "  --opt-level 0-3, --disable-pass NAME, --streams N, --custom-op-lib LIB.so\n";
+
+static void opts_free(cli_opts *o)
+{
+    for (int i = 0; i < o->num_shapes; i++)
+        free(o->shape_names[i]);
+}
+
+static double value_at(const cge_tensor *t, size_t i)
+{
+    const char *p = (const char *)t->data + i * cge_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case CGE_F32: return *(const float *)p;
+    case CGE_F64: return *(const double *)p;
+    case CGE_F16: return cge_f16_to_f32(*(const uint16_t *)p);
+    case CGE_BF16: return cge_bf16_to_f32(*(const uint16_t *)p);
+    case CGE_I8: return *(const int8_t *)p;
+    case CGE_U8: case CGE_BOOL: return *(const uint8_t *)p;
+    case CGE_I16: return *(const int16_t *)p;
+    case CGE_U16: return *(const uint16_t *)p;
+    case CGE_I32: return *(const int32_t *)p;
+    case CGE_U32: return *(const uint32_t *)p;
+    case CGE_I64: return (double)*(const int64_t *)p;
+    case CGE_U64: return (double)*(const uint64_t *)p;
+    default: return 0;
+    }
+}
+
+static void print_output(const cge_tensor *t)
+{
+    char sh[CGE_SHAPE_STR_MAX];
+    size_t n = (size_t)cge_shape_numel(&t->shape);
+    printf("output '%s': %s %s", t->name, cge_dtype_name(t->dtype),
+           cge_shape_str(&t->shape, sh, sizeof sh));
+    if (n) {
+        double lo = INFINITY, hi = -INFINITY, sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            double v = value_at(t, i);
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+            sum += v;
+        }
+        printf("  min %.6g max %.6g mean %.6g\n  values:", lo, hi, sum / (double)n);
+        for (size_t i = 0; i < n && i < 8; i++)
+            printf(" %.6g", value_at(t, i));
+        printf("%s", n > 8 ? " ..." : "");
+    }
+    printf("\n");
+}
+
+/* A file name from an output name: letters, digits, '.', '-', '_' kept. */
+static void safe_name(const char *name, char *buf, size_t size)
+{
+    size_t k = 0;
+    for (const char *p = name; *p && k + 1 < size; p++) {
+        char c = *p;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '-' || c == '_';
+        buf[k++] = ok ? c : '_';
+    }
+    buf[k] = '\0';
+    if (!k || buf[0] == '.')
+        snprintf(buf, size, "output_%s", name[0] ? "x" : "");
+}
+
+/* Open, make a session, inputs and outputs: what run, bench and profile share. */
+typedef struct prepared {
+    cli_model m;
+    cge_session *s;
+    cli_tensors in, out;
+    double prepare_ms;
+} prepared;
+
+static void prepared_free(prepared *p)
+{
+    cli_tensors_free(&p->in);
+    cli_tensors_free(&p->out);
+    cge_session_destroy(p->s);
+    cli_close(&p->m);
+}
+
+static int prepare(const char *cmd, const cli_opts *o, prepared *p)
+{
+    memset(p, 0, sizeof *p);
+    int rc = cli_open(cmd, o, &p->m);
+    if (!rc)
+        rc = cli_session(cmd, o, &p->m, &p->s, &p->prepare_ms);
+    if (!rc)
+        rc = cli_make_inputs(cmd, o, p->s, &p->in);
+    if (!rc)
+        rc = cli_make_outputs(cmd, p->s, &p->out);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    cli_opts o;
+    bool done;
+    int rc = cli_parse("run", argc, argv,
+                       "input,output-dir,mode,seed,threads,input-shape,opt-level,streams,"
+                       "custom-op-lib,verify",
+                       run_help, &o, &done);
+    if (rc || done) {
+        opts_free(&o);
+        return rc;
+    }
+    prepared p;
+    rc = prepare("run", &o, &p);
+    if (!rc && o.output_dir && mkdir(o.output_dir, 0777) && errno != EEXIST)
+        rc = cli_fail("run", "[io] %s: cannot make the folder: %s", o.output_dir, strerror(errno));
+    double ms = 0;
+    if (!rc) {
+        cge_run_options ro = {.mode = o.mode};
+        double t0 = cli_now_ms();
+        if (cli_run_once(p.s, &p.in, &p.out, &ro))
+            rc = cli_fail_last("run", NULL);
+        ms = cli_now_ms() - t0;
+    }
+    if (!rc) {
+        cge_run_mode used = CGE_RUN_DEFAULT;
+        cge_session_last_run_mode(p.s, 1, &used);
+        printf("%s: %s in %.2f ms (%s mode; %s %.1f ms, prepare %.1f ms)\n", o.model,
+               p.m.is_cgm ? "compiled model ran" : "ran", ms, cge_run_mode_name(used),
+               p.m.is_cgm ? "load" : "import", p.m.open_ms, p.prepare_ms);
+        for (int i = 0; i < p.out.n; i++)
+            print_output(&p.out.t[i]);
+    }
+    for (int i = 0; !rc && o.output_dir && i < p.out.n; i++) {
+        char nm[256], path[4096];
+        safe_name(p.out.t[i].name, nm, sizeof nm);
+        snprintf(path, sizeof path, "%s/%s.npy", o.output_dir, nm);
+        if (cli_npy_write(path, &p.out.t[i]))
+            rc = cli_fail_last("run", NULL);
+        else
+            printf("wrote %s%s\n", path,
+                   p.out.t[i].dtype == CGE_BF16 ? " (bfloat16 stored as uint16 bits)" : "");
+    }
+    prepared_free(&p);
+    opts_free(&o);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(const double *v, long n, double q)
+{
+    long k = (long)ceil(q * (double)n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    cli_opts o;
+    bool done;
+    int rc = cli_parse("bench", argc, argv,
+                       "iterations,warmup,duration,mode,threads,json,input,seed,input-shape,"
+                       "opt-level,streams,custom-op-lib",
+                       bench_help, &o, &done);
+    if (rc || done) {
+        opts_free(&o);
+        return rc;
+    }
+    prepared p;
+    rc = prepare("bench", &o, &p);
+    long iters = o.iterations > 0 ? o.iterations : o.duration_s > 0 ? 100000000 : 100;
+    long warm = o.warmup >= 0 ? o.warmup : 10;
+    double *lat = NULL;
+    long n = 0;
+    double first = 0, total = 0;
+    cge_run_options ro = {.mode = o.mode};
+    if (!rc) {
+        double t0 = cli_now_ms();
+        if (cli_run_once(p.s, &p.in, &p.out, &ro))
+            rc = cli_fail_last("bench", "first run");
+        first = cli_now_ms() - t0;
+    }
+    for (long i = 0; !rc && i < warm; i++)
+        if (cge_session_run(p.s, 1, p.in.t, p.in.n, p.out.t, p.out.n, &ro))
+            rc = cli_fail_last("bench", "warm-up run");
+    size_t cap = 1024;
+    if (!rc && !(lat = malloc(sizeof(double) * cap)))
+        rc = cli_fail("bench", "out of memory");
+    double start = cli_now_ms();
+    while (!rc && n < iters) {
+        double t0 = cli_now_ms();
+        if (cge_session_run(p.s, 1, p.in.t, p.in.n, p.out.t, p.out.n, &ro)) {
+            rc = cli_fail_last("bench", "run");
+            break;
+        }
+        double t1 = cli_now_ms();
+        if ((size_t)n == cap) {
+            double *q = realloc(lat, sizeof(double) * cap * 2);
+            if (!q) {
+                rc = cli_fail("bench", "out of memory");
+                break;
+            }
+            lat = q;
+            cap *= 2;
+        }
+        lat[n++] = t1 - t0;
+        if (o.duration_s > 0 && t1 - start >= o.duration_s * 1e3)
+            break;
+    }
+    total = cli_now_ms() - start;
+    if (!rc) {
+        qsort(lat, (size_t)n, sizeof(double), cmp_double);
+        double mean = 0;
+        for (long i = 0; i < n; i++)
+            mean += lat[i];
+        mean /= (double)n;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        long long peak = (long long)ru.ru_maxrss * 1024;
+        cge_run_mode used = CGE_RUN_DEFAULT;
+        cge_session_last_run_mode(p.s, 1, &used);
+        double thr = total > 0 ? (double)n / (total / 1e3) : 0;
+        long long arena = p.m.is_cgm ? (long long)cge_plan_arena_bytes(cge_model_plan(p.m.model)) : -1;
+        if (o.json) {
+            printf("{\"model\": ");
+            cli_json_str(stdout, o.model);
+            printf(", \"format\": \"%s\", \"mode\": \"%s\", \"threads\": %d, \"%s_ms\": %.3f, "
+                   "\"prepare_ms\": %.3f, \"first_run_ms\": %.3f, \"iterations\": %ld, "
+                   "\"warmup\": %ld, \"min_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
+                   "\"p99_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, "
+                   "\"throughput_per_s\": %.2f, \"peak_rss_bytes\": %lld, \"arena_bytes\": %lld}\n",
+                   p.m.is_cgm ? "cgm" : "onnx", cge_run_mode_name(used),
+                   o.threads ? o.threads : cge_device_num_threads(cge_session_device(p.s)),
+                   p.m.is_cgm ? "load" : "import", p.m.open_ms, p.prepare_ms, first, n, warm,
+                   lat[0], pct(lat, n, 0.5), pct(lat, n, 0.9), pct(lat, n, 0.99), lat[n - 1],
+                   mean, thr, peak, arena);
+        } else {
+            printf("%s (%s, %s mode, %d threads)\n", o.model, p.m.is_cgm ? "compiled model" : "ONNX",
+                   cge_run_mode_name(used),
+                   o.threads ? o.threads : cge_device_num_threads(cge_session_device(p.s)));
+            printf("  %-10s %10.3f ms\n  %-10s %10.3f ms%s\n  %-10s %10.3f ms\n",
+                   p.m.is_cgm ? "load" : "import", p.m.open_ms, "prepare", p.prepare_ms,
+                   p.m.is_cgm ? " (kernels, arena)" : " (compile, kernels, arena)", "first run",
+                   first);
+            printf("  latency over %ld runs (after %ld warm-up): min %.3f  p50 %.3f  p90 %.3f  "
+                   "p99 %.3f  max %.3f  mean %.3f ms\n",
+                   n, warm, lat[0], pct(lat, n, 0.5), pct(lat, n, 0.9), pct(lat, n, 0.99),
+                   lat[n - 1], mean);
+            printf("  throughput %.1f runs/s; peak memory %.1f MiB", thr, (double)peak / 1048576.0);
+            if (arena >= 0)
+                printf(" (arena %.1f MiB)", (double)arena / 1048576.0);
+            printf("\n");
+        }
+    }
+    free(lat);
+    prepared_free(&p);
+    opts_free(&o);
+    return rc;
+}
+
+/* ---- profile ------------------------------------------------------------------- */
+
+typedef struct span {
+    int track;                    /* 1 compile, 2 dispatch, 3 kernels, 4 copies */
+    char name[96];
+    const char *cat;
+    double begin, end;            /* ms, cge_profile_clock_ms */
+    char args[256];               /* JSON object body */
+} span;
+
+typedef struct trace {
+    span *v;
+    size_t n, cap;
+    bool oom;
+} trace;
+
+static span *add_span(trace *t, int track, const char *cat, double b, double e, const char *name)
+{
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 1024;
+        span *q = realloc(t->v, nc * sizeof *q);
+        if (!q) {
+            t->oom = true;
+            return NULL;
+        }
+        t->v = q;
+        t->cap = nc;
+    }
+    span *s = &t->v[t->n++];
+    memset(s, 0, sizeof *s);
+    s->track = track;
+    s->cat = cat;
+    s->begin = b;
+    s->end = e;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    return s;
+}
+
+/* `s` for a JSON string body (quotes, backslashes, control bytes escaped). */
+static const char *esc(const char *s, char *buf, size_t size)
+{
+    size_t k = 0;
+    for (; s && *s && k + 7 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            k += (size_t)snprintf(buf + k, size - k, "\\%c", c);
+        else if (c < 0x20)
+            k += (size_t)snprintf(buf + k, size - k, "\\u%04x", c);
+        else
+            buf[k++] = (char)c;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+static void on_profile(const cge_profile_event *ev, void *user)
+{
+    trace *t = user;
+    char nm[128];
+    esc(ev->name, nm, sizeof nm);
+    if (ev->kind == CGE_PROFILE_KERNEL) {
+        char op[96];
+        snprintf(op, sizeof op, "%s%s%s", ev->domain, ev->domain[0] ? "." : "", ev->op_type);
+        span *d = add_span(t, 2, "dispatch", ev->launch_begin_ms, ev->launch_end_ms, op);
+        if (d)
+            snprintf(d->args, sizeof d->args, "\"node\": \"%s\", \"step\": %d", nm,
+                     (int)ev->step);
+        span *k = add_span(t, 3, "kernel", ev->launch_end_ms, ev->end_ms, op);
+        if (k)
+            snprintf(k->args, sizeof k->args,
+                     "\"node\": \"%s\", \"step\": %d, \"engine\": \"%s\", \"stream\": %d",
+                     nm, (int)ev->step, ev->engine, (int)ev->stream);
+    } else {
+        span *c = add_span(t, 4, "copy", ev->launch_begin_ms, ev->end_ms,
+                           ev->kind == CGE_PROFILE_COPY_IN ? "copy in" : "copy out");
+        if (c)
+            snprintf(c->args, sizeof c->args, "\"value\": \"%s\", \"bytes\": %zu", nm,
+                     ev->bytes);
+    }
+}
+
+typedef struct op_sum {
+    char op[96];
+    long count;
+    double total, dispatch;
+} op_sum;
+
+static int cmp_sum(const void *a, const void *b)
+{
+    double x = ((const op_sum *)a)->total, y = ((const op_sum *)b)->total;
+    return (x < y) - (x > y);
+}
+
+static int write_trace(const char *path, const trace *t, double t0, const char *model)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return cli_fail("profile", "[io] %s: cannot write: %s", path, strerror(errno));
+    static const char *const tracks[5] = {"", "compile", "host dispatch", "kernel execution",
+                                          "memory copies"};
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"model\": ");
+    cli_json_str(f, model);
+    fprintf(f, ", \"tool\": \"cge profile\"}, \"traceEvents\": [\n");
+    fprintf(f, "{\"ph\": \"M\", \"pid\": 1, \"name\": \"process_name\", \"args\": {\"name\": \"cge\"}}");
+    for (int k = 1; k <= 4; k++)
+        fprintf(f, ",\n{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"name\": \"thread_name\", "
+                   "\"args\": {\"name\": \"%s\"}},\n{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                   "\"name\": \"thread_sort_index\", \"args\": {\"sort_index\": %d}}",
+                k, tracks[k], k, k);
+    for (size_t i = 0; i < t->n; i++) {
+        const span *s = &t->v[i];
+        fprintf(f, ",\n{\"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"cat\": \"%s\", \"name\": ",
+                s->track, s->cat);
+        cli_json_str(f, s->name);
+        fprintf(f, ", \"ts\": %.3f, \"dur\": %.3f, \"args\": {%s}}", (s->begin - t0) * 1e3,
+                (s->end - s->begin) * 1e3, s->args);
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f))
+        return cli_fail("profile", "[io] %s: write failed: %s", path, strerror(errno));
+    return CLI_OK;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    cli_opts o;
+    bool done;
+    int rc = cli_parse("profile", argc, argv,
+                       "o,iterations,input,seed,threads,input-shape,opt-level,disable-pass,"
+                       "streams,custom-op-lib",
+                       profile_help, &o, &done);
+    if (rc || done) {
+        opts_free(&o);
+        return rc;
+    }
+    if (!o.out) {
+        opts_free(&o);
+        return cli_usage("profile", "no output file: give -o TRACE.json");
+    }
+    trace tr = {0};
+    double t0 = cli_now_ms();
+    prepared p;
+    memset(&p, 0, sizeof p);
+    rc = cli_open("profile", &o, &p.m);
+    double opened = cli_now_ms();
+    if (!rc)
+        add_span(&tr, 1, "compile", t0, opened, p.m.is_cgm ? "load .cgm" : "import ONNX");
+    /* An ONNX model is compiled here with per-pass statistics, and the plan
+     * run through an in-memory model, so that the profile shows this very
+     * plan's compile. */
+    if (!rc && !p.m.is_cgm) {
+        char dis[1024];
+        cge_compile_options co = cli_compile_options(&o, dis, sizeof dis);
+        cge_plan *plan = NULL;
+        double c0 = cli_now_ms();
+        if (cge_compile(p.m.graph, NULL, 0, &co, &plan))
+            rc = cli_fail_last("profile", NULL);
+        double c1 = cli_now_ms();
+        if (!rc) {
+            add_span(&tr, 1, "compile", c0, c1, "compile");
+            const cge_plan_stats *st = cge_plan_get_stats(plan);
+            double at = c0;
+            for (int32_t i = 0; i < st->num_passes; i++) {
+                span *s = add_span(&tr, 1, "pass", at, at + st->passes[i].ms, st->passes[i].name);
+                if (s)
+                    snprintf(s->args, sizeof s->args,
+                             "\"stage\": \"%s\", \"nodes_before\": %d, \"nodes_after\": %d",
+                             st->passes[i].stage, (int)st->passes[i].nodes_before,
+                             (int)st->passes[i].nodes_after);
+                at += st->passes[i].ms;
+            }
+            void *buf = NULL;
+            size_t size = 0;
+            if (cge_model_save_buffer(plan, NULL, &buf, &size) ||
+                cge_model_load_buffer(buf, size, NULL, &p.m.model))
+                rc = cli_fail_last("profile", NULL);
+            free(buf);
+            add_span(&tr, 1, "compile", c1, cli_now_ms(), "plan to model (in memory)");
+        }
+        cge_plan_destroy(plan);
+        if (!rc) {
+            p.m.is_cgm = true;
+            cge_graph_destroy(p.m.graph);
+            p.m.graph = NULL;
+        }
+    }
+    double s0 = cli_now_ms();
+    if (!rc)
+        rc = cli_session("profile", &o, &p.m, &p.s, &p.prepare_ms);
+    if (!rc)
+        add_span(&tr, 1, "compile", s0, cli_now_ms(), "prepare (arena, kernels)");
+    if (!rc)
+        rc = cli_make_inputs("profile", &o, p.s, &p.in);
+    if (!rc)
+        rc = cli_make_outputs("profile", p.s, &p.out);
+    /* One unprofiled run first: caches, pages of the weights, lazy state. */
+    cge_run_options plain = {.mode = CGE_RUN_PLAN};
+    if (!rc && cli_run_once(p.s, &p.in, &p.out, &plain))
+        rc = cli_fail_last("profile", "warm-up run");
+    long iters = o.iterations > 0 ? o.iterations : 10;
+    size_t first_run_span = tr.n;
+    cge_run_options ro = {.mode = CGE_RUN_PLAN, .profile = on_profile, .profile_user = &tr};
+    for (long i = 0; !rc && i < iters; i++) {
+        double r0 = cli_now_ms();
+        if (cge_session_run(p.s, 1, p.in.t, p.in.n, p.out.t, p.out.n, &ro))
+            rc = cli_fail_last("profile", "profiled run");
+        char nm[32];
+        snprintf(nm, sizeof nm, "run %ld", i);
+        add_span(&tr, 2, "run", r0, cli_now_ms(), nm);
+    }
+    if (!rc && tr.oom)
+        rc = cli_fail("profile", "out of memory");
+    if (!rc)
+        rc = write_trace(o.out, &tr, t0, o.model);
+    if (!rc) {
+        /* Summary per op type over the profiled runs. */
+        op_sum *sums = calloc(tr.n + 1, sizeof *sums);
+        int ns = 0;
+        double compile = 0, dispatch = 0, kernels = 0, copies = 0;
+        for (size_t i = 0; i < tr.n; i++) {
+            const span *s = &tr.v[i];
+            double d = s->end - s->begin;
+            if (s->track == 1 && !strcmp(s->cat, "compile"))
+                compile += d;
+            if (i < first_run_span || s->track == 1)
+                continue;
+            if (s->track == 4)
+                copies += d;
+            if (s->track == 2 && !strcmp(s->cat, "dispatch"))
+                dispatch += d;
+            if (s->track == 3)
+                kernels += d;
+            if (s->track != 2 && s->track != 3)
+                continue;
+            if (s->track == 2 && strcmp(s->cat, "dispatch"))
+                continue;
+            int k = 0;
+            while (k < ns && strcmp(sums[k].op, s->name))
+                k++;
+            if (k == ns)
+                snprintf(sums[ns++].op, sizeof sums[0].op, "%s", s->name);
+            sums[k].total += d;
+            if (s->track == 2)
+                sums[k].dispatch += d;
+            else
+                sums[k].count++;
+        }
+        qsort(sums, (size_t)ns, sizeof *sums, cmp_sum);
+        double all = dispatch + kernels;
+        printf("profile of %s: %ld run(s), trace in %s\n", o.model, iters, o.out);
+        printf("  compile %.2f ms (%s), per run: dispatch %.3f ms, kernels %.3f ms, copies %.3f ms\n",
+               compile, p.m.graph ? "import + compile" : "load/compile + prepare",
+               dispatch / (double)iters, kernels / (double)iters, copies / (double)iters);
+        printf("  %-32s %8s %12s %10s %7s\n", "op type", "count", "total ms", "mean ms", "share");
+        for (int k = 0; k < ns; k++)
+            printf("  %-32s %8ld %12.3f %10.4f %6.1f%%\n", sums[k].op, sums[k].count / iters,
+                   sums[k].total / (double)iters,
+                   sums[k].count ? sums[k].total / (double)sums[k].count : 0.0,
+                   all > 0 ? 100.0 * sums[k].total / all : 0.0);
+        printf("  (count, total: per run; time = host dispatch + kernel execution)\n");
+        free(sums);
+    }
+    free(tr.v);
+    prepared_free(&p);
+    opts_free(&o);
+    return rc;
+}
