@@ -238,6 +238,18 @@ cge_status cge_mem_set_name(cge_device *dev, void *ptr, const char *name);
  * otherwise CGE_OK. */
 cge_status cge_mem_host_write(cge_device *dev, const void *ptr, size_t bytes);
 
+/* ---- immediate streams --------------------------------------------------- */
+
+/* A stream whose submissions run synchronously on the calling thread before
+ * the submit call returns: copies and fills in place, host functions called,
+ * kernels run block by block (multi-block kernels shared with idle workers of
+ * the pool, as a replay does). For running work from inside a running task
+ * (a host function executing a subgraph), where waiting on a queued stream
+ * could wait for the very worker that waits. Synchronize returns at once
+ * with any cge_kernel_fail reported by its tasks; events and capture are
+ * refused on it ([runtime] CGE_ERR_UNSUPPORTED). Destroy as any stream. */
+cge_status cge_stream_create_immediate(cge_device *dev, cge_stream **out);
+
 #ifdef __cplusplus
 }
 #endif

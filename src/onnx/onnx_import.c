@@ -459,6 +459,107 @@ static cge_status promoted_constant(graph_build *b, const char *node, const char
     return CGE_OK;
 }
 
+/* ---- outer-scope names of nested graphs ---------------------------------
+ * An ONNX body (If, Loop, Scan) may read values of enclosing graphs by name.
+ * The importer makes those reads explicit: every such name becomes an extra
+ * input of the node that owns the body, appended after its ONNX inputs, and
+ * the string list attribute "outer_names" names them as the body reads them,
+ * so that the kernel can bind them even after passes rename outer values. */
+
+typedef struct name_list {
+    const char **v;
+    size_t n, cap;
+} name_list;
+
+static bool name_list_has(const name_list *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i], s))
+            return true;
+    return false;
+}
+
+static bool name_list_add(name_list *l, const char *s)
+{
+    if (name_list_has(l, s))
+        return true;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        const char **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return true;
+}
+
+static bool proto_graph_defines(const Onnx__GraphProto *gp, const char *name)
+{
+    for (size_t i = 0; i < gp->n_input; i++)
+        if (gp->input[i] && gp->input[i]->name && !strcmp(gp->input[i]->name, name))
+            return true;
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        if (gp->initializer[i] && gp->initializer[i]->name &&
+            !strcmp(gp->initializer[i]->name, name))
+            return true;
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        for (size_t i = 0; np && i < np->n_output; i++)
+            if (np->output[i] && !strcmp(np->output[i], name))
+                return true;
+    }
+    return false;
+}
+
+static bool proto_outer_names(const Onnx__GraphProto *gp, int depth, name_list *out);
+
+/* Outer names of the graphs in a node's attributes, added to `out`. */
+static bool proto_node_outer_names(const Onnx__NodeProto *np, int depth, name_list *out)
+{
+    bool ok = true;
+    for (size_t a = 0; ok && a < np->n_attribute; a++) {
+        const Onnx__AttributeProto *ap = np->attribute[a];
+        if (!ap)
+            continue;
+        if (ap->g)
+            ok = proto_outer_names(ap->g, depth + 1, out);
+        for (size_t i = 0; ok && i < ap->n_graphs; i++)
+            if (ap->graphs[i])
+                ok = proto_outer_names(ap->graphs[i], depth + 1, out);
+    }
+    return ok;
+}
+
+/* Names `gp` and its nested graphs read but do not define. Too deep a
+ * nesting stops the walk: import_graph reports it. */
+static bool proto_outer_names(const Onnx__GraphProto *gp, int depth, name_list *out)
+{
+    if (depth > CGE_ONNX_MAX_DEPTH)
+        return true;
+    name_list used = {0};
+    bool ok = true;
+    for (size_t k = 0; ok && k < gp->n_node; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        if (!np)
+            continue;
+        for (size_t i = 0; ok && i < np->n_input; i++)
+            if (np->input[i] && np->input[i][0])
+                ok = name_list_add(&used, np->input[i]);
+        if (ok)
+            ok = proto_node_outer_names(np, depth, &used);
+    }
+    for (size_t i = 0; ok && i < gp->n_output; i++)
+        if (gp->output[i] && gp->output[i]->name && gp->output[i]->name[0])
+            ok = name_list_add(&used, gp->output[i]->name);
+    for (size_t i = 0; ok && i < used.n; i++)
+        if (!proto_graph_defines(gp, used.v[i]))
+            ok = name_list_add(out, used.v[i]);
+    free(used.v);
+    return ok;
+}
+
 static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t idx)
 {
     onnx_ctx *cx = b->cx;
@@ -563,13 +664,31 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
         promoted[a] = true;
     }
 
+    name_list outer = {0};
+    if (!st && !proto_node_outer_names(np, b->depth, &outer))
+        st = oom();
+    if (!st && outer.n) {
+        const char **grown = realloc(ins, (n_in + outer.n + 1) * sizeof *ins);
+        if (!grown)
+            st = oom();
+        else
+            ins = grown;
+        for (size_t i = 0; !st && i < outer.n; i++)
+            ins[n_in + i] = outer.v[i];
+    }
     cge_node *src = NULL;
     if (!st)
-        st = as_io(cx, cge_graph_add_node(b->src, op, domain, node, ins, (int32_t)n_in, outs,
-                                          (int32_t)n_out, &src), node);
+        st = as_io(cx, cge_graph_add_node(b->src, op, domain, node, ins, (int32_t)(n_in + outer.n),
+                                          outs, (int32_t)n_out, &src), node);
     for (size_t a = 0; !st && a < np->n_attribute; a++)
         if (!promoted[a])
             st = set_attr(b, node, np->attribute[a], cge_node_attrs(src));
+    if (!st && outer.n) {
+        cge_attr names = {.name = "outer_names", .kind = CGE_ATTR_STRINGS,
+                          .strings = outer.v, .n = (int64_t)outer.n};
+        st = as_io(cx, cge_attrs_set(cge_node_attrs(src), &names), node);
+    }
+    free(outer.v);
     int32_t before = cge_graph_num_nodes(b->dst);
     if (!st)
         st = as_io(cx, cge_converter_apply(conv, src, opset, b->dst), node);

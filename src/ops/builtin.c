@@ -22,6 +22,7 @@ static const family_fn families[] = {
     cge_ops_spectral,
     cge_ops_einsum,
     cge_ops_loss, cge_ops_misc,
+    cge_ops_control_flow,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

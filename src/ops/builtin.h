@@ -30,6 +30,7 @@ const cge_op_def *cge_ops_quant(int32_t *count);   /* QuantizeLinear DequantizeL
 const cge_op_def *cge_ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
 const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge_ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss */
+const cge_op_def *cge_ops_control_flow(int32_t *count); /* If Loop Scan */
 const cge_op_def *cge_ops_misc(int32_t *count);    /* CastLike MVN Det GridSample MaxUnpool RoiAlign NonMaxSuppression Unique TfIdfVectorizer Random* Bernoulli Multinomial */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */

@@ -521,6 +521,10 @@ cge_status cge_stream_begin_capture(cge_stream *stream, cge_capture_mode mode)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_stream_begin_capture: invalid capture mode %d on stream %llu", (int)mode,
                          (unsigned long long)stream->id);
+    if (stream->immediate)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_UNSUPPORTED,
+                         "cge_stream_begin_capture: stream %llu is immediate; it runs work at once "
+                         "and cannot record it", (unsigned long long)stream->id);
     cge_device *dev = stream->dev;
     rt_capture *c = calloc(1, sizeof *c);
     if (!c)

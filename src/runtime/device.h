@@ -136,6 +136,9 @@ struct cge_stream {
      * the message; synchronize reads it after the stream's work is done. */
     atomic_int kfail_status;
     char kfail_msg[512];
+    /* cge_stream_create_immediate: every submission runs on the calling
+     * thread before the submit call returns (set once, before any use). */
+    bool immediate;
 };
 
 /* The stream whose task this thread is running (NULL outside tasks), so that
@@ -202,8 +205,12 @@ static inline cge_status rt_hazard_check(cge_device *dev, uint64_t stream_id, co
 
 /* Every stream task goes through here: recorded while the stream captures,
  * checked for hazards while checking is on, otherwise straight to the device. */
+cge_status rt_submit_immediate(cge_stream *stream, const cge_task *task);
+
 static inline cge_status rt_submit(cge_stream *stream, const cge_task *task)
 {
+    if (stream->immediate)
+        return rt_submit_immediate(stream, task);
     if (atomic_load_explicit(&stream->hooked, memory_order_acquire))
         return rt_capture_submit_slow(stream, task);
     if (task->kind == CGE_TASK_EVENT_RECORD || task->kind == CGE_TASK_EVENT_WAIT) {

@@ -229,6 +229,10 @@ cge_status cge_ri_execute_async(cge_ri *ri, cge_stream *stream)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_ri_execute_async: stream %llu and ri#%llu belong to different devices",
                          (unsigned long long)stream->id, (unsigned long long)ri->id);
+    if (stream->immediate)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_UNSUPPORTED,
+                         "cge_ri_execute_async: stream %llu is immediate; replays need a queued stream",
+                         (unsigned long long)stream->id);
     cge_status st = rt_capture_refuse_replay(stream, ri);
     if (st != CGE_OK)
         return st;
@@ -549,6 +553,10 @@ cge_status cge_ri_update_begin(cge_ri *ri, int32_t group_id, cge_stream *stream)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_ri_update_begin: stream %llu and ri#%llu belong to different devices",
                          (unsigned long long)stream->id, (unsigned long long)ri->id);
+    if (stream->immediate)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_UNSUPPORTED,
+                         "cge_ri_update_begin: stream %llu is immediate; replays need a queued stream",
+                         (unsigned long long)stream->id);
     if (group_id < 0 || group_id >= ri->num_groups)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_NOT_FOUND,
                          "cge_ri_update_begin: ri#%llu has %d task groups; there is no group %d",

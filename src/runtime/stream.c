@@ -14,6 +14,38 @@ cge_status cge_stream_create(cge_device *dev, cge_stream **out)
     return dev->ops->stream_create(dev, out);
 }
 
+cge_status cge_stream_create_immediate(cge_device *dev, cge_stream **out)
+{
+    cge_status st = cge_stream_create(dev, out);
+    if (st == CGE_OK)
+        (*out)->immediate = true;
+    return st;
+}
+
+/* Runs one task of an immediate stream now. Failures reported inside belong
+ * to this stream, not to the task (if any) that the calling thread runs. */
+cge_status rt_submit_immediate(cge_stream *stream, const cge_task *task)
+{
+    if (task->kind == CGE_TASK_EVENT_RECORD || task->kind == CGE_TASK_EVENT_WAIT)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_UNSUPPORTED,
+                         "stream %llu is immediate: events cannot be recorded or waited on it",
+                         (unsigned long long)stream->id);
+    if (task->kind == CGE_TASK_MEMCPY || task->kind == CGE_TASK_MEMSET) {
+        const void *dst = task->kind == CGE_TASK_MEMCPY ? task->u.copy.dst : task->u.fill.dst;
+        size_t bytes = task->kind == CGE_TASK_MEMCPY ? task->u.copy.bytes : task->u.fill.bytes;
+        cge_status st = rt_hazard_check(stream->dev, stream->id, dst, bytes,
+                                        task->kind == CGE_TASK_MEMCPY ? "immediate copy"
+                                                                      : "immediate fill");
+        if (st != CGE_OK)
+            return st;
+    }
+    cge_stream *outer = rt_current_stream;
+    rt_current_stream = stream;
+    stream->dev->ops->run_tasks(stream->dev, task, 1);
+    rt_current_stream = outer;
+    return CGE_OK;
+}
+
 void cge_stream_destroy(cge_stream *stream)
 {
     if (!stream)

@@ -453,6 +453,50 @@ static void test_corpus_inputs(void **state)
     assert_true(n > 0);
 }
 
+/* Values a body reads from enclosing graphs become extra node inputs, named
+ * by "outer_names", at every level of nesting. */
+static void test_outer_scope_inputs(void **state)
+{
+    (void)state;
+    cge_graph *g = NULL;
+    cge_status st = import(FX(outer_scope), &g);
+    if (st)
+        fail_msg("%s", cge_last_error());
+    cge_node *n = cge_graph_find_node(g, "outer_if");
+    assert_non_null(n);
+    /* else's inner If reads c (its condition) and x; then reads x. The
+     * fixture lists else_branch first. */
+    assert_int_equal(cge_node_num_inputs(n), 3);
+    assert_string_equal(cge_node_input(n, 0), "c");
+    assert_string_equal(cge_node_input(n, 1), "c");
+    assert_string_equal(cge_node_input(n, 2), "x");
+    const cge_attr *on = cge_attrs_find(cge_node_attrs_const(n), "outer_names");
+    assert_non_null(on);
+    assert_int_equal(on->kind, CGE_ATTR_STRINGS);
+    assert_int_equal(on->n, 2);
+    assert_string_equal(on->strings[0], "c");
+    assert_string_equal(on->strings[1], "x");
+    /* The inner If reads x (outer to both) but not k (its else branch's). */
+    const cge_graph *eb = cge_attrs_get_graph(cge_node_attrs_const(n), "else_branch");
+    assert_non_null(eb);
+    cge_node *inner = cge_graph_find_node(eb, "inner_if");
+    assert_non_null(inner);
+    assert_int_equal(cge_node_num_inputs(inner), 3);
+    assert_string_equal(cge_node_input(inner, 1), "x");
+    assert_string_equal(cge_node_input(inner, 2), "k");
+    on = cge_attrs_find(cge_node_attrs_const(inner), "outer_names");
+    assert_non_null(on);
+    assert_int_equal(on->n, 2);
+    assert_string_equal(on->strings[1], "k");
+    /* A node whose graphs read nothing from outside gets no extra input. */
+    cge_graph_destroy(g);
+    assert_int_equal(import(FX(nested_graph), &g), CGE_OK);
+    n = cge_graph_find_node(g, "holder");
+    assert_int_equal(cge_node_num_inputs(n), 1);
+    assert_null(cge_attrs_find(cge_node_attrs_const(n), "outer_names"));
+    cge_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_dims_and_overrides),
         cmocka_unit_test(test_initializer_listed_as_input_stays_constant),
         cmocka_unit_test(test_nested_graph_attribute),
+        cmocka_unit_test(test_outer_scope_inputs),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_truncated_at_every_offset),
         cmocka_unit_test(test_random_byte_flips_never_crash),

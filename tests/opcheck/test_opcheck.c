@@ -263,6 +263,13 @@ static void test_builtins(void **state)
     for (int32_t i = 0; i < cge_opcheck_num_ops(r); i++) {
         const cge_opcheck_op_result *res = cge_opcheck_op(r, i);
         assert_string_equal(res->origin, "builtin");
+        /* Control flow runs bodies (graph attributes), which opcheck cannot
+         * make up: tests/ops/test_control_flow.c and the conformance cases
+         * check those. Any other skip is a failure. */
+        bool body_op = !strcmp(res->op, "If") || !strcmp(res->op, "Loop") ||
+                       !strcmp(res->op, "Scan");
+        if (res->skipped && body_op && strstr(res->skipped, "subgraph"))
+            continue;
         if (res->skipped)
             fail_msg("builtin %s skipped: %s", res->op, res->skipped);
         if (res->cases_accepted < 1)

@@ -1,0 +1,945 @@
+/* Control flow: If, Loop and Scan. Their bodies are graphs (GRAPH attributes)
+ * run by a small interpreter here (topological order, meta with the values at
+ * hand, kernel launches on an immediate stream) from one host function that
+ * the node's launch enqueues. Outer-scope values arrive as extra inputs named
+ * by the "outer_names" attribute (the ONNX importer adds them). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/meta.h"
+
+#define CF_MAX_ARGS 64
+
+/* ---- the body interpreter ---------------------------------------------------------- */
+
+typedef struct body_val {
+    cge_tensor_desc desc;
+    void *data;       /* NULL: no value (meta only, or not computed) */
+    size_t bytes;
+    bool owned;       /* allocated here with cge_mem_alloc */
+} body_val;
+
+typedef struct body_run {
+    const cge_graph *g;
+    cge_device *dev;  /* NULL: meta only, nothing runs */
+    int32_t nv;
+    body_val *v;
+} body_run;
+
+typedef struct outer_binding {
+    int32_t n;
+    const char *const *names;
+    const cge_tensor_desc *descs;
+    const void *const *values;   /* entries may be NULL */
+} outer_binding;
+
+static void body_free(body_run *r)
+{
+    for (int32_t i = 0; r->v && i < r->nv; i++)
+        if (r->v[i].owned)
+            cge_mem_free(r->dev, r->v[i].data);
+    free(r->v);
+    r->v = NULL;
+}
+
+static cge_status body_err(const char *op, const char *node, cge_status st, const char *what,
+                           const char *detail)
+{
+    return cge_error(CGE_LAYER_META, st, "%s '%s': body %s: %s", op, node, what, detail);
+}
+
+/* Runs (dev != NULL) or only infers (dev == NULL) `g` with its inputs bound
+ * by position to `in_descs`/`in_vals` and the values it reads from outer
+ * scopes bound by name. */
+static cge_status body_exec(const char *op, const char *node, const cge_graph *g, cge_device *dev,
+                            cge_stream *imm, int32_t n_in, const cge_tensor_desc *in_descs,
+                            const void *const *in_vals, const outer_binding *outer, body_run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->g = g;
+    r->dev = dev;
+    r->nv = cge_graph_num_values(g);
+    if (cge_graph_num_inputs(g) != n_in) {
+        char m[128];
+        snprintf(m, sizeof m, "it declares %d inputs; %d are given", cge_graph_num_inputs(g), n_in);
+        return body_err(op, node, CGE_ERR_INVALID_ARG, cge_graph_name(g), m);
+    }
+    r->v = calloc((size_t)r->nv + 1, sizeof *r->v);
+    if (!r->v)
+        return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "%s '%s': out of memory", op, node);
+    for (int32_t id = 0; id < r->nv; id++) {
+        body_val *bv = &r->v[id];
+        cge_graph_value_desc(g, id, &bv->desc);
+        cge_value_kind k = cge_graph_value_kind(g, id);
+        if (k == CGE_VALUE_CONSTANT) {
+            const cge_tensor *t = cge_graph_value_constant(g, id);
+            bv->data = t->data;
+            bv->bytes = t->bytes;
+            bv->desc.dtype = t->dtype;
+            bv->desc.shape = t->shape;
+        } else if (k == CGE_VALUE_UNDEFINED || k == CGE_VALUE_INPUT) {
+            bv->desc.dtype = CGE_DTYPE_UNDEFINED;
+            for (int32_t j = 0; outer && j < outer->n; j++)
+                if (!strcmp(outer->names[j], bv->desc.name)) {
+                    bv->desc.dtype = outer->descs[j].dtype;
+                    bv->desc.shape = outer->descs[j].shape;
+                    bv->data = (void *)outer->values[j];
+                    bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+                }
+        }
+    }
+    for (int32_t i = 0; i < n_in; i++) {
+        body_val *bv = &r->v[cge_graph_value_id(g, cge_graph_input(g, i))];
+        bv->desc.dtype = in_descs[i].dtype;
+        bv->desc.shape = in_descs[i].shape;
+        bv->data = (void *)in_vals[i];
+        bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+    }
+    int32_t nn = cge_graph_num_nodes(g);
+    int32_t *order = calloc((size_t)nn + 1, sizeof *order);
+    if (!order)
+        return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "%s '%s': out of memory", op, node);
+    cge_status st = cge_graph_topo_order(g, order);
+    for (int32_t k = 0; !st && k < nn; k++) {
+        const cge_node *n = cge_graph_node(g, order[k]);
+        if (cge_node_is_removed(n))
+            continue;
+        int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
+        if (ni > CF_MAX_ARGS || no > CF_MAX_ARGS) {
+            st = body_err(op, node, CGE_ERR_UNSUPPORTED, cge_node_name(n),
+                          "more than 64 inputs or outputs");
+            break;
+        }
+        const cge_op_def *def = cge_op_find(cge_node_domain(n), cge_node_op_type(n), 0);
+        if (!def) {
+            st = cge_last_error_status();
+            break;
+        }
+        cge_tensor_desc ind[CF_MAX_ARGS], outd[CF_MAX_ARGS];
+        const void *vals[CF_MAX_ARGS];
+        cge_tensor ins[CF_MAX_ARGS], outs[CF_MAX_ARGS];
+        cge_dtype kdt = CGE_DTYPE_UNDEFINED;
+        for (int32_t i = 0; !st && i < ni; i++) {
+            int32_t id = cge_node_input_id(n, i);
+            memset(&ind[i], 0, sizeof ind[i]);
+            memset(&ins[i], 0, sizeof ins[i]);
+            ind[i].name = "";
+            vals[i] = NULL;
+            if (id < 0)
+                continue;
+            body_val *bv = &r->v[id];
+            if (bv->desc.dtype == CGE_DTYPE_UNDEFINED) {
+                char m[600];
+                snprintf(m, sizeof m, "node '%s' reads '%s', which nothing defines",
+                         cge_node_name(n), bv->desc.name);
+                st = body_err(op, node, CGE_ERR_NOT_FOUND, cge_graph_name(g), m);
+                break;
+            }
+            ind[i] = bv->desc;
+            vals[i] = bv->data;
+            ins[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
+                                  .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
+            if (kdt == CGE_DTYPE_UNDEFINED)
+                kdt = bv->desc.dtype;
+        }
+        for (int32_t i = 0; i < no; i++)
+            outd[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
+        if (!st)
+            st = cge_op_infer_node(def, cge_node_name(n), cge_node_attrs_const(n), ind, vals, ni,
+                                   outd, no);
+        for (int32_t i = 0; !st && i < no; i++) {
+            body_val *bv = &r->v[cge_node_output_id(n, i)];
+            bv->desc.dtype = outd[i].dtype;
+            bv->desc.shape = outd[i].shape;
+        }
+        if (st || !dev)
+            continue;
+        for (int32_t i = 0; !st && i < no; i++) {
+            body_val *bv = &r->v[cge_node_output_id(n, i)];
+            if (!cge_shape_is_static(&bv->desc.shape)) {
+                st = body_err(op, node, CGE_ERR_SHAPE, cge_node_name(n),
+                              "an output's shape is unknown with every input value at hand");
+                break;
+            }
+            bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+            st = cge_mem_alloc(dev, bv->bytes, &bv->data);
+            bv->owned = !st;
+            outs[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
+                                   .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
+        }
+        const cge_kernel_def *kd = st ? NULL : cge_op_find_kernel(def, "cpu", kdt);
+        if (!st && !kd)
+            st = cge_last_error_status();
+        if (st)
+            break;
+        cge_kernel_ctx kc = {.op_type = cge_node_op_type(n), .node_name = cge_node_name(n),
+                             .num_inputs = ni, .inputs = ins, .num_outputs = no, .outputs = outs,
+                             .attrs = cge_node_attrs_const(n), .device = dev,
+                             .num_threads = cge_device_num_threads(dev)};
+        void *ws = NULL;
+        if (kd->workspace_size) {
+            kc.workspace_size = kd->workspace_size(&kc);
+            st = cge_mem_alloc(dev, kc.workspace_size, &ws);
+            kc.workspace = ws;
+        }
+        if (!st && kd->prepare)
+            st = kd->prepare(&kc, &kc.state);
+        if (!st)
+            st = kd->launch(&kc, imm);
+        if (!st)
+            st = cge_stream_synchronize(imm);
+        if (kd->release && kc.state)
+            kd->release(kc.state);
+        cge_mem_free(dev, ws);
+    }
+    free(order);
+    for (int32_t i = 0; !st && i < cge_graph_num_outputs(g); i++) {
+        int32_t id = cge_graph_value_id(g, cge_graph_output(g, i));
+        if (id < 0 || r->v[id].desc.dtype == CGE_DTYPE_UNDEFINED)
+            st = body_err(op, node, CGE_ERR_NOT_FOUND, cge_graph_name(g),
+                          "an output is never defined");
+    }
+    return st;
+}
+
+static const body_val *body_output(const body_run *r, int32_t i)
+{
+    return &r->v[cge_graph_value_id(r->g, cge_graph_output(r->g, i))];
+}
+
+/* ---- shared node helpers ----------------------------------------------------------- */
+
+/* How many of the node's inputs (the last ones) are outer-scope values. */
+static int32_t num_outer(const cge_attrs *a, int32_t num_inputs)
+{
+    const cge_attr *at = cge_attrs_find(a, "outer_names");
+    int64_t n = at && at->kind == CGE_ATTR_STRINGS ? at->n : 0;
+    return n > num_inputs ? num_inputs : (int32_t)n;
+}
+
+static outer_binding outer_of(const cge_attrs *a, int32_t num_inputs, const cge_tensor_desc *descs,
+                              const void *const *vals)
+{
+    int32_t k = num_outer(a, num_inputs);
+    const cge_attr *at = cge_attrs_find(a, "outer_names");
+    return (outer_binding){.n = k, .names = k ? at->strings : NULL,
+                           .descs = descs + (num_inputs - k), .values = vals + (num_inputs - k)};
+}
+
+static const void *in_val(const cge_infer_ctx *c, int32_t i)
+{
+    return c->input_values && i < c->num_inputs ? c->input_values[i] : NULL;
+}
+
+static bool present(const cge_infer_ctx *c, int32_t i)
+{
+    return i < c->num_inputs && c->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
+}
+
+static const cge_graph *graph_attr(const cge_attrs *a, const char *name)
+{
+    return cge_attrs_get_graph(a, name);
+}
+
+/* Two inferred shapes of one output merged: equal dims stay, others become
+ * dynamic; a rank mismatch is an error. */
+static bool merge_shape(cge_shape *into, const cge_shape *other)
+{
+    if (into->rank != other->rank)
+        return false;
+    for (int32_t d = 0; d < into->rank; d++)
+        if (into->dims[d] != other->dims[d])
+            into->dims[d] = CGE_DIM_DYNAMIC;
+    return true;
+}
+
+/* The per-node state: the tensors of the last launch, for the host function. */
+typedef struct cf_state {
+    cge_device *dev;
+    const char *op_type, *node_name;
+    const cge_attrs *attrs;
+    int32_t ni, no;
+    cge_tensor *ins, *outs;
+} cf_state;
+
+static cge_status cf_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    cf_state *s = calloc(1, sizeof *s);
+    if (s) {
+        s->ins = calloc((size_t)ctx->num_inputs + 1, sizeof *s->ins);
+        s->outs = calloc((size_t)ctx->num_outputs + 1, sizeof *s->outs);
+    }
+    if (!s || !s->ins || !s->outs) {
+        if (s) {
+            free(s->ins);
+            free(s->outs);
+        }
+        free(s);
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    }
+    *state = s;
+    return CGE_OK;
+}
+
+static void cf_release(void *state)
+{
+    cf_state *s = state;
+    if (!s)
+        return;
+    free(s->ins);
+    free(s->outs);
+    free(s);
+}
+
+static cge_status cf_launch(const cge_kernel_ctx *ctx, cge_stream *stream, cge_host_fn fn)
+{
+    cf_state *s = ctx->state;
+    if (!s)
+        return cge_kernel_error(ctx, CGE_ERR_STATE, "launched without its prepared state");
+    s->dev = ctx->device;
+    s->op_type = ctx->op_type;
+    s->node_name = ctx->node_name;
+    s->attrs = ctx->attrs;
+    s->ni = ctx->num_inputs;
+    s->no = ctx->num_outputs;
+    memcpy(s->ins, ctx->inputs, sizeof *s->ins * (size_t)ctx->num_inputs);
+    memcpy(s->outs, ctx->outputs, sizeof *s->outs * (size_t)ctx->num_outputs);
+    return cge_launch_host_func(stream, fn, s);
+}
+
+static void cf_fail(const cf_state *s, cge_status st)
+{
+    cge_kernel_fail(st ? st : CGE_ERR_INTERNAL, "%s '%s': %s", s->op_type, s->node_name,
+                    cge_last_error());
+}
+
+/* Copies a body result into a node output of exactly that size. */
+static cge_status put_output(const cf_state *s, int32_t i, const body_val *bv)
+{
+    size_t need = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+    if (bv->desc.dtype != s->outs[i].dtype || need != s->outs[i].bytes ||
+        !cge_shape_equal(&bv->desc.shape, &s->outs[i].shape)) {
+        char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
+        return cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                         "output %d: the body produced %s %s where %s %s was planned", i,
+                         cge_dtype_name(bv->desc.dtype), cge_shape_str(&bv->desc.shape, a, sizeof a),
+                         cge_dtype_name(s->outs[i].dtype),
+                         cge_shape_str(&s->outs[i].shape, b, sizeof b));
+    }
+    if (need)
+        memcpy(s->outs[i].data, bv->data, need);
+    return CGE_OK;
+}
+
+static void tensors_split(const cf_state *s, cge_tensor_desc *d, const void **v)
+{
+    for (int32_t i = 0; i < s->ni; i++) {
+        d[i] = (cge_tensor_desc){.name = s->ins[i].name ? s->ins[i].name : "",
+                                 .dtype = s->ins[i].data ? s->ins[i].dtype : CGE_DTYPE_UNDEFINED,
+                                 .shape = s->ins[i].shape};
+        v[i] = s->ins[i].data;
+    }
+}
+
+/* ---- If ------------------------------------------------------------------------------ */
+
+static cge_status if_infer(cge_infer_ctx *c)
+{
+    const cge_graph *tg = graph_attr(c->attrs, "then_branch"), *eg = graph_attr(c->attrs, "else_branch");
+    if (!tg || !eg)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG, "then_branch and else_branch are required");
+    if (c->num_inputs > CF_MAX_ARGS)
+        return cge_meta_error(c, CGE_ERR_UNSUPPORTED, "more than 64 inputs");
+    const void *nulls[CF_MAX_ARGS] = {0};
+    outer_binding ob = outer_of(c->attrs, c->num_inputs, c->inputs,
+                                c->input_values ? c->input_values : nulls);
+    const void *cv = in_val(c, 0);
+    const cge_graph *gs[2] = {tg, eg};
+    int32_t ng = 2;
+    if (cv) {
+        gs[0] = *(const uint8_t *)cv ? tg : eg;
+        ng = 1;
+    }
+    cge_status st = CGE_OK;
+    for (int32_t k = 0; !st && k < ng; k++) {
+        body_run r;
+        st = body_exec(c->op_type, c->node_name, gs[k], NULL, NULL, 0, NULL, NULL, &ob, &r);
+        if (!st && cge_graph_num_outputs(gs[k]) != c->num_outputs)
+            st = cge_meta_error(c, CGE_ERR_INVALID_ARG, "branch '%s' has %d outputs; the node %d",
+                                cge_graph_name(gs[k]), cge_graph_num_outputs(gs[k]), c->num_outputs);
+        for (int32_t i = 0; !st && i < c->num_outputs; i++) {
+            const body_val *bv = body_output(&r, i);
+            if (k == 0) {
+                c->outputs[i].dtype = bv->desc.dtype;
+                c->outputs[i].shape = bv->desc.shape;
+            } else if (c->outputs[i].dtype != bv->desc.dtype ||
+                       !merge_shape(&c->outputs[i].shape, &bv->desc.shape)) {
+                st = cge_meta_error(c, CGE_ERR_UNSUPPORTED,
+                                    "output %d differs in dtype or rank between the branches", i);
+            }
+        }
+        body_free(&r);
+    }
+    return st;
+}
+
+static void if_host(void *user)
+{
+    cf_state *s = user;
+    cge_tensor_desc d[CF_MAX_ARGS];
+    const void *v[CF_MAX_ARGS];
+    tensors_split(s, d, v);
+    outer_binding ob = outer_of(s->attrs, s->ni, d, v);
+    bool cond = *(const uint8_t *)s->ins[0].data != 0;
+    const cge_graph *g = graph_attr(s->attrs, cond ? "then_branch" : "else_branch");
+    cge_stream *imm = NULL;
+    body_run r = {0};
+    cge_status st = cge_stream_create_immediate(s->dev, &imm);
+    if (!st)
+        st = body_exec(s->op_type, s->node_name, g, s->dev, imm, 0, NULL, NULL, &ob, &r);
+    for (int32_t i = 0; !st && i < s->no; i++)
+        st = put_output(s, i, body_output(&r, i));
+    body_free(&r);
+    cge_stream_destroy(imm);
+    if (st)
+        cf_fail(s, st);
+}
+
+static cge_status if_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs > CF_MAX_ARGS)
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED, "more than 64 inputs");
+    return cf_launch(ctx, stream, if_host);
+}
+
+/* ---- Loop ---------------------------------------------------------------------------- */
+
+/* True if the body's condition output is always its condition input (passed
+ * through directly or by Identity) or a constant true: then the trip count
+ * alone ends the loop. */
+static bool cond_invariant(const cge_graph *g)
+{
+    if (cge_graph_num_inputs(g) < 2 || cge_graph_num_outputs(g) < 1)
+        return false;
+    const char *in = cge_graph_input(g, 1), *out = cge_graph_output(g, 0);
+    for (int guard = 0; guard < 64; guard++) {
+        if (!strcmp(in, out))
+            return true;
+        const cge_tensor *t = cge_graph_constant(g, out);
+        if (t)
+            return t->dtype == CGE_BOOL && t->bytes == 1 && *(const uint8_t *)t->data;
+        const cge_node *n = cge_graph_producer(g, out);
+        if (!n || strcmp(cge_node_op_type(n), "Identity") || cge_node_num_inputs(n) != 1)
+            return false;
+        out = cge_node_input(n, 0);
+    }
+    return false;
+}
+
+static cge_status loop_measure(cge_infer_ctx *c);
+
+static cge_status loop_infer(cge_infer_ctx *c)
+{
+    const cge_graph *body = graph_attr(c->attrs, "body");
+    if (!body)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG, "body is required");
+    if (c->num_inputs > CF_MAX_ARGS)
+        return cge_meta_error(c, CGE_ERR_UNSUPPORTED, "more than 64 inputs");
+    int32_t k_outer = num_outer(c->attrs, c->num_inputs);
+    int32_t n_state = c->num_inputs - 2 - k_outer;
+    if (n_state < 0 || c->num_outputs < n_state)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG, "%d inputs and %d outputs do not fit a loop",
+                              c->num_inputs, c->num_outputs);
+    const void *nulls[CF_MAX_ARGS] = {0};
+    outer_binding ob = outer_of(c->attrs, c->num_inputs, c->inputs,
+                                c->input_values ? c->input_values : nulls);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    const void *bvals[CF_MAX_ARGS] = {0};
+    bd[0] = (cge_tensor_desc){.name = "", .dtype = CGE_I64, .shape = CGE_SCALAR};
+    bd[1] = (cge_tensor_desc){.name = "", .dtype = CGE_BOOL, .shape = CGE_SCALAR};
+    for (int32_t i = 0; i < n_state; i++)
+        bd[2 + i] = c->inputs[2 + i];
+    body_run r;
+    cge_status st = body_exec(c->op_type, c->node_name, body, NULL, NULL, 2 + n_state, bd, bvals,
+                              &ob, &r);
+    int32_t n_scan = c->num_outputs - n_state;
+    if (!st && cge_graph_num_outputs(body) != 1 + n_state + n_scan)
+        st = cge_meta_error(c, CGE_ERR_INVALID_ARG, "the body has %d outputs; %d are needed",
+                            cge_graph_num_outputs(body), 1 + n_state + n_scan);
+    /* The trip count, when the values tell it. */
+    int64_t trips = CGE_DIM_DYNAMIC;
+    const void *mv = in_val(c, 0), *cv = in_val(c, 1);
+    bool m_known = present(c, 0) && mv, cond_known = !present(c, 1) || cv;
+    if (cond_known && cv && !*(const uint8_t *)cv)
+        trips = 0;
+    else if (m_known && cond_known && !st && cond_invariant(body))
+        trips = *(const int64_t *)mv > 0 ? *(const int64_t *)mv : 0;
+    for (int32_t i = 0; !st && i < n_state; i++) {
+        const body_val *bv = body_output(&r, 1 + i);
+        c->outputs[i].dtype = c->inputs[2 + i].dtype;
+        c->outputs[i].shape = c->inputs[2 + i].shape;
+        if (bv->desc.dtype != c->inputs[2 + i].dtype ||
+            (trips != 0 && !merge_shape(&c->outputs[i].shape, &bv->desc.shape)))
+            st = cge_meta_error(c, CGE_ERR_UNSUPPORTED,
+                                "loop-carried value %d changes dtype or rank in the body", i);
+    }
+    for (int32_t k = 0; !st && k < n_scan; k++) {
+        const body_val *bv = body_output(&r, 1 + n_state + k);
+        if (bv->desc.shape.rank >= CGE_MAX_RANK) {
+            st = cge_meta_error(c, CGE_ERR_UNSUPPORTED, "scan output %d has too high a rank", k);
+            break;
+        }
+        cge_tensor_desc *o = &c->outputs[n_state + k];
+        o->dtype = bv->desc.dtype;
+        o->shape.rank = bv->desc.shape.rank + 1;
+        o->shape.dims[0] = trips;
+        for (int32_t d = 0; d < bv->desc.shape.rank; d++)
+            o->shape.dims[d + 1] = bv->desc.shape.dims[d];
+    }
+    body_free(&r);
+    bool all_static = true, all_values = c->input_values != NULL;
+    for (int32_t i = 0; i < c->num_outputs; i++)
+        all_static &= cge_shape_is_static(&c->outputs[i].shape);
+    for (int32_t i = 0; all_values && i < c->num_inputs; i++)
+        all_values = !present(c, i) || c->input_values[i];
+    if (!st && !all_static && all_values)
+        st = loop_measure(c);
+    return st;
+}
+
+static cge_status copy_owned(cge_device *dev, const body_val *from, body_val *to)
+{
+    body_val nv = {.desc = from->desc, .bytes = cge_tensor_nbytes(from->desc.dtype, &from->desc.shape),
+                   .owned = true};
+    cge_status st = cge_mem_alloc(dev, nv.bytes, &nv.data);
+    if (st)
+        return st;
+    if (nv.bytes)
+        memcpy(nv.data, from->data, nv.bytes);
+    if (to->owned)
+        cge_mem_free(dev, to->data);
+    *to = nv;
+    return CGE_OK;
+}
+
+/* Runs the loop. With `outs` it writes the node's outputs (sized by meta);
+ * without, it only measures them: the final states' descriptors and each
+ * scan output's stacked shape go to `measured`. */
+static cge_status loop_exec(const char *op, const char *node, const cge_attrs *attrs,
+                            cge_device *dev, int32_t ni, const cge_tensor_desc *d,
+                            const void *const *v, int32_t no, cge_tensor *outs,
+                            cge_tensor_desc *measured)
+{
+    outer_binding ob = outer_of(attrs, ni, d, v);
+    const cge_graph *body = graph_attr(attrs, "body");
+    int32_t n_state = ni - 2 - ob.n, n_scan = no - n_state;
+    bool has_m = v[0] != NULL;
+    int64_t m = has_m ? *(const int64_t *)v[0] : 0;
+    bool cond = v[1] ? *(const uint8_t *)v[1] != 0 : true;
+    body_val state[CF_MAX_ARGS];
+    memset(state, 0, sizeof state);
+    size_t scan_off[CF_MAX_ARGS] = {0};
+    int64_t iters = 0;
+    cge_stream *imm = NULL;
+    cge_status st = cge_stream_create_immediate(dev, &imm);
+    for (int32_t i = 0; !st && i < n_state; i++) {
+        body_val init = {.desc = d[2 + i], .data = (void *)v[2 + i]};
+        st = copy_owned(dev, &init, &state[i]);
+    }
+    for (int64_t it = 0; !st && (!has_m || it < m) && cond; it++, iters++) {
+        cge_tensor_desc bd[CF_MAX_ARGS];
+        const void *bv[CF_MAX_ARGS];
+        bd[0] = (cge_tensor_desc){.name = "", .dtype = CGE_I64, .shape = CGE_SCALAR};
+        bd[1] = (cge_tensor_desc){.name = "", .dtype = CGE_BOOL, .shape = CGE_SCALAR};
+        uint8_t cb = cond;
+        bv[0] = &it;
+        bv[1] = &cb;
+        for (int32_t i = 0; i < n_state; i++) {
+            bd[2 + i] = state[i].desc;
+            bv[2 + i] = state[i].data;
+        }
+        body_run r;
+        st = body_exec(op, node, body, dev, imm, 2 + n_state, bd, bv, &ob, &r);
+        if (!st) {
+            const body_val *cv = body_output(&r, 0);
+            cond = cv->data && *(const uint8_t *)cv->data != 0;
+        }
+        for (int32_t i = 0; !st && i < n_state; i++)
+            st = copy_owned(dev, body_output(&r, 1 + i), &state[i]);
+        for (int32_t k = 0; !st && k < n_scan; k++) {
+            const body_val *sv = body_output(&r, 1 + n_state + k);
+            size_t b = cge_tensor_nbytes(sv->desc.dtype, &sv->desc.shape);
+            if (!outs) {
+                cge_tensor_desc *md = &measured[n_state + k];
+                if (it > 0 && (md->dtype != sv->desc.dtype || md->shape.rank != sv->desc.shape.rank + 1))
+                    st = cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                                   "%s '%s': scan output %d changes dtype or rank at iteration %lld",
+                                   op, node, k, (long long)it);
+                md->dtype = sv->desc.dtype;
+                md->shape.rank = sv->desc.shape.rank + 1;
+                for (int32_t q = 0; q < sv->desc.shape.rank; q++) {
+                    if (it > 0 && md->shape.dims[q + 1] != sv->desc.shape.dims[q])
+                        st = cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                                       "%s '%s': scan output %d changes shape at iteration %lld",
+                                       op, node, k, (long long)it);
+                    md->shape.dims[q + 1] = sv->desc.shape.dims[q];
+                }
+                continue;
+            }
+            cge_tensor *o = &outs[n_state + k];
+            if (sv->desc.dtype != o->dtype || scan_off[k] + b > o->bytes)
+                st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                               "scan output %d: iteration %lld does not fit the %zu bytes planned",
+                               k, (long long)it, o->bytes);
+            else if (b)
+                memcpy((char *)o->data + scan_off[k], sv->data, b);
+            scan_off[k] += b;
+        }
+        body_free(&r);
+    }
+    for (int32_t k = 0; !st && outs && k < n_scan; k++)
+        if (scan_off[k] != outs[n_state + k].bytes)
+            st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                           "scan output %d: the loop produced %zu bytes where %zu were planned", k,
+                           scan_off[k], outs[n_state + k].bytes);
+    for (int32_t k = 0; !st && !outs && k < n_scan; k++) {
+        cge_tensor_desc *md = &measured[n_state + k];
+        md->shape.dims[0] = iters;
+        for (int32_t q = 1; q < md->shape.rank; q++)
+            if (md->shape.dims[q] < 0)
+                md->shape.dims[q] = 0; /* no iteration ran: an empty output */
+    }
+    for (int32_t i = 0; !st && i < n_state; i++) {
+        if (outs) {
+            cf_state tmp = {.outs = outs, .no = no};
+            st = put_output(&tmp, i, &state[i]);
+        } else {
+            measured[i].dtype = state[i].desc.dtype;
+            measured[i].shape = state[i].desc.shape;
+        }
+    }
+    for (int32_t i = 0; i < n_state; i++)
+        if (state[i].owned)
+            cge_mem_free(dev, state[i].data);
+    cge_stream_destroy(imm);
+    return st;
+}
+
+static void loop_host(void *user)
+{
+    cf_state *s = user;
+    cge_tensor_desc d[CF_MAX_ARGS];
+    const void *v[CF_MAX_ARGS];
+    tensors_split(s, d, v);
+    cge_status st = loop_exec(s->op_type, s->node_name, s->attrs, s->dev, s->ni, d, v, s->no,
+                              s->outs, NULL);
+    if (st)
+        cf_fail(s, st);
+}
+
+/* Every input value is at hand but some output shape still depends on how
+ * the body runs: run the loop once on a private single-thread device and
+ * read the shapes off the result (the kernel then runs it for real). */
+static cge_status loop_measure(cge_infer_ctx *c)
+{
+    cge_device *dev = NULL;
+    cge_device_options o = {.num_threads = 1};
+    cge_status st = cge_device_create_cpu(&o, &dev);
+    if (st)
+        return st;
+    cge_tensor_desc d[CF_MAX_ARGS];
+    const void *v[CF_MAX_ARGS];
+    for (int32_t i = 0; i < c->num_inputs; i++) {
+        d[i] = c->inputs[i];
+        v[i] = present(c, i) ? c->input_values[i] : NULL;
+    }
+    st = loop_exec(c->op_type, c->node_name, c->attrs, dev, c->num_inputs, d, v, c->num_outputs,
+                   NULL, c->outputs);
+    cge_device_destroy(dev);
+    return st;
+}
+
+static cge_status loop_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs > CF_MAX_ARGS || ctx->num_outputs > CF_MAX_ARGS)
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED, "more than 64 inputs or outputs");
+    return cf_launch(ctx, stream, loop_host);
+}
+
+/* ---- Scan (opset 9 and later) ---------------------------------------------------------- */
+
+typedef struct scan_geo {
+    int32_t n_state, n_scan_in, n_scan_out, k_outer;
+    int64_t len;
+} scan_geo;
+
+static int64_t list_at(const cge_attrs *a, const char *name, int32_t i, int64_t dflt)
+{
+    const int64_t *v = NULL;
+    int64_t n = cge_attrs_get_ints(a, name, &v);
+    return n > i ? v[i] : dflt;
+}
+
+/* Slice geometry of `shape` at `axis`: outer count and inner bytes. */
+static void slice_geo(const cge_shape *shape, int32_t axis, size_t esize, int64_t *outer,
+                      size_t *inner)
+{
+    int64_t o = 1, in = 1;
+    for (int32_t d = 0; d < axis; d++)
+        o *= shape->dims[d];
+    for (int32_t d = axis + 1; d < shape->rank; d++)
+        in *= shape->dims[d];
+    *outer = o;
+    *inner = (size_t)in * esize;
+}
+
+static cge_shape drop_axis(const cge_shape *s, int32_t axis)
+{
+    cge_shape r = {.rank = s->rank - 1};
+    for (int32_t d = 0, j = 0; d < s->rank; d++)
+        if (d != axis)
+            r.dims[j++] = s->dims[d];
+    return r;
+}
+
+static cge_status scan_setup(const char *op, const char *node, const cge_attrs *a, int32_t ni,
+                             int32_t no, const cge_tensor_desc *ins, scan_geo *g, int32_t *in_axes,
+                             int32_t *out_axes, const cge_graph *body)
+{
+    g->k_outer = num_outer(a, ni);
+    g->n_scan_in = (int32_t)cge_attrs_get_int(a, "num_scan_inputs", 0);
+    g->n_state = ni - g->k_outer - g->n_scan_in;
+    g->n_scan_out = no - g->n_state;
+    if (g->n_scan_in < 1 || g->n_state < 0 || g->n_scan_out < 0 || ni > CF_MAX_ARGS ||
+        no > CF_MAX_ARGS)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "%s '%s': %d inputs, %d outputs and num_scan_inputs %d do not fit", op,
+                         node, ni, no, g->n_scan_in);
+    if (cge_graph_num_outputs(body) != g->n_state + g->n_scan_out)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG, "%s '%s': the body has %d outputs; %d are needed",
+                         op, node, cge_graph_num_outputs(body), g->n_state + g->n_scan_out);
+    g->len = CGE_DIM_DYNAMIC;
+    for (int32_t j = 0; j < g->n_scan_in; j++) {
+        const cge_tensor_desc *x = &ins[g->n_state + j];
+        if (!cge_axis_normalize(list_at(a, "scan_input_axes", j, 0), x->shape.rank, false, &in_axes[j]))
+            return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG, "%s '%s': scan input %d: bad axis",
+                             op, node, j);
+        int64_t l = x->shape.dims[in_axes[j]];
+        if (g->len >= 0 && l >= 0 && l != g->len)
+            return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                             "%s '%s': scan inputs have different lengths (%lld and %lld)", op, node,
+                             (long long)g->len, (long long)l);
+        if (l >= 0)
+            g->len = l;
+    }
+    /* Output axes are normalised once the slice ranks are known. */
+    for (int32_t k = 0; k < g->n_scan_out; k++)
+        out_axes[k] = (int32_t)list_at(a, "scan_output_axes", k, 0);
+    return CGE_OK;
+}
+
+static cge_status scan_infer(cge_infer_ctx *c)
+{
+    const cge_graph *body = graph_attr(c->attrs, "body");
+    if (!body)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG, "body is required");
+    scan_geo g;
+    int32_t in_axes[CF_MAX_ARGS], out_axes[CF_MAX_ARGS];
+    cge_status st = scan_setup(c->op_type, c->node_name, c->attrs, c->num_inputs, c->num_outputs,
+                               c->inputs, &g, in_axes, out_axes, body);
+    if (st)
+        return st;
+    const void *nulls[CF_MAX_ARGS] = {0};
+    outer_binding ob = outer_of(c->attrs, c->num_inputs, c->inputs,
+                                c->input_values ? c->input_values : nulls);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    const void *bv[CF_MAX_ARGS] = {0};
+    for (int32_t i = 0; i < g.n_state; i++)
+        bd[i] = c->inputs[i];
+    for (int32_t j = 0; j < g.n_scan_in; j++) {
+        bd[g.n_state + j] = c->inputs[g.n_state + j];
+        bd[g.n_state + j].shape = drop_axis(&c->inputs[g.n_state + j].shape, in_axes[j]);
+    }
+    body_run r;
+    st = body_exec(c->op_type, c->node_name, body, NULL, NULL, g.n_state + g.n_scan_in, bd, bv, &ob, &r);
+    for (int32_t i = 0; !st && i < g.n_state; i++) {
+        const body_val *o = body_output(&r, i);
+        c->outputs[i].dtype = o->desc.dtype;
+        c->outputs[i].shape = o->desc.shape;
+    }
+    for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
+        const body_val *o = body_output(&r, g.n_state + k);
+        int32_t ax;
+        if (o->desc.shape.rank >= CGE_MAX_RANK ||
+            !cge_axis_normalize(out_axes[k], o->desc.shape.rank + 1, false, &ax)) {
+            st = cge_meta_error(c, CGE_ERR_INVALID_ARG, "scan output %d: bad axis %d", k, out_axes[k]);
+            break;
+        }
+        cge_tensor_desc *od = &c->outputs[g.n_state + k];
+        od->dtype = o->desc.dtype;
+        od->shape.rank = o->desc.shape.rank + 1;
+        for (int32_t d = 0, j = 0; d < od->shape.rank; d++)
+            od->shape.dims[d] = d == ax ? g.len : o->desc.shape.dims[j++];
+    }
+    body_free(&r);
+    return st;
+}
+
+static void scan_host(void *user)
+{
+    cf_state *s = user;
+    cge_tensor_desc d[CF_MAX_ARGS];
+    const void *v[CF_MAX_ARGS];
+    tensors_split(s, d, v);
+    const cge_graph *body = graph_attr(s->attrs, "body");
+    scan_geo g;
+    int32_t in_axes[CF_MAX_ARGS], out_axes[CF_MAX_ARGS];
+    cge_status st = scan_setup(s->op_type, s->node_name, s->attrs, s->ni, s->no, d, &g, in_axes,
+                               out_axes, body);
+    outer_binding ob = outer_of(s->attrs, s->ni, d, v);
+    body_val state[CF_MAX_ARGS], slices[CF_MAX_ARGS];
+    memset(state, 0, sizeof state);
+    memset(slices, 0, sizeof slices);
+    cge_stream *imm = NULL;
+    if (!st)
+        st = cge_stream_create_immediate(s->dev, &imm);
+    for (int32_t i = 0; !st && i < g.n_state; i++) {
+        body_val init = {.desc = d[i], .data = (void *)v[i]};
+        st = copy_owned(s->dev, &init, &state[i]);
+    }
+    for (int32_t j = 0; !st && j < g.n_scan_in; j++) {
+        body_val *sl = &slices[j];
+        sl->desc = d[g.n_state + j];
+        sl->desc.shape = drop_axis(&d[g.n_state + j].shape, in_axes[j]);
+        sl->bytes = cge_tensor_nbytes(sl->desc.dtype, &sl->desc.shape);
+        st = cge_mem_alloc(s->dev, sl->bytes, &sl->data);
+        sl->owned = !st;
+    }
+    for (int64_t t = 0; !st && t < g.len; t++) {
+        cge_tensor_desc bd[CF_MAX_ARGS];
+        const void *bv[CF_MAX_ARGS];
+        for (int32_t i = 0; i < g.n_state; i++) {
+            bd[i] = state[i].desc;
+            bv[i] = state[i].data;
+        }
+        for (int32_t j = 0; j < g.n_scan_in; j++) {
+            const cge_tensor *x = &s->ins[g.n_state + j];
+            int64_t idx = list_at(s->attrs, "scan_input_directions", j, 0) ? g.len - 1 - t : t;
+            int64_t outer;
+            size_t inner;
+            slice_geo(&x->shape, in_axes[j], cge_dtype_size(x->dtype), &outer, &inner);
+            for (int64_t o = 0; o < outer; o++)
+                memcpy((char *)slices[j].data + (size_t)o * inner,
+                       (const char *)x->data + ((size_t)(o * g.len + idx)) * inner, inner);
+            bd[g.n_state + j] = slices[j].desc;
+            bv[g.n_state + j] = slices[j].data;
+        }
+        body_run r;
+        st = body_exec(s->op_type, s->node_name, body, s->dev, imm, g.n_state + g.n_scan_in, bd, bv,
+                       &ob, &r);
+        for (int32_t i = 0; !st && i < g.n_state; i++)
+            st = copy_owned(s->dev, body_output(&r, i), &state[i]);
+        for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
+            const body_val *sv = body_output(&r, g.n_state + k);
+            cge_tensor *o = &s->outs[g.n_state + k];
+            int32_t ax = 0;
+            cge_axis_normalize(out_axes[k], o->shape.rank, false, &ax);
+            int64_t outer;
+            size_t inner;
+            slice_geo(&o->shape, ax, cge_dtype_size(o->dtype), &outer, &inner);
+            if (sv->desc.dtype != o->dtype || (size_t)outer * inner != sv->bytes) {
+                st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                               "scan output %d: step %lld's slice does not fit the output", k,
+                               (long long)t);
+                break;
+            }
+            int64_t idx = list_at(s->attrs, "scan_output_directions", k, 0) ? g.len - 1 - t : t;
+            for (int64_t q = 0; q < outer; q++)
+                memcpy((char *)o->data + ((size_t)(q * g.len + idx)) * inner,
+                       (const char *)sv->data + (size_t)q * inner, inner);
+        }
+        body_free(&r);
+    }
+    for (int32_t i = 0; !st && i < g.n_state; i++)
+        st = put_output(s, i, &state[i]);
+    for (int32_t i = 0; i < CF_MAX_ARGS; i++) {
+        if (state[i].owned)
+            cge_mem_free(s->dev, state[i].data);
+        if (slices[i].owned)
+            cge_mem_free(s->dev, slices[i].data);
+    }
+    cge_stream_destroy(imm);
+    if (st)
+        cf_fail(s, st);
+}
+
+static cge_status scan_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs > CF_MAX_ARGS || ctx->num_outputs > CF_MAX_ARGS)
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED, "more than 64 inputs or outputs");
+    return cf_launch(ctx, stream, scan_host);
+}
+
+/* ---- definitions ----------------------------------------------------------------------- */
+
+static const cge_arg_def if_in[] = {
+    {"cond", 0, CGE_DT(CGE_BOOL), "one-element condition"},
+    {"outer", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "outer-scope values the branches read"}};
+static const cge_arg_def loop_in[] = {
+    {"M", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "trip count"},
+    {"cond", CGE_ARG_OPTIONAL, CGE_DT(CGE_BOOL), "initial condition"},
+    {"v_initial", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
+     "loop-carried values, then outer-scope values (outer_names)"}};
+static const cge_arg_def scan_in[] = {
+    {"initial_state_and_scan_inputs", CGE_ARG_VARIADIC, 0,
+     "states, scan inputs, then outer-scope values (outer_names)"}};
+static const cge_arg_def any_outs[] = {
+    {"outputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "results"}};
+
+static const cge_attr_def if_attrs[] = {
+    {"then_branch", CGE_ATTR_GRAPH, true, 0, 0.0f, NULL, "graph run when cond is true"},
+    {"else_branch", CGE_ATTR_GRAPH, true, 0, 0.0f, NULL, "graph run when cond is false"},
+    {"outer_names", CGE_ATTR_STRINGS, false, 0, 0.0f, NULL, "names the branches read outer values by"}};
+static const cge_attr_def loop_attrs[] = {
+    {"body", CGE_ATTR_GRAPH, true, 0, 0.0f, NULL, "(iter, cond, states) -> (cond, states, scans)"},
+    {"outer_names", CGE_ATTR_STRINGS, false, 0, 0.0f, NULL, "names the body reads outer values by"}};
+static const cge_attr_def scan_attrs[] = {
+    {"body", CGE_ATTR_GRAPH, true, 0, 0.0f, NULL, "(states, slices) -> (states, scan slices)"},
+    {"num_scan_inputs", CGE_ATTR_INT, true, 0, 0.0f, NULL, "how many inputs are scanned"},
+    {"scan_input_axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axis per scan input (0)"},
+    {"scan_input_directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "1: reverse (0)"},
+    {"scan_output_axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axis per scan output (0)"},
+    {"scan_output_directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "1: reverse (0)"},
+    {"outer_names", CGE_ATTR_STRINGS, false, 0, 0.0f, NULL, "names the body reads outer values by"}};
+
+#define CF_KERNEL(LAUNCH)                                                                  \
+    {                                                                                      \
+        .engine = "cpu", .dtypes = 0, .launch = LAUNCH, .prepare = cf_prepare,             \
+        .release = cf_release, .inplace_input = -1                                         \
+    }
+static const cge_kernel_def k_if[] = {CF_KERNEL(if_launch)};
+static const cge_kernel_def k_loop[] = {CF_KERNEL(loop_launch)};
+static const cge_kernel_def k_scan[] = {CF_KERNEL(scan_launch)};
+
+static const cge_op_def control_flow_ops[] = {
+    {.name = "If", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = if_in,
+     .num_inputs = 2, .outputs = any_outs, .num_outputs = 1, .attrs = if_attrs, .num_attrs = 3,
+     .infer = if_infer, .kernels = k_if, .num_kernels = 1,
+     .doc = "Runs then_branch or else_branch by a one-element condition."},
+    {.name = "Loop", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = loop_in,
+     .num_inputs = 3, .outputs = any_outs, .num_outputs = 1, .attrs = loop_attrs, .num_attrs = 2,
+     .infer = loop_infer, .kernels = k_loop, .num_kernels = 1,
+     .doc = "Runs body while i < M and cond; carries states, stacks scan outputs."},
+    {.name = "Scan", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = scan_in,
+     .num_inputs = 1, .outputs = any_outs, .num_outputs = 1, .attrs = scan_attrs, .num_attrs = 7,
+     .infer = scan_infer, .kernels = k_scan, .num_kernels = 1,
+     .doc = "Runs body once per slice of the scan inputs, carrying states."},
+};
+
+const cge_op_def *cge_ops_control_flow(int32_t *count)
+{
+    *count = (int32_t)(sizeof control_flow_ops / sizeof control_flow_ops[0]);
+    return control_flow_ops;
+}
