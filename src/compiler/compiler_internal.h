@@ -93,6 +93,7 @@ cge_status cc_pass_simplify_algebra(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_cse(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_dce(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_conv_bn(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_conv_activation(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_gelu(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
@@ -192,7 +193,7 @@ cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
 
 /* ---- fused and conversion operators ------------------------------------------- */
 
-/* Registers cge.fused ElementwiseChain and FusedMatMul, cge Copy and Reorder
+/* Registers cge.fused ElementwiseChain, FusedMatMul and FusedConv, cge Copy and Reorder
  * (once per process, through cge_op_register_library). */
 cge_status cc_register_ops(void);
 

@@ -2,13 +2,15 @@
  * the library "compiler": cge.fused ElementwiseChain (a float32 bytecode
  * kernel that reads each input once and writes each output once), cge.fused
  * FusedMatMul (the packed GEMM with bias and activation applied to each tile
- * while it is hot), and the border conversions cge Copy and cge Reorder. */
+ * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), and the
+ * border conversions cge Copy and cge Reorder. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+#include "ops/conv_fused.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 
@@ -555,6 +557,32 @@ static const cge_kernel_def fmm_kernels[] = {
      .workspace_size = fmm_workspace, .prepare = fmm_prepare, .release = fmm_release,
      .inplace_input = -1}};
 
+static const cge_arg_def fconv_in[] = {
+    {"X", 0, CGE_DT(CGE_F32), "[N, C, D1, ...] (1 to 3 spatial dims)"},
+    {"W", 0, CGE_DT(CGE_F32), "[M, C/group, k1, ...]"},
+    {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "[M] bias"},
+    {"Z", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "addend of Y's shape (a residual)"},
+};
+static const cge_arg_def fconv_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(Conv(X, W, B) + Z)"}};
+static const cge_attr_def fconv_attrs[] = {
+    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, SAME_UPPER, SAME_LOWER, VALID"},
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim, default 1"},
+    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
+    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "taken from W when absent"},
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends, default 0"},
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim, default 1"},
+    {.name = "activation", .kind = CGE_ATTR_STRING, .default_s = "none",
+     .doc = "none relu leaky_relu clip sigmoid tanh"},
+    {.name = "alpha", .kind = CGE_ATTR_FLOAT, .default_f = 0.01f, .doc = "leaky_relu slope"},
+    {.name = "min", .kind = CGE_ATTR_FLOAT, .doc = "clip lower bound"},
+    {.name = "max", .kind = CGE_ATTR_FLOAT, .doc = "clip upper bound"},
+    {.name = "w_const", .kind = CGE_ATTR_INT, .doc = "W is a graph constant"},
+};
+static const cge_kernel_def fconv_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_fused_conv_launch,
+     .workspace_size = cge_fused_conv_workspace, .prepare = cge_fused_conv_prepare,
+     .release = cge_fused_conv_release, .inplace_input = -1}};
+
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
 static const cge_attr_def reorder_attrs[] = {
@@ -575,6 +603,10 @@ static const cge_op_def compiler_ops[] = {
      .num_inputs = 3, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 6,
      .infer = fmm_infer, .kernels = fmm_kernels, .num_kernels = 1,
      .doc = "matrix product with bias and activation in the GEMM's epilogue"},
+    {.name = "FusedConv", .domain = CC_FUSED_DOMAIN, .since_version = 1, .inputs = fconv_in,
+     .num_inputs = 4, .outputs = fconv_out, .num_outputs = 1, .attrs = fconv_attrs,
+     .num_attrs = 11, .infer = cge_fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
+     .doc = "convolution with bias, a residual addend and an activation applied to its output"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,
      .num_kernels = 1, .doc = "copy between memory spaces (inserted by partition)"},

@@ -27,6 +27,7 @@ static const pass_entry passes[] = {
     {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false},
     {"optimize", "fuse_conv_bn", cc_pass_fuse_conv_bn, CGE_OPT_FUSE, false},
+    {"optimize", "fuse_conv_activation", cc_pass_fuse_conv_activation, CGE_OPT_FUSE, false},
     {"optimize", "fuse_gelu", cc_pass_fuse_gelu, CGE_OPT_FUSE, false},
     {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false},
     {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false},

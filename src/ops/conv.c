@@ -4,9 +4,11 @@
  * straight into the GEMM's packed panels and the packed GEMM; depthwise
  * convolutions (one input channel per group) run a direct row kernel; other
  * dtypes and ConvTranspose a plain gather loop. */
+#include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/conv_fused.h"
 #include "ops/dnnl_conv.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
@@ -41,7 +43,67 @@ typedef struct conv_args {
     int is_1x1;
     cge_gemm_tiling tiling;
     cge_gemm_isa isa;
+    /* FusedConv's epilogue: y = act(y + z), z optional */
+    const float *z;
+    int act, w_const;
+    float alpha, lo, hi;
 } conv_args;
+
+/* ---- FusedConv's epilogue: the unfused Add's and activations' expressions,
+ * so that the fallback gives the unfused bits --------------------------------- */
+
+enum { ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_COUNT };
+
+static int act_from_name(const char *s)
+{
+    static const char *const names[ACT_COUNT] = {"none", "relu", "leaky_relu", "clip", "sigmoid",
+                                                 "tanh"};
+    for (int i = 0; i < ACT_COUNT; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+static inline double sigmoid_d(double x)
+{
+    if (x >= 0.0)
+        return 1.0 / (1.0 + exp(-x));
+    double e = exp(x);
+    return e / (1.0 + e);
+}
+
+static void epilogue(const conv_args *p, float *y, const float *z, int64_t n)
+{
+    if (z)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = y[i] + z[i];
+    switch (p->act) {
+    case ACT_RELU: for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; break;
+    case ACT_LEAKY:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = y[i] < 0.0f ? p->alpha * y[i] : y[i];
+        break;
+    case ACT_CLIP:
+        for (int64_t i = 0; i < n; i++) {
+            float v = y[i] < p->lo ? p->lo : y[i];
+            y[i] = v > p->hi ? p->hi : v;
+        }
+        break;
+    case ACT_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = (float)sigmoid_d(y[i]); break;
+    case ACT_TANH: for (int64_t i = 0; i < n; i++) y[i] = (float)tanh((double)y[i]); break;
+    default: break;
+    }
+}
+
+/* Blocks over the whole output. */
+static void epilogue_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const conv_args *p = args;
+    int64_t lo, hi;
+    cge_block_range(p->N * p->M * p->P, blk, nblk, &lo, &hi);
+    if (hi > lo)
+        epilogue(p, (float *)p->y + lo, p->z ? p->z + lo : NULL, hi - lo);
+}
 
 /* ---- meta ------------------------------------------------------------------ */
 
@@ -430,6 +492,8 @@ static void conv_dw_fn(int64_t blk, int64_t nblk, void *args)
         else
             dw_plane(g, x + (n * p->C + c) * p->in_sp, w + m * p->kvol, y + nm * p->P,
                      bias ? bias[m] : 0.0f);
+        if (p->z || p->act)
+            epilogue(p, y + nm * p->P, p->z ? p->z + nm * p->P : NULL, p->P);
     }
 }
 
@@ -547,10 +611,11 @@ static void conv_gemm_fn(int64_t blk, int64_t nblk, void *args)
 
 typedef struct dnnl_args {
     cge_dnnl_conv *dc;
-    const float *x, *w, *b;
+    const float *x, *w, *b, *z;
     float *y;
     void *scratch;
     int threads;
+    conv_args epi; /* what oneDNN's post-ops left to do (z, act) */
 } dnnl_args;
 
 /* One block: oneDNN runs its own team of `threads` on this core budget while
@@ -558,7 +623,9 @@ typedef struct dnnl_args {
 static void conv_dnnl_fn(int64_t blk, int64_t nblk, void *args)
 {
     const dnnl_args *a = args;
-    (void)cge_dnnl_conv_run(a->dc, a->x, a->w, a->b, a->y, a->scratch, a->threads);
+    if (cge_dnnl_conv_run(a->dc, a->x, a->w, a->b, a->z, a->y, a->scratch, a->threads) == CGE_OK &&
+        (a->epi.z || a->epi.act))
+        epilogue(&a->epi, a->y, a->epi.z, a->epi.N * a->epi.M * a->epi.P);
 }
 
 /* ---- launch ---------------------------------------------------------------- */
@@ -614,10 +681,29 @@ static bool uses_dnnl(const conv_args *p)
            p->N > 0 && p->mpg > 0 && cge_dnnl_available();
 }
 
+/* The activations oneDNN applies as exact post-ops (relu, its leaky form and
+ * clip compute the same as ours); others run as our epilogue afterwards. */
+static int dnnl_eltwise(const conv_args *p)
+{
+    return p->act == ACT_RELU ? 1 : p->act == ACT_LEAKY ? 1 : p->act == ACT_CLIP ? 2 : 0;
+}
+
+/* oneDNN's own layouts (its direct JIT kernels, post-ops included) beat its
+ * GEMM-based plain-layout kernel for spatial kernels larger than 1x1 even
+ * with the reorders in and out; 1x1 measured slower. The weights are then
+ * reordered once, which needs them constant. */
+static bool dnnl_blocked(const conv_args *p)
+{
+    return p->w_const && p->G == 1 && p->kvol > 1;
+}
+
 static cge_status dnnl_make(const conv_args *p, bool has_bias, cge_dnnl_conv **out)
 {
     cge_dnnl_conv_desc d = {.N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
-                            .has_bias = has_bias};
+                            .has_bias = has_bias, .sum = p->z != NULL,
+                            .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p)};
+    d.alpha = d.eltwise == 2 ? p->lo : p->act == ACT_LEAKY ? p->alpha : 0.0f;
+    d.beta = d.eltwise == 2 ? p->hi : 0.0f;
     for (int i = 0; i < NN_MAX_SP; i++) {
         d.in[i] = p->g.in[i];
         d.out[i] = p->g.out[i];
@@ -635,20 +721,48 @@ static bool ctx_has_bias(const cge_kernel_ctx *ctx)
     return ctx->num_inputs > 2 && ctx->inputs[2].dtype != CGE_DTYPE_UNDEFINED;
 }
 
-/* The oneDNN primitive, made once per node when a plan is built. A node
- * oneDNN refuses keeps the builtin kernels (no state). */
-static cge_status conv_prepare(const cge_kernel_ctx *ctx, void **state)
+static bool ctx_has_z(const cge_kernel_ctx *ctx)
 {
-    *state = NULL;
-    conv_args p;
+    return ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED;
+}
+
+/* FusedConv's attributes into p; false for an unknown activation. */
+static bool fused_attrs(const cge_kernel_ctx *ctx, conv_args *p)
+{
+    p->act = act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
+    p->alpha = cge_attrs_get_float(ctx->attrs, "alpha", 0.01f);
+    p->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
+    p->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
+    p->w_const = cge_attrs_get_int(ctx->attrs, "w_const", 0) != 0;
+    return p->act >= 0;
+}
+
+/* Geometry from the descriptors alone (prepare and workspace queries). */
+static bool conv_static_args(const cge_kernel_ctx *ctx, bool fused, conv_args *p)
+{
     char err[1024];
     cge_shape out;
     if (ctx->num_inputs < 2 || !cge_shape_is_static(&ctx->inputs[0].shape) ||
-        !conv_shapes(ctx->attrs, &ctx->inputs[0].shape, &ctx->inputs[1].shape, NULL, false, &p,
+        !conv_shapes(ctx->attrs, &ctx->inputs[0].shape, &ctx->inputs[1].shape, NULL, false, p,
                      &out, err, sizeof err))
-        return CGE_OK;
-    p.dtype = ctx->inputs[0].dtype;
-    if (!uses_dnnl(&p))
+        return false;
+    p->dtype = ctx->inputs[0].dtype;
+    if (fused) {
+        if (!fused_attrs(ctx, p))
+            return false;
+        /* only its presence matters to the primitive */
+        p->z = ctx_has_z(ctx) ? (const float *)p : NULL;
+    }
+    return true;
+}
+
+/* The oneDNN primitive, made once per node when a plan is built. A node
+ * oneDNN refuses keeps the builtin kernels (no state). */
+static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **state)
+{
+    *state = NULL;
+    conv_args p;
+    if (!conv_static_args(ctx, fused, &p) || !uses_dnnl(&p))
         return CGE_OK;
     cge_dnnl_conv *dc = NULL;
     if (dnnl_make(&p, ctx_has_bias(ctx), &dc) == CGE_OK)
@@ -656,21 +770,21 @@ static cge_status conv_prepare(const cge_kernel_ctx *ctx, void **state)
     return CGE_OK;
 }
 
+static cge_status conv_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    return prepare_common(ctx, false, state);
+}
+
 static void conv_release(void *state)
 {
     cge_dnnl_conv_destroy(state);
 }
 
-static size_t conv_workspace(const cge_kernel_ctx *ctx)
+static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused)
 {
     conv_args p;
-    char err[1024];
-    cge_shape out;
-    if (ctx->num_inputs < 2 || !cge_shape_is_static(&ctx->inputs[0].shape) ||
-        !conv_shapes(ctx->attrs, &ctx->inputs[0].shape, &ctx->inputs[1].shape, NULL, false, &p,
-                     &out, err, sizeof err))
+    if (!conv_static_args(ctx, fused, &p))
         return 0;
-    p.dtype = ctx->inputs[0].dtype;
     size_t need = gemm_ws(&p);
     /* oneDNN's scratch: the plan's workspace serves both paths, so no run
      * allocates. Asking means making the primitive once more here. */
@@ -683,6 +797,76 @@ static size_t conv_workspace(const cge_kernel_ctx *ctx)
     return need;
 }
 
+static size_t conv_workspace(const cge_kernel_ctx *ctx)
+{
+    return workspace_common(ctx, false);
+}
+
+/* The convolution of p (its epilogue included) on the best path: oneDNN's
+ * primitive dc when there is one, else the builtin kernels. */
+static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, conv_args *p,
+                               cge_dnnl_conv *dc)
+{
+    int threads = ctx->num_threads;
+    bool epi = p->z || p->act;
+    cge_status st;
+    if (dc && uses_dnnl(p)) {
+        size_t need = cge_dnnl_conv_scratch_size(dc);
+        if (need == 0 || (ctx->workspace && ctx->workspace_size >= need + 64)) {
+            uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
+            dnnl_args a = {.dc = dc, .x = p->x, .w = p->w, .b = p->b, .z = p->z, .y = p->y,
+                           .scratch = need ? (void *)base : NULL, .threads = threads};
+            int post = cge_dnnl_conv_post_ops(dc);
+            a.epi = *p;
+            if (post & CGE_DNNL_POST_SUM)
+                a.epi.z = NULL;
+            if (post & CGE_DNNL_POST_ELTWISE)
+                a.epi.act = ACT_NONE;
+            return cge_launch(stream, conv_dnnl_fn, 1, &a, sizeof a);
+        }
+    }
+    if (uses_depthwise(p)) {
+        int64_t per = p->P * p->kvol;
+        return cge_launch(stream, conv_dw_fn,
+                          cge_blocks_for(p->N * p->M, per >= 16384 ? 1 : 16384 / per, threads), p,
+                          sizeof *p);
+    }
+    size_t need = gemm_ws(p);
+    if (uses_gemm(p) && ctx->workspace && ctx->workspace_size >= need) {
+        uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
+        p->bp = (float *)base;
+        p->panels = (p->P + NR - 1) / NR;
+        p->isa = cge_gemm_isa_best();
+        const nn_geom *g = &p->g;
+        p->is_1x1 = p->kvol == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 &&
+                    g->pb[0] + g->pb[1] + g->pb[2] + g->pe[0] + g->pe[1] + g->pe[2] == 0;
+        cge_gemm_plan(p->G, p->mpg, p->P, threads, &p->tiling);
+        int64_t pack_nb = cge_blocks_for(p->G * p->panels, p->K >= 2048 ? 1 : 2048 / p->K, threads);
+        int64_t tiles = p->G * p->tiling.tiles_m * p->tiling.tiles_n;
+        for (int64_t n = 0; n < p->N; n++) {
+            p->n = n;
+            st = cge_launch(stream, conv_pack_fn, pack_nb, p, sizeof *p);
+            if (st == CGE_OK)
+                st = cge_launch(stream, conv_gemm_fn, cge_blocks_for(tiles, 1, threads), p,
+                                sizeof *p);
+            if (st != CGE_OK)
+                return st;
+        }
+    } else {
+        /* Other dtypes, ConvTranspose, or no workspace: the gather loop. */
+        int64_t rows = p->N * p->M * p->g.out[0] * p->g.out[1];
+        int64_t per = p->g.out[2] * (p->K > 0 ? p->K : 1);
+        st = cge_launch(stream, conv_generic_fn,
+                        cge_blocks_for(rows, per >= 8192 ? 1 : 8192 / per, threads), p, sizeof *p);
+        if (st)
+            return st;
+    }
+    if (!epi)
+        return CGE_OK;
+    return cge_launch(stream, epilogue_fn, cge_blocks_for(p->N * p->M * p->P, 16384, threads), p,
+                      sizeof *p);
+}
+
 static cge_status conv_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream,
                                      bool transpose)
 {
@@ -690,61 +874,79 @@ static cge_status conv_launch_common(const cge_kernel_ctx *ctx, cge_stream *stre
     cge_status st = conv_ctx_args(ctx, transpose, &p);
     if (st != CGE_OK)
         return st;
-    int64_t ny = p.N * p.M * p.P;
-    if (ny == 0)
+    if (p.N * p.M * p.P == 0)
         return CGE_OK;
     if (!p.y || !p.x || !p.w)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    int threads = ctx->num_threads;
-    if (ctx->state && uses_dnnl(&p) && !transpose) {
-        cge_dnnl_conv *dc = ctx->state;
-        size_t need = cge_dnnl_conv_scratch_size(dc);
-        if (need == 0 || (ctx->workspace && ctx->workspace_size >= need + 64)) {
-            uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
-            dnnl_args a = {.dc = dc, .x = p.x, .w = p.w, .b = p.b, .y = p.y,
-                           .scratch = need ? (void *)base : NULL, .threads = threads};
-            return cge_launch(stream, conv_dnnl_fn, 1, &a, sizeof a);
-        }
-    }
-    if (uses_depthwise(&p)) {
-        int64_t per = p.P * p.kvol;
-        return cge_launch(stream, conv_dw_fn,
-                          cge_blocks_for(p.N * p.M, per >= 16384 ? 1 : 16384 / per, threads), &p,
-                          sizeof p);
-    }
-    size_t need = gemm_ws(&p);
-    if (uses_gemm(&p) && ctx->workspace && ctx->workspace_size >= need) {
-        uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
-        p.bp = (float *)base;
-        p.panels = (p.P + NR - 1) / NR;
-        p.isa = cge_gemm_isa_best();
-        const nn_geom *g = &p.g;
-        p.is_1x1 = p.kvol == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 &&
-                   g->pb[0] + g->pb[1] + g->pb[2] + g->pe[0] + g->pe[1] + g->pe[2] == 0;
-        cge_gemm_plan(p.G, p.mpg, p.P, threads, &p.tiling);
-        int64_t pack_nb = cge_blocks_for(p.G * p.panels, p.K >= 2048 ? 1 : 2048 / p.K, threads);
-        int64_t tiles = p.G * p.tiling.tiles_m * p.tiling.tiles_n;
-        for (int64_t n = 0; n < p.N; n++) {
-            p.n = n;
-            st = cge_launch(stream, conv_pack_fn, pack_nb, &p, sizeof p);
-            if (st == CGE_OK)
-                st = cge_launch(stream, conv_gemm_fn, cge_blocks_for(tiles, 1, threads), &p,
-                                sizeof p);
-            if (st != CGE_OK)
-                return st;
-        }
-        return CGE_OK;
-    }
-    /* Other dtypes, ConvTranspose, or no workspace: the gather loop. */
-    int64_t rows = p.N * p.M * p.g.out[0] * p.g.out[1];
-    int64_t per = p.g.out[2] * (p.K > 0 ? p.K : 1);
-    return cge_launch(stream, conv_generic_fn,
-                      cge_blocks_for(rows, per >= 8192 ? 1 : 8192 / per, threads), &p, sizeof p);
+    return conv_compute(ctx, stream, &p, transpose ? NULL : ctx->state);
 }
 
 static cge_status conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     return conv_launch_common(ctx, stream, false);
+}
+
+/* ---- FusedConv (cge.fused, registered by the compiler) ---------------------- */
+
+cge_status cge_fused_conv_infer(cge_infer_ctx *ctx)
+{
+    cge_status st = conv_infer_common(ctx, false);
+    if (st)
+        return st;
+    if (ctx->inputs[0].dtype != CGE_F32)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "X is %s; only float32 is fused",
+                              cge_dtype_name(ctx->inputs[0].dtype));
+    if (act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none")) < 0)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "unknown activation '%s'",
+                              cge_attrs_get_string(ctx->attrs, "activation", "none"));
+    if (ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED) {
+        const cge_tensor_desc *Z = &ctx->inputs[3];
+        if (Z->dtype != CGE_F32 || !cge_shape_equal(&Z->shape, &ctx->outputs[0].shape)) {
+            char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "Z is %s %s; it must be float32 %s",
+                                  cge_dtype_name(Z->dtype), cge_shape_str(&Z->shape, a, sizeof a),
+                                  cge_shape_str(&ctx->outputs[0].shape, b, sizeof b));
+        }
+    }
+    return CGE_OK;
+}
+
+cge_status cge_fused_conv_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    return prepare_common(ctx, true, state);
+}
+
+void cge_fused_conv_release(void *state)
+{
+    cge_dnnl_conv_destroy(state);
+}
+
+size_t cge_fused_conv_workspace(const cge_kernel_ctx *ctx)
+{
+    return workspace_common(ctx, true);
+}
+
+cge_status cge_fused_conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    conv_args p;
+    cge_status st = conv_ctx_args(ctx, false, &p);
+    if (st != CGE_OK)
+        return st;
+    if (p.dtype != CGE_F32 || !fused_attrs(ctx, &p))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "float32 only, with a known activation");
+    if (ctx_has_z(ctx)) {
+        const cge_tensor *Z = &ctx->inputs[3];
+        if (Z->dtype != CGE_F32 || !cge_shape_equal(&Z->shape, &ctx->outputs[0].shape))
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "Z does not match the output");
+        p.z = Z->data;
+        if (!p.z && p.N * p.M * p.P != 0)
+            return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "Z has no buffer");
+    }
+    if (p.N * p.M * p.P == 0)
+        return CGE_OK;
+    if (!p.y || !p.x || !p.w)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    return conv_compute(ctx, stream, &p, ctx->state);
 }
 
 static cge_status convt_launch(const cge_kernel_ctx *ctx, cge_stream *stream)

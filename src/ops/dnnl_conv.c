@@ -3,19 +3,29 @@
  * kernels. */
 #include "ops/dnnl_conv.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #ifdef CGE_HAVE_DNNL
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <string.h>
 
+/* In blocked mode src, wei and dst hold oneDNN's layouts in buffers of their
+ * own, and the *_user memories wrap the caller's plain tensors; a NULL
+ * reorder means the chosen layout is the plain one and the caller's buffer is
+ * used directly. */
 struct cge_dnnl_conv {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     dnnl_memory_t src, wei, bias, dst, scratch;
-    size_t scratch_bytes;
+    dnnl_memory_t src_user, wei_user, dst_user;
+    dnnl_primitive_t r_src, r_wei, r_dst, r_z;
+    const void *wei_from; /* the W last reordered */
+    size_t scratch_bytes, dst_bytes;
+    int post;
     void (*omp_set_num_threads)(int);
 };
 
@@ -28,16 +38,46 @@ void cge_dnnl_conv_destroy(cge_dnnl_conv *c)
 {
     if (!c)
         return;
-    dnnl_memory_destroy(c->src);
-    dnnl_memory_destroy(c->wei);
-    dnnl_memory_destroy(c->bias);
-    dnnl_memory_destroy(c->dst);
-    dnnl_memory_destroy(c->scratch);
+    dnnl_memory_t *mems[] = {&c->src, &c->wei, &c->bias, &c->dst, &c->scratch,
+                             &c->src_user, &c->wei_user, &c->dst_user};
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+        dnnl_memory_destroy(*mems[i]);
+    dnnl_primitive_destroy(c->r_src);
+    dnnl_primitive_destroy(c->r_wei);
+    dnnl_primitive_destroy(c->r_dst);
+    dnnl_primitive_destroy(c->r_z);
     dnnl_primitive_destroy(c->prim);
     dnnl_primitive_desc_destroy(c->pd);
     dnnl_stream_destroy(c->stream);
     dnnl_engine_destroy(c->engine);
     free(c);
+}
+
+static int make_reorder(const cge_dnnl_conv *c, const dnnl_memory_desc_t *from,
+                        const dnnl_memory_desc_t *to, dnnl_primitive_t *out)
+{
+    dnnl_primitive_desc_t rpd;
+    if (dnnl_reorder_primitive_desc_create(&rpd, from, c->engine, to, c->engine, NULL) !=
+        dnnl_success)
+        return 0;
+    int ok = dnnl_primitive_create(out, rpd) == dnnl_success;
+    dnnl_primitive_desc_destroy(rpd);
+    return ok;
+}
+
+/* The memory for one argument: the caller's plain buffer when oneDNN chose
+ * the plain layout, else a buffer of its own plus a wrapper of the plain one
+ * and the reorders between them (to_own: plain -> chosen; from_own back). */
+static int bind(cge_dnnl_conv *c, const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen,
+                dnnl_memory_t *own, dnnl_memory_t *user, dnnl_primitive_t *to_own,
+                dnnl_primitive_t *from_own)
+{
+    if (dnnl_memory_desc_equal(plain, chosen))
+        return dnnl_memory_create(own, plain, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
+    return dnnl_memory_create(own, chosen, c->engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
+           dnnl_memory_create(user, plain, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+           (!to_own || make_reorder(c, plain, chosen, to_own)) &&
+           (!from_own || make_reorder(c, chosen, plain, from_own));
 }
 
 cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out)
@@ -71,10 +111,16 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
     static const dnnl_format_tag_t act[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
     static const dnnl_format_tag_t w1[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
     static const dnnl_format_tag_t wg[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
-    dnnl_memory_desc_t smd, wmd, bmd, dmd;
+    dnnl_format_tag_t at = d->blocked ? dnnl_format_tag_any : act[n - 1];
+    dnnl_format_tag_t wt = d->blocked ? dnnl_format_tag_any : d->G > 1 ? wg[n - 1] : w1[n - 1];
+    dnnl_memory_desc_t smd, wmd, bmd, dmd, sa, wa, da;
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
-    const dnnl_memory_desc_t *spd;
+    dnnl_post_ops_t po = NULL;
+    const dnnl_memory_desc_t *spd, *cs, *cw, *cdst;
+    c->post = d->blocked ? (d->sum ? CGE_DNNL_POST_SUM : 0) |
+                               (d->eltwise ? CGE_DNNL_POST_ELTWISE : 0)
+                         : 0;
     int ok =
         dnnl_engine_create(&c->engine, dnnl_cpu, 0) == dnnl_success &&
         dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
@@ -82,27 +128,43 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
         dnnl_memory_desc_init_by_tag(&dmd, n + 2, dd, dnnl_f32, act[n - 1]) == dnnl_success &&
         dnnl_memory_desc_init_by_tag(&wmd, wr, wd, dnnl_f32,
                                      d->G > 1 ? wg[n - 1] : w1[n - 1]) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&sa, n + 2, sd, dnnl_f32, at) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&da, n + 2, dd, dnnl_f32, at) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&wa, wr, wd, dnnl_f32, wt) == dnnl_success &&
         dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
         dnnl_dilated_convolution_forward_desc_init(
-            &cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd,
-            d->has_bias ? &bmd : NULL, &dmd, st, dil, pl, pr) == dnnl_success &&
+            &cd, dnnl_forward_inference, dnnl_convolution_direct, &sa, &wa,
+            d->has_bias ? &bmd : NULL, &da, st, dil, pl, pr) == dnnl_success &&
         dnnl_primitive_attr_create(&attr) == dnnl_success &&
         dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
             dnnl_success &&
+        dnnl_post_ops_create(&po) == dnnl_success &&
+        (!(c->post & CGE_DNNL_POST_SUM) || dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success) &&
+        (!(c->post & CGE_DNNL_POST_ELTWISE) ||
+         dnnl_post_ops_append_eltwise(po, 1.0f,
+                                      d->eltwise == 1 ? dnnl_eltwise_relu : dnnl_eltwise_clip,
+                                      d->alpha, d->beta) == dnnl_success) &&
+        dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
         dnnl_primitive_desc_create(&c->pd, &cd, attr, c->engine, NULL) == dnnl_success &&
         dnnl_primitive_create(&c->prim, c->pd) == dnnl_success &&
         (spd = dnnl_primitive_desc_query_md(c->pd, dnnl_query_scratchpad_md, 0)) != NULL &&
-        dnnl_memory_create(&c->src, &smd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-        dnnl_memory_create(&c->wei, &wmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        (cs = dnnl_primitive_desc_query_md(c->pd, dnnl_query_src_md, 0)) != NULL &&
+        (cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0)) != NULL &&
+        (cdst = dnnl_primitive_desc_query_md(c->pd, dnnl_query_dst_md, 0)) != NULL &&
+        bind(c, &smd, cs, &c->src, &c->src_user, &c->r_src, NULL) &&
+        bind(c, &wmd, cw, &c->wei, &c->wei_user, &c->r_wei, NULL) &&
+        bind(c, &dmd, cdst, &c->dst, &c->dst_user,
+             (c->post & CGE_DNNL_POST_SUM) ? &c->r_z : NULL, &c->r_dst) &&
         dnnl_memory_create(&c->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-        dnnl_memory_create(&c->dst, &dmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
         dnnl_memory_create(&c->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
     dnnl_primitive_attr_destroy(attr);
+    dnnl_post_ops_destroy(po);
     if (!ok) {
         cge_dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
     }
     c->scratch_bytes = dnnl_memory_desc_get_size(spd);
+    c->dst_bytes = dnnl_memory_desc_get_size(&dmd);
     /* libgomp is loaded with oneDNN; its thread-count setter is looked up
      * rather than linked so that cge needs no OpenMP flags. */
     *(void **)&c->omp_set_num_threads = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
@@ -115,22 +177,54 @@ size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c)
     return c ? c->scratch_bytes : 0;
 }
 
+int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c)
+{
+    return c ? c->post : 0;
+}
+
+static int run_reorder(cge_dnnl_conv *c, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to)
+{
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    return dnnl_primitive_execute(r, c->stream, 2, a) == dnnl_success;
+}
+
+/* Point `user` (or `own` when there is no reorder) at the caller's buffer. */
+static int set(dnnl_memory_t own, dnnl_memory_t user, dnnl_primitive_t r, const void *p)
+{
+    return dnnl_memory_set_data_handle(r ? user : own, (void *)p) == dnnl_success;
+}
+
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
-                             float *y, void *scratch, int threads)
+                             const float *z, float *y, void *scratch, int threads)
 {
     if (c->omp_set_num_threads)
         c->omp_set_num_threads(threads > 0 ? threads : 1);
-    if (dnnl_memory_set_data_handle(c->src, (void *)x) != dnnl_success ||
-        dnnl_memory_set_data_handle(c->wei, (void *)w) != dnnl_success ||
-        dnnl_memory_set_data_handle(c->bias, (void *)b) != dnnl_success ||
-        dnnl_memory_set_data_handle(c->dst, y) != dnnl_success ||
-        dnnl_memory_set_data_handle(c->scratch, scratch) != dnnl_success)
-        return CGE_ERR_INTERNAL;
+    bool sum = (c->post & CGE_DNNL_POST_SUM) && z;
+    int ok = set(c->src, c->src_user, c->r_src, x) && set(c->dst, c->dst_user, c->r_dst, y) &&
+             dnnl_memory_set_data_handle(c->bias, (void *)b) == dnnl_success &&
+             dnnl_memory_set_data_handle(c->scratch, scratch) == dnnl_success;
+    if (ok && c->r_wei && w != c->wei_from) {
+        ok = set(c->wei, c->wei_user, c->r_wei, w) && run_reorder(c, c->r_wei, c->wei_user, c->wei);
+        c->wei_from = ok ? w : NULL;
+    } else if (ok && !c->r_wei) {
+        ok = set(c->wei, c->wei_user, NULL, w);
+    }
+    if (ok && c->r_src)
+        ok = run_reorder(c, c->r_src, c->src_user, c->src);
+    /* The sum post-op adds what the output holds. */
+    if (ok && sum && c->r_z)
+        ok = dnnl_memory_set_data_handle(c->dst_user, (void *)z) == dnnl_success &&
+             run_reorder(c, c->r_z, c->dst_user, c->dst) &&
+             dnnl_memory_set_data_handle(c->dst_user, y) == dnnl_success;
+    else if (ok && sum && z != y)
+        memcpy(y, z, c->dst_bytes);
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, c->src}, {DNNL_ARG_WEIGHTS, c->wei},
                                {DNNL_ARG_DST, c->dst}, {DNNL_ARG_SCRATCHPAD, c->scratch},
                                {DNNL_ARG_BIAS, c->bias}};
-    if (dnnl_primitive_execute(c->prim, c->stream, b ? 5 : 4, args) != dnnl_success ||
-        dnnl_stream_wait(c->stream) != dnnl_success)
+    ok = ok && dnnl_primitive_execute(c->prim, c->stream, b ? 5 : 4, args) == dnnl_success;
+    if (ok && c->r_dst)
+        ok = run_reorder(c, c->r_dst, c->dst, c->dst_user);
+    if (!ok || dnnl_stream_wait(c->stream) != dnnl_success)
         return CGE_ERR_INTERNAL;
     return CGE_OK;
 }
@@ -155,10 +249,16 @@ size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c)
     return 0;
 }
 
-cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
-                             float *y, void *scratch, int threads)
+int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c)
 {
-    (void)c, (void)x, (void)w, (void)b, (void)y, (void)scratch, (void)threads;
+    (void)c;
+    return 0;
+}
+
+cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
+                             const float *z, float *y, void *scratch, int threads)
+{
+    (void)c, (void)x, (void)w, (void)b, (void)z, (void)y, (void)scratch, (void)threads;
     return CGE_ERR_UNSUPPORTED;
 }
 

@@ -1,7 +1,8 @@
 /* float32 convolution through oneDNN's C API, when the build has it
- * (CGE_HAVE_DNNL): a primitive made once per node (plain NCHW activations and
- * OIHW weights, so no reorders), run on the calling thread with oneDNN's
- * OpenMP team limited to the engine's thread budget. */
+ * (CGE_HAVE_DNNL): a primitive made once per node, run on the calling thread
+ * with oneDNN's OpenMP team limited to the engine's thread budget. Plain
+ * NCHW activations and OIHW weights by default; "blocked" lets oneDNN pick
+ * its own layouts (its direct JIT kernels) and reorders in and out. */
 #ifndef CGE_OPS_DNNL_CONV_H
 #define CGE_OPS_DNNL_CONV_H
 
@@ -19,7 +20,19 @@ typedef struct cge_dnnl_conv_desc {
     int32_t nsp;
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
     int has_bias;
+    /* Epilogue wanted, in this order: sum: y = conv + z; eltwise 1: relu
+     * with slope alpha below 0, 2: clip to [alpha, beta]. Taken as post-ops
+     * only in blocked mode (with plain layouts oneDNN picks its GEMM-based
+     * kernel, where post-ops measured 2x slower than a separate pass);
+     * cge_dnnl_conv_post_ops says which were taken. */
+    int sum, eltwise;
+    float alpha, beta;
+    /* Let oneDNN choose activation and weight layouts. W must then be a
+     * constant: it is reordered once and reused while its address stays. */
+    int blocked;
 } cge_dnnl_conv_desc;
+
+enum { CGE_DNNL_POST_SUM = 1, CGE_DNNL_POST_ELTWISE = 2 };
 
 /* Whether this build has oneDNN. */
 int cge_dnnl_available(void);
@@ -27,9 +40,12 @@ int cge_dnnl_available(void);
 cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out);
 /* Scratch bytes the primitive needs from the caller. */
 size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c);
-/* Run on the calling thread with at most `threads` OpenMP threads. */
+/* The CGE_DNNL_POST_* the primitive applies itself. */
+int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c);
+/* Run on the calling thread with at most `threads` OpenMP threads; z is the
+ * addend when the sum post-op was taken (else ignored). */
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
-                             float *y, void *scratch, int threads);
+                             const float *z, float *y, void *scratch, int threads);
 void cge_dnnl_conv_destroy(cge_dnnl_conv *c);
 
 #endif

@@ -1,0 +1,148 @@
+/* optimize/fuse_conv_activation: a float32 Conv followed by a residual Add (an
+ * addend of the output's shape) and/or an activation (Relu, LeakyRelu, Clip
+ * with constant bounds, Sigmoid, Tanh) becomes one cge.fused FusedConv; on
+ * oneDNN the add and relu/clip are the primitive's post-ops, elsewhere they
+ * run on each output plane while it is in cache. The sum may round
+ * differently from the unfused Add on oneDNN; activations are exact. A Conv
+ * with constant weights and a spatial kernel becomes one even alone
+ * (w_const): its kernel keeps W reordered into oneDNN's layout. */
+#include <math.h>
+#include <string.h>
+
+#include "compiler/compiler_internal.h"
+
+static bool f32_static(const cge_graph *g, int32_t id, cge_tensor_desc *d)
+{
+    return id >= 0 && !cge_graph_value_desc(g, id, d) && d->dtype == CGE_F32 &&
+           cge_shape_is_static(&d->shape);
+}
+
+/* Activation name and parameters for a node, or NULL. */
+static const char *activation(const cge_graph *g, const cge_node *n, float *alpha, float *lo,
+                              float *hi)
+{
+    if (cc_is_op(n, "Relu"))
+        return "relu";
+    if (cc_is_op(n, "Sigmoid"))
+        return "sigmoid";
+    if (cc_is_op(n, "Tanh"))
+        return "tanh";
+    if (cc_is_op(n, "LeakyRelu")) {
+        *alpha = cge_attrs_get_float(cge_node_attrs_const(n), "alpha", 0.01f);
+        return "leaky_relu";
+    }
+    if (cc_is_op(n, "Clip")) {
+        const cge_attrs *at = cge_node_attrs_const(n);
+        *lo = cge_attrs_get_float(at, "min", -INFINITY);
+        *hi = cge_attrs_get_float(at, "max", INFINITY);
+        for (int32_t i = 1; i < cge_node_num_inputs(n); i++) {
+            if (cge_node_input_id(n, i) < 0)
+                continue;
+            double v;
+            const cge_tensor *t = cc_input_const(g, n, i);
+            if (!t || t->dtype != CGE_F32 || !cc_const_scalar(t, &v))
+                return NULL;
+            *(i == 1 ? lo : hi) = (float)v;
+        }
+        return "clip";
+    }
+    return NULL;
+}
+
+static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv)
+{
+    int32_t ni = cge_node_num_inputs(conv);
+    if (ni < 2 || ni > 3 || cge_node_num_outputs(conv) != 1)
+        return CGE_OK;
+    int32_t x = cge_node_input_id(conv, 0), w = cge_node_input_id(conv, 1);
+    int32_t b = ni == 3 ? cge_node_input_id(conv, 2) : -1, y = cge_node_output_id(conv, 0);
+    cge_tensor_desc xd, wd, bd, yd;
+    if (!f32_static(g, x, &xd) || !f32_static(g, w, &wd) || !f32_static(g, y, &yd) ||
+        (b >= 0 && !f32_static(g, b, &bd)))
+        return CGE_OK;
+    cge_node *nodes[3] = {conv, NULL, NULL};
+    int32_t count = 1, cur = y, z = -1;
+    cge_node *next = cc_only_consumer(u, g, cur);
+    if (next && cc_is_op(next, "Add") && cge_node_num_inputs(next) == 2) {
+        int32_t o = cc_other_input(next, cur);
+        cge_tensor_desc od, sd;
+        if (o >= 0 && o != cur && f32_static(g, o, &od) && cge_shape_equal(&od.shape, &yd.shape) &&
+            f32_static(g, cge_node_output_id(next, 0), &sd) &&
+            cge_shape_equal(&sd.shape, &yd.shape)) {
+            z = o;
+            nodes[count++] = next;
+            cur = cge_node_output_id(next, 0);
+            next = cc_only_consumer(u, g, cur);
+        }
+    }
+    float alpha = 0.01f, lo = -INFINITY, hi = INFINITY;
+    const char *act = next && cge_node_num_outputs(next) == 1
+                          ? activation(g, next, &alpha, &lo, &hi) : NULL;
+    cge_tensor_desc ad;
+    if (act && (!f32_static(g, cge_node_output_id(next, 0), &ad) ||
+                !cge_shape_equal(&ad.shape, &yd.shape)))
+        act = NULL;
+    if (act) {
+        nodes[count++] = next;
+        cur = cge_node_output_id(next, 0);
+    }
+    /* A lone Conv gains only where its kernel can keep W in oneDNN's layout,
+     * reordered once: constant W, one group, a kernel larger than 1x1. */
+    bool w_const = cge_graph_value_constant(g, w) != NULL;
+    if (count == 1 && (!w_const || cge_attrs_get_int(cge_node_attrs_const(conv), "group", 1) != 1 ||
+                       cge_shape_numel(&wd.shape) == wd.shape.dims[0] * wd.shape.dims[1]))
+        return CGE_OK;
+    const char *ins[4] = {cge_graph_value_name(g, x), cge_graph_value_name(g, w),
+                          b >= 0 ? cge_graph_value_name(g, b) : "",
+                          z >= 0 ? cge_graph_value_name(g, z) : ""};
+    const char *out = cge_graph_value_name(g, cur);
+    char name[256];
+    cc_fresh_name(ctx, g, cge_node_name(conv), name, sizeof name);
+    cge_node *f = NULL;
+    /* The fused node takes the Conv's attributes before the Conv goes. */
+    cge_status st = CGE_OK;
+    for (int32_t k = 1; k < count && !st; k++)
+        st = cge_graph_remove_node(g, nodes[k]);
+    char tmp[256];
+    if (count == 1) /* the Conv's output name passes to the fused node */
+        st = cge_node_set_output(conv, 0, cc_fresh_name(ctx, g, out, tmp, sizeof tmp));
+    if (!st)
+        st = cge_graph_add_node(g, "FusedConv", CC_FUSED_DOMAIN, name, ins, z >= 0 ? 4 : b >= 0 ? 3 : 2,
+                                &out, 1, &f);
+    if (!st)
+        st = cc_copy_attrs(f, conv);
+    if (!st)
+        st = cge_graph_remove_node(g, conv);
+    if (!st && act)
+        st = cge_node_set_string(f, "activation", act);
+    if (!st && w_const)
+        st = cge_node_set_int(f, "w_const", 1);
+    if (!st && act && !strcmp(act, "leaky_relu"))
+        st = cge_node_set_float(f, "alpha", alpha);
+    if (!st && act && !strcmp(act, "clip")) {
+        st = cge_node_set_float(f, "min", lo);
+        if (!st)
+            st = cge_node_set_float(f, "max", hi);
+    }
+    if (!st) {
+        ctx->fused += count;
+        ctx->removed += count;
+        ctx->added++;
+        st = cc_uses_add_node(u, f);
+    }
+    return st;
+}
+
+cge_status cc_pass_fuse_conv_activation(cc_ctx *ctx, cge_graph *g)
+{
+    cc_uses u;
+    cge_status st = cc_uses_build(&u, g);
+    int32_t nn = cge_graph_num_nodes(g);
+    for (int32_t i = 0; !st && i < nn; i++) {
+        cge_node *n = cge_graph_node(g, i);
+        if (cc_is_op(n, "Conv"))
+            st = try_fuse(ctx, &u, g, n);
+    }
+    cc_uses_free(&u);
+    return st;
+}
