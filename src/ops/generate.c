@@ -14,14 +14,6 @@
     (CGE_DT(CGE_F32) | CGE_DT(CGE_F64) | CGE_DT(CGE_I16) | CGE_DT(CGE_I32) | CGE_DT(CGE_I64))
 #define EYE_DT (CGE_DT_NUMERIC | CGE_DT(CGE_BOOL))
 
-static const void *input_value(const cge_infer_ctx *ctx, int32_t i)
-{
-    if (i >= ctx->num_inputs || ctx->inputs[i].dtype == CGE_DTYPE_UNDEFINED ||
-        !ctx->input_values)
-        return NULL;
-    return ctx->input_values[i];
-}
-
 static int64_t prod(const int64_t *dims, int32_t lo, int32_t hi)
 {
     int64_t p = 1;
@@ -78,7 +70,7 @@ static cge_status range_infer(cge_infer_ctx *ctx)
         if (cge_shape_numel(&ctx->inputs[i].shape) != 1 || ctx->inputs[i].shape.rank > 1)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must be a scalar", (int)i);
     }
-    const void *s = input_value(ctx, 0), *l = input_value(ctx, 1), *d = input_value(ctx, 2);
+    const void *s = cge_meta_input_value(ctx, 0), *l = cge_meta_input_value(ctx, 1), *d = cge_meta_input_value(ctx, 2);
     int64_t n = CGE_DIM_DYNAMIC;
     if (s && l && d) {
         n = range_count(t, s, l, d);
@@ -188,7 +180,7 @@ static cge_status const_shape_infer(cge_infer_ctx *ctx)
     if (r > CGE_MAX_RANK)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "output rank %lld exceeds %d", (long long)r,
                               CGE_MAX_RANK);
-    const int64_t *v = input_value(ctx, 0);
+    const int64_t *v = cge_meta_input_value(ctx, 0);
     cge_shape out = {.rank = (int32_t)r};
     for (int32_t i = 0; i < out.rank; i++) {
         out.dims[i] = v ? v[i] : CGE_DIM_DYNAMIC;
@@ -320,7 +312,7 @@ static cge_status tile_infer(cge_infer_ctx *ctx)
         (rep->shape.dims[0] != CGE_DIM_DYNAMIC && rep->shape.dims[0] != r))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "repeats must be 1-D with %d entries (the rank)",
                               (int)r);
-    const void *v = input_value(ctx, 1);
+    const void *v = cge_meta_input_value(ctx, 1);
     cge_shape out = in->shape;
     for (int32_t d = 0; d < r; d++) {
         int64_t k = v ? cge_load_as_i64(rep->dtype, v, d) : CGE_DIM_DYNAMIC;

@@ -19,24 +19,6 @@
 
 /* ---- shared helpers ------------------------------------------------------------------ */
 
-static bool has_input(const cge_infer_ctx *ctx, int32_t i)
-{
-    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
-}
-
-static const void *input_value(const cge_infer_ctx *ctx, int32_t i)
-{
-    if (!has_input(ctx, i) || !ctx->input_values)
-        return NULL;
-    return ctx->input_values[i];
-}
-
-static bool k_has_input(const cge_kernel_ctx *ctx, int32_t i)
-{
-    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED &&
-           ctx->inputs[i].data;
-}
-
 static int64_t prod(const int64_t *dims, int32_t lo, int32_t hi)
 {
     int64_t p = 1;
@@ -712,7 +694,7 @@ static cge_status onehot_infer(cge_infer_ctx *ctx)
     if (vals->shape.rank != 1 || (vn >= 0 && vn != 2))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "values must be [off_value, on_value]");
     int64_t d = CGE_DIM_DYNAMIC;
-    const void *dv = input_value(ctx, 1);
+    const void *dv = cge_meta_input_value(ctx, 1);
     if (dv) {
         double v = cge_load_as_double(depth->dtype, dv, 0);
         if (!(v >= 0 && v < 9.0e15))
@@ -821,7 +803,7 @@ static bool is_nonzero(cge_dtype t, const void *p, int64_t i)
 static cge_status nonzero_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *x = &ctx->inputs[0];
-    const void *v = input_value(ctx, 0);
+    const void *v = cge_meta_input_value(ctx, 0);
     int64_t n = cge_shape_numel(&x->shape), count = CGE_DIM_DYNAMIC;
     if (v && n >= 0) {
         count = 0;
@@ -946,7 +928,7 @@ static cge_status topk_infer(cge_infer_ctx *ctx)
     if (k->shape.rank > 1 || (kn >= 0 && kn != 1))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "K must hold exactly one value");
     int64_t kv = CGE_DIM_DYNAMIC, n = x->shape.dims[axis];
-    const void *v = input_value(ctx, 1);
+    const void *v = cge_meta_input_value(ctx, 1);
     if (v) {
         kv = cge_load_as_i64(k->dtype, v, 0);
         if (kv < 0 || (dim_known(n) && kv > n))
@@ -1126,7 +1108,7 @@ static cge_status cumsum_infer(cge_infer_ctx *ctx)
     int64_t an = cge_shape_numel(&ax->shape);
     if (ax->shape.rank > 1 || (an >= 0 && an != 1))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis must hold exactly one value");
-    const void *v = input_value(ctx, 1);
+    const void *v = cge_meta_input_value(ctx, 1);
     int32_t axis;
     if (v && !cge_axis_normalize(cge_load_as_i64(ax->dtype, v, 0), x->shape.rank, false, &axis))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is out of range for rank %d",
@@ -1250,7 +1232,7 @@ static cge_status trilu_infer(cge_infer_ctx *ctx)
     if (x->shape.rank < 2)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 2, got %d",
                               (int)x->shape.rank);
-    if (has_input(ctx, 1)) {
+    if (cge_meta_has_input(ctx, 1)) {
         int64_t kn = cge_shape_numel(&ctx->inputs[1].shape);
         if (ctx->inputs[1].shape.rank > 1 || (kn >= 0 && kn != 1))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "k must hold exactly one value");
@@ -1303,7 +1285,7 @@ static cge_status trilu_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     int32_t r = x->shape.rank;
     if (r < 2 || y->dtype != x->dtype || !cge_shape_equal(&y->shape, &x->shape))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output must match an input of rank >= 2");
-    const cge_tensor *kt = k_has_input(ctx, 1) ? &ctx->inputs[1] : NULL;
+    const cge_tensor *kt = cge_kernel_has_input(ctx, 1) ? &ctx->inputs[1] : NULL;
     if (kt && (kt->dtype != CGE_I64 || cge_shape_numel(&kt->shape) != 1))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "k must be one int64 value");
     trilu_args a = {.x = x->data, .y = y->data, .k = kt ? kt->data : NULL,
@@ -1349,7 +1331,7 @@ static cge_status compress_infer(cge_infer_ctx *ctx)
                               "condition has %lld entries, more than the %lld selectable",
                               (long long)cn, (long long)len);
     int64_t count = CGE_DIM_DYNAMIC;
-    const void *v = input_value(ctx, 1);
+    const void *v = cge_meta_input_value(ctx, 1);
     if (v && dim_known(cn)) {
         count = 0;
         for (int64_t i = 0; i < cn; i++)

@@ -15,6 +15,27 @@
 #define CGE_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 
+/* For meta functions: whether optional input i is present, and its value
+ * when it is known now (a constant, or a run-time value in eager runs). */
+static inline bool cge_meta_has_input(const cge_infer_ctx *ctx, int32_t i)
+{
+    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
+}
+
+static inline const void *cge_meta_input_value(const cge_infer_ctx *ctx, int32_t i)
+{
+    if (!cge_meta_has_input(ctx, i) || !ctx->input_values)
+        return NULL;
+    return ctx->input_values[i];
+}
+
+/* For kernels: whether optional input i is present with a buffer. */
+static inline bool cge_kernel_has_input(const cge_kernel_ctx *ctx, int32_t i)
+{
+    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED &&
+           ctx->inputs[i].data;
+}
+
 /* Blocks for `work` items when each block should get at least `min_per_block`
  * items: between 1 and 4 * num_threads (to balance uneven blocks). */
 static inline int64_t cge_blocks_for(int64_t work, int64_t min_per_block, int num_threads)

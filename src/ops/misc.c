@@ -21,24 +21,6 @@
 
 /* ---- shared helpers ------------------------------------------------------------------- */
 
-static bool has_input(const cge_infer_ctx *ctx, int32_t i)
-{
-    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
-}
-
-static const void *input_value(const cge_infer_ctx *ctx, int32_t i)
-{
-    if (!has_input(ctx, i) || !ctx->input_values)
-        return NULL;
-    return ctx->input_values[i];
-}
-
-static bool k_has_input(const cge_kernel_ctx *ctx, int32_t i)
-{
-    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED &&
-           ctx->inputs[i].data;
-}
-
 static void *k_output(const cge_kernel_ctx *ctx, int32_t i)
 {
     return i < ctx->num_outputs ? ctx->outputs[i].data : NULL;
@@ -582,14 +564,14 @@ static cge_status maxunpool_infer(cge_infer_ctx *ctx)
         return st;
     ctx->outputs[0].dtype = x->dtype;
     ctx->outputs[0].shape = def;
-    if (has_input(ctx, 2)) {
+    if (cge_meta_has_input(ctx, 2)) {
         const cge_tensor_desc *os = &ctx->inputs[2];
         if (os->shape.rank != 1 || !(MISC_IDX_DT & CGE_DT(os->dtype)) ||
             (known(os->shape.dims[0]) && os->shape.dims[0] != x->shape.rank))
             return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                   "output_shape must be a 1-D integer tensor of %d values",
                                   (int)x->shape.rank);
-        const void *v = input_value(ctx, 2);
+        const void *v = cge_meta_input_value(ctx, 2);
         for (int32_t i = 0; i < x->shape.rank; i++) {
             int64_t d = v ? cge_load_as_i64(os->dtype, v, i) : CGE_DIM_DYNAMIC;
             if (v && d < 0)
@@ -1039,7 +1021,7 @@ static cge_status nms_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_SHAPE,
                               "expects boxes [B, S, 4] and scores [B, C, S]");
     for (int32_t i = 2; i < 5; i++)
-        if (has_input(ctx, i) && cge_shape_numel(&ctx->inputs[i].shape) != 1)
+        if (cge_meta_has_input(ctx, i) && cge_shape_numel(&ctx->inputs[i].shape) != 1)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must hold exactly one value", (int)i);
     ctx->outputs[0].dtype = CGE_I64;
     ctx->outputs[0].shape = CGE_SHAPE(CGE_DIM_DYNAMIC, 3);
@@ -1047,11 +1029,11 @@ static cge_status nms_infer(cge_infer_ctx *ctx)
     const void *vals[5];
     cge_dtype dts[3] = {CGE_DTYPE_UNDEFINED, CGE_DTYPE_UNDEFINED, CGE_DTYPE_UNDEFINED};
     for (int32_t i = 0; i < 5; i++) {
-        vals[i] = input_value(ctx, i);
-        if (!vals[i] && (i < 2 || has_input(ctx, i)))
+        vals[i] = cge_meta_input_value(ctx, i);
+        if (!vals[i] && (i < 2 || cge_meta_has_input(ctx, i)))
             return CGE_OK;
         if (i >= 2)
-            dts[i - 2] = has_input(ctx, i) ? ctx->inputs[i].dtype : CGE_DTYPE_UNDEFINED;
+            dts[i - 2] = cge_meta_has_input(ctx, i) ? ctx->inputs[i].dtype : CGE_DTYPE_UNDEFINED;
     }
     if (!cge_shape_is_static(&bx->shape) || !cge_shape_is_static(&sc->shape))
         return CGE_OK;
@@ -1137,7 +1119,7 @@ static cge_status nms_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a->out = y->data;
     a->cap = y->shape.dims[0];
     for (int32_t i = 0; i < 3; i++) {
-        l.param_vals[i] = k_has_input(ctx, i + 2) ? ctx->inputs[i + 2].data : NULL;
+        l.param_vals[i] = cge_kernel_has_input(ctx, i + 2) ? ctx->inputs[i + 2].data : NULL;
         l.param_dts[i] = l.param_vals[i] ? ctx->inputs[i + 2].dtype : CGE_DTYPE_UNDEFINED;
     }
     if (a->cap == 0)
@@ -1297,7 +1279,7 @@ static cge_status unique_infer(cge_infer_ctx *ctx)
                               (long long)cge_attrs_get_int(ctx->attrs, "axis", 0),
                               (int)x->shape.rank);
     int64_t groups = CGE_DIM_DYNAMIC;
-    const void *v = input_value(ctx, 0);
+    const void *v = cge_meta_input_value(ctx, 0);
     if (v && cge_shape_is_static(&x->shape)) {
         u.x = v;
         u.dt = x->dtype;

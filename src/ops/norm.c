@@ -102,11 +102,6 @@ static bool is_float(cge_dtype t)
     return (CGE_DT_FLOAT & CGE_DT(t)) != 0;
 }
 
-static bool has_input(const cge_infer_ctx *ctx, int32_t i)
-{
-    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
-}
-
 /* A per-channel parameter: rank 1 of length C (unknown sizes trusted). */
 static bool channel_vec(const cge_tensor_desc *d, int64_t C)
 {
@@ -400,7 +395,7 @@ static cge_status ln_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
                               "stash_type must be 1 (float32 statistics)");
     for (int32_t i = 1; i < 3; i++) {
-        if (!has_input(ctx, i))
+        if (!cge_meta_has_input(ctx, i))
             continue;
         char s[CGE_SHAPE_STR_MAX];
         if (ctx->inputs[i].dtype != X->dtype)

@@ -13,18 +13,6 @@
 
 /* ---- meta helpers ------------------------------------------------------- */
 
-static bool has_input(const cge_infer_ctx *ctx, int32_t i)
-{
-    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
-}
-
-static const void *input_value(const cge_infer_ctx *ctx, int32_t i)
-{
-    if (!has_input(ctx, i) || !ctx->input_values)
-        return NULL;
-    return ctx->input_values[i];
-}
-
 /* Reads 1-D integer input `i` (named `what` in messages) of at most `max`
  * entries. *len is its length (-1 if unknown); *known says whether `vals`
  * holds the values. Only a wrong rank or an over-long list is an error. */
@@ -41,7 +29,7 @@ static cge_status read_int_list(const cge_infer_ctx *ctx, int32_t i, const char 
     if (*len > max)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input '%s' has %lld entries, at most %lld allowed",
                               what, (long long)*len, (long long)max);
-    const void *v = input_value(ctx, i);
+    const void *v = cge_meta_input_value(ctx, i);
     if (!v || *len < 0)
         return CGE_OK;
     for (int64_t k = 0; k < *len; k++)
@@ -218,7 +206,7 @@ static cge_status squeeze_infer(cge_infer_ctx *ctx)
     int32_t r = in->shape.rank;
     cge_shape out;
     memset(&out, 0, sizeof out);
-    if (!has_input(ctx, 1)) {
+    if (!cge_meta_has_input(ctx, 1)) {
         /* A dynamic dim is taken to be no 1: squeezing it would change the rank
          * with its value, which no plan can follow. */
         for (int32_t i = 0; i < r; i++)

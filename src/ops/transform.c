@@ -19,18 +19,6 @@
 
 /* ---- meta helpers ------------------------------------------------------- */
 
-static bool has_input(const cge_infer_ctx *ctx, int32_t i)
-{
-    return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
-}
-
-static const void *input_value(const cge_infer_ctx *ctx, int32_t i)
-{
-    if (!has_input(ctx, i) || !ctx->input_values)
-        return NULL;
-    return ctx->input_values[i];
-}
-
 static cge_shape all_dynamic(int32_t rank)
 {
     cge_shape s;
@@ -546,7 +534,7 @@ static cge_status split_infer(cge_infer_ctx *ctx)
         ctx->outputs[i].shape = in->shape;
         ctx->outputs[i].shape.dims[axis] = CGE_DIM_DYNAMIC;
     }
-    if (has_input(ctx, 1)) {
+    if (cge_meta_has_input(ctx, 1)) {
         const cge_tensor_desc *sd = &ctx->inputs[1];
         if (sd->shape.rank != 1)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "input 'split' must be 1-D, got rank %d",
@@ -554,7 +542,7 @@ static cge_status split_infer(cge_infer_ctx *ctx)
         if (sd->shape.dims[0] >= 0 && sd->shape.dims[0] != n)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "'split' has %lld entries for %d outputs",
                                   (long long)sd->shape.dims[0], (int)n);
-        const void *v = input_value(ctx, 1);
+        const void *v = cge_meta_input_value(ctx, 1);
         if (!v || sd->shape.dims[0] < 0)
             return CGE_OK;
         int64_t sum = 0;
@@ -673,7 +661,7 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
     int64_t n = -2;
     bool known = true;
     for (int32_t i = 1; i <= 4; i++) {
-        if (!has_input(ctx, i)) {
+        if (!cge_meta_has_input(ctx, i)) {
             if (i <= 2)
                 return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "input '%s' is required", names[i - 1]);
             continue;
@@ -690,7 +678,7 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
             n = len;
         if (len < 0)
             known = false;
-        if (!input_value(ctx, i))
+        if (!cge_meta_input_value(ctx, i))
             known = false;
     }
     if (n > in->shape.rank)
@@ -701,8 +689,8 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
         /* Without the values, the listed axes are unknown; when 'axes' is known
          * the other dims keep their size. */
         cge_shape out = all_dynamic(in->shape.rank);
-        const void *av = input_value(ctx, 3);
-        if (has_input(ctx, 3) && av && n >= 0) {
+        const void *av = cge_meta_input_value(ctx, 3);
+        if (cge_meta_has_input(ctx, 3) && av && n >= 0) {
             out = in->shape;
             for (int64_t k = 0; k < n; k++) {
                 int32_t a;
@@ -719,12 +707,12 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
     slice_lists l;
     memset(&l, 0, sizeof l);
     l.n = n;
-    l.starts = (index_list){input_value(ctx, 1), ctx->inputs[1].dtype};
-    l.ends = (index_list){input_value(ctx, 2), ctx->inputs[2].dtype};
-    if (has_input(ctx, 3))
-        l.axes = (index_list){input_value(ctx, 3), ctx->inputs[3].dtype};
-    if (has_input(ctx, 4))
-        l.steps = (index_list){input_value(ctx, 4), ctx->inputs[4].dtype};
+    l.starts = (index_list){cge_meta_input_value(ctx, 1), ctx->inputs[1].dtype};
+    l.ends = (index_list){cge_meta_input_value(ctx, 2), ctx->inputs[2].dtype};
+    if (cge_meta_has_input(ctx, 3))
+        l.axes = (index_list){cge_meta_input_value(ctx, 3), ctx->inputs[3].dtype};
+    if (cge_meta_has_input(ctx, 4))
+        l.steps = (index_list){cge_meta_input_value(ctx, 4), ctx->inputs[4].dtype};
     int64_t start[CGE_MAX_RANK], step[CGE_MAX_RANK];
     char why[128];
     if (!slice_params(&in->shape, &l, start, step, &ctx->outputs[0].shape, why, sizeof why))
