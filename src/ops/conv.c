@@ -584,7 +584,32 @@ static void conv_pack_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
-/* Blocks over (group, row tile, column tile) of image p->n. */
+/* Rows [i0, i1) x columns [j0, j1) of group gi's output in image p->n after
+ * the GEMM: + bias, then FusedConv's epilogue, while the tile is in cache. */
+static void tile_epilogue(const conv_args *p, int64_t gi, int64_t i0, int64_t i1, int64_t j0,
+                          int64_t j1)
+{
+    const float *b = p->b ? (const float *)p->b + gi * p->mpg : NULL;
+    i1 = i1 < p->mpg ? i1 : p->mpg;
+    j1 = j1 < p->P ? j1 : p->P;
+    if (j1 <= j0)
+        return;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t off = (p->n * p->M + gi * p->mpg + i) * p->P + j0;
+        float *y = (float *)p->y + off;
+        if (b) {
+            float bv = b[i];
+            for (int64_t j = 0; j < j1 - j0; j++)
+                y[j] += bv;
+        }
+        if (p->z || p->act)
+            epilogue(p, y, p->z ? p->z + off : NULL, j1 - j0);
+    }
+}
+
+/* Blocks over (group, row tile, column tile) of image p->n. The bias is added
+ * after the product rather than given to the GEMM: a per-row bias would keep
+ * it off its unpacked-A kernel and cost a pass over C before the product. */
 static void conv_gemm_fn(int64_t blk, int64_t nblk, void *args)
 {
     const conv_args *p = args;
@@ -599,11 +624,12 @@ static void conv_gemm_fn(int64_t blk, int64_t nblk, void *args)
             .bp = p->bp + gi * p->panels * p->K * NR,
             .c = (float *)p->y + (p->n * p->M + gi * p->mpg) * p->P, .ldc = p->P,
             .alpha = 1.0f,
-            .bias = p->b ? (const float *)p->b + gi * p->mpg : NULL, .bias_rs = 1, .bias_cs = 0,
-            .beta = 1.0f,
             .isa = p->isa,
         };
-        cge_gemm_f32_tile(&gm, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        int64_t i0 = tm * tl->mt, i1 = (tm + 1) * tl->mt, j0 = tn * tl->nt, j1 = (tn + 1) * tl->nt;
+        cge_gemm_f32_tile(&gm, i0, i1, j0, j1);
+        if (p->b || p->z || p->act)
+            tile_epilogue(p, gi, i0, i1, j0, j1);
     }
 }
 
@@ -673,6 +699,16 @@ static cge_status conv_ctx_args(const cge_kernel_ctx *ctx, bool transpose, conv_
     p->b = B ? B->data : NULL;
     p->y = ctx->outputs[0].data;
     return CGE_OK;
+}
+
+/* A float32 1x1 convolution without stride, padding or groups: per image
+ * Y = W[M,C] * X[C,P], the GEMM on X as it lies (packing is a copy). */
+/* A 1x1 window without stride or padding: im2col is X itself. */
+static bool unit_window(const conv_args *p)
+{
+    const nn_geom *g = &p->g;
+    return p->kvol == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 &&
+           g->pb[0] + g->pb[1] + g->pb[2] + g->pe[0] + g->pe[1] + g->pe[2] == 0;
 }
 
 static bool uses_dnnl(const conv_args *p)
@@ -837,9 +873,7 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
         p->bp = (float *)base;
         p->panels = (p->P + NR - 1) / NR;
         p->isa = cge_gemm_isa_best();
-        const nn_geom *g = &p->g;
-        p->is_1x1 = p->kvol == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 &&
-                    g->pb[0] + g->pb[1] + g->pb[2] + g->pe[0] + g->pe[1] + g->pe[2] == 0;
+        p->is_1x1 = unit_window(p);
         cge_gemm_plan(p->G, p->mpg, p->P, threads, &p->tiling);
         int64_t pack_nb = cge_blocks_for(p->G * p->panels, p->K >= 2048 ? 1 : 2048 / p->K, threads);
         int64_t tiles = p->G * p->tiling.tiles_m * p->tiling.tiles_n;
@@ -852,6 +886,7 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
             if (st != CGE_OK)
                 return st;
         }
+        return CGE_OK; /* the tiles ran the epilogue */
     } else {
         /* Other dtypes, ConvTranspose, or no workspace: the gather loop. */
         int64_t rows = p->N * p->M * p->g.out[0] * p->g.out[1];
