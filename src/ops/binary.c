@@ -300,18 +300,6 @@ DEF_INFER(gt, OP_GT)
 
 /* ---- kernels ------------------------------------------------------------- */
 
-/* What every kernel relies on for one tensor: a buffer large enough. */
-static cge_status check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t, const char *what)
-{
-    size_t need = cge_tensor_nbytes(t->dtype, &t->shape);
-    if (!cge_shape_is_static(&t->shape))
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%s has a dynamic shape at launch", what);
-    if (need > 0 && (!t->data || t->bytes < need))
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
-                                "%s: buffer of %zu bytes for %zu needed (or no buffer)", what,
-                                t->data ? t->bytes : (size_t)0, need);
-    return CGE_OK;
-}
 
 /* The output's shape must be exactly the broadcast of the inputs'. */
 static cge_status check_out_shape(const cge_kernel_ctx *ctx, const cge_shape *const *ins,
@@ -332,31 +320,20 @@ static cge_status check_out_shape(const cge_kernel_ctx *ctx, const cge_shape *co
     return CGE_OK;
 }
 
+static void bin_row(const void *user, void *o, const void *a, int64_t sa, const void *b,
+                    int64_t sb, int64_t n)
+{
+    const bin_args *args = user;
+    args->row(o, a, sa, b, sb, n, args);
+}
+
 static void bin_block(int64_t blk, int64_t nb, void *p)
 {
     const bin_args *a = p;
-    const cge_bcast *bc = &a->bc;
     int64_t begin, end;
-    cge_block_range(bc->numel, blk, nb, &begin, &end);
-    int32_t last = bc->rank - 1;
-    int64_t sa = bc->strides[0][last], sb = bc->strides[1][last];
-    const char *A = a->a, *B = a->b;
-    char *O = a->out;
-    if (bc->rank == 1) {
-        /* Same shapes or a scalar operand: one row, no iterator (the common
-         * case, and the one whose per-launch cost matters in long chains). */
-        a->row(O + (size_t)begin * a->size_out, A + (size_t)(begin * sa) * a->size_a, sa,
-               B + (size_t)(begin * sb) * a->size_b, sb, end - begin, a);
-        return;
-    }
-    cge_bcast_iter it;
-    cge_bcast_iter_init(bc, begin, &it);
-    while (it.pos < end) {
-        int64_t n = cge_bcast_iter_run(bc, &it, end);
-        a->row(O + (size_t)it.pos * a->size_out, A + (size_t)it.off[0] * a->size_a, sa,
-               B + (size_t)it.off[1] * a->size_b, sb, n, a);
-        cge_bcast_iter_advance(bc, &it, n);
-    }
+    cge_block_range(a->bc.numel, blk, nb, &begin, &end);
+    cge_bcast_rows2(&a->bc, begin, end, a->out, a->size_out, a->a, a->size_a, a->b, a->size_b,
+                    bin_row, a);
 }
 
 static cge_status bin_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bin_op op)
@@ -376,8 +353,8 @@ static cge_status bin_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bin_
                                 cge_dtype_name(A->dtype), cge_dtype_name(B->dtype),
                                 cge_dtype_name(C->dtype));
     cge_status st;
-    if ((st = check_buffer(ctx, A, "input 0")) || (st = check_buffer(ctx, B, "input 1")) ||
-        (st = check_buffer(ctx, C, "output 0")))
+    if ((st = cge_kernel_check_buffer(ctx, A, "input 0")) || (st = cge_kernel_check_buffer(ctx, B, "input 1")) ||
+        (st = cge_kernel_check_buffer(ctx, C, "output 0")))
         return st;
     const cge_shape *ins[2] = {&A->shape, &B->shape};
     if ((st = check_out_shape(ctx, ins, 2, &C->shape, &args.bc)))
@@ -481,8 +458,8 @@ static cge_status where_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                                 cge_dtype_name(c->dtype), cge_dtype_name(x->dtype),
                                 cge_dtype_name(y->dtype), cge_dtype_name(o->dtype));
     cge_status st;
-    if ((st = check_buffer(ctx, c, "input 0")) || (st = check_buffer(ctx, x, "input 1")) ||
-        (st = check_buffer(ctx, y, "input 2")) || (st = check_buffer(ctx, o, "output 0")))
+    if ((st = cge_kernel_check_buffer(ctx, c, "input 0")) || (st = cge_kernel_check_buffer(ctx, x, "input 1")) ||
+        (st = cge_kernel_check_buffer(ctx, y, "input 2")) || (st = cge_kernel_check_buffer(ctx, o, "output 0")))
         return st;
     where_args args;
     memset(&args, 0, sizeof args);

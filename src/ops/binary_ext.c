@@ -279,36 +279,20 @@ static cge_status bx_infer(cge_infer_ctx *ctx, bx_op op)
 
 /* ---- kernels --------------------------------------------------------------------- */
 
-static cge_status check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t, const char *what)
+
+static void bx_row_call(const void *user, void *o, const void *a, int64_t sa, const void *b,
+                        int64_t sb, int64_t n)
 {
-    size_t need = cge_tensor_nbytes(t->dtype, &t->shape);
-    if (!cge_shape_is_static(&t->shape))
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%s has a dynamic shape at launch", what);
-    if (need > 0 && (!t->data || t->bytes < need))
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
-                                "%s: buffer of %zu bytes for %zu needed (or no buffer)", what,
-                                t->data ? t->bytes : (size_t)0, need);
-    return CGE_OK;
+    ((const bx_args *)user)->row(o, a, sa, b, sb, n);
 }
 
 static void bx_block(int64_t blk, int64_t nb, void *p)
 {
     const bx_args *a = p;
-    const cge_bcast *bc = &a->bc;
     int64_t begin, end;
-    cge_block_range(bc->numel, blk, nb, &begin, &end);
-    int32_t last = bc->rank - 1;
-    int64_t sa = bc->strides[0][last], sb = bc->strides[1][last];
-    const char *A = a->a, *B = a->b;
-    char *O = a->out;
-    cge_bcast_iter it;
-    cge_bcast_iter_init(bc, begin, &it);
-    while (it.pos < end) {
-        int64_t n = cge_bcast_iter_run(bc, &it, end);
-        a->row(O + (size_t)it.pos * a->size_out, A + (size_t)it.off[0] * a->size_a, sa,
-               B + (size_t)it.off[1] * a->size_b, sb, n);
-        cge_bcast_iter_advance(bc, &it, n);
-    }
+    cge_block_range(a->bc.numel, blk, nb, &begin, &end);
+    cge_bcast_rows2(&a->bc, begin, end, a->out, a->size_out, a->a, a->size_a, a->b, a->size_b,
+                    bx_row_call, a);
 }
 
 static cge_status bx_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bx_op op)
@@ -332,8 +316,8 @@ static cge_status bx_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bx_op
                                 bx_names[op], cge_dtype_name(A->dtype), cge_dtype_name(B->dtype),
                                 cge_dtype_name(C->dtype));
     cge_status st;
-    if ((st = check_buffer(ctx, A, "input 0")) || (st = check_buffer(ctx, B, "input 1")) ||
-        (st = check_buffer(ctx, C, "output 0")))
+    if ((st = cge_kernel_check_buffer(ctx, A, "input 0")) || (st = cge_kernel_check_buffer(ctx, B, "input 1")) ||
+        (st = cge_kernel_check_buffer(ctx, C, "output 0")))
         return st;
     /* The output is the broadcast of both (PRelu: exactly X's shape). */
     cge_shape want_shape;

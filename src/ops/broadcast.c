@@ -163,3 +163,26 @@ void cge_bcast_copy(const cge_bcast *bc, int32_t input, size_t elem_size, const 
         cge_bcast_iter_advance(bc, &it, n);
     }
 }
+
+void cge_bcast_rows2(const cge_bcast *bc, int64_t begin, int64_t end, void *out, size_t size_out,
+                     const void *a, size_t size_a, const void *b, size_t size_b,
+                     cge_bcast_row2_fn row, const void *user)
+{
+    int32_t last = bc->rank - 1;
+    int64_t sa = bc->strides[0][last], sb = bc->strides[1][last];
+    char *O = out;
+    const char *A = a, *B = b;
+    if (bc->rank == 1) {
+        row(user, O + (size_t)begin * size_out, A + (size_t)(begin * sa) * size_a, sa,
+            B + (size_t)(begin * sb) * size_b, sb, end - begin);
+        return;
+    }
+    cge_bcast_iter it;
+    cge_bcast_iter_init(bc, begin, &it);
+    while (it.pos < end) {
+        int64_t n = cge_bcast_iter_run(bc, &it, end);
+        row(user, O + (size_t)it.pos * size_out, A + (size_t)it.off[0] * size_a, sa,
+            B + (size_t)it.off[1] * size_b, sb, n);
+        cge_bcast_iter_advance(bc, &it, n);
+    }
+}

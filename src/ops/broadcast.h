@@ -88,6 +88,19 @@ static inline int64_t cge_bcast_iter_run(const cge_bcast *bc, const cge_bcast_it
 /* Move forward by `n` elements, n at most the current run's length. */
 void cge_bcast_iter_advance(const cge_bcast *bc, cge_bcast_iter *it, int64_t n);
 
+/* One run of a two-input elementwise op: n outputs at o, operands a and b
+ * advancing by sa, sb elements (each 0 or 1). `user` is the caller's. */
+typedef void (*cge_bcast_row2_fn)(const void *user, void *o, const void *a, int64_t sa,
+                                  const void *b, int64_t sb, int64_t n);
+/* Output elements [begin, end) of a two-input broadcast (inputs 0 and 1 of
+ * `bc`) as rows: row() once per run of the innermost dim, with pointers
+ * offset by the element sizes. Same shapes or a scalar operand (rank 1 after
+ * collapsing) are one call, with no iterator. The body of every broadcasting
+ * binary kernel block. */
+void cge_bcast_rows2(const cge_bcast *bc, int64_t begin, int64_t end, void *out, size_t size_out,
+                     const void *a, size_t size_a, const void *b, size_t size_b,
+                     cge_bcast_row2_fn row, const void *user);
+
 /* Gather input `input` (dense data at `src`, elements of `elem_size` bytes)
  * into the dense output range [begin, end) at `dst`: the body of Expand, or of
  * materialising a broadcast operand. Typed loops for sizes 1, 2, 4, 8. */

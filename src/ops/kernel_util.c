@@ -65,3 +65,16 @@ int64_t cge_load_as_i64(cge_dtype dtype, const void *data, int64_t i)
     default: return (int64_t)cge_load_as_double(dtype, data, i);
     }
 }
+
+cge_status cge_kernel_check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t,
+                                   const char *what)
+{
+    size_t need = cge_tensor_nbytes(t->dtype, &t->shape);
+    if (!cge_shape_is_static(&t->shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%s has a dynamic shape at launch", what);
+    if (need > 0 && (!t->data || t->bytes < need))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "%s: buffer of %zu bytes for %zu needed (or no buffer)", what,
+                                t->data ? t->bytes : (size_t)0, need);
+    return CGE_OK;
+}

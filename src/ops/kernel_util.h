@@ -58,6 +58,11 @@ static inline void cge_block_range(int64_t work, int64_t b, int64_t nb, int64_t 
     *end = *begin + q + (b < r ? 1 : 0);
 }
 
+/* A launch-time check every kernel relies on: `t` has a static shape and a
+ * buffer large enough for it (a [kernel] error naming `what` otherwise). */
+cge_status cge_kernel_check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t,
+                                   const char *what);
+
 /* Element i of a buffer of `dtype`, as double (bool -> 0/1). */
 double cge_load_as_double(cge_dtype dtype, const void *data, int64_t i);
 /* Store v into element i, converting as C casts do (float->int truncates;

@@ -157,28 +157,25 @@ static cge_status var_infer(cge_infer_ctx *ctx, var_op op)
 
 /* ---- kernels --------------------------------------------------------------------- */
 
+/* A pass combines two operands; with no row it copies the first (the
+ * output's starting value). */
+static void var_row_call(const void *user, void *o, const void *a, int64_t sa, const void *b,
+                         int64_t sb, int64_t n)
+{
+    const var_args *args = user;
+    if (args->row)
+        args->row(o, a, sa, b, sb, n, args->nn);
+    else if (o != a)
+        memcpy(o, a, (size_t)n * args->esize);
+}
+
 static void var_block(int64_t blk, int64_t nb, void *p)
 {
     const var_args *a = p;
-    const cge_bcast *bc = &a->bc;
     int64_t begin, end;
-    cge_block_range(bc->numel, blk, nb, &begin, &end);
-    int32_t last = bc->rank - 1;
-    int64_t sa = bc->strides[0][last], sb = bc->strides[1][last];
-    const char *A = a->a, *B = a->b;
-    char *O = a->out;
-    size_t es = a->esize;
-    cge_bcast_iter it;
-    cge_bcast_iter_init(bc, begin, &it);
-    while (it.pos < end) {
-        int64_t n = cge_bcast_iter_run(bc, &it, end);
-        if (a->row)
-            a->row(O + (size_t)it.pos * es, A + (size_t)it.off[0] * es, sa,
-                   B + (size_t)it.off[1] * es, sb, n, a->nn);
-        else if (O + (size_t)it.pos * es != A + (size_t)it.off[0] * es)
-            memcpy(O + (size_t)it.pos * es, A + (size_t)it.off[0] * es, (size_t)n * es);
-        cge_bcast_iter_advance(bc, &it, n);
-    }
+    cge_block_range(a->bc.numel, blk, nb, &begin, &end);
+    cge_bcast_rows2(&a->bc, begin, end, a->out, a->esize, a->a, a->esize, a->b, a->esize,
+                    var_row_call, a);
 }
 
 static cge_status var_launch(const cge_kernel_ctx *ctx, cge_stream *stream, var_op op)
