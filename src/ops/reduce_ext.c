@@ -33,37 +33,7 @@ static cge_status rx_infer_input(cge_infer_ctx *ctx)
 
 /* ---- kernels ------------------------------------------------------------------------- */
 
-typedef struct rx_args {
-    cge_dtype dtype;
-    int op;
-    const void *x;
-    void *y;
-    cge_shape in;
-    int64_t out_numel;
-    bool identity;      /* noop_with_empty_axes and no axes: output = input */
-    /* A mask decided at launch, or axes read when the kernel runs (keepdims=0
-     * with an axes input: its value is only safe to read then). */
-    bool have_mask;
-    bool reduce[CGE_MAX_RANK];
-    const int64_t *axes;
-    int64_t num_axes;
-} rx_args;
-
-static bool rx_plan(const rx_args *p, red_plan *pl)
-{
-    bool mask[CGE_MAX_RANK];
-    if (p->have_mask) {
-        memcpy(mask, p->reduce, sizeof mask);
-    } else {
-        axes_info ai;
-        char err[160];
-        if (axes_mask(p->axes, p->num_axes, p->in.rank, false, &ai, err, sizeof err) != CGE_OK)
-            return false;
-        memcpy(mask, ai.reduce, sizeof mask);
-    }
-    red_plan_make(&p->in, mask, pl);
-    return true;
-}
+typedef red_args rx_args;
 
 #define LD_SELF(v) (v)
 #define LD_F16(v) cge_f16_to_f32(v)
@@ -212,7 +182,7 @@ static bool rx_plan(const rx_args *p, red_plan *pl)
             return;                                                                        \
         }                                                                                  \
         red_plan pl;                                                                       \
-        if (!rx_plan(p, &pl)) {                                                            \
+        if (!red_args_plan(p, &pl)) {                                                            \
             memset(y + e0, 0, (size_t)(e1 - e0) * sizeof(T)); /* meta rejects this */      \
             return;                                                                        \
         }                                                                                  \
@@ -290,76 +260,9 @@ static cge_kernel_fn rx_fn(cge_dtype t)
 static cge_status rx_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int op,
                             bool axes_input)
 {
-    if (ctx->num_inputs < 1 || ctx->num_outputs < 1)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs input data and output reduced");
-    const cge_tensor *x = &ctx->inputs[0];
-    cge_tensor *y = &ctx->outputs[0];
-    cge_kernel_fn fn = rx_fn(x->dtype);
-    if (!fn || y->dtype != x->dtype)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes %s -> %s",
-                                cge_dtype_name(x->dtype), cge_dtype_name(y->dtype));
-    /* An empty input may have no buffer; it is never read then, but a NULL
-     * base would make even zero-offset pointer arithmetic undefined. */
-    rx_args p = {.dtype = x->dtype, .op = op, .x = x->data ? x->data : y->data, .y = y->data,
-                 .in = x->shape};
-    p.out_numel = cge_shape_numel(&y->shape);
-    bool keepdims = cge_attrs_get_int(ctx->attrs, "keepdims", 1) != 0;
-    bool noop = axes_input && cge_attrs_get_int(ctx->attrs, "noop_with_empty_axes", 0) != 0;
-    const cge_tensor *ax = axes_input && ctx->num_inputs > 1 &&
-                                   ctx->inputs[1].dtype != CGE_DTYPE_UNDEFINED
-                               ? &ctx->inputs[1]
-                               : NULL;
-    int32_t expect_rank = x->shape.rank;
-    if (ax && ax->shape.rank == 1 && ax->shape.dims[0] > 0) {
-        if (ax->dtype != CGE_I64 || !ax->data)
-            return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "axes must be an int64 buffer");
-        if (keepdims) {
-            /* Same rank: a dim reduced is one that became 1. Reducing a size-1
-             * dim or keeping it differ for L1/L2/...: op(x) either way, so
-             * the plans agree. */
-            if (y->shape.rank != x->shape.rank)
-                return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output rank differs from input");
-            p.have_mask = true;
-            for (int32_t d = 0; d < x->shape.rank; d++)
-                p.reduce[d] = y->shape.dims[d] == 1 && x->shape.dims[d] != 1;
-        } else {
-            p.axes = ax->data;
-            p.num_axes = ax->shape.dims[0];
-            expect_rank = x->shape.rank - (int32_t)p.num_axes;
-        }
-    } else {
-        const int64_t *v = NULL;
-        int64_t n = 0;
-        if (!axes_input) {
-            n = cge_attrs_get_ints(ctx->attrs, "axes", &v);
-            n = n < 0 ? 0 : n;
-        }
-        axes_info ai;
-        char err[160];
-        cge_status st = axes_mask(v, n, x->shape.rank, noop, &ai, err, sizeof err);
-        if (st != CGE_OK)
-            return cge_kernel_error(ctx, st, "%s", err);
-        p.identity = ai.noop;
-        p.have_mask = true;
-        memcpy(p.reduce, ai.reduce, sizeof p.reduce);
-        if (!keepdims) {
-            expect_rank = 0;
-            for (int32_t d = 0; d < x->shape.rank; d++)
-                expect_rank += !ai.reduce[d];
-        }
-    }
-    if (y->shape.rank != expect_rank)
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output rank %d, expected %d",
-                                (int)y->shape.rank, (int)expect_rank);
-    if (p.out_numel == 0)
-        return CGE_OK;
-    int64_t in_numel = cge_shape_numel(&x->shape);
-    if ((in_numel > 0 && !x->data) || !y->data)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    int64_t per = in_numel / p.out_numel;
-    int64_t min_out = per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
-    return cge_launch(stream, fn, cge_blocks_for(p.out_numel, min_out, ctx->num_threads), &p,
-                      sizeof p);
+    return reduce_launch_with(ctx, stream, rx_fn(ctx->num_inputs > 0 ? ctx->inputs[0].dtype
+                                                                     : CGE_DTYPE_UNDEFINED),
+                              op, axes_input);
 }
 
 #define RX_LAUNCHERS(NAME, OP)                                                             \
