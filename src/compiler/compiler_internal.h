@@ -176,6 +176,17 @@ double cc_now_ms(void);
 /* cge_op_find for a node, remembered per op type (NULL and a [schema] error
  * if unknown). */
 const cge_op_def *cc_find_op(cc_ctx *ctx, const cge_node *n);
+/* An activation a fused kernel applies in its epilogue: Relu, Sigmoid, Tanh,
+ * LeakyRelu (alpha), Clip with constant bounds (min/max inputs, or the old
+ * attributes) and, when `with_gelu`, Gelu. Name NULL if `n` is none of them. */
+typedef struct cc_activation {
+    const char *name;          /* "relu", "clip", "gelu_tanh", ... */
+    float alpha, lo, hi;
+} cc_activation;
+bool cc_match_activation(const cge_graph *g, const cge_node *n, bool with_gelu,
+                         cc_activation *out);
+/* Write the activation's attributes on fused node `f` (nothing if none). */
+cge_status cc_set_activation(cge_node *f, const cc_activation *a);
 /* Run node `n` now with kernel `k` on the compile-time CPU device: inputs are
  * host tensors (dtype UNDEFINED for absent ones), outputs as described.
  * host_out[i] get malloc'ed results (the caller frees them); on error they are

@@ -17,38 +17,6 @@ static bool f32_static(const cge_graph *g, int32_t id, cge_tensor_desc *d)
            cge_shape_is_static(&d->shape);
 }
 
-/* Activation name and parameters for a node, or NULL. */
-static const char *activation(const cge_graph *g, const cge_node *n, float *alpha, float *lo,
-                              float *hi)
-{
-    if (cc_is_op(n, "Relu"))
-        return "relu";
-    if (cc_is_op(n, "Sigmoid"))
-        return "sigmoid";
-    if (cc_is_op(n, "Tanh"))
-        return "tanh";
-    if (cc_is_op(n, "LeakyRelu")) {
-        *alpha = cge_attrs_get_float(cge_node_attrs_const(n), "alpha", 0.01f);
-        return "leaky_relu";
-    }
-    if (cc_is_op(n, "Clip")) {
-        const cge_attrs *at = cge_node_attrs_const(n);
-        *lo = cge_attrs_get_float(at, "min", -INFINITY);
-        *hi = cge_attrs_get_float(at, "max", INFINITY);
-        for (int32_t i = 1; i < cge_node_num_inputs(n); i++) {
-            if (cge_node_input_id(n, i) < 0)
-                continue;
-            double v;
-            const cge_tensor *t = cc_input_const(g, n, i);
-            if (!t || t->dtype != CGE_F32 || !cc_const_scalar(t, &v))
-                return NULL;
-            *(i == 1 ? lo : hi) = (float)v;
-        }
-        return "clip";
-    }
-    return NULL;
-}
-
 static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv)
 {
     int32_t ni = cge_node_num_inputs(conv);
@@ -75,9 +43,11 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
             next = cc_only_consumer(u, g, cur);
         }
     }
-    float alpha = 0.01f, lo = -INFINITY, hi = INFINITY;
-    const char *act = next && cge_node_num_outputs(next) == 1
-                          ? activation(g, next, &alpha, &lo, &hi) : NULL;
+    cc_activation av = {0};
+    const char *act = next && cge_node_num_outputs(next) == 1 &&
+                              cc_match_activation(g, next, false, &av)
+                          ? av.name
+                          : NULL;
     cge_tensor_desc ad;
     if (act && (!f32_static(g, cge_node_output_id(next, 0), &ad) ||
                 !cge_shape_equal(&ad.shape, &yd.shape)))
@@ -114,16 +84,9 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
     if (!st)
         st = cge_graph_remove_node(g, conv);
     if (!st && act)
-        st = cge_node_set_string(f, "activation", act);
+        st = cc_set_activation(f, &av);
     if (!st && w_const)
         st = cge_node_set_int(f, "w_const", 1);
-    if (!st && act && !strcmp(act, "leaky_relu"))
-        st = cge_node_set_float(f, "alpha", alpha);
-    if (!st && act && !strcmp(act, "clip")) {
-        st = cge_node_set_float(f, "min", lo);
-        if (!st)
-            st = cge_node_set_float(f, "max", hi);
-    }
     if (!st) {
         ctx->fused += count;
         ctx->removed += count;

@@ -18,41 +18,6 @@ static bool f32(const cge_graph *g, int32_t id)
            cge_shape_is_static(&d.shape);
 }
 
-/* Activation name and parameters for a node, or NULL. */
-static const char *activation(const cge_graph *g, const cge_node *n, float *alpha, float *lo,
-                              float *hi)
-{
-    if (cc_is_op(n, "Relu"))
-        return "relu";
-    if (cc_is_op(n, "Sigmoid"))
-        return "sigmoid";
-    if (cc_is_op(n, "Tanh"))
-        return "tanh";
-    if (cc_is_op(n, "Gelu")) {
-        const char *ap = cge_attrs_get_string(cge_node_attrs_const(n), "approximate", "none");
-        return !strcmp(ap, "tanh") ? "gelu_tanh" : !strcmp(ap, "none") ? "gelu" : NULL;
-    }
-    if (cc_is_op(n, "LeakyRelu")) {
-        *alpha = cge_attrs_get_float(cge_node_attrs_const(n), "alpha", 0.01f);
-        return "leaky_relu";
-    }
-    if (cc_is_op(n, "Clip")) {
-        *lo = -INFINITY;
-        *hi = INFINITY;
-        for (int32_t i = 1; i < cge_node_num_inputs(n); i++) {
-            if (cge_node_input_id(n, i) < 0)
-                continue;
-            double v;
-            const cge_tensor *t = cc_input_const(g, n, i);
-            if (!t || t->dtype != CGE_F32 || !cc_const_scalar(t, &v))
-                return NULL;
-            *(i == 1 ? lo : hi) = (float)v;
-        }
-        return "clip";
-    }
-    return NULL;
-}
-
 static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
 {
     bool gemm = cc_is_op(mm, "Gemm");
@@ -100,8 +65,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
             next = cc_only_consumer(u, g, cur);
         }
     }
-    float alpha = 0.01f, lo = -INFINITY, hi = INFINITY;
-    const char *act = next ? activation(g, next, &alpha, &lo, &hi) : NULL;
+    cc_activation av = {0};
+    const char *act = next && cc_match_activation(g, next, true, &av) ? av.name : NULL;
     if (act) {
         cge_tensor_desc sd = cc_out_desc(g, next, 0);
         if (sd.dtype != CGE_F32 || !cge_shape_equal(&sd.shape, &yd.shape))
@@ -128,18 +93,11 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         st = cge_graph_add_node(g, "FusedMatMul", CC_FUSED_DOMAIN, name, ins, bias >= 0 ? 3 : 2,
                                 &out, 1, &f);
     if (!st && act)
-        st = cge_node_set_string(f, "activation", act);
+        st = cc_set_activation(f, &av);
     if (!st && trans_b)
         st = cge_node_set_int(f, "trans_b", 1);
     if (!st && b_const)
         st = cge_node_set_int(f, "b_const", 1);
-    if (!st && act && !strcmp(act, "leaky_relu"))
-        st = cge_node_set_float(f, "alpha", alpha);
-    if (!st && act && !strcmp(act, "clip")) {
-        st = cge_node_set_float(f, "min", lo);
-        if (!st)
-            st = cge_node_set_float(f, "max", hi);
-    }
     if (!st) {
         ctx->fused += count;
         ctx->removed += count;

@@ -479,3 +479,52 @@ const cge_op_def *cc_find_op(cc_ctx *ctx, const cge_node *n)
     }
     return cge_op_find(dom, op, 0);
 }
+
+bool cc_match_activation(const cge_graph *g, const cge_node *n, bool with_gelu,
+                         cc_activation *out)
+{
+    *out = (cc_activation){.alpha = 0.01f, .lo = -INFINITY, .hi = INFINITY};
+    const cge_attrs *at = cge_node_attrs_const(n);
+    if (cc_is_op(n, "Relu"))
+        out->name = "relu";
+    else if (cc_is_op(n, "Sigmoid"))
+        out->name = "sigmoid";
+    else if (cc_is_op(n, "Tanh"))
+        out->name = "tanh";
+    else if (with_gelu && cc_is_op(n, "Gelu")) {
+        const char *ap = cge_attrs_get_string(at, "approximate", "none");
+        out->name = !strcmp(ap, "tanh") ? "gelu_tanh" : !strcmp(ap, "none") ? "gelu" : NULL;
+    } else if (cc_is_op(n, "LeakyRelu")) {
+        out->alpha = cge_attrs_get_float(at, "alpha", 0.01f);
+        out->name = "leaky_relu";
+    } else if (cc_is_op(n, "Clip")) {
+        out->lo = cge_attrs_get_float(at, "min", -INFINITY);
+        out->hi = cge_attrs_get_float(at, "max", INFINITY);
+        for (int32_t i = 1; i < cge_node_num_inputs(n); i++) {
+            if (cge_node_input_id(n, i) < 0)
+                continue;
+            double v;
+            const cge_tensor *t = cc_input_const(g, n, i);
+            if (!t || t->dtype != CGE_F32 || !cc_const_scalar(t, &v))
+                return false;
+            *(i == 1 ? &out->lo : &out->hi) = (float)v;
+        }
+        out->name = "clip";
+    }
+    return out->name != NULL;
+}
+
+cge_status cc_set_activation(cge_node *f, const cc_activation *a)
+{
+    if (!a->name)
+        return CGE_OK;
+    cge_status st = cge_node_set_string(f, "activation", a->name);
+    if (!st && !strcmp(a->name, "leaky_relu"))
+        st = cge_node_set_float(f, "alpha", a->alpha);
+    if (!st && !strcmp(a->name, "clip")) {
+        st = cge_node_set_float(f, "min", a->lo);
+        if (!st)
+            st = cge_node_set_float(f, "max", a->hi);
+    }
+    return st;
+}
