@@ -17,14 +17,14 @@ extern "C" {
 /* ---- options ------------------------------------------------------------- */
 
 /* Optimisation levels. The numbers are the issue's 0-3 plus one, so that a
- * zeroed options struct means "the default" (CGE_OPT_FUSE). $CGE_OPT_LEVEL
+ * zeroed options struct means "the default" (CGE_OPT_LAYOUT). $CGE_OPT_LEVEL
  * (0-3) overrides the level of options that leave it at the default. */
 typedef enum cge_opt_level {
     CGE_OPT_DEFAULT = 0,
     CGE_OPT_NONE = 1,    /* 0: prepare, partition and build only */
     CGE_OPT_EXACT = 2,   /* 1: + rewrites whose results are bit-identical */
     CGE_OPT_FUSE = 3,    /* 2: + fusions (results may differ by rounding) */
-    CGE_OPT_LAYOUT = 4   /* 3: + layout changes (none implemented yet) */
+    CGE_OPT_LAYOUT = 4   /* 3: + layout changes (channels-last convolutions) */
 } cge_opt_level;
 
 /* An engine: a kernel provider. Its kernels are the cge_kernel_def entries
@@ -140,6 +140,7 @@ typedef struct cge_plan_stats {
     int32_t num_conversions;            /* copies and reorders inserted at borders */
     int32_t num_passes;
     const cge_plan_pass_stats *passes;  /* with collect_stats, else NULL */
+    cge_opt_level opt_level;            /* the level compiled at (default resolved) */
 } cge_plan_stats;
 
 /* Compile `g` for the input shapes given (NULL: the declared ones, which must

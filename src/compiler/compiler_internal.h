@@ -100,6 +100,7 @@ cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_schedule(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g);

@@ -480,21 +480,49 @@ typedef struct reorder_args {
     int to_nhwc;
 } reorder_args;
 
+/* A plain <-> NHWC reorder is a [C, HW] <-> [HW, C] transpose per image;
+ * blocks take strips of TILE spatial positions and walk them in TILE x TILE
+ * tiles so that both sides stay in cache lines. */
+#define REORDER_TILE 16
+
+static void reorder_tile(const reorder_args *a, int64_t b, int64_t s0, int64_t s1, int64_t c0,
+                         int64_t c1)
+{
+    size_t es = a->es;
+    const char *src = a->src + (size_t)(b * a->c * a->hw) * es;
+    char *dst = a->dst + (size_t)(b * a->c * a->hw) * es;
+    if (es == 4) {
+        const float *x = (const float *)src;
+        float *y = (float *)dst;
+        for (int64_t ch = c0; ch < c1; ch++)
+            for (int64_t s = s0; s < s1; s++) {
+                if (a->to_nhwc)
+                    y[s * a->c + ch] = x[ch * a->hw + s];
+                else
+                    y[ch * a->hw + s] = x[s * a->c + ch];
+            }
+        return;
+    }
+    for (int64_t ch = c0; ch < c1; ch++)
+        for (int64_t s = s0; s < s1; s++) {
+            size_t plain = (size_t)(ch * a->hw + s) * es, nhwc = (size_t)(s * a->c + ch) * es;
+            if (a->to_nhwc)
+                memcpy(dst + nhwc, src + plain, es);
+            else
+                memcpy(dst + plain, src + nhwc, es);
+        }
+}
+
 static void reorder_block(int64_t blk, int64_t nblk, void *p)
 {
     const reorder_args *a = p;
-    int64_t lo, hi;
-    cge_block_range(a->n * a->c, blk, nblk, &lo, &hi);
+    int64_t strips = (a->hw + REORDER_TILE - 1) / REORDER_TILE, lo, hi;
+    cge_block_range(a->n * strips, blk, nblk, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
-        int64_t b = r / a->c, ch = r % a->c;
-        for (int64_t s = 0; s < a->hw; s++) {
-            size_t plain = (size_t)((b * a->c + ch) * a->hw + s) * a->es;
-            size_t nhwc = (size_t)((b * a->hw + s) * a->c + ch) * a->es;
-            if (a->to_nhwc)
-                memcpy(a->dst + nhwc, a->src + plain, a->es);
-            else
-                memcpy(a->dst + plain, a->src + nhwc, a->es);
-        }
+        int64_t b = r / strips, s0 = (r % strips) * REORDER_TILE;
+        int64_t s1 = s0 + REORDER_TILE < a->hw ? s0 + REORDER_TILE : a->hw;
+        for (int64_t c0 = 0; c0 < a->c; c0 += REORDER_TILE)
+            reorder_tile(a, b, s0, s1, c0, c0 + REORDER_TILE < a->c ? c0 + REORDER_TILE : a->c);
     }
 }
 
@@ -517,7 +545,10 @@ static cge_status reorder_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         a.hw *= in->shape.dims[d];
     if (a.n * a.c * a.hw == 0)
         return CGE_OK;
-    return cge_launch(stream, reorder_block, cge_blocks_for(a.n * a.c, 64, ctx->num_threads), &a,
+    int64_t strips = a.n * ((a.hw + REORDER_TILE - 1) / REORDER_TILE);
+    int64_t per = a.c * REORDER_TILE; /* elements per strip */
+    return cge_launch(stream, reorder_block,
+                      cge_blocks_for(strips, per >= 16384 ? 1 : 16384 / per, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -577,6 +608,8 @@ static const cge_attr_def fconv_attrs[] = {
     {.name = "min", .kind = CGE_ATTR_FLOAT, .doc = "clip lower bound"},
     {.name = "max", .kind = CGE_ATTR_FLOAT, .doc = "clip upper bound"},
     {.name = "w_const", .kind = CGE_ATTR_INT, .doc = "W is a graph constant"},
+    {.name = "channels_last", .kind = CGE_ATTR_INT,
+     .doc = "X, Z and Y are in NHWC format (set by the layout pass; needs oneDNN)"},
 };
 static const cge_kernel_def fconv_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_fused_conv_launch,
@@ -605,7 +638,7 @@ static const cge_op_def compiler_ops[] = {
      .doc = "matrix product with bias and activation in the GEMM's epilogue"},
     {.name = "FusedConv", .domain = CC_FUSED_DOMAIN, .since_version = 1, .inputs = fconv_in,
      .num_inputs = 4, .outputs = fconv_out, .num_outputs = 1, .attrs = fconv_attrs,
-     .num_attrs = 11, .infer = cge_fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
+     .num_attrs = 12, .infer = cge_fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
      .doc = "convolution with bias, a residual addend and an activation applied to its output"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,

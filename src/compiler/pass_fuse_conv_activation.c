@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+#include "ops/conv_fused.h"
 
 static bool f32_static(const cge_graph *g, int32_t id, cge_tensor_desc *d)
 {
@@ -59,8 +60,13 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
     /* A lone Conv gains only where its kernel can keep W in oneDNN's layout,
      * reordered once: constant W, one group, a kernel larger than 1x1. */
     bool w_const = cge_graph_value_constant(g, w) != NULL;
-    if (count == 1 && (!w_const || cge_attrs_get_int(cge_node_attrs_const(conv), "group", 1) != 1 ||
-                       cge_shape_numel(&wd.shape) == wd.shape.dims[0] * wd.shape.dims[1]))
+    /* At level 3 every such Conv becomes one: layout_channels_last takes
+     * FusedConvs only. */
+    bool any_window = ctx->level >= CGE_OPT_LAYOUT && cge_fused_conv_channels_last_available();
+    if (count == 1 &&
+        (!w_const || (!any_window &&
+                      (cge_attrs_get_int(cge_node_attrs_const(conv), "group", 1) != 1 ||
+                       cge_shape_numel(&wd.shape) == wd.shape.dims[0] * wd.shape.dims[1]))))
         return CGE_OK;
     const char *ins[4] = {cge_graph_value_name(g, x), cge_graph_value_name(g, w),
                           b >= 0 ? cge_graph_value_name(g, b) : "",

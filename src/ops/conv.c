@@ -46,6 +46,9 @@ typedef struct conv_args {
     /* FusedConv's epilogue: y = act(y + z), z optional */
     const float *z;
     int act, w_const;
+    /* X, Z and Y are channels-last (FusedConv's channels_last, set by the
+     * compiler's layout pass): only oneDNN's primitive reads them. */
+    int channels_last;
     float alpha, lo, hi;
 } conv_args;
 
@@ -713,8 +716,8 @@ static bool unit_window(const conv_args *p)
 
 static bool uses_dnnl(const conv_args *p)
 {
-    return p->dtype == CGE_F32 && !p->transpose && p->cpg != 1 && p->K > 0 && p->P > 0 &&
-           p->N > 0 && p->mpg > 0 && cge_dnnl_available();
+    return p->dtype == CGE_F32 && !p->transpose && (p->cpg != 1 || p->channels_last) &&
+           p->K > 0 && p->P > 0 && p->N > 0 && p->mpg > 0 && cge_dnnl_available();
 }
 
 /* The activations oneDNN applies as exact post-ops (relu, its leaky form and
@@ -737,7 +740,8 @@ static cge_status dnnl_make(const conv_args *p, bool has_bias, cge_dnnl_conv **o
 {
     cge_dnnl_conv_desc d = {.N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
-                            .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p)};
+                            .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
+                            .channels_last = p->channels_last};
     d.alpha = d.eltwise == 2 ? p->lo : p->act == ACT_LEAKY ? p->alpha : 0.0f;
     d.beta = d.eltwise == 2 ? p->hi : 0.0f;
     for (int i = 0; i < NN_MAX_SP; i++) {
@@ -770,6 +774,7 @@ static bool fused_attrs(const cge_kernel_ctx *ctx, conv_args *p)
     p->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
     p->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
     p->w_const = cge_attrs_get_int(ctx->attrs, "w_const", 0) != 0;
+    p->channels_last = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
     return p->act >= 0;
 }
 
@@ -803,6 +808,9 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
     cge_dnnl_conv *dc = NULL;
     if (dnnl_make(&p, ctx_has_bias(ctx), &dc) == CGE_OK)
         *state = dc;
+    else if (p.channels_last)
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                "oneDNN refused this channels_last convolution");
     return CGE_OK;
 }
 
@@ -861,6 +869,11 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
             return cge_launch(stream, conv_dnnl_fn, 1, &a, sizeof a);
         }
     }
+    if (p->channels_last)
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                "channels_last needs oneDNN's primitive (%s)",
+                                dc ? "the workspace is missing or too small"
+                                   : "oneDNN is absent or refused the convolution");
     if (uses_depthwise(p)) {
         int64_t per = p->P * p->kvol;
         return cge_launch(stream, conv_dw_fn,
@@ -944,6 +957,11 @@ cge_status cge_fused_conv_infer(cge_infer_ctx *ctx)
         }
     }
     return CGE_OK;
+}
+
+bool cge_fused_conv_channels_last_available(void)
+{
+    return cge_dnnl_available() != 0;
 }
 
 cge_status cge_fused_conv_prepare(const cge_kernel_ctx *ctx, void **state)

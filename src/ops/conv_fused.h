@@ -5,9 +5,14 @@
 #ifndef CGE_OPS_CONV_FUSED_H
 #define CGE_OPS_CONV_FUSED_H
 
+#include <stdbool.h>
+
 #include "cge/op.h"
 
 cge_status cge_fused_conv_infer(cge_infer_ctx *ctx);
+/* Whether FusedConv can take channels_last=1 (X, Z, Y in NHWC format; float32
+ * with a constant W): it needs oneDNN in the build. */
+bool cge_fused_conv_channels_last_available(void);
 cge_status cge_fused_conv_prepare(const cge_kernel_ctx *ctx, void **state);
 void cge_fused_conv_release(void *state);
 size_t cge_fused_conv_workspace(const cge_kernel_ctx *ctx);

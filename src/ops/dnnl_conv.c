@@ -108,17 +108,21 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
         pl[i] = d->pb[off + i];
         pr[i] = d->pe[off + i];
     }
-    static const dnnl_format_tag_t act[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
+    static const dnnl_format_tag_t plain[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
+    static const dnnl_format_tag_t last[] = {dnnl_nwc, dnnl_nhwc, dnnl_ndhwc};
+    const dnnl_format_tag_t *act = d->channels_last ? last : plain;
     static const dnnl_format_tag_t w1[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
     static const dnnl_format_tag_t wg[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
-    dnnl_format_tag_t at = d->blocked ? dnnl_format_tag_any : act[n - 1];
-    dnnl_format_tag_t wt = d->blocked ? dnnl_format_tag_any : d->G > 1 ? wg[n - 1] : w1[n - 1];
+    dnnl_format_tag_t at = d->blocked && !d->channels_last ? dnnl_format_tag_any : act[n - 1];
+    dnnl_format_tag_t wt = d->blocked || d->channels_last ? dnnl_format_tag_any
+                           : d->G > 1                     ? wg[n - 1]
+                                                          : w1[n - 1];
     dnnl_memory_desc_t smd, wmd, bmd, dmd, sa, wa, da;
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     const dnnl_memory_desc_t *spd, *cs, *cw, *cdst;
-    c->post = d->blocked ? (d->sum ? CGE_DNNL_POST_SUM : 0) |
+    c->post = d->blocked || d->channels_last ? (d->sum ? CGE_DNNL_POST_SUM : 0) |
                                (d->eltwise ? CGE_DNNL_POST_ELTWISE : 0)
                          : 0;
     int ok =

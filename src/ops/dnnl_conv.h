@@ -2,7 +2,8 @@
  * (CGE_HAVE_DNNL): a primitive made once per node, run on the calling thread
  * with oneDNN's OpenMP team limited to the engine's thread budget. Plain
  * NCHW activations and OIHW weights by default; "blocked" lets oneDNN pick
- * its own layouts (its direct JIT kernels) and reorders in and out. */
+ * its own layouts (its direct JIT kernels) and reorders in and out;
+ * "channels_last" takes and gives NHWC activations as they are. */
 #ifndef CGE_OPS_DNNL_CONV_H
 #define CGE_OPS_DNNL_CONV_H
 
@@ -30,6 +31,11 @@ typedef struct cge_dnnl_conv_desc {
     /* Let oneDNN choose activation and weight layouts. W must then be a
      * constant: it is reordered once and reused while its address stays. */
     int blocked;
+    /* X, Z and Y are channels-last (N, spatial..., C: cge's NHWC format) and
+     * oneDNN picks the weights' layout (W constant, as for blocked): its
+     * brgemm kernels read and write these directly, so no activation is
+     * reordered, and every post-op is taken. */
+    int channels_last;
 } cge_dnnl_conv_desc;
 
 enum { CGE_DNNL_POST_SUM = 1, CGE_DNNL_POST_ELTWISE = 2 };

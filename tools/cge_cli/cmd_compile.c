@@ -17,8 +17,8 @@ static const char compile_help[] =
     "  -o FILE                    the .cgm to write (required)\n"
     "  --input-shape NAME:D0,D1   fix an input's shape (repeatable; needed for\n"
     "                             dynamic dimensions)\n"
-    "  --opt-level 0-3            0: as written, 1: exact rewrites, 2: + fusions\n"
-    "                             (default), 3: + layout changes\n"
+    "  --opt-level 0-3            0: as written, 1: exact rewrites, 2: + fusions,\n"
+    "                             3: + layout changes (default)\n"
     "  --disable-pass NAME        skip a compiler pass (repeatable)\n"
     "  --custom-op-lib LIB.so     load a custom operator library first (repeatable);\n"
     "                             the model records it by name\n"
@@ -116,8 +116,7 @@ int cmd_compile(int argc, char **argv)
         rc = get_plan("compile", &o, &m, &p, &cp, &ms);
     if (!rc) {
         cge_model_save_options so = {.op_libraries = o.libs, .num_op_libraries = o.num_libs,
-                                     .opt_level = o.opt_level < 0 ? CGE_OPT_FUSE
-                                                                  : (cge_opt_level)(o.opt_level + 1)};
+                                     .opt_level = cge_plan_get_stats(p)->opt_level};
         if (cge_model_save(p, o.out, &so))
             rc = cli_fail_last("compile", NULL);
     }

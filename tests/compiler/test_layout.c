@@ -1,0 +1,185 @@
+/* layout_channels_last (level 3): chains of FusedConvs exchange NHWC
+ * activations, Reorders appear exactly where data enters or leaves a chain
+ * (graph inputs, graph outputs, other ops), and the results equal level 0's
+ * within rounding; what the pass must leave alone stays plain. Without
+ * oneDNN the pass changes nothing. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ct_util.h"
+
+static float wbuf[4][16 * 16 * 9];
+
+static void weights(cge_graph *g, const char *name, int which, cge_shape shape)
+{
+    int64_t n = cge_shape_numel(&shape);
+    assert_true(n <= 16 * 16 * 9);
+    for (int64_t i = 0; i < n; i++)
+        wbuf[which][i] = (float)(((i + which) * 37) % 23) * 0.02f - 0.2f;
+    ct_const_f32(g, name, shape, wbuf[which]);
+}
+
+static cge_node *conv(cge_graph *g, const char *x, const char *w, const char *y, int64_t k,
+                      int64_t group)
+{
+    const char *ins[2] = {x, w}, *outs[1] = {y};
+    cge_node *n = ct_node_n(g, "Conv", "", ins, 2, outs, 1);
+    int64_t pads[4] = {k / 2, k / 2, k / 2, k / 2};
+    assert_int_equal(cge_node_set_ints(n, "pads", pads, 4), CGE_OK);
+    assert_int_equal(cge_node_set_int(n, "group", group), CGE_OK);
+    return n;
+}
+
+/* x -> conv3x3+relu = a -> depthwise3x3+clip = b -> conv1x1 (+ a) + relu = y;
+ * a also feeds a Sigmoid (a plain reader) = side. */
+static cge_graph *block(void)
+{
+    cge_graph *g = ct_graph("block");
+    ct_input(g, "x", CGE_SHAPE(1, 8, 9, 9));
+    weights(g, "w1", 0, CGE_SHAPE(16, 8, 3, 3));
+    weights(g, "w2", 1, CGE_SHAPE(16, 1, 3, 3));
+    weights(g, "w3", 2, CGE_SHAPE(16, 16, 1, 1));
+    conv(g, "x", "w1", "c1", 3, 1);
+    ct_node(g, "Relu", "c1", NULL, "a");
+    conv(g, "a", "w2", "c2", 3, 16);
+    ct_const_scalar(g, "lo", 0.0f);
+    ct_const_scalar(g, "hi", 6.0f);
+    const char *clip_in[3] = {"c2", "lo", "hi"}, *clip_out[1] = {"b"};
+    ct_node_n(g, "Clip", "", clip_in, 3, clip_out, 1);
+    conv(g, "b", "w3", "c3", 1, 1);
+    ct_node(g, "Add", "c3", "a", "s");
+    ct_node(g, "Relu", "s", NULL, "y");
+    ct_node(g, "Sigmoid", "a", NULL, "side");
+    ct_output(g, "y");
+    ct_output(g, "side");
+    return g;
+}
+
+static cge_plan *compile(const cge_graph *g, cge_opt_level level)
+{
+    cge_compile_options o = ct_opts(level);
+    cge_plan *p = NULL;
+    if (cge_compile(g, NULL, 0, &o, &p))
+        fail_msg("compile: %s", cge_last_error());
+    return p;
+}
+
+static int32_t channels_last_convs(const cge_plan *p)
+{
+    int32_t n = 0;
+    for (int32_t t = 0; t < cge_plan_num_steps(p); t++) {
+        const cge_node *node = cge_plan_steps(p)[t].node;
+        if (!strcmp(cge_node_op_type(node), "FusedConv"))
+            n += cge_attrs_get_int(cge_node_attrs_const(node), "channels_last", 0) != 0;
+    }
+    return n;
+}
+
+static cge_format value_format(const cge_plan *p, const char *name)
+{
+    int32_t v = cge_plan_find_value(p, name);
+    assert_true(v >= 0);
+    return cge_plan_values(p)[v].format;
+}
+
+static void test_chain_reorders_only_at_borders(void **state)
+{
+    cge_graph *g = block();
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    assert_int_equal(ct_count_op(p, "FusedConv"), 3);
+    int32_t cl = channels_last_convs(p);
+    if (cl == 0) {
+        /* no oneDNN in this build: nothing changes */
+        assert_int_equal(ct_count_op(p, "Reorder"), 0);
+    } else {
+        assert_int_equal(cl, 3);
+        /* x in; a out to the Sigmoid; y out. Nothing between the convs. */
+        assert_int_equal(ct_count_op(p, "Reorder"), 3);
+        assert_int_equal(value_format(p, "x"), CGE_FORMAT_PLAIN);
+        assert_int_equal(value_format(p, "y"), CGE_FORMAT_PLAIN);
+        assert_int_equal(value_format(p, "side"), CGE_FORMAT_PLAIN);
+        assert_int_equal(value_format(p, "a"), CGE_FORMAT_PLAIN); /* the Sigmoid's copy */
+        int32_t nhwc = 0;
+        for (int32_t v = 0; v < cge_plan_num_values(p); v++)
+            nhwc += cge_plan_values(p)[v].format == CGE_FORMAT_NHWC;
+        /* x's NHWC copy, a (NHWC), b, y before its Reorder */
+        assert_int_equal(nhwc, 4);
+    }
+    assert_int_equal(cge_plan_verify(p), CGE_OK);
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
+static void test_level_two_keeps_plain(void **state)
+{
+    cge_graph *g = block();
+    cge_plan *p = compile(g, CGE_OPT_FUSE);
+    assert_int_equal(channels_last_convs(p), 0);
+    assert_int_equal(ct_count_op(p, "Reorder"), 0);
+    for (int32_t v = 0; v < cge_plan_num_values(p); v++)
+        assert_int_equal(cge_plan_values(p)[v].format, CGE_FORMAT_PLAIN);
+    cge_plan_destroy(p);
+    cge_graph_destroy(g);
+}
+
+static void test_left_alone(void **state)
+{
+    /* W a graph input (not constant): the conv keeps plain layouts; so does
+     * a float64 convolution. */
+    cge_graph *g = ct_graph("w_input");
+    ct_input(g, "x", CGE_SHAPE(1, 4, 6, 6));
+    ct_input(g, "w", CGE_SHAPE(4, 4, 3, 3));
+    conv(g, "x", "w", "c", 3, 1);
+    ct_node(g, "Relu", "c", NULL, "y");
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    assert_int_equal(channels_last_convs(p), 0);
+    assert_int_equal(ct_count_op(p, "Reorder"), 0);
+    cge_plan_destroy(p);
+    cge_graph_destroy(g);
+}
+
+static void test_output_read_by_conv_and_graph(void **state)
+{
+    /* c1 is a graph output and the next conv's X: the conv reads NHWC, the
+     * graph output gets a plain copy under its own name. */
+    cge_graph *g = ct_graph("shared_output");
+    ct_input(g, "x", CGE_SHAPE(1, 8, 7, 7));
+    weights(g, "w1", 0, CGE_SHAPE(8, 8, 3, 3));
+    weights(g, "w2", 1, CGE_SHAPE(8, 8, 1, 1));
+    conv(g, "x", "w1", "c1", 3, 1);
+    conv(g, "c1", "w2", "c2", 1, 1);
+    ct_output(g, "c1");
+    ct_output(g, "c2");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (channels_last_convs(p)) {
+        assert_int_equal(channels_last_convs(p), 2);
+        assert_int_equal(ct_count_op(p, "Reorder"), 3);
+        assert_int_equal(value_format(p, "c1"), CGE_FORMAT_PLAIN);
+        assert_int_equal(value_format(p, "c2"), CGE_FORMAT_PLAIN);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain_reorders_only_at_borders),
+        cmocka_unit_test(test_level_two_keeps_plain),
+        cmocka_unit_test(test_left_alone),
+        cmocka_unit_test(test_output_read_by_conv_and_graph),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
