@@ -98,6 +98,7 @@ cge_status cc_pass_fuse_gelu(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_channels_last_pools(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g);
@@ -205,7 +206,8 @@ cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
 
 /* ---- fused and conversion operators ------------------------------------------- */
 
-/* Registers cge.fused ElementwiseChain, FusedMatMul and FusedConv, cge Copy and Reorder
+/* Registers cge.fused ElementwiseChain, FusedMatMul, FusedConv and
+ * ChannelsLastPool, cge Copy and Reorder
  * (once per process, through cge_op_register_library). */
 cge_status cc_register_ops(void);
 

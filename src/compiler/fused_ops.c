@@ -2,7 +2,8 @@
  * the library "compiler": cge.fused ElementwiseChain (a float32 bytecode
  * kernel that reads each input once and writes each output once), cge.fused
  * FusedMatMul (the packed GEMM with bias and activation applied to each tile
- * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), and the
+ * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), cge.fused
+ * ChannelsLastPool (kernels in ops/pool_nhwc.c), and the
  * border conversions cge Copy and cge Reorder. */
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include "ops/conv_fused.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
+#include "ops/pool_nhwc.h"
 
 /* ---- element functions: the same expressions as the unfused kernels, so
  * that a fused chain gives the same bits ---------------------------------- */
@@ -616,6 +618,23 @@ static const cge_kernel_def fconv_kernels[] = {
      .workspace_size = cge_fused_conv_workspace, .prepare = cge_fused_conv_prepare,
      .release = cge_fused_conv_release, .inplace_input = -1}};
 
+static const cge_arg_def clpool_in[] = {{"X", 0, CGE_DT(CGE_F32), "[N, C, D1, ...] in NHWC format"}};
+static const cge_arg_def clpool_out[] = {{"Y", 0, CGE_DT(CGE_F32), "pooled, in NHWC format"}};
+static const cge_attr_def clpool_attrs[] = {
+    {.name = "mode", .kind = CGE_ATTR_STRING, .required = true,
+     .doc = "max, avg, global_max or global_avg"},
+    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, SAME_UPPER, SAME_LOWER, VALID"},
+    {"ceil_mode", CGE_ATTR_INT, false, 0, 0.0f, NULL, "ceil for output sizes"},
+    {"count_include_pad", CGE_ATTR_INT, false, 0, 0.0f, NULL, "pads count in the divisor"},
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "default 1"},
+    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "window size (window modes)"},
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends, default 0"},
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "default 1"},
+};
+static const cge_kernel_def clpool_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_pool_nhwc_launch,
+     .inplace_input = -1}};
+
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
 static const cge_attr_def reorder_attrs[] = {
@@ -640,6 +659,11 @@ static const cge_op_def compiler_ops[] = {
      .num_inputs = 4, .outputs = fconv_out, .num_outputs = 1, .attrs = fconv_attrs,
      .num_attrs = 12, .infer = cge_fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
      .doc = "convolution with bias, a residual addend and an activation applied to its output"},
+    {.name = "ChannelsLastPool", .domain = CC_FUSED_DOMAIN, .since_version = 1,
+     .inputs = clpool_in, .num_inputs = 1, .outputs = clpool_out, .num_outputs = 1,
+     .attrs = clpool_attrs, .num_attrs = 8, .infer = cge_pool_nhwc_infer,
+     .kernels = clpool_kernels, .num_kernels = 1,
+     .doc = "max / average / global pooling of NHWC activations (made by the layout passes)"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,
      .num_kernels = 1, .doc = "copy between memory spaces (inserted by partition)"},

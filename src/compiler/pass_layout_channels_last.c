@@ -1,9 +1,11 @@
 /* partition/layout_channels_last (level 3): float32 FusedConvs with constant
  * weights on the cpu engine read and write NHWC activations (oneDNN's brgemm
- * kernels, which measured 2-10x faster than its plain-layout paths), so that a
- * chain of convolutions passes activations between them with no reorder; cge
- * Reorder nodes convert only where the data enters or leaves such a chain
- * (graph inputs and outputs included). Runs after insert_conversions, so the
+ * kernels, which measured 2-10x faster than its plain-layout paths), as do
+ * the ChannelsLastPools that optimize/channels_last_pools made, so that a
+ * chain of them passes activations along with no reorder; cge Reorder nodes
+ * convert only where data enters or leaves a chain (graph inputs and outputs
+ * included). A value with one spatial position has the same bytes in both
+ * layouts and is never reordered. Runs after insert_conversions, so the
  * formats it sets are final. */
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +13,28 @@
 #include "compiler/compiler_internal.h"
 #include "ops/conv_fused.h"
 
-/* Activation slots of FusedConv that follow the layout: X and Z. */
-static bool activation_slot(int32_t slot)
+static bool is_pool(const cge_node *n)
 {
-    return slot == 0 || slot == 3;
+    return !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), "ChannelsLastPool") &&
+           !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN);
+}
+
+/* Inputs that follow the layout: FusedConv's X and Z, the pool's X. */
+static bool activation_slot(const cge_node *n, int32_t slot)
+{
+    return slot == 0 || (slot == 3 && !is_pool(n));
+}
+
+/* Rank >= 3 with one spatial position: NCHW and NHWC bytes agree. */
+static bool one_position(const cge_graph *g, int32_t id)
+{
+    cge_tensor_desc d;
+    if (cge_graph_value_desc(g, id, &d) || d.shape.rank < 3)
+        return false;
+    for (int32_t i = 2; i < d.shape.rank; i++)
+        if (d.shape.dims[i] != 1)
+            return false;
+    return true;
 }
 
 static bool is_candidate(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
@@ -81,9 +101,14 @@ static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node
     cc_uses_list(u, y, uses, count);
     bool plain_needed = cge_graph_value_is_output(g, y);
     for (int32_t k = 0; k < count && !plain_needed; k++)
-        plain_needed = !cand[cge_node_index(uses[k].node)] || !activation_slot(uses[k].slot);
+        plain_needed = !cand[cge_node_index(uses[k].node)] ||
+                       !activation_slot(uses[k].node, uses[k].slot);
     cge_status st = CGE_OK;
-    if (!plain_needed) {
+    if (one_position(g, y)) {
+        /* as it is, whoever reads it */
+        if (!plain_needed)
+            st = cge_graph_set_format(g, cge_graph_value_name(g, y), CGE_FORMAT_NHWC);
+    } else if (!plain_needed) {
         st = cge_graph_set_format(g, cge_graph_value_name(g, y), CGE_FORMAT_NHWC);
     } else {
         /* The conv now writes a fresh NHWC value; the original name (the
@@ -99,7 +124,7 @@ static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node
             st = add_reorder(ctx, g, cge_graph_value_id(g, fresh), CGE_FORMAT_PLAIN, orig,
                              &plain_id);
         for (int32_t k = 0; k < count && !st; k++)
-            if (cand[cge_node_index(uses[k].node)] && activation_slot(uses[k].slot))
+            if (cand[cge_node_index(uses[k].node)] && activation_slot(uses[k].node, uses[k].slot))
                 st = cge_node_set_input(uses[k].node, uses[k].slot, fresh);
     }
     free(uses);
@@ -116,10 +141,10 @@ typedef struct in_cache {
 static cge_status convert_inputs(cc_ctx *ctx, cge_graph *g, cge_node *c, in_cache *cache)
 {
     for (int32_t slot = 0; slot < cge_node_num_inputs(c); slot++) {
-        if (!activation_slot(slot))
+        if (!activation_slot(c, slot))
             continue;
         int32_t v = cge_node_input_id(c, slot);
-        if (v < 0)
+        if (v < 0 || one_position(g, v))
             continue;
         cge_tensor_desc d;
         cge_graph_value_desc(g, v, &d);
@@ -157,9 +182,18 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "layout_channels_last: out of memory");
     }
     int32_t nc = 0;
+    int32_t nconv = 0;
     for (int32_t i = 0; i < nn; i++) {
         cge_node *n = cge_graph_node(g, i);
         if (n && is_candidate(ctx, g, n)) {
+            cand[i] = true;
+            list[nc++] = n;
+        }
+    }
+    nconv = nc;
+    for (int32_t i = 0; i < nn; i++) {
+        cge_node *n = cge_graph_node(g, i);
+        if (n && is_pool(n)) {
             cand[i] = true;
             list[nc++] = n;
         }
@@ -173,7 +207,7 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
         cc_uses_free(&u);
         for (int32_t k = 0; k < nc && !st; k++)
             st = convert_inputs(ctx, g, list[k], &cache);
-        for (int32_t k = 0; k < nc && !st; k++)
+        for (int32_t k = 0; k < nconv && !st; k++)
             st = cge_node_set_int(list[k], "channels_last", 1);
     }
     free(cand), free(list), free(cache.from), free(cache.to);

@@ -152,6 +152,17 @@ static inline void nn_tap_range(const nn_geom *g, int j, int64_t o, int64_t *k0,
     *k1 = b;
 }
 
+/* Taps t in [0, k) whose padded position o*s + t*d stays below in + pb + pe:
+ * the divisor of an average when padding counts. */
+static inline int64_t nn_padded_taps(const nn_geom *g, int j, int64_t o)
+{
+    int64_t lim = g->in[j] + g->pb[j] + g->pe[j] - o * g->s[j];
+    if (lim <= 0)
+        return 0;
+    int64_t c = (lim - 1) / g->d[j] + 1;
+    return c < g->k[j] ? c : g->k[j];
+}
+
 /* Output positions [o0, o1) along one dim whose whole window is inside the
  * input (possibly empty). */
 static inline void nn_inner_range(const nn_geom *g, int j, int64_t *o0, int64_t *o1)

@@ -122,17 +122,6 @@ static inline double lp_root(double s, int64_t p)
     return p == 1 ? s : p == 2 ? sqrt(s) : pow(s, 1.0 / (double)p);
 }
 
-/* Taps t in [0, k) whose padded position o*s + t*d stays below in + pb + pe:
- * the divisor when padding counts. */
-static inline int64_t padded_taps(const nn_geom *g, int j, int64_t o)
-{
-    int64_t lim = g->in[j] + g->pb[j] + g->pe[j] - o * g->s[j];
-    if (lim <= 0)
-        return 0;
-    int64_t c = (lim - 1) / g->d[j] + 1;
-    return c < g->k[j] ? c : g->k[j];
-}
-
 /* One output element at (od, oh, ow) of plane nc, any dtype. */
 static void pool_one(const pool_args *p, int64_t nc, int64_t od, int64_t oh, int64_t ow,
                      int64_t out_idx)
@@ -170,7 +159,8 @@ static void pool_one(const pool_args *p, int64_t nc, int64_t od, int64_t oh, int
     }
     if (p->kind == POOL_AVG) {
         if (p->count_include_pad)
-            count = padded_taps(g, 0, od) * padded_taps(g, 1, oh) * padded_taps(g, 2, ow);
+            count = nn_padded_taps(g, 0, od) * nn_padded_taps(g, 1, oh) *
+                    nn_padded_taps(g, 2, ow);
         acc = count > 0 ? acc / (double)count : 0.0;
     } else if (p->kind == POOL_LP) {
         acc = lp_root(acc, p->lp);
@@ -245,7 +235,7 @@ static void pool_row_f32(const pool_args *p, int64_t nc, int64_t od, int64_t oh,
     }
     if (!is_max) {
         int64_t cnt = p->count_include_pad
-                          ? padded_taps(g, 0, od) * padded_taps(g, 1, oh) * g->k[2]
+                          ? nn_padded_taps(g, 0, od) * nn_padded_taps(g, 1, oh) * g->k[2]
                           : (b0 - a0) * (b1 - a1) * g->k[2];
         float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
         for (int64_t o = o0; o < o1; o++)

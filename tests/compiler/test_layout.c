@@ -1,5 +1,5 @@
-/* layout_channels_last (level 3): chains of FusedConvs exchange NHWC
- * activations, Reorders appear exactly where data enters or leaves a chain
+/* layout_channels_last and channels_last_pools (level 3): chains of
+ * FusedConvs and pools exchange NHWC activations, Reorders appear exactly where data enters or leaves a chain
  * (graph inputs, graph outputs, other ops), and the results equal level 0's
  * within rounding; what the pass must leave alone stays plain. Without
  * oneDNN the pass changes nothing. */
@@ -173,6 +173,79 @@ static void test_output_read_by_conv_and_graph(void **state)
     cge_graph_destroy(g);
 }
 
+static cge_node *pool(cge_graph *g, const char *op, const char *x, const char *y, int64_t k,
+                      int64_t s, int64_t pad)
+{
+    cge_node *n = ct_node(g, op, x, NULL, y);
+    if (k > 0) {
+        int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {pad, pad, pad, pad};
+        assert_int_equal(cge_node_set_ints(n, "kernel_shape", ks, 2), CGE_OK);
+        assert_int_equal(cge_node_set_ints(n, "strides", st, 2), CGE_OK);
+        assert_int_equal(cge_node_set_ints(n, "pads", pads, 4), CGE_OK);
+    }
+    return n;
+}
+
+static void test_pools_stay_channels_last(void **state)
+{
+    /* conv -> MaxPool 3x3/2 pad 1 -> conv -> AveragePool 3x3/2 pad 1
+     * (count_include_pad, ceil_mode) -> GlobalAveragePool -> y: one Reorder
+     * (x in); y has one spatial position, so none out. */
+    cge_graph *g = ct_graph("pools");
+    ct_input(g, "x", CGE_SHAPE(1, 8, 12, 12));
+    weights(g, "w1", 0, CGE_SHAPE(16, 8, 3, 3));
+    weights(g, "w2", 1, CGE_SHAPE(16, 16, 1, 1));
+    conv(g, "x", "w1", "c1", 3, 1);
+    pool(g, "MaxPool", "c1", "p1", 3, 2, 1);
+    conv(g, "p1", "w2", "c2", 1, 1);
+    cge_node *avg = pool(g, "AveragePool", "c2", "p2", 3, 2, 1);
+    assert_int_equal(cge_node_set_int(avg, "count_include_pad", 1), CGE_OK);
+    assert_int_equal(cge_node_set_int(avg, "ceil_mode", 1), CGE_OK);
+    pool(g, "GlobalAveragePool", "p2", "y", 0, 0, 0);
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (channels_last_convs(p)) {
+        assert_int_equal(ct_count_op(p, "ChannelsLastPool"), 3);
+        assert_int_equal(ct_count_op(p, "MaxPool") + ct_count_op(p, "AveragePool") +
+                             ct_count_op(p, "GlobalAveragePool"),
+                         0);
+        assert_int_equal(ct_count_op(p, "Reorder"), 1);
+        assert_int_equal(value_format(p, "p1"), CGE_FORMAT_NHWC);
+        assert_int_equal(value_format(p, "y"), CGE_FORMAT_PLAIN);
+    } else {
+        assert_int_equal(ct_count_op(p, "ChannelsLastPool"), 0);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
+static void test_pool_left_alone(void **state)
+{
+    /* a pool of a graph input, and a MaxPool whose Indices are used */
+    cge_graph *g = ct_graph("pool_alone");
+    ct_input(g, "x", CGE_SHAPE(1, 4, 8, 8));
+    weights(g, "w1", 0, CGE_SHAPE(4, 4, 3, 3));
+    pool(g, "MaxPool", "x", "p0", 2, 2, 0);
+    conv(g, "x", "w1", "c1", 3, 1);
+    const char *ins[1] = {"c1"}, *outs[2] = {"p1", "idx"};
+    cge_node *mp = ct_node_n(g, "MaxPool", "", ins, 1, outs, 2);
+    int64_t ks[2] = {2, 2}, st[2] = {2, 2};
+    assert_int_equal(cge_node_set_ints(mp, "kernel_shape", ks, 2), CGE_OK);
+    assert_int_equal(cge_node_set_ints(mp, "strides", st, 2), CGE_OK);
+    ct_output(g, "p0");
+    ct_output(g, "p1");
+    ct_output(g, "idx");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    assert_int_equal(ct_count_op(p, "ChannelsLastPool"), 0);
+    assert_int_equal(ct_count_op(p, "MaxPool"), 2);
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +253,8 @@ int main(void)
         cmocka_unit_test(test_level_two_keeps_plain),
         cmocka_unit_test(test_left_alone),
         cmocka_unit_test(test_output_read_by_conv_and_graph),
+        cmocka_unit_test(test_pools_stay_channels_last),
+        cmocka_unit_test(test_pool_left_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
