@@ -130,16 +130,19 @@ static cge_graph *transformer(void)
 
 static void report(const char *name, const cge_graph *g)
 {
-    for (int lvl = 0; lvl < 2; lvl++) {
-        cge_compile_options o = {.opt_level = lvl ? CGE_OPT_FUSE : CGE_OPT_NONE};
+    /* levels 0, 2 and 3 (the default: channels-last convolutions) */
+    static const cge_opt_level levels[] = {CGE_OPT_NONE, CGE_OPT_FUSE, CGE_OPT_LAYOUT};
+    for (int i = 0; i < 3; i++) {
+        int lvl = (int)levels[i] - 1;
+        cge_compile_options o = {.opt_level = levels[i]};
         cge_plan *p = NULL;
         if (cge_compile(g, NULL, 0, &o, &p)) {
-            printf("%-22s %-4d (no plan: %.100s)\n", name, lvl ? 2 : 0, cge_last_error());
+            printf("%-24s %-4d (no plan: %.100s)\n", name, lvl, cge_last_error());
             continue;
         }
         const cge_plan_stats *s = cge_plan_get_stats(p);
         double lb = s->lower_bound_bytes ? (double)s->lower_bound_bytes : 1.0;
-        printf("%-22s %-4d %6d %12zu %12zu %12zu %8.3f %8.3f %9.1f\n", name, lvl ? 2 : 0,
+        printf("%-24s %-4d %6d %12zu %12zu %12zu %8.3f %8.3f %9.1f\n", name, lvl,
                (int)cge_plan_num_steps(p), s->arena_bytes, s->lower_bound_bytes, s->naive_bytes,
                (double)s->arena_bytes / lb,
                s->naive_bytes ? (double)s->arena_bytes / (double)s->naive_bytes : 0.0,
@@ -150,14 +153,14 @@ static void report(const char *name, const cge_graph *g)
 
 int main(int argc, char **argv)
 {
-    printf("%-22s %-4s %6s %12s %12s %12s %8s %8s %9s\n", "graph", "lvl", "steps", "arena",
+    printf("%-24s %-4s %6s %12s %12s %12s %8s %8s %9s\n", "graph", "lvl", "steps", "arena",
            "lower_bound", "naive", "arena/lb", "arena/nv", "compile_ms");
     cge_graph *(*makers[3])(void) = {mlp, cnn, transformer};
     const char *names[3] = {"mlp", "cnn", "transformer_block"};
     for (int i = 0; i < 3; i++) {
         cge_graph *g = makers[i]();
         if (!g) {
-            printf("%-22s (skipped: operators missing)\n", names[i]);
+            printf("%-24s (skipped: operators missing)\n", names[i]);
             continue;
         }
         report(names[i], g);

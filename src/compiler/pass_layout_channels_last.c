@@ -1,28 +1,64 @@
 /* partition/layout_channels_last (level 3): float32 FusedConvs with constant
  * weights on the cpu engine read and write NHWC activations (oneDNN's brgemm
  * kernels, which measured 2-10x faster than its plain-layout paths), as do
- * the ChannelsLastPools that optimize/channels_last_pools made, so that a
- * chain of them passes activations along with no reorder; cge Reorder nodes
- * convert only where data enters or leaves a chain (graph inputs and outputs
- * included). A value with one spatial position has the same bytes in both
- * layouts and is never reordered. Runs after insert_conversions, so the
- * formats it sets are final. */
+ * the ChannelsLastPools that optimize/channels_last_pools made; elementwise
+ * nodes whose full-size inputs all come out of such nodes work on the NHWC
+ * bytes as they are (an elementwise op does not care about the order of its
+ * elements), so a SiLU or a residual Add between convolutions costs no
+ * reorder. cge Reorder nodes convert only where data enters or leaves an NHWC
+ * region (graph inputs and outputs included). A value with one spatial
+ * position has the same bytes in both layouts and is never reordered. Runs
+ * after insert_conversions, so the formats it sets are final. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
 #include "ops/conv_fused.h"
 
-static bool is_pool(const cge_node *n)
+/* What a node is to this pass. */
+enum { K_NONE, K_CONV, K_POOL, K_ELEMENTWISE };
+
+static bool is_fused_op(const cge_node *n, const char *op)
 {
-    return !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), "ChannelsLastPool") &&
+    return !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), op) &&
            !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN);
 }
 
-/* Inputs that follow the layout: FusedConv's X and Z, the pool's X. */
-static bool activation_slot(const cge_node *n, int32_t slot)
+/* One element out per element in, at the same position. */
+static bool is_elementwise(const cge_node *n)
 {
-    return slot == 0 || (slot == 3 && !is_pool(n));
+    static const char *const ops[] = {
+        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Add", "Sub", "Mul", "Div", "Max",
+        "Min", "Sum", "Mean", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Gelu", "HardSigmoid",
+        "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Reciprocal", "Pow", "Floor",
+        "Ceil", "Round", "Sign", "Mish", "ThresholdedRelu", "Where", "Cast", "Not", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf",
+        "Sin", "Cos"};
+    if (is_fused_op(n, "ElementwiseChain"))
+        return true;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (cc_is_op(n, ops[i]))
+            return true;
+    return false;
+}
+
+static int64_t numel_of(const cge_graph *g, int32_t id)
+{
+    cge_tensor_desc d;
+    return cge_graph_value_desc(g, id, &d) ? -1 : cge_shape_numel(&d.shape);
+}
+
+/* Inputs that follow the layout: FusedConv's X and Z, the pool's X, the
+ * elementwise node's full-size operands (not its one-element ones). */
+static bool activation_slot(const cge_graph *g, const uint8_t *kind, const cge_node *n,
+                            int32_t slot)
+{
+    switch (kind[cge_node_index(n)]) {
+    case K_CONV: return slot == 0 || slot == 3;
+    case K_POOL: return slot == 0;
+    case K_ELEMENTWISE: return numel_of(g, cge_node_input_id(n, slot)) != 1;
+    default: return false;
+    }
 }
 
 /* Rank >= 3 with one spatial position: NCHW and NHWC bytes agree. */
@@ -37,14 +73,15 @@ static bool one_position(const cge_graph *g, int32_t id)
     return true;
 }
 
-static bool is_candidate(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
+static bool on_cpu(const cc_ctx *ctx, const cge_node *n)
 {
-    if (cge_node_is_removed(n) || strcmp(cge_node_op_type(n), "FusedConv") != 0 ||
-        strcmp(cge_node_domain(n), CC_FUSED_DOMAIN) != 0)
-        return false;
-    int32_t i = cge_node_index(n);
-    if (strcmp(ctx->engines[ctx->node_engine[i]].name, "cpu") != 0 ||
-        ctx->engines[ctx->node_engine[i]].format != CGE_FORMAT_PLAIN)
+    const cge_engine_desc *e = &ctx->engines[ctx->node_engine[cge_node_index(n)]];
+    return !strcmp(e->name, "cpu") && e->format == CGE_FORMAT_PLAIN;
+}
+
+static bool is_conv(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
+{
+    if (!is_fused_op(n, "FusedConv") || !on_cpu(ctx, n))
         return false;
     const cge_attrs *a = cge_node_attrs_const(n);
     if (!cge_attrs_get_int(a, "w_const", 0) || cge_attrs_get_int(a, "channels_last", 0))
@@ -53,6 +90,37 @@ static bool is_candidate(const cc_ctx *ctx, const cge_graph *g, const cge_node *
     return x.dtype == CGE_F32 && x.format == CGE_FORMAT_PLAIN && x.shape.rank >= 3 &&
            x.shape.rank <= 5 && cge_shape_is_static(&x.shape) && cge_shape_is_static(&y.shape) &&
            cge_node_num_outputs(n) == 1;
+}
+
+/* An elementwise node on the cpu engine whose outputs share one static shape
+ * of rank >= 3 and whose inputs are one-element values or of that shape and
+ * made by NHWC nodes (at least one of them). */
+static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8_t *kind,
+                              const cge_node *n)
+{
+    if (!is_elementwise(n) || !on_cpu(ctx, n) || cge_node_num_outputs(n) < 1)
+        return false;
+    cge_tensor_desc y0 = cc_out_desc(g, n, 0);
+    if (y0.shape.rank < 3 || !cge_shape_is_static(&y0.shape) || y0.format != CGE_FORMAT_PLAIN)
+        return false;
+    for (int32_t k = 1; k < cge_node_num_outputs(n); k++) {
+        cge_tensor_desc y = cc_out_desc(g, n, k);
+        if (cge_node_output_id(n, k) < 0 || !cge_shape_equal(&y.shape, &y0.shape))
+            return false;
+    }
+    int32_t full = 0;
+    for (int32_t k = 0; k < cge_node_num_inputs(n); k++) {
+        int32_t v = cge_node_input_id(n, k);
+        if (v < 0 || numel_of(g, v) == 1)
+            continue;
+        cge_tensor_desc d;
+        cge_graph_value_desc(g, v, &d);
+        const cge_node *p = cge_graph_value_producer(g, v);
+        if (!cge_shape_equal(&d.shape, &y0.shape) || !p || kind[cge_node_index(p)] == K_NONE)
+            return false;
+        full++;
+    }
+    return full > 0;
 }
 
 /* Add cge Reorder src -> out (a fresh name when out is NULL) with format
@@ -87,13 +155,15 @@ static cge_status add_reorder(cc_ctx *ctx, cge_graph *g, int32_t src, cge_format
     return st;
 }
 
-/* The output of candidate `c`: NHWC for the candidates that read it as X or
- * Z; everything else (other ops, other slots, the graph's outputs) reads a
- * plain copy under the original name. */
-static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *c,
-                                 const bool *cand)
+/* Output `slot` of NHWC node `c`: NHWC for the NHWC nodes that read it in a
+ * layout-following slot; everything else (other ops, other slots, the graph's
+ * outputs) reads a plain copy under the original name. */
+static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *c, int32_t slot,
+                                 const uint8_t *kind)
 {
-    int32_t y = cge_node_output_id(c, 0);
+    int32_t y = cge_node_output_id(c, slot);
+    if (y < 0)
+        return CGE_OK;
     int32_t count = cc_uses_count(u, y);
     cc_use *uses = count ? malloc(sizeof *uses * (size_t)count) : NULL;
     if (count && !uses)
@@ -101,8 +171,7 @@ static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node
     cc_uses_list(u, y, uses, count);
     bool plain_needed = cge_graph_value_is_output(g, y);
     for (int32_t k = 0; k < count && !plain_needed; k++)
-        plain_needed = !cand[cge_node_index(uses[k].node)] ||
-                       !activation_slot(uses[k].node, uses[k].slot);
+        plain_needed = !activation_slot(g, kind, uses[k].node, uses[k].slot);
     cge_status st = CGE_OK;
     if (one_position(g, y)) {
         /* as it is, whoever reads it */
@@ -111,20 +180,20 @@ static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node
     } else if (!plain_needed) {
         st = cge_graph_set_format(g, cge_graph_value_name(g, y), CGE_FORMAT_NHWC);
     } else {
-        /* The conv now writes a fresh NHWC value; the original name (the
+        /* The node now writes a fresh NHWC value; the original name (the
          * graph output, the plain readers) comes from a Reorder of it. */
         char fresh[256], orig[256];
         snprintf(orig, sizeof orig, "%s", cge_graph_value_name(g, y));
         cc_fresh_name(ctx, g, orig, fresh, sizeof fresh);
         int32_t plain_id;
-        st = cge_node_set_output(c, 0, fresh);
+        st = cge_node_set_output(c, slot, fresh);
         if (!st)
             st = cge_graph_set_format(g, fresh, CGE_FORMAT_NHWC);
         if (!st)
             st = add_reorder(ctx, g, cge_graph_value_id(g, fresh), CGE_FORMAT_PLAIN, orig,
                              &plain_id);
         for (int32_t k = 0; k < count && !st; k++)
-            if (cand[cge_node_index(uses[k].node)] && activation_slot(uses[k].node, uses[k].slot))
+            if (activation_slot(g, kind, uses[k].node, uses[k].slot))
                 st = cge_node_set_input(uses[k].node, uses[k].slot, fresh);
     }
     free(uses);
@@ -136,12 +205,13 @@ typedef struct in_cache {
     int32_t n;
 } in_cache;
 
-/* X and Z of candidate `c` in NHWC: values from outside a chain are
- * reordered once each, however many candidates read them. */
-static cge_status convert_inputs(cc_ctx *ctx, cge_graph *g, cge_node *c, in_cache *cache)
+/* The layout-following inputs of conv or pool `c` in NHWC: values from
+ * outside a region are reordered once each, however many nodes read them. */
+static cge_status convert_inputs(cc_ctx *ctx, cge_graph *g, cge_node *c, const uint8_t *kind,
+                                 in_cache *cache)
 {
     for (int32_t slot = 0; slot < cge_node_num_inputs(c); slot++) {
-        if (!activation_slot(c, slot))
+        if (!activation_slot(g, kind, c, slot))
             continue;
         int32_t v = cge_node_input_id(c, slot);
         if (v < 0 || one_position(g, v))
@@ -173,29 +243,36 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
     if (!cge_fused_conv_channels_last_available())
         return CGE_OK;
     int32_t nn = cge_graph_num_nodes(g);
-    bool *cand = calloc((size_t)nn + 1, sizeof *cand);
+    /* Reorders added below get indices past nn: kind stays K_NONE for them. */
+    uint8_t *kind = calloc(2 * (size_t)nn + 8, sizeof *kind);
     cge_node **list = malloc(sizeof *list * ((size_t)nn + 1));
     in_cache cache = {malloc(sizeof(int32_t) * (2 * (size_t)nn + 1)),
                       malloc(sizeof(int32_t) * (2 * (size_t)nn + 1)), 0};
-    if (!cand || !list || !cache.from || !cache.to) {
-        free(cand), free(list), free(cache.from), free(cache.to);
+    if (!kind || !list || !cache.from || !cache.to) {
+        free(kind), free(list), free(cache.from), free(cache.to);
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "layout_channels_last: out of memory");
     }
     int32_t nc = 0;
-    int32_t nconv = 0;
     for (int32_t i = 0; i < nn; i++) {
         cge_node *n = cge_graph_node(g, i);
-        if (n && is_candidate(ctx, g, n)) {
-            cand[i] = true;
+        kind[i] = !n                      ? K_NONE
+                  : is_conv(ctx, g, n)    ? K_CONV
+                  : is_fused_op(n, "ChannelsLastPool") ? K_POOL
+                                                       : K_NONE;
+        if (kind[i] != K_NONE)
             list[nc++] = n;
-        }
     }
-    nconv = nc;
-    for (int32_t i = 0; i < nn; i++) {
-        cge_node *n = cge_graph_node(g, i);
-        if (n && is_pool(n)) {
-            cand[i] = true;
-            list[nc++] = n;
+    /* Elementwise nodes join where all their data is NHWC already; until
+     * nothing changes, since node order need not be topological here. */
+    for (bool changed = nc > 0; changed;) {
+        changed = false;
+        for (int32_t i = 0; i < nn; i++) {
+            cge_node *n = cge_graph_node(g, i);
+            if (n && kind[i] == K_NONE && joins_elementwise(ctx, g, kind, n)) {
+                kind[i] = K_ELEMENTWISE;
+                list[nc++] = n;
+                changed = true;
+            }
         }
     }
     cc_uses u;
@@ -203,13 +280,16 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
     if (nc && !st) {
         /* Outputs first (uses as the graph had them), then inputs. */
         for (int32_t k = 0; k < nc && !st; k++)
-            st = convert_output(ctx, &u, g, list[k], cand);
+            for (int32_t o = 0; o < cge_node_num_outputs(list[k]) && !st; o++)
+                st = convert_output(ctx, &u, g, list[k], o, kind);
         cc_uses_free(&u);
         for (int32_t k = 0; k < nc && !st; k++)
-            st = convert_inputs(ctx, g, list[k], &cache);
-        for (int32_t k = 0; k < nconv && !st; k++)
-            st = cge_node_set_int(list[k], "channels_last", 1);
+            if (kind[cge_node_index(list[k])] != K_ELEMENTWISE)
+                st = convert_inputs(ctx, g, list[k], kind, &cache);
+        for (int32_t k = 0; k < nc && !st; k++)
+            if (kind[cge_node_index(list[k])] == K_CONV)
+                st = cge_node_set_int(list[k], "channels_last", 1);
     }
-    free(cand), free(list), free(cache.from), free(cache.to);
+    free(kind), free(list), free(cache.from), free(cache.to);
     return st;
 }

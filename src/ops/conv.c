@@ -803,7 +803,13 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
 {
     *state = NULL;
     conv_args p;
-    if (!conv_static_args(ctx, fused, &p) || !uses_dnnl(&p))
+    if (!conv_static_args(ctx, fused, &p))
+        return CGE_OK;
+    if (p.channels_last && !uses_dnnl(&p))
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                "channels_last needs oneDNN, which this build does not have "
+                                "(compile the model again here)");
+    if (!uses_dnnl(&p))
         return CGE_OK;
     cge_dnnl_conv *dc = NULL;
     if (dnnl_make(&p, ctx_has_bias(ctx), &dc) == CGE_OK)

@@ -38,7 +38,7 @@ static cge_node *conv(cge_graph *g, const char *x, const char *w, const char *y,
 }
 
 /* x -> conv3x3+relu = a -> depthwise3x3+clip = b -> conv1x1 (+ a) + relu = y;
- * a also feeds a Sigmoid (a plain reader) = side. */
+ * a also feeds a Softmax over channels (a plain reader) = side. */
 static cge_graph *block(void)
 {
     cge_graph *g = ct_graph("block");
@@ -56,7 +56,8 @@ static cge_graph *block(void)
     conv(g, "b", "w3", "c3", 1, 1);
     ct_node(g, "Add", "c3", "a", "s");
     ct_node(g, "Relu", "s", NULL, "y");
-    ct_node(g, "Sigmoid", "a", NULL, "side");
+    cge_node *sm = ct_node(g, "Softmax", "a", NULL, "side");
+    assert_int_equal(cge_node_set_int(sm, "axis", 1), CGE_OK);
     ct_output(g, "y");
     ct_output(g, "side");
     return g;
@@ -100,12 +101,12 @@ static void test_chain_reorders_only_at_borders(void **state)
         assert_int_equal(ct_count_op(p, "Reorder"), 0);
     } else {
         assert_int_equal(cl, 3);
-        /* x in; a out to the Sigmoid; y out. Nothing between the convs. */
+        /* x in; a out to the Softmax; y out. Nothing between the convs. */
         assert_int_equal(ct_count_op(p, "Reorder"), 3);
         assert_int_equal(value_format(p, "x"), CGE_FORMAT_PLAIN);
         assert_int_equal(value_format(p, "y"), CGE_FORMAT_PLAIN);
         assert_int_equal(value_format(p, "side"), CGE_FORMAT_PLAIN);
-        assert_int_equal(value_format(p, "a"), CGE_FORMAT_PLAIN); /* the Sigmoid's copy */
+        assert_int_equal(value_format(p, "a"), CGE_FORMAT_PLAIN); /* the Softmax's copy */
         int32_t nhwc = 0;
         for (int32_t v = 0; v < cge_plan_num_values(p); v++)
             nhwc += cge_plan_values(p)[v].format == CGE_FORMAT_NHWC;
@@ -115,6 +116,52 @@ static void test_chain_reorders_only_at_borders(void **state)
     assert_int_equal(cge_plan_verify(p), CGE_OK);
     cge_plan_destroy(p);
     cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
+static void test_elementwise_between_convs(void **state)
+{
+    /* conv -> SiLU (x * sigmoid(x)) -> + residual (the first conv's output)
+     * -> conv: the elementwise nodes work on NHWC bytes, so the only Reorders
+     * are x in and y out; a Softmax of the SiLU needs a plain copy. */
+    cge_graph *g = ct_graph("silu");
+    ct_input(g, "x", CGE_SHAPE(1, 8, 9, 9));
+    weights(g, "w1", 0, CGE_SHAPE(16, 8, 3, 3));
+    weights(g, "w2", 1, CGE_SHAPE(16, 16, 3, 3));
+    weights(g, "w3", 2, CGE_SHAPE(16, 16, 1, 1));
+    conv(g, "x", "w1", "c1", 3, 1);
+    conv(g, "c1", "w2", "c2", 3, 1);
+    ct_node(g, "Sigmoid", "c2", NULL, "sg");
+    ct_node(g, "Mul", "c2", "sg", "silu");
+    ct_const_scalar(g, "half", 0.5f);
+    ct_node(g, "Mul", "silu", "half", "scaled");
+    ct_node(g, "Add", "scaled", "c1", "sum");
+    conv(g, "sum", "w3", "y", 1, 1);
+    cge_node *sm = ct_node(g, "Softmax", "silu", NULL, "side");
+    assert_int_equal(cge_node_set_int(sm, "axis", 1), CGE_OK);
+    ct_output(g, "y");
+    ct_output(g, "side");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (channels_last_convs(p)) {
+        assert_int_equal(channels_last_convs(p), 3);
+        /* x in, y out, silu out to the Softmax */
+        assert_int_equal(ct_count_op(p, "Reorder"), 3);
+        assert_int_equal(value_format(p, "y"), CGE_FORMAT_PLAIN);
+        assert_int_equal(value_format(p, "side"), CGE_FORMAT_PLAIN);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    /* The same at level 2 plus the layout pass alone, without the elementwise
+     * fusion: separate Sigmoid/Mul/Add nodes join one by one. */
+    o.disable = "fuse_elementwise";
+    p = NULL;
+    if (cge_compile(g, NULL, 0, &o, &p))
+        fail_msg("compile: %s", cge_last_error());
+    if (channels_last_convs(p))
+        assert_int_equal(ct_count_op(p, "Reorder"), 3);
+    cge_plan_destroy(p);
     ct_assert_equivalent(g, &o, 64, 1e-4);
     cge_graph_destroy(g);
 }
@@ -250,6 +297,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_reorders_only_at_borders),
+        cmocka_unit_test(test_elementwise_between_convs),
         cmocka_unit_test(test_level_two_keeps_plain),
         cmocka_unit_test(test_left_alone),
         cmocka_unit_test(test_output_read_by_conv_and_graph),
