@@ -133,6 +133,31 @@ cge_status cge_graph_get_desc(const cge_graph *g, const char *name, cge_tensor_d
 cge_status cge_graph_set_desc(cge_graph *g, const char *name, cge_dtype dtype,
                               const cge_shape *shape);
 cge_status cge_graph_set_format(cge_graph *g, const char *name, cge_format format);
+/* Symbolic dimensions: the dim value (CGE_DIM_SYMBOL(k)) naming `name` in
+ * this graph, made on first use; the same name always gives the same value.
+ * Put it in shapes (inputs, set_desc) to say that dimensions are equal
+ * though unknown ("batch"). CGE_DIM_DYNAMIC, with an error recorded, if the
+ * name is empty or memory runs out. Each graph (a nested body too) has its
+ * own table; a clone copies it. */
+int64_t cge_graph_dim_symbol(cge_graph *g, const char *name);
+/* The name of symbol `dim` in this graph; NULL if `dim` is not a symbol the
+ * graph named (the string lives as long as the graph). */
+const char *cge_graph_dim_symbol_name(const cge_graph *g, int64_t dim);
+int32_t cge_graph_num_dim_symbols(const cge_graph *g);
+/* cge_shape_str with this graph's symbol names ("[batch,16]"). */
+char *cge_graph_shape_str(const cge_graph *g, const cge_shape *s, char *buf, size_t size);
+/* Concrete input shapes that give one symbol two sizes: the first pair. */
+typedef struct cge_dim_conflict {
+    int64_t symbol;        /* CGE_DIM_SYMBOL(k) */
+    int32_t input[2];      /* graph input positions (input[0] <= input[1]) */
+    int32_t axis[2];
+    int64_t size[2];
+} cge_dim_conflict;
+/* `shapes[i]` is the concrete shape given for graph input i (n of them, each
+ * of its declared rank). True, with *out filled, if two positions declared
+ * with the same symbol get different sizes. Allocates nothing. */
+bool cge_graph_find_dim_conflict(const cge_graph *g, const cge_shape *shapes, int32_t n,
+                                 cge_dim_conflict *out);
 /* The constant's tensor, or NULL if `name` is not a constant. */
 const cge_tensor *cge_graph_constant(const cge_graph *g, const char *name);
 /* The node producing `name`, or NULL (graph input, constant, unknown). */

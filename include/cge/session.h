@@ -107,6 +107,12 @@ cge_status cge_session_input_desc(const cge_session *s, uint32_t graph_id, int32
 cge_status cge_session_output_desc(const cge_session *s, uint32_t graph_id, int32_t i,
                                    cge_tensor_desc *out);
 
+/* The name of a symbolic dimension (a dim <= -2 in those descriptors, e.g.
+ * ONNX's dim_param "batch"); NULL for other dims, unnamed symbols, or an
+ * unknown graph. Inputs declared with the same symbol must be given the same
+ * size in a run ([session] error otherwise). The string lives as long as the
+ * graph stays in the session. */
+const char *cge_session_dim_symbol_name(const cge_session *s, uint32_t graph_id, int64_t dim);
 /* Output `i` as the graph's last run computed it (dtype, concrete shape).
  * A run that fails only because an output buffer is too small still records
  * it, so a caller that cannot know output shapes beforehand (shapes that

@@ -58,12 +58,46 @@ float cge_bf16_to_f32(uint16_t h);
 uint16_t cge_f32_to_bf16(float f);
 
 #define CGE_MAX_RANK 8
-/* A dimension whose size is not known until run time. */
+/* A dimension is one int64_t:
+ *   d >= 0            a known size;
+ *   CGE_DIM_DYNAMIC   (-1) unknown until run time, and unrelated to any other
+ *                     dimension (anonymous);
+ *   CGE_DIM_SYMBOL(k) (-(k+2), k >= 0) unknown until run time, but the same
+ *                     size wherever the same symbol appears (ONNX's dim_param
+ *                     "batch"). A graph names its symbols
+ *                     (cge_graph_dim_symbol). */
 #define CGE_DIM_DYNAMIC ((int64_t)-1)
+/* Symbol ids are 0 .. CGE_DIM_MAX_SYMBOLS-1; dims below the last one are invalid. */
+#define CGE_DIM_MAX_SYMBOLS ((int64_t)1 << 30)
+#define CGE_DIM_SYMBOL(k) ((int64_t)(-(int64_t)(k) - 2))
+#define CGE_DIM_MIN CGE_DIM_SYMBOL(CGE_DIM_MAX_SYMBOLS - 1)
+
+static inline bool cge_dim_is_known(int64_t d) { return d >= 0; }
+static inline bool cge_dim_is_symbol(int64_t d) { return d <= -2 && d >= CGE_DIM_MIN; }
+/* k for CGE_DIM_SYMBOL(k); -1 if `d` is not a symbol. */
+static inline int64_t cge_dim_symbol_id(int64_t d) { return cge_dim_is_symbol(d) ? -d - 2 : -1; }
+/* A size, CGE_DIM_DYNAMIC or a symbol. */
+static inline bool cge_dim_valid(int64_t d) { return d >= CGE_DIM_MIN; }
+/* Provably the same size in every run: equal known sizes or the same symbol
+ * (two anonymous dims are not). */
+static inline bool cge_dim_same(int64_t a, int64_t b) { return a == b && a != CGE_DIM_DYNAMIC; }
+/* Possibly the same size: equal, or either not known. Meta refuses a pair of
+ * dims that must match only when this is false. */
+static inline bool cge_dim_may_equal(int64_t a, int64_t b) { return a == b || a < 0 || b < 0; }
+/* The dim of a position where two dims must be equal (Concat's other axes,
+ * a contraction's K): the known one, the shared symbol, else anonymous. */
+static inline int64_t cge_dim_merge(int64_t a, int64_t b)
+{
+    if (a >= 0)
+        return a;
+    if (b >= 0)
+        return b;
+    return a == b ? a : CGE_DIM_DYNAMIC;
+}
 
 typedef struct cge_shape {
     int32_t rank;                  /* 0 .. CGE_MAX_RANK; rank 0 is a scalar */
-    int64_t dims[CGE_MAX_RANK];    /* >= 0 known, CGE_DIM_DYNAMIC unknown */
+    int64_t dims[CGE_MAX_RANK];    /* >= 0 known, CGE_DIM_DYNAMIC or a symbol unknown */
 } cge_shape;
 
 #define CGE_SHAPE_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, n, ...) n
@@ -72,23 +106,39 @@ typedef struct cge_shape {
 #define CGE_SHAPE(...) ((cge_shape){.rank = CGE_SHAPE_NARGS(__VA_ARGS__), .dims = {__VA_ARGS__}})
 #define CGE_SCALAR ((cge_shape){.rank = 0, .dims = {0}})
 
-/* Fails with CGE_ERR_SHAPE if rank is out of range or a dim is < -1. */
+/* Fails with CGE_ERR_SHAPE if rank is out of range or a dim is invalid
+ * (below CGE_DIM_MIN). Symbols are accepted. */
 cge_status cge_shape_make(int32_t rank, const int64_t *dims, cge_shape *out);
-bool cge_shape_is_static(const cge_shape *s);           /* no dynamic dims */
-/* Number of elements; -1 if any dim is dynamic; 1 for rank 0. */
+bool cge_shape_is_static(const cge_shape *s);           /* every dim known */
+/* Number of elements; -1 if any dim is not known; 1 for rank 0. */
 int64_t cge_shape_numel(const cge_shape *s);
+/* Same description: same rank and identical dim values, so the same symbol
+ * matches and two anonymous (-1) dims match too, as they always have
+ * (callers compare descriptors). Whether two shapes are provably the same
+ * size at run time is cge_shape_same. */
 bool cge_shape_equal(const cge_shape *a, const cge_shape *b);
-/* Numpy (multidirectional) broadcasting. Dynamic dims broadcast to dynamic
- * unless the other side fixes them. CGE_ERR_SHAPE if incompatible (no message
- * is recorded: the caller knows the node and writes it). */
+/* Provably equal at run time: same rank, every dim pair cge_dim_same. */
+bool cge_shape_same(const cge_shape *a, const cge_shape *b);
+/* Numpy (multidirectional) broadcasting, per dim: equal dims stay (a symbol
+ * included); 1 gives way to the other side; a known size k > 1 fixes an
+ * unknown one (checked again at run time); two different unknowns (two
+ * symbols, or -1 with anything unknown) give -1. CGE_ERR_SHAPE if two known
+ * sizes are incompatible (no message is recorded: the caller knows the node
+ * and writes it). */
 cge_status cge_shape_broadcast(const cge_shape *a, const cge_shape *b, cge_shape *out);
 /* Row-major element strides (in elements) of a shape; dynamic dims count as 0. */
 void cge_shape_strides(const cge_shape *s, int64_t strides[CGE_MAX_RANK]);
 /* Normalise a possibly negative axis in [-rank, rank) (or [-rank-1, rank] when
  * `inclusive`, for Unsqueeze-like ops). Returns false if out of range. */
 bool cge_axis_normalize(int64_t axis, int32_t rank, bool inclusive, int32_t *out);
-/* Writes "[8,2048]" ("?" for dynamic dims, "[]" for scalars) into buf; returns buf. */
+/* Writes "[8,2048]" ("?" for anonymous dims, "s<k>" for symbol k, "[]" for
+ * scalars) into buf; returns buf. */
 char *cge_shape_str(const cge_shape *s, char *buf, size_t size);
+/* The same, with symbols named by `name_of(symbol dim, user)` where it returns
+ * non-NULL ("[batch,16]"); "s<k>" where it returns NULL. */
+typedef const char *(*cge_dim_name_fn)(int64_t dim, const void *user);
+char *cge_shape_str_named(const cge_shape *s, cge_dim_name_fn name_of, const void *user,
+                          char *buf, size_t size);
 #define CGE_SHAPE_STR_MAX 192
 
 /* Memory layout of a tensor. Plain row-major is the default; blocked layouts

@@ -96,6 +96,7 @@ _protos = {
     "cge_session_output_desc": (c_enum, [c_void_p, ctypes.c_uint32, c_int32, _P(TensorDesc)]),
     "cge_session_last_output_desc": (c_enum, [c_void_p, ctypes.c_uint32, c_int32,
                                               _P(TensorDesc)]),
+    "cge_session_dim_symbol_name": (c_char_p, [c_void_p, ctypes.c_uint32, ctypes.c_int64]),
     "cge_session_run_graph": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,
                                        _P(Tensor), c_int32]),
 }

@@ -78,8 +78,9 @@ def _type_name(dtype):
 
 
 class NodeArg:
-    """A graph input or output: ``name``, ``shape`` (ints; None for a dynamic
-    dimension) and ``type`` ("tensor(float)", ...), as ONNX Runtime's NodeArg."""
+    """A graph input or output: ``name``, ``shape`` (ints; the dim_param name, a
+    str, for a symbolic dimension; None for another unknown one) and ``type``
+    ("tensor(float)", ...), as ONNX Runtime's NodeArg."""
 
     def __init__(self, name, shape, type_, dtype):
         self.name, self.shape, self.type, self.dtype = name, shape, type_, dtype
@@ -234,7 +235,17 @@ class InferenceSession:
     def _desc(self, fn, i):
         d = _lib.TensorDesc()
         _check(fn(self._session, _GRAPH_ID, i, ctypes.byref(d)))
-        return NodeArg(d.name.decode(), _shape_list(d.shape), _type_name(d.dtype), d.dtype)
+        return NodeArg(d.name.decode(), self._named_shape(d.shape), _type_name(d.dtype), d.dtype)
+
+    def _named_shape(self, shape):
+        """Dims as ONNX Runtime reports them: ints, the dim_param name (str) of
+        a symbolic dim, None for an unknown one."""
+        dims = _shape_list(shape)
+        for i in range(shape.rank):
+            if shape.dims[i] <= -2:
+                name = lib.cge_session_dim_symbol_name(self._session, _GRAPH_ID, shape.dims[i])
+                dims[i] = name.decode() if name is not None else None
+        return dims
 
     def __del__(self):
         s = getattr(self, "_session", None)
@@ -284,7 +295,7 @@ class InferenceSession:
             guess = []
             for k in idx:
                 o = self._outputs[k]
-                static = all(d is not None for d in o.shape)
+                static = all(isinstance(d, int) for d in o.shape)
                 guess.append((o.dtype, tuple(o.shape)) if static else None)
         for attempt in (0, 1):
             outs = (_lib.Tensor * max(1, len(idx)))()

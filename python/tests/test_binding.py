@@ -86,12 +86,33 @@ def test_inputs_outputs_metadata():
               [vi("y", TensorProto.FLOAT, ["N", 3])])
     s = cge.InferenceSession(m)
     (i,), (o,) = s.get_inputs(), s.get_outputs()
-    assert (i.name, i.type, i.shape) == ("x", "tensor(float)", [None, 3])
-    assert (o.name, o.type) == ("y", "tensor(float)")
+    assert (i.name, i.type, i.shape) == ("x", "tensor(float)", ["N", 3])  # as ONNX Runtime
+    assert (o.name, o.type, o.shape) == ("y", "tensor(float)", ["N", 3])
     s2 = cge.InferenceSession(m, dim_values={"N": 4})
     assert s2.get_inputs()[0].shape == [4, 3]
     s3 = cge.InferenceSession(m, input_shapes={"x": [2, 3]})
     assert s3.get_inputs()[0].shape == [2, 3]
+
+
+def test_symbolic_dims_named_and_checked():
+    # "batch" shared by two inputs and the output; an unnamed unknown dim is None
+    m = model([helper.make_node("Add", ["a", "b"], ["y"]), helper.make_node("Neg", ["c"], ["z"])],
+              [vi("a", TensorProto.FLOAT, ["batch", 2]), vi("b", TensorProto.FLOAT, ["batch", 2]),
+               vi("c", TensorProto.FLOAT, [None, "seq"])],
+              [vi("y", TensorProto.FLOAT, ["batch", 2]), vi("z", TensorProto.FLOAT, [None, "seq"])])
+    s = cge.InferenceSession(m)
+    assert [i.shape for i in s.get_inputs()] == [["batch", 2], ["batch", 2], [None, "seq"]]
+    assert [o.shape for o in s.get_outputs()] == [["batch", 2], [None, "seq"]]
+    for n in (3, 1, 3):
+        a = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+        c = np.ones((2, n + 1), np.float32)
+        y, z = s.run(None, {"a": a, "b": a, "c": c})
+        np.testing.assert_array_equal(y, a + a)
+        np.testing.assert_array_equal(z, -c)
+    with pytest.raises(cge.Error) as e:
+        s.run(None, {"a": np.zeros((3, 2), np.float32), "b": np.zeros((2, 2), np.float32),
+                     "c": np.ones((1, 1), np.float32)})
+    assert e.value.layer == "session" and "'batch'" in str(e.value)
 
 
 def test_run_with_dynamic_batch_and_path(tmp_path):

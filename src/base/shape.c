@@ -1,5 +1,6 @@
 /* Shapes: construction, element counts, numpy broadcasting, strides, axes
- * and printing. Dynamic dimensions (CGE_DIM_DYNAMIC) are carried through. */
+ * and printing. Unknown dimensions (CGE_DIM_DYNAMIC, symbols) are carried
+ * through. */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,7 +14,7 @@ cge_status cge_shape_make(int32_t rank, const int64_t *dims, cge_shape *out)
     memset(&s, 0, sizeof s);
     s.rank = rank;
     for (int32_t i = 0; i < rank; i++) {
-        if (dims[i] < CGE_DIM_DYNAMIC)
+        if (!cge_dim_valid(dims[i]))
             return CGE_ERR_SHAPE;
         s.dims[i] = dims[i];
     }
@@ -54,6 +55,16 @@ bool cge_shape_equal(const cge_shape *a, const cge_shape *b)
     return true;
 }
 
+bool cge_shape_same(const cge_shape *a, const cge_shape *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int32_t i = 0; i < a->rank; i++)
+        if (!cge_dim_same(a->dims[i], b->dims[i]))
+            return false;
+    return true;
+}
+
 cge_status cge_shape_broadcast(const cge_shape *a, const cge_shape *b, cge_shape *out)
 {
     cge_shape r;
@@ -70,6 +81,8 @@ cge_status cge_shape_broadcast(const cge_shape *a, const cge_shape *b, cge_shape
             d = db;
         else if (db == 1)
             d = da;
+        else if (da < 0 && db < 0)
+            d = CGE_DIM_DYNAMIC; /* two different unknowns: nothing to keep */
         else if (da < 0)
             d = db; /* the known side fixes it; checked again at run time */
         else if (db < 0)
@@ -104,7 +117,8 @@ bool cge_axis_normalize(int64_t axis, int32_t rank, bool inclusive, int32_t *out
     return true;
 }
 
-char *cge_shape_str(const cge_shape *s, char *buf, size_t size)
+char *cge_shape_str_named(const cge_shape *s, cge_dim_name_fn name_of, const void *user,
+                          char *buf, size_t size)
 {
     if (!buf || size == 0)
         return buf;
@@ -112,15 +126,27 @@ char *cge_shape_str(const cge_shape *s, char *buf, size_t size)
     buf[0] = '\0';
     n += (size_t)snprintf(buf + n, size - n, "[");
     for (int32_t i = 0; i < s->rank && n < size; i++) {
-        if (s->dims[i] < 0)
-            n += (size_t)snprintf(buf + n, size - n, "%s?", i ? "," : "");
+        int64_t d = s->dims[i];
+        const char *sep = i ? "," : "";
+        const char *name = cge_dim_is_symbol(d) && name_of ? name_of(d, user) : NULL;
+        if (name)
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, name);
+        else if (cge_dim_is_symbol(d))
+            n += (size_t)snprintf(buf + n, size - n, "%ss%lld", sep,
+                                  (long long)cge_dim_symbol_id(d));
+        else if (d < 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s?", sep);
         else
-            n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? "," : "",
-                                  (long long)s->dims[i]);
+            n += (size_t)snprintf(buf + n, size - n, "%s%lld", sep, (long long)d);
     }
     if (n < size)
         snprintf(buf + n, size - n, "]");
     return buf;
+}
+
+char *cge_shape_str(const cge_shape *s, char *buf, size_t size)
+{
+    return cge_shape_str_named(s, NULL, NULL, buf, size);
 }
 
 const char *cge_format_name(cge_format f)

@@ -160,6 +160,17 @@ static cge_status set_input_shapes(cge_graph *g, const cge_shape *shapes, int32_
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
                          "compile: graph '%s' has %d inputs; %d shapes given", cge_graph_name(g),
                          gi, n);
+    /* One symbol ("batch"), one size: else kernels would read one for the other. */
+    cge_dim_conflict dc;
+    if (cge_graph_find_dim_conflict(g, shapes, n, &dc)) {
+        const char *sym = cge_graph_dim_symbol_name(g, dc.symbol);
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_SHAPE,
+                         "compile: symbolic dimension '%s' is %lld in input '%s' (dim %d) but "
+                         "%lld in input '%s' (dim %d)",
+                         sym ? sym : "?", (long long)dc.size[0], cge_graph_input(g, dc.input[0]),
+                         (int)dc.axis[0], (long long)dc.size[1], cge_graph_input(g, dc.input[1]),
+                         (int)dc.axis[1]);
+    }
     char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
     for (int32_t i = 0; i < n; i++) {
         cge_tensor_desc d;

@@ -29,20 +29,21 @@ static void dot_esc(FILE *f, const char *s)
     }
 }
 
-/* "float32 [8,2048]" when the dtype is known, else "". */
-static const char *desc_str(const cge_ir_value *v, char *buf, size_t size)
+/* "float32 [8,2048]" ("[batch,16]" with symbols named) when the dtype is
+ * known, else "". */
+static const char *desc_str(const cge_graph *g, const cge_ir_value *v, char *buf, size_t size)
 {
     buf[0] = '\0';
     if (v->dtype == CGE_DTYPE_UNDEFINED)
         return buf;
     char shp[CGE_SHAPE_STR_MAX];
     snprintf(buf, size, "%s %s", cge_dtype_name(v->dtype),
-             cge_shape_str(&v->shape, shp, sizeof shp));
+             cge_graph_shape_str(g, &v->shape, shp, sizeof shp));
     return buf;
 }
 
 /* Value endpoints that are not nodes: inputs, constants, undefined names. */
-static void dot_value_node(FILE *f, int32_t vi, const cge_ir_value *v)
+static void dot_value_node(FILE *f, const cge_graph *g, int32_t vi, const cge_ir_value *v)
 {
     char d[CGE_SHAPE_STR_MAX + 32];
     const char *shape = "ellipse", *style = "";
@@ -52,7 +53,7 @@ static void dot_value_node(FILE *f, int32_t vi, const cge_ir_value *v)
         style = ", style=dashed";
     fprintf(f, "  v%" PRId32 " [shape=%s%s, label=\"", vi, shape, style);
     dot_esc(f, v->name);
-    desc_str(v, d, sizeof d);
+    desc_str(g, v, d, sizeof d);
     if (d[0])
         fprintf(f, "\\n%s", d);
     if (v->kind == CGE_IR_VALUE_REF)
@@ -64,7 +65,7 @@ static void dot_ref_node(FILE *f, const cge_graph *g, int32_t vi, unsigned char 
 {
     if (g->values[vi].kind == CGE_IR_VALUE_REF && !drawn[vi]) {
         drawn[vi] = 1;
-        dot_value_node(f, vi, &g->values[vi]);
+        dot_value_node(f, g, vi, &g->values[vi]);
     }
 }
 
@@ -76,12 +77,12 @@ static void dot_source(FILE *f, const cge_ir_value *v, int32_t vi)
         fprintf(f, "  v%" PRId32, vi);
 }
 
-static void dot_edge_label(FILE *f, const cge_ir_value *v)
+static void dot_edge_label(FILE *f, const cge_graph *g, const cge_ir_value *v)
 {
     char d[CGE_SHAPE_STR_MAX + 32];
     fputs(" [label=\"", f);
     dot_esc(f, v->name);
-    desc_str(v, d, sizeof d);
+    desc_str(g, v, d, sizeof d);
     if (d[0])
         fprintf(f, "\\n%s", d);
     fputs("\"]", f);
@@ -114,7 +115,7 @@ cge_status cge_graph_write_dot(const cge_graph *g, FILE *f)
     for (int32_t i = 0; i < g->num_values; i++) {
         const cge_ir_value *v = &g->values[i];
         if (v->kind == CGE_IR_VALUE_INPUT || v->kind == CGE_IR_VALUE_CONST)
-            dot_value_node(f, i, v);
+            dot_value_node(f, g, i, v);
     }
     for (int32_t i = 0; i < g->num_nodes; i++) {
         const cge_node *n = g->nodes[i];
@@ -149,7 +150,7 @@ cge_status cge_graph_write_dot(const cge_graph *g, FILE *f)
             const cge_ir_value *v = &g->values[vi];
             dot_source(f, v, vi);
             fprintf(f, " -> n%" PRId32, i);
-            dot_edge_label(f, v);
+            dot_edge_label(f, g, v);
             fputs(";\n", f);
         }
     }
@@ -161,7 +162,7 @@ cge_status cge_graph_write_dot(const cge_graph *g, FILE *f)
         fputs("\"];\n", f);
         dot_source(f, v, vi);
         fprintf(f, " -> o%" PRId32, i);
-        dot_edge_label(f, v);
+        dot_edge_label(f, g, v);
         fputs(";\n", f);
     }
     fputs("}\n", f);
@@ -266,10 +267,10 @@ static void text_attr(FILE *f, const cge_attr *a)
     }
 }
 
-static void text_value(FILE *f, const char *what, const cge_ir_value *v)
+static void text_value(FILE *f, const cge_graph *g, const char *what, const cge_ir_value *v)
 {
     char d[CGE_SHAPE_STR_MAX + 32];
-    desc_str(v, d, sizeof d);
+    desc_str(g, v, d, sizeof d);
     fprintf(f, "%s ", what);
     text_name(f, v->name);
     fprintf(f, ": %s\n", d[0] ? d : "?");
@@ -286,9 +287,9 @@ cge_status cge_graph_write_text(const cge_graph *g, FILE *f)
                " nodes)\n",
             g->num_inputs, g->num_outputs, g->num_consts, g->num_nodes);
     for (int32_t i = 0; i < g->num_inputs; i++)
-        text_value(f, "input", &g->values[g->inputs[i]]);
+        text_value(f, g, "input", &g->values[g->inputs[i]]);
     for (int32_t i = 0; i < g->num_consts; i++)
-        text_value(f, "const", &g->values[g->consts[i]->value]);
+        text_value(f, g, "const", &g->values[g->consts[i]->value]);
     for (int32_t i = 0; i < g->num_nodes; i++) {
         const cge_node *n = g->nodes[i];
         text_name(f, n->name);
@@ -322,6 +323,6 @@ cge_status cge_graph_write_text(const cge_graph *g, FILE *f)
         fputc('\n', f);
     }
     for (int32_t i = 0; i < g->num_outputs; i++)
-        text_value(f, "output", &g->values[g->outputs[i]]);
+        text_value(f, g, "output", &g->values[g->outputs[i]]);
     return io_result(g, f, "text");
 }

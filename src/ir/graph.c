@@ -76,6 +76,8 @@ void cge_graph_destroy(cge_graph *g)
     free(g->outputs);
     free(g->values);
     free(g->optypes);
+    free(g->dim_syms);
+    cge_strmap_free(&g->dim_sym_map);
     cge_strmap_free(&g->value_map);
     cge_strmap_free(&g->node_map);
     cge_strmap_free(&g->optype_map);
@@ -93,7 +95,7 @@ static bool shape_ok(const cge_shape *s)
     if (s->rank < 0 || s->rank > CGE_MAX_RANK)
         return false;
     for (int32_t i = 0; i < s->rank; i++)
-        if (s->dims[i] < CGE_DIM_DYNAMIC)
+        if (!cge_dim_valid(s->dims[i]))
             return false;
     return true;
 }
@@ -104,7 +106,8 @@ static cge_status bad_shape(const char *what, const char *name, const cge_shape 
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_SHAPE, "%s '%s': rank %d is out of range 0..%d",
                          what, name, (int)s->rank, CGE_MAX_RANK);
     return cge_error(CGE_LAYER_GRAPH, CGE_ERR_SHAPE,
-                     "%s '%s': a dimension is below -1 (-1 marks a dynamic dimension)", what, name);
+                     "%s '%s': a dimension is not a size, -1 (dynamic) or a symbol "
+                     "(CGE_DIM_SYMBOL)", what, name);
 }
 
 /* The value called `name`, created (undefined, "REF") if absent. */
@@ -512,9 +515,9 @@ cge_status cge_graph_set_desc(cge_graph *g, const char *name, cge_dtype dtype,
         char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_STATE,
                          "constant '%s' is %s %s; its descriptor cannot become %s %s", name,
-                         cge_dtype_name(v->dtype), cge_shape_str(&v->shape, a, sizeof a),
+                         cge_dtype_name(v->dtype), cge_graph_shape_str(g, &v->shape, a, sizeof a),
                          cge_dtype_name(dtype),
-                         shape ? cge_shape_str(shape, b, sizeof b) : "(same shape)");
+                         shape ? cge_graph_shape_str(g, shape, b, sizeof b) : "(same shape)");
     }
     v->dtype = dtype;
     if (shape)
@@ -647,6 +650,18 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
         }
     }
 
+    if (g->num_dim_syms) {
+        if (!cge_ir_grow((void **)&c->dim_syms, &c->cap_dim_syms, g->num_dim_syms,
+                         sizeof(const char *)))
+            return oom("cloning graph", g->name);
+        for (int32_t i = 0; i < g->num_dim_syms; i++) {
+            c->dim_syms[i] = cge_ir_arena_strdup(&c->arena, g->dim_syms[i]);
+            if (!c->dim_syms[i] || !cge_strmap_put(&c->dim_sym_map, c->dim_syms[i], i))
+                return oom("cloning graph", g->name);
+            c->num_dim_syms++;
+        }
+    }
+
     if (g->num_nodes &&
         !cge_ir_grow((void **)&c->nodes, &c->cap_nodes, g->num_nodes, sizeof(cge_node *)))
         return oom("cloning graph", g->name);
@@ -700,4 +715,83 @@ cge_status cge_graph_clone(const cge_graph *g, cge_graph **out)
     }
     *out = c;
     return CGE_OK;
+}
+
+/* ---- symbolic dimensions ------------------------------------------------ */
+
+int64_t cge_graph_dim_symbol(cge_graph *g, const char *name)
+{
+    if (!g || !name || !name[0]) {
+        cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "dim_symbol: %s",
+                  g ? "the name is empty" : "graph is NULL");
+        return CGE_DIM_DYNAMIC;
+    }
+    int32_t k = cge_strmap_get(&g->dim_sym_map, name);
+    if (k >= 0)
+        return CGE_DIM_SYMBOL(k);
+    if (g->num_dim_syms >= CGE_DIM_MAX_SYMBOLS ||
+        !cge_ir_grow((void **)&g->dim_syms, &g->cap_dim_syms, (int64_t)g->num_dim_syms + 1,
+                     sizeof(const char *))) {
+        oom("adding dimension symbol", name);
+        return CGE_DIM_DYNAMIC;
+    }
+    const char *nm = cge_ir_arena_strdup(&g->arena, name);
+    if (!nm || !cge_strmap_put(&g->dim_sym_map, nm, g->num_dim_syms)) {
+        oom("adding dimension symbol", name);
+        return CGE_DIM_DYNAMIC;
+    }
+    g->dim_syms[g->num_dim_syms] = nm;
+    return CGE_DIM_SYMBOL(g->num_dim_syms++);
+}
+
+const char *cge_graph_dim_symbol_name(const cge_graph *g, int64_t dim)
+{
+    int64_t k = cge_dim_symbol_id(dim);
+    return g && k >= 0 && k < g->num_dim_syms ? g->dim_syms[k] : NULL;
+}
+
+int32_t cge_graph_num_dim_symbols(const cge_graph *g) { return g ? g->num_dim_syms : 0; }
+
+static const char *sym_name_cb(int64_t dim, const void *user)
+{
+    return cge_graph_dim_symbol_name(user, dim);
+}
+
+char *cge_graph_shape_str(const cge_graph *g, const cge_shape *s, char *buf, size_t size)
+{
+    return cge_shape_str_named(s, sym_name_cb, g, buf, size);
+}
+
+bool cge_graph_find_dim_conflict(const cge_graph *g, const cge_shape *shapes, int32_t n,
+                                 cge_dim_conflict *out)
+{
+    if (!g || !shapes || n > g->num_inputs)
+        return false;
+    /* Each symbolic position against the symbol's first position: quadratic
+     * in the symbolic dims only, which are few. */
+    for (int32_t i = 0; i < n; i++) {
+        const cge_shape *di = &g->values[g->inputs[i]].shape;
+        for (int32_t a = 0; a < di->rank && a < shapes[i].rank; a++) {
+            int64_t sym = di->dims[a];
+            if (!cge_dim_is_symbol(sym))
+                continue;
+            for (int32_t j = 0; j <= i; j++) {
+                const cge_shape *dj = &g->values[g->inputs[j]].shape;
+                int32_t lim = j == i ? a : dj->rank;
+                int32_t b = 0;
+                while (b < lim && b < shapes[j].rank && dj->dims[b] != sym)
+                    b++;
+                if (b >= lim || b >= shapes[j].rank)
+                    continue;
+                if (shapes[j].dims[b] != shapes[i].dims[a]) {
+                    if (out)
+                        *out = (cge_dim_conflict){.symbol = sym, .input = {j, i}, .axis = {b, a},
+                                                  .size = {shapes[j].dims[b], shapes[i].dims[a]}};
+                    return true;
+                }
+                j = i;   /* the first position agrees: this one is fine */
+            }
+        }
+    }
+    return false;
 }

@@ -105,6 +105,13 @@ struct cge_graph {
     int32_t num_optypes, cap_optypes;
     cge_strmap optype_map;
 
+    /* Names of symbolic dimensions: symbol k (CGE_DIM_SYMBOL(k)) is
+     * dim_syms[k] (arena). Each graph has its own; a nested graph's shapes
+     * are inferred from its parent's descriptors, not from its table. */
+    const char **dim_syms;
+    int32_t num_dim_syms, cap_dim_syms;
+    cge_strmap dim_sym_map;
+
     uint32_t stamp;
 };
 

@@ -55,19 +55,34 @@ typedef struct value_type {
     cge_shape shape;
 } value_type;
 
-static int64_t dim_param_value(const onnx_ctx *cx, const char *param)
+/* A dim_param's size: the value cge_onnx_options.dim_values binds it to,
+ * else the graph's symbol of that name (made on first use), so that every
+ * "batch" of the graph is the same unknown size. An empty name is anonymous. */
+static cge_status dim_param_value(const onnx_ctx *cx, cge_graph *g, const char *param,
+                                  const char *what, int64_t *out)
 {
-    for (int32_t i = 0; param && i < cx->opts->num_dim_values; i++) {
+    *out = CGE_DIM_DYNAMIC;
+    if (!param || !param[0])
+        return CGE_OK;
+    for (int32_t i = 0; i < cx->opts->num_dim_values; i++) {
         const cge_onnx_dim_value *d = &cx->opts->dim_values[i];
-        if (d->dim_param && !strcmp(d->dim_param, param))
-            return d->value;
+        if (d->dim_param && !strcmp(d->dim_param, param)) {
+            *out = d->value;
+            return CGE_OK;
+        }
     }
-    return CGE_DIM_DYNAMIC;
+    if (!g)
+        return CGE_OK;
+    *out = cge_graph_dim_symbol(g, param);
+    if (*out == CGE_DIM_DYNAMIC)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: %s: no symbol for dim_param '%s'",
+                         cx->label, what, param);
+    return CGE_OK;
 }
 
-/* `strict`: non-tensor types are errors (graph inputs and outputs). */
-static cge_status parse_type(const onnx_ctx *cx, const Onnx__TypeProto *tp, const char *what,
-                             value_type *out)
+/* `g`: the graph that names the dim_params' symbols. */
+static cge_status parse_type(const onnx_ctx *cx, cge_graph *g, const Onnx__TypeProto *tp,
+                             const char *what, value_type *out)
 {
     memset(out, 0, sizeof *out);
     if (!tp)
@@ -110,7 +125,9 @@ static cge_status parse_type(const onnx_ctx *cx, const Onnx__TypeProto *tp, cons
                                          (long long)d->dim_value);
             v = d->dim_value;
         } else if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM) {
-            v = dim_param_value(cx, d->dim_param);
+            cge_status st = dim_param_value(cx, g, d->dim_param, what, &v);
+            if (st)
+                return st;
         }
         out->shape.dims[i] = v;
     }
@@ -727,7 +744,7 @@ static cge_status add_inputs(graph_build *b, bool is_main)
         char what[512];
         snprintf(what, sizeof what, "graph input '%s'", vi->name);
         value_type vt;
-        st = parse_type(cx, vi->type, what, &vt);
+        st = parse_type(cx, b->dst, vi->type, what, &vt);
         if (st)
             return st;
         const cge_onnx_input_shape *ov = NULL;
@@ -769,7 +786,7 @@ static void add_value_info(graph_build *b, const Onnx__ValueInfoProto *vi)
     if (!vi || !vi->name || !cge_graph_producer(b->dst, vi->name))
         return;
     value_type vt;
-    if (parse_type(b->cx, vi->type, vi->name, &vt) != CGE_OK) {
+    if (parse_type(b->cx, b->dst, vi->type, vi->name, &vt) != CGE_OK) {
         cge_clear_error();
         return;
     }
@@ -820,7 +837,7 @@ static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int dep
         char what[512];
         snprintf(what, sizeof what, "graph output '%s'", vi->name);
         value_type vt;
-        st = parse_type(cx, vi->type, what, &vt);
+        st = parse_type(cx, b.dst, vi->type, what, &vt);
         if (!st)
             st = as_io(cx, cge_graph_add_output(b.dst, vi->name), what);
     }

@@ -260,7 +260,7 @@ static cge_status bx_infer(cge_infer_ctx *ctx, bx_op op)
         for (int32_t i = 0; ok && i < b->shape.rank; i++) {
             int64_t db = b->shape.dims[b->shape.rank - 1 - i];
             int64_t da = a->shape.dims[a->shape.rank - 1 - i];
-            ok = db == 1 || db == da || db == CGE_DIM_DYNAMIC || da == CGE_DIM_DYNAMIC;
+            ok = db == 1 || cge_dim_may_equal(db, da);
         }
         if (!ok)
             return cge_meta_error(ctx, CGE_ERR_SHAPE,

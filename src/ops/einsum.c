@@ -217,17 +217,22 @@ static int ein_parse(const char *equation, int32_t nops, const cge_shape *const 
     pl->nidx = nidx;
     for (int i = 0; i < no; i++)
         pl->out[i] = i;
+    /* Unset is INT64_MIN, not a negative dim: symbols are negative too. */
     for (int i = 0; i < nidx; i++)
-        pl->size[i] = -2; /* unset */
+        pl->size[i] = INT64_MIN;
     for (int32_t k = 0; k < nops; k++)
         for (int d = 0; d < rawn[k]; d++) {
             int c = compact[raw[k][d]];
             int64_t s = shapes[k]->dims[d];
             pl->count[k][c]++;
             int64_t cur = pl->size[c];
-            if (cur == -2 || cur == 1 || (cur == -1 && s != 1))
+            /* as broadcasting: 1 gives way, a known size fixes an unknown
+             * one, two different unknowns leave an anonymous one */
+            if (cur == INT64_MIN || cur == 1 || (cur < 0 && s >= 0))
                 pl->size[c] = s;
-            else if (s != cur && s != 1 && s != -1) {
+            else if (cur < 0 && s < 0 && s != cur && s != 1)
+                pl->size[c] = CGE_DIM_DYNAMIC;
+            else if (s != cur && s != 1 && s >= 0) {
                 snprintf(err, errsz, "index '%c' has sizes %lld and %lld",
                          raw[k][d] < 52 ? label_char(raw[k][d]) : '.', (long long)cur,
                          (long long)s);
@@ -272,7 +277,8 @@ static cge_status einsum_infer(cge_infer_ctx *ctx)
     ctx->outputs[0].dtype = ctx->inputs[0].dtype;
     ctx->outputs[0].shape.rank = pl.nout;
     for (int i = 0; i < pl.nout; i++)
-        ctx->outputs[0].shape.dims[i] = pl.size[pl.out[i]] < 0 ? CGE_DIM_DYNAMIC : pl.size[pl.out[i]];
+        ctx->outputs[0].shape.dims[i] =
+            cge_dim_valid(pl.size[pl.out[i]]) ? pl.size[pl.out[i]] : CGE_DIM_DYNAMIC;
     return CGE_OK;
 }
 

@@ -174,7 +174,7 @@ static cge_status const_shape_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must be 1-D, got rank %d",
                               (int)in->shape.rank);
     int64_t r = in->shape.dims[0];
-    if (r == CGE_DIM_DYNAMIC)
+    if (!cge_dim_is_known(r))
         return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
                               "the input's length must be known (it is the output rank)");
     if (r > CGE_MAX_RANK)
@@ -309,7 +309,7 @@ static cge_status tile_infer(cge_infer_ctx *ctx)
     const cge_tensor_desc *in = &ctx->inputs[0], *rep = &ctx->inputs[1];
     int32_t r = in->shape.rank;
     if (rep->shape.rank != 1 ||
-        (rep->shape.dims[0] != CGE_DIM_DYNAMIC && rep->shape.dims[0] != r))
+        (cge_dim_is_known(rep->shape.dims[0]) && rep->shape.dims[0] != r))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "repeats must be 1-D with %d entries (the rank)",
                               (int)r);
     const void *v = cge_meta_input_value(ctx, 1);
@@ -322,7 +322,9 @@ static cge_status tile_infer(cge_infer_ctx *ctx)
         int64_t n = in->shape.dims[d];
         if (n == 0)
             out.dims[d] = 0;
-        else if (!v || n == CGE_DIM_DYNAMIC)
+        else if (v && k == 1)
+            out.dims[d] = n;   /* a symbol stays */
+        else if (!v || !cge_dim_is_known(n))
             out.dims[d] = CGE_DIM_DYNAMIC;
         else if (k > 0 && n > INT64_MAX / 4 / k)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "dim %d overflows", (int)d);
@@ -471,9 +473,9 @@ static cge_status block_infer(cge_infer_ctx *ctx, bool to_space)
                               cge_attrs_get_string(ctx->attrs, "mode", ""));
     const int64_t *d = x->shape.dims;
     cge_shape out = x->shape;
-#define DYN_OR(v, e) ((v) == CGE_DIM_DYNAMIC ? CGE_DIM_DYNAMIC : (e))
+#define DYN_OR(v, e) (!cge_dim_is_known(v) ? CGE_DIM_DYNAMIC : (e))
     if (to_space) {
-        if (d[1] != CGE_DIM_DYNAMIC && d[1] % (b * b) != 0)
+        if (cge_dim_is_known(d[1]) && d[1] % (b * b) != 0)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "channels %lld are not a multiple of %lld",
                                   (long long)d[1], (long long)(b * b));
         out.dims[1] = DYN_OR(d[1], d[1] / (b * b));
@@ -481,7 +483,7 @@ static cge_status block_infer(cge_infer_ctx *ctx, bool to_space)
         out.dims[3] = DYN_OR(d[3], d[3] * b);
     } else {
         for (int i = 2; i < 4; i++)
-            if (d[i] != CGE_DIM_DYNAMIC && d[i] % b != 0)
+            if (cge_dim_is_known(d[i]) && d[i] % b != 0)
                 return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                       "dim %d (%lld) is not a multiple of blocksize %lld", i,
                                       (long long)d[i], (long long)b);
@@ -609,8 +611,7 @@ static cge_status revseq_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 2");
     int64_t batch = x->shape.dims[1 - ta];
     if (lens->shape.rank != 1 ||
-        (batch != CGE_DIM_DYNAMIC && lens->shape.dims[0] != CGE_DIM_DYNAMIC &&
-         lens->shape.dims[0] != batch))
+        !cge_dim_may_equal(batch, lens->shape.dims[0]))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "sequence_lens must be 1-D with the batch size");
     ctx->outputs[0].dtype = x->dtype;
     ctx->outputs[0].shape = x->shape;

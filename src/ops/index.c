@@ -46,7 +46,7 @@ static inline void elem_copy(char *dst, const char *src, size_t esize)
 
 static bool dim_known(int64_t d)
 {
-    return d != CGE_DIM_DYNAMIC;
+    return cge_dim_is_known(d);   /* symbols (< -1) are unknown too */
 }
 
 /* Copies data into the output before a scatter writes its updates (skipped

@@ -50,11 +50,11 @@ static cge_status loss_infer(cge_infer_ctx *ctx, bool softmax)
     cge_shape per_pos = {.rank = r - 1};
     for (int32_t i = 0; i < r - 1; i++) {
         int64_t xd = x->shape.dims[i == 0 ? 0 : i + 1], td = t->shape.dims[i];
-        if (xd != CGE_DIM_DYNAMIC && td != CGE_DIM_DYNAMIC && xd != td)
+        if (!cge_dim_may_equal(xd, td))
             return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                   "target dim %d is %lld; the input's matching dim is %lld",
                                   (int)i, (long long)td, (long long)xd);
-        per_pos.dims[i] = xd != CGE_DIM_DYNAMIC ? xd : td;
+        per_pos.dims[i] = cge_dim_merge(xd, td);
     }
     if (ctx->num_inputs > 2 && ctx->inputs[2].dtype != CGE_DTYPE_UNDEFINED) {
         const cge_tensor_desc *w = &ctx->inputs[2];
@@ -63,7 +63,7 @@ static cge_status loss_infer(cge_infer_ctx *ctx, bool softmax)
                                   cge_dtype_name(w->dtype), cge_dtype_name(x->dtype));
         int64_t c = x->shape.dims[1];
         if (w->shape.rank != 1 ||
-            (c != CGE_DIM_DYNAMIC && w->shape.dims[0] != CGE_DIM_DYNAMIC && w->shape.dims[0] != c))
+            !cge_dim_may_equal(c, w->shape.dims[0]))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "weight must be 1-D with C = %lld values",
                                   (long long)c);
     }

@@ -39,7 +39,7 @@ static bool is_float_dt(cge_dtype t)
 
 static bool known(int64_t d)
 {
-    return d != CGE_DIM_DYNAMIC;
+    return cge_dim_is_known(d);   /* symbols (< -1) are unknown too */
 }
 
 static cge_status need_float(cge_infer_ctx *ctx, int32_t i, const char *what)
@@ -354,7 +354,7 @@ static cge_status gridsample_infer(cge_infer_ctx *ctx)
                               "grid must be [N, H_out, W_out, 2] with X's N = %lld",
                               (long long)x->shape.dims[0]);
     ctx->outputs[0].dtype = x->dtype;
-    ctx->outputs[0].shape = CGE_SHAPE(known(x->shape.dims[0]) ? x->shape.dims[0] : g->shape.dims[0],
+    ctx->outputs[0].shape = CGE_SHAPE(cge_dim_merge(x->shape.dims[0], g->shape.dims[0]),
                                       x->shape.dims[1], g->shape.dims[1], g->shape.dims[2]);
     return CGE_OK;
 }
@@ -713,8 +713,7 @@ static cge_status roialign_infer(cge_infer_ctx *ctx)
                               "expects X [N, C, H, W], rois [R, 4] of X's dtype and integer "
                               "batch_indices [R]");
     ctx->outputs[0].dtype = x->dtype;
-    ctx->outputs[0].shape = CGE_SHAPE(known(rois->shape.dims[0]) ? rois->shape.dims[0]
-                                                                  : bi->shape.dims[0],
+    ctx->outputs[0].shape = CGE_SHAPE(cge_dim_merge(rois->shape.dims[0], bi->shape.dims[0]),
                                       x->shape.dims[1], oh, ow);
     return CGE_OK;
 }

@@ -60,8 +60,12 @@ static bool pad_shape(const cge_shape *in, const int64_t *pb, const int64_t *pe,
 {
     *out = *in;
     for (int32_t d = 0; d < in->rank; d++) {
-        if (in->dims[d] < 0)
+        if (in->dims[d] < 0) {
+            /* an unpadded symbol stays; a padded one is a new, unnamed size */
+            if (pb[d] != 0 || pe[d] != 0)
+                out->dims[d] = CGE_DIM_DYNAMIC;
             continue;
+        }
         int64_t o = in->dims[d] + pb[d] + pe[d];
         if (o < 0) {
             snprintf(err, errsz, "pads %lld, %lld on axis %d of size %lld leave a negative size",

@@ -519,7 +519,8 @@ static cge_status iconv_geom(const cge_shape *xs, const cge_shape *wsh, const cg
     }
     *group = cge_attrs_get_int(attrs, "group", 1);
     int64_t C = xs->dims[1], M = wsh->dims[0];
-    if (*group < 1 || (C >= 0 && (C % *group || wsh->dims[1] != C / *group)) ||
+    if (*group < 1 ||
+        (C >= 0 && (C % *group || (wsh->dims[1] >= 0 && wsh->dims[1] != C / *group))) ||
         (M >= 0 && M % *group)) {
         snprintf(err, errsz, "group %lld does not divide channels %lld / feature maps %lld, or "
                  "w's second dimension is not channels/group", (long long)*group, (long long)C,

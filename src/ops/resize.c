@@ -137,6 +137,8 @@ static cge_status rz_infer_common(cge_infer_ctx *ctx, bool upsample)
                                       s);
             if (X->shape.dims[d] >= 0)
                 out.dims[d] = (int64_t)floor((double)X->shape.dims[d] * s);
+            else if (s != 1.0)
+                out.dims[d] = CGE_DIM_DYNAMIC;   /* a scaled symbol is a new size */
         }
     }
     ctx->outputs[0].shape = out;

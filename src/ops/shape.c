@@ -54,17 +54,61 @@ static void set_output(cge_infer_ctx *ctx, int32_t i, cge_dtype dtype, const cge
     ctx->outputs[i].shape = *shape;
 }
 
-/* Product of dims [lo, hi); CGE_DIM_DYNAMIC if any is unknown or it overflows. */
+/* Product of dims [lo, hi); CGE_DIM_DYNAMIC if any is unknown or it
+ * overflows, except that one symbol times 1s is that symbol ([N,1] -> N). */
 static int64_t dims_product(const cge_shape *s, int32_t lo, int32_t hi)
 {
-    int64_t p = 1;
+    int64_t p = 1, unknown = 1;
+    int32_t num_unknown = 0;
     for (int32_t i = lo; i < hi; i++) {
-        if (s->dims[i] < 0)
+        if (s->dims[i] < 0) {
+            unknown = s->dims[i];
+            num_unknown++;
+        } else if (__builtin_mul_overflow(p, s->dims[i], &p)) {
             return CGE_DIM_DYNAMIC;
-        if (__builtin_mul_overflow(p, s->dims[i], &p))
+        }
+    }
+    if (num_unknown == 0)
+        return p;
+    return num_unknown == 1 && p == 1 ? unknown : CGE_DIM_DYNAMIC;
+}
+
+/* Reshape's -1 entry when sizes are unknown: if the unknown dims of the
+ * input and of the other output entries are the same symbols (as in
+ * [N,S,64] -> [0,0,4,-1]), they cancel and the entry is known. */
+static int64_t reshape_infer_symbolic(const cge_shape *in, const cge_shape *out, int32_t infer_at,
+                                      int64_t out_known_prod)
+{
+    int64_t in_syms[CGE_MAX_RANK], out_syms[CGE_MAX_RANK], in_prod = 1;
+    int32_t ni = 0, no = 0;
+    for (int32_t i = 0; i < in->rank; i++) {
+        if (in->dims[i] == CGE_DIM_DYNAMIC)
+            return CGE_DIM_DYNAMIC;
+        if (in->dims[i] < 0)
+            in_syms[ni++] = in->dims[i];
+        else if (__builtin_mul_overflow(in_prod, in->dims[i], &in_prod))
             return CGE_DIM_DYNAMIC;
     }
-    return p;
+    for (int32_t i = 0; i < out->rank; i++) {
+        if (i == infer_at || out->dims[i] >= 0)
+            continue;
+        if (out->dims[i] == CGE_DIM_DYNAMIC)
+            return CGE_DIM_DYNAMIC;
+        out_syms[no++] = out->dims[i];
+    }
+    if (ni != no)
+        return CGE_DIM_DYNAMIC;
+    for (int32_t i = 0; i < ni; i++) {
+        int32_t j = 0;
+        while (j < no && out_syms[j] != in_syms[i])
+            j++;
+        if (j == no)
+            return CGE_DIM_DYNAMIC;
+        out_syms[j] = out_syms[--no];
+    }
+    if (out_known_prod <= 0 || in_prod % out_known_prod != 0)
+        return CGE_DIM_DYNAMIC;   /* the run reports the mismatch */
+    return in_prod / out_known_prod;
 }
 
 /* ---- kernels: plain copy ------------------------------------------------ */
@@ -161,7 +205,7 @@ static cge_status reshape_infer(cge_infer_ctx *ctx)
     int64_t numel = cge_shape_numel(&data->shape);
     if (infer_at >= 0) {
         if (dynamic || numel < 0)
-            out.dims[infer_at] = CGE_DIM_DYNAMIC;
+            out.dims[infer_at] = reshape_infer_symbolic(&data->shape, &out, infer_at, prod);
         else if (prod == 0 || numel % prod != 0)
             return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                   "cannot reshape input %s (%lld elements): the other entries of 'shape' multiply to %lld",
@@ -249,7 +293,7 @@ static cge_status squeeze_infer(cge_infer_ctx *ctx)
                                   (long long)axes[k], (int)r);
         if (drop[a])
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is given twice", (long long)axes[k]);
-        if (in->shape.dims[a] != 1 && in->shape.dims[a] != CGE_DIM_DYNAMIC)
+        if (in->shape.dims[a] != 1 && cge_dim_is_known(in->shape.dims[a]))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "cannot squeeze axis %d of size %lld", (int)a,
                                   (long long)in->shape.dims[a]);
         drop[a] = true;

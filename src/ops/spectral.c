@@ -164,14 +164,17 @@ static cge_status dft_infer(cge_infer_ctx *ctx)
     if (s)
         return s;
     int64_t n = x->shape.dims[axis];
-    if (has_in(ctx, 1) && !scalar_value(ctx, 1, &n))
+    int have_n = has_in(ctx, 1) && scalar_value(ctx, 1, &n);
+    if (has_in(ctx, 1) && !have_n)
         n = CGE_DIM_DYNAMIC;
-    if (has_in(ctx, 1) && n != CGE_DIM_DYNAMIC && n < 1)
+    if (have_n && n < 1)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "dft_length %lld must be >= 1",
                               (long long)n);
     ctx->outputs[0].dtype = x->dtype;
     ctx->outputs[0].shape = x->shape;
-    ctx->outputs[0].shape.dims[axis] = n < 0 ? n : (onesided ? n / 2 + 1 : n);
+    /* an unknown n (a symbol included) stays only where the size is n itself */
+    ctx->outputs[0].shape.dims[axis] =
+        n < 0 ? (onesided ? CGE_DIM_DYNAMIC : n) : (onesided ? n / 2 + 1 : n);
     ctx->outputs[0].shape.dims[r - 1] = 2;
     return CGE_OK;
 }
@@ -306,8 +309,10 @@ static cge_status stft_infer(cge_infer_ctx *ctx)
     int64_t n = CGE_DIM_DYNAMIC, step = CGE_DIM_DYNAMIC, wl = CGE_DIM_DYNAMIC;
     if (has_in(ctx, 2))
         wl = ctx->inputs[2].shape.dims[0];
+    int have_n = 0;
     if (has_in(ctx, 3)) {
-        if (scalar_value(ctx, 3, &n) && wl >= 0 && n != wl)
+        have_n = scalar_value(ctx, 3, &n);
+        if (have_n && wl >= 0 && n != wl)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "frame_length %lld differs from the "
                                   "window's length %lld", (long long)n, (long long)wl);
     } else if (has_in(ctx, 2)) {
@@ -316,7 +321,7 @@ static cge_status stft_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs a window or a frame_length");
     }
     int have_step = scalar_value(ctx, 1, &step);
-    if ((have_step && step < 1) || (n != CGE_DIM_DYNAMIC && n < 1))
+    if ((have_step && step < 1) || (have_n && n < 1) || n == 0)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "frame_step and frame_length must be >= 1");
     int64_t L = x->shape.dims[1], frames = CGE_DIM_DYNAMIC;
     if (L >= 0 && n >= 0) {
@@ -328,7 +333,8 @@ static cge_status stft_infer(cge_infer_ctx *ctx)
     }
     ctx->outputs[0].dtype = x->dtype;
     ctx->outputs[0].shape =
-        CGE_SHAPE(x->shape.dims[0], frames, n < 0 ? n : (onesided ? n / 2 + 1 : n), 2);
+        CGE_SHAPE(x->shape.dims[0], frames,
+                  n < 0 ? (onesided ? CGE_DIM_DYNAMIC : n) : (onesided ? n / 2 + 1 : n), 2);
     return CGE_OK;
 }
 

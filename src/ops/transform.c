@@ -434,7 +434,7 @@ static cge_status concat_infer(cge_infer_ctx *ctx)
             if (d == axis) {
                 out.dims[d] = (out.dims[d] < 0 || x < 0) ? CGE_DIM_DYNAMIC : out.dims[d] + x;
             } else if (out.dims[d] < 0) {
-                out.dims[d] = x;
+                out.dims[d] = cge_dim_merge(out.dims[d], x);   /* two symbols: anonymous */
             } else if (x >= 0 && x != out.dims[d]) {
                 return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                       "input %d is %s, input 0 is %s: dim %d differs off axis %d",
@@ -558,8 +558,11 @@ static cge_status split_infer(cge_infer_ctx *ctx)
                                   (long long)sum, (int)axis, (long long)dim);
         return CGE_OK;
     }
-    if (dim < 0)
+    if (dim < 0) {
+        if (n == 1)
+            ctx->outputs[0].shape.dims[axis] = dim;   /* a symbol passes whole */
         return CGE_OK;
+    }
     if (dim % n != 0)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %d of size %lld does not split evenly into %d outputs",
                               (int)axis, (long long)dim, (int)n);

@@ -329,6 +329,13 @@ static cge_status io_desc(const cge_session *s, uint32_t graph_id, int32_t i, bo
     return st;
 }
 
+const char *cge_session_dim_symbol_name(const cge_session *s, uint32_t graph_id, int64_t dim)
+{
+    graph_entry *e = s ? find_entry((cge_session *)s, graph_id) : NULL;
+    /* The table only grows while the graph is built, so no lock is needed. */
+    return e ? cge_graph_dim_symbol_name(e->g, dim) : NULL;
+}
+
 cge_status cge_session_input_desc(const cge_session *s, uint32_t graph_id, int32_t i,
                                   cge_tensor_desc *out)
 {
@@ -418,6 +425,23 @@ static cge_status check_inputs(const graph_entry *e, const cge_tensor *inputs, i
                              "graph %u: input '%s' needs %zu bytes of data; %zu given%s", e->id,
                              name, need, t->bytes, t->data ? "" : " (data is NULL)");
         shapes[pos_of[i]] = t->shape;
+    }
+    /* Inputs declared with one symbol ("batch") must agree on its size:
+     * otherwise kernels would read one size for another. */
+    cge_dim_conflict c;
+    if (n == cge_graph_num_inputs(e->g) && cge_graph_find_dim_conflict(e->g, shapes, n, &c)) {
+        const char *sym = cge_graph_dim_symbol_name(e->g, c.symbol);
+        char sbuf[32];
+        if (!sym) {
+            snprintf(sbuf, sizeof sbuf, "s%lld", (long long)cge_dim_symbol_id(c.symbol));
+            sym = sbuf;
+        }
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
+                         "graph %u: symbolic dimension '%s' is %lld in input '%s' (dim %d) but "
+                         "%lld in input '%s' (dim %d)",
+                         e->id, sym, (long long)c.size[0], cge_graph_input(e->g, c.input[0]),
+                         (int)c.axis[0], (long long)c.size[1],
+                         cge_graph_input(e->g, c.input[1]), (int)c.axis[1]);
     }
     return CGE_OK;
 }

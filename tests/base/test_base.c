@@ -175,11 +175,100 @@ static void test_shapes(void **state)
     int64_t dims[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     assert_int_equal(cge_shape_make(9, dims, &out), CGE_ERR_SHAPE);
     assert_int_equal(cge_shape_make(8, dims, &out), CGE_OK);
-    int64_t neg[1] = {-2};
+    int64_t neg[1] = {CGE_DIM_MIN - 1};   /* -2, -3, ... are symbols */
+    assert_int_equal(cge_shape_make(1, neg, &out), CGE_ERR_SHAPE);
+    neg[0] = INT64_MIN;
     assert_int_equal(cge_shape_make(1, neg, &out), CGE_ERR_SHAPE);
     cge_shape huge = CGE_SHAPE(INT64_MAX / 2, 4);
     assert_int_equal(cge_shape_numel(&huge), -1);
     assert_int_equal(cge_tensor_nbytes(CGE_F64, &huge), SIZE_MAX);
+}
+
+/* Symbolic dims: encoding, equality, broadcasting and printing. */
+static const char *name_even(int64_t dim, const void *user)
+{
+    (void)user;
+    return cge_dim_symbol_id(dim) % 2 == 0 ? "batch" : NULL;
+}
+
+static void test_dim_symbols(void **state)
+{
+    (void)state;
+    const int64_t N = CGE_DIM_SYMBOL(0), M = CGE_DIM_SYMBOL(1);
+    assert_int_equal(N, -2);
+    assert_int_equal(M, -3);
+    assert_int_equal(cge_dim_symbol_id(N), 0);
+    assert_int_equal(cge_dim_symbol_id(M), 1);
+    assert_int_equal(cge_dim_symbol_id(CGE_DIM_DYNAMIC), -1);
+    assert_int_equal(cge_dim_symbol_id(7), -1);
+    assert_int_equal(cge_dim_symbol_id(CGE_DIM_MIN), CGE_DIM_MAX_SYMBOLS - 1);
+    assert_int_equal(cge_dim_symbol_id(CGE_DIM_MIN - 1), -1);
+    assert_true(cge_dim_is_known(0));
+    assert_true(cge_dim_is_known(5));
+    assert_false(cge_dim_is_known(N));
+    assert_false(cge_dim_is_known(CGE_DIM_DYNAMIC));
+    assert_true(cge_dim_is_symbol(N));
+    assert_false(cge_dim_is_symbol(CGE_DIM_DYNAMIC));
+    assert_true(cge_dim_same(N, N));
+    assert_true(cge_dim_same(4, 4));
+    assert_false(cge_dim_same(N, M));
+    assert_false(cge_dim_same(CGE_DIM_DYNAMIC, CGE_DIM_DYNAMIC));
+    assert_true(cge_dim_may_equal(N, 4));
+    assert_true(cge_dim_may_equal(N, M));
+    assert_false(cge_dim_may_equal(3, 4));
+    assert_int_equal(cge_dim_merge(N, 4), 4);
+    assert_int_equal(cge_dim_merge(N, N), N);
+    assert_int_equal(cge_dim_merge(N, M), CGE_DIM_DYNAMIC);
+    assert_int_equal(cge_dim_merge(CGE_DIM_DYNAMIC, N), CGE_DIM_DYNAMIC);
+
+    cge_shape out;
+    int64_t dims[2] = {N, 16};
+    assert_int_equal(cge_shape_make(2, dims, &out), CGE_OK);
+    assert_false(cge_shape_is_static(&out));
+    assert_int_equal(cge_shape_numel(&out), -1);
+    assert_int_equal(cge_tensor_nbytes(CGE_F32, &out), 0);
+
+    /* equal: identical descriptions (-1 matches -1, as before); same: provably equal */
+    cge_shape a = CGE_SHAPE(N, 16), b = CGE_SHAPE(N, 16), c = CGE_SHAPE(M, 16);
+    cge_shape d1 = CGE_SHAPE(-1, 16), d2 = CGE_SHAPE(-1, 16);
+    assert_true(cge_shape_equal(&a, &b));
+    assert_true(cge_shape_same(&a, &b));
+    assert_false(cge_shape_equal(&a, &c));
+    assert_false(cge_shape_same(&a, &c));
+    assert_true(cge_shape_equal(&d1, &d2));
+    assert_false(cge_shape_same(&d1, &d2));
+    assert_false(cge_shape_equal(&a, &d1));
+
+    /* broadcasting */
+    cge_shape one = CGE_SHAPE(1, 16), k = CGE_SHAPE(4, 16), row = CGE_SHAPE(16);
+    assert_int_equal(cge_shape_broadcast(&a, &b, &out), CGE_OK);
+    assert_int_equal(out.dims[0], N);
+    assert_int_equal(cge_shape_broadcast(&a, &one, &out), CGE_OK);
+    assert_int_equal(out.dims[0], N);
+    assert_int_equal(cge_shape_broadcast(&one, &a, &out), CGE_OK);
+    assert_int_equal(out.dims[0], N);
+    assert_int_equal(cge_shape_broadcast(&a, &row, &out), CGE_OK);
+    assert_int_equal(out.rank, 2);
+    assert_int_equal(out.dims[0], N);
+    assert_int_equal(cge_shape_broadcast(&a, &k, &out), CGE_OK);
+    assert_int_equal(out.dims[0], 4);
+    assert_int_equal(cge_shape_broadcast(&k, &a, &out), CGE_OK);
+    assert_int_equal(out.dims[0], 4);
+    assert_int_equal(cge_shape_broadcast(&a, &c, &out), CGE_OK);
+    assert_int_equal(out.dims[0], CGE_DIM_DYNAMIC);
+    assert_int_equal(cge_shape_broadcast(&a, &d1, &out), CGE_OK);
+    assert_int_equal(out.dims[0], CGE_DIM_DYNAMIC);
+    assert_int_equal(out.dims[1], 16);
+    assert_int_equal(cge_shape_broadcast(&d1, &d2, &out), CGE_OK);
+    assert_int_equal(out.dims[0], CGE_DIM_DYNAMIC);
+
+    char buf[CGE_SHAPE_STR_MAX];
+    cge_shape mix = CGE_SHAPE(N, -1, M, 3);
+    assert_string_equal(cge_shape_str(&mix, buf, sizeof buf), "[s0,?,s1,3]");
+    assert_string_equal(cge_shape_str_named(&mix, name_even, NULL, buf, sizeof buf),
+                        "[batch,?,s1,3]");
+    char tiny[4];
+    assert_string_equal(cge_shape_str(&mix, tiny, sizeof tiny), "[s0");
 }
 
 static void test_strmap(void **state)
@@ -208,7 +297,7 @@ int main(void)
         cmocka_unit_test(test_error_layers),       cmocka_unit_test(test_error_thread_local),
         cmocka_unit_test(test_long_message_truncated), cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_half_conversions),   cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_strmap),            cmocka_unit_test(test_dim_symbols),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

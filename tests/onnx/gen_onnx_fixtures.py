@@ -127,6 +127,12 @@ fx["dynamic"] = model(
     [helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Neg", ["t"], ["y"])],
     [vi("x", T.FLOAT, ["N", 3, None])], [vi("y", T.FLOAT, ["N", 3, None])],
     value_info=[vi("t", T.FLOAT, ["N", 3, None])])
+# Two inputs sharing the dim_param "batch" (a symbol in cge), another one
+# "seq", and an output declared with "batch".
+fx["batch_pair"] = model(
+    [helper.make_node("Add", ["a", "b"], ["y"]), helper.make_node("Relu", ["s"], ["z"])],
+    [vi("a", T.FLOAT, ["batch", 4]), vi("b", T.FLOAT, ["batch", 4]), vi("s", T.FLOAT, ["seq", 2])],
+    [vi("y", T.FLOAT, ["batch", 4]), vi("z", T.FLOAT, ["seq", 2])])
 # Old style: the initializer is also listed among the inputs.
 w = helper.make_tensor("w", T.FLOAT, [2], [1.0, 2.0])
 fx["init_in_inputs"] = model([helper.make_node("Add", ["x", "w"], ["y"])],

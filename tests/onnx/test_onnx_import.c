@@ -212,20 +212,29 @@ static void test_dynamic_dims_and_overrides(void **state)
     assert_int_equal(import(FX(dynamic), &g), CGE_OK);
     assert_int_equal(cge_graph_get_desc(g, "x", &d), CGE_OK);
     assert_int_equal(d.shape.rank, 3);
-    assert_int_equal(d.shape.dims[0], CGE_DIM_DYNAMIC); /* dim_param */
+    int64_t n = cge_graph_dim_symbol(g, "N");   /* dim_param "N": a symbol */
+    assert_true(cge_dim_is_symbol(n));
+    assert_int_equal(cge_graph_num_dim_symbols(g), 1);
+    assert_int_equal(d.shape.dims[0], n);
     assert_int_equal(d.shape.dims[1], 3);
     assert_int_equal(d.shape.dims[2], CGE_DIM_DYNAMIC); /* no value, no param */
     assert_int_equal(cge_graph_get_desc(g, "t", &d), CGE_OK); /* from value_info */
     assert_int_equal(d.dtype, CGE_F32);
     assert_int_equal(d.shape.rank, 3);
+    assert_int_equal(d.shape.dims[0], n);
+    assert_int_equal(cge_graph_get_desc(g, "y", &d), CGE_OK); /* output type */
+    assert_int_equal(d.shape.dims[0], n);
     cge_graph_destroy(g);
 
     cge_onnx_dim_value dv = {"N", 5};
     cge_onnx_options o = {.dim_values = &dv, .num_dim_values = 1};
     assert_int_equal(cge_onnx_import_buffer(FX(dynamic), NULL, &o, &g), CGE_OK);
     cge_graph_get_desc(g, "x", &d);
-    assert_int_equal(d.shape.dims[0], 5);
+    assert_int_equal(d.shape.dims[0], 5);   /* bound: no symbol */
     assert_int_equal(d.shape.dims[2], CGE_DIM_DYNAMIC);
+    cge_graph_get_desc(g, "y", &d);
+    assert_int_equal(d.shape.dims[0], 5);
+    assert_int_equal(cge_graph_num_dim_symbols(g), 0);
     cge_graph_destroy(g);
 
     cge_onnx_input_shape is = {"x", CGE_SHAPE(2, 3, 4)};
@@ -244,6 +253,65 @@ static void test_dynamic_dims_and_overrides(void **state)
     is.name = "nope";
     assert_error(cge_onnx_import_buffer(FX(dynamic), NULL, &o, &g), CGE_LAYER_IO,
                  (const char *[]){"'nope'", NULL});
+}
+
+/* dim_param "batch" on two inputs and an output: one symbol, shared; meta
+ * keeps it through Add; runs bind it, and refuse two sizes for it. */
+static void test_dim_param_symbols(void **state)
+{
+    (void)state;
+    cge_graph *g = NULL;
+    assert_int_equal(import(FX(batch_pair), &g), CGE_OK);
+    int64_t batch = cge_graph_dim_symbol(g, "batch"), seq = cge_graph_dim_symbol(g, "seq");
+    assert_int_equal(cge_graph_num_dim_symbols(g), 2);
+    assert_true(cge_dim_is_symbol(batch) && cge_dim_is_symbol(seq) && batch != seq);
+    cge_tensor_desc d;
+    const char *names[] = {"a", "b", "y"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cge_graph_get_desc(g, names[i], &d), CGE_OK);
+        assert_int_equal(d.shape.dims[0], batch);
+        assert_int_equal(d.shape.dims[1], 4);
+    }
+    char buf[CGE_SHAPE_STR_MAX];
+    assert_int_equal(cge_graph_get_desc(g, "s", &d), CGE_OK);
+    assert_string_equal(cge_graph_shape_str(g, &d.shape, buf, sizeof buf), "[seq,2]");
+    assert_int_equal(cge_graph_infer(g), CGE_OK);
+    assert_int_equal(cge_graph_get_desc(g, "y", &d), CGE_OK);
+    assert_int_equal(d.shape.dims[0], batch);
+    assert_int_equal(cge_graph_get_desc(g, "z", &d), CGE_OK);
+    assert_int_equal(d.shape.dims[0], seq);
+
+    cge_session *s = NULL;
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    assert_int_equal(cge_session_compile_graph(s, 1), CGE_OK);
+    assert_int_equal(cge_session_input_desc(s, 1, 0, &d), CGE_OK);
+    assert_string_equal(cge_session_dim_symbol_name(s, 1, d.shape.dims[0]), "batch");
+    assert_null(cge_session_dim_symbol_name(s, 1, 4));
+    assert_null(cge_session_dim_symbol_name(s, 2, d.shape.dims[0]));
+    float a[12], b[12], sv[6], y[12], z[6];
+    for (int i = 0; i < 12; i++)
+        a[i] = (float)i, b[i] = 1.0f;
+    for (int i = 0; i < 6; i++)
+        sv[i] = (float)i - 3.0f;
+    cge_tensor ins[3] = {
+        {.name = "a", .dtype = CGE_F32, .shape = CGE_SHAPE(3, 4), .data = a, .bytes = sizeof a},
+        {.name = "b", .dtype = CGE_F32, .shape = CGE_SHAPE(3, 4), .data = b, .bytes = sizeof b},
+        {.name = "s", .dtype = CGE_F32, .shape = CGE_SHAPE(3, 2), .data = sv, .bytes = sizeof sv}};
+    cge_tensor outs[2] = {{.name = "y", .data = y, .bytes = sizeof y},
+                          {.name = "z", .data = z, .bytes = sizeof z}};
+    assert_int_equal(cge_session_run_graph(s, 1, ins, 3, outs, 2), CGE_OK);
+    assert_float_equal(y[11], 12.0f, 0);
+    /* "seq" may differ from "batch"; "batch" may not differ between a and b */
+    ins[2].shape = CGE_SHAPE(1, 2);
+    ins[2].bytes = 2 * sizeof(float);
+    assert_int_equal(cge_session_run_graph(s, 1, ins, 3, outs, 2), CGE_OK);
+    ins[1].shape = CGE_SHAPE(2, 4);
+    ins[1].bytes = 8 * sizeof(float);
+    assert_error(cge_session_run_graph(s, 1, ins, 3, outs, 2), CGE_LAYER_SESSION,
+                 (const char *[]){"'batch'", "'a'", "'b'", "3", "2", NULL});
+    cge_session_destroy(s);
+    cge_graph_destroy(g);
 }
 
 static void test_initializer_listed_as_input_stays_constant(void **state)
@@ -508,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_reduce_axes_attribute_promoted),
         cmocka_unit_test(test_constant_node_becomes_constant),
         cmocka_unit_test(test_dynamic_dims_and_overrides),
+        cmocka_unit_test(test_dim_param_symbols),
         cmocka_unit_test(test_initializer_listed_as_input_stays_constant),
         cmocka_unit_test(test_nested_graph_attribute),
         cmocka_unit_test(test_outer_scope_inputs),
