@@ -812,9 +812,17 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
     if (!uses_dnnl(&p))
         return CGE_OK;
     cge_dnnl_conv *dc = NULL;
-    if (dnnl_make(&p, ctx_has_bias(ctx), &dc) == CGE_OK)
+    if (dnnl_make(&p, ctx_has_bias(ctx), &dc) == CGE_OK) {
         *state = dc;
-    else if (p.channels_last)
+        /* A constant W is in place already (plans write their constants
+         * before preparing): reorder it now, not in the first run. */
+        if (p.w_const && ctx->inputs[1].data &&
+            cge_dnnl_conv_prepack(dc, ctx->inputs[1].data, ctx->num_threads) != CGE_OK) {
+            cge_dnnl_conv_destroy(dc);
+            *state = NULL;
+            return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "oneDNN could not reorder W");
+        }
+    } else if (p.channels_last)
         return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
                                 "oneDNN refused this channels_last convolution");
     return CGE_OK;

@@ -198,6 +198,29 @@ static int set(dnnl_memory_t own, dnnl_memory_t user, dnnl_primitive_t r, const 
     return dnnl_memory_set_data_handle(r ? user : own, (void *)p) == dnnl_success;
 }
 
+/* Reorder w into the primitive's weights buffer unless it is there already. */
+static int ensure_weights(cge_dnnl_conv *c, const float *w)
+{
+    if (!c->r_wei)
+        return set(c->wei, c->wei_user, NULL, w);
+    if (w == c->wei_from)
+        return 1;
+    int ok = set(c->wei, c->wei_user, c->r_wei, w) && run_reorder(c, c->r_wei, c->wei_user, c->wei);
+    c->wei_from = ok ? w : NULL;
+    return ok;
+}
+
+cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads)
+{
+    if (!c || !w || !c->r_wei)
+        return CGE_OK;
+    if (c->omp_set_num_threads)
+        c->omp_set_num_threads(threads > 0 ? threads : 1);
+    if (!ensure_weights(c, w) || dnnl_stream_wait(c->stream) != dnnl_success)
+        return CGE_ERR_INTERNAL;
+    return CGE_OK;
+}
+
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch, int threads)
 {
@@ -207,12 +230,7 @@ cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, c
     int ok = set(c->src, c->src_user, c->r_src, x) && set(c->dst, c->dst_user, c->r_dst, y) &&
              dnnl_memory_set_data_handle(c->bias, (void *)b) == dnnl_success &&
              dnnl_memory_set_data_handle(c->scratch, scratch) == dnnl_success;
-    if (ok && c->r_wei && w != c->wei_from) {
-        ok = set(c->wei, c->wei_user, c->r_wei, w) && run_reorder(c, c->r_wei, c->wei_user, c->wei);
-        c->wei_from = ok ? w : NULL;
-    } else if (ok && !c->r_wei) {
-        ok = set(c->wei, c->wei_user, NULL, w);
-    }
+    ok = ok && ensure_weights(c, w);
     if (ok && c->r_src)
         ok = run_reorder(c, c->r_src, c->src_user, c->src);
     /* The sum post-op adds what the output holds. */
@@ -257,6 +275,12 @@ int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c)
 {
     (void)c;
     return 0;
+}
+
+cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads)
+{
+    (void)c, (void)w, (void)threads;
+    return CGE_ERR_UNSUPPORTED;
 }
 
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,

@@ -52,6 +52,10 @@ int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c);
  * addend when the sum post-op was taken (else ignored). */
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch, int threads);
+/* Reorder a constant W into the primitive's layout now (when the plan is
+ * prepared) rather than on the first run; later runs with the same W reuse
+ * it. Nothing to do for plain weights. */
+cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads);
 void cge_dnnl_conv_destroy(cge_dnnl_conv *c);
 
 #endif
