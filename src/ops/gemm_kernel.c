@@ -218,6 +218,134 @@ __attribute__((target("avx512f"))) static void ukr_avx512_direct(int64_t kc, con
             _mm512_storeu_ps(d, acc[r]);
     }
 }
+
+/* ukr_avx512_direct on two neighbouring 16-column panels at once (12x32, 24
+ * accumulators): each broadcast A value feeds two FMAs, so the loop is bound
+ * by the FMA units rather than by the loads (13 loads per 12 FMAs in the
+ * 12x16 kernel). Same order of operations per element, so the same bits. */
+__attribute__((target("avx512f"))) static void ukr_avx512_direct2(int64_t kc, const float *a,
+                                                                   int64_t lda, const float *bp0,
+                                                                   const float *bp1, float *c,
+                                                                   int64_t ldc, int mode,
+                                                                   const float *bias)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps();
+    __m512 c11 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
+    __m512 c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps();
+    __m512 c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+    __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps(), c70 = _mm512_setzero_ps();
+    __m512 c71 = _mm512_setzero_ps(), c80 = _mm512_setzero_ps(), c81 = _mm512_setzero_ps();
+    __m512 c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps(), ca0 = _mm512_setzero_ps();
+    __m512 ca1 = _mm512_setzero_ps(), cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
+    const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(bp0 + k * NR), b1 = _mm512_loadu_ps(bp1 + k * NR), av;
+#define ROW2(acc0, acc1, src)                                                                      \
+    av = _mm512_set1_ps(src);                                                                      \
+    acc0 = _mm512_fmadd_ps(av, b0, acc0);                                                          \
+    acc1 = _mm512_fmadd_ps(av, b1, acc1);
+        ROW2(c00, c01, a0[k])
+        ROW2(c10, c11, a0[lda + k])
+        ROW2(c20, c21, a0[2 * lda + k])
+        ROW2(c30, c31, a3[k])
+        ROW2(c40, c41, a3[lda + k])
+        ROW2(c50, c51, a3[2 * lda + k])
+        ROW2(c60, c61, a6[k])
+        ROW2(c70, c71, a6[lda + k])
+        ROW2(c80, c81, a6[2 * lda + k])
+        ROW2(c90, c91, a9[k])
+        ROW2(ca0, ca1, a9[lda + k])
+        ROW2(cb0, cb1, a9[2 * lda + k])
+#undef ROW2
+    }
+    __m512 acc[24] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51,
+                      c60, c61, c70, c71, c80, c81, c90, c91, ca0, ca1, cb0, cb1};
+    __m512 bv0 = mode == 2 ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    __m512 bv1 = mode == 2 ? _mm512_loadu_ps(bias + NR) : _mm512_setzero_ps();
+    for (int r = 0; r < 12; r++) {
+        float *d = c + r * ldc;
+        if (mode == 1) {
+            _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), acc[2 * r]));
+            _mm512_storeu_ps(d + NR, _mm512_add_ps(_mm512_loadu_ps(d + NR), acc[2 * r + 1]));
+        } else if (mode == 2) {
+            _mm512_storeu_ps(d, _mm512_add_ps(bv0, acc[2 * r]));
+            _mm512_storeu_ps(d + NR, _mm512_add_ps(bv1, acc[2 * r + 1]));
+        } else {
+            _mm512_storeu_ps(d, acc[2 * r]);
+            _mm512_storeu_ps(d + NR, acc[2 * r + 1]);
+        }
+    }
+}
+
+/* The direct kernels' edges: R (1-12) rows of A in place, one or (TWO) two
+ * 16-column panels, the last one's columns masked by `last` (B's panels are
+ * zero-padded; C and the bias are only touched under the mask). R and TWO
+ * are constants at each call below, so the row loops unroll and the
+ * accumulators stay in registers. The same operations per element as the
+ * packed path, so the same bits. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+direct_edge(const int R, const int TWO, int64_t kc, const float *a, int64_t lda, const float *bp0,
+            const float *bp1, float *c, int64_t ldc, int mode, const float *bias, __mmask16 last)
+{
+    __m512 acc0[12], acc1[12];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+        acc0[r] = _mm512_setzero_ps();
+        acc1[r] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(bp0 + k * NR);
+        __m512 b1 = TWO ? _mm512_loadu_ps(bp1 + k * NR) : b0;
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) {
+            __m512 av = _mm512_set1_ps(a[r * lda + k]);
+            acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+            if (TWO)
+                acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+        }
+    }
+    __mmask16 m0 = TWO ? (__mmask16)0xffff : last, m1 = last;
+    __m512 bv0 = mode == 2 ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+    __m512 bv1 = TWO && mode == 2 ? _mm512_maskz_loadu_ps(m1, bias + NR) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+        float *d = c + r * ldc;
+        __m512 v0 = acc0[r], v1 = acc1[r];
+        if (mode == 1) {
+            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d), v0);
+            if (TWO)
+                v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + NR), v1);
+        } else if (mode == 2) {
+            v0 = _mm512_add_ps(bv0, v0);
+            if (TWO)
+                v1 = _mm512_add_ps(bv1, v1);
+        }
+        _mm512_mask_storeu_ps(d, m0, v0);
+        if (TWO)
+            _mm512_mask_storeu_ps(d + NR, m1, v1);
+    }
+}
+
+__attribute__((target("avx512f"))) static void ukr_avx512_edge(int rows, int two, int64_t kc,
+                                                                const float *a, int64_t lda,
+                                                                const float *bp0, const float *bp1,
+                                                                float *c, int64_t ldc, int mode,
+                                                                const float *bias, __mmask16 last)
+{
+#define EDGE_CASE(R)                                                                               \
+    case R:                                                                                        \
+        if (two)                                                                                   \
+            direct_edge(R, 1, kc, a, lda, bp0, bp1, c, ldc, mode, bias, last);                     \
+        else                                                                                       \
+            direct_edge(R, 0, kc, a, lda, bp0, bp1, c, ldc, mode, bias, last);                     \
+        break;
+    switch (rows) {
+        EDGE_CASE(1) EDGE_CASE(2) EDGE_CASE(3) EDGE_CASE(4) EDGE_CASE(5) EDGE_CASE(6)
+        EDGE_CASE(7) EDGE_CASE(8) EDGE_CASE(9) EDGE_CASE(10) EDGE_CASE(11) EDGE_CASE(12)
+    default: break;
+    }
+#undef EDGE_CASE
+}
 #endif
 
 static void pick(cge_gemm_isa isa, ukr_fn *fn, int *mr)
@@ -297,33 +425,39 @@ void cge_gemm_f32_tile(const cge_gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0
     bool direct = ukr == ukr_avx512 && g->a_cs == 1 && g->alpha == 1.0f &&
                   (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f));
     if (direct && g->K > 0) {
-        float ap[KC * MR_MAX] __attribute__((aligned(64)));
-        float acc[MR_MAX * NR] __attribute__((aligned(64)));
         for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
             int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
             for (int64_t i = i0; i < i1; i += mr) {
                 int64_t rows = i1 - i < mr ? i1 - i : mr;
-                bool packed = false;
                 for (int64_t j = j0; j < j1; j += NR) {
                     int64_t cols = j1 - j < NR ? j1 - j : NR;
                     const float *bpj = g->bp + (j / NR) * g->K * NR + k0 * NR;
                     float *cij = g->c + i * g->ldc + j;
+                    if (rows == mr && j + 2 * NR <= j1) {
+                        ukr_avx512_direct2(kc, g->a + i * g->a_rs + k0, g->a_rs, bpj,
+                                           bpj + g->K * NR, cij, g->ldc,
+                                           k0 > 0 ? 1 : g->bias ? 2 : 0,
+                                           g->bias ? g->bias + j : NULL);
+                        j += NR; /* the loop steps over the second panel */
+                        continue;
+                    }
                     if (rows == mr && cols == NR) {
                         ukr_avx512_direct(kc, g->a + i * g->a_rs + k0, g->a_rs, bpj, cij, g->ldc,
                                           k0 > 0 ? 1 : g->bias ? 2 : 0,
                                           g->bias ? g->bias + j : NULL);
                         continue;
                     }
-                    if (!packed)
-                        pack_a(g, i, rows, k0, kc, mr, ap);
-                    packed = true;
-                    ukr(kc, ap, bpj, acc);
-                    for (int64_t r = 0; r < rows; r++) {
-                        float *d = cij + r * g->ldc;
-                        const float *sv = acc + r * NR;
-                        for (int64_t q = 0; q < cols; q++)
-                            d[q] = k0 > 0 ? d[q] + sv[q] : g->bias ? g->bias[j + q] + sv[q] : sv[q];
-                    }
+                    /* Edge rows or columns: pairs of panels where both are
+                     * whole, else one (masked when partial). */
+                    int two = j + 2 * NR <= j1;
+                    int64_t last = two ? NR : cols;
+                    ukr_avx512_edge((int)rows, two, kc, g->a + i * g->a_rs + k0, g->a_rs, bpj,
+                                    two ? bpj + g->K * NR : bpj, cij, g->ldc,
+                                    k0 > 0 ? 1 : g->bias ? 2 : 0,
+                                    g->bias ? g->bias + j : NULL,
+                                    (__mmask16)((1u << last) - 1u));
+                    if (two)
+                        j += NR;
                 }
             }
         }
@@ -360,6 +494,52 @@ static int64_t round_up(int64_t v, int64_t m)
     return (v + m - 1) / m * m;
 }
 
+/* Estimated time of a batch-1 tiling on `threads` cores: tiles taken in
+ * order by the least-loaded core (as the pool's block claiming does); a tile
+ * costs its rows rounded up to whole micro-panels, plus one panel for
+ * streaming its slice of B once (so that splitting rows, which re-reads all
+ * of B per tile, is not free), times its columns rounded up to 16. */
+static int64_t tiling_makespan(int64_t M, int64_t N, int64_t mt, int64_t nt, int threads)
+{
+    int64_t load[8] = {0};
+    int T = threads < 8 ? threads : 8;
+    for (int64_t i0 = 0; i0 < M; i0 += mt)
+        for (int64_t j0 = 0; j0 < N; j0 += nt) {
+            int64_t rows = M - i0 < mt ? M - i0 : mt, cols = N - j0 < nt ? N - j0 : nt;
+            int64_t cost = (round_up(rows, CGE_GEMM_MT) + CGE_GEMM_MT) * round_up(cols, NR);
+            int best = 0;
+            for (int k = 1; k < T; k++)
+                if (load[k] < load[best])
+                    best = k;
+            load[best] += cost;
+        }
+    int64_t worst = 0;
+    for (int k = 0; k < T; k++)
+        worst = load[k] > worst ? load[k] : worst;
+    return worst;
+}
+
+/* A single product cut into fewer tiles than about 4 per core balances
+ * poorly, and each row split streams all of B again: try cutting it into
+ * p x q near-equal tiles (p, q <= 4; columns at most 512 so that a depth
+ * slice of B stays in L2) and keep the best estimate, the given one on ties. */
+static void balance_small(int64_t M, int64_t N, int threads, int64_t *mt, int64_t *nt)
+{
+    int64_t best = tiling_makespan(M, N, *mt, *nt, threads);
+    for (int p = 1; p <= 4; p++)
+        for (int q = 1; q <= 4; q++) {
+            int64_t m = round_up((M + p - 1) / p, CGE_GEMM_MT), n = round_up((N + q - 1) / q, NR);
+            if (n > 512)
+                continue;
+            int64_t cost = tiling_makespan(M, N, m, n, threads);
+            if (cost < best) {
+                best = cost;
+                *mt = m;
+                *nt = n;
+            }
+        }
+}
+
 void cge_gemm_plan(int64_t batch, int64_t M, int64_t N, int num_threads, cge_gemm_tiling *t)
 {
     int64_t mt = round_up(M > 0 ? M : 1, CGE_GEMM_MT), nt = round_up(N > 0 ? N : 1, NR);
@@ -384,6 +564,9 @@ void cge_gemm_plan(int64_t batch, int64_t M, int64_t N, int num_threads, cge_gem
         else
             break;
     }
+    if (batch == 1 && num_threads > 1 && num_threads <= 8 && M > 0 && N > 0 &&
+        ((M + mt - 1) / mt) * ((N + nt - 1) / nt) < 4 * (int64_t)num_threads)
+        balance_small(M, N, num_threads, &mt, &nt);
     t->mt = mt;
     t->nt = nt;
     t->tiles_m = M > 0 ? (M + mt - 1) / mt : 0;

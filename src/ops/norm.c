@@ -419,11 +419,59 @@ static cge_status ln_infer(cge_infer_ctx *ctx)
     return CGE_OK;
 }
 
+/* One float32 row with per-element Scale (and B, or none): the common
+ * LayerNorm, in plain typed loops that vectorise for each instruction set;
+ * statistics still in double, rounded as the generic path rounds them. */
+CGE_TARGET_CLONES static void ln_row_f32(const float *x, float *y, int64_t D, const float *sc,
+                                         const float *bi, double eps, float *mean_out,
+                                         float *inv_out)
+{
+    double s[8] = {0}, q[8] = {0}, sum = 0.0, sq = 0.0;
+    int64_t i = 0;
+    for (; i + 8 <= D; i += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += (double)x[i + l];
+    for (; i < D; i++)
+        sum += (double)x[i];
+    for (int l = 0; l < 8; l++)
+        sum += s[l];
+    double m = D > 0 ? sum / (double)D : 0.0;
+    for (i = 0; i + 8 <= D; i += 8)
+        for (int l = 0; l < 8; l++) {
+            double d = (double)x[i + l] - m;
+            q[l] += d * d;
+        }
+    for (; i < D; i++)
+        sq += ((double)x[i] - m) * ((double)x[i] - m);
+    for (int l = 0; l < 8; l++)
+        sq += q[l];
+    double v = D > 0 ? sq / (double)D : 0.0;
+    float inv = (float)(1.0 / sqrt((double)(float)v + eps));
+    if (mean_out)
+        *mean_out = (float)m;
+    if (inv_out)
+        *inv_out = inv;
+    float mf = (float)m;
+    if (bi)
+        for (i = 0; i < D; i++)
+            y[i] = (x[i] - mf) * inv * sc[i] + bi[i];
+    else
+        for (i = 0; i < D; i++)
+            y[i] = (x[i] - mf) * inv * sc[i];
+}
+
 static void ln_fn(int64_t blk, int64_t nblk, void *args)
 {
     const ln_args *p = args;
     int64_t r0, r1;
     cge_block_range(p->rows, blk, nblk, &r0, &r1);
+    if (p->t == CGE_F32 && !p->scale_bcast && !(p->bias && p->bias_bcast)) {
+        for (int64_t r = r0; r < r1; r++)
+            ln_row_f32((const float *)p->x + r * p->D, (float *)p->y + r * p->D, p->D,
+                       p->scale, p->bias, p->eps, p->mean ? p->mean + r : NULL,
+                       p->inv ? p->inv + r : NULL);
+        return;
+    }
     double buf[CH], sc[CH], bi[CH];
     for (int64_t r = r0; r < r1; r++) {
         double m, v;

@@ -11,51 +11,62 @@
 #define SM_CHUNK 64
 #define SM_TMP 256
 
-/* expf written on 4-float vectors (GNU vector extensions, no intrinsics) so
- * that it vectorises without -ffast-math: Cephes' range reduction and
- * degree-5 polynomial (about 1 ulp), 2^n built in the exponent bits. Inputs
- * below -87.3 give 0, above 88.3 saturate; NaN stays NaN. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
+/* expf written on 8-float vectors (GNU vector extensions, no intrinsics) so
+ * that it vectorises without -ffast-math, in two SSE or one AVX register
+ * depending on the caller's clone (wider vectors would need AVX-512 mask
+ * registers for the selects, which GCC scalarises without AVX512DQ):
+ * Cephes' range reduction and degree-5 polynomial (about 1 ulp), 2^n built in
+ * the exponent bits. Inputs below -87.3 give 0, above 88.3 saturate; NaN
+ * stays NaN. Every width computes the same bits per element. */
+#define VW 8
+#define EXP_W 16 /* floats per exp_w call, and buffer padding */
+typedef float vwf __attribute__((vector_size(VW * 4)));
+typedef int32_t vwi __attribute__((vector_size(VW * 4)));
 
-static inline v4f v4_sel(v4i mask, v4f a, v4f b)
-{
-    return (v4f)(((v4i)a & mask) | ((v4i)b & ~mask));
-}
+/* Vectors never cross a call (no vector arguments or results, whose ABI
+ * depends on the instruction set): the selects are a macro, the exponential
+ * works in place on EXP_W floats. */
+#define V_SEL(mask, a, b) ((vwf)(((vwi)(a) & (mask)) | ((vwi)(b) & ~(mask))))
 
-static inline v4f exp_v4(v4f x)
+static inline void exp_v(float *t)
 {
-    const v4f hi = {88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f};
-    const v4f lo = {-87.3365447504f, -87.3365447504f, -87.3365447504f, -87.3365447504f};
-    const v4f zero = {0, 0, 0, 0};
-    v4i nan = x != x, under = x < lo;
-    v4f xc = v4_sel(x > hi, hi, x);
-    xc = v4_sel(under | nan, zero, xc);
+    vwf x;
+    memcpy(&x, t, sizeof x);
+    const vwf zero = {0};
+    const vwf hi = zero + 88.3762626647949f;
+    const vwf lo = zero - 87.3365447504f;
+    vwi nan = x != x, under = x < lo;
+    vwf xc = V_SEL(x > hi, hi, x);
+    xc = V_SEL(under | nan, zero, xc);
     /* round to nearest with the 1.5 * 2^23 trick (floorf is a libm call) */
-    v4f fx = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    v4f r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
-    v4f z = r * r;
-    v4f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    vwf fx = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    vwf r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
+    vwf z = r * r;
+    vwf p = r * 1.9875691500e-4f + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * z + r + 1.0f;
-    v4i bits = (__builtin_convertvector(fx, v4i) + 127) << 23;
-    v4f e = p * (v4f)bits;
-    e = v4_sel(under, zero, e);
-    return v4_sel(nan, x, e);
+    vwi bits = (__builtin_convertvector(fx, vwi) + 127) << 23;
+    vwf e = p * (vwf)bits;
+    e = V_SEL(under, zero, e);
+    e = V_SEL(nan, x, e);
+    memcpy(t, &e, sizeof e);
 }
 
-/* t[i] = exp(t[i]) for i < n; t has room for n rounded up to 4. */
-static void exp_block_f32(float *t, int64_t n)
+static inline void exp_w(float *t)
 {
-    for (int64_t i = 0; i < n; i += 4) {
-        v4f v;
-        memcpy(&v, t + i, sizeof v);
-        v = exp_v4(v);
-        memcpy(t + i, &v, sizeof v);
-    }
+    exp_v(t);
+    exp_v(t + VW);
+}
+
+/* t[i] = exp(t[i]) for i < n; t has room for n rounded up to EXP_W. Inlined
+ * into the cloned row kernels, so it runs at their width. */
+static inline void exp_block_f32(float *t, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += EXP_W)
+        exp_w(t + i);
 }
 
 static void exp_block_f64(double *t, int64_t n)
@@ -102,7 +113,7 @@ static cge_status sm_infer(cge_infer_ctx *ctx)
 /* EXACT: T holds the compute type exactly, so exp(x - max) can be parked in
  * y between passes instead of being computed twice. EXPB exponentiates a
  * buffer in place (vectorised for float). */
-#define SM_KERNELS(SUF, T, C, LD, ST, EXPB, LOG, EXACT)                                    \
+#define SM_KERNELS(SUF, T, C, LD, ST, EXPB, LOG, EXACT, FAST)                              \
     static void sm_row_##SUF(const T *x, T *y, int64_t n, int take_log)                    \
     {                                                                                      \
         C lanes[8];                                                                        \
@@ -131,7 +142,7 @@ static cge_status sm_infer(cge_infer_ctx *ctx)
             int64_t w = n - j < SM_TMP ? n - j : SM_TMP, c = 0;                            \
             for (; c < w; c++)                                                             \
                 tmp[c] = LD(x[j + c]) - m;                                                 \
-            for (int64_t k = c; k % 4; k++)                                                \
+            for (int64_t k = c; k % EXP_W; k++)                                            \
                 tmp[k] = 0;                                                                \
             EXPB(tmp, w);                                                                  \
             for (; c % 16; c++)                                                            \
@@ -161,7 +172,7 @@ static cge_status sm_infer(cge_infer_ctx *ctx)
                 int64_t w = n - j < SM_TMP ? n - j : SM_TMP, c = 0;                        \
                 for (; c < w; c++)                                                         \
                     tmp[c] = LD(x[j + c]) - m;                                             \
-                for (; c % 4; c++)                                                         \
+                for (; c % EXP_W; c++)                                                     \
                     tmp[c] = 0;                                                            \
                 EXPB(tmp, w);                                                              \
                 for (c = 0; c < w; c++)                                                    \
@@ -216,18 +227,89 @@ static cge_status sm_infer(cge_infer_ctx *ctx)
         for (int64_t w = w0; w < w1; w++) {                                                \
             int64_t o = w / chunks, i0 = (w % chunks) * SM_CHUNK;                          \
             int64_t off = o * p->dim * p->inner + i0;                                      \
-            if (p->inner == 1)                                                             \
-                sm_row_##SUF(x + off, y + off, p->dim, p->log_out);                        \
-            else                                                                           \
+            if (p->inner == 1) {                                                           \
+                if (p->log_out || !FAST(x + off, y + off, p->dim))                         \
+                    sm_row_##SUF(x + off, y + off, p->dim, p->log_out);                    \
+            } else                                                                         \
                 sm_cols_##SUF(x + off, y + off, p->dim, p->inner,                          \
                               p->inner - i0 < SM_CHUNK ? p->inner - i0 : SM_CHUNK, p->log_out); \
         }                                                                                  \
     }
 
-SM_KERNELS(f32, float, float, LD_SELF, ST_SELF, exp_block_f32, logf, 1)
-SM_KERNELS(f64, double, double, LD_SELF, ST_SELF, exp_block_f64, log, 1)
-SM_KERNELS(f16, uint16_t, float, LD_F16, ST_F16, exp_block_f32, logf, 0)
-SM_KERNELS(bf16, uint16_t, float, LD_BF16, ST_BF16, exp_block_f32, logf, 0)
+/* Softmax of one float32 row, cloned per instruction set so that every pass
+ * runs EXP_W wide: the same lanes, sums and rounding as sm_row_f32 (element j
+ * adds into lane j % 16, lanes reduced in order), so the results are the same
+ * bits; it only avoids the scalar max loop and the trips through a buffer. */
+CGE_TARGET_CLONES static void sm_row_exact_f32(const float *x, float *y, int64_t n)
+{
+    vwf m0 = {0}, m1;
+    m0 = m0 - INFINITY;
+    m1 = m0;
+    int64_t j = 0, nv = n / EXP_W * EXP_W;
+    for (; j < nv; j += EXP_W) {
+        vwf a, b;
+        memcpy(&a, x + j, sizeof a);
+        memcpy(&b, x + j + VW, sizeof b);
+        m0 = V_SEL(a > m0, a, m0);
+        m1 = V_SEL(b > m1, b, m1);
+    }
+    float m = -INFINITY;
+    for (int l = 0; l < VW; l++) {
+        m = m0[l] > m ? m0[l] : m;
+        m = m1[l] > m ? m1[l] : m;
+    }
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    /* acc0 holds lanes 0-7 of the 16, acc1 lanes 8-15 */
+    vwf acc0 = {0}, acc1 = {0};
+    for (j = 0; j < nv; j += EXP_W) {
+        vwf a, b;
+        memcpy(&a, x + j, sizeof a);
+        memcpy(&b, x + j + VW, sizeof b);
+        a = a - m;
+        b = b - m;
+        memcpy(y + j, &a, sizeof a);
+        memcpy(y + j + VW, &b, sizeof b);
+        exp_w(y + j);
+        memcpy(&a, y + j, sizeof a);
+        memcpy(&b, y + j + VW, sizeof b);
+        acc0 = acc0 + a;
+        acc1 = acc1 + b;
+    }
+    if (nv < n) {
+        float t[EXP_W];
+        for (int64_t c = 0; c < EXP_W; c++)
+            t[c] = nv + c < n ? x[nv + c] - m : 0.0f;
+        exp_w(t);
+        for (int64_t c = 0; c < EXP_W; c++) {
+            if (nv + c < n)
+                y[nv + c] = t[c];
+            else
+                t[c] = 0.0f;
+        }
+        vwf a, b;
+        memcpy(&a, t, sizeof a);
+        memcpy(&b, t + VW, sizeof b);
+        acc0 = acc0 + a;
+        acc1 = acc1 + b;
+    }
+    float s = 0.0f;
+    for (int l = 0; l < VW; l++)
+        s += acc0[l];
+    for (int l = 0; l < VW; l++)
+        s += acc1[l];
+    float inv = 1.0f / s;
+    for (j = 0; j < n; j++)
+        y[j] = y[j] * inv;
+}
+
+#define FAST_F32(x, y, n) (sm_row_exact_f32((x), (y), (n)), 1)
+#define FAST_NONE(x, y, n) 0
+
+SM_KERNELS(f32, float, float, LD_SELF, ST_SELF, exp_block_f32, logf, 1, FAST_F32)
+SM_KERNELS(f64, double, double, LD_SELF, ST_SELF, exp_block_f64, log, 1, FAST_NONE)
+SM_KERNELS(f16, uint16_t, float, LD_F16, ST_F16, exp_block_f32, logf, 0, FAST_NONE)
+SM_KERNELS(bf16, uint16_t, float, LD_BF16, ST_BF16, exp_block_f32, logf, 0, FAST_NONE)
 
 static cge_kernel_fn sm_fn(cge_dtype t)
 {

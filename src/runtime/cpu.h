@@ -79,6 +79,13 @@ typedef struct cpu_device {
     int num_workers;
     int idle;               /* workers asleep on work_cv */
     int spinning;           /* workers polling work_hint before they sleep */
+    /* Threads computing now: workers inside a task or a launch's blocks, plus
+     * host threads replaying inline (cge_ri_execute). An idle worker spins
+     * long only while that leaves it a core of its own. */
+    int busy;
+    /* Replays whose work is running (cpu_run_tasks): their shared launches
+     * follow each other closely, so idle workers spin through the gaps. */
+    atomic_int replays;
     bool stopping;
     /* Bumped whenever work appears, so a spinning worker notices without the lock. */
     atomic_uint_fast64_t work_hint;

@@ -138,6 +138,7 @@ cge_status cge_device_create_cpu(const cge_device_options *opts, cge_device **ou
     }
     atomic_init(&d->work_hint, 0);
     atomic_init(&d->done_hint, 0);
+    atomic_init(&d->replays, 0);
     st = cpu_pool_start(d);
     if (st != CGE_OK) {
         cpu_release(d);

@@ -2,6 +2,7 @@
  * stream is handed to one worker at a time (in-order queue); multi-block
  * launches are shared out block by block; event waits hold back a stream,
  * never a thread. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,18 @@
  * submitter issuing launches back to back without a futex wake-up per task,
  * short enough not to burn a core. */
 #define CPU_SPIN_NS 5000
+/* While a replay runs, its next shared launch usually comes within the time
+ * of a few single-block tasks: a worker that slept in between would cost the
+ * replaying thread a futex wake-up and the launch its helper for the wake-up
+ * latency (tens of microseconds on a loaded machine), on every launch. So an
+ * idle worker with a core of its own spins this long instead, and so does a
+ * replaying thread waiting for the helpers of a launch to leave. */
+#define CPU_REPLAY_SPIN_NS 200000
+
+/* The device whose worker this thread is (NULL on other threads): a replay
+ * running on a host thread counts that thread as computing, one on a worker
+ * is counted already. */
+static _Thread_local const cpu_device *tl_worker_of;
 
 static inline void cpu_relax(void)
 {
@@ -20,11 +33,22 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Called about every microsecond of a poll that began at `start`: past the
+ * short spin, a poller yields its core each time, so that on a machine busier
+ * than the pool (other processes) a long spin hands the core to whoever has
+ * work instead of competing with the replaying thread for it. */
+static inline void cpu_spin_yield(uint64_t start, uint64_t now)
+{
+    if (now - start >= CPU_SPIN_NS)
+        sched_yield();
+}
+
 static void note_work_locked(cpu_device *d, int wanted)
 {
     atomic_fetch_add_explicit(&d->work_hint, 1, memory_order_relaxed);
-    /* Spinning workers see work_hint; only sleepers need a signal. */
-    for (int i = 0; i < wanted && i < d->idle; i++)
+    /* Spinning workers see work_hint (and re-check under the lock before they
+     * sleep); only the rest of the wanted need a signal. */
+    for (int i = d->spinning; i < wanted && i - d->spinning < d->idle; i++)
         pthread_cond_signal(&d->work_cv);
 }
 
@@ -175,7 +199,9 @@ static void leave_launch_locked(cpu_device *d, cpu_task *t)
         return;
     cpu_stream *s = t->stream;
     if (!s) {
-        /* A launch shared out by a replay: its owner waits for the last helper. */
+        /* A launch shared out by a replay: its owner waits (polling done_hint
+         * first) for the last helper. */
+        atomic_fetch_add_explicit(&d->done_hint, 1, memory_order_relaxed);
         pthread_cond_broadcast(&d->done_cv);
         return;
     }
@@ -194,9 +220,11 @@ static bool work_once_locked(cpu_device *d)
             continue;
         }
         t->participants++;
+        d->busy++;
         pthread_mutex_unlock(&d->lock);
         cpu_run_blocks(t);
         pthread_mutex_lock(&d->lock);
+        d->busy--;
         leave_launch_locked(d, t);
         return true;
     }
@@ -205,6 +233,7 @@ static bool work_once_locked(cpu_device *d)
         return false;
     cpu_task *t = s->head;
     s->running = true;
+    d->busy++;
     if (t->t.kind == CGE_TASK_KERNEL && t->t.u.launch.num_blocks > 1) {
         atomic_store_explicit(&t->next_block, 0, memory_order_relaxed);
         /* Claim blocks in chunks when there are many, so that tiny blocks do
@@ -220,17 +249,21 @@ static bool work_once_locked(cpu_device *d)
         pthread_mutex_unlock(&d->lock);
         cpu_run_blocks(t);
         pthread_mutex_lock(&d->lock);
+        d->busy--;
         leave_launch_locked(d, t);
         return true;
     }
     pthread_mutex_unlock(&d->lock);
     cpu_run_task(t);
     pthread_mutex_lock(&d->lock);
+    d->busy--;
     s->running = false;
     finish_head_locked(d, s);
     advance_locked(d, s, false);
     return true;
 }
+
+static void poll_done_locked(cpu_device *d, uint64_t spin_ns);
 
 /* A multi-block launch inside a replay: shared with idle workers through the
  * active list exactly like a queued launch, except that no stream owns it; the
@@ -265,14 +298,29 @@ static void run_shared_launch(cpu_device *d, const cge_task *task)
     cpu_run_blocks(&t);
     pthread_mutex_lock(&d->lock);
     leave_launch_locked(d, &t);
-    while (t.participants > 0)
+    /* The helpers are at their last blocks: poll for them before sleeping. */
+    bool polled = false;
+    while (t.participants > 0) {
+        if (!polled) {
+            polled = true;
+            poll_done_locked(d, CPU_REPLAY_SPIN_NS);
+            continue;
+        }
         pthread_cond_wait(&d->done_cv, &d->lock);
+    }
     pthread_mutex_unlock(&d->lock);
 }
 
 void cpu_run_tasks(cge_device *dev, const cge_task *tasks, size_t n)
 {
     cpu_device *d = cpu_dev(dev);
+    bool host = tl_worker_of != d;
+    atomic_fetch_add_explicit(&d->replays, 1, memory_order_relaxed);
+    if (host) {
+        pthread_mutex_lock(&d->lock);
+        d->busy++;
+        pthread_mutex_unlock(&d->lock);
+    }
     for (size_t i = 0; i < n; i++) {
         const cge_task *t = &tasks[i];
         switch (t->kind) {
@@ -296,12 +344,19 @@ void cpu_run_tasks(cge_device *dev, const cge_task *tasks, size_t n)
             break; /* dependencies are kept by the replay order */
         }
     }
+    if (host) {
+        pthread_mutex_lock(&d->lock);
+        d->busy--;
+        pthread_mutex_unlock(&d->lock);
+    }
+    atomic_fetch_sub_explicit(&d->replays, 1, memory_order_relaxed);
 }
 
 static void *worker_main(void *arg)
 {
     cpu_device *d = arg;
     bool spun = false;
+    tl_worker_of = d;
     pthread_mutex_lock(&d->lock);
     for (;;) {
         if (work_once_locked(d)) {
@@ -315,14 +370,28 @@ static void *worker_main(void *arg)
         if (!spun && d->spinning == 0) {
             d->spinning++;
             uint64_t hint = atomic_load_explicit(&d->work_hint, memory_order_relaxed);
+            /* During a replay the next shared launch comes soon: spin long
+             * then, if that leaves a core to this worker. (Not for queued
+             * plan steps: measured no faster there, and beside oneDNN's own
+             * threads it costs the CNNs.) */
+            bool long_spin = atomic_load_explicit(&d->replays, memory_order_relaxed) > 0 &&
+                             d->busy < d->num_workers;
             pthread_mutex_unlock(&d->lock);
-            uint64_t until = cpu_now_ns() + CPU_SPIN_NS;
+            uint64_t start = cpu_now_ns();
+            uint64_t until = start + (long_spin ? CPU_REPLAY_SPIN_NS : CPU_SPIN_NS);
             for (unsigned i = 1;; i++) {
                 if (atomic_load_explicit(&d->work_hint, memory_order_relaxed) != hint)
                     break;
                 cpu_relax();
-                if (i % 32 == 0 && cpu_now_ns() >= until)
-                    break;
+                if (i % 32 == 0) {
+                    uint64_t now = cpu_now_ns();
+                    /* A long spin ends with the replays that justified it. */
+                    if (now >= until ||
+                        (long_spin && now >= start + CPU_SPIN_NS &&
+                         atomic_load_explicit(&d->replays, memory_order_relaxed) == 0))
+                        break;
+                    cpu_spin_yield(start, now);
+                }
             }
             pthread_mutex_lock(&d->lock);
             d->spinning--;
@@ -373,20 +442,24 @@ void cpu_pool_stop(cpu_device *d)
     d->num_workers = 0;
 }
 
-/* Releases the lock and polls for a task to finish, for at most
- * CPU_SPIN_NS: a host that synchronizes right after a short task then
- * returns without the two sleep/wake-up trips through the kernel. */
-static void poll_done_locked(cpu_device *d)
+/* Releases the lock and polls for a task (or a replay's helper) to finish,
+ * for at most `spin_ns`: a host that synchronizes right after a short task
+ * then returns without the two sleep/wake-up trips through the kernel. */
+static void poll_done_locked(cpu_device *d, uint64_t spin_ns)
 {
     uint64_t hint = atomic_load_explicit(&d->done_hint, memory_order_relaxed);
     pthread_mutex_unlock(&d->lock);
-    uint64_t until = cpu_now_ns() + CPU_SPIN_NS;
+    uint64_t start = cpu_now_ns(), until = start + spin_ns;
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(&d->done_hint, memory_order_relaxed) != hint)
             break;
         cpu_relax();
-        if (i % 32 == 0 && cpu_now_ns() >= until)
-            break;
+        if (i % 32 == 0) {
+            uint64_t now = cpu_now_ns();
+            if (now >= until)
+                break;
+            cpu_spin_yield(start, now);
+        }
     }
     pthread_mutex_lock(&d->lock);
 }
@@ -397,7 +470,7 @@ void cpu_wait_stream_locked(cpu_device *d, cpu_stream *s, uint64_t target)
     while (s->completed < target) {
         if (!polled) {
             polled = true;
-            poll_done_locked(d);
+            poll_done_locked(d, CPU_SPIN_NS);
             continue;
         }
         if (target < s->wake_at)
