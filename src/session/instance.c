@@ -69,6 +69,7 @@ struct cge_instance {
     bool prebuilt;          /* plan, graph and constants are borrowed */
     bool consts_borrowed;   /* consts points at the caller's host memory */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
+    cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
     cge_profile_fn prof;    /* set for the duration of a profiled run */
     void *prof_user;
 };
@@ -223,6 +224,7 @@ void cge_instance_destroy(cge_instance *inst)
     if (!inst)
         return;
     cge_ri_destroy(inst->ri);
+    cge_stream_destroy(inst->inline_stream);
     cge_event_destroy(inst->done);
     plan_release(inst);
     for (int32_t k = 0; k < inst->num_nodes; k++) {
@@ -713,6 +715,53 @@ cge_status cge_instance_capture(cge_instance *inst, cge_stream *stream)
     return CGE_OK;
 }
 
+/* Synchronous runs on the calling thread: inputs copied in, `body` run (a
+ * replay, or the plan's steps on an immediate stream), outputs copied out,
+ * after the runs still in flight on other streams. */
+static cge_status copy_inputs_now(cge_instance *inst, const cge_tensor *inputs,
+                                  const int32_t *in_pos, int32_t num_inputs)
+{
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < num_inputs; i++) {
+        value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        if (need && v->pdata)
+            st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
+    }
+    return st;
+}
+
+static cge_status copy_outputs_now(cge_instance *inst, cge_tensor *outputs,
+                                   const int32_t *out_pos, int32_t num_outputs)
+{
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < num_outputs; i++) {
+        const value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_output(inst->g, out_pos[i]))];
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        outputs[i].dtype = v->desc.dtype;
+        outputs[i].shape = v->desc.shape;
+        if (need)
+            st = cge_memcpy(inst->dev, outputs[i].data, v->pdata, need, CGE_MEMCPY_DEVICE_TO_HOST);
+    }
+    return st;
+}
+
+/* The plan's steps launched on an immediate stream: each runs as it is
+ * launched, on this thread (multi-block ones shared with idle workers), so
+ * that libraries with thread teams of their own (oneDNN's OpenMP) keep one
+ * team on one thread instead of one per pool worker, and no step waits for
+ * a worker to wake. Kernel failures come back from its synchronize. */
+static cge_status launch_inline(cge_instance *inst)
+{
+    cge_status st = CGE_OK;
+    if (!inst->inline_stream)
+        st = cge_stream_create_immediate(inst->dev, &inst->inline_stream);
+    if (!st)
+        st = launch_all(inst, inst->inline_stream);
+    cge_status s2 = inst->inline_stream ? cge_stream_synchronize(inst->inline_stream) : CGE_OK;
+    return st ? st : s2;
+}
+
 cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
                             const int32_t *in_pos, int32_t num_inputs, cge_tensor *outputs,
                             const int32_t *out_pos, int32_t num_outputs, cge_run_mode mode,
@@ -748,31 +797,21 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
             st = check_outputs(inst, outputs, out_pos, num_outputs);
         if (!st)
             st = copy_outputs(inst, stream, outputs, out_pos, num_outputs, false);
-    } else if (mode == CGE_RUN_REPLAY && sync && inst->ri) {
-        /* A synchronous replay runs on the calling thread (cge_ri_execute),
-         * after the runs still in flight on other streams; inputs and
-         * outputs are plain copies around it. */
+    } else if (sync && ((mode == CGE_RUN_REPLAY && inst->ri) ||
+                        (mode == CGE_RUN_PLAN && inst->num_streams == 1 && !inst->prof &&
+                         !inst->step_sync))) {
+        /* A synchronous replay (cge_ri_execute) or one-stream plan run goes
+         * on the calling thread, after the runs still in flight on other
+         * streams; inputs and outputs are plain copies around it. */
         st = check_outputs(inst, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_event_synchronize(inst->done);
-        for (int32_t i = 0; !st && i < num_inputs; i++) {
-            value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
-            size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-            if (need && v->pdata)
-                st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need,
-                                CGE_MEMCPY_HOST_TO_DEVICE);
-        }
         if (!st)
-            st = cge_ri_execute(inst->ri, -1);
-        for (int32_t i = 0; !st && i < num_outputs; i++) {
-            const value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_output(inst->g, out_pos[i]))];
-            size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-            outputs[i].dtype = v->desc.dtype;
-            outputs[i].shape = v->desc.shape;
-            if (need)
-                st = cge_memcpy(inst->dev, outputs[i].data, v->pdata, need,
-                                CGE_MEMCPY_DEVICE_TO_HOST);
-        }
+            st = copy_inputs_now(inst, inputs, in_pos, num_inputs);
+        if (!st)
+            st = mode == CGE_RUN_REPLAY ? cge_ri_execute(inst->ri, -1) : launch_inline(inst);
+        if (!st)
+            st = copy_outputs_now(inst, outputs, out_pos, num_outputs);
         return st;
     } else {
         if (mode == CGE_RUN_REPLAY && !inst->ri)

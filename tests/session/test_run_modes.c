@@ -1,7 +1,8 @@
 /* Run modes: eager, plan and replay give identical results; DEFAULT resolves
  * to replay for static graphs and to eager for value-dependent shapes; the
  * capture limit falls back to plan; replays see new input values; the
- * CGE_RUN_MODE environment variable; asynchronous replays on a user stream. */
+ * CGE_RUN_MODE environment variable; asynchronous replays on a user stream;
+ * kernel failures in every mode. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -235,6 +236,53 @@ static void test_async_replay(void **state)
     cge_session_destroy(s);
 }
 
+/* A kernel that fails on the data (a Gather index out of range) fails the
+ * run in every mode, synchronous plan runs on the calling thread included,
+ * and the next run with good data succeeds. */
+static void test_kernel_failure_each_mode(void **state)
+{
+    (void)state;
+    static const float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    cge_builder *b = cge_builder_create("gather");
+    cge_t idx = cge_es_input(b, "idx", CGE_I64, CGE_SHAPE(2));
+    cge_t d = cge_es_constant(b, "data", CGE_F32, CGE_SHAPE(4, 2), data);
+    cge_es_output(b, cge_es_relu(b, cge_es_gather(b, d, idx, 0)), "y");
+    cge_graph *g = NULL;
+    assert_int_equal(cge_builder_finish(b, &g), CGE_OK);
+    cge_builder_destroy(b);
+    cge_session *s = NULL;
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    cge_graph_destroy(g);
+    cge_stream *st = NULL;
+    assert_int_equal(cge_stream_create(cge_session_device(s), &st), CGE_OK);
+    const cge_run_mode modes[3] = {CGE_RUN_PLAN, CGE_RUN_REPLAY, CGE_RUN_EAGER};
+    for (int m = 0; m < 3; m++)
+        for (int async = 0; async < 2; async++) {
+            int64_t bad[2] = {1, 7}, good[2] = {3, 0};
+            float y[4] = {0};
+            cge_tensor out = {.name = "y", .data = y, .bytes = sizeof y};
+            cge_run_options o = {.mode = modes[m], .stream = async ? st : NULL};
+            cge_tensor in = {.name = "idx", .dtype = CGE_I64, .shape = CGE_SHAPE(2), .data = bad,
+                             .bytes = sizeof bad};
+            cge_status rc = cge_session_run(s, 1, &in, 1, &out, 1, &o);
+            if (async && rc == CGE_OK)
+                rc = cge_stream_synchronize(st);
+            if (rc == CGE_OK)
+                fail_msg("%s%s run with index 7 succeeded", cge_run_mode_name(modes[m]),
+                         async ? " (async)" : "");
+            assert_non_null(strstr(cge_last_error(), "index 7"));
+            in.data = good;
+            assert_int_equal(cge_session_run(s, 1, &in, 1, &out, 1, &o), CGE_OK);
+            if (async)
+                assert_int_equal(cge_stream_synchronize(st), CGE_OK);
+            const float want[4] = {7, 8, 1, 2};
+            assert_memory_equal(y, want, sizeof want);
+        }
+    cge_stream_destroy(st);
+    cge_session_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_value_dependent_runs_eager),
         cmocka_unit_test(test_env_mode),
         cmocka_unit_test(test_async_replay),
+        cmocka_unit_test(test_kernel_failure_each_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
