@@ -1,7 +1,8 @@
 /* optimize/remove_noops: nodes that only pass data through. Identity, Dropout
  * in inference, Cast to the same dtype, views (Reshape, Flatten, Squeeze,
  * Unsqueeze) and Expand whose output shape is the input's, Transpose by the
- * identity permutation. Chains collapse too: a view of a view becomes one
+ * identity permutation; a Transpose that moves only size-1 dims becomes a
+ * Reshape (a view, no copy). Chains collapse too: a view of a view becomes one
  * Reshape of the origin (or nothing, if the shapes match), and two Transposes
  * become one (or nothing, if they cancel). Everything here is exact. */
 #include <stdlib.h>
@@ -114,6 +115,51 @@ static bool read_perm(const cge_node *n, int32_t rank, int64_t *perm)
     return true;
 }
 
+/* A permutation that keeps the dims larger than 1 in their order moves only
+ * size-1 dims: the bytes stay where they are, so it is a view. */
+static bool moves_only_unit_dims(const cge_shape *s, const int64_t *perm, int32_t rank)
+{
+    if (!cge_shape_is_static(s))
+        return false;
+    int64_t last = -1;
+    for (int32_t i = 0; i < rank; i++) {
+        if (perm[i] < 0 || perm[i] >= rank)
+            return false;
+        if (s->dims[perm[i]] == 1)
+            continue;
+        if (perm[i] < last)
+            return false;
+        last = perm[i];
+    }
+    return true;
+}
+
+/* Transpose -> Reshape to its output shape (same output value). */
+static cge_status transpose_to_reshape(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n)
+{
+    cge_tensor_desc out = cc_out_desc(g, n, 0);
+    if (!cge_shape_is_static(&out.shape))
+        return CGE_OK;
+    char cname[256], nname[256];
+    cge_shape s1 = CGE_SHAPE(out.shape.rank);
+    cge_status st = cc_add_const(ctx, g, "shape", CGE_I64, &s1, out.shape.dims, cname, sizeof cname);
+    if (st)
+        return st;
+    const char *outname = cge_graph_value_name(g, cge_node_output_id(n, 0));
+    const char *ins[2] = {cge_graph_value_name(g, cge_node_input_id(n, 0)), cname};
+    cc_fresh_name(ctx, g, cge_node_name(n), nname, sizeof nname);
+    st = cge_graph_remove_node(g, n);
+    cge_node *r = NULL;
+    if (!st)
+        st = cge_graph_add_node(g, "Reshape", "", nname, ins, 2, &outname, 1, &r);
+    if (!st) {
+        ctx->removed++;
+        ctx->added++;
+        st = cc_uses_add_node(u, r);
+    }
+    return st;
+}
+
 static cge_status transpose(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n)
 {
     cge_tensor_desc in = cc_in_desc(g, n, 0);
@@ -128,6 +174,8 @@ static cge_status transpose(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n)
         ident &= p2[i] == i;
     if (ident)
         return bypass0(ctx, u, g, n);
+    if (moves_only_unit_dims(&in.shape, p2, rank))
+        return transpose_to_reshape(ctx, u, g, n);
     cge_node *p = cge_graph_value_producer(g, cge_node_input_id(n, 0));
     if (!p || !cc_is_op(p, "Transpose"))
         return CGE_OK;

@@ -172,6 +172,28 @@ static void test_noops_kept(void **state)
     cge_graph_destroy(g);
 }
 
+static void test_noops_unit_dim_transpose(void **state)
+{
+    /* [1,6,4] -> [6,1,4] moves only the size-1 dim: a Reshape (a view of
+     * its input's bytes); [1,6,4] -> [1,4,6] really moves data and stays a
+     * Transpose. */
+    for (int real = 0; real < 2; real++) {
+        cge_graph *g = ct_graph("unit_transpose");
+        ct_input(g, "x", CGE_SHAPE(1, 6, 4));
+        ct_node(g, "Exp", "x", NULL, "e");
+        cge_node *t = ct_node(g, "Transpose", "e", NULL, "t");
+        int64_t p_unit[3] = {1, 0, 2}, p_real[3] = {0, 2, 1};
+        assert_int_equal(cge_node_set_ints(t, "perm", real ? p_real : p_unit, 3), CGE_OK);
+        ct_node(g, "Relu", "t", NULL, "y");
+        ct_output(g, "y");
+        cge_compile_options o = only("remove_noops,dce");
+        assert_int_equal(count_with(g, &o, "Transpose"), real ? 1 : 0);
+        assert_int_equal(count_with(g, &o, "Reshape"), real ? 0 : 1);
+        ct_assert_equivalent(g, &o, 0, 0.0);
+        cge_graph_destroy(g);
+    }
+}
+
 static void test_noops_views_and_outputs(void **state)
 {
     /* Squeeze/Unsqueeze pair, Expand to the same shape, Dropout in inference;
@@ -621,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_fold_shape_and_output),
         cmocka_unit_test(test_noops_removed),
         cmocka_unit_test(test_noops_kept),
+        cmocka_unit_test(test_noops_unit_dim_transpose),
         cmocka_unit_test(test_noops_views_and_outputs),
         cmocka_unit_test(test_algebra),
         cmocka_unit_test(test_algebra_keeps_widening),
