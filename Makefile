@@ -78,11 +78,11 @@ test-sanitize: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 
-# Runtime and session tests under ThreadSanitizer.
+# Runtime, session and model-file tests (damaged plans included) under ThreadSanitizer.
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCGE_SANITIZE=thread
 	ninja -C $(TSAN_BUILD) -j $(JOBS)
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -L "runtime|session"
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -L "runtime|session|model_file"
 
 # What CI runs: the README's test command, then the sanitizer builds.
 ci: test test-sanitize test-tsan
