@@ -73,10 +73,23 @@ static inline cge_status reduce_infer(cge_infer_ctx *ctx, bool axes_input)
             st = axes_mask(val, ax->shape.dims[0], rank, noop, &ai, err, sizeof err);
         } else {
             memset(&ai, 0, sizeof ai);
-            if (!keepdims)
-                return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
-                                      "axes must be a constant when keepdims=0 (the output "
-                                      "rank depends on it)");
+            if (!keepdims) {
+                /* k distinct axes go: the rank is known, which dims stay is
+                 * not (the run infers again with the values). */
+                int64_t k = ax->shape.dims[0];
+                if (k < 0)
+                    return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
+                                          "with keepdims=0 the number of axes must be known (the "
+                                          "output rank depends on it)");
+                if (k > rank)
+                    return cge_meta_error(ctx, CGE_ERR_SHAPE, "%lld axes for a rank-%d input",
+                                          (long long)k, (int)rank);
+                ctx->outputs[0].dtype = x->dtype;
+                ctx->outputs[0].shape = (cge_shape){.rank = rank - (int32_t)k};
+                for (int32_t d = 0; d < rank - (int32_t)k; d++)
+                    ctx->outputs[0].shape.dims[d] = CGE_DIM_DYNAMIC;
+                return CGE_OK;
+            }
         }
     } else {
         st = axes_mask(NULL, 0, rank, noop, &ai, err, sizeof err);
