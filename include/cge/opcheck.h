@@ -52,7 +52,8 @@ typedef struct cge_opcheck_options {
     /* Extra input cases, for operators whose valid inputs the generator
      * cannot guess:  "Name[@domain]: f32[8,2048]; i64[2]={3,4}; - | axis=1"
      * (inputs by position, "-" for an absent optional one; values repeat to
-     * fill; attributes by schema name, lists comma-separated). */
+     * fill; attributes by schema name, lists comma-separated; "... -> 4 | ..."
+     * asks for 4 outputs, for variadic ones). */
     const char *const *cases;
     int32_t num_cases;
     /* Kernel runs per case, at least 2 (0: 3). */

@@ -108,6 +108,11 @@ static const oc_spec builtin_specs[] = {
     {"ReduceSum", {"f32[2,3,4]; i64[1]={1}", "f32[2,3]"}},
     {"Mod", {"i64[2,3]; i64[2,3]={2}", "f32[2,3]; f32[2,3]={0.5} | fmod=1"}},
     {"Size", {"f32[2,3]"}},
+    {"Adagrad", {"f32[]={0.1}; i64[]={2}; f32[3]; f32[3]; f32[3] -> 2 | decay_factor=0.1",
+                 "f64[]={0.1}; i64[]={0}; f64[2]; f64[1]; f64[2]; f64[1]; f64[2]; f64[1] -> 4"}},
+    {"Momentum", {"f32[]={0.1}; i64[]={1}; f32[3]; f32[3]; f32[3] -> 2 | alpha=0.9 beta=0.5 "
+                  "mode=nesterov norm_coefficient=0.01"}},
+    {"Adam", {"f32[]={0.1}; i64[]={3}; f32[2,2]; f32[2,2]; f32[2,2]; f32[2,2] -> 3"}},
 };
 
 /* Ops the checker does not run, and why. */
@@ -424,6 +429,20 @@ cge_status oc_case_parse(const cge_op_def *def, const char *spec, oc_case *c)
     char *bar = strchr(copy, '|');
     if (bar)
         *bar = 0;
+    /* "inputs -> N": N outputs instead of the schema's required ones
+     * (variadic outputs, as the optimizers' per-tensor groups). */
+    char *arrow = strstr(copy, "->");
+    if (arrow) {
+        *arrow = 0;
+        char *end = NULL;
+        long k = strtol(arrow + 2, &end, 10);
+        if (k < 1 || k > OC_MAX_ARGS || *trim(end)) {
+            free(copy);
+            oc_case_free(c);
+            return spec_error(def, spec, "'-> N' needs an output count from 1 to the maximum");
+        }
+        c->num_outputs = (int32_t)k;
+    }
     char *ins = trim(copy);
     int32_t n = 0;
     if (*ins) {

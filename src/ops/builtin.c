@@ -23,6 +23,7 @@ static const family_fn families[] = {
     cge_ops_einsum,
     cge_ops_loss, cge_ops_misc,
     cge_ops_control_flow,
+    cge_ops_training,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

@@ -31,6 +31,7 @@ const cge_op_def *cge_ops_spectral(int32_t *count); /* DFT STFT HannWindow Hammi
 const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge_ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss */
 const cge_op_def *cge_ops_control_flow(int32_t *count); /* If Loop Scan */
+const cge_op_def *cge_ops_training(int32_t *count); /* Adagrad Momentum Adam (ai.onnx.preview.training) */
 const cge_op_def *cge_ops_misc(int32_t *count);    /* CastLike MVN Det GridSample MaxUnpool RoiAlign NonMaxSuppression Unique TfIdfVectorizer Random* Bernoulli Multinomial */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
