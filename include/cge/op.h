@@ -45,11 +45,36 @@ typedef struct cge_attr_def {
 
 /* ---- 2. meta ----------------------------------------------------------- */
 
+/* A small integer input (a shape computation: Shape of a [batch,3,4,4]
+ * tensor, a Gather or Concat of it) whose elements are known one by one
+ * while the whole is not: some elements are sizes only a run knows. Element
+ * k is the plain number elems[k] where is_dim[k] is 0 (any int64, so a
+ * Reshape target's -1 or 0 keeps its meaning), and an unknown size in the
+ * dimension encoding of types.h where is_dim[k] is nonzero: a symbol
+ * CGE_DIM_SYMBOL(s), equal to that dim of the graph, or CGE_DIM_DYNAMIC,
+ * unknown and unrelated (a number computed from a symbol, 2*N: a meta maps
+ * it onto an anonymous output dim, never reads it as -1). Elements are in
+ * row-major order. */
+typedef struct cge_symbolic_value {
+    int64_t numel;
+    const int64_t *elems;              /* [numel] */
+    const uint8_t *is_dim;             /* [numel] */
+} cge_symbolic_value;
+
 /* What `infer` sees: input descriptors (absent optional inputs have dtype
  * UNDEFINED), the values of inputs known at this point (constants at compile
  * time; NULL otherwise), and the node's attributes. It writes the dtype and
  * shape of every output, or returns a [meta] error naming the node and what
- * the kernel cannot do. It touches no tensor data other than input_values. */
+ * the kernel cannot do. It touches no tensor data other than input_values.
+ *
+ * input_symbolic is optional and NULL unless graph inference carries
+ * symbolic values (cge_graph_infer_values and the compiler's infer pass):
+ * for an input whose value is not known (input_values[i] NULL) but is an
+ * integer shape computation with some elements known, input_symbolic[i]
+ * describes them; other entries are NULL. A meta that ignores it sees such
+ * an input as unknown, as before; one that reads it (Reshape, Expand,
+ * ConstantOfShape) maps a symbolic element onto an output dim. It is never
+ * set where input_values[i] is. */
 typedef struct cge_infer_ctx {
     const char *op_type;
     const char *node_name;
@@ -59,6 +84,9 @@ typedef struct cge_infer_ctx {
     const cge_attrs *attrs;
     int32_t num_outputs;
     cge_tensor_desc *outputs;          /* names filled; infer sets dtype, shape */
+    /* [num_inputs] or NULL; entries may be NULL (see above). Last, so that
+     * contexts written without it keep NULL. */
+    const cge_symbolic_value *const *input_symbolic;
 } cge_infer_ctx;
 
 typedef cge_status (*cge_infer_fn)(cge_infer_ctx *ctx);

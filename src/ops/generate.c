@@ -181,9 +181,17 @@ static cge_status const_shape_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "output rank %lld exceeds %d", (long long)r,
                               CGE_MAX_RANK);
     const int64_t *v = cge_meta_input_value(ctx, 0);
+    /* A symbolic shape (Shape of a [batch,...] tensor) gives its dims. */
+    const cge_symbolic_value *sv = !v && ctx->input_symbolic ? ctx->input_symbolic[0] : NULL;
     cge_shape out = {.rank = (int32_t)r};
     for (int32_t i = 0; i < out.rank; i++) {
         out.dims[i] = v ? v[i] : CGE_DIM_DYNAMIC;
+        if (sv && sv->numel == r) {
+            out.dims[i] = sv->elems[i];
+            if (!sv->is_dim[i] && sv->elems[i] < 0)
+                return cge_meta_error(ctx, CGE_ERR_SHAPE, "dim %d is negative (%lld)", (int)i,
+                                      (long long)sv->elems[i]);
+        }
         if (v && v[i] < 0)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "dim %d is negative (%lld)", (int)i,
                                   (long long)v[i]);

@@ -102,6 +102,17 @@ cge_status cge_op_infer_node(const cge_op_def *def, const char *node_name,
                              const void *const *input_values, int32_t num_inputs,
                              cge_tensor_desc *outputs, int32_t num_outputs)
 {
+    return cge_op_infer_node_symbolic(def, node_name, attrs, inputs, input_values, NULL,
+                                      num_inputs, outputs, num_outputs);
+}
+
+cge_status cge_op_infer_node_symbolic(const cge_op_def *def, const char *node_name,
+                                      const cge_attrs *attrs, const cge_tensor_desc *inputs,
+                                      const void *const *input_values,
+                                      const cge_symbolic_value *const *input_symbolic,
+                                      int32_t num_inputs, cge_tensor_desc *outputs,
+                                      int32_t num_outputs)
+{
     for (int32_t i = 0; i < num_inputs; i++) {
         const cge_arg_def *a = arg_for(def->inputs, def->num_inputs, i);
         cge_dtype t = inputs[i].dtype;
@@ -141,6 +152,7 @@ cge_status cge_op_infer_node(const cge_op_def *def, const char *node_name,
         .attrs = attrs,
         .num_outputs = num_outputs,
         .outputs = outputs,
+        .input_symbolic = input_symbolic,
     };
     cge_status st = def->infer(&ctx);
     free(vals);

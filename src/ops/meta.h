@@ -12,6 +12,15 @@ cge_status cge_op_infer_node(const cge_op_def *def, const char *node_name,
                              const void *const *input_values, int32_t num_inputs,
                              cge_tensor_desc *outputs, int32_t num_outputs);
 
+/* The same, with the symbolic values of inputs whose values are not known
+ * (cge_infer_ctx.input_symbolic; NULL: none). */
+cge_status cge_op_infer_node_symbolic(const cge_op_def *def, const char *node_name,
+                                      const cge_attrs *attrs, const cge_tensor_desc *inputs,
+                                      const void *const *input_values,
+                                      const cge_symbolic_value *const *input_symbolic,
+                                      int32_t num_inputs, cge_tensor_desc *outputs,
+                                      int32_t num_outputs);
+
 /* Arity check against the schema: [schema] error naming the node. */
 cge_status cge_op_check_arity(const cge_op_def *def, const char *node_name,
                               const bool *input_present, int32_t num_inputs,

@@ -15,9 +15,13 @@
 
 /* Reads 1-D integer input `i` (named `what` in messages) of at most `max`
  * entries. *len is its length (-1 if unknown); *known says whether `vals`
- * holds the values. Only a wrong rank or an over-long list is an error. */
-static cge_status read_int_list(const cge_infer_ctx *ctx, int32_t i, const char *what,
-                                int64_t max, int64_t *vals, int64_t *len, bool *known)
+ * holds the values. Only a wrong rank or an over-long list is an error.
+ * With `is_dim`, a symbolic value (cge_infer_ctx.input_symbolic) counts as
+ * known too: is_dim[k] marks the entries that are unknown sizes in the dim
+ * encoding (a symbol or CGE_DIM_DYNAMIC) rather than numbers. */
+static cge_status read_int_list_symbolic(const cge_infer_ctx *ctx, int32_t i, const char *what,
+                                         int64_t max, int64_t *vals, uint8_t *is_dim,
+                                         int64_t *len, bool *known)
 {
     const cge_tensor_desc *d = &ctx->inputs[i];
     *known = false;
@@ -29,13 +33,35 @@ static cge_status read_int_list(const cge_infer_ctx *ctx, int32_t i, const char 
     if (*len > max)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input '%s' has %lld entries, at most %lld allowed",
                               what, (long long)*len, (long long)max);
-    const void *v = cge_meta_input_value(ctx, i);
-    if (!v || *len < 0)
+    if (*len < 0)
         return CGE_OK;
-    for (int64_t k = 0; k < *len; k++)
+    const void *v = cge_meta_input_value(ctx, i);
+    const cge_symbolic_value *sv =
+        !v && is_dim && ctx->input_symbolic && cge_meta_has_input(ctx, i) ? ctx->input_symbolic[i]
+                                                                          : NULL;
+    if (sv && sv->numel == *len) {
+        for (int64_t k = 0; k < *len; k++) {
+            vals[k] = sv->elems[k];
+            is_dim[k] = sv->is_dim[k] != 0;
+        }
+        *known = true;
+        return CGE_OK;
+    }
+    if (!v)
+        return CGE_OK;
+    for (int64_t k = 0; k < *len; k++) {
         vals[k] = cge_load_as_i64(d->dtype, v, k);
+        if (is_dim)
+            is_dim[k] = 0;
+    }
     *known = true;
     return CGE_OK;
+}
+
+static cge_status read_int_list(const cge_infer_ctx *ctx, int32_t i, const char *what,
+                                int64_t max, int64_t *vals, int64_t *len, bool *known)
+{
+    return read_int_list_symbolic(ctx, i, what, max, vals, NULL, len, known);
 }
 
 static cge_shape all_dynamic(int32_t rank)
@@ -157,8 +183,9 @@ static cge_status reshape_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *data = &ctx->inputs[0];
     int64_t vals[CGE_MAX_RANK], n;
+    uint8_t is_dim[CGE_MAX_RANK];
     bool known;
-    cge_status st = read_int_list(ctx, 1, "shape", CGE_MAX_RANK, vals, &n, &known);
+    cge_status st = read_int_list_symbolic(ctx, 1, "shape", CGE_MAX_RANK, vals, is_dim, &n, &known);
     if (st)
         return st;
     if (n < 0)
@@ -175,6 +202,13 @@ static cge_status reshape_infer(cge_infer_ctx *ctx)
     int64_t prod = 1;
     for (int32_t i = 0; i < (int32_t)n; i++) {
         int64_t d = vals[i];
+        if (is_dim[i]) {
+            /* A size a run knows: never 0 or -1 as a marker here (a symbol
+             * of size 0 would copy the input dim; no exporter relies on that). */
+            out.dims[i] = d;
+            dynamic = true;
+            continue;
+        }
         if (d == -1) {
             if (infer_at >= 0)
                 return cge_meta_error(ctx, CGE_ERR_SHAPE,
@@ -350,8 +384,9 @@ static cge_status expand_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *in = &ctx->inputs[0];
     int64_t vals[CGE_MAX_RANK], n;
+    uint8_t is_dim[CGE_MAX_RANK];
     bool known;
-    cge_status st = read_int_list(ctx, 1, "shape", CGE_MAX_RANK, vals, &n, &known);
+    cge_status st = read_int_list_symbolic(ctx, 1, "shape", CGE_MAX_RANK, vals, is_dim, &n, &known);
     if (st)
         return st;
     if (n < 0)
@@ -374,6 +409,11 @@ static cge_status expand_infer(cge_infer_ctx *ctx)
     memset(&target, 0, sizeof target);
     target.rank = (int32_t)n;
     for (int32_t i = 0; i < target.rank; i++) {
+        if (is_dim[i]) {
+            /* broadcast by cge_shape_broadcast's rules for unknown dims */
+            target.dims[i] = vals[i];
+            continue;
+        }
         if (vals[i] < 0)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "'shape' entry %d is %lld", i, (long long)vals[i]);
         target.dims[i] = vals[i];
