@@ -11,7 +11,7 @@ PYTHON     ?= /usr/bin/python3
 
 .PHONY: all deps configure build run test test-c test-python test-sanitize test-tsan ci clean \
         conformance fuzz \
-        bench-deps bench-dispatch bench-models bench-compile bench-memplan bench-load \
+        bench-deps bench-dispatch bench-models bench-compile bench-memplan bench-load bench-kernels \
         bench-torch
 
 all: build
@@ -109,6 +109,11 @@ bench-load: bench-deps build
 # Compiler: compile time of generated 1k/10k/100k-node graphs, per stage.
 bench-compile: build
 	./$(BUILD)/bench_compile
+
+# cge's heavy kernels against oneDNN's primitives on the models' shapes
+# (the measurements behind each kernel choice; docs/guide.md).
+bench-kernels: build
+	./$(BUILD)/bench_kernel_choices
 
 # Memory plans against their lower bound; ONNX models in MEMPLAN_MODELS
 # (e.g. from scripts/make_test_models.py) are measured too.
