@@ -83,6 +83,109 @@ cge_status cge_pool_nhwc_infer(cge_infer_ctx *ctx)
     return CGE_OK;
 }
 
+/* Channel blocks of this many floats keep their accumulators in registers
+ * while every tap of the window passes over them. */
+#define CBLK 64
+
+/* One output position: y[c] = max or sum over the window's taps, c in a
+ * block of at most CBLK channels; x0 is the input at tap (a0, a1, a2) of
+ * that block, steps are the input strides of the three spatial dims. */
+NN_CLONES
+static void pool_block(float *restrict y, const float *restrict x0, int64_t cn, int64_t n0,
+                       int64_t n1, int64_t n2, int64_t st0, int64_t st1, int64_t st2, bool is_max,
+                       float scale)
+{
+    float acc[CBLK];
+    if (cn == CBLK) {
+        /* the whole block: a fixed trip count keeps acc in vector registers */
+        for (int64_t i = 0; i < CBLK; i++)
+            acc[i] = is_max ? -INFINITY : 0.0f;
+        for (int64_t k0 = 0; k0 < n0; k0++)
+            for (int64_t k1 = 0; k1 < n1; k1++)
+                for (int64_t k2 = 0; k2 < n2; k2++) {
+                    const float *x = x0 + k0 * st0 + k1 * st1 + k2 * st2;
+                    if (is_max) {
+                        for (int64_t i = 0; i < CBLK; i++)
+                            acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+                    } else {
+                        for (int64_t i = 0; i < CBLK; i++)
+                            acc[i] += x[i];
+                    }
+                }
+        bool empty = n0 * n1 * n2 == 0;
+        for (int64_t i = 0; i < CBLK; i++)
+            y[i] = is_max ? (empty ? 0.0f : acc[i]) : acc[i] * scale;
+        return;
+    }
+    for (int64_t i = 0; i < cn; i++)
+        acc[i] = is_max ? -INFINITY : 0.0f;
+    for (int64_t k0 = 0; k0 < n0; k0++)
+        for (int64_t k1 = 0; k1 < n1; k1++) {
+            const float *xr = x0 + k0 * st0 + k1 * st1;
+            for (int64_t k2 = 0; k2 < n2; k2++) {
+                const float *x = xr + k2 * st2;
+                if (is_max) {
+                    for (int64_t i = 0; i < cn; i++)
+                        acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+                } else {
+                    for (int64_t i = 0; i < cn; i++)
+                        acc[i] += x[i];
+                }
+            }
+        }
+    /* A max over an empty window (only in padding) gives 0, as in NCHW. */
+    if (is_max && n0 * n1 * n2 == 0)
+        for (int64_t i = 0; i < cn; i++)
+            y[i] = 0.0f;
+    else if (is_max)
+        for (int64_t i = 0; i < cn; i++)
+            y[i] = acc[i];
+    else
+        for (int64_t i = 0; i < cn; i++)
+            y[i] = acc[i] * scale;
+}
+
+/* Window pools: blocks over output rows (n, od, oh). */
+static void window_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const nhwc_pool_args *p = args;
+    const nn_geom *g = &p->g;
+    int64_t r0, r1, C = p->C;
+    cge_block_range(p->N * g->out[0] * g->out[1], blk, nblk, &r0, &r1);
+    bool is_max = p->mode == MODE_MAX;
+    /* input strides of the spatial dims, taps apart by the dilations */
+    int64_t sx = C, sy = g->in[2] * C, sz = g->in[1] * g->in[2] * C;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t oh = r % g->out[1], od = (r / g->out[1]) % g->out[0];
+        int64_t n = r / (g->out[0] * g->out[1]);
+        const float *xn = p->x + n * g->in[0] * sz;
+        int64_t a0, b0, a1, b1;
+        nn_tap_range(g, 0, od, &a0, &b0);
+        nn_tap_range(g, 1, oh, &a1, &b1);
+        int64_t iz = od * g->s[0] - g->pb[0] + a0 * g->d[0];
+        int64_t iy = oh * g->s[1] - g->pb[1] + a1 * g->d[1];
+        for (int64_t ow = 0; ow < g->out[2]; ow++) {
+            float *y = p->y + (r * g->out[2] + ow) * C;
+            int64_t a2, b2;
+            nn_tap_range(g, 2, ow, &a2, &b2);
+            int64_t ix = ow * g->s[2] - g->pb[2] + a2 * g->d[2];
+            int64_t taps = (b0 - a0) * (b1 - a1) * (b2 - a2);
+            float scale = 1.0f; /* averages: 1 / the divisor */
+            if (!is_max) {
+                int64_t cnt = p->count_include_pad ? nn_padded_taps(g, 0, od) *
+                                                         nn_padded_taps(g, 1, oh) *
+                                                         nn_padded_taps(g, 2, ow)
+                                                   : taps;
+                scale = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+            }
+            const float *x0 = taps ? xn + iz * sz + iy * sy + ix * sx : xn;
+            for (int64_t c0 = 0; c0 < C; c0 += CBLK)
+                pool_block(y + c0, x0 + c0, C - c0 < CBLK ? C - c0 : CBLK, b0 - a0, b1 - a1,
+                           b2 - a2, g->d[0] * sz, g->d[1] * sy, g->d[2] * sx, is_max, scale);
+        }
+    }
+}
+
 NN_CLONES
 static void vmax(float *restrict y, const float *restrict x, int64_t c)
 {
@@ -108,52 +211,6 @@ static void vfill(float *y, float v, int64_t c)
 {
     for (int64_t i = 0; i < c; i++)
         y[i] = v;
-}
-
-/* Window pools: blocks over output rows (n, od, oh). */
-static void window_fn(int64_t blk, int64_t nblk, void *args)
-{
-    const nhwc_pool_args *p = args;
-    const nn_geom *g = &p->g;
-    int64_t r0, r1, C = p->C;
-    cge_block_range(p->N * g->out[0] * g->out[1], blk, nblk, &r0, &r1);
-    bool is_max = p->mode == MODE_MAX;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t oh = r % g->out[1], od = (r / g->out[1]) % g->out[0];
-        int64_t n = r / (g->out[0] * g->out[1]);
-        const float *xn = p->x + n * g->in[0] * g->in[1] * g->in[2] * C;
-        int64_t a0, b0, a1, b1;
-        nn_tap_range(g, 0, od, &a0, &b0);
-        nn_tap_range(g, 1, oh, &a1, &b1);
-        for (int64_t ow = 0; ow < g->out[2]; ow++) {
-            float *y = p->y + (r * g->out[2] + ow) * C;
-            int64_t a2, b2;
-            nn_tap_range(g, 2, ow, &a2, &b2);
-            int64_t taps = (b0 - a0) * (b1 - a1) * (b2 - a2);
-            vfill(y, is_max ? (taps ? -INFINITY : 0.0f) : 0.0f, C);
-            for (int64_t k0 = a0; k0 < b0; k0++) {
-                int64_t iz = od * g->s[0] - g->pb[0] + k0 * g->d[0];
-                for (int64_t k1 = a1; k1 < b1; k1++) {
-                    int64_t iy = oh * g->s[1] - g->pb[1] + k1 * g->d[1];
-                    for (int64_t k2 = a2; k2 < b2; k2++) {
-                        int64_t ix = ow * g->s[2] - g->pb[2] + k2 * g->d[2];
-                        const float *x = xn + ((iz * g->in[1] + iy) * g->in[2] + ix) * C;
-                        if (is_max)
-                            vmax(y, x, C);
-                        else
-                            vadd(y, x, C);
-                    }
-                }
-            }
-            if (!is_max) {
-                int64_t cnt = p->count_include_pad ? nn_padded_taps(g, 0, od) *
-                                                         nn_padded_taps(g, 1, oh) *
-                                                         nn_padded_taps(g, 2, ow)
-                                                   : taps;
-                vscale(y, cnt > 0 ? 1.0f / (float)cnt : 0.0f, C);
-            }
-        }
-    }
 }
 
 /* Global pools: blocks over images; each sums or maxes its rows of C. */
