@@ -45,8 +45,9 @@ typedef struct cge_session_options {
      * it, new signatures run in plan mode, and the session says so once on
      * stderr. */
     int capture_limit;
-    /* How plans are compiled (cge/compiler.h): CGE_OPT_DEFAULT is level 2
-     * (exact rewrites and fusions) unless $CGE_OPT_LEVEL (0-3) says otherwise;
+    /* How plans are compiled (cge/compiler.h): CGE_OPT_DEFAULT is level 3
+     * (exact rewrites, fusions, channels-last convolutions) unless
+     * $CGE_OPT_LEVEL (0-3) says otherwise;
      * CGE_OPT_NONE compiles the graph as written. Eager runs always execute
      * the unoptimised graph. */
     cge_opt_level opt_level;

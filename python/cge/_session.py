@@ -143,16 +143,22 @@ class InferenceSession:
     ``input_shapes`` ({name: [dims]}) replaces declared input shapes;
     ``dim_values`` ({dim_param: int}) fixes symbolic dimensions;
     ``run_mode`` is "eager", "plan", "replay" or None (cge's default);
-    ``num_threads`` 0 uses $CGE_NUM_THREADS or every core."""
+    ``num_threads`` 0 uses $CGE_NUM_THREADS or every core;
+    ``opt_level`` 0-3 is the compiler's optimisation level (None: cge's
+    default, 3, or $CGE_OPT_LEVEL; a compiled .cgm keeps the level it was
+    compiled at)."""
 
     def __init__(self, path_or_bytes, input_shapes=None, dim_values=None, run_mode=None,
-                 num_threads=0, base_dir=None):
+                 num_threads=0, base_dir=None, opt_level=None):
         self._session = ctypes.c_void_p()
         self._shape_cache = {}
         if _is_cgm(path_or_bytes):
             if input_shapes or dim_values:
                 raise Error("[session] a compiled model (.cgm) has fixed input shapes",
                             "session", "CGE_ERR_INVALID_ARG")
+            if opt_level is not None:
+                raise Error("[session] a compiled model (.cgm) keeps the level it was compiled "
+                            "at (cge compile --opt-level)", "session", "CGE_ERR_INVALID_ARG")
             self._open_cgm(path_or_bytes, run_mode, num_threads)
             return
         opts, keep = self._options(input_shapes, dim_values)
@@ -171,7 +177,12 @@ class InferenceSession:
             if run_mode not in _RUN_MODES:
                 raise Error("[session] unknown run mode %r (want eager, plan or replay)"
                             % run_mode, "session", "CGE_ERR_INVALID_ARG")
-            so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0)
+            if opt_level is not None and (not isinstance(opt_level, int) or
+                                          not 0 <= opt_level <= 3):
+                raise Error("[session] opt_level %r is not 0, 1, 2 or 3" % (opt_level,),
+                            "session", "CGE_ERR_INVALID_ARG")
+            so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0,
+                                     0 if opt_level is None else opt_level + 1)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
             _check(lib.cge_session_add_graph(self._session, _GRAPH_ID, graph))
         finally:

@@ -22,20 +22,17 @@ def _load_maker():
     return mod
 
 
-@pytest.mark.parametrize("level", [None, "2"])
+@pytest.mark.parametrize("level", [None, 2])
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "transformer_encoder"])
 def test_model_matches_pytorch(name, level, monkeypatch):
     """At the default level (3: channels-last convolutions) and at level 2."""
-    if level is None:
-        monkeypatch.delenv("CGE_OPT_LEVEL", raising=False)
-    else:
-        monkeypatch.setenv("CGE_OPT_LEVEL", level)
+    monkeypatch.delenv("CGE_OPT_LEVEL", raising=False)
     pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
     if name != "transformer_encoder":
         pytest.importorskip("torchvision", reason="torchvision is not installed")
     onnx_path, npz_path = _load_maker().make(name, MODEL_DIR)
     ref = np.load(npz_path)
-    sess = cge.InferenceSession(onnx_path)
+    sess = cge.InferenceSession(onnx_path, opt_level=level)
     (inp,) = sess.get_inputs()
     assert inp.name == "input" and inp.type == "tensor(float)"
     assert inp.shape == list(ref["input"].shape)
@@ -48,3 +45,9 @@ def test_model_matches_pytorch(name, level, monkeypatch):
     scale = float(np.abs(ref["output"]).max())
     assert scale > 0
     np.testing.assert_allclose(out / scale, ref["output"] / scale, rtol=1e-3, atol=1e-4)
+
+
+def test_opt_level_checked(tmp_path):
+    onnx_path, _ = _load_maker().make("transformer_encoder", MODEL_DIR)
+    with pytest.raises(cge.Error, match="opt_level 4"):
+        cge.InferenceSession(onnx_path, opt_level=4)
