@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "ct_util.h"
+#include "ops/conv_fused.h"
 
 static float wbuf[4][16 * 16 * 9];
 
@@ -293,6 +294,95 @@ static void test_pool_left_alone(void **state)
     cge_graph_destroy(g);
 }
 
+/* Channels-last convolutions over the shapes and attributes oneDNN sees:
+ * 1-D to 3-D, batch > 1, groups, depthwise with a channel multiplier,
+ * strides, dilations, asymmetric pads, auto_pad, a residual addend, a
+ * sigmoid epilogue: every one equals level 0. */
+static void test_conv_sweep(void **state)
+{
+    static float w[4096], bias[64];
+    for (int i = 0; i < 4096; i++)
+        w[i] = (float)((i * 29) % 31) * 0.01f - 0.15f;
+    for (int i = 0; i < 64; i++)
+        bias[i] = 0.02f * (float)(i % 5) - 0.04f;
+    typedef struct {
+        int nsp;
+        int64_t n, c, m, g, size, k, s, d, pb, pe;
+        const char *auto_pad, *act;
+        bool residual;
+    } conv_case;
+    static const conv_case cases[] = {
+        {2, 2, 8, 16, 1, 9, 3, 1, 1, 1, 1, NULL, "Relu", false},
+        {2, 1, 16, 32, 16, 10, 3, 2, 1, 1, 1, NULL, "Relu", false}, /* depthwise x2 */
+        {2, 1, 12, 12, 3, 11, 3, 1, 2, 2, 2, NULL, NULL, true},    /* groups, dilation */
+        {2, 1, 8, 8, 1, 7, 3, 2, 1, 0, 2, NULL, "Sigmoid", false}, /* asymmetric pads */
+        {2, 3, 4, 6, 1, 8, 5, 2, 1, 0, 0, "SAME_UPPER", NULL, false},
+        {1, 2, 6, 10, 1, 17, 3, 1, 1, 1, 1, NULL, "Relu", true},
+        {3, 1, 4, 8, 1, 6, 3, 1, 1, 1, 1, NULL, "Relu", false},
+        {2, 1, 3, 16, 1, 12, 7, 2, 1, 3, 3, NULL, "Relu", false},  /* a stem: C = 3 */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const conv_case *c = &cases[ci];
+        cge_shape xs = {.rank = 2 + c->nsp}, ws = {.rank = 2 + c->nsp};
+        xs.dims[0] = c->n;
+        xs.dims[1] = c->c;
+        ws.dims[0] = c->m;
+        ws.dims[1] = c->c / c->g;
+        for (int i = 0; i < c->nsp; i++) {
+            xs.dims[2 + i] = c->size;
+            ws.dims[2 + i] = c->k;
+        }
+        assert_true(cge_shape_numel(&ws) <= 4096 && c->m <= 64);
+        cge_graph *g = ct_graph("sweep");
+        ct_input(g, "x", xs);
+        ct_const_f32(g, "w", ws, w);
+        ct_const_f32(g, "b", CGE_SHAPE(c->m), bias);
+        const char *ins[3] = {"x", "w", "b"}, *outs[1] = {"c"};
+        cge_node *n = ct_node_n(g, "Conv", "", ins, 3, outs, 1);
+        int64_t st[3], dl[3], pads[6];
+        for (int i = 0; i < c->nsp; i++) {
+            st[i] = c->s;
+            dl[i] = c->d;
+            pads[i] = c->pb;
+            pads[c->nsp + i] = c->pe;
+        }
+        assert_int_equal(cge_node_set_ints(n, "strides", st, c->nsp), CGE_OK);
+        assert_int_equal(cge_node_set_ints(n, "dilations", dl, c->nsp), CGE_OK);
+        assert_int_equal(cge_node_set_int(n, "group", c->g), CGE_OK);
+        if (c->auto_pad)
+            assert_int_equal(cge_node_set_string(n, "auto_pad", c->auto_pad), CGE_OK);
+        else
+            assert_int_equal(cge_node_set_ints(n, "pads", pads, 2 * c->nsp), CGE_OK);
+        const char *last = "c";
+        if (c->residual) {
+            /* a second conv of x gives an addend of c's shape */
+            cge_node *n2 = ct_node_n(g, "Conv", "", ins, 3, (const char *[]){"c2"}, 1);
+            assert_int_equal(cge_node_set_ints(n2, "strides", st, c->nsp), CGE_OK);
+            assert_int_equal(cge_node_set_ints(n2, "dilations", dl, c->nsp), CGE_OK);
+            assert_int_equal(cge_node_set_int(n2, "group", c->g), CGE_OK);
+            assert_int_equal(cge_node_set_ints(n2, "pads", pads, 2 * c->nsp), CGE_OK);
+            ct_node(g, "Exp", "c2", NULL, "e2");
+            ct_node(g, "Add", "c", "e2", "s");
+            last = "s";
+        }
+        if (c->act) {
+            ct_node(g, c->act, last, NULL, "y");
+            last = "y";
+        }
+        ct_output(g, last);
+        cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+        if (!cge_fused_conv_channels_last_available())
+            assert_int_equal(ct_count_op(p, "Reorder"), 0); /* no oneDNN: plain kernels */
+        else if (channels_last_convs(p) != ct_count_op(p, "FusedConv"))
+            fail_msg("case %zu: %d of %d convolutions channels-last", ci,
+                     (int)channels_last_convs(p), (int)ct_count_op(p, "FusedConv"));
+        cge_plan_destroy(p);
+        cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+        ct_assert_equivalent(g, &o, 256, 1e-4);
+        cge_graph_destroy(g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_output_read_by_conv_and_graph),
         cmocka_unit_test(test_pools_stay_channels_last),
         cmocka_unit_test(test_pool_left_alone),
+        cmocka_unit_test(test_conv_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
