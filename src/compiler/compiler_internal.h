@@ -98,7 +98,7 @@ cge_status cc_pass_fuse_gelu(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);
-cge_status cc_pass_channels_last_pools(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g);
@@ -156,6 +156,9 @@ const char *cc_fresh_name(cc_ctx *ctx, const cge_graph *g, const char *prefix, c
                           size_t size);
 /* Whether op type and domain match ("" default domain). */
 bool cc_is_op(const cge_node *n, const char *op_type);
+/* One element out per element in, at the same position, whatever the layout
+ * (Relu, Add, Clip, Where, ..., cge.fused ElementwiseChain). */
+bool cc_is_elementwise(const cge_node *n);
 /* Constant tensor of node input i, or NULL. */
 const cge_tensor *cc_input_const(const cge_graph *g, const cge_node *n, int32_t i);
 /* Descriptor of node input/output i (dtype UNDEFINED if absent). */
@@ -206,8 +209,9 @@ cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
 
 /* ---- fused and conversion operators ------------------------------------------- */
 
-/* Registers cge.fused ElementwiseChain, FusedMatMul, FusedConv and
- * ChannelsLastPool, cge Copy and Reorder
+/* Registers cge.fused ElementwiseChain, FusedMatMul, FusedConv,
+ * ChannelsLastPool, ChannelsLastConcat and ChannelsLastSplit, cge Copy and
+ * Reorder
  * (once per process, through cge_op_register_library). */
 cge_status cc_register_ops(void);
 

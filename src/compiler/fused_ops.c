@@ -3,7 +3,8 @@
  * kernel that reads each input once and writes each output once), cge.fused
  * FusedMatMul (the packed GEMM with bias and activation applied to each tile
  * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), cge.fused
- * ChannelsLastPool (kernels in ops/pool_nhwc.c), and the
+ * ChannelsLastPool (kernels in ops/pool_nhwc.c), ChannelsLastConcat and
+ * ChannelsLastSplit (ops/transform.c), and the
  * border conversions cge Copy and cge Reorder. */
 #include <math.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 #include "ops/pool_nhwc.h"
+#include "ops/transform_nhwc.h"
 
 /* ---- element functions: the same expressions as the unfused kernels, so
  * that a fused chain gives the same bits ---------------------------------- */
@@ -635,6 +637,23 @@ static const cge_kernel_def clpool_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_pool_nhwc_launch,
      .inplace_input = -1}};
 
+static const cge_arg_def clcat_in[] = {
+    {"inputs", CGE_ARG_VARIADIC, CGE_DT_ALL, "tensors of one dtype and rank, in NHWC format"}};
+static const cge_arg_def clcat_out[] = {{"concat_result", 0, CGE_DT_ALL, "joined, in NHWC format"}};
+static const cge_attr_def clcat_attrs[] = {
+    {"axis", CGE_ATTR_INT, true, 0, 0.0f, NULL, "logical (NCHW) axis to join along"}};
+static const cge_kernel_def clcat_kernels[] = {
+    {.engine = "cpu", .launch = cge_concat_nhwc_launch, .inplace_input = -1}};
+static const cge_arg_def clsplit_in[] = {
+    {"input", 0, CGE_DT_ALL, "tensor to split, in NHWC format"},
+    {"split", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "sizes of the outputs along axis"}};
+static const cge_arg_def clsplit_out[] = {
+    {"outputs", CGE_ARG_VARIADIC, CGE_DT_ALL, "the pieces, in NHWC format"}};
+static const cge_attr_def clsplit_attrs[] = {
+    {"axis", CGE_ATTR_INT, false, 0, 0.0f, NULL, "logical (NCHW) axis to split"}};
+static const cge_kernel_def clsplit_kernels[] = {
+    {.engine = "cpu", .launch = cge_split_nhwc_launch, .inplace_input = -1}};
+
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
 static const cge_attr_def reorder_attrs[] = {
@@ -664,6 +683,14 @@ static const cge_op_def compiler_ops[] = {
      .attrs = clpool_attrs, .num_attrs = 8, .infer = cge_pool_nhwc_infer,
      .kernels = clpool_kernels, .num_kernels = 1,
      .doc = "max / average / global pooling of NHWC activations (made by the layout passes)"},
+    {.name = "ChannelsLastConcat", .domain = CC_FUSED_DOMAIN, .since_version = 1,
+     .inputs = clcat_in, .num_inputs = 1, .outputs = clcat_out, .num_outputs = 1,
+     .attrs = clcat_attrs, .num_attrs = 1, .infer = cge_concat_infer, .kernels = clcat_kernels,
+     .num_kernels = 1, .doc = "Concat of NHWC activations (made by the layout passes)"},
+    {.name = "ChannelsLastSplit", .domain = CC_FUSED_DOMAIN, .since_version = 1,
+     .inputs = clsplit_in, .num_inputs = 2, .outputs = clsplit_out, .num_outputs = 1,
+     .attrs = clsplit_attrs, .num_attrs = 1, .infer = cge_split_infer, .kernels = clsplit_kernels,
+     .num_kernels = 1, .doc = "Split of NHWC activations (made by the layout passes)"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,
      .num_kernels = 1, .doc = "copy between memory spaces (inserted by partition)"},

@@ -1,7 +1,7 @@
 /* partition/layout_channels_last (level 3): float32 FusedConvs with constant
  * weights on the cpu engine read and write NHWC activations (oneDNN's brgemm
  * kernels, which measured 2-10x faster than its plain-layout paths), as do
- * the ChannelsLastPools that optimize/channels_last_pools made; elementwise
+ * the ChannelsLast* nodes that optimize/channels_last_ops made; elementwise
  * nodes whose full-size inputs all come out of such nodes work on the NHWC
  * bytes as they are (an elementwise op does not care about the order of its
  * elements), so a SiLU or a residual Add between convolutions costs no
@@ -15,31 +15,14 @@
 #include "compiler/compiler_internal.h"
 #include "ops/conv_fused.h"
 
-/* What a node is to this pass. */
-enum { K_NONE, K_CONV, K_POOL, K_ELEMENTWISE };
+/* What a node is to this pass: K_NHWC_OP is one of optimize/
+ * channels_last_ops's ChannelsLast* nodes, NHWC by definition. */
+enum { K_NONE, K_CONV, K_NHWC_OP, K_ELEMENTWISE };
 
 static bool is_fused_op(const cge_node *n, const char *op)
 {
     return !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), op) &&
            !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN);
-}
-
-/* One element out per element in, at the same position. */
-static bool is_elementwise(const cge_node *n)
-{
-    static const char *const ops[] = {
-        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Add", "Sub", "Mul", "Div", "Max",
-        "Min", "Sum", "Mean", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Gelu", "HardSigmoid",
-        "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Reciprocal", "Pow", "Floor",
-        "Ceil", "Round", "Sign", "Mish", "ThresholdedRelu", "Where", "Cast", "Not", "And", "Or",
-        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf",
-        "Sin", "Cos"};
-    if (is_fused_op(n, "ElementwiseChain"))
-        return true;
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (cc_is_op(n, ops[i]))
-            return true;
-    return false;
 }
 
 static int64_t numel_of(const cge_graph *g, int32_t id)
@@ -48,14 +31,21 @@ static int64_t numel_of(const cge_graph *g, int32_t id)
     return cge_graph_value_desc(g, id, &d) ? -1 : cge_shape_numel(&d.shape);
 }
 
-/* Inputs that follow the layout: FusedConv's X and Z, the pool's X, the
- * elementwise node's full-size operands (not its one-element ones). */
+static bool is_nhwc_op(const cge_node *n)
+{
+    return is_fused_op(n, "ChannelsLastPool") || is_fused_op(n, "ChannelsLastConcat") ||
+           is_fused_op(n, "ChannelsLastSplit");
+}
+
+/* Inputs that follow the layout: FusedConv's X and Z, the pool's and the
+ * split's X, all of a concat's, the elementwise node's full-size operands
+ * (not its one-element ones). */
 static bool activation_slot(const cge_graph *g, const uint8_t *kind, const cge_node *n,
                             int32_t slot)
 {
     switch (kind[cge_node_index(n)]) {
     case K_CONV: return slot == 0 || slot == 3;
-    case K_POOL: return slot == 0;
+    case K_NHWC_OP: return slot == 0 || is_fused_op(n, "ChannelsLastConcat");
     case K_ELEMENTWISE: return numel_of(g, cge_node_input_id(n, slot)) != 1;
     default: return false;
     }
@@ -98,7 +88,7 @@ static bool is_conv(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
 static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8_t *kind,
                               const cge_node *n)
 {
-    if (!is_elementwise(n) || !on_cpu(ctx, n) || cge_node_num_outputs(n) < 1)
+    if (!cc_is_elementwise(n) || !on_cpu(ctx, n) || cge_node_num_outputs(n) < 1)
         return false;
     cge_tensor_desc y0 = cc_out_desc(g, n, 0);
     if (y0.shape.rank < 3 || !cge_shape_is_static(&y0.shape) || y0.format != CGE_FORMAT_PLAIN)
@@ -255,10 +245,10 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
     int32_t nc = 0;
     for (int32_t i = 0; i < nn; i++) {
         cge_node *n = cge_graph_node(g, i);
-        kind[i] = !n                      ? K_NONE
-                  : is_conv(ctx, g, n)    ? K_CONV
-                  : is_fused_op(n, "ChannelsLastPool") ? K_POOL
-                                                       : K_NONE;
+        kind[i] = !n                 ? K_NONE
+                  : is_conv(ctx, g, n) ? K_CONV
+                  : is_nhwc_op(n)      ? K_NHWC_OP
+                                       : K_NONE;
         if (kind[i] != K_NONE)
             list[nc++] = n;
     }

@@ -32,7 +32,7 @@ static const pass_entry passes[] = {
     {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false},
     {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false},
     {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false},
-    {"optimize", "channels_last_pools", cc_pass_channels_last_pools, CGE_OPT_LAYOUT, false},
+    {"optimize", "channels_last_ops", cc_pass_channels_last_ops, CGE_OPT_LAYOUT, false},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false},
     {"optimize", "infer", cc_pass_infer, CGE_OPT_NONE, true},
     {"partition", "assign_engines", cc_pass_assign_engines, CGE_OPT_NONE, true},

@@ -528,3 +528,23 @@ cge_status cc_set_activation(cge_node *f, const cc_activation *a)
     }
     return st;
 }
+
+/* One element out per element in, at the same position. */
+bool cc_is_elementwise(const cge_node *n)
+{
+    static const char *const ops[] = {
+        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Add", "Sub", "Mul", "Div", "Max",
+        "Min", "Sum", "Mean", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Gelu", "HardSigmoid",
+        "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Reciprocal", "Pow", "Floor",
+        "Ceil", "Round", "Sign", "Mish", "ThresholdedRelu", "Where", "Cast", "Not", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf",
+        "Sin", "Cos"};
+    if (!cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), "ElementwiseChain") &&
+        !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN))
+        return true;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (cc_is_op(n, ops[i]))
+            return true;
+    return false;
+}
+

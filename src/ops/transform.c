@@ -6,6 +6,7 @@
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+#include "ops/transform_nhwc.h"
 
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -406,7 +407,7 @@ static void seg_block(int64_t b, int64_t nb, void *p)
 
 /* ---- Concat ------------------------------------------------------------- */
 
-static cge_status concat_infer(cge_infer_ctx *ctx)
+cge_status cge_concat_infer(cge_infer_ctx *ctx)
 {
     if (ctx->num_inputs < 1)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs at least one input");
@@ -452,6 +453,10 @@ static cge_status concat_infer(cge_infer_ctx *ctx)
  * axis first (so that nothing is launched for a bad node), then launches the
  * copies in groups of SEG_MAX parts. Parts with no bytes are skipped. No heap:
  * plan runs allocate nothing. */
+static cge_status seg_run_axis(const cge_kernel_ctx *ctx, cge_stream *stream,
+                               const cge_tensor *whole, const cge_tensor *parts, int32_t n,
+                               bool to_whole, int32_t axis);
+
 static cge_status seg_run(const cge_kernel_ctx *ctx, cge_stream *stream, const cge_tensor *whole,
                           const cge_tensor *parts, int32_t n, bool to_whole)
 {
@@ -459,6 +464,59 @@ static cge_status seg_run(const cge_kernel_ctx *ctx, cge_stream *stream, const c
     if (r < 1 || !cge_shape_is_static(&whole->shape) ||
         !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 0), r, false, &axis))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "bad axis or shape");
+    return seg_run_axis(ctx, stream, whole, parts, n, to_whole, axis);
+}
+
+/* The same over NHWC bytes: shapes and the axis are moved to the order the
+ * memory has (N, spatial..., C), where the copy is the plain one. */
+static void to_channels_last(const cge_tensor *t, cge_tensor *out)
+{
+    *out = *t;
+    int32_t r = t->shape.rank;
+    for (int32_t d = 2; d < r; d++)
+        out->shape.dims[d - 1] = t->shape.dims[d];
+    out->shape.dims[r - 1] = t->shape.dims[1];
+}
+
+static cge_status seg_run_nhwc(const cge_kernel_ctx *ctx, cge_stream *stream,
+                               const cge_tensor *whole, const cge_tensor *parts, int32_t n,
+                               bool to_whole)
+{
+    int32_t r = whole->shape.rank, axis;
+    if (r < 3 || n > CGE_NHWC_SEG_MAX_PARTS || !cge_shape_is_static(&whole->shape) ||
+        !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 0), r, false, &axis))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "bad axis or shape (rank 3 to 5, NHWC)");
+    cge_tensor w, p[CGE_NHWC_SEG_MAX_PARTS];
+    to_channels_last(whole, &w);
+    for (int32_t i = 0; i < n; i++) {
+        if (parts[i].shape.rank != r)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "part %d has rank %d, the whole %d",
+                                    (int)i, (int)parts[i].shape.rank, (int)r);
+        to_channels_last(&parts[i], &p[i]);
+    }
+    int32_t m = axis == 0 ? 0 : axis == 1 ? r - 1 : axis - 1;
+    return seg_run_axis(ctx, stream, &w, p, n, to_whole, m);
+}
+
+cge_status cge_concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_outputs < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs an output");
+    return seg_run_nhwc(ctx, stream, &ctx->outputs[0], ctx->inputs, ctx->num_inputs, true);
+}
+
+cge_status cge_split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs an input");
+    return seg_run_nhwc(ctx, stream, &ctx->inputs[0], ctx->outputs, ctx->num_outputs, false);
+}
+
+static cge_status seg_run_axis(const cge_kernel_ctx *ctx, cge_stream *stream,
+                               const cge_tensor *whole, const cge_tensor *parts, int32_t n,
+                               bool to_whole, int32_t axis)
+{
+    int32_t r = whole->shape.rank;
     int64_t esize = (int64_t)cge_dtype_size(whole->dtype);
     int64_t inner = dims_product(whole->shape.dims, axis + 1, r) * esize;
     int64_t outer = dims_product(whole->shape.dims, 0, axis), sum = 0;
@@ -518,7 +576,7 @@ static cge_status concat_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- Split -------------------------------------------------------------- */
 
-static cge_status split_infer(cge_infer_ctx *ctx)
+cge_status cge_split_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *in = &ctx->inputs[0];
     int32_t r = in->shape.rank, axis, n = ctx->num_outputs;
@@ -988,10 +1046,10 @@ static const cge_op_def transform_ops[] = {
      N(transpose_out), transpose_attrs, N(transpose_attrs), transpose_infer, transpose_kernels,
      N(transpose_kernels), "Permute dims (ONNX Transpose-13)"},
     {"Concat", CGE_DOMAIN_DEFAULT, 13, 0, concat_in, N(concat_in), concat_out, N(concat_out),
-     concat_attrs, N(concat_attrs), concat_infer, concat_kernels, N(concat_kernels),
+     concat_attrs, N(concat_attrs), cge_concat_infer, concat_kernels, N(concat_kernels),
      "Join tensors along an axis (ONNX Concat-13)"},
     {"Split", CGE_DOMAIN_DEFAULT, 13, 0, split_in, N(split_in), split_out, N(split_out), split_attrs,
-     N(split_attrs), split_infer, split_kernels, N(split_kernels),
+     N(split_attrs), cge_split_infer, split_kernels, N(split_kernels),
      "Split a tensor along an axis (ONNX Split-13)"},
     {"Slice", CGE_DOMAIN_DEFAULT, 13, 0, slice_in, N(slice_in), slice_out, N(slice_out), NULL, 0,
      slice_infer, slice_kernels, N(slice_kernels), "Strided slice (ONNX Slice-13)"},

@@ -1,5 +1,5 @@
-/* layout_channels_last and channels_last_pools (level 3): chains of
- * FusedConvs and pools exchange NHWC activations, Reorders appear exactly where data enters or leaves a chain
+/* layout_channels_last and channels_last_ops (level 3): chains of
+ * FusedConvs, pools, concats and splits exchange NHWC activations, Reorders appear exactly where data enters or leaves a chain
  * (graph inputs, graph outputs, other ops), and the results equal level 0's
  * within rounding; what the pass must leave alone stays plain. Without
  * oneDNN the pass changes nothing. */
@@ -383,6 +383,74 @@ static void test_conv_sweep(void **state)
     }
 }
 
+static void test_concat_split_stay_channels_last(void **state)
+{
+    /* A fire module (squeeze 1x1, expand 1x1 and 3x3, Concat on channels),
+     * a SiLU on the concat, a Split on channels into two convs whose
+     * outputs are joined along H (axis 2): no Reorder but x in and y out. */
+    cge_graph *g = ct_graph("fire");
+    ct_input(g, "x", CGE_SHAPE(1, 8, 9, 9));
+    weights(g, "ws", 0, CGE_SHAPE(4, 8, 1, 1));
+    weights(g, "we1", 1, CGE_SHAPE(6, 4, 1, 1));
+    weights(g, "we3", 2, CGE_SHAPE(10, 4, 3, 3));
+    weights(g, "wa", 3, CGE_SHAPE(5, 8, 3, 3));
+    conv(g, "x", "ws", "sq", 1, 1);
+    conv(g, "sq", "we1", "e1", 1, 1);
+    conv(g, "sq", "we3", "e3", 3, 1);
+    const char *cat_in[2] = {"e1", "e3"}, *cat_out[1] = {"cat"};
+    cge_node *cat = ct_node_n(g, "Concat", "", cat_in, 2, cat_out, 1);
+    assert_int_equal(cge_node_set_int(cat, "axis", 1), CGE_OK);
+    ct_node(g, "Sigmoid", "cat", NULL, "sg");
+    ct_node(g, "Mul", "cat", "sg", "silu");
+    int64_t sizes[2] = {8, 8};
+    ct_const_i64(g, "sizes", sizes, 2);
+    const char *sp_in[2] = {"silu", "sizes"}, *sp_out[2] = {"h1", "h2"};
+    cge_node *sp = ct_node_n(g, "Split", "", sp_in, 2, sp_out, 2);
+    assert_int_equal(cge_node_set_int(sp, "axis", 1), CGE_OK);
+    conv(g, "h1", "wa", "a1", 3, 1);
+    conv(g, "h2", "wa", "a2", 3, 1);
+    const char *j_in[2] = {"a1", "a2"}, *j_out[1] = {"y"};
+    cge_node *j = ct_node_n(g, "Concat", "", j_in, 2, j_out, 1);
+    assert_int_equal(cge_node_set_int(j, "axis", 2), CGE_OK);
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (cge_fused_conv_channels_last_available()) {
+        assert_int_equal(channels_last_convs(p), 5);
+        assert_int_equal(ct_count_op(p, "ChannelsLastConcat"), 2);
+        assert_int_equal(ct_count_op(p, "ChannelsLastSplit"), 1);
+        assert_int_equal(ct_count_op(p, "Reorder"), 2);
+        assert_int_equal(value_format(p, "y"), CGE_FORMAT_PLAIN);
+    } else {
+        assert_int_equal(ct_count_op(p, "ChannelsLastConcat"), 0);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
+static void test_concat_with_plain_input_left_alone(void **state)
+{
+    /* One input of the Concat is a graph input: it stays a Concat, and
+     * the conv's output is reordered for it. */
+    cge_graph *g = ct_graph("mixed_concat");
+    ct_input(g, "x", CGE_SHAPE(1, 4, 6, 6));
+    ct_input(g, "z", CGE_SHAPE(1, 3, 6, 6));
+    weights(g, "w", 0, CGE_SHAPE(5, 4, 3, 3));
+    conv(g, "x", "w", "c", 3, 1);
+    const char *cat_in[2] = {"c", "z"}, *cat_out[1] = {"y"};
+    cge_node *cat = ct_node_n(g, "Concat", "", cat_in, 2, cat_out, 1);
+    assert_int_equal(cge_node_set_int(cat, "axis", 1), CGE_OK);
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    assert_int_equal(ct_count_op(p, "ChannelsLastConcat"), 0);
+    assert_int_equal(ct_count_op(p, "Concat"), 1);
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +462,8 @@ int main(void)
         cmocka_unit_test(test_pools_stay_channels_last),
         cmocka_unit_test(test_pool_left_alone),
         cmocka_unit_test(test_conv_sweep),
+        cmocka_unit_test(test_concat_split_stay_channels_last),
+        cmocka_unit_test(test_concat_with_plain_input_left_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,181 @@
+/* optimize/channels_last_ops (level 3): ops whose data comes out of
+ * convolutions that partition/layout_channels_last will make channels-last
+ * become their NHWC forms, so that activations stay NHWC through them
+ * instead of being reordered out and back in: a float32 MaxPool (without
+ * Indices), AveragePool, GlobalMaxPool or GlobalAveragePool becomes a
+ * cge.fused ChannelsLastPool, a Concat of such data a ChannelsLastConcat, a
+ * Split of it a ChannelsLastSplit. "Such data" is the output of a FusedConv
+ * with constant W, of an op converted here, or of an elementwise node whose
+ * full-size inputs are all such data (the layout pass lets those work on
+ * NHWC bytes). Needs oneDNN (the convolutions' channels-last kernels);
+ * without it nothing changes. */
+#include <string.h>
+
+#include "compiler/compiler_internal.h"
+#include "ops/conv_fused.h"
+#include "ops/transform_nhwc.h"
+
+static const char *pool_mode(const cge_node *n)
+{
+    static const char *const ops[][2] = {{"MaxPool", "max"},
+                                         {"AveragePool", "avg"},
+                                         {"GlobalMaxPool", "global_max"},
+                                         {"GlobalAveragePool", "global_avg"}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (cc_is_op(n, ops[i][0]))
+            return ops[i][1];
+    return NULL;
+}
+
+static bool is_fused(const cge_node *n, const char *op)
+{
+    return n && !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), op) &&
+           !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN);
+}
+
+static bool static_rank_3_to_5(const cge_graph *g, int32_t id)
+{
+    cge_tensor_desc d;
+    return id >= 0 && !cge_graph_value_desc(g, id, &d) && d.shape.rank >= 3 &&
+           d.shape.rank <= 5 && cge_shape_is_static(&d.shape);
+}
+
+/* Whether value x will be NHWC data (see the file comment); `depth` bounds
+ * the walk back through elementwise nodes. */
+static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
+{
+    const cge_node *p = cge_graph_value_producer(g, x);
+    if (!p || !static_rank_3_to_5(g, x))
+        return false;
+    if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
+        is_fused(p, "ChannelsLastSplit"))
+        return true;
+    if (is_fused(p, "FusedConv"))
+        return cge_attrs_get_int(cge_node_attrs_const(p), "w_const", 0) != 0 &&
+               cc_in_desc(g, p, 0).dtype == CGE_F32;
+    if (depth <= 0 || !cc_is_elementwise(p))
+        return false;
+    cge_tensor_desc xd;
+    cge_graph_value_desc(g, x, &xd);
+    int32_t full = 0;
+    for (int32_t k = 0; k < cge_node_num_inputs(p); k++) {
+        int32_t v = cge_node_input_id(p, k);
+        cge_tensor_desc d;
+        if (v < 0 || cge_graph_value_desc(g, v, &d) || cge_shape_numel(&d.shape) == 1)
+            continue;
+        if (!cge_shape_equal(&d.shape, &xd.shape) || !feeds_nhwc(g, v, depth - 1))
+            return false;
+        full++;
+    }
+    return full > 0;
+}
+
+static bool pool_eligible(const cge_graph *g, const cge_node *n)
+{
+    if (!pool_mode(n) || cge_node_num_inputs(n) != 1)
+        return false;
+    /* MaxPool's Indices are positions in the NCHW tensor */
+    for (int32_t k = 1; k < cge_node_num_outputs(n); k++)
+        if (cge_node_output_id(n, k) >= 0)
+            return false;
+    int32_t x = cge_node_input_id(n, 0), y = cge_node_output_id(n, 0);
+    return x >= 0 && cc_in_desc(g, n, 0).dtype == CGE_F32 && static_rank_3_to_5(g, y) &&
+           feeds_nhwc(g, x, 8);
+}
+
+static bool concat_eligible(const cge_graph *g, const cge_node *n)
+{
+    int32_t ni = cge_node_num_inputs(n);
+    if (!cc_is_op(n, "Concat") || ni < 1 || ni > CGE_NHWC_SEG_MAX_PARTS ||
+        !static_rank_3_to_5(g, cge_node_output_id(n, 0)))
+        return false;
+    for (int32_t k = 0; k < ni; k++)
+        if (!feeds_nhwc(g, cge_node_input_id(n, k), 8))
+            return false;
+    return true;
+}
+
+static bool split_eligible(const cge_graph *g, const cge_node *n)
+{
+    int32_t no = cge_node_num_outputs(n);
+    if (!cc_is_op(n, "Split") || no < 1 || no > CGE_NHWC_SEG_MAX_PARTS ||
+        cge_node_num_inputs(n) > 2)
+        return false;
+    for (int32_t k = 0; k < no; k++)
+        if (!static_rank_3_to_5(g, cge_node_output_id(n, k)))
+            return false;
+    return feeds_nhwc(g, cge_node_input_id(n, 0), 8);
+}
+
+/* Replace n by `op` (cge.fused) with the same inputs, outputs and attributes;
+ * `mode` is set when not NULL. */
+static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op,
+                          const char *mode)
+{
+    int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
+    const char *ins[CGE_NHWC_SEG_MAX_PARTS];
+    char outs_buf[CGE_NHWC_SEG_MAX_PARTS][256];
+    const char *outs[CGE_NHWC_SEG_MAX_PARTS];
+    for (int32_t k = 0; k < ni; k++)
+        ins[k] = cge_node_input(n, k);
+    char name[256], tmp[256];
+    cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name);
+    /* The outputs' names pass to the new node: temporary names for the old
+     * one first, so that both exist while attributes are copied. */
+    cge_status st = CGE_OK;
+    for (int32_t k = 0; k < no && !st; k++) {
+        snprintf(outs_buf[k], sizeof outs_buf[k], "%s",
+                 cge_node_output_id(n, k) >= 0 ? cge_graph_value_name(g, cge_node_output_id(n, k))
+                                               : "");
+        outs[k] = outs_buf[k];
+        if (outs_buf[k][0])
+            st = cge_node_set_output(n, k, cc_fresh_name(ctx, g, outs_buf[k], tmp, sizeof tmp));
+    }
+    cge_node *f = NULL;
+    if (!st)
+        st = cge_graph_add_node(g, op, CC_FUSED_DOMAIN, name, ins, ni, outs, no, &f);
+    if (!st)
+        st = cc_copy_attrs(f, n);
+    if (!st && cge_attrs_find(cge_node_attrs(f), "storage_order"))
+        st = cge_attrs_remove(cge_node_attrs(f), "storage_order");
+    if (!st && cge_attrs_find(cge_node_attrs(f), "num_outputs"))
+        st = cge_attrs_remove(cge_node_attrs(f), "num_outputs");
+    if (!st && mode)
+        st = cge_node_set_string(f, "mode", mode);
+    if (!st)
+        st = cge_graph_remove_node(g, n);
+    if (!st) {
+        ctx->fused++;
+        ctx->removed++;
+        ctx->added++;
+    }
+    return st;
+}
+
+cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
+{
+    if (!cge_fused_conv_channels_last_available())
+        return CGE_OK;
+    /* Until nothing changes: a node may read one converted later in node
+     * order. */
+    cge_status st = CGE_OK;
+    for (bool changed = true; changed && !st;) {
+        changed = false;
+        int32_t nn = cge_graph_num_nodes(g);
+        for (int32_t i = 0; i < nn && !st; i++) {
+            cge_node *n = cge_graph_node(g, i);
+            if (!n || cge_node_is_removed(n))
+                continue;
+            if (pool_eligible(g, n))
+                st = convert(ctx, g, n, "ChannelsLastPool", pool_mode(n));
+            else if (concat_eligible(g, n))
+                st = convert(ctx, g, n, "ChannelsLastConcat", NULL);
+            else if (split_eligible(g, n))
+                st = convert(ctx, g, n, "ChannelsLastSplit", NULL);
+            else
+                continue;
+            changed = true;
+        }
+    }
+    return st;
+}
