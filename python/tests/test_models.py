@@ -51,3 +51,26 @@ def test_opt_level_checked(tmp_path):
     onnx_path, _ = _load_maker().make("transformer_encoder", MODEL_DIR)
     with pytest.raises(cge.Error, match="opt_level 4"):
         cge.InferenceSession(onnx_path, opt_level=4)
+
+
+def test_openmp_setting_of_the_caller(monkeypatch):
+    """oneDNN's convolutions run an OpenMP team on the calling thread: a
+    caller that set OpenMP to 1 thread (PyTorch does, through
+    torch.set_num_threads) still gets a 2-thread plan that runs and matches,
+    and keeps its own setting afterwards."""
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    pytest.importorskip("torchvision", reason="torchvision is not installed")
+    monkeypatch.delenv("CGE_OPT_LEVEL", raising=False)
+    onnx_path, npz_path = _load_maker().make("mobilenet_v2", MODEL_DIR)
+    ref = np.load(npz_path)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        sess = cge.InferenceSession(onnx_path, num_threads=2)
+        for _ in range(2):
+            (out,) = sess.run(None, {"input": ref["input"]})
+        scale = float(np.abs(ref["output"]).max())
+        np.testing.assert_allclose(out / scale, ref["output"] / scale, rtol=1e-3, atol=1e-4)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

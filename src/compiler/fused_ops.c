@@ -13,6 +13,7 @@
 
 #include "compiler/compiler_internal.h"
 #include "ops/conv_fused.h"
+#include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 #include "ops/pool_nhwc.h"
@@ -66,7 +67,7 @@ static void ew_apply(const int16_t *ins, const float *imm, float r[][EW_TILE], i
     case CC_EW_DIV: for (int64_t j = 0; j < len; j++) d[j] = a[j] / b[j]; break;
     case CC_EW_NEG: for (int64_t j = 0; j < len; j++) d[j] = -a[j]; break;
     case CC_EW_ABS: for (int64_t j = 0; j < len; j++) d[j] = fabsf(a[j]); break;
-    case CC_EW_EXP: for (int64_t j = 0; j < len; j++) d[j] = (float)exp((double)a[j]); break;
+    case CC_EW_EXP: cge_exp_f32_row(d, a, len); break;
     case CC_EW_LOG: for (int64_t j = 0; j < len; j++) d[j] = (float)log((double)a[j]); break;
     case CC_EW_SQRT: for (int64_t j = 0; j < len; j++) d[j] = sqrtf(a[j]); break;
     case CC_EW_RECIP: for (int64_t j = 0; j < len; j++) d[j] = 1.0f / a[j]; break;
@@ -77,7 +78,7 @@ static void ew_apply(const int16_t *ins, const float *imm, float r[][EW_TILE], i
             d[j] = a[j] < 0.0f ? al * a[j] : a[j];
         break;
     }
-    case CC_EW_SIGMOID: for (int64_t j = 0; j < len; j++) d[j] = (float)sigmoid_d(a[j]); break;
+    case CC_EW_SIGMOID: cge_sigmoid_f32_row(d, a, len); break;
     case CC_EW_TANH: for (int64_t j = 0; j < len; j++) d[j] = (float)tanh((double)a[j]); break;
     case CC_EW_ERF: for (int64_t j = 0; j < len; j++) d[j] = (float)erf((double)a[j]); break;
     case CC_EW_GELU: for (int64_t j = 0; j < len; j++) d[j] = gelu_f(a[j]); break;
@@ -272,7 +273,7 @@ static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int6
         float *c = a->c + i * a->N;
         switch ((act_kind)a->act) {
         case ACT_RELU: for (int64_t j = j0; j < j1; j++) c[j] = c[j] < 0.0f ? 0.0f : c[j]; break;
-        case ACT_SIGMOID: for (int64_t j = j0; j < j1; j++) c[j] = (float)sigmoid_d(c[j]); break;
+        case ACT_SIGMOID: cge_sigmoid_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_TANH: for (int64_t j = j0; j < j1; j++) c[j] = (float)tanh((double)c[j]); break;
         case ACT_GELU: for (int64_t j = j0; j < j1; j++) c[j] = gelu_f(c[j]); break;
         case ACT_GELU_TANH: for (int64_t j = j0; j < j1; j++) c[j] = gelu_tanh_f(c[j]); break;

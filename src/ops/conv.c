@@ -6,10 +6,12 @@
  * dtypes and ConvTranspose a plain gather loop. */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ops/builtin.h"
 #include "ops/conv_fused.h"
 #include "ops/dnnl_conv.h"
+#include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
@@ -92,7 +94,7 @@ static void epilogue(const conv_args *p, float *y, const float *z, int64_t n)
             y[i] = v > p->hi ? p->hi : v;
         }
         break;
-    case ACT_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = (float)sigmoid_d(y[i]); break;
+    case ACT_SIGMOID: cge_sigmoid_f32_row(y, y, n); break;
     case ACT_TANH: for (int64_t i = 0; i < n; i++) y[i] = (float)tanh((double)y[i]); break;
     default: break;
     }
@@ -736,9 +738,9 @@ static bool dnnl_blocked(const conv_args *p)
     return p->w_const && p->G == 1 && p->kvol > 1;
 }
 
-static cge_status dnnl_make(const conv_args *p, bool has_bias, cge_dnnl_conv **out)
+static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge_dnnl_conv **out)
 {
-    cge_dnnl_conv_desc d = {.N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
+    cge_dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
                             .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
                             .channels_last = p->channels_last};
@@ -812,7 +814,18 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
     if (!uses_dnnl(&p))
         return CGE_OK;
     cge_dnnl_conv *dc = NULL;
-    if (dnnl_make(&p, ctx_has_bias(ctx), &dc) == CGE_OK) {
+    /* oneDNN sizes its scratch by threads: with a workspace sized elsewhere
+     * (a model file compiled on a smaller machine), use as many threads as
+     * it fits. */
+    int threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    cge_status made = dnnl_make(&p, ctx_has_bias(ctx), threads, &dc);
+    while (made == CGE_OK && threads > 1 && ctx->workspace_size &&
+           cge_dnnl_conv_scratch_size(dc) + 64 > ctx->workspace_size) {
+        cge_dnnl_conv_destroy(dc);
+        dc = NULL;
+        made = dnnl_make(&p, ctx_has_bias(ctx), --threads, &dc);
+    }
+    if (made == CGE_OK) {
         *state = dc;
         /* A constant W is in place already (plans write their constants
          * before preparing): reorder it now, not in the first run. */
@@ -845,9 +858,13 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused)
         return 0;
     size_t need = gemm_ws(&p);
     /* oneDNN's scratch: the plan's workspace serves both paths, so no run
-     * allocates. Asking means making the primitive once more here. */
+     * allocates. Asking means making the primitive once more here, for at
+     * least as many threads as this machine has (a plan may be compiled
+     * without the device it runs on, or saved and loaded elsewhere). */
     cge_dnnl_conv *dc = NULL;
-    if (uses_dnnl(&p) && dnnl_make(&p, ctx_has_bias(ctx), &dc) == CGE_OK) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = ctx->num_threads > (int)cores ? ctx->num_threads : (int)(cores > 0 ? cores : 1);
+    if (uses_dnnl(&p) && dnnl_make(&p, ctx_has_bias(ctx), threads, &dc) == CGE_OK) {
         size_t s = cge_dnnl_conv_scratch_size(dc) + 64;
         need = s > need ? s : need;
         cge_dnnl_conv_destroy(dc);

@@ -26,8 +26,34 @@ struct cge_dnnl_conv {
     const void *wei_from; /* the W last reordered */
     size_t scratch_bytes, dst_bytes;
     int post;
+    int threads; /* OpenMP threads it was made for and runs with */
     void (*omp_set_num_threads)(int);
+    int (*omp_get_max_threads)(void);
 };
+
+/* The calling thread's OpenMP thread count set to `threads` for one oneDNN
+ * call and given back after, so that neither oneDNN's scratch sizing nor
+ * the caller's own OpenMP code (PyTorch on the same thread) sees another's
+ * setting. libgomp comes with oneDNN; its functions are looked up rather
+ * than linked so that cge needs no OpenMP flags. */
+typedef struct omp_scope {
+    void (*set)(int);
+    int saved;
+} omp_scope;
+
+static omp_scope omp_enter(void (*set)(int), int (*get)(void), int threads)
+{
+    omp_scope o = {set, get ? get() : 0};
+    if (set)
+        set(threads > 0 ? threads : 1);
+    return o;
+}
+
+static void omp_leave(omp_scope o)
+{
+    if (o.set && o.saved > 0)
+        o.set(o.saved);
+}
 
 int cge_dnnl_available(void)
 {
@@ -88,6 +114,10 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
     cge_dnnl_conv *c = calloc(1, sizeof *c);
     if (!c)
         return CGE_ERR_NO_MEMORY;
+    *(void **)&c->omp_set_num_threads = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+    *(void **)&c->omp_get_max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+    c->threads = d->threads > 0 ? d->threads : 1;
+    omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
     int n = d->nsp, off = 3 - n;
     dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd, bd = {d->M}, st, dil, pl, pr;
     int wr = d->G > 1 ? n + 3 : n + 2;
@@ -163,15 +193,13 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
         dnnl_memory_create(&c->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
     dnnl_primitive_attr_destroy(attr);
     dnnl_post_ops_destroy(po);
+    omp_leave(omp);
     if (!ok) {
         cge_dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
     }
     c->scratch_bytes = dnnl_memory_desc_get_size(spd);
     c->dst_bytes = dnnl_memory_desc_get_size(&dmd);
-    /* libgomp is loaded with oneDNN; its thread-count setter is looked up
-     * rather than linked so that cge needs no OpenMP flags. */
-    *(void **)&c->omp_set_num_threads = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
     *out = c;
     return CGE_OK;
 }
@@ -212,20 +240,20 @@ static int ensure_weights(cge_dnnl_conv *c, const float *w)
 
 cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads)
 {
+    (void)threads;
     if (!c || !w || !c->r_wei)
         return CGE_OK;
-    if (c->omp_set_num_threads)
-        c->omp_set_num_threads(threads > 0 ? threads : 1);
-    if (!ensure_weights(c, w) || dnnl_stream_wait(c->stream) != dnnl_success)
-        return CGE_ERR_INTERNAL;
-    return CGE_OK;
+    omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
+    int ok = ensure_weights(c, w) && dnnl_stream_wait(c->stream) == dnnl_success;
+    omp_leave(omp);
+    return ok ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch, int threads)
 {
-    if (c->omp_set_num_threads)
-        c->omp_set_num_threads(threads > 0 ? threads : 1);
+    (void)threads; /* the number it was made for: c->threads */
+    omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
     bool sum = (c->post & CGE_DNNL_POST_SUM) && z;
     int ok = set(c->src, c->src_user, c->r_src, x) && set(c->dst, c->dst_user, c->r_dst, y) &&
              dnnl_memory_set_data_handle(c->bias, (void *)b) == dnnl_success &&
@@ -246,9 +274,9 @@ cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, c
     ok = ok && dnnl_primitive_execute(c->prim, c->stream, b ? 5 : 4, args) == dnnl_success;
     if (ok && c->r_dst)
         ok = run_reorder(c, c->r_dst, c->dst, c->dst_user);
-    if (!ok || dnnl_stream_wait(c->stream) != dnnl_success)
-        return CGE_ERR_INTERNAL;
-    return CGE_OK;
+    ok = ok && dnnl_stream_wait(c->stream) == dnnl_success;
+    omp_leave(omp);
+    return ok ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
 #else

@@ -36,6 +36,10 @@ typedef struct cge_dnnl_conv_desc {
      * brgemm kernels read and write these directly, so no activation is
      * reordered, and every post-op is taken. */
     int channels_last;
+    /* OpenMP threads it runs with (0: 1). oneDNN sizes its scratch for the
+     * threads at creation, so runs must use the same number: creation and
+     * runs set it on the calling thread and restore the caller's after. */
+    int threads;
 } cge_dnnl_conv_desc;
 
 enum { CGE_DNNL_POST_SUM = 1, CGE_DNNL_POST_ELTWISE = 2 };
@@ -48,8 +52,8 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
 size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c);
 /* The CGE_DNNL_POST_* the primitive applies itself. */
 int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c);
-/* Run on the calling thread with at most `threads` OpenMP threads; z is the
- * addend when the sum post-op was taken (else ignored). */
+/* Run on the calling thread with `threads` OpenMP threads (the number it was
+ * made for); z is the addend when the sum post-op was taken (else ignored). */
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch, int threads);
 /* Reorder a constant W into the primitive's layout now (when the plan is

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/fast_math.h"
 #include "ops/kernel_util.h"
 
 #define MIN_PER_BLOCK 16384
@@ -38,7 +39,7 @@ static inline float neg_f(float x, float al) { return -x; }
 static inline double neg_d(double x, float al) { return -x; }
 static inline float abs_f(float x, float al) { return fabsf(x); }
 static inline double abs_d(double x, float al) { return fabs(x); }
-static inline float exp_f(float x, float al) { return (float)exp((double)x); }
+static inline float exp_f(float x, float al) { return cge_expf_fast(x); }
 static inline double exp_d(double x, float al) { return exp(x); }
 static inline float log_f(float x, float al) { return (float)log((double)x); }
 static inline double log_d(double x, float al) { return log(x); }
@@ -60,7 +61,7 @@ static inline double sigmoid_d(double x, float al)
     double e = exp(x);
     return e / (1.0 + e);
 }
-static inline float sigmoid_f(float x, float al) { return (float)sigmoid_d(x, al); }
+static inline float sigmoid_f(float x, float al) { return cge_sigmoidf_fast(x); }
 static inline float tanh_f(float x, float al) { return (float)tanh((double)x); }
 static inline double tanh_d(double x, float al) { return tanh(x); }
 static inline float erf_f(float x, float al) { return (float)erf((double)x); }
@@ -79,7 +80,8 @@ static inline float gelu_tanh_f(float x, float al) { return (float)gelu_tanh_d(x
 
 /* ---- rows ------------------------------------------------------------------ */
 
-/* float32 / float64 rows and float16 / bfloat16 rows computed in float32. */
+/* float32 / float64 rows and float16 / bfloat16 rows computed in float32;
+ * exp and sigmoid take their vectorised float32 rows from fast_math. */
 #define DEF_FLOAT_ROWS(OP)                                                               \
     static void OP##_f32(const void *in_, void *out_, int64_t n, const un_args *a)      \
     {                                                                                    \
@@ -89,6 +91,14 @@ static inline float gelu_tanh_f(float x, float al) { return (float)gelu_tanh_d(x
         for (int64_t k = 0; k < n; k++)                                                  \
             out[k] = OP##_f(in[k], al);                                                  \
     }                                                                                    \
+    DEF_WIDE_ROWS(OP)
+#define DEF_VEC_FLOAT_ROWS(OP, ROW32)                                                    \
+    static void OP##_f32(const void *in_, void *out_, int64_t n, const un_args *a)      \
+    {                                                                                    \
+        ROW32((float *)out_, (const float *)in_, n);                                     \
+    }                                                                                    \
+    DEF_WIDE_ROWS(OP)
+#define DEF_WIDE_ROWS(OP)                                                                \
     static void OP##_f64(const void *in_, void *out_, int64_t n, const un_args *a)      \
     {                                                                                    \
         const double *in = in_;                                                          \
@@ -115,13 +125,13 @@ static inline float gelu_tanh_f(float x, float al) { return (float)gelu_tanh_d(x
     }
 DEF_FLOAT_ROWS(neg)
 DEF_FLOAT_ROWS(abs)
-DEF_FLOAT_ROWS(exp)
+DEF_VEC_FLOAT_ROWS(exp, cge_exp_f32_row)
 DEF_FLOAT_ROWS(log)
 DEF_FLOAT_ROWS(sqrt)
 DEF_FLOAT_ROWS(recip)
 DEF_FLOAT_ROWS(relu)
 DEF_FLOAT_ROWS(leaky)
-DEF_FLOAT_ROWS(sigmoid)
+DEF_VEC_FLOAT_ROWS(sigmoid, cge_sigmoid_f32_row)
 DEF_FLOAT_ROWS(tanh)
 DEF_FLOAT_ROWS(erf)
 DEF_FLOAT_ROWS(gelu)
