@@ -210,8 +210,8 @@ cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
 /* ---- fused and conversion operators ------------------------------------------- */
 
 /* Registers cge.fused ElementwiseChain, FusedMatMul, FusedConv,
- * ChannelsLastPool, ChannelsLastConcat and ChannelsLastSplit, cge Copy and
- * Reorder
+ * ChannelsLastPool, ChannelsLastConcat, ChannelsLastSplit and
+ * ChannelsLastAffine, cge Copy and Reorder
  * (once per process, through cge_op_register_library). */
 cge_status cc_register_ops(void);
 

@@ -4,7 +4,8 @@
  * FusedMatMul (the packed GEMM with bias and activation applied to each tile
  * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), cge.fused
  * ChannelsLastPool (kernels in ops/pool_nhwc.c), ChannelsLastConcat and
- * ChannelsLastSplit (ops/transform.c), and the
+ * ChannelsLastSplit (ops/transform.c), ChannelsLastAffine
+ * (ops/affine_nhwc.c), and the
  * border conversions cge Copy and cge Reorder. */
 #include <math.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+#include "ops/affine_nhwc.h"
 #include "ops/conv_fused.h"
 #include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
@@ -655,6 +657,15 @@ static const cge_attr_def clsplit_attrs[] = {
 static const cge_kernel_def clsplit_kernels[] = {
     {.engine = "cpu", .launch = cge_split_nhwc_launch, .inplace_input = -1}};
 
+static const cge_arg_def claff_in[] = {
+    {"X", 0, CGE_DT(CGE_F32), "[N, C, ...] in NHWC format"},
+    {"A", 0, CGE_DT(CGE_F64), "[C] scale"},
+    {"B", 0, CGE_DT(CGE_F64), "[C] shift"}};
+static const cge_arg_def claff_out[] = {{"Y", 0, CGE_DT(CGE_F32), "X * A + B, in NHWC format"}};
+static const cge_kernel_def claff_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_affine_nhwc_launch,
+     .inplace_input = 0}};
+
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
 static const cge_attr_def reorder_attrs[] = {
@@ -692,6 +703,11 @@ static const cge_op_def compiler_ops[] = {
      .inputs = clsplit_in, .num_inputs = 2, .outputs = clsplit_out, .num_outputs = 1,
      .attrs = clsplit_attrs, .num_attrs = 1, .infer = cge_split_infer, .kernels = clsplit_kernels,
      .num_kernels = 1, .doc = "Split of NHWC activations (made by the layout passes)"},
+    {.name = "ChannelsLastAffine", .domain = CC_FUSED_DOMAIN, .since_version = 1,
+     .inputs = claff_in, .num_inputs = 3, .outputs = claff_out, .num_outputs = 1,
+     .infer = cge_affine_nhwc_infer, .kernels = claff_kernels, .num_kernels = 1,
+     .doc = "per-channel scale and shift of NHWC activations (an inference "
+            "BatchNormalization, made by the layout passes)"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,
      .num_kernels = 1, .doc = "copy between memory spaces (inserted by partition)"},

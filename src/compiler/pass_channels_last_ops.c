@@ -4,11 +4,15 @@
  * instead of being reordered out and back in: a float32 MaxPool (without
  * Indices), AveragePool, GlobalMaxPool or GlobalAveragePool becomes a
  * cge.fused ChannelsLastPool, a Concat of such data a ChannelsLastConcat, a
- * Split of it a ChannelsLastSplit. "Such data" is the output of a FusedConv
+ * Split of it a ChannelsLastSplit, an inference BatchNormalization with
+ * constant parameters a ChannelsLastAffine (its factors folded now, as the
+ * BatchNormalization kernel computes them: same bits). "Such data" is the output of a FusedConv
  * with constant W, of an op converted here, or of an elementwise node whose
  * full-size inputs are all such data (the layout pass lets those work on
  * NHWC bytes). Needs oneDNN (the convolutions' channels-last kernels);
  * without it nothing changes. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
@@ -48,7 +52,7 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
     if (!p || !static_rank_3_to_5(g, x))
         return false;
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
-        is_fused(p, "ChannelsLastSplit"))
+        is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine"))
         return true;
     if (is_fused(p, "FusedConv"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "w_const", 0) != 0 &&
@@ -105,6 +109,69 @@ static bool split_eligible(const cge_graph *g, const cge_node *n)
         if (!static_rank_3_to_5(g, cge_node_output_id(n, k)))
             return false;
     return feeds_nhwc(g, cge_node_input_id(n, 0), 8);
+}
+
+/* An inference BatchNormalization of float32 NHWC data whose scale, bias,
+ * mean and variance are float32 constants of [C]. */
+static bool bn_eligible(const cge_graph *g, const cge_node *n)
+{
+    if (!cc_is_op(n, "BatchNormalization") || cge_node_num_inputs(n) != 5 ||
+        cge_attrs_get_int(cge_node_attrs_const(n), "training_mode", 0) != 0)
+        return false;
+    for (int32_t k = 1; k < cge_node_num_outputs(n); k++)
+        if (cge_node_output_id(n, k) >= 0)
+            return false;
+    cge_tensor_desc x = cc_in_desc(g, n, 0);
+    if (x.dtype != CGE_F32 || !static_rank_3_to_5(g, cge_node_input_id(n, 0)))
+        return false;
+    for (int32_t k = 1; k < 5; k++) {
+        const cge_tensor *t = cc_input_const(g, n, k);
+        if (!t || t->dtype != CGE_F32 || t->shape.rank != 1 || t->shape.dims[0] != x.shape.dims[1])
+            return false;
+    }
+    return feeds_nhwc(g, cge_node_input_id(n, 0), 8);
+}
+
+/* BatchNormalization -> ChannelsLastAffine(X, A, B) with A = scale /
+ * sqrt(var + epsilon), B = bias - mean * A in float64. */
+static cge_status convert_bn(cc_ctx *ctx, cge_graph *g, cge_node *n)
+{
+    const cge_tensor *sc = cc_input_const(g, n, 1), *bi = cc_input_const(g, n, 2);
+    const cge_tensor *mu = cc_input_const(g, n, 3), *va = cc_input_const(g, n, 4);
+    int64_t C = sc->shape.dims[0];
+    double *ab = malloc(sizeof(double) * 2 * (size_t)(C ? C : 1));
+    if (!ab)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "channels_last_ops: out of memory");
+    double eps = cge_attrs_get_float(cge_node_attrs_const(n), "epsilon", 1e-5f);
+    for (int64_t c = 0; c < C; c++) {
+        double a = (double)((const float *)sc->data)[c] /
+                   sqrt((double)((const float *)va->data)[c] + eps);
+        ab[c] = a;
+        ab[C + c] = (double)((const float *)bi->data)[c] - (double)((const float *)mu->data)[c] * a;
+    }
+    char an[256], bn[256], name[256], out[256], tmp[256];
+    cge_shape s1 = CGE_SHAPE(C);
+    cge_status st = cc_add_const(ctx, g, "bn_scale", CGE_F64, &s1, ab, an, sizeof an);
+    if (!st)
+        st = cc_add_const(ctx, g, "bn_shift", CGE_F64, &s1, ab + C, bn, sizeof bn);
+    free(ab);
+    if (st)
+        return st;
+    snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(n, 0)));
+    const char *ins[3] = {cge_node_input(n, 0), an, bn}, *outs[1] = {out};
+    cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name);
+    st = cge_node_set_output(n, 0, cc_fresh_name(ctx, g, out, tmp, sizeof tmp));
+    cge_node *f = NULL;
+    if (!st)
+        st = cge_graph_add_node(g, "ChannelsLastAffine", CC_FUSED_DOMAIN, name, ins, 3, outs, 1, &f);
+    if (!st)
+        st = cge_graph_remove_node(g, n);
+    if (!st) {
+        ctx->fused++;
+        ctx->removed++;
+        ctx->added++;
+    }
+    return st;
 }
 
 /* Replace n by `op` (cge.fused) with the same inputs, outputs and attributes;
@@ -172,6 +239,8 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
                 st = convert(ctx, g, n, "ChannelsLastConcat", NULL);
             else if (split_eligible(g, n))
                 st = convert(ctx, g, n, "ChannelsLastSplit", NULL);
+            else if (bn_eligible(g, n))
+                st = convert_bn(ctx, g, n);
             else
                 continue;
             changed = true;

@@ -34,7 +34,7 @@ static int64_t numel_of(const cge_graph *g, int32_t id)
 static bool is_nhwc_op(const cge_node *n)
 {
     return is_fused_op(n, "ChannelsLastPool") || is_fused_op(n, "ChannelsLastConcat") ||
-           is_fused_op(n, "ChannelsLastSplit");
+           is_fused_op(n, "ChannelsLastSplit") || is_fused_op(n, "ChannelsLastAffine");
 }
 
 /* Inputs that follow the layout: FusedConv's X and Z, the pool's and the

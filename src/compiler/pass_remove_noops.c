@@ -1,7 +1,7 @@
 /* optimize/remove_noops: nodes that only pass data through. Identity, Dropout
  * in inference, Cast to the same dtype, views (Reshape, Flatten, Squeeze,
  * Unsqueeze) and Expand whose output shape is the input's, Transpose by the
- * identity permutation; a Transpose that moves only size-1 dims becomes a
+ * identity permutation, Pad by zeros; a Transpose that moves only size-1 dims becomes a
  * Reshape (a view, no copy). Chains collapse too: a view of a view becomes one
  * Reshape of the origin (or nothing, if the shapes match), and two Transposes
  * become one (or nothing, if they cancel). Everything here is exact. */
@@ -235,6 +235,19 @@ static cge_status visit(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n)
     }
     if (cc_is_op(n, "Transpose"))
         return transpose(ctx, u, g, n);
+    if (cc_is_op(n, "Pad")) {
+        /* pads all 0 (the input form, or the old attribute): a copy */
+        const cge_tensor *pads = cc_input_const(g, n, 1);
+        const int64_t *pa = NULL;
+        int64_t na = cge_attrs_get_ints(cge_node_attrs_const(n), "pads", &pa);
+        bool zero = pads ? cc_const_all_equal(pads, 0.0, false)
+                         : cge_node_num_inputs(n) < 2 && na >= 0;
+        for (int64_t k = 0; !pads && zero && k < na; k++)
+            zero = pa[k] == 0;
+        if (zero && same_desc(&in, &out))
+            return bypass0(ctx, u, g, n);
+        return CGE_OK;
+    }
     return CGE_OK;
 }
 

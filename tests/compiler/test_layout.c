@@ -429,6 +429,49 @@ static void test_concat_split_stay_channels_last(void **state)
     cge_graph_destroy(g);
 }
 
+static void test_batchnorm_on_nhwc_data(void **state)
+{
+    /* DenseNet's pre-activation: Concat of conv outputs -> BatchNormalization
+     * -> Relu -> conv. The BatchNormalization becomes a ChannelsLastAffine
+     * (same bits as the plain kernel), so nothing but x and y is reordered. */
+    static float sc[16], bi[16], mu[16], va[16];
+    for (int i = 0; i < 16; i++) {
+        sc[i] = 0.5f + 0.1f * (float)(i % 3);
+        bi[i] = 0.05f * (float)(i % 4) - 0.1f;
+        mu[i] = 0.02f * (float)(i % 5);
+        va[i] = 0.8f + 0.1f * (float)(i % 2);
+    }
+    cge_graph *g = ct_graph("densenet_layer");
+    ct_input(g, "x", CGE_SHAPE(1, 8, 7, 7));
+    weights(g, "w1", 0, CGE_SHAPE(8, 8, 3, 3));
+    weights(g, "w2", 1, CGE_SHAPE(8, 8, 1, 1));
+    weights(g, "w3", 2, CGE_SHAPE(4, 16, 1, 1));
+    conv(g, "x", "w1", "c1", 3, 1);
+    conv(g, "c1", "w2", "c2", 1, 1);
+    const char *cat_in[2] = {"c1", "c2"}, *cat_out[1] = {"cat"};
+    cge_node *cat = ct_node_n(g, "Concat", "", cat_in, 2, cat_out, 1);
+    assert_int_equal(cge_node_set_int(cat, "axis", 1), CGE_OK);
+    ct_const_f32(g, "sc", CGE_SHAPE(16), sc);
+    ct_const_f32(g, "bi", CGE_SHAPE(16), bi);
+    ct_const_f32(g, "mu", CGE_SHAPE(16), mu);
+    ct_const_f32(g, "va", CGE_SHAPE(16), va);
+    const char *bn_in[5] = {"cat", "sc", "bi", "mu", "va"}, *bn_out[1] = {"bn"};
+    ct_node_n(g, "BatchNormalization", "", bn_in, 5, bn_out, 1);
+    ct_node(g, "Relu", "bn", NULL, "r");
+    conv(g, "r", "w3", "y", 1, 1);
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (cge_fused_conv_channels_last_available()) {
+        assert_int_equal(ct_count_op(p, "ChannelsLastAffine"), 1);
+        assert_int_equal(ct_count_op(p, "BatchNormalization"), 0);
+        assert_int_equal(ct_count_op(p, "Reorder"), 2);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
 static void test_concat_with_plain_input_left_alone(void **state)
 {
     /* One input of the Concat is a graph input: it stays a Concat, and
@@ -464,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_conv_sweep),
         cmocka_unit_test(test_concat_split_stay_channels_last),
         cmocka_unit_test(test_concat_with_plain_input_left_alone),
+        cmocka_unit_test(test_batchnorm_on_nhwc_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

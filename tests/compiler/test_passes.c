@@ -194,6 +194,25 @@ static void test_noops_unit_dim_transpose(void **state)
     }
 }
 
+static void test_noops_zero_pad(void **state)
+{
+    /* Pad by zeros (as PyTorch exports AvgPool2d) goes; a real Pad stays. */
+    for (int real = 0; real < 2; real++) {
+        int64_t pads[8] = {0, 0, 0, real, 0, 0, 0, 0};
+        cge_graph *g = ct_graph("pad");
+        ct_input(g, "x", CGE_SHAPE(1, 2, 3, 3));
+        ct_const_i64(g, "pads", pads, 8);
+        ct_node(g, "Exp", "x", NULL, "e");
+        ct_node(g, "Pad", "e", "pads", "p");
+        ct_node(g, "Relu", "p", NULL, "y");
+        ct_output(g, "y");
+        cge_compile_options o = only("remove_noops,dce");
+        assert_int_equal(count_with(g, &o, "Pad"), real);
+        ct_assert_equivalent(g, &o, 0, 0.0);
+        cge_graph_destroy(g);
+    }
+}
+
 static void test_noops_views_and_outputs(void **state)
 {
     /* Squeeze/Unsqueeze pair, Expand to the same shape, Dropout in inference;
@@ -644,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_noops_removed),
         cmocka_unit_test(test_noops_kept),
         cmocka_unit_test(test_noops_unit_dim_transpose),
+        cmocka_unit_test(test_noops_zero_pad),
         cmocka_unit_test(test_noops_views_and_outputs),
         cmocka_unit_test(test_algebra),
         cmocka_unit_test(test_algebra_keeps_widening),

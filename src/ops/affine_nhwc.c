@@ -1,0 +1,75 @@
+/* ChannelsLastAffine (see affine_nhwc.h): every position's channel vector
+ * scaled and shifted by per-channel float64 factors, the row over C
+ * vectorised. */
+#include <string.h>
+
+#include "ops/affine_nhwc.h"
+#include "ops/kernel_util.h"
+
+typedef struct affine_args {
+    const float *x;
+    float *y;
+    const double *a, *b;
+    int64_t rows, C;
+} affine_args;
+
+static bool factors_ok(const cge_tensor_desc *x, const cge_tensor_desc *f)
+{
+    return f->dtype == CGE_F64 && f->shape.rank == 1 && x->shape.rank >= 2 &&
+           f->shape.dims[0] == x->shape.dims[1];
+}
+
+cge_status cge_affine_nhwc_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs X, A and B, and one output");
+    const cge_tensor_desc *x = &ctx->inputs[0];
+    if (x->dtype != CGE_F32 || x->shape.rank < 3)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "X must be float32 of rank >= 3");
+    if (!factors_ok(x, &ctx->inputs[1]) || !factors_ok(x, &ctx->inputs[2]))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "A and B must be float64 [C]");
+    ctx->outputs[0].dtype = CGE_F32;
+    ctx->outputs[0].shape = x->shape;
+    return CGE_OK;
+}
+
+CGE_TARGET_CLONES
+static void affine_row(float *restrict y, const float *restrict x, const double *restrict a,
+                       const double *restrict b, int64_t C)
+{
+    for (int64_t c = 0; c < C; c++)
+        y[c] = (float)((double)x[c] * a[c] + b[c]);
+}
+
+static void affine_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const affine_args *p = args;
+    int64_t r0, r1;
+    cge_block_range(p->rows, blk, nblk, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        affine_row(p->y + r * p->C, p->x + r * p->C, p->a, p->b, p->C);
+}
+
+cge_status cge_affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs X, A and B, and one output");
+    const cge_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
+    cge_tensor_desc xd = {.dtype = x->dtype, .shape = x->shape};
+    cge_tensor_desc ad = {.dtype = ctx->inputs[1].dtype, .shape = ctx->inputs[1].shape};
+    cge_tensor_desc bd = {.dtype = ctx->inputs[2].dtype, .shape = ctx->inputs[2].shape};
+    if (x->dtype != CGE_F32 || y->dtype != CGE_F32 || !cge_shape_equal(&x->shape, &y->shape) ||
+        !factors_ok(&xd, &ad) || !factors_ok(&xd, &bd))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X, A, B and Y do not agree");
+    affine_args a = {x->data, y->data, ctx->inputs[1].data, ctx->inputs[2].data, 0,
+                     x->shape.dims[1]};
+    int64_t n = cge_shape_numel(&x->shape);
+    if (n == 0)
+        return CGE_OK;
+    if (!a.x || !a.y || !a.a || !a.b)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer");
+    a.rows = n / a.C;
+    return cge_launch(stream, affine_fn,
+                      cge_blocks_for(a.rows, a.C >= 16384 ? 1 : 16384 / a.C, ctx->num_threads),
+                      &a, sizeof a);
+}
