@@ -1,19 +1,31 @@
 /* Vectorised rows of the float32 functions of fast_math.h: one clone per
- * instruction set, picked when the library loads. */
+ * instruction set, picked when the library loads. The clones are file-local
+ * (multiversioned functions with external linkage do not link the same way
+ * under every compiler); the exported names call them. */
 #include "ops/fast_math.h"
 
 #include "ops/kernel_util.h"
 
 CGE_TARGET_CLONES
-void cge_exp_f32_row(float *y, const float *x, int64_t n)
+static void exp_row(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = cge_expf_fast(x[i]);
 }
 
 CGE_TARGET_CLONES
-void cge_sigmoid_f32_row(float *y, const float *x, int64_t n)
+static void sigmoid_row(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = cge_sigmoidf_fast(x[i]);
+}
+
+void cge_exp_f32_row(float *y, const float *x, int64_t n)
+{
+    exp_row(y, x, n);
+}
+
+void cge_sigmoid_f32_row(float *y, const float *x, int64_t n)
+{
+    sigmoid_row(y, x, n);
 }
