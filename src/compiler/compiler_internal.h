@@ -79,7 +79,8 @@ typedef cge_status (*cc_pass_fn)(cc_ctx *ctx, cge_graph *g);
 cge_status cc_assign_node(cc_ctx *ctx, cge_graph *g, int32_t i, int32_t prefer);
 /* Whether step `r` is done before step `t` starts (single stream: r < t). */
 bool cc_happens_before(const cc_ctx *ctx, int32_t r, int32_t t);
-/* Reshape, Flatten, Squeeze, Unsqueeze, Identity: output = input's bytes. */
+/* Reshape, Flatten, Squeeze, Unsqueeze, Identity, cge.fused LayoutView:
+ * output = input's bytes. */
 bool cc_is_view_op(const cge_node *n);
 
 /* ---- passes (one file each) -------------------------------------------------- */
@@ -211,7 +212,7 @@ cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
 
 /* Registers cge.fused ElementwiseChain, FusedMatMul, FusedConv,
  * ChannelsLastPool, ChannelsLastConcat, ChannelsLastSplit and
- * ChannelsLastAffine, cge Copy and Reorder
+ * ChannelsLastAffine, LayoutView, cge Copy and Reorder
  * (once per process, through cge_op_register_library). */
 cge_status cc_register_ops(void);
 

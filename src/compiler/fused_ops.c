@@ -5,7 +5,7 @@
  * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), cge.fused
  * ChannelsLastPool (kernels in ops/pool_nhwc.c), ChannelsLastConcat and
  * ChannelsLastSplit (ops/transform.c), ChannelsLastAffine
- * (ops/affine_nhwc.c), and the
+ * (ops/affine_nhwc.c), LayoutView (ops/transform.c), and the
  * border conversions cge Copy and cge Reorder. */
 #include <math.h>
 #include <pthread.h>
@@ -666,6 +666,14 @@ static const cge_kernel_def claff_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_affine_nhwc_launch,
      .inplace_input = 0}};
 
+static const cge_arg_def lview_in[] = {{"data", 0, CGE_DT_ALL, "tensor"}};
+static const cge_arg_def lview_out[] = {{"transposed", 0, CGE_DT_ALL, "the same bytes"}};
+static const cge_attr_def lview_attrs[] = {
+    {"perm", CGE_ATTR_INTS, true, 0, 0.0f, NULL, "the Transpose's permutation"},
+    {"to", CGE_ATTR_INT, false, 0, 0.0f, NULL, "cge_format of the output: 0 plain, 1 NHWC"}};
+static const cge_kernel_def lview_kernels[] = {
+    {.engine = "cpu", .launch = cge_layout_view_launch, .inplace_input = -1}};
+
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
 static const cge_attr_def reorder_attrs[] = {
@@ -708,6 +716,11 @@ static const cge_op_def compiler_ops[] = {
      .infer = cge_affine_nhwc_infer, .kernels = claff_kernels, .num_kernels = 1,
      .doc = "per-channel scale and shift of NHWC activations (an inference "
             "BatchNormalization, made by the layout passes)"},
+    {.name = "LayoutView", .domain = CC_FUSED_DOMAIN, .since_version = 1, .inputs = lview_in,
+     .num_inputs = 1, .outputs = lview_out, .num_outputs = 1, .attrs = lview_attrs,
+     .num_attrs = 2, .infer = cge_transpose_infer, .kernels = lview_kernels, .num_kernels = 1,
+     .doc = "a Transpose between NHWC bytes and the plain transposed tensor: a view "
+            "(made by the layout passes)"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,
      .num_kernels = 1, .doc = "copy between memory spaces (inserted by partition)"},

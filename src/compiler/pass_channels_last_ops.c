@@ -6,7 +6,12 @@
  * cge.fused ChannelsLastPool, a Concat of such data a ChannelsLastConcat, a
  * Split of it a ChannelsLastSplit, an inference BatchNormalization with
  * constant parameters a ChannelsLastAffine (its factors folded now, as the
- * BatchNormalization kernel computes them: same bits). "Such data" is the output of a FusedConv
+ * BatchNormalization kernel computes them: same bits), a Mul or Add by a
+ * per-channel constant a ChannelsLastAffine too (same bits: a float product
+ * or sum rounded once either way), a Transpose by [0,2,...,1] of such data
+ * a LayoutView (the plain transposed tensor has the same bytes), and a
+ * Transpose by [0,r-1,1,...] of a rank-4/5 tensor a LayoutView giving
+ * NHWC data (at worst a Reorder replaces the Transpose's copy). "Such data" is the output of a FusedConv
  * with constant W, of an op converted here, or of an elementwise node whose
  * full-size inputs are all such data (the layout pass lets those work on
  * NHWC bytes). Needs oneDNN (the convolutions' channels-last kernels);
@@ -54,6 +59,8 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
         is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine"))
         return true;
+    if (is_fused(p, "LayoutView"))
+        return cge_attrs_get_int(cge_node_attrs_const(p), "to", 0) == CGE_FORMAT_NHWC;
     if (is_fused(p, "FusedConv"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "w_const", 0) != 0 &&
                cc_in_desc(g, p, 0).dtype == CGE_F32;
@@ -132,6 +139,9 @@ static bool bn_eligible(const cge_graph *g, const cge_node *n)
     return feeds_nhwc(g, cge_node_input_id(n, 0), 8);
 }
 
+static cge_status add_affine(cc_ctx *ctx, cge_graph *g, cge_node *n, int32_t xs,
+                             const double *ab, int64_t C);
+
 /* BatchNormalization -> ChannelsLastAffine(X, A, B) with A = scale /
  * sqrt(var + epsilon), B = bias - mean * A in float64. */
 static cge_status convert_bn(cc_ctx *ctx, cge_graph *g, cge_node *n)
@@ -149,16 +159,82 @@ static cge_status convert_bn(cc_ctx *ctx, cge_graph *g, cge_node *n)
         ab[c] = a;
         ab[C + c] = (double)((const float *)bi->data)[c] - (double)((const float *)mu->data)[c] * a;
     }
+    cge_status st = add_affine(ctx, g, n, 0, ab, C);
+    free(ab);
+    return st;
+}
+
+/* perm is [0, 2, ..., r-1, 1] (NCHW -> NHWC order: to_nhwc false) or
+ * [0, r-1, 1, ..., r-2] (the reverse: to_nhwc true). */
+static bool channel_perm(const cge_node *n, int32_t r, bool to_nhwc)
+{
+    const int64_t *p = NULL;
+    if (cge_attrs_get_ints(cge_node_attrs_const(n), "perm", &p) != r || r < 3)
+        return false;
+    for (int32_t i = 0; i < r; i++) {
+        int64_t want = i == 0 ? 0 : !to_nhwc ? (i == r - 1 ? 1 : i + 1) : (i == 1 ? r - 1 : i - 1);
+        if (p[i] != want)
+            return false;
+    }
+    return true;
+}
+
+/* 0: no; 1: Transpose of NHWC data into the plain channels-last tensor;
+ * 2: Transpose of a plain channels-last rank-4/5 tensor into NHWC data. */
+static int transpose_view(const cge_graph *g, const cge_node *n)
+{
+    if (!cc_is_op(n, "Transpose") || cge_node_num_inputs(n) != 1)
+        return 0;
+    int32_t x = cge_node_input_id(n, 0), y = cge_node_output_id(n, 0);
+    cge_tensor_desc xd = cc_in_desc(g, n, 0);
+    if (x < 0 || !static_rank_3_to_5(g, x) || !static_rank_3_to_5(g, y))
+        return 0;
+    if (channel_perm(n, xd.shape.rank, false) && feeds_nhwc(g, x, 8))
+        return 1;
+    if (channel_perm(n, xd.shape.rank, true) && xd.shape.rank >= 4 && xd.dtype == CGE_F32)
+        return 2;
+    return 0;
+}
+
+/* Mul or Add of NHWC data by a float32 constant that varies only along the
+ * channel axis ([C], [C,1,1], [1,C,1,1]); *xs is the data's slot. */
+static bool per_channel_eligible(const cge_graph *g, const cge_node *n, int32_t *xs)
+{
+    if ((!cc_is_op(n, "Mul") && !cc_is_op(n, "Add")) || cge_node_num_inputs(n) != 2)
+        return false;
+    for (int32_t k = 0; k < 2; k++) {
+        const cge_tensor *c = cc_input_const(g, n, 1 - k);
+        int32_t x = cge_node_input_id(n, k);
+        cge_tensor_desc xd = cc_in_desc(g, n, k), yd = cc_out_desc(g, n, 0);
+        if (!c || c->dtype != CGE_F32 || xd.dtype != CGE_F32 || !static_rank_3_to_5(g, x) ||
+            !cge_shape_equal(&xd.shape, &yd.shape) || c->shape.rank > xd.shape.rank)
+            continue;
+        /* aligned to the right: the channel axis is x's axis 1 */
+        int32_t off = xd.shape.rank - c->shape.rank;
+        bool ok = cge_shape_numel(&c->shape) == xd.shape.dims[1];
+        for (int32_t d = 0; ok && d < c->shape.rank; d++)
+            ok = c->shape.dims[d] == (d + off == 1 ? xd.shape.dims[1] : 1);
+        if (ok && feeds_nhwc(g, x, 8)) {
+            *xs = k;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* An affine node (X, A, B as float64 [C]) in place of n, with n's output. */
+static cge_status add_affine(cc_ctx *ctx, cge_graph *g, cge_node *n, int32_t xs,
+                             const double *ab, int64_t C)
+{
     char an[256], bn[256], name[256], out[256], tmp[256];
     cge_shape s1 = CGE_SHAPE(C);
-    cge_status st = cc_add_const(ctx, g, "bn_scale", CGE_F64, &s1, ab, an, sizeof an);
+    cge_status st = cc_add_const(ctx, g, "cl_scale", CGE_F64, &s1, ab, an, sizeof an);
     if (!st)
-        st = cc_add_const(ctx, g, "bn_shift", CGE_F64, &s1, ab + C, bn, sizeof bn);
-    free(ab);
+        st = cc_add_const(ctx, g, "cl_shift", CGE_F64, &s1, ab + C, bn, sizeof bn);
     if (st)
         return st;
     snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(n, 0)));
-    const char *ins[3] = {cge_node_input(n, 0), an, bn}, *outs[1] = {out};
+    const char *ins[3] = {cge_node_input(n, xs), an, bn}, *outs[1] = {out};
     cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name);
     st = cge_node_set_output(n, 0, cc_fresh_name(ctx, g, out, tmp, sizeof tmp));
     cge_node *f = NULL;
@@ -174,10 +250,28 @@ static cge_status convert_bn(cc_ctx *ctx, cge_graph *g, cge_node *n)
     return st;
 }
 
+static cge_status convert_per_channel(cc_ctx *ctx, cge_graph *g, cge_node *n, int32_t xs)
+{
+    const cge_tensor *c = cc_input_const(g, n, 1 - xs);
+    int64_t C = cge_shape_numel(&c->shape);
+    double *ab = malloc(sizeof(double) * 2 * (size_t)(C ? C : 1));
+    if (!ab)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "channels_last_ops: out of memory");
+    bool mul = cc_is_op(n, "Mul");
+    for (int64_t i = 0; i < C; i++) {
+        double v = ((const float *)c->data)[i];
+        ab[i] = mul ? v : 1.0;
+        ab[C + i] = mul ? 0.0 : v;
+    }
+    cge_status st = add_affine(ctx, g, n, xs, ab, C);
+    free(ab);
+    return st;
+}
+
 /* Replace n by `op` (cge.fused) with the same inputs, outputs and attributes;
  * `mode` is set when not NULL. */
 static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op,
-                          const char *mode)
+                          const char *mode, cge_node **made)
 {
     int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
     const char *ins[CGE_NHWC_SEG_MAX_PARTS];
@@ -215,6 +309,8 @@ static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op
         ctx->fused++;
         ctx->removed++;
         ctx->added++;
+        if (made)
+            *made = f;
     }
     return st;
 }
@@ -231,16 +327,25 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
         int32_t nn = cge_graph_num_nodes(g);
         for (int32_t i = 0; i < nn && !st; i++) {
             cge_node *n = cge_graph_node(g, i);
+            int32_t xs = 0, tv = 0;
             if (!n || cge_node_is_removed(n))
                 continue;
             if (pool_eligible(g, n))
-                st = convert(ctx, g, n, "ChannelsLastPool", pool_mode(n));
+                st = convert(ctx, g, n, "ChannelsLastPool", pool_mode(n), NULL);
             else if (concat_eligible(g, n))
-                st = convert(ctx, g, n, "ChannelsLastConcat", NULL);
+                st = convert(ctx, g, n, "ChannelsLastConcat", NULL, NULL);
             else if (split_eligible(g, n))
-                st = convert(ctx, g, n, "ChannelsLastSplit", NULL);
+                st = convert(ctx, g, n, "ChannelsLastSplit", NULL, NULL);
             else if (bn_eligible(g, n))
                 st = convert_bn(ctx, g, n);
+            else if (per_channel_eligible(g, n, &xs))
+                st = convert_per_channel(ctx, g, n, xs);
+            else if ((tv = transpose_view(g, n)) != 0) {
+                cge_node *v = NULL;
+                st = convert(ctx, g, n, "LayoutView", NULL, &v);
+                if (!st)
+                    st = cge_node_set_int(v, "to", tv == 2 ? CGE_FORMAT_NHWC : CGE_FORMAT_PLAIN);
+            }
             else
                 continue;
             changed = true;

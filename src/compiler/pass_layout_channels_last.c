@@ -16,8 +16,16 @@
 #include "ops/conv_fused.h"
 
 /* What a node is to this pass: K_NHWC_OP is one of optimize/
- * channels_last_ops's ChannelsLast* nodes, NHWC by definition. */
-enum { K_NONE, K_CONV, K_NHWC_OP, K_ELEMENTWISE };
+ * channels_last_ops's ChannelsLast* nodes, NHWC by definition; K_VIEW_IN a
+ * LayoutView reading NHWC data as the plain transposed tensor, K_VIEW_OUT
+ * one reading a plain tensor as NHWC data. */
+enum { K_NONE, K_CONV, K_NHWC_OP, K_ELEMENTWISE, K_VIEW_IN, K_VIEW_OUT };
+
+/* Kinds whose outputs are NHWC data. */
+static bool makes_nhwc(uint8_t k)
+{
+    return k == K_CONV || k == K_NHWC_OP || k == K_ELEMENTWISE || k == K_VIEW_OUT;
+}
 
 static bool is_fused_op(const cge_node *n, const char *op)
 {
@@ -45,6 +53,7 @@ static bool activation_slot(const cge_graph *g, const uint8_t *kind, const cge_n
 {
     switch (kind[cge_node_index(n)]) {
     case K_CONV: return slot == 0 || slot == 3;
+    case K_VIEW_IN: return slot == 0;
     case K_NHWC_OP: return slot == 0 || is_fused_op(n, "ChannelsLastConcat");
     case K_ELEMENTWISE: return numel_of(g, cge_node_input_id(n, slot)) != 1;
     default: return false;
@@ -106,7 +115,7 @@ static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8
         cge_tensor_desc d;
         cge_graph_value_desc(g, v, &d);
         const cge_node *p = cge_graph_value_producer(g, v);
-        if (!cge_shape_equal(&d.shape, &y0.shape) || !p || kind[cge_node_index(p)] == K_NONE)
+        if (!cge_shape_equal(&d.shape, &y0.shape) || !p || !makes_nhwc(kind[cge_node_index(p)]))
             return false;
         full++;
     }
@@ -248,7 +257,10 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
         kind[i] = !n                 ? K_NONE
                   : is_conv(ctx, g, n) ? K_CONV
                   : is_nhwc_op(n)      ? K_NHWC_OP
-                                       : K_NONE;
+                  : !is_fused_op(n, "LayoutView") ? K_NONE
+                  : cge_attrs_get_int(cge_node_attrs_const(n), "to", 0) == CGE_FORMAT_NHWC
+                      ? K_VIEW_OUT
+                      : K_VIEW_IN;
         if (kind[i] != K_NONE)
             list[nc++] = n;
     }
@@ -271,11 +283,14 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
         /* Outputs first (uses as the graph had them), then inputs. */
         for (int32_t k = 0; k < nc && !st; k++)
             for (int32_t o = 0; o < cge_node_num_outputs(list[k]) && !st; o++)
-                st = convert_output(ctx, &u, g, list[k], o, kind);
+                if (makes_nhwc(kind[cge_node_index(list[k])]))
+                    st = convert_output(ctx, &u, g, list[k], o, kind);
         cc_uses_free(&u);
-        for (int32_t k = 0; k < nc && !st; k++)
-            if (kind[cge_node_index(list[k])] != K_ELEMENTWISE)
+        for (int32_t k = 0; k < nc && !st; k++) {
+            uint8_t kk = kind[cge_node_index(list[k])];
+            if (kk == K_CONV || kk == K_NHWC_OP || kk == K_VIEW_IN)
                 st = convert_inputs(ctx, g, list[k], kind, &cache);
+        }
         for (int32_t k = 0; k < nc && !st; k++)
             if (kind[cge_node_index(list[k])] == K_CONV)
                 st = cge_node_set_int(list[k], "channels_last", 1);

@@ -1,6 +1,7 @@
 /* build/plan_memory: the plan itself. Every value gets a place: constants in
  * one blob, everything else (graph inputs and outputs included) in one arena,
- * by lifetimes. Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity) share
+ * by lifetimes. Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, the
+ * layout passes' LayoutView) share
  * their input's memory; an output takes an input's buffer in place when the
  * kernel allows it, the sizes match and nothing reads the input afterwards.
  * Offsets come from cge_memplan_assign; cge_plan_verify checks the result. */
@@ -13,6 +14,9 @@ static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsquee
 
 bool cc_is_view_op(const cge_node *n)
 {
+    /* the layout passes' Transposes of NHWC bytes */
+    if (!strcmp(cge_node_domain(n), CC_FUSED_DOMAIN))
+        return !strcmp(cge_node_op_type(n), "LayoutView");
     if (cge_node_domain(n)[0])
         return false;
     for (size_t i = 0; i < sizeof view_ops / sizeof view_ops[0]; i++)

@@ -172,7 +172,7 @@ static bool get_perm(const cge_attrs *attrs, int32_t r, int32_t perm[CGE_MAX_RAN
     return true;
 }
 
-static cge_status transpose_infer(cge_infer_ctx *ctx)
+cge_status cge_transpose_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *in = &ctx->inputs[0];
     int32_t perm[CGE_MAX_RANK];
@@ -496,6 +496,21 @@ static cge_status seg_run_nhwc(const cge_kernel_ctx *ctx, cge_stream *stream,
     }
     int32_t m = axis == 0 ? 0 : axis == 1 ? r - 1 : axis - 1;
     return seg_run_axis(ctx, stream, &w, p, n, to_whole, m);
+}
+
+cge_status cge_layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs one input and one output");
+    const cge_tensor *in = &ctx->inputs[0], *out = &ctx->outputs[0];
+    size_t n = cge_tensor_nbytes(in->dtype, &in->shape);
+    if (out->dtype != in->dtype || cge_tensor_nbytes(out->dtype, &out->shape) != n)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output and input sizes differ");
+    if (!n || in->data == out->data)
+        return CGE_OK; /* the plan made it a view */
+    if (!in->data || !out->data)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer");
+    return cge_memcpy_async(stream, out->data, in->data, n, CGE_MEMCPY_DEVICE_TO_DEVICE);
 }
 
 cge_status cge_concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -1043,7 +1058,7 @@ static const cge_attr_def gather_attrs[] = {
 
 static const cge_op_def transform_ops[] = {
     {"Transpose", CGE_DOMAIN_DEFAULT, 13, 0, transpose_in, N(transpose_in), transpose_out,
-     N(transpose_out), transpose_attrs, N(transpose_attrs), transpose_infer, transpose_kernels,
+     N(transpose_out), transpose_attrs, N(transpose_attrs), cge_transpose_infer, transpose_kernels,
      N(transpose_kernels), "Permute dims (ONNX Transpose-13)"},
     {"Concat", CGE_DOMAIN_DEFAULT, 13, 0, concat_in, N(concat_in), concat_out, N(concat_out),
      concat_attrs, N(concat_attrs), cge_concat_infer, concat_kernels, N(concat_kernels),

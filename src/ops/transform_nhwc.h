@@ -1,5 +1,6 @@
-/* Concat and Split over channels-last (NHWC) bytes, for the compiler's
- * cge.fused ChannelsLastConcat / ChannelsLastSplit (layout pass, level 3):
+/* Concat, Split and Transpose views over channels-last (NHWC) bytes, for the
+ * compiler's cge.fused ChannelsLastConcat / ChannelsLastSplit / LayoutView
+ * (layout passes, level 3):
  * shapes and "axis" are the logical NCHW ones, as for Concat and Split,
  * whose meta they share. */
 #ifndef CGE_OPS_TRANSFORM_NHWC_H
@@ -11,6 +12,12 @@
 #define CGE_NHWC_SEG_MAX_PARTS 128
 
 cge_status cge_concat_infer(cge_infer_ctx *ctx);
+cge_status cge_transpose_infer(cge_infer_ctx *ctx);
+/* cge.fused LayoutView: a Transpose between NHWC bytes and the plain tensor
+ * of the transposed shape, whose bytes are the same (perm [0,2,...,1] of
+ * NHWC data, or [0,r-1,1,...] giving NHWC data): the plan makes the output
+ * a view of the input; a copy otherwise. */
+cge_status cge_layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 cge_status cge_split_infer(cge_infer_ctx *ctx);
 cge_status cge_concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 cge_status cge_split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);

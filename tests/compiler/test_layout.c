@@ -472,6 +472,50 @@ static void test_batchnorm_on_nhwc_data(void **state)
     cge_graph_destroy(g);
 }
 
+static void test_permute_between_convs(void **state)
+{
+    /* ConvNeXt's block: depthwise conv -> Transpose to channels-last ->
+     * LayerNorm and a MatMul over C -> Transpose back -> per-channel scale ->
+     * residual Add -> conv. The Transposes become views of the NHWC bytes,
+     * the scale an affine node: only x in and y out are reordered. */
+    static float ls[16], wm[16 * 16];
+    for (int i = 0; i < 16; i++)
+        ls[i] = 0.1f * (float)(i % 4) + 0.05f;
+    for (int i = 0; i < 256; i++)
+        wm[i] = (float)((i * 13) % 17) * 0.02f - 0.16f;
+    cge_graph *g = ct_graph("convnext");
+    ct_input(g, "x", CGE_SHAPE(1, 16, 6, 6));
+    weights(g, "w0", 0, CGE_SHAPE(16, 16, 1, 1));
+    weights(g, "wd", 1, CGE_SHAPE(16, 1, 3, 3));
+    weights(g, "w2", 2, CGE_SHAPE(8, 16, 1, 1));
+    conv(g, "x", "w0", "in", 1, 1);
+    conv(g, "in", "wd", "d", 3, 16);
+    int64_t to_last[4] = {0, 2, 3, 1}, to_first[4] = {0, 3, 1, 2};
+    cge_node *t1 = ct_node(g, "Transpose", "d", NULL, "t1");
+    assert_int_equal(cge_node_set_ints(t1, "perm", to_last, 4), CGE_OK);
+    ct_const_f32(g, "wm", CGE_SHAPE(16, 16), wm);
+    ct_node(g, "MatMul", "t1", "wm", "mm");
+    ct_node(g, "Tanh", "mm", NULL, "th");
+    cge_node *t2 = ct_node(g, "Transpose", "th", NULL, "t2");
+    assert_int_equal(cge_node_set_ints(t2, "perm", to_first, 4), CGE_OK);
+    ct_const_f32(g, "ls", CGE_SHAPE(16, 1, 1), ls);
+    ct_node(g, "Mul", "ls", "t2", "sc");
+    ct_node(g, "Add", "sc", "in", "res");
+    conv(g, "res", "w2", "y", 1, 1);
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (cge_fused_conv_channels_last_available()) {
+        assert_int_equal(ct_count_op(p, "Transpose"), 0);
+        assert_int_equal(ct_count_op(p, "LayoutView"), 2);
+        assert_int_equal(ct_count_op(p, "ChannelsLastAffine"), 1);
+        assert_int_equal(ct_count_op(p, "Reorder"), 2);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
 static void test_concat_with_plain_input_left_alone(void **state)
 {
     /* One input of the Concat is a graph input: it stays a Concat, and
@@ -508,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_concat_split_stay_channels_last),
         cmocka_unit_test(test_concat_with_plain_input_left_alone),
         cmocka_unit_test(test_batchnorm_on_nhwc_data),
+        cmocka_unit_test(test_permute_between_convs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
