@@ -662,6 +662,8 @@ static const cge_arg_def claff_in[] = {
     {"A", 0, CGE_DT(CGE_F64), "[C] scale"},
     {"B", 0, CGE_DT(CGE_F64), "[C] shift"}};
 static const cge_arg_def claff_out[] = {{"Y", 0, CGE_DT(CGE_F32), "X * A + B, in NHWC format"}};
+static const cge_attr_def claff_attrs[] = {
+    {"relu", CGE_ATTR_INT, false, 0, 0.0f, NULL, "1: Relu applied to the result"}};
 static const cge_kernel_def claff_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_affine_nhwc_launch,
      .inplace_input = 0}};
@@ -713,7 +715,7 @@ static const cge_op_def compiler_ops[] = {
      .num_kernels = 1, .doc = "Split of NHWC activations (made by the layout passes)"},
     {.name = "ChannelsLastAffine", .domain = CC_FUSED_DOMAIN, .since_version = 1,
      .inputs = claff_in, .num_inputs = 3, .outputs = claff_out, .num_outputs = 1,
-     .infer = cge_affine_nhwc_infer, .kernels = claff_kernels, .num_kernels = 1,
+     .attrs = claff_attrs, .num_attrs = 1, .infer = cge_affine_nhwc_infer, .kernels = claff_kernels, .num_kernels = 1,
      .doc = "per-channel scale and shift of NHWC activations (an inference "
             "BatchNormalization, made by the layout passes)"},
     {.name = "LayoutView", .domain = CC_FUSED_DOMAIN, .since_version = 1, .inputs = lview_in,

@@ -11,7 +11,8 @@
  * or sum rounded once either way), a Transpose by [0,2,...,1] of such data
  * a LayoutView (the plain transposed tensor has the same bytes), and a
  * Transpose by [0,r-1,1,...] of a rank-4/5 tensor a LayoutView giving
- * NHWC data (at worst a Reorder replaces the Transpose's copy). "Such data" is the output of a FusedConv
+ * NHWC data (at worst a Reorder replaces the Transpose's copy); a Relu
+ * that alone reads an affine node runs inside it. "Such data" is the output of a FusedConv
  * with constant W, of an op converted here, or of an elementwise node whose
  * full-size inputs are all such data (the layout pass lets those work on
  * NHWC bytes). Needs oneDNN (the convolutions' channels-last kernels);
@@ -315,6 +316,38 @@ static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op
     return st;
 }
 
+/* A Relu that is the only reader of an affine node's output runs inside it. */
+static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
+{
+    cc_uses u;
+    cge_status st = cc_uses_build(&u, g);
+    int32_t nn = cge_graph_num_nodes(g);
+    for (int32_t i = 0; i < nn && !st; i++) {
+        cge_node *a = cge_graph_node(g, i);
+        if (!is_fused(a, "ChannelsLastAffine") ||
+            cge_attrs_get_int(cge_node_attrs_const(a), "relu", 0))
+            continue;
+        int32_t y = cge_node_output_id(a, 0);
+        cge_node *r = cc_only_consumer(&u, g, y);
+        if (!r || !cc_is_op(r, "Relu") || cge_node_num_outputs(r) != 1)
+            continue;
+        char out[256];
+        snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(r, 0)));
+        /* the affine node takes over the Relu's output name */
+        st = cge_graph_remove_node(g, r);
+        if (!st)
+            st = cge_node_set_output(a, 0, out);
+        if (!st)
+            st = cge_node_set_int(a, "relu", 1);
+        if (!st) {
+            ctx->fused++;
+            ctx->removed++;
+        }
+    }
+    cc_uses_free(&u);
+    return st;
+}
+
 cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
 {
     if (!cge_fused_conv_channels_last_available())
@@ -351,5 +384,5 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
             changed = true;
         }
     }
-    return st;
+    return st ? st : absorb_relus(ctx, g);
 }

@@ -11,6 +11,7 @@ typedef struct affine_args {
     float *y;
     const double *a, *b;
     int64_t rows, C;
+    int relu;
 } affine_args;
 
 static bool factors_ok(const cge_tensor_desc *x, const cge_tensor_desc *f)
@@ -35,8 +36,16 @@ cge_status cge_affine_nhwc_infer(cge_infer_ctx *ctx)
 
 CGE_TARGET_CLONES
 static void affine_row(float *restrict y, const float *restrict x, const double *restrict a,
-                       const double *restrict b, int64_t C)
+                       const double *restrict b, int64_t C, int relu)
 {
+    if (relu) {
+        /* Relu's expression on the rounded value: NaN stays NaN */
+        for (int64_t c = 0; c < C; c++) {
+            float v = (float)((double)x[c] * a[c] + b[c]);
+            y[c] = v < 0.0f ? 0.0f : v;
+        }
+        return;
+    }
     for (int64_t c = 0; c < C; c++)
         y[c] = (float)((double)x[c] * a[c] + b[c]);
 }
@@ -47,7 +56,7 @@ static void affine_fn(int64_t blk, int64_t nblk, void *args)
     int64_t r0, r1;
     cge_block_range(p->rows, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++)
-        affine_row(p->y + r * p->C, p->x + r * p->C, p->a, p->b, p->C);
+        affine_row(p->y + r * p->C, p->x + r * p->C, p->a, p->b, p->C, p->relu);
 }
 
 cge_status cge_affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -62,7 +71,7 @@ cge_status cge_affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         !factors_ok(&xd, &ad) || !factors_ok(&xd, &bd))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X, A, B and Y do not agree");
     affine_args a = {x->data, y->data, ctx->inputs[1].data, ctx->inputs[2].data, 0,
-                     x->shape.dims[1]};
+                     x->shape.dims[1], cge_attrs_get_int(ctx->attrs, "relu", 0) != 0};
     int64_t n = cge_shape_numel(&x->shape);
     if (n == 0)
         return CGE_OK;

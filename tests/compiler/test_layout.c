@@ -464,6 +464,7 @@ static void test_batchnorm_on_nhwc_data(void **state)
     if (cge_fused_conv_channels_last_available()) {
         assert_int_equal(ct_count_op(p, "ChannelsLastAffine"), 1);
         assert_int_equal(ct_count_op(p, "BatchNormalization"), 0);
+        assert_int_equal(ct_count_op(p, "Relu"), 0); /* inside the affine node */
         assert_int_equal(ct_count_op(p, "Reorder"), 2);
     }
     cge_plan_destroy(p);
