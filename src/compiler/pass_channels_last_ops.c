@@ -140,6 +140,46 @@ static bool bn_eligible(const cge_graph *g, const cge_node *n)
     return feeds_nhwc(g, cge_node_input_id(n, 0), 8);
 }
 
+/* Replace n by cge.fused `op` reading `ins` and producing n's outputs under
+ * their names (n's attributes copied when asked); *made is the new node. */
+static cge_status swap_node(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op,
+                            const char *const *ins, int32_t ni, bool copy_attrs, cge_node **made)
+{
+    int32_t no = cge_node_num_outputs(n);
+    char outs_buf[CGE_NHWC_SEG_MAX_PARTS][256];
+    const char *outs[CGE_NHWC_SEG_MAX_PARTS];
+    char name[256], tmp[256];
+    if (no > CGE_NHWC_SEG_MAX_PARTS)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "channels_last_ops: too many outputs");
+    cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name);
+    /* The outputs' names pass to the new node: temporary names for the old
+     * one first, so that both exist while attributes are copied. */
+    cge_status st = CGE_OK;
+    for (int32_t k = 0; k < no && !st; k++) {
+        snprintf(outs_buf[k], sizeof outs_buf[k], "%s",
+                 cge_node_output_id(n, k) >= 0 ? cge_graph_value_name(g, cge_node_output_id(n, k))
+                                               : "");
+        outs[k] = outs_buf[k];
+        if (outs_buf[k][0])
+            st = cge_node_set_output(n, k, cc_fresh_name(ctx, g, outs_buf[k], tmp, sizeof tmp));
+    }
+    cge_node *f = NULL;
+    if (!st)
+        st = cge_graph_add_node(g, op, CC_FUSED_DOMAIN, name, ins, ni, outs, no, &f);
+    if (!st && copy_attrs)
+        st = cc_copy_attrs(f, n);
+    if (!st)
+        st = cge_graph_remove_node(g, n);
+    if (!st) {
+        ctx->fused++;
+        ctx->removed++;
+        ctx->added++;
+        if (made)
+            *made = f;
+    }
+    return st;
+}
+
 static cge_status add_affine(cc_ctx *ctx, cge_graph *g, cge_node *n, int32_t xs,
                              const double *ab, int64_t C);
 
@@ -227,28 +267,15 @@ static bool per_channel_eligible(const cge_graph *g, const cge_node *n, int32_t 
 static cge_status add_affine(cc_ctx *ctx, cge_graph *g, cge_node *n, int32_t xs,
                              const double *ab, int64_t C)
 {
-    char an[256], bn[256], name[256], out[256], tmp[256];
+    char an[256], bn[256];
     cge_shape s1 = CGE_SHAPE(C);
     cge_status st = cc_add_const(ctx, g, "cl_scale", CGE_F64, &s1, ab, an, sizeof an);
     if (!st)
         st = cc_add_const(ctx, g, "cl_shift", CGE_F64, &s1, ab + C, bn, sizeof bn);
     if (st)
         return st;
-    snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(n, 0)));
-    const char *ins[3] = {cge_node_input(n, xs), an, bn}, *outs[1] = {out};
-    cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name);
-    st = cge_node_set_output(n, 0, cc_fresh_name(ctx, g, out, tmp, sizeof tmp));
-    cge_node *f = NULL;
-    if (!st)
-        st = cge_graph_add_node(g, "ChannelsLastAffine", CC_FUSED_DOMAIN, name, ins, 3, outs, 1, &f);
-    if (!st)
-        st = cge_graph_remove_node(g, n);
-    if (!st) {
-        ctx->fused++;
-        ctx->removed++;
-        ctx->added++;
-    }
-    return st;
+    const char *ins[3] = {cge_node_input(n, xs), an, bn};
+    return swap_node(ctx, g, n, "ChannelsLastAffine", ins, 3, false, NULL);
 }
 
 static cge_status convert_per_channel(cc_ctx *ctx, cge_graph *g, cge_node *n, int32_t xs)
@@ -274,45 +301,22 @@ static cge_status convert_per_channel(cc_ctx *ctx, cge_graph *g, cge_node *n, in
 static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op,
                           const char *mode, cge_node **made)
 {
-    int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
+    int32_t ni = cge_node_num_inputs(n);
     const char *ins[CGE_NHWC_SEG_MAX_PARTS];
-    char outs_buf[CGE_NHWC_SEG_MAX_PARTS][256];
-    const char *outs[CGE_NHWC_SEG_MAX_PARTS];
+    if (ni > CGE_NHWC_SEG_MAX_PARTS)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "channels_last_ops: too many inputs");
     for (int32_t k = 0; k < ni; k++)
         ins[k] = cge_node_input(n, k);
-    char name[256], tmp[256];
-    cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name);
-    /* The outputs' names pass to the new node: temporary names for the old
-     * one first, so that both exist while attributes are copied. */
-    cge_status st = CGE_OK;
-    for (int32_t k = 0; k < no && !st; k++) {
-        snprintf(outs_buf[k], sizeof outs_buf[k], "%s",
-                 cge_node_output_id(n, k) >= 0 ? cge_graph_value_name(g, cge_node_output_id(n, k))
-                                               : "");
-        outs[k] = outs_buf[k];
-        if (outs_buf[k][0])
-            st = cge_node_set_output(n, k, cc_fresh_name(ctx, g, outs_buf[k], tmp, sizeof tmp));
-    }
     cge_node *f = NULL;
-    if (!st)
-        st = cge_graph_add_node(g, op, CC_FUSED_DOMAIN, name, ins, ni, outs, no, &f);
-    if (!st)
-        st = cc_copy_attrs(f, n);
+    cge_status st = swap_node(ctx, g, n, op, ins, ni, true, &f);
     if (!st && cge_attrs_find(cge_node_attrs(f), "storage_order"))
         st = cge_attrs_remove(cge_node_attrs(f), "storage_order");
     if (!st && cge_attrs_find(cge_node_attrs(f), "num_outputs"))
         st = cge_attrs_remove(cge_node_attrs(f), "num_outputs");
     if (!st && mode)
         st = cge_node_set_string(f, "mode", mode);
-    if (!st)
-        st = cge_graph_remove_node(g, n);
-    if (!st) {
-        ctx->fused++;
-        ctx->removed++;
-        ctx->added++;
-        if (made)
-            *made = f;
-    }
+    if (!st && made)
+        *made = f;
     return st;
 }
 

@@ -48,6 +48,27 @@ static bool dropout_is_identity(const cc_ctx *ctx, const cge_graph *g, const cge
     return true;
 }
 
+/* n (one output) becomes a Reshape of value `src` to the constant shape
+ * `cname`, producing the same value. */
+static cge_status replace_by_reshape(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n,
+                                     const char *src, const char *cname)
+{
+    char nname[256];
+    const char *outname = cge_graph_value_name(g, cge_node_output_id(n, 0));
+    const char *ins[2] = {src, cname};
+    cc_fresh_name(ctx, g, cge_node_name(n), nname, sizeof nname);
+    cge_status st = cge_graph_remove_node(g, n);
+    cge_node *r = NULL;
+    if (!st)
+        st = cge_graph_add_node(g, "Reshape", "", nname, ins, 2, &outname, 1, &r);
+    if (!st) {
+        ctx->removed++;
+        ctx->added++;
+        st = cc_uses_add_node(u, r);
+    }
+    return st;
+}
+
 /* A view of a view: read the origin directly. */
 static cge_status collapse_views(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n)
 {
@@ -83,20 +104,7 @@ static cge_status collapse_views(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node
         return st;
     }
     /* Another view op, or allowzero: a fresh Reshape producing the same value. */
-    char nname[256];
-    const char *outname = cge_graph_value_name(g, cge_node_output_id(n, 0));
-    const char *ins[2] = {od.name, cname};
-    cc_fresh_name(ctx, g, cge_node_name(n), nname, sizeof nname);
-    st = cge_graph_remove_node(g, n);
-    cge_node *r = NULL;
-    if (!st)
-        st = cge_graph_add_node(g, "Reshape", "", nname, ins, 2, &outname, 1, &r);
-    if (!st) {
-        ctx->removed++;
-        ctx->added++;
-        st = cc_uses_add_node(u, r);
-    }
-    return st;
+    return replace_by_reshape(ctx, u, g, n, od.name, cname);
 }
 
 static bool read_perm(const cge_node *n, int32_t rank, int64_t *perm)
@@ -140,24 +148,13 @@ static cge_status transpose_to_reshape(cc_ctx *ctx, cc_uses *u, cge_graph *g, cg
     cge_tensor_desc out = cc_out_desc(g, n, 0);
     if (!cge_shape_is_static(&out.shape))
         return CGE_OK;
-    char cname[256], nname[256];
+    char cname[256];
     cge_shape s1 = CGE_SHAPE(out.shape.rank);
     cge_status st = cc_add_const(ctx, g, "shape", CGE_I64, &s1, out.shape.dims, cname, sizeof cname);
     if (st)
         return st;
-    const char *outname = cge_graph_value_name(g, cge_node_output_id(n, 0));
-    const char *ins[2] = {cge_graph_value_name(g, cge_node_input_id(n, 0)), cname};
-    cc_fresh_name(ctx, g, cge_node_name(n), nname, sizeof nname);
-    st = cge_graph_remove_node(g, n);
-    cge_node *r = NULL;
-    if (!st)
-        st = cge_graph_add_node(g, "Reshape", "", nname, ins, 2, &outname, 1, &r);
-    if (!st) {
-        ctx->removed++;
-        ctx->added++;
-        st = cc_uses_add_node(u, r);
-    }
-    return st;
+    return replace_by_reshape(ctx, u, g, n, cge_graph_value_name(g, cge_node_input_id(n, 0)),
+                              cname);
 }
 
 static cge_status transpose(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n)
