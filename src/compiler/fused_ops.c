@@ -5,7 +5,8 @@
  * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), cge.fused
  * ChannelsLastPool (kernels in ops/pool_nhwc.c), ChannelsLastConcat and
  * ChannelsLastSplit (ops/transform.c), ChannelsLastAffine
- * (ops/affine_nhwc.c), LayoutView (ops/transform.c), and the
+ * (ops/affine_nhwc.c), LayoutView (ops/transform.c), ChannelsLastResize
+ * (ops/resize.c), and the
  * border conversions cge Copy and cge Reorder. */
 #include <math.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 #include "ops/pool_nhwc.h"
+#include "ops/resize_nhwc.h"
 #include "ops/transform_nhwc.h"
 
 /* ---- element functions: the same expressions as the unfused kernels, so
@@ -676,6 +678,11 @@ static const cge_attr_def lview_attrs[] = {
 static const cge_kernel_def lview_kernels[] = {
     {.engine = "cpu", .launch = cge_layout_view_launch, .inplace_input = -1}};
 
+static const cge_arg_def clrz_out[] = {{"Y", 0, CGE_DT(CGE_F32), "resized, in NHWC format"}};
+static const cge_kernel_def clrz_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_resize_nhwc_launch,
+     .workspace_size = cge_resize_workspace, .inplace_input = -1}};
+
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
 static const cge_attr_def reorder_attrs[] = {
@@ -723,6 +730,11 @@ static const cge_op_def compiler_ops[] = {
      .num_attrs = 2, .infer = cge_transpose_infer, .kernels = lview_kernels, .num_kernels = 1,
      .doc = "a Transpose between NHWC bytes and the plain transposed tensor: a view "
             "(made by the layout passes)"},
+    {.name = "ChannelsLastResize", .domain = CC_FUSED_DOMAIN, .since_version = 1,
+     .inputs = cge_resize_inputs, .num_inputs = CGE_RESIZE_NUM_INPUTS, .outputs = clrz_out,
+     .num_outputs = 1, .attrs = cge_resize_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS,
+     .infer = cge_resize_infer, .kernels = clrz_kernels, .num_kernels = 1,
+     .doc = "Resize of NHWC activations, channels kept (made by the layout passes)"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,
      .num_kernels = 1, .doc = "copy between memory spaces (inserted by partition)"},

@@ -11,7 +11,8 @@
  * or sum rounded once either way), a Transpose by [0,2,...,1] of such data
  * a LayoutView (the plain transposed tensor has the same bytes), and a
  * Transpose by [0,r-1,1,...] of a rank-4/5 tensor a LayoutView giving
- * NHWC data (at worst a Reorder replaces the Transpose's copy); a Relu
+ * NHWC data (at worst a Reorder replaces the Transpose's copy), a Resize
+ * that keeps the channels a ChannelsLastResize (same bits); a Relu
  * that alone reads an affine node runs inside it. "Such data" is the output of a FusedConv
  * with constant W, of an op converted here, or of an elementwise node whose
  * full-size inputs are all such data (the layout pass lets those work on
@@ -58,7 +59,8 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
     if (!p || !static_rank_3_to_5(g, x))
         return false;
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
-        is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine"))
+        is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine") ||
+        is_fused(p, "ChannelsLastResize"))
         return true;
     if (is_fused(p, "LayoutView"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "to", 0) == CGE_FORMAT_NHWC;
@@ -203,6 +205,36 @@ static cge_status convert_bn(cc_ctx *ctx, cge_graph *g, cge_node *n)
     cge_status st = add_affine(ctx, g, n, 0, ab, C);
     free(ab);
     return st;
+}
+
+/* A float32 Resize of NHWC data that keeps the channels: the channel axis
+ * maps to itself with weight 1 (scale exactly 1, no crop), which the
+ * channels-last kernel needs. */
+static bool resize_eligible(const cge_graph *g, const cge_node *n)
+{
+    if (!cc_is_op(n, "Resize") || cge_node_num_inputs(n) < 1 || cge_node_num_outputs(n) != 1)
+        return false;
+    int32_t x = cge_node_input_id(n, 0), y = cge_node_output_id(n, 0);
+    cge_tensor_desc xd = cc_in_desc(g, n, 0), yd = cc_out_desc(g, n, 0);
+    if (xd.dtype != CGE_F32 || !static_rank_3_to_5(g, x) || !static_rank_3_to_5(g, y) ||
+        xd.shape.dims[1] != yd.shape.dims[1] || xd.shape.dims[1] < 2)
+        return false;
+    const cge_attrs *a = cge_node_attrs_const(n);
+    if (!strcmp(cge_attrs_get_string(a, "coordinate_transformation_mode", "half_pixel"),
+                "tf_crop_and_resize"))
+        return false;
+    /* scales, when they decide, must be constant with the channel's exactly 1 */
+    if (cge_node_num_inputs(n) > 2 && cge_node_input_id(n, 2) >= 0 &&
+        (cge_node_num_inputs(n) < 4 || cge_node_input_id(n, 3) < 0)) {
+        const cge_tensor *sc = cc_input_const(g, n, 2);
+        if (!sc)
+            return false;
+        if (cge_shape_numel(&sc->shape) > 0 &&
+            (sc->dtype != CGE_F32 || cge_shape_numel(&sc->shape) != xd.shape.rank ||
+             ((const float *)sc->data)[1] != 1.0f))
+            return false;
+    }
+    return feeds_nhwc(g, x, 8);
 }
 
 /* perm is [0, 2, ..., r-1, 1] (NCHW -> NHWC order: to_nhwc false) or
@@ -375,6 +407,8 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
                 st = convert(ctx, g, n, "ChannelsLastSplit", NULL, NULL);
             else if (bn_eligible(g, n))
                 st = convert_bn(ctx, g, n);
+            else if (resize_eligible(g, n))
+                st = convert(ctx, g, n, "ChannelsLastResize", NULL, NULL);
             else if (per_channel_eligible(g, n, &xs))
                 st = convert_per_channel(ctx, g, n, xs);
             else if ((tv = transpose_view(g, n)) != 0) {

@@ -42,7 +42,8 @@ static int64_t numel_of(const cge_graph *g, int32_t id)
 static bool is_nhwc_op(const cge_node *n)
 {
     return is_fused_op(n, "ChannelsLastPool") || is_fused_op(n, "ChannelsLastConcat") ||
-           is_fused_op(n, "ChannelsLastSplit") || is_fused_op(n, "ChannelsLastAffine");
+           is_fused_op(n, "ChannelsLastSplit") || is_fused_op(n, "ChannelsLastAffine") ||
+           is_fused_op(n, "ChannelsLastResize");
 }
 
 /* Inputs that follow the layout: FusedConv's X and Z, the pool's and the

@@ -8,6 +8,7 @@
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+#include "ops/resize_nhwc.h"
 
 #define RZ_DTYPES CGE_DT_NUMERIC
 #define RZ_MAX_COMBOS 1024 /* taps of all axes but the last, per output row */
@@ -145,7 +146,7 @@ static cge_status rz_infer_common(cge_infer_ctx *ctx, bool upsample)
     return CGE_OK;
 }
 
-static cge_status resize_infer(cge_infer_ctx *ctx)
+cge_status cge_resize_infer(cge_infer_ctx *ctx)
 {
     return rz_infer_common(ctx, false);
 }
@@ -359,6 +360,95 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+/* NHWC (channels-last) float32: blocks over output positions (all axes but
+ * C); each position's channel vector is computed with the NCHW kernel's
+ * arithmetic in the same order (the C axis maps to itself with weight 1),
+ * so the bits are the same. */
+#define RZ_CBLK 64
+static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const rz_args *p = args;
+    rz_tab t;
+    rz_tab_layout(p, &t);
+    int32_t r = p->out.rank;
+    memcpy(t.ntaps, p->ws + rz_tab_bytes(p) - 64, sizeof(int64_t) * (size_t)r);
+    if (t.ntaps[1] != 1) {
+        cge_kernel_fail(CGE_ERR_INTERNAL, "Resize (channels-last): the channel axis is resized");
+        return;
+    }
+    int64_t C = p->out.dims[1], pos_n = cge_shape_numel(&p->out) / C, r0, r1;
+    cge_block_range(pos_n, blk, nblk, &r0, &r1);
+    /* strides of the logical axes in the NHWC input */
+    int64_t str[CGE_MAX_RANK];
+    str[1] = 1;
+    int64_t acc_str = C;
+    for (int32_t d = r - 1; d >= 2; d--) {
+        str[d] = acc_str;
+        acc_str *= p->in.dims[d];
+    }
+    str[0] = acc_str;
+    int64_t coff[2 * RZ_MAX_COMBOS];
+    double cw[2 * RZ_MAX_COMBOS];
+    int64_t L = r - 1, nt = t.ntaps[L], mt = p->maxt;
+    const float *x = p->x;
+    for (int64_t pos = r0; pos < r1; pos++) {
+        int64_t o[CGE_MAX_RANK] = {0}, rem = pos;
+        for (int32_t d = r - 1; d >= 0; d--) {
+            if (d == 1)
+                continue;
+            o[d] = rem % p->out.dims[d];
+            rem /= p->out.dims[d];
+        }
+        int64_t nc = 1;
+        int outside = t.outside[L][o[L]];
+        coff[0] = 0;
+        cw[0] = 1.0;
+        for (int32_t d = r - 2; d >= 0; d--) {
+            if (d == 1)
+                continue;
+            outside |= t.outside[d][o[d]];
+            int64_t k = t.ntaps[d], n2 = 0;
+            for (int64_t c = 0; c < nc; c++)
+                for (int64_t j = 0; j < k; j++) {
+                    double wv = t.w[d][o[d] * mt + j];
+                    if (wv == 0 && k > 1)
+                        continue;
+                    coff[nc + n2] = coff[c] + t.idx[d][o[d] * mt + j] * str[d];
+                    cw[nc + n2] = cw[c] * wv;
+                    n2++;
+                }
+            memmove(coff, coff + nc, sizeof(int64_t) * (size_t)n2);
+            memmove(cw, cw + nc, sizeof(double) * (size_t)n2);
+            nc = n2;
+        }
+        float *y = (float *)p->y + pos * C;
+        if (outside) {
+            for (int64_t ch = 0; ch < C; ch++)
+                y[ch] = (float)p->extrapolation;
+            continue;
+        }
+        const int64_t *ix = t.idx[L] + o[L] * mt;
+        const double *w = t.w[L] + o[L] * mt;
+        for (int64_t c0 = 0; c0 < C; c0 += RZ_CBLK) {
+            int64_t cn = C - c0 < RZ_CBLK ? C - c0 : RZ_CBLK;
+            double acc[RZ_CBLK] = {0}, sum[RZ_CBLK];
+            for (int64_t c = 0; c < nc; c++) {
+                for (int64_t i = 0; i < cn; i++)
+                    sum[i] = 0;
+                for (int64_t j = 0; j < nt; j++) {
+                    const float *xs = x + coff[c] + ix[j] * str[L] + c0;
+                    for (int64_t i = 0; i < cn; i++)
+                        sum[i] += w[j] * xs[i];
+                }
+                for (int64_t i = 0; i < cn; i++)
+                    acc[i] += cw[c] * sum[i];
+            }
+            for (int64_t i = 0; i < cn; i++)
+                y[c0 + i] = (float)acc[i];
+        }
+    }
+}
+
 static bool rz_args_make(const cge_kernel_ctx *ctx, bool upsample, rz_args *p, char *err,
                          size_t errsz)
 {
@@ -414,16 +504,22 @@ static bool rz_args_make(const cge_kernel_ctx *ctx, bool upsample, rz_args *p, c
     return true;
 }
 
+/* The tables' size needs the output shape and the mode only: plans ask
+ * before any input (scales included) has data. */
 static size_t rz_workspace_common(const cge_kernel_ctx *ctx, bool upsample)
 {
     rz_args p;
     char err[1024];
-    if (!rz_args_make(ctx, upsample, &p, err, sizeof err))
+    memset(&p, 0, sizeof p);
+    if (ctx->num_outputs < 1 || !rz_modes(ctx->attrs, upsample, &p, err, sizeof err))
+        return 0;
+    p.out = ctx->outputs[0].shape;
+    if (p.out.rank < 1 || !cge_shape_is_static(&p.out))
         return 0;
     return rz_tab_bytes(&p);
 }
 
-static size_t resize_workspace(const cge_kernel_ctx *ctx)
+size_t cge_resize_workspace(const cge_kernel_ctx *ctx)
 {
     return rz_workspace_common(ctx, false);
 }
@@ -433,7 +529,8 @@ static size_t upsample_workspace(const cge_kernel_ctx *ctx)
     return rz_workspace_common(ctx, true);
 }
 
-static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream, bool upsample)
+static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream, bool upsample,
+                                   bool nhwc)
 {
     rz_args p;
     char err[1024];
@@ -456,6 +553,17 @@ static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream
     cge_status st = cge_launch(stream, rz_tab_fn, 1, &p, sizeof p);
     if (st != CGE_OK)
         return st;
+    if (nhwc) {
+        if (p.dtype != CGE_F32 || p.out.rank < 3 || p.in.dims[1] != p.out.dims[1])
+            return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                    "channels-last: float32, rank >= 3, channels kept");
+        int64_t positions = n / p.out.dims[1];
+        int64_t per_pos = p.out.dims[1] * p.maxt * p.maxt;
+        return cge_launch(stream, rz_nhwc_fn,
+                          cge_blocks_for(positions, per_pos >= 4096 ? 1 : 4096 / per_pos,
+                                         ctx->num_threads),
+                          &p, sizeof p);
+    }
     int64_t W = p.out.dims[p.out.rank - 1], rows = n / W;
     int64_t per = W * p.maxt * p.maxt;
     return cge_launch(stream, rz_fn,
@@ -465,22 +573,27 @@ static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream
 
 static cge_status resize_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
-    return rz_launch_common(ctx, stream, false);
+    return rz_launch_common(ctx, stream, false, false);
+}
+
+cge_status cge_resize_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return rz_launch_common(ctx, stream, false, true);
 }
 
 static cge_status upsample_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
-    return rz_launch_common(ctx, stream, true);
+    return rz_launch_common(ctx, stream, true, false);
 }
 
-static const cge_arg_def rz_inputs[] = {
+const cge_arg_def cge_resize_inputs[CGE_RESIZE_NUM_INPUTS] = {
     {"X", 0, RZ_DTYPES, "any rank >= 1"},
     {"roi", CGE_ARG_OPTIONAL, CGE_DT_FLOAT, "starts then ends (tf_crop_and_resize)"},
     {"scales", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "one per axis; empty when sizes is given"},
     {"sizes", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "output shape"},
 };
 static const cge_arg_def rz_outputs[] = {{"Y", 0, RZ_DTYPES, "resized"}};
-static const cge_attr_def rz_attrs[] = {
+const cge_attr_def cge_resize_attrs[CGE_RESIZE_NUM_ATTRS] = {
     {"coordinate_transformation_mode", CGE_ATTR_STRING, false, 0, 0.0f, "half_pixel",
      "half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize"},
     {"cubic_coeff_a", CGE_ATTR_FLOAT, false, 0, -0.75f, NULL, "cubic kernel's a"},
@@ -492,7 +605,7 @@ static const cge_attr_def rz_attrs[] = {
 };
 static const cge_kernel_def rz_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPES,
                                              .launch = resize_launch,
-                                             .workspace_size = resize_workspace,
+                                             .workspace_size = cge_resize_workspace,
                                              .inplace_input = -1}};
 
 static const cge_arg_def up_inputs[] = {
@@ -508,9 +621,9 @@ static const cge_kernel_def up_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPE
                                              .inplace_input = -1}};
 
 static const cge_op_def resize_ops[] = {
-    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = rz_inputs,
-     .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1, .attrs = rz_attrs,
-     .num_attrs = 6, .infer = resize_infer, .kernels = rz_kernels, .num_kernels = 1,
+    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = cge_resize_inputs,
+     .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1, .attrs = cge_resize_attrs,
+     .num_attrs = 6, .infer = cge_resize_infer, .kernels = rz_kernels, .num_kernels = 1,
      .doc = "Resize by scales or to sizes with nearest, linear or cubic interpolation."},
     {.name = "Upsample", .domain = CGE_DOMAIN_DEFAULT, .since_version = 9, .end_version = 10,
      .inputs = up_inputs, .num_inputs = 2, .outputs = rz_outputs, .num_outputs = 1,

@@ -517,6 +517,52 @@ static void test_permute_between_convs(void **state)
     cge_graph_destroy(g);
 }
 
+static void test_resize_between_convs(void **state)
+{
+    /* A feature-pyramid step: conv -> Resize 2x (nearest by scales; linear
+     * by sizes with half_pixel; linear align_corners) -> Concat with a conv
+     * of the larger map -> conv. The Resize stays NHWC with the same bits. */
+    static const char *const modes[3][2] = {
+        {"nearest", "asymmetric"}, {"linear", "half_pixel"}, {"linear", "align_corners"}};
+    for (int m = 0; m < 3; m++) {
+        cge_graph *g = ct_graph("fpn");
+        ct_input(g, "x", CGE_SHAPE(1, 6, 8, 8));
+        weights(g, "wa", 0, CGE_SHAPE(6, 6, 3, 3));
+        weights(g, "wb", 1, CGE_SHAPE(6, 6, 3, 3));
+        weights(g, "wc", 2, CGE_SHAPE(4, 12, 1, 1));
+        conv(g, "x", "wa", "big", 3, 1);
+        const char *ds_in[2] = {"big", "wb"}, *ds_out[1] = {"small"};
+        cge_node *ds = ct_node_n(g, "Conv", "", ds_in, 2, ds_out, 1);
+        int64_t st[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
+        assert_int_equal(cge_node_set_ints(ds, "strides", st, 2), CGE_OK);
+        assert_int_equal(cge_node_set_ints(ds, "pads", pads, 4), CGE_OK);
+        static const float scales[4] = {1, 1, 2, 2};
+        static const int64_t sizes[4] = {1, 6, 8, 8};
+        ct_const_f32(g, "scales", CGE_SHAPE(4), scales);
+        ct_const_i64(g, "sizes", sizes, 4);
+        const char *rz_in[4] = {"small", "", m == 1 ? "" : "scales", m == 1 ? "sizes" : ""};
+        const char *rz_out[1] = {"up"};
+        cge_node *rz = ct_node_n(g, "Resize", "", rz_in, 4, rz_out, 1);
+        assert_int_equal(cge_node_set_string(rz, "mode", modes[m][0]), CGE_OK);
+        assert_int_equal(cge_node_set_string(rz, "coordinate_transformation_mode", modes[m][1]),
+                         CGE_OK);
+        const char *cat_in[2] = {"up", "big"}, *cat_out[1] = {"cat"};
+        cge_node *cat = ct_node_n(g, "Concat", "", cat_in, 2, cat_out, 1);
+        assert_int_equal(cge_node_set_int(cat, "axis", 1), CGE_OK);
+        conv(g, "cat", "wc", "y", 1, 1);
+        ct_output(g, "y");
+        cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+        if (cge_fused_conv_channels_last_available()) {
+            assert_int_equal(ct_count_op(p, "ChannelsLastResize"), 1);
+            assert_int_equal(ct_count_op(p, "Reorder"), 2);
+        }
+        cge_plan_destroy(p);
+        cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+        ct_assert_equivalent(g, &o, 64, 1e-4);
+        cge_graph_destroy(g);
+    }
+}
+
 static void test_concat_with_plain_input_left_alone(void **state)
 {
     /* One input of the Concat is a graph input: it stays a Concat, and
@@ -554,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_concat_with_plain_input_left_alone),
         cmocka_unit_test(test_batchnorm_on_nhwc_data),
         cmocka_unit_test(test_permute_between_convs),
+        cmocka_unit_test(test_resize_between_convs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -239,6 +239,36 @@ static void test_streams(void **state)
     cge_graph_destroy(g);
 }
 
+static void test_resize_with_constant_scales(void **state)
+{
+    /* The plan asks Resize for its workspace before any data exists: the
+     * size must come from the shapes alone (it once needed the scales' data
+     * and every plan run failed with "missing workspace"). */
+    static const float scales[4] = {1, 1, 2, 2};
+    float xin[4] = {1, 2, 3, 4};
+    cge_graph *g = ct_graph("upsample");
+    ct_input(g, "x", CGE_SHAPE(1, 1, 2, 2));
+    ct_const_f32(g, "scales", CGE_SHAPE(4), scales);
+    const char *ins[3] = {"x", "", "scales"}, *outs[1] = {"y"};
+    ct_node_n(g, "Resize", "", ins, 3, outs, 1);
+    ct_output(g, "y");
+    for (cge_opt_level l = CGE_OPT_NONE; l <= CGE_OPT_LAYOUT; l++) {
+        cge_compile_options o = ct_opts(l);
+        cge_tensor in = {.name = "x", .dtype = CGE_F32, .shape = CGE_SHAPE(1, 1, 2, 2),
+                         .data = xin, .bytes = sizeof xin}, out;
+        cge_plan *p = NULL;
+        if (ct_compile_run(g, &o, &in, 1, &out, 1, &p))
+            fail_msg("level %d: %s", (int)l - 1, cge_last_error());
+        const float *y = out.data;
+        assert_float_equal(y[0], 1.0f, 0);  /* nearest, 2x: [[1,1,2,2],...] */
+        assert_float_equal(y[3], 2.0f, 0);
+        assert_float_equal(y[15], 4.0f, 0);
+        ct_free_outputs(&out, 1);
+        cge_plan_destroy(p);
+    }
+    cge_graph_destroy(g);
+}
+
 static void test_schedule_lowers_peak(void **state)
 {
     /* Insertion order computes four big branches first and reduces them
@@ -277,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_dump_dir),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_schedule_lowers_peak),
+        cmocka_unit_test(test_resize_with_constant_scales),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

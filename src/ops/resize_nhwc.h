@@ -1,0 +1,19 @@
+/* Resize over channels-last (NHWC) float32 bytes, for the compiler's
+ * cge.fused ChannelsLastResize (layout passes, level 3): Resize's inputs,
+ * attributes, meta and workspace, with the channel axis kept (not resized);
+ * the same bits as the NCHW kernel. */
+#ifndef CGE_OPS_RESIZE_NHWC_H
+#define CGE_OPS_RESIZE_NHWC_H
+
+#include "cge/op.h"
+
+#define CGE_RESIZE_NUM_INPUTS 4
+#define CGE_RESIZE_NUM_ATTRS 6
+extern const cge_arg_def cge_resize_inputs[CGE_RESIZE_NUM_INPUTS];
+extern const cge_attr_def cge_resize_attrs[CGE_RESIZE_NUM_ATTRS];
+
+cge_status cge_resize_infer(cge_infer_ctx *ctx);
+size_t cge_resize_workspace(const cge_kernel_ctx *ctx);
+cge_status cge_resize_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+
+#endif
