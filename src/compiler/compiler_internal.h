@@ -212,7 +212,8 @@ cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
 
 /* Registers cge.fused ElementwiseChain, FusedMatMul, FusedConv,
  * ChannelsLastPool, ChannelsLastConcat, ChannelsLastSplit and
- * ChannelsLastAffine, ChannelsLastResize, LayoutView, cge Copy and Reorder
+ * ChannelsLastAffine, ChannelsLastScale, ChannelsLastResize, LayoutView, cge
+ * Copy and Reorder
  * (once per process, through cge_op_register_library). */
 cge_status cc_register_ops(void);
 

@@ -5,7 +5,7 @@
  * while it is hot), cge.fused FusedConv (kernels in ops/conv.c), cge.fused
  * ChannelsLastPool (kernels in ops/pool_nhwc.c), ChannelsLastConcat and
  * ChannelsLastSplit (ops/transform.c), ChannelsLastAffine
- * (ops/affine_nhwc.c), LayoutView (ops/transform.c), ChannelsLastResize
+ * and ChannelsLastScale (ops/affine_nhwc.c), LayoutView (ops/transform.c), ChannelsLastResize
  * (ops/resize.c), and the
  * border conversions cge Copy and cge Reorder. */
 #include <math.h>
@@ -683,6 +683,14 @@ static const cge_kernel_def clrz_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_resize_nhwc_launch,
      .workspace_size = cge_resize_workspace, .inplace_input = -1}};
 
+static const cge_arg_def clscale_in[] = {
+    {"X", 0, CGE_DT(CGE_F32), "[N, C, ...] in NHWC format"},
+    {"S", 0, CGE_DT(CGE_F32), "[1 or N, C, 1, ...] gate"}};
+static const cge_arg_def clscale_out[] = {{"Y", 0, CGE_DT(CGE_F32), "X * S, in NHWC format"}};
+static const cge_kernel_def clscale_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_scale_nhwc_launch,
+     .inplace_input = 0}};
+
 static const cge_arg_def any_in[] = {{"input", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "same data"}};
 static const cge_attr_def reorder_attrs[] = {
@@ -735,6 +743,11 @@ static const cge_op_def compiler_ops[] = {
      .num_outputs = 1, .attrs = cge_resize_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS,
      .infer = cge_resize_infer, .kernels = clrz_kernels, .num_kernels = 1,
      .doc = "Resize of NHWC activations, channels kept (made by the layout passes)"},
+    {.name = "ChannelsLastScale", .domain = CC_FUSED_DOMAIN, .since_version = 1,
+     .inputs = clscale_in, .num_inputs = 2, .outputs = clscale_out, .num_outputs = 1,
+     .infer = cge_scale_nhwc_infer, .kernels = clscale_kernels, .num_kernels = 1,
+     .doc = "NHWC activations times a per-image, per-channel gate (squeeze-excitation; "
+            "made by the layout passes)"},
     {.name = "Copy", .domain = CC_DOMAIN, .since_version = 1, .inputs = any_in, .num_inputs = 1,
      .outputs = any_out, .num_outputs = 1, .infer = same_infer, .kernels = copy_kernels,
      .num_kernels = 1, .doc = "copy between memory spaces (inserted by partition)"},

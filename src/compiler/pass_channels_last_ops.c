@@ -12,7 +12,8 @@
  * a LayoutView (the plain transposed tensor has the same bytes), and a
  * Transpose by [0,r-1,1,...] of a rank-4/5 tensor a LayoutView giving
  * NHWC data (at worst a Reorder replaces the Transpose's copy), a Resize
- * that keeps the channels a ChannelsLastResize (same bits); a Relu
+ * that keeps the channels a ChannelsLastResize (same bits), a Mul by a
+ * computed per-image, per-channel gate a ChannelsLastScale; a Relu
  * that alone reads an affine node runs inside it. "Such data" is the output of a FusedConv
  * with constant W, of an op converted here, or of an elementwise node whose
  * full-size inputs are all such data (the layout pass lets those work on
@@ -60,7 +61,7 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
         return false;
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
         is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine") ||
-        is_fused(p, "ChannelsLastResize"))
+        is_fused(p, "ChannelsLastResize") || is_fused(p, "ChannelsLastScale"))
         return true;
     if (is_fused(p, "LayoutView"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "to", 0) == CGE_FORMAT_NHWC;
@@ -237,6 +238,32 @@ static bool resize_eligible(const cge_graph *g, const cge_node *n)
     return feeds_nhwc(g, x, 8);
 }
 
+/* Mul of NHWC data by a computed float32 gate [1 or N, C, 1, ...] (a
+ * squeeze-excitation block's); *xs is the data's slot. */
+static bool gate_eligible(const cge_graph *g, const cge_node *n, int32_t *xs)
+{
+    if (!cc_is_op(n, "Mul") || cge_node_num_inputs(n) != 2)
+        return false;
+    for (int32_t k = 0; k < 2; k++) {
+        cge_tensor_desc xd = cc_in_desc(g, n, k), sd = cc_in_desc(g, n, 1 - k);
+        cge_tensor_desc yd = cc_out_desc(g, n, 0);
+        int32_t x = cge_node_input_id(n, k);
+        if (xd.dtype != CGE_F32 || sd.dtype != CGE_F32 || !static_rank_3_to_5(g, x) ||
+            !cge_shape_equal(&xd.shape, &yd.shape) || sd.shape.rank != xd.shape.rank ||
+            !cge_shape_is_static(&sd.shape) || sd.shape.dims[1] != xd.shape.dims[1] ||
+            (sd.shape.dims[0] != 1 && sd.shape.dims[0] != xd.shape.dims[0]))
+            continue;
+        bool gate = true;
+        for (int32_t d = 2; gate && d < sd.shape.rank; d++)
+            gate = sd.shape.dims[d] == 1;
+        if (gate && feeds_nhwc(g, x, 8)) {
+            *xs = k;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* perm is [0, 2, ..., r-1, 1] (NCHW -> NHWC order: to_nhwc false) or
  * [0, r-1, 1, ..., r-2] (the reverse: to_nhwc true). */
 static bool channel_perm(const cge_node *n, int32_t r, bool to_nhwc)
@@ -411,6 +438,10 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
                 st = convert(ctx, g, n, "ChannelsLastResize", NULL, NULL);
             else if (per_channel_eligible(g, n, &xs))
                 st = convert_per_channel(ctx, g, n, xs);
+            else if (gate_eligible(g, n, &xs)) {
+                const char *ins[2] = {cge_node_input(n, xs), cge_node_input(n, 1 - xs)};
+                st = swap_node(ctx, g, n, "ChannelsLastScale", ins, 2, false, NULL);
+            }
             else if ((tv = transpose_view(g, n)) != 0) {
                 cge_node *v = NULL;
                 st = convert(ctx, g, n, "LayoutView", NULL, &v);

@@ -1,4 +1,5 @@
-/* Kernel entry points of cge.fused ChannelsLastAffine, which the compiler
+/* Kernel entry points of cge.fused ChannelsLastAffine and ChannelsLastScale,
+ * which the compiler
  * registers for its layout passes: Y = X * A[c] + B[c] over float32 NHWC
  * activations (an inference BatchNormalization with its constants folded
  * into A and B, float64 [C], computed as BatchNormalization's kernel does,
@@ -10,5 +11,11 @@
 
 cge_status cge_affine_nhwc_infer(cge_infer_ctx *ctx);
 cge_status cge_affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+
+/* cge.fused ChannelsLastScale: Y = X * S over float32 NHWC activations,
+ * S [N or 1, C, 1, ...] (a squeeze-excitation gate): Mul's broadcast, the
+ * same float products. */
+cge_status cge_scale_nhwc_infer(cge_infer_ctx *ctx);
+cge_status cge_scale_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 #endif

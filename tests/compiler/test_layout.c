@@ -563,6 +563,37 @@ static void test_resize_between_convs(void **state)
     }
 }
 
+static void test_squeeze_excitation(void **state)
+{
+    /* conv -> GlobalAveragePool -> 1x1 conv + Relu -> 1x1 conv -> Sigmoid ->
+     * Mul(conv output, gate) -> conv: the gate Mul stays NHWC. */
+    cge_graph *g = ct_graph("se");
+    ct_input(g, "x", CGE_SHAPE(2, 8, 7, 7));
+    weights(g, "w0", 0, CGE_SHAPE(16, 8, 3, 3));
+    weights(g, "w1", 1, CGE_SHAPE(4, 16, 1, 1));
+    weights(g, "w2", 2, CGE_SHAPE(16, 4, 1, 1));
+    weights(g, "w3", 3, CGE_SHAPE(8, 16, 1, 1));
+    conv(g, "x", "w0", "c", 3, 1);
+    ct_node(g, "GlobalAveragePool", "c", NULL, "gap");
+    conv(g, "gap", "w1", "s1", 1, 1);
+    ct_node(g, "Relu", "s1", NULL, "r1");
+    conv(g, "r1", "w2", "s2", 1, 1);
+    ct_node(g, "Sigmoid", "s2", NULL, "gate");
+    ct_node(g, "Mul", "c", "gate", "se");
+    conv(g, "se", "w3", "y", 1, 1);
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (cge_fused_conv_channels_last_available()) {
+        assert_int_equal(ct_count_op(p, "ChannelsLastScale"), 1);
+        assert_int_equal(ct_count_op(p, "Mul"), 0);
+        assert_int_equal(ct_count_op(p, "Reorder"), 2);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    cge_graph_destroy(g);
+}
+
 static void test_concat_with_plain_input_left_alone(void **state)
 {
     /* One input of the Concat is a graph input: it stays a Concat, and
@@ -601,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_batchnorm_on_nhwc_data),
         cmocka_unit_test(test_permute_between_convs),
         cmocka_unit_test(test_resize_between_convs),
+        cmocka_unit_test(test_squeeze_excitation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
