@@ -243,11 +243,12 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
     if (!cge_fused_conv_channels_last_available())
         return CGE_OK;
     int32_t nn = cge_graph_num_nodes(g);
-    /* Reorders added below get indices past nn: kind stays K_NONE for them. */
-    uint8_t *kind = calloc(2 * (size_t)nn + 8, sizeof *kind);
+    /* Only nodes that exist now are ever looked up (uses are built first). */
+    uint8_t *kind = calloc((size_t)nn + 1, sizeof *kind);
     cge_node **list = malloc(sizeof *list * ((size_t)nn + 1));
-    in_cache cache = {malloc(sizeof(int32_t) * (2 * (size_t)nn + 1)),
-                      malloc(sizeof(int32_t) * (2 * (size_t)nn + 1)), 0};
+    /* One entry per value reordered in: at most every value there is. */
+    size_t nv = (size_t)cge_graph_num_values(g) + 1;
+    in_cache cache = {malloc(sizeof(int32_t) * nv), malloc(sizeof(int32_t) * nv), 0};
     if (!kind || !list || !cache.from || !cache.to) {
         free(kind), free(list), free(cache.from), free(cache.to);
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "layout_channels_last: out of memory");

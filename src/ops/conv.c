@@ -645,17 +645,19 @@ typedef struct dnnl_args {
     const float *x, *w, *b, *z;
     float *y;
     void *scratch;
-    int threads;
     conv_args epi; /* what oneDNN's post-ops left to do (z, act) */
 } dnnl_args;
 
-/* One block: oneDNN runs its own team of `threads` on this core budget while
+/* One block: oneDNN runs its own team (the threads it was made for) while
  * the pool's other workers wait. */
 static void conv_dnnl_fn(int64_t blk, int64_t nblk, void *args)
 {
     const dnnl_args *a = args;
-    if (cge_dnnl_conv_run(a->dc, a->x, a->w, a->b, a->z, a->y, a->scratch, a->threads) == CGE_OK &&
-        (a->epi.z || a->epi.act))
+    if (cge_dnnl_conv_run(a->dc, a->x, a->w, a->b, a->z, a->y, a->scratch) != CGE_OK) {
+        cge_kernel_fail(CGE_ERR_INTERNAL, "Conv: oneDNN's primitive failed to run");
+        return;
+    }
+    if (a->epi.z || a->epi.act)
         epilogue(&a->epi, a->y, a->epi.z, a->epi.N * a->epi.M * a->epi.P);
 }
 
@@ -830,7 +832,7 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
         /* A constant W is in place already (plans write their constants
          * before preparing): reorder it now, not in the first run. */
         if (p.w_const && ctx->inputs[1].data &&
-            cge_dnnl_conv_prepack(dc, ctx->inputs[1].data, ctx->num_threads) != CGE_OK) {
+            cge_dnnl_conv_prepack(dc, ctx->inputs[1].data) != CGE_OK) {
             cge_dnnl_conv_destroy(dc);
             *state = NULL;
             return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "oneDNN could not reorder W");
@@ -890,7 +892,7 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
         if (need == 0 || (ctx->workspace && ctx->workspace_size >= need + 64)) {
             uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
             dnnl_args a = {.dc = dc, .x = p->x, .w = p->w, .b = p->b, .z = p->z, .y = p->y,
-                           .scratch = need ? (void *)base : NULL, .threads = threads};
+                           .scratch = need ? (void *)base : NULL};
             int post = cge_dnnl_conv_post_ops(dc);
             a.epi = *p;
             if (post & CGE_DNNL_POST_SUM)

@@ -238,9 +238,8 @@ static int ensure_weights(cge_dnnl_conv *c, const float *w)
     return ok;
 }
 
-cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads)
+cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w)
 {
-    (void)threads;
     if (!c || !w || !c->r_wei)
         return CGE_OK;
     omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
@@ -250,9 +249,8 @@ cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads)
 }
 
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
-                             const float *z, float *y, void *scratch, int threads)
+                             const float *z, float *y, void *scratch)
 {
-    (void)threads; /* the number it was made for: c->threads */
     omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
     bool sum = (c->post & CGE_DNNL_POST_SUM) && z;
     int ok = set(c->src, c->src_user, c->r_src, x) && set(c->dst, c->dst_user, c->r_dst, y) &&
@@ -305,16 +303,16 @@ int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c)
     return 0;
 }
 
-cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads)
+cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w)
 {
-    (void)c, (void)w, (void)threads;
+    (void)c, (void)w;
     return CGE_ERR_UNSUPPORTED;
 }
 
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
-                             const float *z, float *y, void *scratch, int threads)
+                             const float *z, float *y, void *scratch)
 {
-    (void)c, (void)x, (void)w, (void)b, (void)z, (void)y, (void)scratch, (void)threads;
+    (void)c, (void)x, (void)w, (void)b, (void)z, (void)y, (void)scratch;
     return CGE_ERR_UNSUPPORTED;
 }
 

@@ -52,14 +52,13 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
 size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c);
 /* The CGE_DNNL_POST_* the primitive applies itself. */
 int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c);
-/* Run on the calling thread with `threads` OpenMP threads (the number it was
- * made for); z is the addend when the sum post-op was taken (else ignored). */
+/* Run on the calling thread with the OpenMP threads it was made for; z is the addend when the sum post-op was taken (else ignored). */
 cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
-                             const float *z, float *y, void *scratch, int threads);
+                             const float *z, float *y, void *scratch);
 /* Reorder a constant W into the primitive's layout now (when the plan is
  * prepared) rather than on the first run; later runs with the same W reuse
  * it. Nothing to do for plain weights. */
-cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w, int threads);
+cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w);
 void cge_dnnl_conv_destroy(cge_dnnl_conv *c);
 
 #endif
