@@ -283,6 +283,37 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
     memcpy(p->ws + rz_tab_bytes(p) - 64, t.ntaps, sizeof(int64_t) * (size_t)r);
 }
 
+/* The input offsets and weights of every combination of taps over the axes
+ * r-2 down to 0 but `skip` (-1: none) for output indices o[]; returns how
+ * many, and sets *outside when any axis is outside the crop. */
+static int64_t rz_combos(const rz_args *p, const rz_tab *t, const int64_t *o, int32_t skip,
+                         const int64_t *str, int64_t *coff, double *cw, int *outside)
+{
+    int64_t nc = 1, mt = p->maxt;
+    coff[0] = 0;
+    cw[0] = 1.0;
+    for (int32_t d = p->out.rank - 2; d >= 0; d--) {
+        if (d == skip)
+            continue;
+        *outside |= t->outside[d][o[d]];
+        int64_t k = t->ntaps[d], n2 = 0;
+        for (int64_t c = 0; c < nc; c++)
+            for (int64_t j = 0; j < k; j++) {
+                double wv = t->w[d][o[d] * mt + j];
+                if (wv == 0 && k > 1)
+                    continue;
+                /* combos beyond c are rewritten only after c is read */
+                coff[nc + n2] = coff[c] + t->idx[d][o[d] * mt + j] * str[d];
+                cw[nc + n2] = cw[c] * wv;
+                n2++;
+            }
+        memmove(coff, coff + nc, sizeof(int64_t) * (size_t)n2);
+        memmove(cw, cw + nc, sizeof(double) * (size_t)n2);
+        nc = n2;
+    }
+    return nc;
+}
+
 /* Blocks over output rows (all axes but the last). */
 static void rz_fn(int64_t blk, int64_t nblk, void *args)
 {
@@ -299,29 +330,13 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
     double cw[2 * RZ_MAX_COMBOS];
     int64_t L = r - 1, nt = t.ntaps[L], mt = p->maxt;
     for (int64_t row = r0; row < r1; row++) {
-        int64_t nc = 1, rem = row;
-        int outside = 0;
-        coff[0] = 0;
-        cw[0] = 1.0;
+        int64_t o[CGE_MAX_RANK] = {0}, rem = row;
         for (int32_t d = r - 2; d >= 0; d--) {
-            int64_t o = rem % p->out.dims[d];
+            o[d] = rem % p->out.dims[d];
             rem /= p->out.dims[d];
-            outside |= t.outside[d][o];
-            int64_t k = t.ntaps[d], n2 = 0;
-            for (int64_t c = 0; c < nc; c++)
-                for (int64_t j = 0; j < k; j++) {
-                    double wv = t.w[d][o * mt + j];
-                    if (wv == 0 && k > 1)
-                        continue;
-                    /* combos beyond c are rewritten only after c is read */
-                    coff[nc + n2] = coff[c] + t.idx[d][o * mt + j] * str[d];
-                    cw[nc + n2] = cw[c] * wv;
-                    n2++;
-                }
-            memmove(coff, coff + nc, sizeof(int64_t) * (size_t)n2);
-            memmove(cw, cw + nc, sizeof(double) * (size_t)n2);
-            nc = n2;
         }
+        int outside = 0;
+        int64_t nc = rz_combos(p, &t, o, -1, str, coff, cw, &outside);
         if (p->dtype == CGE_F32) {
             const float *x = p->x;
             float *y = (float *)p->y + row * W;
@@ -399,28 +414,8 @@ static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
             o[d] = rem % p->out.dims[d];
             rem /= p->out.dims[d];
         }
-        int64_t nc = 1;
         int outside = t.outside[L][o[L]];
-        coff[0] = 0;
-        cw[0] = 1.0;
-        for (int32_t d = r - 2; d >= 0; d--) {
-            if (d == 1)
-                continue;
-            outside |= t.outside[d][o[d]];
-            int64_t k = t.ntaps[d], n2 = 0;
-            for (int64_t c = 0; c < nc; c++)
-                for (int64_t j = 0; j < k; j++) {
-                    double wv = t.w[d][o[d] * mt + j];
-                    if (wv == 0 && k > 1)
-                        continue;
-                    coff[nc + n2] = coff[c] + t.idx[d][o[d] * mt + j] * str[d];
-                    cw[nc + n2] = cw[c] * wv;
-                    n2++;
-                }
-            memmove(coff, coff + nc, sizeof(int64_t) * (size_t)n2);
-            memmove(cw, cw + nc, sizeof(double) * (size_t)n2);
-            nc = n2;
-        }
+        int64_t nc = rz_combos(p, &t, o, 1, str, coff, cw, &outside);
         float *y = (float *)p->y + pos * C;
         if (outside) {
             for (int64_t ch = 0; ch < C; ch++)
