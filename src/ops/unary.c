@@ -6,6 +6,7 @@
 
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
+#include "ops/float_rows.h"
 #include "ops/kernel_util.h"
 
 #define MIN_PER_BLOCK 16384
@@ -82,47 +83,13 @@ static inline float gelu_tanh_f(float x, float al) { return (float)gelu_tanh_d(x
 
 /* float32 / float64 rows and float16 / bfloat16 rows computed in float32;
  * exp and sigmoid take their vectorised float32 rows from fast_math. */
-#define DEF_FLOAT_ROWS(OP)                                                               \
-    static void OP##_f32(const void *in_, void *out_, int64_t n, const un_args *a)      \
-    {                                                                                    \
-        const float *in = in_;                                                           \
-        float *out = out_;                                                               \
-        const float al = a->alpha;                                                       \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = OP##_f(in[k], al);                                                  \
-    }                                                                                    \
-    DEF_WIDE_ROWS(OP)
+#define DEF_FLOAT_ROWS(OP) CGE_FLOAT_ROWS(OP, un_args, float, alpha)
 #define DEF_VEC_FLOAT_ROWS(OP, ROW32)                                                    \
     static void OP##_f32(const void *in_, void *out_, int64_t n, const un_args *a)      \
     {                                                                                    \
         ROW32((float *)out_, (const float *)in_, n);                                     \
     }                                                                                    \
-    DEF_WIDE_ROWS(OP)
-#define DEF_WIDE_ROWS(OP)                                                                \
-    static void OP##_f64(const void *in_, void *out_, int64_t n, const un_args *a)      \
-    {                                                                                    \
-        const double *in = in_;                                                          \
-        double *out = out_;                                                              \
-        const float al = a->alpha;                                                       \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = OP##_d(in[k], al);                                                  \
-    }                                                                                    \
-    static void OP##_f16(const void *in_, void *out_, int64_t n, const un_args *a)      \
-    {                                                                                    \
-        const uint16_t *in = in_;                                                        \
-        uint16_t *out = out_;                                                            \
-        const float al = a->alpha;                                                       \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = cge_f32_to_f16(OP##_f(cge_f16_to_f32(in[k]), al));                  \
-    }                                                                                    \
-    static void OP##_bf16(const void *in_, void *out_, int64_t n, const un_args *a)     \
-    {                                                                                    \
-        const uint16_t *in = in_;                                                        \
-        uint16_t *out = out_;                                                            \
-        const float al = a->alpha;                                                       \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = cge_f32_to_bf16(OP##_f(cge_bf16_to_f32(in[k]), al));                \
-    }
+    CGE_WIDE_FLOAT_ROWS(OP, un_args, float, alpha)
 DEF_FLOAT_ROWS(neg)
 DEF_FLOAT_ROWS(abs)
 DEF_VEC_FLOAT_ROWS(exp, cge_exp_f32_row)

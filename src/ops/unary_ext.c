@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/float_rows.h"
 #include "ops/kernel_util.h"
 
 #define MIN_PER_BLOCK 16384
@@ -168,39 +169,7 @@ static inline double shrink_d(double x, ux_par p)
 /* ---- rows -------------------------------------------------------------------- */
 
 /* Same-dtype float rows; float16 / bfloat16 are computed in float32. */
-#define DEF_FLOAT_ROWS(OP)                                                               \
-    static void OP##_f32(const void *in_, void *out_, int64_t n, const ux_args *a)      \
-    {                                                                                    \
-        const float *in = in_;                                                           \
-        float *out = out_;                                                               \
-        const ux_par p = a->par;                                                         \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = OP##_f(in[k], p);                                                   \
-    }                                                                                    \
-    static void OP##_f64(const void *in_, void *out_, int64_t n, const ux_args *a)      \
-    {                                                                                    \
-        const double *in = in_;                                                          \
-        double *out = out_;                                                              \
-        const ux_par p = a->par;                                                         \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = OP##_d(in[k], p);                                                   \
-    }                                                                                    \
-    static void OP##_f16(const void *in_, void *out_, int64_t n, const ux_args *a)      \
-    {                                                                                    \
-        const uint16_t *in = in_;                                                        \
-        uint16_t *out = out_;                                                            \
-        const ux_par p = a->par;                                                         \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = cge_f32_to_f16(OP##_f(cge_f16_to_f32(in[k]), p));                   \
-    }                                                                                    \
-    static void OP##_bf16(const void *in_, void *out_, int64_t n, const ux_args *a)     \
-    {                                                                                    \
-        const uint16_t *in = in_;                                                        \
-        uint16_t *out = out_;                                                            \
-        const ux_par p = a->par;                                                         \
-        for (int64_t k = 0; k < n; k++)                                                  \
-            out[k] = cge_f32_to_bf16(OP##_f(cge_bf16_to_f32(in[k]), p));                 \
-    }
+#define DEF_FLOAT_ROWS(OP) CGE_FLOAT_ROWS(OP, ux_args, ux_par, par)
 DEF_FLOAT_ROWS(floor)
 DEF_FLOAT_ROWS(ceil)
 DEF_FLOAT_ROWS(round)
