@@ -2,7 +2,7 @@
  * build) turn a graph and a concrete input signature into a plan that a
  * session executes without allocating or inferring anything per run. Also
  * the engines that partition chooses from, the standalone memory planner and
- * its verifier, and a small plan cache keyed by input shapes. */
+ * its verifier. Sessions keep one plan per input signature (cge/session.h). */
 #ifndef CGE_COMPILER_H
 #define CGE_COMPILER_H
 
@@ -70,6 +70,11 @@ typedef struct cge_compile_options {
     /* Device for constant folding; NULL: a 1-thread CPU device made for the
      * compile. */
     cge_device *device;
+    /* When some shape is still unknown after prepare (an input is not static,
+     * or a shape depends on values computed at run time), return a plan with
+     * no steps instead of failing: its graph is verified and inferred, for a
+     * caller that runs it node by node (cge_plan_is_complete() is false). */
+    bool allow_incomplete;
 } cge_compile_options;
 
 /* ---- the plan ------------------------------------------------------------ */
@@ -141,6 +146,7 @@ typedef struct cge_plan_stats {
     int32_t num_passes;
     const cge_plan_pass_stats *passes;  /* with collect_stats, else NULL */
     cge_opt_level opt_level;            /* the level compiled at (default resolved) */
+    bool incomplete;                    /* stopped after prepare (allow_incomplete) */
 } cge_plan_stats;
 
 /* Compile `g` for the input shapes given (NULL: the declared ones, which must
@@ -157,6 +163,13 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
 void cge_plan_destroy(cge_plan *p);               /* NULL is a no-op */
 
 const cge_graph *cge_plan_graph(const cge_plan *p);
+/* False for a plan that stopped after prepare (allow_incomplete): it has no
+ * steps, and its graph's shapes depend on run-time values or dims. */
+bool cge_plan_is_complete(const cge_plan *p);
+/* Whole-graph shape inferences run in this process so far (the compiler's
+ * infer pass, cge_graph_infer_values): a debugging aid for tests and tools
+ * that check a path does no work twice. */
+int64_t cge_compiler_inference_count(void);
 int32_t cge_plan_num_steps(const cge_plan *p);
 const cge_plan_step *cge_plan_steps(const cge_plan *p);
 int32_t cge_plan_num_values(const cge_plan *p);
@@ -170,6 +183,9 @@ size_t cge_plan_arena_bytes(const cge_plan *p);
 size_t cge_plan_constant_bytes(const cge_plan *p);
 /* Fill a constant blob of cge_plan_constant_bytes() bytes (host memory). */
 void cge_plan_write_constants(const cge_plan *p, void *blob);
+/* The last step (in issue order) during which step `t`'s workspace is in
+ * use: later steps on other streams may still run while it is. */
+int32_t cge_plan_workspace_last_step(const cge_plan *p, int32_t t);
 int32_t cge_plan_num_streams(const cge_plan *p);
 int32_t cge_plan_num_events(const cge_plan *p);
 const cge_plan_stats *cge_plan_get_stats(const cge_plan *p);
@@ -216,21 +232,6 @@ cge_status cge_memplan_verify(const cge_mem_block *blocks, int32_t n, size_t are
 /* The largest sum of sizes of blocks live at one step (each size rounded up
  * to `alignment`; 0: 64). */
 size_t cge_memplan_lower_bound(const cge_mem_block *blocks, int32_t n, size_t alignment);
-
-/* ---- plan cache ---------------------------------------------------------- */
-
-/* Plans by input signature (shapes of every input), least recently used
- * evicted past `capacity`. The cache owns the plans it holds. */
-typedef struct cge_plan_cache cge_plan_cache;
-cge_status cge_plan_cache_create(int32_t capacity, cge_plan_cache **out);
-void cge_plan_cache_destroy(cge_plan_cache *c);  /* NULL is a no-op */
-/* The plan for this signature, compiling (and caching) it if absent. The
- * plan stays valid until evicted or the cache is destroyed; *hit says
- * whether it was cached (may be NULL). */
-cge_status cge_plan_cache_get(cge_plan_cache *c, const cge_graph *g, const cge_shape *input_shapes,
-                              int32_t num_inputs, const cge_compile_options *opts,
-                              const cge_plan **out, bool *hit);
-int32_t cge_plan_cache_size(const cge_plan_cache *c);
 
 #ifdef __cplusplus
 }

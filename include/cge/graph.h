@@ -92,6 +92,9 @@ cge_status cge_graph_create(const char *name, cge_graph **out);
 void cge_graph_destroy(cge_graph *g);                          /* NULL is a no-op */
 /* Deep copy: values, constants, nodes, attributes, nested graphs. */
 cge_status cge_graph_clone(const cge_graph *g, cge_graph **out);
+/* Calls of cge_graph_clone in this process so far (nested graphs included):
+ * a debugging aid for tests and tools that check a path copies no graph twice. */
+int64_t cge_graph_clone_count(void);
 const char *cge_graph_name(const cge_graph *g);
 
 /* A graph input (a "Data" node): a named value with dtype and shape, dynamic

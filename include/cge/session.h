@@ -95,7 +95,17 @@ cge_device *cge_session_device(const cge_session *s);
 
 /* The session keeps its own copy of `g`; the caller keeps `g`. */
 cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_graph *g);
-/* Verify, infer shapes and dtypes, order nodes, pick kernels, allocate. */
+/* Runs a plan built elsewhere (a loaded model file, cge_compile) under
+ * `graph_id`: no compile. `plan` (its graph included) and `constants` (host
+ * memory of cge_plan_constant_bytes(), used in place on the CPU device) stay
+ * the caller's; release(owner) is called once the session no longer uses
+ * them (release may be NULL). */
+cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
+                                const void *constants, void (*release)(void *), void *owner);
+/* Compiles the graph (cge_compile: verify, infer, optimize, plan) for its
+ * declared input shapes when they are static, so that errors surface now;
+ * with symbolic inputs it checks and infers the graph, and each new input
+ * signature compiles at its first run. */
 cge_status cge_session_compile_graph(cge_session *s, uint32_t graph_id);
 cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id);
 

@@ -1,6 +1,7 @@
 /* Internal to the compiler: the context every pass receives, the pass table,
- * use lists and rewriting helpers shared by the passes, the plan's layout,
- * and the fused operators the compiler registers. */
+ * the parts of the plan under construction that build passes hand on, use
+ * lists and rewriting helpers shared by the passes, and the fused operators
+ * the compiler registers. */
 #ifndef CGE_COMPILER_INTERNAL_H
 #define CGE_COMPILER_INTERNAL_H
 
@@ -8,34 +9,32 @@
 #include <stdint.h>
 
 #include "cge/compiler.h"
+#include "compiler/plan_builder.h"
 
 #define CC_FUSED_DOMAIN "cge.fused"
 #define CC_DOMAIN "cge"
 
-/* ---- the plan under construction ----------------------------------------- */
-
-struct cge_plan {
-    cge_graph *g;                 /* the optimised graph the steps point into */
-    int32_t num_steps;
-    cge_plan_step *steps;
-    int32_t *step_ios;            /* inputs/outputs/waits of every step, one array */
-    int32_t num_values;
-    cge_plan_value *values;
-    int32_t *value_of_id;         /* graph value id -> plan value, -1 if none */
-    int32_t num_ids;
-    int32_t num_inputs, num_outputs;
-    int32_t *input_values, *output_values;
-    size_t arena_bytes, constant_bytes;
-    int32_t num_streams, num_events;
-    cge_plan_stats stats;
-    cge_plan_pass_stats *pass_stats;
-    int32_t num_pass_stats, cap_pass_stats;
-    int32_t *ws_last;             /* last step each step's workspace is live */
-};
-
-
-
 /* ---- context ---------------------------------------------------------------- */
+
+/* What the build stage's passes hand on to each other: each part is made by
+ * one pass, and the passes that read it name that pass in the pass table
+ * (`needs`), so that it cannot be disabled under them. */
+typedef struct cc_stream_plan {   /* build/plan_streams; absent: one stream */
+    bool made;
+    int32_t *step_stream;         /* per step (schedule position) */
+    int32_t *step_pos;            /* position of the step within its stream */
+    int32_t *vc;                  /* [step][stream]: last position known done */
+    int32_t *wait_start, *waits;  /* CSR: events each step waits for */
+    int32_t *record_event;        /* event recorded after the step, -1 none */
+    int32_t num_events;
+} cc_stream_plan;
+
+typedef struct cc_build {
+    cge_plan *plan;               /* written through compiler/plan_builder.h */
+    int32_t *order;               /* build/order (node indices); build/schedule reorders it */
+    int32_t num_order;
+    cc_stream_plan streams;
+} cc_build;
 
 typedef struct cc_ctx {
     cge_compile_options opts;     /* defaults resolved */
@@ -52,15 +51,7 @@ typedef struct cc_ctx {
     const cge_op_def **node_def;
     int32_t *node_space;          /* memory space of the node's outputs */
     int32_t node_cap;
-    /* Build: the schedule (node indices) and the stream of each step. */
-    int32_t *order;
-    int32_t num_order;
-    int32_t *step_stream;         /* per step (schedule position) */
-    int32_t *step_pos;            /* position of the step within its stream */
-    int32_t *vc;                  /* [step][stream]: last position known done */
-    int32_t *wait_start, *waits;  /* CSR: events each step waits for */
-    int32_t *record_event;        /* event recorded after the step, -1 none */
-    int32_t num_events;
+    cc_build build;
     /* Counters of the pass running, for statistics. */
     int32_t removed, fused, added;
     uint64_t uniq;                /* fresh names */
@@ -69,7 +60,6 @@ typedef struct cc_ctx {
         const char *op_type, *domain;
         const cge_op_def *def;
     } opcache[512];
-    cge_plan *plan;
     int32_t num_subgraphs, num_conversions;
 } cc_ctx;
 
@@ -103,6 +93,7 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_order(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_schedule(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g);

@@ -390,8 +390,16 @@ static void propagate_symbolic(const cge_graph *g, propagation *p, const cge_nod
     }
 }
 
+static int64_t inference_count;
+
+int64_t cge_compiler_inference_count(void)
+{
+    return __atomic_load_n(&inference_count, __ATOMIC_RELAXED);
+}
+
 cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g)
 {
+    __atomic_fetch_add(&inference_count, 1, __ATOMIC_RELAXED);
     int32_t nn = cge_graph_num_nodes(g);
     propagation p = {.num_values = cge_graph_num_values(g)};
     int32_t *order = malloc(sizeof(int32_t) * (size_t)(nn ? nn : 1));

@@ -15,32 +15,36 @@ typedef struct pass_entry {
     cc_pass_fn fn;
     cge_opt_level level;   /* lowest level that runs it; DEFAULT (0): opt-in only */
     bool mandatory;        /* cannot be disabled */
+    const char *needs;     /* the pass whose result it reads (NULL: none); that pass
+                              cannot be disabled while this one runs */
+    const char *what;      /* what it reads of it, for the message */
 } pass_entry;
 
 static const pass_entry passes[] = {
-    {"prepare", "verify", cc_pass_verify, CGE_OPT_NONE, true},
-    {"prepare", "infer", cc_pass_infer, CGE_OPT_NONE, true},
-    {"prepare", "normalize", cc_pass_normalize, CGE_OPT_NONE, false},
-    {"optimize", "fold_constants", cc_pass_fold_constants, CGE_OPT_EXACT, false},
-    {"optimize", "remove_noops", cc_pass_remove_noops, CGE_OPT_EXACT, false},
-    {"optimize", "simplify_algebra", cc_pass_simplify_algebra, CGE_OPT_EXACT, false},
-    {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false},
-    {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false},
-    {"optimize", "fuse_conv_bn", cc_pass_fuse_conv_bn, CGE_OPT_FUSE, false},
-    {"optimize", "fuse_conv_activation", cc_pass_fuse_conv_activation, CGE_OPT_FUSE, false},
-    {"optimize", "fuse_gelu", cc_pass_fuse_gelu, CGE_OPT_FUSE, false},
-    {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false},
-    {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false},
-    {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false},
-    {"optimize", "channels_last_ops", cc_pass_channels_last_ops, CGE_OPT_LAYOUT, false},
-    {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false},
-    {"optimize", "infer", cc_pass_infer, CGE_OPT_NONE, true},
-    {"partition", "assign_engines", cc_pass_assign_engines, CGE_OPT_NONE, true},
-    {"partition", "insert_conversions", cc_pass_insert_conversions, CGE_OPT_NONE, true},
-    {"partition", "layout_channels_last", cc_pass_layout_channels_last, CGE_OPT_LAYOUT, false},
-    {"build", "schedule", cc_pass_schedule, CGE_OPT_NONE, false},
-    {"build", "plan_streams", cc_pass_plan_streams, CGE_OPT_NONE, false},
-    {"build", "plan_memory", cc_pass_plan_memory, CGE_OPT_NONE, true},
+    {"prepare", "verify", cc_pass_verify, CGE_OPT_NONE, true, NULL, NULL},
+    {"prepare", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
+    {"prepare", "normalize", cc_pass_normalize, CGE_OPT_NONE, false, NULL, NULL},
+    {"optimize", "fold_constants", cc_pass_fold_constants, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "remove_noops", cc_pass_remove_noops, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "simplify_algebra", cc_pass_simplify_algebra, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "fuse_conv_bn", cc_pass_fuse_conv_bn, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "fuse_conv_activation", cc_pass_fuse_conv_activation, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "fuse_gelu", cc_pass_fuse_gelu, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "channels_last_ops", cc_pass_channels_last_ops, CGE_OPT_LAYOUT, false, NULL, NULL},
+    {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
+    {"partition", "assign_engines", cc_pass_assign_engines, CGE_OPT_NONE, true, NULL, NULL},
+    {"partition", "insert_conversions", cc_pass_insert_conversions, CGE_OPT_NONE, true, NULL, NULL},
+    {"partition", "layout_channels_last", cc_pass_layout_channels_last, CGE_OPT_LAYOUT, false, NULL, NULL},
+    {"build", "order", cc_pass_order, CGE_OPT_NONE, true, NULL, NULL},
+    {"build", "schedule", cc_pass_schedule, CGE_OPT_NONE, false, "order", "step order"},
+    {"build", "plan_streams", cc_pass_plan_streams, CGE_OPT_NONE, false, "order", "step order"},
+    {"build", "plan_memory", cc_pass_plan_memory, CGE_OPT_NONE, true, "order", "step order"},
 };
 #define NUM_PASSES ((int32_t)(sizeof passes / sizeof passes[0]))
 
@@ -138,19 +142,10 @@ static cge_status dump_graph(const char *dir, int32_t k, const pass_entry *pe, c
 static cge_status record_stats(cc_ctx *ctx, const pass_entry *pe, double ms, int32_t before,
                                int32_t after)
 {
-    cge_plan *p = ctx->plan;
-    if (p->num_pass_stats == p->cap_pass_stats) {
-        int32_t nc = p->cap_pass_stats ? p->cap_pass_stats * 2 : 32;
-        void *q = realloc(p->pass_stats, sizeof *p->pass_stats * (size_t)nc);
-        if (!q)
-            return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "compile: out of memory");
-        p->pass_stats = q;
-        p->cap_pass_stats = nc;
-    }
-    p->pass_stats[p->num_pass_stats++] = (cge_plan_pass_stats){
+    cge_plan_pass_stats ps = {
         .stage = pe->stage, .name = pe->name, .ms = ms, .nodes_before = before,
         .nodes_after = after, .removed = ctx->removed, .fused = ctx->fused, .added = ctx->added};
-    return CGE_OK;
+    return cge__plan_add_pass_stats(ctx->build.plan, &ps);
 }
 
 static cge_status set_input_shapes(cge_graph *g, const cge_shape *shapes, int32_t n)
@@ -189,6 +184,43 @@ static cge_status set_input_shapes(cge_graph *g, const cge_shape *shapes, int32_
             return st;
     }
     return CGE_OK;
+}
+
+/* Disabling a mandatory pass, or one whose result an enabled pass reads,
+ * would build a broken plan: refuse, naming both. */
+static cge_status check_dependencies(const cc_ctx *ctx)
+{
+    for (int32_t i = 0; i < NUM_PASSES; i++) {
+        const pass_entry *pe = &passes[i];
+        if (pe->mandatory && in_list(ctx->opts.disable, pe->name))
+            return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
+                             "compile options: pass '%s' (%s) cannot be disabled: every plan "
+                             "needs it",
+                             pe->name, pe->stage);
+        if (!pe->needs || !pass_enabled(ctx, pe))
+            continue;
+        for (int32_t k = 0; k < NUM_PASSES; k++)
+            if (!strcmp(passes[k].name, pe->needs) && !pass_enabled(ctx, &passes[k]))
+                return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
+                                 "compile options: pass '%s' cannot be disabled: pass '%s' "
+                                 "needs its %s",
+                                 pe->needs, pe->name, pe->what);
+    }
+    return CGE_OK;
+}
+
+/* Whether every value has a known dtype and a static shape. */
+static bool shapes_known(const cge_graph *g)
+{
+    for (int32_t id = 0; id < cge_graph_num_values(g); id++) {
+        cge_tensor_desc d;
+        if (cge_graph_value_kind(g, id) == CGE_VALUE_UNDEFINED)
+            continue;
+        if (cge_graph_value_desc(g, id, &d) || !cge_dtype_valid(d.dtype) ||
+            !cge_shape_is_static(&d.shape))
+            return false;
+    }
+    return true;
 }
 
 static int engine_cmp(const void *a, const void *b)
@@ -269,7 +301,7 @@ static cge_status resolve_options(cc_ctx *ctx, const cge_compile_options *opts)
         }
     ctx->opts.engines = NULL;
     ctx->opts.num_engines = 0;
-    return CGE_OK;
+    return check_dependencies(ctx);
 }
 
 static void ctx_release(cc_ctx *ctx)
@@ -282,13 +314,14 @@ static void ctx_release(cc_ctx *ctx)
     free(ctx->node_kernel);
     free(ctx->node_def);
     free(ctx->node_space);
-    free(ctx->order);
-    free(ctx->step_stream);
-    free(ctx->step_pos);
-    free(ctx->vc);
-    free(ctx->wait_start);
-    free(ctx->waits);
-    free(ctx->record_event);
+    free(ctx->build.order);
+    cc_stream_plan *sp = &ctx->build.streams;
+    free(sp->step_stream);
+    free(sp->step_pos);
+    free(sp->vc);
+    free(sp->wait_start);
+    free(sp->waits);
+    free(sp->record_event);
 }
 
 cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_t num_inputs,
@@ -301,16 +334,19 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
     cc_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     cge_status st = cc_register_ops();
-    cge_plan *p = calloc(1, sizeof *p);
-    if (!st && !p)
-        st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "compile: out of memory");
-    ctx.plan = p;
+    cge_plan *p = NULL;
+    if (!st)
+        st = cge__plan_create(&p);
+    ctx.build.plan = p;
     if (!st)
         st = resolve_options(&ctx, opts);
+    cge_graph *pg = NULL;
     if (!st)
-        st = cge_graph_clone(g, &p->g);
+        st = cge_graph_clone(g, &pg);
+    if (!st)
+        cge__plan_set_graph(p, pg);
     if (!st && input_shapes)
-        st = set_input_shapes(p->g, input_shapes, num_inputs);
+        st = set_input_shapes(pg, input_shapes, num_inputs);
     if (!st && ctx.opts.dump_dir)
         mkdir(ctx.opts.dump_dir, 0777); /* may exist; a real failure shows at fopen */
     if (st) {
@@ -319,26 +355,33 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
         return st;
     }
     ctx.dev = ctx.opts.device;
-    p->stats.nodes_in = cge_graph_num_nodes(p->g);
+    cge_plan_stats *ps = cge__plan_stats_mut(p);
+    ps->nodes_in = cge_graph_num_nodes(pg);
     int32_t dumped = 0;
-    for (int32_t i = 0; !st && i < NUM_PASSES; i++) {
+    bool incomplete = false;
+    for (int32_t i = 0; !st && !incomplete && i < NUM_PASSES; i++) {
         const pass_entry *pe = &passes[i];
         if (!pass_enabled(&ctx, pe))
             continue;
+        if (ctx.opts.allow_incomplete && !strcmp(ctx.stage ? ctx.stage : "", "prepare") &&
+            strcmp(pe->stage, "prepare") && !shapes_known(pg)) {
+            incomplete = true;   /* prepared: the caller runs it node by node */
+            break;
+        }
         ctx.stage = pe->stage;
         ctx.removed = ctx.fused = ctx.added = 0;
-        int32_t before = cge_graph_num_nodes(p->g);
+        int32_t before = cge_graph_num_nodes(pg);
         double ts = cc_now_ms();
-        st = pe->fn(&ctx, p->g);
+        st = pe->fn(&ctx, pg);
         if (!st)
-            st = cge_graph_compact(p->g);
+            st = cge_graph_compact(pg);
         double ms = cc_now_ms() - ts;
         for (int s = 0; s < 4; s++)
             if (!strcmp(stage_names[s], pe->stage))
-                p->stats.stage_ms[s] += ms;
+                ps->stage_ms[s] += ms;
         bool graph_stage = strcmp(pe->stage, "build") != 0;
         if (!st && ctx.opts.verify_each_pass && graph_stage && pe->fn != cc_pass_verify) {
-            st = cge_graph_verify(p->g);
+            st = cge_graph_verify(pg);
             if (st) {
                 char msg[1024];
                 snprintf(msg, sizeof msg, "%s", cge_last_error());
@@ -347,20 +390,19 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
             }
         }
         if (!st && ctx.opts.collect_stats)
-            st = record_stats(&ctx, pe, ms, before, cge_graph_num_nodes(p->g));
+            st = record_stats(&ctx, pe, ms, before, cge_graph_num_nodes(pg));
         if (!st && ctx.opts.dump_dir && graph_stage)
-            st = dump_graph(ctx.opts.dump_dir, dumped++, pe, p->g);
+            st = dump_graph(ctx.opts.dump_dir, dumped++, pe, pg);
     }
-    if (!st && !p->steps)
+    if (!st && !incomplete && !cge_plan_steps(p))
         st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "compile: no plan was built");
     if (!st) {
-        p->stats.compile_ms = cc_now_ms() - t0;
-        p->stats.nodes_out = p->num_steps;
-        p->stats.num_subgraphs = ctx.num_subgraphs;
-        p->stats.num_conversions = ctx.num_conversions;
-        p->stats.opt_level = ctx.level;
-        p->stats.passes = p->pass_stats;
-        p->stats.num_passes = p->num_pass_stats;
+        ps->compile_ms = cc_now_ms() - t0;
+        ps->nodes_out = cge_plan_num_steps(p);
+        ps->num_subgraphs = ctx.num_subgraphs;
+        ps->num_conversions = ctx.num_conversions;
+        ps->opt_level = ctx.level;
+        ps->incomplete = incomplete;
     }
     ctx_release(&ctx);
     if (st) {

@@ -8,7 +8,7 @@
 #include "compiler/compiler_internal.h"
 
 /* Operators whose "axis" counts dims of input 0 ([-r, r)); Flatten's may
- * also equal r. */
+ * also equal r; OneHot's counts dims of its output, one more than input 0's. */
 static const char *const axis_ops[] = {
     "Softmax", "LogSoftmax", "Concat", "Gather", "Split", "Flatten", "LayerNormalization",
     "GatherElements", "ArgMax", "ArgMin", "Hardmax", "CumSum", "QuantizeLinear",
@@ -35,6 +35,8 @@ static cge_status fix_axes(cc_ctx *ctx, cge_graph *g, cge_node *n)
     if (in.dtype == CGE_DTYPE_UNDEFINED)
         return CGE_OK;
     int32_t rank = in.shape.rank;
+    if (!strcmp(op, "OneHot"))
+        rank++;
     cge_attrs *a = cge_node_attrs(n);
     if (listed(axis_ops, op)) {
         const cge_attr *ax = cge_attrs_find(a, "axis");

@@ -10,25 +10,14 @@
 
 #include "compiler/compiler_internal.h"
 
-static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-
-bool cc_is_view_op(const cge_node *n)
-{
-    /* the layout passes' Transposes of NHWC bytes */
-    if (!strcmp(cge_node_domain(n), CC_FUSED_DOMAIN))
-        return !strcmp(cge_node_op_type(n), "LayoutView");
-    if (cge_node_domain(n)[0])
-        return false;
-    for (size_t i = 0; i < sizeof view_ops / sizeof view_ops[0]; i++)
-        if (!strcmp(cge_node_op_type(n), view_ops[i]))
-            return true;
-    return false;
-}
-
 typedef struct mp {
     cc_ctx *ctx;
     cge_graph *g;
     cge_plan *p;
+    cge_plan_value *vals;       /* the plan's, as they are added */
+    cge_plan_step *steps;
+    int32_t nv;
+    size_t constant_bytes, arena_bytes;
     int32_t n;                  /* steps */
     int32_t S;
     int32_t *prod;              /* per plan value: producing step, -1 */
@@ -60,7 +49,7 @@ static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 static cge_status add_value(mp *m, int32_t id)
 {
     cge_plan *p = m->p;
-    if (id < 0 || p->value_of_id[id] >= 0)
+    if (id < 0 || cge__plan_value_of_id(p, id) >= 0)
         return CGE_OK;
     cge_tensor_desc d;
     cge_status st = cge_graph_value_desc(m->g, id, &d);
@@ -73,29 +62,30 @@ static cge_status add_value(mp *m, int32_t id)
                          "(compile with concrete input shapes; shapes that depend on computed "
                          "values need eager runs)",
                          d.name, cge_dtype_name(d.dtype), cge_shape_str(&d.shape, sh, sizeof sh));
-    int32_t v = p->num_values++;
-    p->value_of_id[id] = v;
-    cge_plan_value *pv = &p->values[v];
     cge_node *prod = cge_graph_value_producer(m->g, id);
-    *pv = (cge_plan_value){
-        .name = cge_graph_value_name(m->g, id), .dtype = d.dtype, .shape = d.shape,
+    cge_plan_value pv = {
+        .dtype = d.dtype, .shape = d.shape,
         .format = d.format, .memory_space = prod ? m->ctx->node_space[cge_node_index(prod)] : 0,
         .bytes = cge_tensor_nbytes(d.dtype, &d.shape), .alias_of = -1, .first_step = -1,
         .last_step = -1, .input_index = -1, .output_index = -1};
     switch (cge_graph_value_kind(m->g, id)) {
     case CGE_VALUE_CONSTANT:
-        pv->storage = CGE_STORAGE_CONSTANT;
-        pv->offset = p->constant_bytes;
-        p->constant_bytes += align64(pv->bytes);
+        pv.storage = CGE_STORAGE_CONSTANT;
+        pv.offset = m->constant_bytes;
+        m->constant_bytes += align64(pv.bytes);
         break;
     case CGE_VALUE_INPUT:
     case CGE_VALUE_NODE:
-        pv->storage = CGE_STORAGE_ARENA;
+        pv.storage = CGE_STORAGE_ARENA;
         break;
     default:
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "plan_memory: value '%s' is undefined",
                          d.name);
     }
+    if (cge__plan_add_value(p, id, &pv, NULL))
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "plan_memory: value '%s' added twice",
+                         d.name);
+    m->nv++;
     return CGE_OK;
 }
 
@@ -105,7 +95,7 @@ static cge_status add_value(mp *m, int32_t id)
  * position per stream, -1 for none). */
 static bool after_all(const mp *m, int32_t t, const int32_t *rmax)
 {
-    const cc_ctx *c = m->ctx;
+    const cc_stream_plan *c = &m->ctx->build.streams;
     int32_t st = c->step_stream[t];
     for (int32_t s = 0; s < m->S; s++) {
         if (rmax[s] < 0)
@@ -130,7 +120,7 @@ static int32_t release_step(const mp *m, const int32_t *steps, int32_t k)
     for (int32_t s = 0; s < m->S; s++)
         rmax[s] = -1;
     for (int32_t i = 0; i < k; i++) {
-        int32_t s = m->ctx->step_stream[steps[i]], pos = m->ctx->step_pos[steps[i]];
+        int32_t s = m->ctx->build.streams.step_stream[steps[i]], pos = m->ctx->build.streams.step_pos[steps[i]];
         if (pos > rmax[s])
             rmax[s] = pos;
     }
@@ -164,8 +154,8 @@ static int32_t value_release(const mp *m, int32_t v, int32_t *scratch)
 
 /* ---- in-place ---------------------------------------------------------------------- */
 
-static int32_t stream_of(const mp *m, int32_t t) { return m->S > 1 ? m->ctx->step_stream[t] : 0; }
-static int32_t pos_of(const mp *m, int32_t t) { return m->S > 1 ? m->ctx->step_pos[t] : t; }
+static int32_t stream_of(const mp *m, int32_t t) { return m->S > 1 ? m->ctx->build.streams.step_stream[t] : 0; }
+static int32_t pos_of(const mp *m, int32_t t) { return m->S > 1 ? m->ctx->build.streams.step_pos[t] : t; }
 
 /* Fold value v's readers into a group's latest reader position per stream. */
 static void add_readers(const mp *m, int32_t v, int32_t *rmax)
@@ -186,7 +176,7 @@ static bool group_dead_at(const mp *m, const int32_t *rmax, int32_t t)
         if (rmax[s] < 0)
             continue;
         if (s == st ? rmax[s] > pos_of(m, t)
-                    : m->ctx->vc[(size_t)t * (size_t)m->S + (size_t)s] < rmax[s])
+                    : m->ctx->build.streams.vc[(size_t)t * (size_t)m->S + (size_t)s] < rmax[s])
             return false;
     }
     return true;
@@ -198,44 +188,31 @@ static cge_status build_steps(mp *m, const int32_t *order)
 {
     cge_plan *p = m->p;
     cge_graph *g = m->g;
-    int64_t ios = 0;
-    for (int32_t t = 0; t < m->n; t++) {
-        const cge_node *nd = cge_graph_node(g, order[t]);
-        ios += cge_node_num_inputs(nd) + cge_node_num_outputs(nd);
-    }
-    int32_t nwaits = m->ctx->wait_start ? m->ctx->wait_start[m->n] : 0;
-    p->steps = calloc((size_t)m->n + 1, sizeof(cge_plan_step));
-    p->step_ios = malloc(sizeof(int32_t) * (size_t)(ios + nwaits + 1));
-    p->ws_last = malloc(sizeof(int32_t) * ((size_t)m->n + 1));
-    if (!p->steps || !p->step_ios || !p->ws_last)
-        return oom();
-    int32_t *io = p->step_ios;
+    const cc_stream_plan *sp = &m->ctx->build.streams;
     for (int32_t t = 0; t < m->n; t++) {
         int32_t ni = order[t];
         const cge_node *nd = cge_graph_node(g, ni);
-        cge_plan_step *s = &p->steps[t];
+        cge_plan_step *s = &m->steps[t];
+        int32_t nin = cge_node_num_inputs(nd), nout = cge_node_num_outputs(nd);
+        int32_t nw = sp->made ? sp->wait_start[t + 1] - sp->wait_start[t] : 0;
+        int32_t *io = NULL;
+        cge_status st = cge__plan_step_io(p, t, nin, nout, nw, &io);
+        if (st)
+            return st;
         s->node = nd;
         s->def = m->ctx->node_def[ni];
         s->kernel = m->ctx->node_kernel[ni];
         s->engine = m->ctx->engines[m->ctx->node_engine[ni]].name;
-        s->stream = m->ctx->step_stream ? m->ctx->step_stream[t] : 0;
-        s->num_inputs = cge_node_num_inputs(nd);
-        s->num_outputs = cge_node_num_outputs(nd);
-        s->inputs = io;
-        for (int32_t k = 0; k < s->num_inputs; k++) {
+        s->stream = sp->made ? sp->step_stream[t] : 0;
+        for (int32_t k = 0; k < nin; k++) {
             int32_t id = cge_node_input_id(nd, k);
-            *io++ = id >= 0 ? p->value_of_id[id] : -1;
+            *io++ = id >= 0 ? cge__plan_value_of_id(p, id) : -1;
         }
-        s->outputs = io;
-        for (int32_t k = 0; k < s->num_outputs; k++)
-            *io++ = p->value_of_id[cge_node_output_id(nd, k)];
-        s->record = m->ctx->record_event ? m->ctx->record_event[t] : -1;
-        if (m->ctx->wait_start) {
-            s->num_waits = m->ctx->wait_start[t + 1] - m->ctx->wait_start[t];
-            s->waits = io;
-            for (int32_t w = m->ctx->wait_start[t]; w < m->ctx->wait_start[t + 1]; w++)
-                *io++ = m->ctx->waits[w];
-        }
+        for (int32_t k = 0; k < nout; k++)
+            *io++ = cge__plan_value_of_id(p, cge_node_output_id(nd, k));
+        s->record = sp->made ? sp->record_event[t] : -1;
+        for (int32_t w = 0; w < nw; w++)
+            *io++ = sp->waits[sp->wait_start[t] + w];
         /* Workspace for these shapes, asked of the kernel with no data yet. */
         if (s->kernel->workspace_size) {
             cge_tensor ins[64], outs[64];
@@ -245,13 +222,13 @@ static cge_status build_steps(mp *m, const int32_t *order)
             for (int32_t k = 0; k < s->num_inputs; k++) {
                 memset(&ins[k], 0, sizeof ins[k]);
                 if (s->inputs[k] >= 0) {
-                    const cge_plan_value *v = &p->values[s->inputs[k]];
+                    const cge_plan_value *v = &m->vals[s->inputs[k]];
                     ins[k] = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
                                           .bytes = v->bytes};
                 }
             }
             for (int32_t k = 0; k < s->num_outputs; k++) {
-                const cge_plan_value *v = &p->values[s->outputs[k]];
+                const cge_plan_value *v = &m->vals[s->outputs[k]];
                 outs[k] = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
                                        .bytes = v->bytes};
             }
@@ -268,20 +245,19 @@ static cge_status build_steps(mp *m, const int32_t *order)
 
 static cge_status readers_build(mp *m)
 {
-    cge_plan *p = m->p;
-    int32_t nv = p->num_values;
+    int32_t nv = m->nv;
     m->prod = malloc(sizeof(int32_t) * ((size_t)nv + 1));
     m->rstart = calloc((size_t)nv + 2, sizeof(int32_t));
     int64_t total = 0;
     for (int32_t t = 0; t < m->n; t++)
-        total += p->steps[t].num_inputs;
+        total += m->steps[t].num_inputs;
     m->readers = malloc(sizeof(int32_t) * (size_t)(total + 1));
     if (!m->prod || !m->rstart || !m->readers)
         return oom();
     for (int32_t v = 0; v < nv; v++)
         m->prod[v] = -1;
     for (int32_t t = 0; t < m->n; t++) {
-        const cge_plan_step *s = &p->steps[t];
+        const cge_plan_step *s = &m->steps[t];
         for (int32_t k = 0; k < s->num_outputs; k++)
             m->prod[s->outputs[k]] = t;
         for (int32_t k = 0; k < s->num_inputs; k++) {
@@ -299,7 +275,7 @@ static cge_status readers_build(mp *m)
         return oom();
     memcpy(fill, m->rstart, sizeof(int32_t) * (size_t)nv);
     for (int32_t t = 0; t < m->n; t++) {
-        const cge_plan_step *s = &p->steps[t];
+        const cge_plan_step *s = &m->steps[t];
         for (int32_t k = 0; k < s->num_inputs; k++) {
             bool dup = s->inputs[k] < 0;
             for (int32_t j = 0; j < k && !dup; j++)
@@ -314,38 +290,37 @@ static cge_status readers_build(mp *m)
 
 static cge_status make_groups(mp *m)
 {
-    cge_plan *p = m->p;
-    int32_t nv = p->num_values, S = m->S;
+    int32_t nv = m->nv, S = m->S;
     int32_t *rmax = malloc(sizeof(int32_t) * ((size_t)nv * (size_t)S + 1));
     if (!rmax)
         return oom();
     for (int32_t v = 0; v < nv; v++) {
         m->parent[v] = v;
-        m->has_output[v] = p->values[v].output_index >= 0;
+        m->has_output[v] = m->vals[v].output_index >= 0;
         for (int32_t s = 0; s < S; s++)
             rmax[(size_t)v * (size_t)S + (size_t)s] = -1;
         add_readers(m, v, &rmax[(size_t)v * (size_t)S]);
     }
     for (int32_t t = 0; t < m->n; t++) {
-        const cge_plan_step *s = &p->steps[t];
+        const cge_plan_step *s = &m->steps[t];
         if (s->num_outputs < 1 || s->num_inputs < 1)
             continue;
         int32_t out = s->outputs[0];
-        cge_plan_value *ov = &p->values[out];
+        cge_plan_value *ov = &m->vals[out];
         if (ov->storage != CGE_STORAGE_ARENA || ov->input_index >= 0)
             continue;
         int32_t src = -1;
         if (cc_is_view_op(s->node) && s->num_outputs == 1 && s->inputs[0] >= 0) {
-            const cge_plan_value *iv = &p->values[s->inputs[0]];
+            const cge_plan_value *iv = &m->vals[s->inputs[0]];
             if (iv->bytes == ov->bytes && iv->memory_space == ov->memory_space)
                 src = s->inputs[0];
         } else if (s->kernel->inplace_input >= 0 && s->kernel->inplace_input < s->num_inputs &&
                    s->inputs[s->kernel->inplace_input] >= 0) {
             int32_t in = s->inputs[s->kernel->inplace_input];
-            const cge_plan_value *iv = &p->values[in];
+            const cge_plan_value *iv = &m->vals[in];
             int32_t root = find(m->parent, in);
             bool ok = iv->storage == CGE_STORAGE_ARENA && iv->memory_space == ov->memory_space &&
-                      p->values[root].bytes == ov->bytes && iv->bytes == ov->bytes &&
+                      m->vals[root].bytes == ov->bytes && iv->bytes == ov->bytes &&
                       !m->has_output[root];
             /* Another operand in the same memory would be overwritten under it. */
             for (int32_t k = 0; ok && k < s->num_inputs; k++)
@@ -364,7 +339,7 @@ static cge_status make_groups(mp *m)
         for (int32_t q = 0; q < S; q++)
             if (orr[q] > gr[q])
                 gr[q] = orr[q];
-        if (p->values[root].storage == CGE_STORAGE_CONSTANT)
+        if (m->vals[root].storage == CGE_STORAGE_CONSTANT)
             ov->storage = CGE_STORAGE_CONSTANT;
     }
     free(rmax);
@@ -374,7 +349,7 @@ static cge_status make_groups(mp *m)
 static cge_status place(mp *m)
 {
     cge_plan *p = m->p;
-    int32_t nv = p->num_values;
+    int32_t nv = m->nv;
     int32_t *scratch = malloc(sizeof(int32_t) * ((size_t)m->n + 2));
     int32_t *gfirst = malloc(sizeof(int32_t) * ((size_t)nv + 1));
     int32_t *glast = malloc(sizeof(int32_t) * ((size_t)nv + 1));
@@ -382,7 +357,7 @@ static cge_status place(mp *m)
     cge_mem_block *blocks = malloc(sizeof(cge_mem_block) * ((size_t)nv + (size_t)m->n + 1));
     cge_status st = scratch && gfirst && glast && block_of && blocks ? CGE_OK : oom();
     for (int32_t v = 0; !st && v < nv; v++) {
-        cge_plan_value *pv = &p->values[v];
+        cge_plan_value *pv = &m->vals[v];
         pv->first_step = m->prod[v];
         pv->last_step = pv->output_index >= 0 ? m->n : value_release(m, v, scratch);
         if (pv->last_step < pv->first_step)
@@ -392,15 +367,15 @@ static cge_status place(mp *m)
     }
     for (int32_t v = 0; !st && v < nv; v++) {
         int32_t r = find(m->parent, v);
-        if (p->values[v].first_step < gfirst[r])
-            gfirst[r] = p->values[v].first_step;
-        if (p->values[v].last_step > glast[r])
-            glast[r] = p->values[v].last_step;
+        if (m->vals[v].first_step < gfirst[r])
+            gfirst[r] = m->vals[v].first_step;
+        if (m->vals[v].last_step > glast[r])
+            glast[r] = m->vals[v].last_step;
     }
     int32_t nb = 0;
     size_t naive = 0;
     for (int32_t v = 0; !st && v < nv; v++) {
-        cge_plan_value *pv = &p->values[v];
+        cge_plan_value *pv = &m->vals[v];
         block_of[v] = -1;
         if (pv->storage == CGE_STORAGE_ARENA)
             naive += align64(pv->bytes);
@@ -411,25 +386,24 @@ static cge_status place(mp *m)
     }
     int32_t ws0 = nb;
     for (int32_t t = 0; !st && t < m->n; t++) {
-        cge_plan_step *s = &p->steps[t];
-        p->ws_last[t] = t;
+        cge_plan_step *s = &m->steps[t];
         if (!s->workspace_bytes)
             continue;
         scratch[0] = t;
-        p->ws_last[t] = release_step(m, scratch, 1);
+        cge__plan_set_workspace_last(p, t, release_step(m, scratch, 1));
         naive += align64(s->workspace_bytes);
-        blocks[nb++] = (cge_mem_block){.bytes = s->workspace_bytes, .first = t, .last = p->ws_last[t]};
+        blocks[nb++] = (cge_mem_block){.bytes = s->workspace_bytes, .first = t, .last = cge__plan_workspace_last(p, t)};
     }
     if (!st)
-        st = cge_memplan_assign(blocks, nb, 64, CGE_MEMPLAN_AUTO, &p->arena_bytes);
+        st = cge_memplan_assign(blocks, nb, 64, CGE_MEMPLAN_AUTO, &m->arena_bytes);
     if (!st) {
         for (int32_t v = 0; v < nv; v++) {
             int32_t r = find(m->parent, v);
-            cge_plan_value *pv = &p->values[v];
+            cge_plan_value *pv = &m->vals[v];
             if (r != v) {
                 pv->alias_of = r;
-                pv->offset = p->values[r].storage == CGE_STORAGE_CONSTANT || block_of[r] < 0
-                                 ? p->values[r].offset
+                pv->offset = m->vals[r].storage == CGE_STORAGE_CONSTANT || block_of[r] < 0
+                                 ? m->vals[r].offset
                                  : blocks[block_of[r]].offset;
             } else {
                 if (block_of[v] >= 0)
@@ -442,11 +416,12 @@ static cge_status place(mp *m)
         }
         int32_t k = ws0;
         for (int32_t t = 0; t < m->n; t++)
-            if (p->steps[t].workspace_bytes)
-                p->steps[t].workspace_offset = blocks[k++].offset;
-        p->stats.arena_bytes = p->arena_bytes;
-        p->stats.lower_bound_bytes = cge_memplan_lower_bound(blocks, nb, 64);
-        p->stats.naive_bytes = naive;
+            if (m->steps[t].workspace_bytes)
+                m->steps[t].workspace_offset = blocks[k++].offset;
+        cge_plan_stats *ps = cge__plan_stats_mut(p);
+        ps->arena_bytes = m->arena_bytes;
+        ps->lower_bound_bytes = cge_memplan_lower_bound(blocks, nb, 64);
+        ps->naive_bytes = naive;
     }
     free(scratch);
     free(gfirst);
@@ -458,55 +433,46 @@ static cge_status place(mp *m)
 
 cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g)
 {
-    cge_plan *p = ctx->plan;
+    cge_plan *p = ctx->build.plan;
     int32_t nn = cge_graph_num_nodes(g), nv = cge_graph_num_values(g);
-    if (!ctx->order || ctx->num_order != nn) {
-        free(ctx->order);
-        ctx->order = malloc(sizeof(int32_t) * ((size_t)nn + 1));
-        if (!ctx->order)
-            return oom();
-        ctx->num_order = nn;
-        cge_status st = cge_graph_topo_order(g, ctx->order);
-        if (st)
-            return st;
+    const int32_t *order = ctx->build.order;
+    if (!order || ctx->build.num_order != nn)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "plan_memory: build/order has not run");
+    const cc_stream_plan *sp = &ctx->build.streams;
+    mp m = {.ctx = ctx, .g = g, .p = p, .n = nn, .S = sp->made ? ctx->opts.num_streams : 1};
+    int32_t ni = cge_graph_num_inputs(g), no = cge_graph_num_outputs(g);
+    size_t ios = sp->made ? (size_t)sp->wait_start[nn] : 0;
+    for (int32_t t = 0; t < nn; t++) {
+        const cge_node *nd = cge_graph_node(g, order[t]);
+        ios += (size_t)cge_node_num_inputs(nd) + (size_t)cge_node_num_outputs(nd);
     }
-    mp m = {.ctx = ctx, .g = g, .p = p, .n = nn,
-            .S = ctx->step_stream ? ctx->opts.num_streams : 1};
-    p->num_steps = nn;
-    p->num_ids = nv;
-    p->value_of_id = malloc(sizeof(int32_t) * ((size_t)nv + 1));
-    p->values = calloc((size_t)nv + 1, sizeof(cge_plan_value));
-    p->num_inputs = cge_graph_num_inputs(g);
-    p->num_outputs = cge_graph_num_outputs(g);
-    p->input_values = malloc(sizeof(int32_t) * ((size_t)p->num_inputs + 1));
-    p->output_values = malloc(sizeof(int32_t) * ((size_t)p->num_outputs + 1));
-    if (!p->value_of_id || !p->values || !p->input_values || !p->output_values)
-        return oom();
-    for (int32_t i = 0; i < nv; i++)
-        p->value_of_id[i] = -1;
-    cge_status st = CGE_OK;
-    for (int32_t i = 0; !st && i < p->num_inputs; i++)
+    cge_status st = cge__plan_reserve(p, nn, nv, ni, no, ios);
+    m.vals = cge__plan_values_mut(p);
+    m.steps = cge__plan_steps_mut(p);
+    for (int32_t i = 0; !st && i < ni; i++)
         st = add_value(&m, cge_graph_value_id(g, cge_graph_input(g, i)));
     for (int32_t t = 0; !st && t < nn; t++) {
-        const cge_node *nd = cge_graph_node(g, ctx->order[t]);
+        const cge_node *nd = cge_graph_node(g, order[t]);
         for (int32_t k = 0; !st && k < cge_node_num_inputs(nd); k++)
             st = add_value(&m, cge_node_input_id(nd, k));
         for (int32_t k = 0; !st && k < cge_node_num_outputs(nd); k++)
             st = add_value(&m, cge_node_output_id(nd, k));
     }
-    for (int32_t i = 0; !st && i < p->num_outputs; i++)
+    for (int32_t i = 0; !st && i < no; i++)
         st = add_value(&m, cge_graph_value_id(g, cge_graph_output(g, i)));
-    for (int32_t i = 0; !st && i < p->num_inputs; i++) {
-        p->input_values[i] = p->value_of_id[cge_graph_value_id(g, cge_graph_input(g, i))];
-        p->values[p->input_values[i]].input_index = i;
+    for (int32_t i = 0; !st && i < ni; i++) {
+        int32_t v = cge__plan_value_of_id(p, cge_graph_value_id(g, cge_graph_input(g, i)));
+        cge__plan_set_io(p, false, i, v);
+        m.vals[v].input_index = i;
     }
-    for (int32_t i = 0; !st && i < p->num_outputs; i++) {
-        p->output_values[i] = p->value_of_id[cge_graph_value_id(g, cge_graph_output(g, i))];
-        if (p->values[p->output_values[i]].output_index < 0)
-            p->values[p->output_values[i]].output_index = i;
+    for (int32_t i = 0; !st && i < no; i++) {
+        int32_t v = cge__plan_value_of_id(p, cge_graph_value_id(g, cge_graph_output(g, i)));
+        cge__plan_set_io(p, true, i, v);
+        if (m.vals[v].output_index < 0)
+            m.vals[v].output_index = i;
     }
     if (!st)
-        st = build_steps(&m, ctx->order);
+        st = build_steps(&m, order);
     if (!st)
         st = readers_build(&m);
     if (!st && m.S > 1) {
@@ -518,13 +484,13 @@ cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g)
             if (!(m.stream_steps[s] = malloc(sizeof(int32_t) * ((size_t)nn + 1))))
                 st = oom();
         for (int32_t t = 0; !st && t < nn; t++) {
-            int32_t s = ctx->step_stream[t];
+            int32_t s = sp->step_stream[t];
             m.stream_steps[s][m.stream_len[s]++] = t;
         }
     }
     if (!st) {
-        m.parent = malloc(sizeof(int32_t) * ((size_t)p->num_values + 1));
-        m.has_output = calloc((size_t)p->num_values + 1, sizeof(bool));
+        m.parent = malloc(sizeof(int32_t) * ((size_t)m.nv + 1));
+        m.has_output = calloc((size_t)m.nv + 1, sizeof(bool));
         if (!m.parent || !m.has_output)
             st = oom();
     }
@@ -535,13 +501,14 @@ cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g)
     if (!st) {
         int32_t used = 0;
         for (int32_t t = 0; t < nn; t++)
-            if (p->steps[t].stream + 1 > used)
-                used = p->steps[t].stream + 1;
-        p->num_streams = used > 0 ? used : 1;
-        p->num_events = ctx->num_events;
-        p->stats.num_streams = p->num_streams;
-        p->stats.num_events = p->num_events;
-        p->stats.constant_bytes = p->constant_bytes;
+            if (m.steps[t].stream + 1 > used)
+                used = m.steps[t].stream + 1;
+        int32_t streams = used > 0 ? used : 1;
+        cge__plan_set_sizes(p, m.arena_bytes, m.constant_bytes, streams, sp->num_events);
+        cge_plan_stats *ps = cge__plan_stats_mut(p);
+        ps->num_streams = streams;
+        ps->num_events = sp->num_events;
+        ps->constant_bytes = m.constant_bytes;
         st = cge_plan_verify(p);
     }
     free(m.prod);

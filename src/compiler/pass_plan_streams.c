@@ -15,18 +15,18 @@ bool cc_happens_before(const cc_ctx *ctx, int32_t r, int32_t t)
     if (r == t)
         return true;
     int32_t S = ctx->opts.num_streams;
-    if (S <= 1 || !ctx->step_stream)
+    if (S <= 1 || !ctx->build.streams.step_stream)
         return r < t;
-    int32_t sr = ctx->step_stream[r];
-    if (sr == ctx->step_stream[t])
+    int32_t sr = ctx->build.streams.step_stream[r];
+    if (sr == ctx->build.streams.step_stream[t])
         return r < t;
-    return ctx->vc[(size_t)t * (size_t)S + (size_t)sr] >= ctx->step_pos[r];
+    return ctx->build.streams.vc[(size_t)t * (size_t)S + (size_t)sr] >= ctx->build.streams.step_pos[r];
 }
 
 cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g)
 {
-    int32_t S = ctx->opts.num_streams, n = ctx->num_order;
-    if (S <= 1 || !ctx->order || n == 0)
+    int32_t S = ctx->opts.num_streams, n = ctx->build.num_order;
+    if (S <= 1 || n == 0)
         return CGE_OK;
     int32_t nn = cge_graph_num_nodes(g);
     int32_t *step_of = malloc(sizeof(int32_t) * ((size_t)nn + 1));
@@ -34,41 +34,41 @@ cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g)
     int64_t *load = calloc((size_t)S, sizeof(int64_t));
     int32_t *count = calloc((size_t)S, sizeof(int32_t));
     int32_t *last_on = malloc(sizeof(int32_t) * (size_t)S);
-    ctx->step_stream = malloc(sizeof(int32_t) * (size_t)n);
-    ctx->step_pos = malloc(sizeof(int32_t) * (size_t)n);
-    ctx->vc = malloc(sizeof(int32_t) * (size_t)n * (size_t)S);
-    ctx->record_event = malloc(sizeof(int32_t) * (size_t)n);
-    ctx->wait_start = calloc((size_t)n + 1, sizeof(int32_t));
+    ctx->build.streams.step_stream = malloc(sizeof(int32_t) * (size_t)n);
+    ctx->build.streams.step_pos = malloc(sizeof(int32_t) * (size_t)n);
+    ctx->build.streams.vc = malloc(sizeof(int32_t) * (size_t)n * (size_t)S);
+    ctx->build.streams.record_event = malloc(sizeof(int32_t) * (size_t)n);
+    ctx->build.streams.wait_start = calloc((size_t)n + 1, sizeof(int32_t));
     int64_t max_waits = 0;
     int32_t max_in = 1;
     for (int32_t k = 0; k < n; k++) {
-        int32_t ni = cge_node_num_inputs(cge_graph_node(g, ctx->order[k]));
+        int32_t ni = cge_node_num_inputs(cge_graph_node(g, ctx->build.order[k]));
         max_waits += ni;
         if (ni > max_in)
             max_in = ni;
     }
     int32_t *prods = malloc(sizeof(int32_t) * (size_t)max_in);
-    ctx->waits = malloc(sizeof(int32_t) * (size_t)(max_waits + 1));
+    ctx->build.streams.waits = malloc(sizeof(int32_t) * (size_t)(max_waits + 1));
     cge_status st = CGE_OK;
-    if (!prods || !step_of || !handed || !load || !count || !last_on || !ctx->step_stream || !ctx->step_pos ||
-        !ctx->vc || !ctx->record_event || !ctx->wait_start || !ctx->waits)
+    if (!prods || !step_of || !handed || !load || !count || !last_on || !ctx->build.streams.step_stream || !ctx->build.streams.step_pos ||
+        !ctx->build.streams.vc || !ctx->build.streams.record_event || !ctx->build.streams.wait_start || !ctx->build.streams.waits)
         st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan_streams: out of memory");
     for (int32_t s = 0; !st && s < S; s++)
         last_on[s] = -1;
     int32_t nw = 0;
-    ctx->num_events = 0;
+    ctx->build.streams.num_events = 0;
     for (int32_t t = 0; !st && t < n; t++) {
-        int32_t ni = ctx->order[t];
+        int32_t ni = ctx->build.order[t];
         const cge_node *node = cge_graph_node(g, ni);
         step_of[ni] = t;
-        ctx->record_event[t] = -1;
+        ctx->build.streams.record_event[t] = -1;
         /* Stream choice. */
         int32_t stream = -1;
         for (int32_t k = 0; k < cge_node_num_inputs(node) && stream < 0; k++) {
             cge_node *p = cge_graph_value_producer(g, cge_node_input_id(node, k));
             if (p && !handed[cge_node_index(p)]) {
                 handed[cge_node_index(p)] = true;
-                stream = ctx->step_stream[step_of[cge_node_index(p)]];
+                stream = ctx->build.streams.step_stream[step_of[cge_node_index(p)]];
             }
         }
         if (stream < 0) {
@@ -84,19 +84,19 @@ cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g)
             work += (int64_t)(b / 64);
         }
         load[stream] += work;
-        ctx->step_stream[t] = stream;
-        ctx->step_pos[t] = count[stream]++;
-        int32_t *vc = &ctx->vc[(size_t)t * (size_t)S];
+        ctx->build.streams.step_stream[t] = stream;
+        ctx->build.streams.step_pos[t] = count[stream]++;
+        int32_t *vc = &ctx->build.streams.vc[(size_t)t * (size_t)S];
         if (last_on[stream] >= 0)
-            memcpy(vc, &ctx->vc[(size_t)last_on[stream] * (size_t)S], sizeof(int32_t) * (size_t)S);
+            memcpy(vc, &ctx->build.streams.vc[(size_t)last_on[stream] * (size_t)S], sizeof(int32_t) * (size_t)S);
         else
             for (int32_t s = 0; s < S; s++)
                 vc[s] = -1;
-        vc[stream] = ctx->step_pos[t];
+        vc[stream] = ctx->build.streams.step_pos[t];
         last_on[stream] = t;
         /* Waits: producers on other streams not yet known to be done, latest
          * first so that their clocks cover the earlier ones. */
-        ctx->wait_start[t] = nw;
+        ctx->build.streams.wait_start[t] = nw;
         int32_t np = 0;
         for (int32_t k = 0; k < cge_node_num_inputs(node); k++) {
             cge_node *p = cge_graph_value_producer(g, cge_node_input_id(node, k));
@@ -110,20 +110,22 @@ cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g)
                 prods[b - 1] = x;
             }
         for (int32_t q = 0; q < np; q++) {
-            int32_t p = prods[q], ps = ctx->step_stream[p];
-            if (ps == stream || vc[ps] >= ctx->step_pos[p])
+            int32_t p = prods[q], ps = ctx->build.streams.step_stream[p];
+            if (ps == stream || vc[ps] >= ctx->build.streams.step_pos[p])
                 continue;
-            if (ctx->record_event[p] < 0)
-                ctx->record_event[p] = ctx->num_events++;
-            ctx->waits[nw++] = ctx->record_event[p];
-            const int32_t *pv = &ctx->vc[(size_t)p * (size_t)S];
+            if (ctx->build.streams.record_event[p] < 0)
+                ctx->build.streams.record_event[p] = ctx->build.streams.num_events++;
+            ctx->build.streams.waits[nw++] = ctx->build.streams.record_event[p];
+            const int32_t *pv = &ctx->build.streams.vc[(size_t)p * (size_t)S];
             for (int32_t s = 0; s < S; s++)
                 if (pv[s] > vc[s])
                     vc[s] = pv[s];
         }
     }
-    if (!st)
-        ctx->wait_start[n] = nw;
+    if (!st) {
+        ctx->build.streams.wait_start[n] = nw;
+        ctx->build.streams.made = true;
+    }
     free(prods);
     free(step_of);
     free(handed);

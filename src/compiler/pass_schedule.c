@@ -1,7 +1,8 @@
 /* build/schedule: a topological order that keeps peak memory low. A list
  * scheduler picks, among ready nodes, the one whose run frees the most bytes
  * net of what it allocates (stale scores refreshed lazily); the result is
- * kept only if its simulated peak beats the plain stable topological order. */
+ * kept only if its simulated peak beats build/order's stable topological
+ * order, which it replaces. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,8 +232,10 @@ cge_status cc_pass_schedule(cc_ctx *ctx, cge_graph *g)
     cge_status st = s.bytes && s.consumers && s.left && topo && alt
                         ? CGE_OK
                         : cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "schedule: out of memory");
+    if (!st && ctx->build.num_order != nn)
+        st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "schedule: build/order has not run");
     if (!st)
-        st = cge_graph_topo_order(g, topo);
+        memcpy(topo, ctx->build.order, sizeof(int32_t) * (size_t)nn);
     for (int32_t id = 0; !st && id < nv; id++)
         s.bytes[id] = vbytes(g, id);
     for (int32_t i = 0; !st && i < nn; i++) {
@@ -245,10 +248,10 @@ cge_status cc_pass_schedule(cc_ctx *ctx, cge_graph *g)
         st = greedy(&s, alt);
     if (!st) {
         int64_t p_topo = simulate(&s, topo), p_alt = simulate(&s, alt);
-        free(ctx->order);
-        ctx->order = p_alt < p_topo ? alt : topo;
-        ctx->num_order = nn;
-        if (ctx->order == alt)
+        free(ctx->build.order);
+        ctx->build.order = p_alt < p_topo ? alt : topo;
+        ctx->build.num_order = nn;
+        if (ctx->build.order == alt)
             alt = NULL;
         else
             topo = NULL;

@@ -1,12 +1,181 @@
-/* The plan: accessors, text and statistics output, the memory verifier over
- * a whole plan (blocks, views, in-place writes, lifetimes covering every use)
- * and the plan cache keyed by input shapes. */
+/* The plan: its layout (private to this file: the builder calls below are
+ * the only way to write it, for the memory planner and the model loader),
+ * accessors, and text and statistics output. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/compiler_internal.h"
+#include "compiler/plan_builder.h"
+
+struct cge_plan {
+    cge_graph *g;                 /* the optimised graph the steps point into */
+    int32_t num_steps;
+    cge_plan_step *steps;
+    int32_t *step_ios;            /* inputs/outputs/waits of every step, one array */
+    size_t num_step_ios, used_step_ios;
+    int32_t num_values, max_values;
+    cge_plan_value *values;
+    int32_t *value_of_id;         /* graph value id -> plan value, -1 if none */
+    int32_t num_ids;
+    int32_t num_inputs, num_outputs;
+    int32_t *input_values, *output_values;
+    size_t arena_bytes, constant_bytes;
+    int32_t num_streams, num_events;
+    cge_plan_stats stats;
+    cge_plan_pass_stats *pass_stats;
+    int32_t num_pass_stats, cap_pass_stats;
+    int32_t *ws_last;             /* last step each step's workspace is live */
+};
+
+static cge_status oom(void)
+{
+    return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan: out of memory");
+}
+
+/* ---- building ------------------------------------------------------------- */
+
+cge_status cge__plan_create(cge_plan **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? CGE_OK : oom();
+}
+
+void cge__plan_set_graph(cge_plan *p, cge_graph *g)
+{
+    if (p->g != g)
+        cge_graph_destroy(p->g);
+    p->g = g;
+}
+
+cge_graph *cge__plan_graph(cge_plan *p) { return p->g; }
+
+cge_status cge__plan_reserve(cge_plan *p, int32_t num_steps, int32_t max_values,
+                             int32_t num_inputs, int32_t num_outputs, size_t num_step_ios)
+{
+    if (p->steps || p->values || !p->g || num_steps < 0 || max_values < 0 || num_inputs < 0 ||
+        num_outputs < 0)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "plan: reserved twice or without a graph");
+    p->num_ids = cge_graph_num_values(p->g);
+    p->steps = calloc((size_t)num_steps + 1, sizeof *p->steps);
+    p->step_ios = malloc(sizeof(int32_t) * (num_step_ios + 1));
+    p->values = calloc((size_t)max_values + 1, sizeof *p->values);
+    p->value_of_id = malloc(sizeof(int32_t) * ((size_t)p->num_ids + 1));
+    p->input_values = malloc(sizeof(int32_t) * ((size_t)num_inputs + 1));
+    p->output_values = malloc(sizeof(int32_t) * ((size_t)num_outputs + 1));
+    p->ws_last = malloc(sizeof(int32_t) * ((size_t)num_steps + 1));
+    if (!p->steps || !p->step_ios || !p->values || !p->value_of_id || !p->input_values ||
+        !p->output_values || !p->ws_last)
+        return oom();
+    for (int32_t i = 0; i < p->num_ids; i++)
+        p->value_of_id[i] = -1;
+    for (int32_t i = 0; i < num_inputs; i++)
+        p->input_values[i] = -1;
+    for (int32_t i = 0; i < num_outputs; i++)
+        p->output_values[i] = -1;
+    for (int32_t t = 0; t < num_steps; t++) {
+        p->ws_last[t] = t;
+        p->steps[t].record = -1;
+    }
+    p->num_steps = num_steps;
+    p->max_values = max_values;
+    p->num_inputs = num_inputs;
+    p->num_outputs = num_outputs;
+    p->num_step_ios = num_step_ios;
+    return CGE_OK;
+}
+
+cge_status cge__plan_add_value(cge_plan *p, int32_t id, const cge_plan_value *v, int32_t *index)
+{
+    if (id < 0 || id >= p->num_ids || p->value_of_id[id] >= 0 || p->num_values >= p->max_values)
+        return CGE_ERR_EXISTS;
+    int32_t k = p->num_values++;
+    p->values[k] = *v;
+    p->values[k].name = cge_graph_value_name(p->g, id);
+    p->value_of_id[id] = k;
+    if (index)
+        *index = k;
+    return CGE_OK;
+}
+
+int32_t cge__plan_value_of_id(const cge_plan *p, int32_t id)
+{
+    return id >= 0 && id < p->num_ids ? p->value_of_id[id] : -1;
+}
+
+cge_plan_value *cge__plan_values_mut(cge_plan *p) { return p->values; }
+cge_plan_step *cge__plan_steps_mut(cge_plan *p) { return p->steps; }
+
+void cge__plan_set_io(cge_plan *p, bool output, int32_t pos, int32_t value)
+{
+    if (output && pos >= 0 && pos < p->num_outputs)
+        p->output_values[pos] = value;
+    else if (!output && pos >= 0 && pos < p->num_inputs)
+        p->input_values[pos] = value;
+}
+
+cge_status cge__plan_step_io(cge_plan *p, int32_t t, int32_t ni, int32_t no, int32_t nw,
+                             int32_t **out)
+{
+    size_t need = (size_t)ni + (size_t)no + (size_t)nw;
+    if (t < 0 || t >= p->num_steps || ni < 0 || no < 0 || nw < 0 ||
+        need > p->num_step_ios - p->used_step_ios)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL,
+                         "plan: step %d's inputs, outputs and waits exceed the room reserved",
+                         (int)t);
+    cge_plan_step *s = &p->steps[t];
+    int32_t *io = p->step_ios + p->used_step_ios;
+    for (size_t i = 0; i < need; i++)
+        io[i] = -1;
+    s->num_inputs = ni;
+    s->num_outputs = no;
+    s->num_waits = nw;
+    s->inputs = io;
+    s->outputs = io + ni;
+    s->waits = io + ni + no;
+    p->used_step_ios += need;
+    *out = io;
+    return CGE_OK;
+}
+
+void cge__plan_set_workspace_last(cge_plan *p, int32_t t, int32_t last)
+{
+    if (t >= 0 && t < p->num_steps)
+        p->ws_last[t] = last;
+}
+
+int32_t cge__plan_workspace_last(const cge_plan *p, int32_t t)
+{
+    return p->ws_last && t >= 0 && t < p->num_steps ? p->ws_last[t] : t;
+}
+
+void cge__plan_set_sizes(cge_plan *p, size_t arena_bytes, size_t constant_bytes,
+                         int32_t num_streams, int32_t num_events)
+{
+    p->arena_bytes = arena_bytes;
+    p->constant_bytes = constant_bytes;
+    p->num_streams = num_streams;
+    p->num_events = num_events;
+}
+
+cge_plan_stats *cge__plan_stats_mut(cge_plan *p) { return &p->stats; }
+
+cge_status cge__plan_add_pass_stats(cge_plan *p, const cge_plan_pass_stats *s)
+{
+    if (p->num_pass_stats == p->cap_pass_stats) {
+        int32_t nc = p->cap_pass_stats ? p->cap_pass_stats * 2 : 32;
+        void *q = realloc(p->pass_stats, sizeof *p->pass_stats * (size_t)nc);
+        if (!q)
+            return oom();
+        p->pass_stats = q;
+        p->cap_pass_stats = nc;
+    }
+    p->pass_stats[p->num_pass_stats++] = *s;
+    p->stats.passes = p->pass_stats;
+    p->stats.num_passes = p->num_pass_stats;
+    return CGE_OK;
+}
+
+/* ---- reading -------------------------------------------------------------- */
 
 void cge_plan_destroy(cge_plan *p)
 {
@@ -25,6 +194,11 @@ void cge_plan_destroy(cge_plan *p)
 }
 
 const cge_graph *cge_plan_graph(const cge_plan *p) { return p ? p->g : NULL; }
+int32_t cge_plan_workspace_last_step(const cge_plan *p, int32_t t)
+{
+    return p ? cge__plan_workspace_last(p, t) : -1;
+}
+bool cge_plan_is_complete(const cge_plan *p) { return p && !p->stats.incomplete; }
 int32_t cge_plan_num_steps(const cge_plan *p) { return p ? p->num_steps : 0; }
 const cge_plan_step *cge_plan_steps(const cge_plan *p) { return p ? p->steps : NULL; }
 int32_t cge_plan_num_values(const cge_plan *p) { return p ? p->num_values : 0; }
@@ -140,424 +314,3 @@ cge_status cge_plan_write_stats(const cge_plan *p, FILE *f)
     return CGE_OK;
 }
 
-/* ---- verification --------------------------------------------------------- */
-
-static cge_status bad(const cge_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static cge_status bad(const cge_plan *p, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "plan of '%s': %s", cge_graph_name(p->g), msg);
-}
-
-typedef struct member {
-    int32_t root, prod, value;
-} member;
-
-static int member_cmp(const void *x, const void *y)
-{
-    const member *a = x, *b = y;
-    if (a->root != b->root)
-        return a->root < b->root ? -1 : 1;
-    if (a->prod != b->prod)
-        return a->prod < b->prod ? -1 : 1;
-    return (a->value > b->value) - (a->value < b->value);
-}
-
-static int32_t root_of(const cge_plan *p, int32_t v)
-{
-    int guard = 0;
-    while (p->values[v].alias_of >= 0 && guard++ < 1 << 20)
-        v = p->values[v].alias_of;
-    return v;
-}
-
-/* ---- stream order -------------------------------------------------------------
- * With several streams, issue order is not run order: step b runs after step a
- * only through stream order and events. vc[t][s] is the last position on
- * stream s known done before step t starts (events are recorded after their
- * step, waits come before it, as sessions launch them). */
-typedef struct stream_order {
-    int32_t S, n;
-    int32_t *pos;           /* position of each step in its stream */
-    int32_t *vc;            /* [n][S] */
-    int32_t **steps_of;     /* per stream, its steps in issue order */
-    int32_t *len;
-} stream_order;
-
-static void stream_order_free(stream_order *o)
-{
-    free(o->pos);
-    free(o->vc);
-    for (int32_t s = 0; o->steps_of && s < o->S; s++)
-        free(o->steps_of[s]);
-    free(o->steps_of);
-    free(o->len);
-}
-
-static cge_status stream_order_build(const cge_plan *p, stream_order *o)
-{
-    int32_t S = p->num_streams, n = p->num_steps, E = p->num_events;
-    *o = (stream_order){.S = S, .n = n};
-    o->pos = malloc(sizeof(int32_t) * ((size_t)n + 1));
-    o->vc = malloc(sizeof(int32_t) * ((size_t)n * (size_t)S + 1));
-    o->steps_of = calloc((size_t)S, sizeof *o->steps_of);
-    o->len = calloc((size_t)S, sizeof *o->len);
-    int32_t *cur = malloc(sizeof(int32_t) * (size_t)S * (size_t)S);
-    int32_t *ev = malloc(sizeof(int32_t) * ((size_t)E * (size_t)S + 1));
-    bool *recorded = calloc((size_t)E + 1, sizeof *recorded);
-    cge_status st = CGE_OK;
-    for (int32_t s = 0; o->steps_of && s < S; s++)
-        if (!(o->steps_of[s] = malloc(sizeof(int32_t) * ((size_t)n + 1))))
-            st = CGE_ERR_NO_MEMORY;
-    if (st || !o->pos || !o->vc || !o->steps_of || !o->len || !cur || !ev || !recorded) {
-        free(cur), free(ev), free(recorded);
-        stream_order_free(o);
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan_verify: out of memory");
-    }
-    for (int32_t i = 0; i < S * S; i++)
-        cur[i] = -1;
-    for (int32_t t = 0; !st && t < n; t++) {
-        const cge_plan_step *step = &p->steps[t];
-        int32_t s = step->stream;
-        if (s < 0 || s >= S) {
-            st = bad(p, "step %d is on stream %d of %d", (int)t, (int)s, (int)S);
-            break;
-        }
-        int32_t *c = cur + (size_t)s * (size_t)S;
-        for (int32_t w = 0; !st && w < step->num_waits; w++) {
-            int32_t e = step->waits[w];
-            if (e < 0 || e >= E || !recorded[e]) {
-                st = bad(p, "step %d waits for event %d, which no earlier step records", (int)t,
-                         (int)e);
-                break;
-            }
-            for (int32_t k = 0; k < S; k++)
-                if (ev[(size_t)e * (size_t)S + (size_t)k] > c[k])
-                    c[k] = ev[(size_t)e * (size_t)S + (size_t)k];
-        }
-        memcpy(o->vc + (size_t)t * (size_t)S, c, sizeof(int32_t) * (size_t)S);
-        o->pos[t] = o->len[s];
-        o->steps_of[s][o->len[s]++] = t;
-        c[s] = o->pos[t];
-        if (!st && step->record >= 0) {
-            if (step->record >= E) {
-                st = bad(p, "step %d records event %d of %d", (int)t, (int)step->record, (int)E);
-                break;
-            }
-            memcpy(ev + (size_t)step->record * (size_t)S, c, sizeof(int32_t) * (size_t)S);
-            recorded[step->record] = true;
-        }
-    }
-    free(cur), free(ev), free(recorded);
-    if (st)
-        stream_order_free(o);
-    return st;
-}
-
-/* Whether step a is done before step b starts. */
-static bool runs_before(const cge_plan *p, const stream_order *o, int32_t a, int32_t b)
-{
-    int32_t sa = p->steps[a].stream;
-    if (sa == p->steps[b].stream)
-        return a < b;
-    return o->vc[(size_t)b * (size_t)o->S + (size_t)sa] >= o->pos[a];
-}
-
-/* Memory used by `users` (steps) until issue step `last` may be reused by any
- * later step: so the first step after `last` on every stream must run after
- * all of them (steps later on a stream run later still). */
-static cge_status check_release(const cge_plan *p, const stream_order *o, const int32_t *users,
-                                int32_t k, int32_t last, const char *what)
-{
-    for (int32_t s = 0; s < o->S; s++) {
-        int32_t lo = 0, hi = o->len[s];
-        while (lo < hi) {
-            int32_t mid = (lo + hi) / 2;
-            if (o->steps_of[s][mid] > last)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        if (lo == o->len[s])
-            continue;
-        int32_t next = o->steps_of[s][lo];
-        for (int32_t i = 0; i < k; i++)
-            if (users[i] != next && !runs_before(p, o, users[i], next))
-                return bad(p, "the memory of %s (used by step %d) is free after step %d, but step "
-                              "%d on stream %d may run before that use ends",
-                           what, (int)users[i], (int)last, (int)next, (int)s);
-    }
-    return CGE_OK;
-}
-
-static int32_t root_of(const cge_plan *p, int32_t v);
-
-/* Every read runs after its value's producer; memory is reused only after
- * every step using it is done. */
-static cge_status verify_streams(const cge_plan *p, const int32_t *prod)
-{
-    stream_order o;
-    cge_status st = stream_order_build(p, &o);
-    if (st)
-        return st;
-    int32_t n = p->num_steps, nv = p->num_values;
-    for (int32_t t = 0; !st && t < n; t++)
-        for (int32_t k = 0; !st && k < p->steps[t].num_inputs; k++) {
-            int32_t v = p->steps[t].inputs[k];
-            if (v >= 0 && prod[v] >= 0 && prod[v] != t && !runs_before(p, &o, prod[v], t))
-                st = bad(p, "step %d reads '%s' on stream %d, but its producer (step %d, stream "
-                            "%d) is not ordered before it",
-                         (int)t, p->values[v].name, (int)p->steps[t].stream, (int)prod[v],
-                         (int)p->steps[prod[v]].stream);
-        }
-    /* Steps using each root's memory, as CSR over roots. */
-    int32_t *start = calloc((size_t)nv + 2, sizeof(int32_t));
-    int32_t total = 0;
-    for (int32_t t = 0; t < n; t++)
-        total += p->steps[t].num_inputs + p->steps[t].num_outputs;
-    int32_t *users = malloc(sizeof(int32_t) * ((size_t)total + 1));
-    int32_t *fill = calloc((size_t)nv + 1, sizeof(int32_t));
-    if (!st && (!start || !users || !fill))
-        st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan_verify: out of memory");
-    for (int pass = 0; !st && pass < 2; pass++) {
-        for (int32_t t = 0; t < n; t++) {
-            const cge_plan_step *s = &p->steps[t];
-            for (int32_t k = 0; k < s->num_inputs + s->num_outputs; k++) {
-                int32_t v = k < s->num_inputs ? s->inputs[k] : s->outputs[k - s->num_inputs];
-                if (v < 0 || p->values[v].storage != CGE_STORAGE_ARENA)
-                    continue;
-                int32_t r = root_of(p, v);
-                if (pass == 0)
-                    start[r + 1]++;
-                else
-                    users[start[r] + fill[r]++] = t;
-            }
-        }
-        if (pass == 0)
-            for (int32_t r = 0; r < nv; r++)
-                start[r + 1] += start[r];
-    }
-    for (int32_t r = 0; !st && r < nv; r++) {
-        const cge_plan_value *v = &p->values[r];
-        if (v->storage != CGE_STORAGE_ARENA || v->alias_of >= 0 || v->last_step >= n)
-            continue;
-        char what[160];
-        snprintf(what, sizeof what, "'%s'", v->name);
-        st = check_release(p, &o, users + start[r], start[r + 1] - start[r], v->last_step, what);
-    }
-    for (int32_t t = 0; !st && t < n; t++)
-        if (p->steps[t].workspace_bytes && p->ws_last) {
-            char what[160];
-            snprintf(what, sizeof what, "the workspace of step %d", (int)t);
-            st = check_release(p, &o, &t, 1, p->ws_last[t], what);
-        }
-    free(start), free(users), free(fill);
-    stream_order_free(&o);
-    return st;
-}
-
-cge_status cge_plan_verify(const cge_plan *p)
-{
-    if (!p)
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "plan_verify: plan is NULL");
-    int32_t nv = p->num_values, n = p->num_steps;
-    cge_mem_block *blocks = malloc(sizeof(cge_mem_block) * ((size_t)nv + (size_t)n + 1));
-    int32_t *prod = malloc(sizeof(int32_t) * ((size_t)nv + 1));
-    int32_t *lastread = malloc(sizeof(int32_t) * ((size_t)nv + 1));
-    if (!blocks || !prod || !lastread) {
-        free(blocks);
-        free(prod);
-        free(lastread);
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan_verify: out of memory");
-    }
-    cge_status st = CGE_OK;
-    for (int32_t v = 0; v < nv; v++) {
-        prod[v] = -1;
-        lastread[v] = -1;
-    }
-    for (int32_t t = 0; t < n; t++) {
-        const cge_plan_step *s = &p->steps[t];
-        for (int32_t k = 0; k < s->num_outputs; k++)
-            prod[s->outputs[k]] = t;
-        for (int32_t k = 0; k < s->num_inputs; k++)
-            if (s->inputs[k] >= 0)
-                lastread[s->inputs[k]] = t;
-    }
-    int32_t nb = 0;
-    for (int32_t v = 0; !st && v < nv; v++) {
-        const cge_plan_value *pv = &p->values[v];
-        int32_t r = root_of(p, v);
-        const cge_plan_value *rv = &p->values[r];
-        /* Every use lies within the lifetime of the memory. */
-        if (pv->storage == CGE_STORAGE_ARENA &&
-            (rv->first_step > (prod[v] >= 0 ? prod[v] : -1) || rv->last_step < lastread[v] ||
-             (pv->output_index >= 0 && rv->last_step < n)))
-            st = bad(p, "value '%s' (memory of '%s') is used at steps %d..%d outside its lifetime",
-                     pv->name, rv->name, (int)prod[v], (int)lastread[v]);
-        if (!st && pv->alias_of >= 0 &&
-            (pv->storage != rv->storage || pv->offset < rv->offset ||
-             pv->offset + pv->bytes > rv->offset + rv->bytes))
-            st = bad(p, "value '%s' lies outside the memory of '%s' it shares", pv->name, rv->name);
-        if (!st && pv->storage == CGE_STORAGE_CONSTANT && pv->offset + pv->bytes > p->constant_bytes)
-            st = bad(p, "constant '%s' lies outside the constant blob", pv->name);
-        if (!st && pv->storage == CGE_STORAGE_ARENA && pv->alias_of < 0 && pv->bytes)
-            blocks[nb++] = (cge_mem_block){pv->bytes, pv->first_step, pv->last_step, pv->offset};
-    }
-    /* An in-place write (a shared output whose step is no view) must come
-     * after every read of the memory it overwrites: members of each group in
-     * production order, with the latest read of the earlier ones carried. */
-    member *ms = st ? NULL : malloc(sizeof(member) * ((size_t)nv + 1));
-    if (!st && !ms)
-        st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan_verify: out of memory");
-    int32_t nm = 0;
-    for (int32_t v = 0; !st && v < nv; v++)
-        if (p->values[v].storage == CGE_STORAGE_ARENA)
-            ms[nm++] = (member){root_of(p, v), prod[v], v};
-    if (!st)
-        qsort(ms, (size_t)nm, sizeof(member), member_cmp);
-    for (int32_t i = 0; !st && i < nm;) {
-        int32_t j = i, latest = -1, reader = -1;
-        bool out = false;
-        while (!st && j < nm && ms[j].root == ms[i].root) {
-            /* Members made at one step are written together: compare with the
-             * earlier steps only. */
-            int32_t k = j;
-            while (k < nm && ms[k].root == ms[i].root && ms[k].prod == ms[j].prod)
-                k++;
-            for (int32_t q = j; !st && q < k; q++) {
-                int32_t v = ms[q].value, t = ms[q].prod;
-                if (p->values[v].alias_of < 0 || t < 0 || cc_is_view_op(p->steps[t].node))
-                    continue;
-                if (latest > t || out)
-                    st = bad(p, "step %d writes '%s' in place over '%s', which is still read at "
-                                "step %d or leaves the graph",
-                             (int)t, p->values[v].name, p->values[reader].name, (int)latest);
-            }
-            for (int32_t q = j; q < k; q++) {
-                int32_t v = ms[q].value;
-                if (lastread[v] > latest) {
-                    latest = lastread[v];
-                    reader = v;
-                }
-                out |= p->values[v].output_index >= 0;
-                if (reader < 0)
-                    reader = v;
-            }
-            j = k;
-        }
-        i = j;
-    }
-    free(ms);
-    for (int32_t t = 0; !st && t < n; t++)
-        if (p->steps[t].workspace_bytes)
-            blocks[nb++] = (cge_mem_block){p->steps[t].workspace_bytes, t,
-                                           p->ws_last ? p->ws_last[t] : t,
-                                           p->steps[t].workspace_offset};
-    if (!st)
-        st = cge_memplan_verify(blocks, nb, p->arena_bytes);
-    if (!st && p->num_streams > 1)
-        st = verify_streams(p, prod);
-    free(blocks);
-    free(prod);
-    free(lastread);
-    return st;
-}
-
-/* ---- plan cache ------------------------------------------------------------ */
-
-typedef struct cache_entry {
-    cge_shape *shapes;
-    int32_t n;
-    cge_plan *plan;
-    uint64_t used;
-} cache_entry;
-
-struct cge_plan_cache {
-    cache_entry *items;
-    int32_t count, capacity;
-    uint64_t clock;
-};
-
-cge_status cge_plan_cache_create(int32_t capacity, cge_plan_cache **out)
-{
-    if (!out || capacity <= 0)
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
-                         "plan_cache_create: out is NULL or capacity %d is not positive",
-                         (int)capacity);
-    cge_plan_cache *c = calloc(1, sizeof *c);
-    if (c)
-        c->items = calloc((size_t)capacity, sizeof(cache_entry));
-    if (!c || !c->items) {
-        free(c);
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan_cache_create: out of memory");
-    }
-    c->capacity = capacity;
-    *out = c;
-    return CGE_OK;
-}
-
-void cge_plan_cache_destroy(cge_plan_cache *c)
-{
-    if (!c)
-        return;
-    for (int32_t i = 0; i < c->count; i++) {
-        cge_plan_destroy(c->items[i].plan);
-        free(c->items[i].shapes);
-    }
-    free(c->items);
-    free(c);
-}
-
-int32_t cge_plan_cache_size(const cge_plan_cache *c) { return c ? c->count : 0; }
-
-cge_status cge_plan_cache_get(cge_plan_cache *c, const cge_graph *g, const cge_shape *input_shapes,
-                              int32_t num_inputs, const cge_compile_options *opts,
-                              const cge_plan **out, bool *hit)
-{
-    if (!c || !g || !out || (num_inputs && !input_shapes))
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "plan_cache_get: NULL argument");
-    if (hit)
-        *hit = false;
-    for (int32_t i = 0; i < c->count; i++) {
-        cache_entry *e = &c->items[i];
-        bool same = e->n == num_inputs;
-        for (int32_t k = 0; same && k < num_inputs; k++)
-            same = cge_shape_equal(&e->shapes[k], &input_shapes[k]);
-        if (same) {
-            e->used = ++c->clock;
-            *out = e->plan;
-            if (hit)
-                *hit = true;
-            return CGE_OK;
-        }
-    }
-    cge_plan *p = NULL;
-    cge_status st = cge_compile(g, input_shapes, num_inputs, opts, &p);
-    if (st)
-        return st;
-    cge_shape *shapes = malloc(sizeof(cge_shape) * ((size_t)num_inputs + 1));
-    if (!shapes) {
-        cge_plan_destroy(p);
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "plan_cache_get: out of memory");
-    }
-    if (num_inputs)
-        memcpy(shapes, input_shapes, sizeof(cge_shape) * (size_t)num_inputs);
-    int32_t slot = c->count;
-    if (c->count == c->capacity) {
-        slot = 0;
-        for (int32_t i = 1; i < c->count; i++)
-            if (c->items[i].used < c->items[slot].used)
-                slot = i;
-        cge_plan_destroy(c->items[slot].plan);
-        free(c->items[slot].shapes);
-    } else {
-        c->count++;
-    }
-    c->items[slot] = (cache_entry){shapes, num_inputs, p, ++c->clock};
-    *out = p;
-    return CGE_OK;
-}

@@ -548,3 +548,17 @@ bool cc_is_elementwise(const cge_node *n)
     return false;
 }
 
+static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+
+bool cc_is_view_op(const cge_node *n)
+{
+    /* the layout passes' Transposes of NHWC bytes */
+    if (!strcmp(cge_node_domain(n), CC_FUSED_DOMAIN))
+        return !strcmp(cge_node_op_type(n), "LayoutView");
+    if (cge_node_domain(n)[0])
+        return false;
+    for (size_t i = 0; i < sizeof view_ops / sizeof view_ops[0]; i++)
+        if (!strcmp(cge_node_op_type(n), view_ops[i]))
+            return true;
+    return false;
+}

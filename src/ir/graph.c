@@ -698,8 +698,13 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
     return CGE_OK;
 }
 
+static int64_t clone_count;
+
+int64_t cge_graph_clone_count(void) { return __atomic_load_n(&clone_count, __ATOMIC_RELAXED); }
+
 cge_status cge_graph_clone(const cge_graph *g, cge_graph **out)
 {
+    __atomic_fetch_add(&clone_count, 1, __ATOMIC_RELAXED);
     if (!out)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "cge_graph_clone: out is NULL");
     *out = NULL;

@@ -17,7 +17,6 @@
 #include "compiler/compiler_internal.h"
 #include "model_file/model_internal.h"
 #include "ops/meta.h"
-#include "session/instance.h"
 
 #define MAX_STEP_IO 1024
 #define MAX_COUNT (1 << 24)
@@ -565,7 +564,8 @@ static cge_status build_graph(loader *L, cge_graph **out)
 /* Operator, kernel and meta of one step, as the compiler chose and checked them. */
 static cge_status bind_step(loader *L, cge_plan *p, int32_t t)
 {
-    cge_plan_step *s = &p->steps[t];
+    cge_plan_step *s = &cge__plan_steps_mut(p)[t];
+    const cge_plan_value *values = cge_plan_values(p);
     const cgm_step *r = &L->steps[t];
     const cge_node *n = s->node;
     char hint[512];
@@ -575,14 +575,14 @@ static cge_status bind_step(loader *L, cge_plan *p, int32_t t)
                    cge_node_domain(n), cge_node_domain(n)[0] ? "." : "", cge_node_op_type(n),
                    L->num_libs ? "; the model uses custom operator libraries " : "",
                    origin_hint(L, hint, sizeof hint));
-    if (cge_node_check_schema(p->g, n))
+    if (cge_node_check_schema(cge_plan_graph(p), n))
         return wrap(L, "schema");
     cge_dtype kd = CGE_DTYPE_UNDEFINED;
     for (int32_t k = 0; k < s->num_inputs && kd == CGE_DTYPE_UNDEFINED; k++)
         if (s->inputs[k] >= 0)
-            kd = p->values[s->inputs[k]].dtype;
+            kd = values[s->inputs[k]].dtype;
     if (kd == CGE_DTYPE_UNDEFINED)
-        kd = p->values[s->outputs[0]].dtype;
+        kd = values[s->outputs[0]].dtype;
     if ((int32_t)kd != r->kernel_dtype)
         return bad(L, "node '%s': its kernel is recorded for %s, its inputs are %s",
                    cge_node_name(n), cge_dtype_name((cge_dtype)r->kernel_dtype), cge_dtype_name(kd));
@@ -606,7 +606,7 @@ static cge_status bind_step(loader *L, cge_plan *p, int32_t t)
         in[k].name = "";
         if (s->inputs[k] < 0)
             continue;
-        const cge_plan_value *v = &p->values[s->inputs[k]];
+        const cge_plan_value *v = &values[s->inputs[k]];
         in[k] = (cge_tensor_desc){.name = v->name, .dtype = v->dtype, .shape = v->shape,
                                   .format = v->format};
         if (v->storage == CGE_STORAGE_CONSTANT)
@@ -615,13 +615,13 @@ static cge_status bind_step(loader *L, cge_plan *p, int32_t t)
                               .bytes = v->bytes};
     }
     for (int32_t k = 0; !st && k < no; k++)
-        outd[k] = (cge_tensor_desc){.name = p->values[s->outputs[k]].name};
+        outd[k] = (cge_tensor_desc){.name = values[s->outputs[k]].name};
     if (!st && cge_op_infer_node(s->def, cge_node_name(n), cge_node_attrs_const(n), in,
                                  (const void *const *)vals, ni, outd, no))
         st = wrap(L, "meta");
     char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
     for (int32_t k = 0; !st && k < no; k++) {
-        const cge_plan_value *v = &p->values[s->outputs[k]];
+        const cge_plan_value *v = &values[s->outputs[k]];
         /* A shape that only values computed at run time fix (plans compiled
          * without constant folding) is dynamic here: its known dims must agree. */
         bool same = outd[k].dtype == v->dtype && outd[k].shape.rank == v->shape.rank;
@@ -653,86 +653,65 @@ static cge_status bind_step(loader *L, cge_plan *p, int32_t t)
 static cge_status build_plan(loader *L, cge_plan **out)
 {
     const cgm_model *m = L->m;
-    cge_plan *p = calloc(1, sizeof *p);
-    if (!p)
-        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model load: out of memory");
-    cge_status st = build_graph(L, &p->g);
+    cge_plan *p = NULL;
+    cge_graph *g = NULL;
+    cge_status st = cge__plan_create(&p);
+    if (st)
+        return wrap(L, "plan");
+    st = build_graph(L, &g);
+    if (!st)
+        cge__plan_set_graph(p, g);
     uint64_t nio = 0;
     for (int32_t t = 0; t < m->num_steps; t++)
         nio += (uint64_t)L->steps[t].num_inputs + (uint64_t)L->steps[t].num_outputs +
                (uint64_t)L->steps[t].num_waits;
-    if (!st) {
-        p->num_steps = m->num_steps;
-        p->num_values = m->num_values;
-        p->num_inputs = m->num_inputs;
-        p->num_outputs = m->num_outputs;
-        p->num_ids = cge_graph_num_values(p->g);
-        p->steps = calloc((size_t)m->num_steps + 1, sizeof *p->steps);
-        p->step_ios = malloc(sizeof(int32_t) * (nio + 1));
-        p->values = calloc((size_t)m->num_values + 1, sizeof *p->values);
-        p->value_of_id = malloc(sizeof(int32_t) * ((size_t)p->num_ids + 1));
-        p->input_values = malloc(sizeof(int32_t) * ((size_t)m->num_inputs + 1));
-        p->output_values = malloc(sizeof(int32_t) * ((size_t)m->num_outputs + 1));
-        p->ws_last = malloc(sizeof(int32_t) * ((size_t)m->num_steps + 1));
-        if (!p->steps || !p->step_ios || !p->values || !p->value_of_id || !p->input_values ||
-            !p->output_values || !p->ws_last)
-            st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model load: out of memory");
-    }
-    for (int32_t i = 0; !st && i < p->num_ids; i++)
-        p->value_of_id[i] = -1;
+    if (!st && cge__plan_reserve(p, m->num_steps, m->num_values, m->num_inputs, m->num_outputs,
+                                 (size_t)nio))
+        st = wrap(L, "plan");
     for (int32_t v = 0; !st && v < m->num_values; v++) {
         const cgm_value *r = &L->values[v];
-        int32_t id = cge_graph_value_id(p->g, str_at(L, r->name));
-        if (id < 0 || p->value_of_id[id] >= 0) {
+        int32_t id = cge_graph_value_id(g, str_at(L, r->name));
+        cge_plan_value pv = {
+            .dtype = (cge_dtype)r->dtype, .shape = {.rank = r->rank},
+            .format = (cge_format)r->format, .memory_space = r->memory_space, .bytes = r->bytes,
+            .storage = (cge_plan_storage)r->storage, .offset = r->offset,
+            .alias_of = r->alias_of, .first_step = r->first_step, .last_step = r->last_step,
+            .input_index = r->input_index, .output_index = r->output_index};
+        memcpy(pv.shape.dims, r->dims, sizeof pv.shape.dims);
+        if (id < 0 || cge__plan_add_value(p, id, &pv, NULL)) {
             st = bad(L, "value '%s' is %s", str_at(L, r->name),
                      id < 0 ? "used by nothing" : "listed twice");
             break;
         }
-        p->value_of_id[id] = v;
-        cge_plan_value *pv = &p->values[v];
-        *pv = (cge_plan_value){
-            .name = cge_graph_value_name(p->g, id), .dtype = (cge_dtype)r->dtype,
-            .shape = {.rank = r->rank}, .format = (cge_format)r->format,
-            .memory_space = r->memory_space, .bytes = r->bytes,
-            .storage = (cge_plan_storage)r->storage, .offset = r->offset,
-            .alias_of = r->alias_of, .first_step = r->first_step, .last_step = r->last_step,
-            .input_index = r->input_index, .output_index = r->output_index};
-        memcpy(pv->shape.dims, r->dims, sizeof pv->shape.dims);
     }
     for (int32_t i = 0; !st && i < m->num_inputs; i++)
-        p->input_values[i] = L->idx[m->inputs_first + (uint32_t)i];
+        cge__plan_set_io(p, false, i, L->idx[m->inputs_first + (uint32_t)i]);
     for (int32_t i = 0; !st && i < m->num_outputs; i++)
-        p->output_values[i] = L->idx[m->outputs_first + (uint32_t)i];
-    int32_t *io = p->step_ios;
+        cge__plan_set_io(p, true, i, L->idx[m->outputs_first + (uint32_t)i]);
+    cge_plan_step *steps = cge__plan_steps_mut(p);
     for (int32_t t = 0; !st && t < m->num_steps; t++) {
         const cgm_step *r = &L->steps[t];
-        cge_plan_step *s = &p->steps[t];
-        s->node = cge_graph_node(p->g, t);
+        cge_plan_step *s = &steps[t];
+        int32_t *io = NULL;
+        if (cge__plan_step_io(p, t, r->num_inputs, r->num_outputs, r->num_waits, &io)) {
+            st = wrap(L, "plan");
+            break;
+        }
+        s->node = cge_graph_node(g, t);
         s->stream = r->stream;
-        s->num_inputs = r->num_inputs;
-        s->num_outputs = r->num_outputs;
-        s->inputs = io;
-        for (int32_t k = 0; k < r->num_inputs; k++)
+        for (int32_t k = 0; k < r->num_inputs + r->num_outputs; k++)
             *io++ = L->idx[r->io_first + (uint32_t)k];
-        s->outputs = io;
-        for (int32_t k = 0; k < r->num_outputs; k++)
-            *io++ = L->idx[r->io_first + (uint32_t)(r->num_inputs + k)];
-        s->num_waits = r->num_waits;
-        s->waits = io;
         for (int32_t k = 0; k < r->num_waits; k++)
             *io++ = L->idx[r->waits_first + (uint32_t)k];
         s->record = r->record;
         s->workspace_offset = r->ws_offset;
         s->workspace_bytes = r->ws_bytes;
-        p->ws_last[t] = r->ws_last;
+        cge__plan_set_workspace_last(p, t, r->ws_last);
         st = bind_step(L, p, t);
     }
     if (!st) {
-        p->arena_bytes = m->arena_bytes;
-        p->constant_bytes = m->constant_bytes;
-        p->num_streams = m->num_streams;
-        p->num_events = m->num_events;
-        cge_plan_stats *ps = &p->stats;
+        cge__plan_set_sizes(p, m->arena_bytes, m->constant_bytes, m->num_streams, m->num_events);
+        cge_plan_stats *ps = cge__plan_stats_mut(p);
         ps->compile_ms = m->compile_ms;
         for (int k = 0; k < 4; k++)
             ps->stage_ms[k] = m->stage_ms[k];
@@ -941,7 +920,7 @@ cge_status cge_session_add_model(cge_session *s, uint32_t graph_id, cge_model *m
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
                          "add_model: NULL session or model");
     __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
-    cge_status st = cge_session_add_prebuilt(s, graph_id, m->plan, m->weights, model_release, m);
+    cge_status st = cge_session_add_plan(s, graph_id, m->plan, m->weights, model_release, m);
     if (st)
         model_release(m);
     return st;

@@ -10,7 +10,6 @@
 
 #include "base/strmap.h"
 #include "cge/cge.h"
-#include "compiler/compiler_internal.h"
 #include "model_file/model_internal.h"
 
 typedef struct buf {
@@ -252,7 +251,7 @@ static cge_status build_sections(writer *w, const cge_model_save_options *opts)
                       .kernel_dtype = step_kernel_dtype(p, s), .stream = s->stream,
                       .num_inputs = s->num_inputs, .num_outputs = s->num_outputs,
                       .num_waits = s->num_waits, .record = s->record,
-                      .ws_last = p->ws_last ? p->ws_last[t] : t,
+                      .ws_last = cge_plan_workspace_last_step(p, t),
                       .ws_offset = s->workspace_offset, .ws_bytes = s->workspace_bytes};
         r.io_first = (uint32_t)(w->sec[CGM_SEC_INDICES].n / 4);
         for (int32_t k = 0; k < s->num_inputs; k++)

@@ -1,10 +1,10 @@
-/* Instances: the executable form of a graph for one input signature. With
- * every shape known, the graph is compiled into a plan (cge/compiler.h): one
- * arena and one constant blob, kernel contexts bound once, so that a run only
- * copies inputs, launches the plan's steps and copies outputs. When some shape
- * depends on run-time values (and for EAGER runs, the debugging mode), the
- * unoptimised graph runs node by node with a buffer per value, inferring as it
- * goes. A prebuilt plan (a loaded model file) skips the compile: its plan
+/* Instances: the executable form of a graph for one input signature. The
+ * compiler turns the graph into a plan (cge/compiler.h): one arena and one
+ * constant blob, kernel contexts bound once, so that a run only copies
+ * inputs, launches the plan's steps and copies outputs. When some shape
+ * depends on run-time values, the compiler's prepared graph runs node by node
+ * with a buffer per value, inferring as it goes; EAGER runs (the debugging
+ * mode) do the same over the unoptimised graph, their tables made on demand. A prebuilt plan (a loaded model file) skips the compile: its plan
  * and constants belong to the caller, and its EAGER runs are the plan's steps
  * one at a time. Profiled runs time every step and copy, synchronizing after
  * each, so that host dispatch and kernel time can be told apart. */
@@ -22,11 +22,18 @@
 typedef struct value {
     const char *name;
     cge_tensor_desc desc;
-    void *data;             /* device buffer */
+    void *data;             /* device buffer (eager) */
     size_t bytes;           /* allocated bytes */
     bool is_const;
     void *pdata;            /* where the plan keeps it (arena or constants), or NULL */
 } value;
+
+/* Values by name: a graph's, for eager runs, or a plan's inputs and outputs. */
+typedef struct value_table {
+    value *values;
+    int32_t num, cap;
+    cge_strmap index;
+} value_table;
 
 /* One step of the plan with its kernel context bound to arena addresses. */
 typedef struct plan_exec {
@@ -46,19 +53,27 @@ typedef struct node_exec {
     void *workspace;
 } node_exec;
 
-struct cge_instance {
-    cge_device *dev;
-    cge_graph *g;           /* own copy, inferred for this signature */
-    cge_shape *input_shapes;
-    int32_t num_inputs;
-    value *values;
-    int32_t num_values;
-    cge_strmap index;
+/* A graph run node by node, a buffer per value; built only for eager runs. */
+typedef struct eager_exec {
+    const cge_graph *g;
+    value_table vals;
     node_exec *nodes;
     int32_t num_nodes;
-    bool eager;             /* some shape is known only at run time */
-    bool eager_ready;       /* constants and inputs have eager buffers */
-    cge_plan *plan;         /* NULL when eager */
+    bool built;
+    bool ready;             /* constants and inputs have buffers */
+} eager_exec;
+
+struct cge_instance {
+    cge_device *dev;
+    const cge_graph *src;   /* the session's graph (EAGER runs of a plan instance) */
+    cge_shape *input_shapes;
+    int32_t num_inputs;
+    bool eager;             /* some shape is known only at run time: no plan steps */
+    bool last_eager;        /* the last run was eager: output shapes are eager's */
+    cge_plan *plan;         /* compiled here (owned) or borrowed (prebuilt) */
+    const cge_graph *pg;    /* the plan's graph */
+    value_table io;         /* the plan's inputs and outputs */
+    eager_exec ex;
     void *arena, *consts;
     plan_exec *steps;
     cge_stream **streams;   /* the plan's extra streams (1 .. n-1) */
@@ -86,30 +101,44 @@ static cge_status oom(void)
     return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "session: out of memory");
 }
 
-static cge_status add_value(cge_instance *inst, const char *name, int32_t *cap)
+static cge_status add_value(value_table *t, const cge_graph *g, const char *name)
 {
-    if (cge_strmap_get(&inst->index, name) >= 0)
+    if (cge_strmap_get(&t->index, name) >= 0)
         return CGE_OK;
-    if (inst->num_values == *cap) {
-        int32_t nc = *cap ? *cap * 2 : 64;
-        value *v = realloc(inst->values, sizeof *v * (size_t)nc);
+    if (t->num == t->cap) {
+        int32_t nc = t->cap ? t->cap * 2 : 64;
+        value *v = realloc(t->values, sizeof *v * (size_t)nc);
         if (!v)
             return oom();
-        inst->values = v;
-        *cap = nc;
+        t->values = v;
+        t->cap = nc;
     }
-    value *v = &inst->values[inst->num_values];
+    value *v = &t->values[t->num];
     memset(v, 0, sizeof *v);
     v->name = name;
-    cge_status st = cge_graph_get_desc(inst->g, name, &v->desc);
+    cge_status st = cge_graph_get_desc(g, name, &v->desc);
     if (st)
         return st;
     v->desc.name = name;
-    v->is_const = cge_graph_constant(inst->g, name) != NULL;
-    if (!cge_strmap_put(&inst->index, name, inst->num_values))
+    v->is_const = cge_graph_constant(g, name) != NULL;
+    if (!cge_strmap_put(&t->index, name, t->num))
         return oom();
-    inst->num_values++;
+    t->num++;
     return CGE_OK;
+}
+
+static value *find_value(value_table *t, const char *name)
+{
+    int32_t i = cge_strmap_get(&t->index, name);
+    return i >= 0 ? &t->values[i] : NULL;
+}
+
+static void table_free(cge_device *dev, value_table *t)
+{
+    for (int32_t i = 0; i < t->num; i++)
+        cge_mem_free(dev, t->values[i].data);
+    free(t->values);
+    cge_strmap_free(&t->index);
 }
 
 static cge_status alloc_value(cge_instance *inst, value *v)
@@ -127,28 +156,30 @@ static cge_status alloc_value(cge_instance *inst, value *v)
     return CGE_OK;
 }
 
-static cge_dtype kernel_dtype(const cge_instance *inst, const node_exec *ne)
+/* ---- eager: node by node ---------------------------------------------------- */
+
+static cge_dtype kernel_dtype(const eager_exec *ex, const node_exec *ne)
 {
     for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++)
         if (ne->in_idx[i] >= 0)
-            return inst->values[ne->in_idx[i]].desc.dtype;
+            return ex->vals.values[ne->in_idx[i]].desc.dtype;
     return CGE_DTYPE_UNDEFINED;
 }
 
 /* Points the node's kernel context at the current value buffers and shapes. */
-static void bind_node(cge_instance *inst, node_exec *ne)
+static void bind_node(eager_exec *ex, node_exec *ne)
 {
     int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
     for (int32_t i = 0; i < ni; i++) {
         memset(&ne->ins[i], 0, sizeof ne->ins[i]);
         if (ne->in_idx[i] < 0)
             continue;
-        value *v = &inst->values[ne->in_idx[i]];
+        value *v = &ex->vals.values[ne->in_idx[i]];
         ne->ins[i] = (cge_tensor){.name = v->name, .dtype = v->desc.dtype, .shape = v->desc.shape,
                                   .data = v->data, .bytes = v->bytes};
     }
     for (int32_t i = 0; i < no; i++) {
-        value *v = &inst->values[ne->out_idx[i]];
+        value *v = &ex->vals.values[ne->out_idx[i]];
         ne->outs[i] = (cge_tensor){.name = v->name, .dtype = v->desc.dtype, .shape = v->desc.shape,
                                    .data = v->data, .bytes = v->bytes};
     }
@@ -164,16 +195,15 @@ static cge_status engine_error(const node_exec *ne)
                      cge_node_name(ne->node), cge_node_op_type(ne->node), msg);
 }
 
-/* Kernel choice, workspace and per-node state: once per instance, or per
- * node run in eager mode. */
-static cge_status prepare_node(cge_instance *inst, node_exec *ne)
+/* Kernel choice, workspace and per-node state, each time the node runs. */
+static cge_status prepare_node(cge_instance *inst, eager_exec *ex, node_exec *ne)
 {
     if (!ne->kernel) {
-        ne->kernel = cge_op_find_kernel(ne->def, "cpu", kernel_dtype(inst, ne));
+        ne->kernel = cge_op_find_kernel(ne->def, "cpu", kernel_dtype(ex, ne));
         if (!ne->kernel)
             return engine_error(ne);
     }
-    bind_node(inst, ne);
+    bind_node(ex, ne);
     if (ne->kernel->release && ne->ctx.state) {
         ne->kernel->release(ne->ctx.state);
         ne->ctx.state = NULL;
@@ -195,6 +225,106 @@ static cge_status prepare_node(cge_instance *inst, node_exec *ne)
         st = ne->kernel->prepare(&ne->ctx, &ne->ctx.state);
     return st;
 }
+
+static void eager_free(cge_device *dev, eager_exec *ex)
+{
+    for (int32_t k = 0; k < ex->num_nodes; k++) {
+        node_exec *ne = &ex->nodes[k];
+        if (ne->kernel && ne->kernel->release && ne->ctx.state)
+            ne->kernel->release(ne->ctx.state);
+        cge_mem_free(dev, ne->workspace);
+        free(ne->in_idx);
+        free(ne->out_idx);
+        free(ne->ins);
+        free(ne->outs);
+    }
+    free(ex->nodes);
+    table_free(dev, &ex->vals);
+}
+
+/* The eager tables of `g` (verified by the compile that made this
+ * instance): its nodes in topological order, a value per name. */
+static cge_status eager_build(cge_instance *inst, eager_exec *ex, const cge_graph *g)
+{
+    ex->g = g;
+    ex->built = true;
+    cge_strmap_init(&ex->vals.index);
+    int32_t nn = cge_graph_num_nodes(g);
+    int32_t *order = malloc(sizeof(int32_t) * ((size_t)nn + 1));
+    ex->nodes = calloc((size_t)nn + 1, sizeof *ex->nodes);
+    if (!order || !ex->nodes) {
+        free(order);
+        return oom();
+    }
+    cge_status st = cge_graph_topo_order(g, order);
+    for (int32_t i = 0; !st && i < cge_graph_num_inputs(g); i++)
+        st = add_value(&ex->vals, g, cge_graph_input(g, i));
+    for (int32_t i = 0; !st && i < cge_graph_num_constants(g); i++)
+        st = add_value(&ex->vals, g, cge_graph_constant_name(g, i));
+    for (int32_t k = 0; !st && k < nn; k++) {
+        node_exec *ne = &ex->nodes[k];
+        ex->num_nodes = k + 1;
+        ne->node = cge_graph_node(g, order[k]);
+        int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
+        ne->in_idx = calloc((size_t)ni + 1, sizeof(int32_t));
+        ne->out_idx = calloc((size_t)no + 1, sizeof(int32_t));
+        ne->ins = calloc((size_t)ni + 1, sizeof(cge_tensor));
+        ne->outs = calloc((size_t)no + 1, sizeof(cge_tensor));
+        if (!ne->in_idx || !ne->out_idx || !ne->ins || !ne->outs) {
+            st = oom();
+            break;
+        }
+        ne->def = cge_op_find(cge_node_domain(ne->node), cge_node_op_type(ne->node), 0);
+        if (!ne->def) {
+            st = cge_last_error_status();
+            break;
+        }
+        for (int32_t i = 0; !st && i < no; i++) {
+            st = add_value(&ex->vals, g, cge_node_output(ne->node, i));
+            ne->out_idx[i] = cge_strmap_get(&ex->vals.index, cge_node_output(ne->node, i));
+        }
+        for (int32_t i = 0; !st && i < ni; i++) {
+            const char *nm = cge_node_input(ne->node, i);
+            ne->in_idx[i] = nm[0] ? cge_strmap_get(&ex->vals.index, nm) : -1;
+        }
+        ne->ctx = (cge_kernel_ctx){
+            .op_type = cge_node_op_type(ne->node),
+            .node_name = cge_node_name(ne->node),
+            .num_inputs = ni, .inputs = ne->ins,
+            .num_outputs = no, .outputs = ne->outs,
+            .attrs = cge_node_attrs_const(ne->node),
+            .device = inst->dev,
+            .num_threads = cge_device_num_threads(inst->dev),
+        };
+    }
+    free(order);
+    return st;
+}
+
+/* Buffers for the constants, and for the inputs at this instance's shapes. */
+static cge_status eager_buffers(cge_instance *inst, eager_exec *ex)
+{
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && !ex->ready && i < ex->vals.num; i++) {
+        value *v = &ex->vals.values[i];
+        if (!v->is_const)
+            continue;
+        st = alloc_value(inst, v);
+        if (!st && v->bytes)
+            st = cge_memcpy(inst->dev, v->data, cge_graph_constant(ex->g, v->name)->data,
+                            v->bytes, CGE_MEMCPY_HOST_TO_DEVICE);
+    }
+    for (int32_t i = 0; !st && i < inst->num_inputs; i++) {
+        value *v = find_value(&ex->vals, cge_graph_input(ex->g, i));
+        v->desc.shape = inst->input_shapes[i];
+        st = alloc_value(inst, v);
+    }
+    if (!st)
+        ex->ready = true;
+    return st;
+}
+
+/* ---- the plan ------------------------------------------------------------------ */
 
 static void plan_release(cge_instance *inst)
 {
@@ -226,24 +356,10 @@ void cge_instance_destroy(cge_instance *inst)
     cge_ri_destroy(inst->ri);
     cge_stream_destroy(inst->inline_stream);
     cge_event_destroy(inst->done);
+    if (inst->ex.built)
+        eager_free(inst->dev, &inst->ex);
+    table_free(inst->dev, &inst->io);
     plan_release(inst);
-    for (int32_t k = 0; k < inst->num_nodes; k++) {
-        node_exec *ne = &inst->nodes[k];
-        if (ne->kernel && ne->kernel->release && ne->ctx.state)
-            ne->kernel->release(ne->ctx.state);
-        cge_mem_free(inst->dev, ne->workspace);
-        free(ne->in_idx);
-        free(ne->out_idx);
-        free(ne->ins);
-        free(ne->outs);
-    }
-    free(inst->nodes);
-    for (int32_t i = 0; i < inst->num_values; i++)
-        cge_mem_free(inst->dev, inst->values[i].data);
-    free(inst->values);
-    cge_strmap_free(&inst->index);
-    if (!inst->prebuilt)
-        cge_graph_destroy(inst->g);
     free(inst->input_shapes);
     free(inst);
 }
@@ -287,8 +403,8 @@ static cge_status bind_plan(cge_instance *inst, const void *host_consts)
         st = cge_stream_create(inst->dev, &inst->streams[i]);
     for (int32_t i = 0; !st && i < inst->num_events + inst->num_streams; i++)
         st = cge_event_create(inst->dev, &inst->events[i]);
-    for (int32_t i = 0; !st && i < inst->num_values; i++) {
-        value *v = &inst->values[i];
+    for (int32_t i = 0; !st && i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
         int32_t pv = cge_plan_find_value(p, v->name);
         if (pv >= 0 && vals[pv].storage != CGE_STORAGE_NONE)
             v->pdata = (char *)(vals[pv].storage == CGE_STORAGE_CONSTANT ? inst->consts : inst->arena) +
@@ -330,119 +446,59 @@ static cge_status bind_plan(cge_instance *inst, const void *host_consts)
     return st;
 }
 
-/* Compile the inferred graph into a plan, then bind it. */
-static cge_status build_plan(cge_instance *inst, const cge_compile_options *copts)
+/* The plan's graph inputs and outputs by name, at the plan's shapes. */
+static cge_status io_table(cge_instance *inst)
 {
-    cge_compile_options o = copts ? *copts : (cge_compile_options){0};
-    o.device = inst->dev;
-    cge_status st = cge_compile(inst->g, inst->input_shapes, inst->num_inputs, &o, &inst->plan);
-    return st ? st : bind_plan(inst, NULL);
-}
-
-static cge_status build(cge_instance *inst, const int32_t *order, const cge_compile_options *copts)
-{
-    cge_graph *g = inst->g;
-    for (int32_t i = 0; i < inst->num_inputs; i++) {
-        cge_tensor_desc d;
-        cge_status st = cge_graph_get_desc(g, cge_graph_input(g, i), &d);
-        if (!st)
-            st = cge_graph_set_desc(g, d.name, d.dtype, &inst->input_shapes[i]);
-        if (st)
-            return st;
-    }
-    cge_status st = cge_graph_infer_values(g);
-    if (st)
-        return st;
-    int32_t cap = 0;
-    for (int32_t i = 0; !st && i < inst->num_inputs; i++)
-        st = add_value(inst, cge_graph_input(g, i), &cap);
-    for (int32_t i = 0; !st && i < cge_graph_num_constants(g); i++)
-        st = add_value(inst, cge_graph_constant_name(g, i), &cap);
-    inst->num_nodes = cge_graph_num_nodes(g);
-    inst->nodes = calloc((size_t)inst->num_nodes + 1, sizeof *inst->nodes);
-    if (!inst->nodes)
-        return oom();
-    for (int32_t k = 0; !st && k < inst->num_nodes; k++) {
-        node_exec *ne = &inst->nodes[k];
-        ne->node = cge_graph_node(g, order[k]);
-        int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
-        ne->in_idx = calloc((size_t)ni + 1, sizeof(int32_t));
-        ne->out_idx = calloc((size_t)no + 1, sizeof(int32_t));
-        ne->ins = calloc((size_t)ni + 1, sizeof(cge_tensor));
-        ne->outs = calloc((size_t)no + 1, sizeof(cge_tensor));
-        if (!ne->in_idx || !ne->out_idx || !ne->ins || !ne->outs)
-            return oom();
-        ne->def = cge_op_find(cge_node_domain(ne->node), cge_node_op_type(ne->node), 0);
-        if (!ne->def)
-            return cge_last_error_status();
-        for (int32_t i = 0; !st && i < no; i++) {
-            st = add_value(inst, cge_node_output(ne->node, i), &cap);
-            ne->out_idx[i] = cge_strmap_get(&inst->index, cge_node_output(ne->node, i));
-        }
-        for (int32_t i = 0; !st && i < ni; i++) {
-            const char *nm = cge_node_input(ne->node, i);
-            ne->in_idx[i] = nm[0] ? cge_strmap_get(&inst->index, nm) : -1;
-        }
-        ne->ctx = (cge_kernel_ctx){
-            .op_type = cge_node_op_type(ne->node),
-            .node_name = cge_node_name(ne->node),
-            .num_inputs = ni, .inputs = ne->ins,
-            .num_outputs = no, .outputs = ne->outs,
-            .attrs = cge_node_attrs_const(ne->node),
-            .device = inst->dev,
-            .num_threads = cge_device_num_threads(inst->dev),
-        };
-    }
-    for (int32_t i = 0; !st && i < inst->num_values; i++)
-        if (!cge_shape_is_static(&inst->values[i].desc.shape))
-            inst->eager = true;
-    if (!st && !inst->eager)
-        st = build_plan(inst, copts);
-    if (!st)
-        st = cge_event_create(inst->dev, &inst->done);
-    return st;
-}
-
-/* Eager runs need a buffer per constant and input; a plan instance makes
- * them only when it first runs eagerly. */
-static cge_status eager_buffers(cge_instance *inst)
-{
+    const cge_graph *g = inst->pg;
     cge_status st = CGE_OK;
-    for (int32_t i = 0; !st && !inst->eager_ready && i < inst->num_values; i++) {
-        value *v = &inst->values[i];
-        bool input = false;
-        for (int32_t k = 0; k < inst->num_inputs && !input; k++)
-            input = !strcmp(v->name, cge_graph_input(inst->g, k));
-        if (!v->is_const && !input)
-            continue;
-        st = alloc_value(inst, v);
-        if (!st && v->is_const && v->bytes)
-            st = cge_memcpy(inst->dev, v->data, cge_graph_constant(inst->g, v->name)->data,
-                            v->bytes, CGE_MEMCPY_HOST_TO_DEVICE);
-    }
-    if (!st)
-        inst->eager_ready = true;
+    for (int32_t i = 0; !st && i < cge_graph_num_inputs(g); i++)
+        st = add_value(&inst->io, g, cge_graph_input(g, i));
+    for (int32_t i = 0; !st && i < cge_graph_num_outputs(g); i++)
+        st = add_value(&inst->io, g, cge_graph_output(g, i));
     return st;
 }
 
-cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_t *order,
-                               const cge_shape *input_shapes, const cge_compile_options *copts,
-                               cge_instance **out)
+static cge_instance *instance_new(cge_device *dev, int32_t num_inputs)
 {
     cge_instance *inst = calloc(1, sizeof *inst);
     if (!inst)
-        return oom();
+        return NULL;
     inst->dev = dev;
-    cge_strmap_init(&inst->index);
-    inst->num_inputs = cge_graph_num_inputs(g);
-    inst->input_shapes = calloc((size_t)inst->num_inputs + 1, sizeof(cge_shape));
-    cge_status st = inst->input_shapes ? CGE_OK : oom();
-    if (!st) {
-        memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
-        st = cge_graph_clone(g, &inst->g);
+    cge_strmap_init(&inst->io.index);
+    inst->num_inputs = num_inputs;
+    inst->input_shapes = calloc((size_t)num_inputs + 1, sizeof(cge_shape));
+    if (!inst->input_shapes) {
+        cge_strmap_free(&inst->io.index);
+        free(inst);
+        return NULL;
     }
+    return inst;
+}
+
+cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
+                               const cge_compile_options *copts, cge_instance **out)
+{
+    cge_instance *inst = instance_new(dev, cge_graph_num_inputs(g));
+    if (!inst)
+        return oom();
+    inst->src = g;
+    memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
+    /* The compiler does all the graph work, once: verify, infer, optimize,
+     * plan; a graph whose shapes depend on computed values comes back
+     * prepared only, and runs node by node. */
+    cge_compile_options o = copts ? *copts : (cge_compile_options){0};
+    o.device = dev;
+    o.allow_incomplete = true;
+    cge_status st = cge_compile(g, inst->input_shapes, inst->num_inputs, &o, &inst->plan);
+    if (!st) {
+        inst->pg = cge_plan_graph(inst->plan);
+        inst->eager = !cge_plan_is_complete(inst->plan);
+        st = inst->eager ? eager_build(inst, &inst->ex, inst->pg) : io_table(inst);
+    }
+    if (!st && !inst->eager)
+        st = bind_plan(inst, NULL);
     if (!st)
-        st = build(inst, order, copts);
+        st = cge_event_create(inst->dev, &inst->done);
     if (st) {
         cge_instance_destroy(inst);
         return st;
@@ -454,25 +510,16 @@ cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_
 cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
                                         const void *constants, cge_instance **out)
 {
-    cge_instance *inst = calloc(1, sizeof *inst);
+    const cge_graph *g = cge_plan_graph(plan);
+    cge_instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
         return oom();
-    inst->dev = dev;
     inst->prebuilt = true;
     inst->plan = (cge_plan *)plan;
-    inst->g = (cge_graph *)cge_plan_graph(plan);
-    cge_strmap_init(&inst->index);
-    inst->num_inputs = cge_graph_num_inputs(inst->g);
-    inst->input_shapes = calloc((size_t)inst->num_inputs + 1, sizeof(cge_shape));
-    cge_status st = inst->input_shapes ? CGE_OK : oom();
-    int32_t cap = 0;
-    for (int32_t i = 0; !st && i < inst->num_inputs; i++) {
-        st = add_value(inst, cge_graph_input(inst->g, i), &cap);
-        if (!st)
-            inst->input_shapes[i] = inst->values[inst->num_values - 1].desc.shape;
-    }
-    for (int32_t i = 0; !st && i < cge_graph_num_outputs(inst->g); i++)
-        st = add_value(inst, cge_graph_output(inst->g, i), &cap);
+    inst->pg = g;
+    cge_status st = io_table(inst);
+    for (int32_t i = 0; !st && i < inst->num_inputs; i++)
+        inst->input_shapes[i] = find_value(&inst->io, cge_graph_input(g, i))->desc.shape;
     if (!st)
         st = bind_plan(inst, constants);
     if (!st)
@@ -484,6 +531,8 @@ cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
     *out = inst;
     return CGE_OK;
 }
+
+const cge_graph *cge_instance_graph(const cge_instance *inst) { return inst->pg; }
 
 void cge_instance_set_profile(cge_instance *inst, cge_profile_fn fn, void *user)
 {
@@ -501,19 +550,30 @@ bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shape
     return true;
 }
 
-static cge_status check_outputs(cge_instance *inst, cge_tensor *outputs, const int32_t *out_pos,
-                                int32_t n)
+/* The value of graph output / input `pos` in `t` (graphs keep their
+ * inputs' and outputs' names through the compiler). */
+static value *output_value(value_table *t, const cge_graph *g, int32_t pos)
+{
+    return find_value(t, cge_graph_output(g, pos));
+}
+
+static value *input_value(value_table *t, const cge_graph *g, int32_t pos)
+{
+    return find_value(t, cge_graph_input(g, pos));
+}
+
+static cge_status check_outputs(value_table *t, const cge_graph *g, cge_tensor *outputs,
+                                const int32_t *out_pos, int32_t n)
 {
     char sh[CGE_SHAPE_STR_MAX];
     for (int32_t i = 0; i < n; i++) {
-        const char *name = cge_graph_output(inst->g, out_pos[i]);
-        const value *v = &inst->values[cge_strmap_get(&inst->index, name)];
+        const value *v = output_value(t, g, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (outputs[i].bytes < need || (need && !outputs[i].data))
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
                              "output '%s' is %s %s and needs %zu bytes; the buffer given has "
                              "%zu%s",
-                             name, cge_dtype_name(v->desc.dtype),
+                             v->name, cge_dtype_name(v->desc.dtype),
                              cge_shape_str(&v->desc.shape, sh, sizeof sh), need, outputs[i].bytes,
                              outputs[i].data ? "" : " (data is NULL)");
     }
@@ -540,19 +600,21 @@ static cge_status profiled_copy(cge_instance *inst, cge_stream *stream, void *ds
     return st;
 }
 
-static cge_status copy_outputs(cge_instance *inst, cge_stream *stream, cge_tensor *outputs,
-                               const int32_t *out_pos, int32_t n, bool plan)
+/* Copies on `stream` between the caller's tensors and `t`'s buffers: the
+ * plan's places (plan) or the eager buffers. */
+static cge_status copy_outputs(cge_instance *inst, value_table *t, const cge_graph *g,
+                               cge_stream *stream, cge_tensor *outputs, const int32_t *out_pos,
+                               int32_t n, bool plan)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
-        const char *name = cge_graph_output(inst->g, out_pos[i]);
-        const value *v = &inst->values[cge_strmap_get(&inst->index, name)];
+        const value *v = output_value(t, g, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         outputs[i].dtype = v->desc.dtype;
         outputs[i].shape = v->desc.shape;
         if (need && inst->prof)
             st = profiled_copy(inst, stream, outputs[i].data, plan ? v->pdata : v->data, need,
-                               CGE_MEMCPY_DEVICE_TO_HOST, name);
+                               CGE_MEMCPY_DEVICE_TO_HOST, v->name);
         else if (need)
             st = cge_memcpy_async(stream, outputs[i].data, plan ? v->pdata : v->data, need,
                                   CGE_MEMCPY_DEVICE_TO_HOST);
@@ -560,12 +622,13 @@ static cge_status copy_outputs(cge_instance *inst, cge_stream *stream, cge_tenso
     return st;
 }
 
-static cge_status copy_inputs(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
-                              const int32_t *in_pos, int32_t n, bool plan)
+static cge_status copy_inputs(cge_instance *inst, value_table *t, const cge_graph *g,
+                              cge_stream *stream, const cge_tensor *inputs, const int32_t *in_pos,
+                              int32_t n, bool plan)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
-        value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
+        value *v = input_value(t, g, in_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
         if (need && (plan ? v->pdata != NULL : v->bytes >= need) && inst->prof)
             st = profiled_copy(inst, stream, plan ? v->pdata : v->data, inputs[i].data, need,
@@ -579,11 +642,12 @@ static cge_status copy_inputs(cge_instance *inst, cge_stream *stream, const cge_
 
 /* Node by node: infer with the values at hand (the CPU device's memory is
  * host-addressable, so value-dependent shapes can be read after a sync). */
-static cge_status run_eager(cge_instance *inst, cge_stream *stream)
+static cge_status run_eager(cge_instance *inst, eager_exec *ex, cge_stream *stream)
 {
     cge_status st = CGE_OK;
-    for (int32_t k = 0; !st && k < inst->num_nodes; k++) {
-        node_exec *ne = &inst->nodes[k];
+    value *values = ex->vals.values;
+    for (int32_t k = 0; !st && k < ex->num_nodes; k++) {
+        node_exec *ne = &ex->nodes[k];
         int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
         cge_tensor_desc in_desc[64], out_desc[64];
         const void *vals[64];
@@ -598,16 +662,16 @@ static cge_status run_eager(cge_instance *inst, cge_stream *stream)
             in_desc[i].name = "";
             if (ne->in_idx[i] < 0)
                 continue;
-            in_desc[i] = inst->values[ne->in_idx[i]].desc;
-            vals[i] = inst->values[ne->in_idx[i]].data;
+            in_desc[i] = values[ne->in_idx[i]].desc;
+            vals[i] = values[ne->in_idx[i]].data;
         }
         for (int32_t i = 0; i < no; i++)
-            out_desc[i] = (cge_tensor_desc){.name = inst->values[ne->out_idx[i]].name};
+            out_desc[i] = (cge_tensor_desc){.name = values[ne->out_idx[i]].name};
         if (!st)
             st = cge_op_infer_node(ne->def, cge_node_name(ne->node), cge_node_attrs_const(ne->node),
                                    in_desc, vals, ni, out_desc, no);
         for (int32_t i = 0; !st && i < no; i++) {
-            value *v = &inst->values[ne->out_idx[i]];
+            value *v = &values[ne->out_idx[i]];
             v->desc.dtype = out_desc[i].dtype;
             v->desc.shape = out_desc[i].shape;
             if (!cge_shape_is_static(&v->desc.shape))
@@ -619,7 +683,7 @@ static cge_status run_eager(cge_instance *inst, cge_stream *stream)
                 st = alloc_value(inst, v);
         }
         if (!st)
-            st = prepare_node(inst, ne);
+            st = prepare_node(inst, ex, ne);
         double t0 = inst->prof ? cge_profile_clock_ms() : 0.0;
         if (!st)
             st = ne->kernel->launch(&ne->ctx, stream);
@@ -696,7 +760,7 @@ cge_status cge_instance_capture(cge_instance *inst, cge_stream *stream)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_UNSUPPORTED,
                          "graph '%s': shapes depend on values computed at run time; it cannot "
                          "be captured for replay",
-                         cge_graph_name(inst->g));
+                         cge_graph_name(inst->pg));
     /* Only the kernels are recorded: inputs and outputs are copied by each
      * run, around the replay, from and to the caller's buffers. */
     cge_status st = cge_stream_begin_capture(stream, CGE_CAPTURE_THREAD_LOCAL);
@@ -723,7 +787,7 @@ static cge_status copy_inputs_now(cge_instance *inst, const cge_tensor *inputs,
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < num_inputs; i++) {
-        value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, in_pos[i]))];
+        value *v = input_value(&inst->io, inst->pg, in_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && v->pdata)
             st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
@@ -736,7 +800,7 @@ static cge_status copy_outputs_now(cge_instance *inst, cge_tensor *outputs,
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < num_outputs; i++) {
-        const value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_output(inst->g, out_pos[i]))];
+        const value *v = output_value(&inst->io, inst->pg, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         outputs[i].dtype = v->desc.dtype;
         outputs[i].shape = v->desc.shape;
@@ -777,33 +841,33 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
         inst->step_sync = false;
         return st;
     }
-    if (inst->eager || mode == CGE_RUN_EAGER) {
-        /* Output sizes may be known only after the run: run, then check. */
+    inst->last_eager = inst->eager || mode == CGE_RUN_EAGER;
+    if (inst->last_eager) {
+        /* A plan instance's EAGER runs take the unoptimised graph, node by
+         * node; its tables are made on the first such run. */
+        eager_exec *ex = &inst->ex;
         st = cge_stream_wait_event(stream, inst->done);
+        if (!st && !ex->built)
+            st = eager_build(inst, ex, inst->src);
         if (!st)
-            st = eager_buffers(inst);
-        for (int32_t i = 0; !st && inst->eager && i < inst->num_inputs; i++) {
-            value *v = &inst->values[cge_strmap_get(&inst->index, cge_graph_input(inst->g, i))];
-            v->desc.shape = inst->input_shapes[i];
-            st = alloc_value(inst, v);
-        }
+            st = eager_buffers(inst, ex);
         if (!st)
-            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs, false);
+            st = copy_inputs(inst, &ex->vals, ex->g, stream, inputs, in_pos, num_inputs, false);
         if (!st)
-            st = run_eager(inst, stream);
+            st = run_eager(inst, ex, stream);
         if (!st)
             st = cge_stream_synchronize(stream);
         if (!st)
-            st = check_outputs(inst, outputs, out_pos, num_outputs);
+            st = check_outputs(&ex->vals, ex->g, outputs, out_pos, num_outputs);
         if (!st)
-            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs, false);
+            st = copy_outputs(inst, &ex->vals, ex->g, stream, outputs, out_pos, num_outputs, false);
     } else if (sync && ((mode == CGE_RUN_REPLAY && inst->ri) ||
                         (mode == CGE_RUN_PLAN && inst->num_streams == 1 && !inst->prof &&
                          !inst->step_sync))) {
         /* A synchronous replay (cge_ri_execute) or one-stream plan run goes
          * on the calling thread, after the runs still in flight on other
          * streams; inputs and outputs are plain copies around it. */
-        st = check_outputs(inst, outputs, out_pos, num_outputs);
+        st = check_outputs(&inst->io, inst->pg, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_event_synchronize(inst->done);
         if (!st)
@@ -816,17 +880,18 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
     } else {
         if (mode == CGE_RUN_REPLAY && !inst->ri)
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_STATE,
-                             "graph '%s': replay requested before a capture", cge_graph_name(inst->g));
-        st = check_outputs(inst, outputs, out_pos, num_outputs);
+                             "graph '%s': replay requested before a capture", cge_graph_name(inst->pg));
+        st = check_outputs(&inst->io, inst->pg, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_stream_wait_event(stream, inst->done);
         if (!st)
-            st = copy_inputs(inst, stream, inputs, in_pos, num_inputs, true);
+            st = copy_inputs(inst, &inst->io, inst->pg, stream, inputs, in_pos, num_inputs, true);
         if (!st)
             st = mode == CGE_RUN_REPLAY ? cge_ri_execute_async(inst->ri, stream)
                                         : launch_all(inst, stream);
         if (!st)
-            st = copy_outputs(inst, stream, outputs, out_pos, num_outputs, true);
+            st = copy_outputs(inst, &inst->io, inst->pg, stream, outputs, out_pos, num_outputs,
+                              true);
     }
     cge_status rec = cge_event_record(inst->done, stream);
     if (!st)
@@ -841,9 +906,11 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
 
 cge_status cge_instance_output_desc(const cge_instance *inst, int32_t pos, cge_tensor_desc *out)
 {
-    int32_t idx = cge_strmap_get(&inst->index, cge_graph_output(inst->g, pos));
-    if (idx < 0)
+    cge_instance *in = (cge_instance *)inst;
+    const value *v = in->eager || in->last_eager ? output_value(&in->ex.vals, in->ex.g, pos)
+                                    : output_value(&in->io, in->pg, pos);
+    if (!v)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL, "output %d has no value", pos);
-    *out = inst->values[idx].desc;
+    *out = v->desc;
     return CGE_OK;
 }

@@ -1,6 +1,6 @@
-/* A compiled graph for one input signature: its own inferred copy of the
- * graph and, when every shape is known, its plan (one arena, prepared kernel
- * contexts); eager runs use a buffer per value of the unoptimised graph. */
+/* A compiled graph for one input signature: its plan (one arena, prepared
+ * kernel contexts) or, when shapes depend on run-time values, the compiler's
+ * prepared graph run node by node with a buffer per value. */
 #ifndef CGE_SESSION_INSTANCE_H
 #define CGE_SESSION_INSTANCE_H
 
@@ -11,11 +11,10 @@
 
 typedef struct cge_instance cge_instance;
 
-/* `g` is verified and ordered (`order`); `input_shapes` are concrete; `copts`
- * (may be NULL) is how plans are compiled. */
-cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const int32_t *order,
-                               const cge_shape *input_shapes, const cge_compile_options *copts,
-                               cge_instance **out);
+/* Compiles `g` (the session's graph, which must outlive the instance) for
+ * the concrete `input_shapes`; `copts` (may be NULL) is how. */
+cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
+                               const cge_compile_options *copts, cge_instance **out);
 void cge_instance_destroy(cge_instance *inst);
 bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */
@@ -33,6 +32,8 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
                             const int32_t *out_pos, int32_t num_outputs, cge_run_mode mode,
                             bool sync);
 
+/* The compiled graph this instance runs (its plan's). */
+const cge_graph *cge_instance_graph(const cge_instance *inst);
 /* Dtype and shape of graph output `pos` as this instance last computed it. */
 cge_status cge_instance_output_desc(const cge_instance *inst, int32_t pos, cge_tensor_desc *out);
 
@@ -43,11 +44,5 @@ cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
                                         const void *constants, cge_instance **out);
 /* Report every step and copy of the following runs to `fn` (NULL: stop). */
 void cge_instance_set_profile(cge_instance *inst, cge_profile_fn fn, void *user);
-
-/* Session side of cge_session_add_model (model_file layer): run `plan` under
- * `graph_id`; release(owner) is called once the session no longer uses it. */
-cge_status cge_session_add_prebuilt(cge_session *s, uint32_t graph_id, const cge_plan *plan,
-                                    const void *constants, void (*release)(void *),
-                                    void *owner);
 
 #endif

@@ -1,6 +1,7 @@
-/* Sessions: graphs by id, compiled into per-input-signature instances (value
- * buffers, kernels, prepared node contexts) and run on a stream. Inputs and
- * outputs are checked before anything is enqueued. */
+/* Sessions: graphs by id, each compiled by the compiler into one instance
+ * per input signature (a plan bound to its arena; the session's one plan
+ * cache) and run on a stream. Inputs and outputs are checked before anything
+ * is enqueued. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,11 @@
 
 typedef struct graph_entry {
     uint32_t id;
-    cge_graph *g;           /* the session's copy; descriptors as last inferred */
+    cge_graph *g;           /* the session's copy, as the user built it */
     bool compiled;
-    int32_t *order;         /* topological order of node indices */
+    /* Symbolic inputs: the compiler's prepared graph (verified, inferred
+     * symbolically), which answers descriptor queries until a run. */
+    cge_plan *prepared;
     cge_instance *inst[MAX_INSTANCES];
     int32_t num_inst;
     int32_t next_evict;
@@ -115,7 +118,7 @@ static void entry_free(graph_entry *e)
     if (e->release)
         e->release(e->owner);
     cge_graph_destroy(e->g);
-    free(e->order);
+    cge_plan_destroy(e->prepared);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -179,7 +182,7 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     return CGE_OK;
 }
 
-cge_status cge_session_add_prebuilt(cge_session *s, uint32_t graph_id, const cge_plan *plan,
+cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
                                     const void *constants, void (*release)(void *),
                                     void *owner)
 {
@@ -244,22 +247,11 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         e->compiled = true;
         return CGE_OK;
     }
-    cge_status st = cge_graph_verify(e->g);
-    if (!st)
-        st = cge_graph_infer_values(e->g);
-    int32_t nn = cge_graph_num_nodes(e->g);
-    if (!st) {
-        free(e->order);
-        e->order = malloc(sizeof(int32_t) * (size_t)(nn ? nn : 1));
-        if (!e->order)
-            st = cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "compile: out of memory");
-    }
-    if (!st)
-        st = cge_graph_topo_order(e->g, e->order);
-    if (st)
-        return st;
-    /* With static inputs the one instance is built now, so that kernel and
-     * allocation errors surface at compile time. */
+    /* The compiler does the graph's work (verify, infer, plan), once per
+     * signature. With static inputs the one instance is built now, so that
+     * kernel and allocation errors surface at compile time; with symbolic
+     * ones the graph is only prepared, and each signature compiles at its
+     * first run. */
     int32_t ni = cge_graph_num_inputs(e->g);
     cge_shape *shapes = calloc((size_t)ni + 1, sizeof *shapes);
     if (!shapes)
@@ -271,16 +263,33 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         shapes[i] = d.shape;
         all_static &= cge_shape_is_static(&d.shape);
     }
+    cge_status st = CGE_OK;
     if (all_static && e->num_inst == 0) {
         cge_instance *inst = NULL;
-        st = cge_instance_create(s->dev, e->g, e->order, shapes, &s->copts, &inst);
+        st = cge_instance_create(s->dev, e->g, shapes, &s->copts, &inst);
         if (!st)
             e->inst[e->num_inst++] = inst;
+    } else if (!all_static && !e->prepared) {
+        cge_compile_options o = s->copts;
+        o.device = s->dev;
+        o.allow_incomplete = true;
+        st = cge_compile(e->g, NULL, 0, &o, &e->prepared);
     }
     free(shapes);
     if (!st)
         e->compiled = true;
     return st;
+}
+
+/* The graph that answers descriptor queries: the compiler's, once there is
+ * one; the user's before. */
+static const cge_graph *described_graph(const graph_entry *e)
+{
+    if (e->prepared)
+        return cge_plan_graph(e->prepared);
+    if (e->num_inst)
+        return cge_instance_graph(e->inst[0]);
+    return e->g;
 }
 
 cge_status cge_session_compile_graph(cge_session *s, uint32_t graph_id)
@@ -324,7 +333,8 @@ static cge_status io_desc(const cge_session *s, uint32_t graph_id, int32_t i, bo
                          "graph %u has %d %s; index %d is out of range", graph_id, n,
                          input ? "inputs" : "outputs", i);
     pthread_mutex_lock(&e->lock);
-    cge_status st = cge_graph_get_desc(e->g, input ? cge_graph_input(e->g, i) : cge_graph_output(e->g, i), out);
+    const cge_graph *g = described_graph(e);
+    cge_status st = cge_graph_get_desc(g, input ? cge_graph_input(g, i) : cge_graph_output(g, i), out);
     pthread_mutex_unlock(&e->lock);
     return st;
 }
@@ -459,7 +469,7 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
                          "graph %u is a compiled model; its input shapes are fixed", e->id);
     cge_instance *inst = NULL;
-    cge_status st = cge_instance_create(s->dev, e->g, e->order, shapes, &s->copts, &inst);
+    cge_status st = cge_instance_create(s->dev, e->g, shapes, &s->copts, &inst);
     if (st)
         return st;
     if (e->num_inst == MAX_INSTANCES) {

@@ -625,6 +625,27 @@ static void test_normalize(void **state)
     assert_true(cge_shape_equal(&cge_plan_values(p)[cge_plan_output_value(p, 0)].shape, &want));
     cge_plan_destroy(p);
     cge_graph_destroy(g);
+
+    /* OneHot's axis counts the output's dims (rank + 1): -1 of indices
+     * [3,4] with depth 5 is 2, giving [3,4,5] (not 1, giving [3,5,4]). */
+    g = ct_graph("norm_onehot");
+    cge_shape is = CGE_SHAPE(3, 4);
+    assert_int_equal(cge_graph_add_input(g, "i", CGE_I64, &is), CGE_OK);
+    int64_t depth = 5;
+    ct_const_i64(g, "depth", &depth, 1);
+    int64_t offv[2] = {0, 1};
+    ct_const_i64(g, "values", offv, 2);
+    cge_node *oh = NULL;
+    const char *ins[3] = {"i", "depth", "values"}, *outs[1] = {"y"};
+    assert_int_equal(cge_graph_add_node(g, "OneHot", "", "oh", ins, 3, outs, 1, &oh), CGE_OK);
+    assert_int_equal(cge_node_set_int(oh, "axis", -1), CGE_OK);
+    ct_output(g, "y");
+    p = compile(g, &o);
+    assert_int_equal(cge_attrs_get_int(cge_node_attrs_const(cge_plan_steps(p)[0].node), "axis", -9), 2);
+    cge_shape want_oh = CGE_SHAPE(3, 4, 5);
+    assert_true(cge_shape_equal(&cge_plan_values(p)[cge_plan_output_value(p, 0)].shape, &want_oh));
+    cge_plan_destroy(p);
+    cge_graph_destroy(g);
 }
 
 /* ---- everything together ---------------------------------------------------------------------- */

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "compiler/compiler_internal.h"
+#include "compiler/plan_builder.h"
 #include "ct_util.h"
 
 static cge_graph *dynamic_graph(void)
@@ -49,35 +49,18 @@ static void test_dynamic_needs_signature(void **state)
     cge_graph_destroy(g);
 }
 
-static void test_plan_cache(void **state)
+/* One graph, one plan per signature: each sized and run for its own shapes
+ * (sessions keep such plans per signature; see tests/session). */
+static void test_plan_per_signature(void **state)
 {
     cge_graph *g = dynamic_graph();
     cge_compile_options o = ct_opts(CGE_OPT_FUSE);
-    cge_plan_cache *c = NULL;
-    assert_int_equal(cge_plan_cache_create(2, &c), CGE_OK);
-    cge_shape s4 = CGE_SHAPE(4, 8), s2 = CGE_SHAPE(2, 8), s9 = CGE_SHAPE(9, 8);
-    const cge_plan *p4 = NULL, *again = NULL, *p2 = NULL, *p9 = NULL;
-    bool hit = true;
-    assert_int_equal(cge_plan_cache_get(c, g, &s4, 1, &o, &p4, &hit), CGE_OK);
-    assert_false(hit);
-    assert_int_equal(cge_plan_cache_get(c, g, &s4, 1, &o, &again, &hit), CGE_OK);
-    assert_true(hit);
-    assert_ptr_equal(p4, again);
-    assert_int_equal(cge_plan_cache_get(c, g, &s2, 1, &o, &p2, &hit), CGE_OK);
-    assert_false(hit);
-    assert_ptr_not_equal(p2, p4);
-    assert_int_equal(cge_plan_cache_size(c), 2);
+    cge_shape s4 = CGE_SHAPE(4, 8), s2 = CGE_SHAPE(2, 8);
+    cge_plan *p4 = NULL, *p2 = NULL;
+    assert_int_equal(cge_compile(g, &s4, 1, &o, &p4), CGE_OK);
+    assert_int_equal(cge_compile(g, &s2, 1, &o, &p2), CGE_OK);
     assert_int_equal(cge_plan_arena_bytes(p4), 4 * 8 * 4);   /* x, a, y: one buffer in place */
     assert_int_equal(cge_plan_arena_bytes(p2), 2 * 8 * 4);
-    /* Touch 4 so that 2 is the least recently used, then add 9: 2 goes. */
-    assert_int_equal(cge_plan_cache_get(c, g, &s4, 1, &o, &again, &hit), CGE_OK);
-    assert_int_equal(cge_plan_cache_get(c, g, &s9, 1, &o, &p9, &hit), CGE_OK);
-    assert_int_equal(cge_plan_cache_size(c), 2);
-    assert_int_equal(cge_plan_cache_get(c, g, &s4, 1, &o, &again, &hit), CGE_OK);
-    assert_true(hit);
-    assert_int_equal(cge_plan_cache_get(c, g, &s2, 1, &o, &p2, &hit), CGE_OK);
-    assert_false(hit);
-    /* Each cached plan runs for its own signature. */
     cge_tensor in, out;
     float xs[16];
     for (int i = 0; i < 16; i++)
@@ -86,9 +69,8 @@ static void test_plan_cache(void **state)
     assert_int_equal(ct_run_plan(p2, &in, 1, &out, 1), CGE_OK);
     assert_true(cge_shape_equal(&out.shape, &s2));
     ct_free_outputs(&out, 1);
-    cge_plan_cache_destroy(c);
-    cge_plan_cache_destroy(NULL);
-    assert_int_equal(cge_plan_cache_create(0, &c), CGE_ERR_INVALID_ARG);
+    cge_plan_destroy(p4);
+    cge_plan_destroy(p2);
     cge_graph_destroy(g);
 }
 
@@ -204,23 +186,25 @@ static void test_streams(void **state)
     /* Each wait is needed: without it a read could run before its producer
      * (or memory be reused under a reader), which the verifier refuses, as
      * it does for a model file whose steps say so. */
-    for (int32_t t = 0; t < p->num_steps; t++) {
-        int32_t nw = p->steps[t].num_waits;
+    cge_plan_step *steps = cge__plan_steps_mut(p);
+    int32_t n = cge_plan_num_steps(p);
+    for (int32_t t = 0; t < n; t++) {
+        int32_t nw = steps[t].num_waits;
         if (!nw)
             continue;
-        p->steps[t].num_waits = 0;
+        steps[t].num_waits = 0;
         assert_int_equal(cge_plan_verify(p), CGE_ERR_INTERNAL);
         assert_non_null(strstr(cge_last_error(), "step"));
-        p->steps[t].num_waits = nw;
+        steps[t].num_waits = nw;
     }
     /* A step moved to the other stream, with no event to order it. */
-    for (int32_t t = 0; t < p->num_steps; t++) {
-        if (p->steps[t].num_waits || p->steps[t].record >= 0)
+    for (int32_t t = 0; t < n; t++) {
+        if (steps[t].num_waits || steps[t].record >= 0)
             continue;
-        int32_t s = p->steps[t].stream;
-        p->steps[t].stream = 1 - s;
+        int32_t s = steps[t].stream;
+        steps[t].stream = 1 - s;
         cge_status rc = cge_plan_verify(p);
-        p->steps[t].stream = s;
+        steps[t].stream = s;
         if (rc != CGE_OK) {
             waits = -1; /* found one the verifier refuses */
             break;
@@ -302,7 +286,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dynamic_needs_signature),
-        cmocka_unit_test(test_plan_cache),
+        cmocka_unit_test(test_plan_per_signature),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_dump_dir),
         cmocka_unit_test(test_streams),
