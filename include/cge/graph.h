@@ -209,6 +209,13 @@ cge_status cge_graph_value_desc(const cge_graph *g, int32_t id, cge_tensor_desc 
 cge_node *cge_graph_value_producer(const cge_graph *g, int32_t id);
 const cge_tensor *cge_graph_value_constant(const cge_graph *g, int32_t id);
 int32_t cge_node_index(const cge_node *n);          /* position in cge_graph_node() order */
+/* Revision stamps, for analyses that redo only what changed since they last
+ * ran: every change to a node (added, an input or output replaced, an
+ * attribute set or removed) and every change of a value's descriptor takes
+ * the graph's next revision. */
+uint64_t cge_graph_revision(const cge_graph *g);
+uint64_t cge_node_revision(const cge_node *n);
+uint64_t cge_graph_value_revision(const cge_graph *g, int32_t id);
 int32_t cge_node_input_id(const cge_node *n, int32_t i);    /* -1 if absent or out of range */
 int32_t cge_node_output_id(const cge_node *n, int32_t i);
 

@@ -52,6 +52,7 @@ typedef struct cc_ctx {
     int32_t *node_space;          /* memory space of the node's outputs */
     int32_t node_cap;
     cc_build build;
+    uint64_t inferred_rev;        /* graph revision the descriptors were last inferred at */
     /* Counters of the pass running, for statistics. */
     int32_t removed, fused, added;
     uint64_t uniq;                /* fresh names */
@@ -77,6 +78,7 @@ bool cc_is_view_op(const cge_node *n);
 
 cge_status cc_pass_verify(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_remove_noops(cc_ctx *ctx, cge_graph *g);

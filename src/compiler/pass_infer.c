@@ -1,6 +1,7 @@
-/* prepare/infer (and again after optimize): shapes and dtypes of every value
- * from the input signature, with the values of small shape computations
- * carried along. Exported models compute shapes in the graph
+/* prepare/infer: shapes and dtypes of every value from the input signature,
+ * with the values of small shape computations carried along; optimize/infer
+ * redoes only the nodes that rewrites changed (graph revisions), and all of
+ * it only when a changed node needs the carried values again. Exported models compute shapes in the graph
  * (Shape -> Gather -> Concat -> Reshape, ConstantOfShape(Size(x) - 1), ...):
  * with static inputs those values are known here, and meta gets them, so the
  * shapes downstream become static; with symbolic inputs ([batch,3,4,4]) they
@@ -397,6 +398,59 @@ int64_t cge_compiler_inference_count(void)
     return __atomic_load_n(&inference_count, __ATOMIC_RELAXED);
 }
 
+/* Meta of node `n` from its inputs' descriptors and the values at hand
+ * (constants, and with `p` what was computed or carried so far), written to
+ * its outputs' descriptors. */
+static cge_status infer_node(cc_ctx *ctx, cge_graph *g, cge_node *n, propagation *p,
+                             bool carry)
+{
+    int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
+    const cge_op_def *def = cc_find_op(ctx, n);
+    if (!def) {
+        cge_status st = cge_node_check_schema(g, n);
+        return st ? st : cge_last_error_status();
+    }
+    cge_tensor_desc small_in[MAX_IO], small_out[MAX_IO];
+    const void *small_vals[MAX_IO];
+    const cge_symbolic_value *syms[MAX_IO];
+    bool any_sym = false;
+    bool big = ni > MAX_IO || no > MAX_IO;
+    cge_tensor_desc *in = big ? calloc((size_t)ni + 1, sizeof *in) : small_in;
+    cge_tensor_desc *out = big ? calloc((size_t)no + 1, sizeof *out) : small_out;
+    const void **vals = big ? calloc((size_t)ni + 1, sizeof *vals) : small_vals;
+    cge_status st = CGE_OK;
+    if (!in || !out || !vals) {
+        st = cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "infer: out of memory");
+    } else {
+        for (int32_t i = 0; i < ni; i++) {
+            in[i] = cc_in_desc(g, n, i);
+            int32_t id = cge_node_input_id(n, i);
+            vals[i] = value_of(g, p, id);
+            if (!big) {
+                syms[i] = !vals[i] && id >= 0 && id < p->num_values && p->sym[id]
+                              ? &p->sym[id]->pub : NULL;
+                any_sym |= syms[i] != NULL;
+            }
+        }
+        for (int32_t i = 0; i < no; i++)
+            out[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
+        st = cge_op_infer_node_symbolic(def, cge_node_name(n), cge_node_attrs_const(n), in, vals,
+                                        any_sym ? syms : NULL, ni, out, no);
+        for (int32_t i = 0; !st && i < no; i++)
+            st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);
+        if (!st && !big && carry) {
+            propagate(ctx, g, p, n, def, in, vals, out);
+            propagate_symbolic(g, p, n, in, ni, out);
+        }
+    }
+    if (big) {
+        free(in);
+        free(out);
+        free(vals);
+    }
+    return st;
+}
+
 cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g)
 {
     __atomic_fetch_add(&inference_count, 1, __ATOMIC_RELAXED);
@@ -409,53 +463,8 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g)
                                      : cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "infer: out of memory");
     for (int32_t k = 0; !st && k < nn; k++) {
         cge_node *n = cge_graph_node(g, order[k]);
-        if (cge_node_is_removed(n))
-            continue;
-        int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
-        const cge_op_def *def = cc_find_op(ctx, n);
-        if (!def) {
-            st = cge_node_check_schema(g, n);
-            if (!st)
-                st = cge_last_error_status();
-            break;
-        }
-        cge_tensor_desc small_in[MAX_IO], small_out[MAX_IO];
-        const void *small_vals[MAX_IO];
-        const cge_symbolic_value *syms[MAX_IO];
-        bool any_sym = false;
-        bool big = ni > MAX_IO || no > MAX_IO;
-        cge_tensor_desc *in = big ? calloc((size_t)ni + 1, sizeof *in) : small_in;
-        cge_tensor_desc *out = big ? calloc((size_t)no + 1, sizeof *out) : small_out;
-        const void **vals = big ? calloc((size_t)ni + 1, sizeof *vals) : small_vals;
-        if (!in || !out || !vals) {
-            st = cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "infer: out of memory");
-        } else {
-            for (int32_t i = 0; i < ni; i++) {
-                in[i] = cc_in_desc(g, n, i);
-                int32_t id = cge_node_input_id(n, i);
-                vals[i] = value_of(g, &p, id);
-                if (!big) {
-                    syms[i] = !vals[i] && id >= 0 && id < p.num_values && p.sym[id]
-                                  ? &p.sym[id]->pub : NULL;
-                    any_sym |= syms[i] != NULL;
-                }
-            }
-            for (int32_t i = 0; i < no; i++)
-                out[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
-            st = cge_op_infer_node_symbolic(def, cge_node_name(n), cge_node_attrs_const(n), in,
-                                            vals, any_sym ? syms : NULL, ni, out, no);
-            for (int32_t i = 0; !st && i < no; i++)
-                st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);
-            if (!st && !big) {
-                propagate(ctx, g, &p, n, def, in, vals, out);
-                propagate_symbolic(g, &p, n, in, ni, out);
-            }
-        }
-        if (big) {
-            free(in);
-            free(out);
-            free(vals);
-        }
+        if (!cge_node_is_removed(n))
+            st = infer_node(ctx, g, n, &p, true);
     }
     for (int32_t i = 0; p.known && i < p.num_values; i++)
         free(p.known[i]);
@@ -464,7 +473,55 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g)
     free(p.known);
     free(p.sym);
     free(order);
+    if (!st)
+        ctx->inferred_rev = cge_graph_revision(g);
     return st;
+}
+
+/* A node whose descriptors may be stale: changed, or reading a value whose
+ * descriptor changed, since the last inference, or with an output never
+ * described (added by a rewrite). */
+static bool changed_since(const cge_graph *g, const cge_node *n, uint64_t rev)
+{
+    if (cge_node_revision(n) > rev)
+        return true;
+    for (int32_t i = 0; i < cge_node_num_inputs(n); i++) {
+        int32_t id = cge_node_input_id(n, i);
+        if (id >= 0 && cge_graph_value_revision(g, id) > rev)
+            return true;
+    }
+    for (int32_t i = 0; i < cge_node_num_outputs(n); i++)
+        if (cc_out_desc(g, n, i).dtype == CGE_DTYPE_UNDEFINED)
+            return true;
+    return false;
+}
+
+cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g)
+{
+    int32_t nn = cge_graph_num_nodes(g);
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(nn ? nn : 1));
+    cge_status st = order ? cge_graph_topo_order(g, order)
+                          : cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "infer: out of memory");
+    propagation none = {0};
+    uint64_t rev = ctx->inferred_rev;
+    bool lost = false;   /* a rewritten node lost a shape that values had fixed */
+    for (int32_t k = 0; !st && !lost && k < nn; k++) {
+        cge_node *n = cge_graph_node(g, order[k]);
+        if (cge_node_is_removed(n) || !changed_since(g, n, rev))
+            continue;
+        st = infer_node(ctx, g, n, &none, false);
+        for (int32_t i = 0; !st && i < cge_node_num_outputs(n); i++) {
+            cge_tensor_desc d = cc_out_desc(g, n, i);
+            lost |= !cge_shape_is_static(&d.shape);
+        }
+    }
+    free(order);
+    if (st)
+        return st;
+    if (lost)   /* values carried from the inputs are needed again */
+        return cc_pass_infer(ctx, g);
+    ctx->inferred_rev = cge_graph_revision(g);
+    return CGE_OK;
 }
 
 cge_status cge_graph_infer_values(cge_graph *g)

@@ -37,7 +37,7 @@ static const pass_entry passes[] = {
     {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "channels_last_ops", cc_pass_channels_last_ops, CGE_OPT_LAYOUT, false, NULL, NULL},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
-    {"optimize", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
+    {"optimize", "infer", cc_pass_infer_changes, CGE_OPT_NONE, true, "infer", "inferred descriptors"},
     {"partition", "assign_engines", cc_pass_assign_engines, CGE_OPT_NONE, true, NULL, NULL},
     {"partition", "insert_conversions", cc_pass_insert_conversions, CGE_OPT_NONE, true, NULL, NULL},
     {"partition", "layout_channels_last", cc_pass_layout_channels_last, CGE_OPT_LAYOUT, false, NULL, NULL},

@@ -391,6 +391,8 @@ cge_status cge_attrs_set(cge_attrs *a, const cge_attr *value)
     cge_status st = attr_copy(a, value, &copy);
     if (st != CGE_OK)
         return st;
+    if (a->owner)
+        cge_ir_touch((cge_node *)a->owner);
     int32_t i = attrs_index(a, copy.name);
     if (i >= 0) {
         attr_release(&a->items[i]);
@@ -410,6 +412,8 @@ cge_status cge_attrs_remove(cge_attrs *a, const char *name)
     int32_t i = attrs_index(a, name);
     if (i < 0)
         return attr_error(a, name, CGE_ERR_NOT_FOUND, "no attribute of that name to remove");
+    if (a->owner)
+        cge_ir_touch((cge_node *)a->owner);
     attr_release(&a->items[i]);
     memmove(&a->items[i], &a->items[i + 1], (size_t)(a->count - i - 1) * sizeof(cge_attr));
     a->count--;

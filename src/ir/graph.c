@@ -414,6 +414,7 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
         v->def = n->index;
     }
     g->nodes[g->num_nodes++] = n;
+    cge_ir_touch(n);
     if (out)
         *out = n;
     return CGE_OK;
@@ -519,6 +520,8 @@ cge_status cge_graph_set_desc(cge_graph *g, const char *name, cge_dtype dtype,
                          cge_dtype_name(dtype),
                          shape ? cge_graph_shape_str(g, shape, b, sizeof b) : "(same shape)");
     }
+    if (v->dtype != dtype || (shape && !cge_shape_equal(shape, &v->shape)))
+        v->rev = ++g->rev;
     v->dtype = dtype;
     if (shape)
         v->shape = *shape;
@@ -536,6 +539,8 @@ cge_status cge_graph_set_format(cge_graph *g, const char *name, cge_format forma
     if (format != CGE_FORMAT_PLAIN && format != CGE_FORMAT_NHWC && format != CGE_FORMAT_BLOCKED)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "value '%s': invalid format %d",
                          name, (int)format);
+    if (v->format != format)
+        v->rev = ++g->rev;
     v->format = format;
     return CGE_OK;
 }

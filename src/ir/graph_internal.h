@@ -50,6 +50,7 @@ typedef struct cge_ir_value {
     bool is_output;
     int32_t def;           /* INPUT: input index, CONST: constant index, NODE: node index */
     uint32_t stamp;        /* scratch for duplicate checks within one call */
+    uint64_t rev;          /* graph revision of its last descriptor change */
 } cge_ir_value;
 
 typedef struct cge_ir_const {
@@ -75,6 +76,7 @@ struct cge_node {
     int32_t *outputs;      /* value indices */
     cge_attrs attrs;
     bool removed;          /* detached by cge_graph_remove_node, dropped by compact */
+    uint64_t rev;          /* graph revision of its last change */
 };
 
 typedef struct cge_ir_optype {
@@ -113,6 +115,7 @@ struct cge_graph {
     cge_strmap dim_sym_map;
 
     uint32_t stamp;
+    uint64_t rev;          /* bumped by every change to a node or a descriptor */
 };
 
 /* Record a [graph] error prefixed with "node <op> '<name>': ". */
@@ -123,6 +126,9 @@ CGE_IR_HIDDEN cge_status cge_ir_node_error(const cge_node *n, cge_status st, con
     ;
 
 /* Attribute helpers (attrs.c). */
+/* A node changed (added, rewired, an attribute set): it takes the next revision. */
+static inline void cge_ir_touch(cge_node *n) { n->rev = ++n->graph->rev; }
+
 CGE_IR_HIDDEN void cge_ir_attrs_init(cge_attrs *a, const cge_node *owner);
 CGE_IR_HIDDEN void cge_ir_attrs_release(cge_attrs *a);
 /* Deep-copy every attribute of `src` into the empty set `dst`. */

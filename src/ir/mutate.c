@@ -94,6 +94,14 @@ const cge_tensor *cge_graph_value_constant(const cge_graph *g, int32_t id)
 
 int32_t cge_node_index(const cge_node *n) { return n ? n->index : -1; }
 
+uint64_t cge_graph_revision(const cge_graph *g) { return g ? g->rev : 0; }
+uint64_t cge_node_revision(const cge_node *n) { return n ? n->rev : 0; }
+
+uint64_t cge_graph_value_revision(const cge_graph *g, int32_t id)
+{
+    return g && id >= 0 && id < g->num_values ? g->values[id].rev : 0;
+}
+
 int32_t cge_node_input_id(const cge_node *n, int32_t i)
 {
     return n && i >= 0 && i < n->num_inputs ? n->inputs[i] : -1;
@@ -112,6 +120,7 @@ cge_status cge_node_set_input(cge_node *n, int32_t i, const char *name)
         return bad_arg("cge_node_set_input", "node is NULL or removed");
     if (i < 0 || i >= n->num_inputs)
         return cge_ir_node_error(n, CGE_ERR_INVALID_ARG, "has no input %d", (int)i);
+    cge_ir_touch(n);
     if (!name || !name[0]) {
         n->inputs[i] = -1;
         return CGE_OK;
@@ -149,6 +158,7 @@ cge_status cge_node_set_output(cge_node *n, int32_t i, const char *name)
     o->kind = CGE_IR_VALUE_REF;
     o->def = -1;
     n->outputs[i] = id;
+    cge_ir_touch(n);
     return CGE_OK;
 }
 
@@ -166,8 +176,10 @@ cge_status cge_graph_replace_uses(cge_graph *g, const char *from, const char *to
     for (int32_t i = 0; i < g->num_nodes; i++) {
         cge_node *n = g->nodes[i];
         for (int32_t k = 0; k < n->num_inputs; k++)
-            if (n->inputs[k] == f)
+            if (n->inputs[k] == f) {
                 n->inputs[k] = t;
+                cge_ir_touch(n);
+            }
     }
     return CGE_OK;
 }
