@@ -404,12 +404,66 @@ static cge_status gather_nd_launch(const cge_kernel_ctx *ctx, cge_stream *stream
 
 /* ---- ScatterND ----------------------------------------------------------------------- */
 
-static cge_status check_reduction(cge_infer_ctx *ctx)
+/* What the metas of both scatters check first: the reduction, and updates
+ * of data's dtype. */
+static cge_status scatter_meta_check(cge_infer_ctx *ctx)
 {
+    const cge_tensor_desc *data = &ctx->inputs[0], *upd = &ctx->inputs[2];
     if (parse_reduction(ctx->attrs) < 0)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
                               "reduction '%s' is not none, add, mul, max or min",
                               cge_attrs_get_string(ctx->attrs, "reduction", ""));
+    if (upd->dtype != data->dtype)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "updates are %s, data is %s",
+                              cge_dtype_name(upd->dtype), cge_dtype_name(data->dtype));
+    return CGE_OK;
+}
+
+/* What the kernels of both scatters check first: the reduction (into *red)
+ * and the indices' dtype. */
+static cge_status scatter_kernel_check(const cge_kernel_ctx *ctx, int *red)
+{
+    *red = parse_reduction(ctx->attrs);
+    if (*red < 0)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "unknown reduction");
+    if (ctx->inputs[1].dtype != CGE_I32 && ctx->inputs[1].dtype != CGE_I64)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "indices must be int32 or int64");
+    return CGE_OK;
+}
+
+/* What the blocks of both scatters read: where the updates go, from where,
+ * and how they combine with what is there. */
+typedef struct scatter_common {
+    char *out;
+    const char *upd;
+    const void *idx;
+    cge_dtype idx_dtype, dtype;
+    int red;
+    size_t esize;
+} scatter_common;
+
+/* After a scatter kernel's own checks: copies data into the output (its
+ * starting point) and fills c for the blocks. *go is false when nothing is
+ * left to do (empty data, or `nupd` = 0 updates). */
+static cge_status scatter_start(const cge_kernel_ctx *ctx, cge_stream *stream, int red,
+                                int64_t nupd, scatter_common *c, bool *go)
+{
+    const cge_tensor *data = &ctx->inputs[0], *idx = &ctx->inputs[1], *upd = &ctx->inputs[2];
+    cge_tensor *out = &ctx->outputs[0];
+    int64_t numel = cge_shape_numel(&data->shape);
+    size_t esize = cge_dtype_size(data->dtype);
+    *go = false;
+    if (numel == 0)
+        return CGE_OK;
+    if (!data->data || !out->data || (nupd > 0 && (!idx->data || !upd->data)))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    cge_status st = launch_copy(ctx, stream, data->data, out->data, numel * (int64_t)esize);
+    if (st || nupd == 0)
+        return st;
+    *c = (scatter_common){.out = out->data, .upd = upd->data, .idx = idx->data,
+                          .idx_dtype = idx->dtype, .dtype = data->dtype, .red = red,
+                          .esize = esize};
+    *go = true;
     return CGE_OK;
 }
 
@@ -418,12 +472,9 @@ static cge_status scatter_nd_infer(cge_infer_ctx *ctx)
     const cge_tensor_desc *data = &ctx->inputs[0], *idx = &ctx->inputs[1],
                           *upd = &ctx->inputs[2];
     int32_t r = data->shape.rank, q = idx->shape.rank;
-    cge_status st = check_reduction(ctx);
+    cge_status st = scatter_meta_check(ctx);
     if (st)
         return st;
-    if (upd->dtype != data->dtype)
-        return cge_meta_error(ctx, CGE_ERR_DTYPE, "updates are %s, data is %s",
-                              cge_dtype_name(upd->dtype), cge_dtype_name(data->dtype));
     if (r < 1 || q < 1)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "data and indices must have rank >= 1");
     int64_t m = idx->shape.dims[q - 1];
@@ -454,12 +505,7 @@ static cge_status scatter_nd_infer(cge_infer_ctx *ctx)
 }
 
 typedef struct scatter_nd_args {
-    char *out;
-    const char *upd;
-    const void *idx;
-    cge_dtype idx_dtype, dtype;
-    int red;
-    size_t esize;
+    scatter_common c;
     nd_view v;
 } scatter_nd_args;
 
@@ -473,13 +519,14 @@ static void scatter_nd_block(int64_t b, int64_t nb, void *p)
     cge_block_range(a->v.slice, b, nb, &lo, &hi);
     if (lo >= hi)
         return;
-    int64_t es = (int64_t)a->esize;
+    const scatter_common *c = &a->c;
+    int64_t es = (int64_t)c->esize;
     for (int64_t row = 0; row < a->v.rows; row++) {
-        int64_t off = nd_offset(&a->v, a->idx_dtype, a->idx, row);
+        int64_t off = nd_offset(&a->v, c->idx_dtype, c->idx, row);
         if (off < 0)
             continue;
-        apply_reduction(a->dtype, a->red, a->out + (off + lo) * es,
-                        a->upd + (row * a->v.slice + lo) * es, hi - lo);
+        apply_reduction(c->dtype, c->red, c->out + (off + lo) * es,
+                        c->upd + (row * a->v.slice + lo) * es, hi - lo);
     }
 }
 
@@ -488,11 +535,10 @@ static cge_status scatter_nd_launch(const cge_kernel_ctx *ctx, cge_stream *strea
     const cge_tensor *data = &ctx->inputs[0], *idx = &ctx->inputs[1], *upd = &ctx->inputs[2];
     cge_tensor *out = &ctx->outputs[0];
     int32_t r = data->shape.rank, q = idx->shape.rank;
-    int red = parse_reduction(ctx->attrs);
-    if (red < 0)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "unknown reduction");
-    if (idx->dtype != CGE_I32 && idx->dtype != CGE_I64)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "indices must be int32 or int64");
+    int red;
+    cge_status st = scatter_kernel_check(ctx, &red);
+    if (st)
+        return st;
     if (q < 1 || r < 1 || idx->shape.dims[q - 1] < 1 || idx->shape.dims[q - 1] > r ||
         out->dtype != data->dtype || upd->dtype != data->dtype ||
         !cge_shape_equal(&out->shape, &data->shape))
@@ -504,22 +550,11 @@ static cge_status scatter_nd_launch(const cge_kernel_ctx *ctx, cge_stream *strea
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "updates have %lld elements, expected %lld",
                                 (long long)cge_shape_numel(&upd->shape),
                                 (long long)(a.v.rows * a.v.slice));
-    a.esize = cge_dtype_size(data->dtype);
-    int64_t numel = cge_shape_numel(&data->shape);
-    if (numel == 0)
-        return CGE_OK;
-    if (!data->data || !out->data || (a.v.rows * a.v.slice > 0 && (!idx->data || !upd->data)))
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    cge_status st = launch_copy(ctx, stream, data->data, out->data, numel * (int64_t)a.esize);
-    if (st || a.v.rows * a.v.slice == 0)
-        return st;
-    a.out = out->data;
-    a.upd = upd->data;
-    a.idx = idx->data;
-    a.idx_dtype = idx->dtype;
-    a.dtype = data->dtype;
-    a.red = red;
     int64_t work = a.v.rows * a.v.slice;
+    bool go;
+    st = scatter_start(ctx, stream, red, work, &a.c, &go);
+    if (st || !go)
+        return st;
     int64_t nb = cge_blocks_for(work, CGE__MIN_BLOCK, ctx->num_threads);
     if (nb > a.v.slice)
         nb = a.v.slice;
@@ -533,12 +568,9 @@ static cge_status scatter_el_infer(cge_infer_ctx *ctx)
     const cge_tensor_desc *data = &ctx->inputs[0], *idx = &ctx->inputs[1],
                           *upd = &ctx->inputs[2];
     int32_t r = data->shape.rank, axis;
-    cge_status st = check_reduction(ctx);
+    cge_status st = scatter_meta_check(ctx);
     if (st)
         return st;
-    if (upd->dtype != data->dtype)
-        return cge_meta_error(ctx, CGE_ERR_DTYPE, "updates are %s, data is %s",
-                              cge_dtype_name(upd->dtype), cge_dtype_name(data->dtype));
     int64_t a = cge_attrs_get_int(ctx->attrs, "axis", 0);
     if (r < 1 || idx->shape.rank != r || upd->shape.rank != r)
         return cge_meta_error(ctx, CGE_ERR_SHAPE,
@@ -562,12 +594,7 @@ static cge_status scatter_el_infer(cge_infer_ctx *ctx)
 }
 
 typedef struct scatter_el_args {
-    char *out;
-    const char *upd;
-    const void *idx;
-    cge_dtype idx_dtype, dtype;
-    int red;
-    size_t esize;
+    scatter_common c;
     int32_t rank, axis;
     int64_t idims[CGE_MAX_RANK];
     int64_t dstr[CGE_MAX_RANK];
@@ -581,7 +608,8 @@ typedef struct scatter_el_args {
 static void scatter_el_block(int64_t b, int64_t nb, void *p)
 {
     const scatter_el_args *a = p;
-    int64_t lo, hi, es = (int64_t)a->esize;
+    const scatter_common *c = &a->c;
+    int64_t lo, hi, es = (int64_t)c->esize;
     cge_block_range(a->lines, b, nb, &lo, &hi);
     for (int64_t line = lo; line < hi; line++) {
         int64_t o = line / a->inner, i = line % a->inner;
@@ -599,13 +627,13 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
         int64_t first = o * a->n * a->inner + i;
         for (int64_t j = 0; j < a->n; j++) {
             int64_t e = first + j * a->inner;
-            int64_t k = load_idx(a->idx_dtype, a->idx, e);
+            int64_t k = load_idx(c->idx_dtype, c->idx, e);
             if (k < 0)
                 k += a->axis_dim;
             if (k < 0 || k >= a->axis_dim)
                 continue;
-            apply_reduction(a->dtype, a->red, a->out + (base + k * a->dstr[a->axis]) * es,
-                            a->upd + e * es, 1);
+            apply_reduction(c->dtype, c->red, c->out + (base + k * a->dstr[a->axis]) * es,
+                            c->upd + e * es, 1);
         }
     }
 }
@@ -615,11 +643,10 @@ static cge_status scatter_el_launch(const cge_kernel_ctx *ctx, cge_stream *strea
     const cge_tensor *data = &ctx->inputs[0], *idx = &ctx->inputs[1], *upd = &ctx->inputs[2];
     cge_tensor *out = &ctx->outputs[0];
     int32_t r = data->shape.rank, axis;
-    int red = parse_reduction(ctx->attrs);
-    if (red < 0)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "unknown reduction");
-    if (idx->dtype != CGE_I32 && idx->dtype != CGE_I64)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "indices must be int32 or int64");
+    int red;
+    cge_status st = scatter_kernel_check(ctx, &red);
+    if (st)
+        return st;
     if (r < 1 || idx->shape.rank != r ||
         !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 0), r, false, &axis) ||
         !cge_shape_equal(&idx->shape, &upd->shape) || upd->dtype != data->dtype ||
@@ -630,21 +657,11 @@ static cge_status scatter_el_launch(const cge_kernel_ctx *ctx, cge_stream *strea
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "indices dim %d exceeds data's", (int)d);
     scatter_el_args a;
     memset(&a, 0, sizeof a);
-    a.esize = cge_dtype_size(data->dtype);
-    int64_t numel = cge_shape_numel(&data->shape), nidx = cge_shape_numel(&idx->shape);
-    if (numel == 0)
-        return CGE_OK;
-    if (!data->data || !out->data || (nidx > 0 && (!idx->data || !upd->data)))
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    cge_status st = launch_copy(ctx, stream, data->data, out->data, numel * (int64_t)a.esize);
-    if (st || nidx == 0)
+    int64_t nidx = cge_shape_numel(&idx->shape);
+    bool go;
+    st = scatter_start(ctx, stream, red, nidx, &a.c, &go);
+    if (st || !go)
         return st;
-    a.out = out->data;
-    a.upd = upd->data;
-    a.idx = idx->data;
-    a.idx_dtype = idx->dtype;
-    a.dtype = data->dtype;
-    a.red = red;
     a.rank = r;
     a.axis = axis;
     memcpy(a.idims, idx->shape.dims, sizeof a.idims);
