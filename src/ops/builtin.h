@@ -16,13 +16,14 @@ const cge_op_def *cge_ops_shape(int32_t *count);      /* Reshape Flatten Squeeze
 const cge_op_def *cge_ops_transform(int32_t *count);  /* Transpose Concat Split Slice Gather */
 const cge_op_def *cge_ops_conv(int32_t *count);       /* Conv ConvTranspose */
 const cge_op_def *cge_ops_pool(int32_t *count);       /* MaxPool AveragePool LpPool Global*Pool */
-const cge_op_def *cge_ops_norm(int32_t *count);       /* BatchNormalization InstanceNormalization LayerNormalization LRN */
+const cge_op_def *cge_ops_norm(int32_t *count);       /* BatchNormalization InstanceNormalization LayerNormalization LRN MeanVarianceNormalization */
 const cge_op_def *cge_ops_resize(int32_t *count);     /* Resize Upsample */
 const cge_op_def *cge_ops_pad(int32_t *count);        /* Pad */
 const cge_op_def *cge_ops_rnn(int32_t *count);        /* RNN GRU LSTM */
 const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin */
-const cge_op_def *cge_ops_index(int32_t *count);      /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero TopK CumSum Trilu Compress */
-const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Tile Size DepthToSpace SpaceToDepth ReverseSequence */
+const cge_op_def *cge_ops_gather_scatter(int32_t *count); /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero Compress */
+const cge_op_def *cge_ops_sort_scan(int32_t *count);  /* TopK CumSum Unique */
+const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Trilu Tile Size DepthToSpace SpaceToDepth ReverseSequence */
 const cge_op_def *cge_ops_binary_ext(int32_t *count); /* LessOrEqual GreaterOrEqual And Or Xor Mod BitShift Bitwise* PRelu */
 const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
 const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
@@ -32,7 +33,12 @@ const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge_ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss */
 const cge_op_def *cge_ops_control_flow(int32_t *count); /* If Loop Scan */
 const cge_op_def *cge_ops_training(int32_t *count); /* Adagrad Momentum Adam (ai.onnx.preview.training) */
-const cge_op_def *cge_ops_misc(int32_t *count);    /* CastLike MVN Det GridSample MaxUnpool RoiAlign NonMaxSuppression Unique TfIdfVectorizer Random* Bernoulli Multinomial */
+const cge_op_def *cge_ops_cast_like(int32_t *count); /* CastLike */
+const cge_op_def *cge_ops_linalg(int32_t *count);  /* Det */
+const cge_op_def *cge_ops_sampling(int32_t *count); /* GridSample MaxUnpool */
+const cge_op_def *cge_ops_detection(int32_t *count); /* RoiAlign NonMaxSuppression */
+const cge_op_def *cge_ops_text(int32_t *count);    /* TfIdfVectorizer */
+const cge_op_def *cge_ops_random(int32_t *count);  /* RandomUniform(Like) RandomNormal(Like) Bernoulli Multinomial */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge_ops_builtin_init(void);

@@ -1,7 +1,7 @@
-/* Generating and rearranging operators: Range, ConstantOfShape, EyeLike, Tile,
- * Size, DepthToSpace, SpaceToDepth, ReverseSequence. Output shapes that depend
- * on input values (Range, ConstantOfShape, Tile) are exact when meta has the
- * values and dynamic otherwise; kernels take sizes from the output shape. */
+/* Generating and rearranging operators: Range, ConstantOfShape, EyeLike, Trilu,
+ * Tile, Size, DepthToSpace, SpaceToDepth, ReverseSequence. Output shapes that
+ * depend on input values (Range, ConstantOfShape, Tile) are exact when meta has
+ * the values and dynamic otherwise; kernels take sizes from the output shape. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -681,12 +681,92 @@ static cge_status revseq_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                       cge_blocks_for(a.steps * a.batch, min_units, ctx->num_threads), &a, sizeof a);
 }
 
+/* ---- Trilu --------------------------------------------------------------------------- */
+
+static cge_status trilu_infer(cge_infer_ctx *ctx)
+{
+    const cge_tensor_desc *x = &ctx->inputs[0];
+    if (x->shape.rank < 2)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 2, got %d",
+                              (int)x->shape.rank);
+    if (cge_meta_has_input(ctx, 1)) {
+        int64_t kn = cge_shape_numel(&ctx->inputs[1].shape);
+        if (ctx->inputs[1].shape.rank > 1 || (kn >= 0 && kn != 1))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "k must hold exactly one value");
+    }
+    ctx->outputs[0].dtype = x->dtype;
+    ctx->outputs[0].shape = x->shape;
+    return CGE_OK;
+}
+
+typedef struct trilu_args {
+    const char *x;
+    char *y;
+    const int64_t *k;               /* NULL: 0 */
+    size_t esize;
+    int64_t h, w, rows;
+    bool upper;
+} trilu_args;
+
+static void trilu_block(int64_t b, int64_t nb, void *p)
+{
+    const trilu_args *a = p;
+    int64_t lo, hi, w = a->w;
+    cge_block_range(a->rows, b, nb, &lo, &hi);
+    int64_t k = a->k ? *a->k : 0;
+    /* Clamp so that i + k cannot overflow; beyond +-(h + w) nothing changes. */
+    if (k > a->h + w)
+        k = a->h + w;
+    if (k < -(a->h + w))
+        k = -(a->h + w);
+    size_t es = a->esize;
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t i = row % a->h;
+        /* upper keeps j >= i + k; lower keeps j <= i + k */
+        int64_t c0 = a->upper ? i + k : 0, c1 = a->upper ? w : i + k + 1;
+        c0 = c0 < 0 ? 0 : (c0 > w ? w : c0);
+        c1 = c1 < c0 ? c0 : (c1 > w ? w : c1);
+        char *dst = a->y + row * w * (int64_t)es;
+        const char *src = a->x + row * w * (int64_t)es;
+        memset(dst, 0, (size_t)c0 * es);
+        if (c1 > c0)
+            memcpy(dst + c0 * (int64_t)es, src + c0 * (int64_t)es, (size_t)(c1 - c0) * es);
+        memset(dst + c1 * (int64_t)es, 0, (size_t)(w - c1) * es);
+    }
+}
+
+static cge_status trilu_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const cge_tensor *x = &ctx->inputs[0];
+    cge_tensor *y = &ctx->outputs[0];
+    int32_t r = x->shape.rank;
+    if (r < 2 || y->dtype != x->dtype || !cge_shape_equal(&y->shape, &x->shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output must match an input of rank >= 2");
+    const cge_tensor *kt = cge_kernel_has_input(ctx, 1) ? &ctx->inputs[1] : NULL;
+    if (kt && (kt->dtype != CGE_I64 || cge_shape_numel(&kt->shape) != 1))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "k must be one int64 value");
+    trilu_args a = {.x = x->data, .y = y->data, .k = kt ? kt->data : NULL,
+                    .esize = cge_dtype_size(x->dtype), .h = x->shape.dims[r - 2],
+                    .w = x->shape.dims[r - 1],
+                    .upper = cge_attrs_get_int(ctx->attrs, "upper", 1) != 0};
+    int64_t numel = cge_shape_numel(&x->shape);
+    if (numel == 0)
+        return CGE_OK;
+    if (!x->data || !y->data)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    a.rows = numel / a.w;
+    int64_t min_rows = a.w >= MIN_BLOCK ? 1 : MIN_BLOCK / a.w;
+    return cge_launch(stream, trilu_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads),
+                      &a, sizeof a);
+}
+
 /* ---- definitions --------------------------------------------------------------------- */
 
 #define KDEF(DT, FN) {{.engine = "cpu", .dtypes = DT, .launch = FN, .inplace_input = -1}}
 static const cge_kernel_def k_range[] = KDEF(RANGE_DT, range_launch);
 static const cge_kernel_def k_const_shape[] = KDEF(0, const_shape_launch);
 static const cge_kernel_def k_eyelike[] = KDEF(0, eyelike_launch);
+static const cge_kernel_def k_trilu[] = KDEF(0, trilu_launch);
 static const cge_kernel_def k_tile[] = KDEF(0, tile_launch);
 static const cge_kernel_def k_size[] = KDEF(0, size_launch);
 static const cge_kernel_def k_d2s[] = KDEF(0, d2s_launch);
@@ -701,6 +781,10 @@ static const cge_arg_def range_in[] = {
 static const cge_arg_def range_out[] = {{"output", 0, RANGE_DT, "start + i * delta"}};
 static const cge_arg_def const_shape_in[] = {{"input", 0, CGE_DT(CGE_I64), "output shape (1-D)"}};
 static const cge_arg_def eyelike_in[] = {{"input", 0, EYE_DT, "2-D tensor giving the shape"}};
+static const cge_arg_def trilu_in[] = {
+    {"input", 0, CGE_DT_ALL, "tensor of rank >= 2 (batches of matrices)"},
+    {"k", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "diagonal offset (one value); absent: 0"},
+};
 static const cge_arg_def tile_in[] = {
     {"input", 0, CGE_DT_ALL, "tensor"},
     {"repeats", 0, CGE_DT(CGE_I64), "1-D: copies along each dim"},
@@ -719,6 +803,8 @@ static const cge_attr_def const_shape_attrs[] = {
 static const cge_attr_def eyelike_attrs[] = {
     {"dtype", CGE_ATTR_INT, false, 0, 0.0f, NULL, "output dtype; absent: the input's"},
     {"k", CGE_ATTR_INT, false, 0, 0.0f, NULL, "diagonal: 0 main, > 0 upper, < 0 lower"}};
+static const cge_attr_def trilu_attrs[] = {
+    {"upper", CGE_ATTR_INT, false, 1, 0.0f, NULL, "1: upper triangle, 0: lower"}};
 static const cge_attr_def d2s_attrs[] = {
     {"blocksize", CGE_ATTR_INT, true, 0, 0.0f, NULL, "block edge"},
     {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "DCR", "DCR (depth-column-row) or CRD"}};
@@ -742,6 +828,8 @@ static const cge_op_def generate_ops[] = {
           const_shape_infer, k_const_shape, "A tensor of the given shape filled with 'value'."),
     OPDEF("EyeLike", 9, eyelike_in, 1, any_out, eyelike_attrs, 2, eyelike_infer, k_eyelike,
           "Ones on the k-th diagonal of the input's 2-D shape, zeros elsewhere."),
+    OPDEF("Trilu", 14, trilu_in, 2, any_out, trilu_attrs, 1, trilu_infer, k_trilu,
+          "Upper or lower triangle of the last two dims, shifted by k."),
     OPDEF("Tile", 13, tile_in, 2, any_out, NULL, 0, tile_infer, k_tile,
           "The input repeated repeats[d] times along each dim d."),
     OPDEF("Size", 13, any_in, 1, size_out, NULL, 0, size_infer, k_size,

@@ -1,12 +1,14 @@
 /* Normalisation: BatchNormalization (inference and training mode),
- * InstanceNormalization, LayerNormalization (with Mean/InvStdDev) and LRN.
- * Every dtype goes through the same loops on chunks of doubles (loaded and
- * stored by typed loops), so float64 keeps its precision and float32 still
- * vectorises; statistics are accumulated in double. */
+ * InstanceNormalization, LayerNormalization (with Mean/InvStdDev), LRN and
+ * MeanVarianceNormalization. Every dtype but MVN's goes through the same loops
+ * on chunks of doubles (loaded and stored by typed loops), so float64 keeps its
+ * precision and float32 still vectorises; statistics are accumulated in
+ * double. MVN, rare and over any axes, reads and writes element by element. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/family_util.h"
 #include "ops/kernel_util.h"
 
 #define NORM_DTYPES CGE_DT_FLOAT
@@ -628,6 +630,123 @@ static cge_status lrn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                       &p, sizeof p);
 }
 
+/* ---- MeanVarianceNormalization ----------------------------------------------------- */
+
+/* Marks the reduced axes; false if one is out of range or repeated. */
+static bool mvn_axes(const cge_attrs *attrs, int32_t rank, bool red[CGE_MAX_RANK])
+{
+    static const int64_t dflt[] = {0, 2, 3};
+    const int64_t *ax = NULL;
+    int64_t n = cge_attrs_get_ints(attrs, "axes", &ax);
+    if (n < 0) {
+        ax = dflt;
+        n = 3;
+    }
+    memset(red, 0, sizeof(bool) * CGE_MAX_RANK);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t a;
+        if (!cge_axis_normalize(ax[i], rank, false, &a) || red[a])
+            return false;
+        red[a] = true;
+    }
+    return true;
+}
+
+static cge_status mvn_infer(cge_infer_ctx *ctx)
+{
+    cge_status st = cge__meta_need_float(ctx, 0, "X");
+    if (st)
+        return st;
+    bool red[CGE_MAX_RANK];
+    if (!mvn_axes(ctx->attrs, ctx->inputs[0].shape.rank, red))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "axes (default [0, 2, 3]) must be distinct axes of the rank-%d input",
+                              (int)ctx->inputs[0].shape.rank);
+    ctx->outputs[0].dtype = ctx->inputs[0].dtype;
+    ctx->outputs[0].shape = ctx->inputs[0].shape;
+    return CGE_OK;
+}
+
+typedef struct mvn_args {
+    const void *x;
+    void *y;
+    cge_dtype dt;
+    int32_t nk, nr;                 /* kept and reduced axes */
+    int64_t kdims[CGE_MAX_RANK], kstr[CGE_MAX_RANK];
+    int64_t rdims[CGE_MAX_RANK], rstr[CGE_MAX_RANK];
+    int64_t groups, per_group;
+} mvn_args;
+
+static int64_t mvn_offset(const int64_t *dims, const int64_t *str, int32_t n, int64_t idx)
+{
+    int64_t off = 0;
+    for (int32_t i = n - 1; i >= 0; i--) {
+        off += (idx % dims[i]) * str[i];
+        idx /= dims[i];
+    }
+    return off;
+}
+
+static void mvn_block(int64_t b, int64_t nb, void *p)
+{
+    const mvn_args *a = p;
+    int64_t lo, hi;
+    cge_block_range(a->groups, b, nb, &lo, &hi);
+    for (int64_t g = lo; g < hi; g++) {
+        int64_t base = mvn_offset(a->kdims, a->kstr, a->nk, g);
+        double sum = 0.0;
+        for (int64_t r = 0; r < a->per_group; r++)
+            sum += cge_load_as_double(a->dt, a->x, base + mvn_offset(a->rdims, a->rstr, a->nr, r));
+        double mean = sum / (double)a->per_group, var = 0.0;
+        for (int64_t r = 0; r < a->per_group; r++) {
+            double v = cge_load_as_double(a->dt, a->x,
+                                          base + mvn_offset(a->rdims, a->rstr, a->nr, r)) - mean;
+            var += v * v;
+        }
+        /* onnx's function body: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) */
+        double den = sqrt(var / (double)a->per_group) + 1e-9;
+        for (int64_t r = 0; r < a->per_group; r++) {
+            int64_t o = base + mvn_offset(a->rdims, a->rstr, a->nr, r);
+            double v = cge_load_as_double(a->dt, a->x, o);
+            cge_store_from_double(a->dt, a->y, o, (v - mean) / den);
+        }
+    }
+}
+
+static cge_status mvn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const cge_tensor *x = &ctx->inputs[0];
+    bool red[CGE_MAX_RANK];
+    if (!cge_dtype_is_float(x->dtype) || !mvn_axes(ctx->attrs, x->shape.rank, red))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "input or axes the meta did not accept");
+    mvn_args a;
+    memset(&a, 0, sizeof a);
+    int64_t str[CGE_MAX_RANK];
+    cge_shape_strides(&x->shape, str);
+    a.groups = a.per_group = 1;
+    for (int32_t i = 0; i < x->shape.rank; i++) {
+        if (red[i]) {
+            a.rdims[a.nr] = x->shape.dims[i];
+            a.rstr[a.nr++] = str[i];
+            a.per_group *= x->shape.dims[i];
+        } else {
+            a.kdims[a.nk] = x->shape.dims[i];
+            a.kstr[a.nk++] = str[i];
+            a.groups *= x->shape.dims[i];
+        }
+    }
+    if (a.groups * a.per_group == 0)
+        return CGE_OK;
+    a.x = x->data;
+    a.y = ctx->outputs[0].data;
+    a.dt = x->dtype;
+    if (!a.x || !a.y)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    int64_t min_groups = a.per_group >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.per_group;
+    return cge_launch(stream, mvn_block, cge_blocks_for(a.groups, min_groups, ctx->num_threads), &a,
+                      sizeof a);
+}
+
 /* ---- definitions ------------------------------------------------------------------ */
 
 static const cge_arg_def bn_inputs[] = {
@@ -693,6 +812,13 @@ static const cge_attr_def lrn_attrs[] = {
 static const cge_kernel_def lrn_kernels[] = {
     {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = lrn_launch, .inplace_input = -1}};
 
+static const cge_arg_def mvn_inputs[] = {{"X", 0, CGE_DT_FLOAT, "float tensor"}};
+static const cge_arg_def mvn_outputs[] = {{"Y", 0, CGE_DT_FLOAT, "result"}};
+static const cge_attr_def mvn_attrs[] = {
+    {"axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axes to normalise over (default [0, 2, 3])"}};
+static const cge_kernel_def mvn_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT_FLOAT, .launch = mvn_launch, .inplace_input = -1}};
+
 static const cge_op_def norm_ops[] = {
     {.name = "BatchNormalization", .domain = CGE_DOMAIN_DEFAULT, .since_version = 15,
      .inputs = bn_inputs, .num_inputs = 5, .outputs = bn_outputs, .num_outputs = 3,
@@ -710,6 +836,10 @@ static const cge_op_def norm_ops[] = {
      .num_inputs = 1, .outputs = lrn_outputs, .num_outputs = 1, .attrs = lrn_attrs,
      .num_attrs = 4, .infer = lrn_infer, .kernels = lrn_kernels, .num_kernels = 1,
      .doc = "Local response normalisation across channels."},
+    {.name = "MeanVarianceNormalization", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13,
+     .inputs = mvn_inputs, .num_inputs = 1, .outputs = mvn_outputs, .num_outputs = 1,
+     .attrs = mvn_attrs, .num_attrs = 1, .infer = mvn_infer, .kernels = mvn_kernels,
+     .num_kernels = 1, .doc = "(X - mean) / (std + 1e-9), mean and std over axes."},
 };
 
 const cge_op_def *cge_ops_norm(int32_t *count)

@@ -1,31 +1,19 @@
-/* Index operators: GatherElements, GatherND, ScatterND, ScatterElements, OneHot,
- * NonZero, TopK, CumSum, Trilu, Compress. Index values are read only inside the
- * kernels (they may come from earlier tasks on the stream); an out-of-range
- * index never touches memory outside the tensors: a gathered element reads as
- * zero, a scattered update is skipped, a one-hot row stays all "off". */
-#include <math.h>
-#include <stdio.h>
+/* Gathering and scattering by index or mask: GatherElements, GatherND,
+ * ScatterND, ScatterElements, OneHot, NonZero, Compress. Index values are
+ * read only inside the kernels (they may come from earlier tasks on the
+ * stream); an out-of-range index never touches memory outside the tensors: a
+ * gathered element reads as zero, a scattered update is skipped, a one-hot
+ * row stays all "off". */
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/family_util.h"
 #include "ops/kernel_util.h"
 
-/* Work below this many elements stays in one block. */
-#define MIN_BLOCK ((int64_t)1 << 14)
-#define IDX_DT (CGE_DT(CGE_I32) | CGE_DT(CGE_I64))
 /* NonZero's first pass counts per block into the workspace, at most this many. */
 #define NZ_MAX_BLOCKS 256
-#define CUM_CHUNK 64
 
 /* ---- shared helpers ------------------------------------------------------------------ */
-
-static int64_t prod(const int64_t *dims, int32_t lo, int32_t hi)
-{
-    int64_t p = 1;
-    for (int32_t i = lo; i < hi; i++)
-        p *= dims[i];
-    return p;
-}
 
 static inline int64_t load_idx(cge_dtype t, const void *p, int64_t i)
 {
@@ -42,11 +30,6 @@ static inline void elem_copy(char *dst, const char *src, size_t esize)
     case 8: memcpy(dst, src, 8); break;
     default: memcpy(dst, src, esize); break;
     }
-}
-
-static bool dim_known(int64_t d)
-{
-    return cge_dim_is_known(d);   /* symbols (< -1) are unknown too */
 }
 
 /* Copies data into the output before a scatter writes its updates (skipped
@@ -72,8 +55,8 @@ static cge_status launch_copy(const cge_kernel_ctx *ctx, cge_stream *stream, con
     if (src == dst || bytes == 0)
         return CGE_OK;
     copy_args a = {.src = src, .dst = dst, .bytes = bytes};
-    return cge_launch(stream, copy_block, cge_blocks_for(bytes, MIN_BLOCK * 8, ctx->num_threads),
-                      &a, sizeof a);
+    return cge_launch(stream, copy_block,
+                      cge_blocks_for(bytes, CGE__MIN_BLOCK * 8, ctx->num_threads), &a, sizeof a);
 }
 
 /* ---- scatter reductions -------------------------------------------------------------- */
@@ -185,8 +168,8 @@ static cge_status gather_el_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is out of range for rank %d",
                               (long long)a, (int)r);
     for (int32_t d = 0; d < r; d++)
-        if (d != axis && dim_known(idx->shape.dims[d]) && dim_known(data->shape.dims[d]) &&
-            idx->shape.dims[d] > data->shape.dims[d])
+        if (d != axis && cge_dim_is_known(idx->shape.dims[d]) &&
+            cge_dim_is_known(data->shape.dims[d]) && idx->shape.dims[d] > data->shape.dims[d])
             return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                   "indices dim %d is %lld, larger than data's %lld", (int)d,
                                   (long long)idx->shape.dims[d], (long long)data->shape.dims[d]);
@@ -273,8 +256,8 @@ static cge_status gather_el_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     memcpy(a.idims, idx->shape.dims, sizeof a.idims);
     cge_shape_strides(&data->shape, a.dstr);
     a.axis_dim = data->shape.dims[axis];
-    return cge_launch(stream, gather_el_block, cge_blocks_for(a.numel, MIN_BLOCK, ctx->num_threads),
-                      &a, sizeof a);
+    return cge_launch(stream, gather_el_block,
+                      cge_blocks_for(a.numel, CGE__MIN_BLOCK, ctx->num_threads), &a, sizeof a);
 }
 
 /* ---- GatherND ------------------------------------------------------------------------ */
@@ -291,7 +274,7 @@ static cge_status gather_nd_infer(cge_infer_ctx *ctx)
                               "batch_dims %lld must be less than both ranks (%d, %d)",
                               (long long)b, (int)r, (int)q);
     int64_t m = idx->shape.dims[q - 1];
-    if (!dim_known(m))
+    if (!cge_dim_is_known(m))
         return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
                               "the last dim of indices must be known (it fixes the output rank)");
     if (m < 1 || m > r - b)
@@ -300,7 +283,7 @@ static cge_status gather_nd_infer(cge_infer_ctx *ctx)
                               "(data rank - batch_dims)",
                               (long long)m, (long long)(r - b));
     for (int32_t d = 0; d < b; d++)
-        if (dim_known(data->shape.dims[d]) && dim_known(idx->shape.dims[d]) &&
+        if (cge_dim_is_known(data->shape.dims[d]) && cge_dim_is_known(idx->shape.dims[d]) &&
             data->shape.dims[d] != idx->shape.dims[d])
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "batch dim %d differs: %lld vs %lld",
                                   (int)d, (long long)data->shape.dims[d],
@@ -336,14 +319,14 @@ static void nd_make(const cge_shape *data, const cge_shape *idx, int32_t b, nd_v
     cge_shape_strides(data, st);
     memset(v, 0, sizeof *v);
     v->m = (int32_t)idx->dims[q - 1];
-    v->rows = prod(idx->dims, 0, q - 1);
-    v->rows_per_batch = prod(idx->dims, b, q - 1);
-    v->batch_stride = prod(data->dims, b, data->rank);
+    v->rows = cge__dims_prod(idx->dims, 0, q - 1);
+    v->rows_per_batch = cge__dims_prod(idx->dims, b, q - 1);
+    v->batch_stride = cge__dims_prod(data->dims, b, data->rank);
     for (int32_t j = 0; j < v->m; j++) {
         v->dims[j] = data->dims[b + j];
         v->strides[j] = st[b + j];
     }
-    v->slice = prod(data->dims, b + v->m, data->rank);
+    v->slice = cge__dims_prod(data->dims, b + v->m, data->rank);
 }
 
 /* Element offset in data of tuple `row`, or -1 if an index is out of range. */
@@ -414,19 +397,73 @@ static cge_status gather_nd_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     a.out = out->data;
     a.idx = idx->data;
     a.idx_dtype = idx->dtype;
-    int64_t min_rows = a.v.slice >= MIN_BLOCK ? 1 : MIN_BLOCK / a.v.slice;
+    int64_t min_rows = a.v.slice >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.v.slice;
     return cge_launch(stream, gather_nd_block, cge_blocks_for(a.v.rows, min_rows, ctx->num_threads),
                       &a, sizeof a);
 }
 
 /* ---- ScatterND ----------------------------------------------------------------------- */
 
-static cge_status check_reduction(cge_infer_ctx *ctx)
+/* What the metas of both scatters check first: the reduction, and updates
+ * of data's dtype. */
+static cge_status scatter_meta_check(cge_infer_ctx *ctx)
 {
+    const cge_tensor_desc *data = &ctx->inputs[0], *upd = &ctx->inputs[2];
     if (parse_reduction(ctx->attrs) < 0)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
                               "reduction '%s' is not none, add, mul, max or min",
                               cge_attrs_get_string(ctx->attrs, "reduction", ""));
+    if (upd->dtype != data->dtype)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "updates are %s, data is %s",
+                              cge_dtype_name(upd->dtype), cge_dtype_name(data->dtype));
+    return CGE_OK;
+}
+
+/* What the kernels of both scatters check first: the reduction (into *red)
+ * and the indices' dtype. */
+static cge_status scatter_kernel_check(const cge_kernel_ctx *ctx, int *red)
+{
+    *red = parse_reduction(ctx->attrs);
+    if (*red < 0)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "unknown reduction");
+    if (ctx->inputs[1].dtype != CGE_I32 && ctx->inputs[1].dtype != CGE_I64)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "indices must be int32 or int64");
+    return CGE_OK;
+}
+
+/* What the blocks of both scatters read: where the updates go, from where,
+ * and how they combine with what is there. */
+typedef struct scatter_common {
+    char *out;
+    const char *upd;
+    const void *idx;
+    cge_dtype idx_dtype, dtype;
+    int red;
+    size_t esize;
+} scatter_common;
+
+/* After a scatter kernel's own checks: copies data into the output (its
+ * starting point) and fills c for the blocks. *go is false when nothing is
+ * left to do (empty data, or `nupd` = 0 updates). */
+static cge_status scatter_start(const cge_kernel_ctx *ctx, cge_stream *stream, int red,
+                                int64_t nupd, scatter_common *c, bool *go)
+{
+    const cge_tensor *data = &ctx->inputs[0], *idx = &ctx->inputs[1], *upd = &ctx->inputs[2];
+    cge_tensor *out = &ctx->outputs[0];
+    int64_t numel = cge_shape_numel(&data->shape);
+    size_t esize = cge_dtype_size(data->dtype);
+    *go = false;
+    if (numel == 0)
+        return CGE_OK;
+    if (!data->data || !out->data || (nupd > 0 && (!idx->data || !upd->data)))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    cge_status st = launch_copy(ctx, stream, data->data, out->data, numel * (int64_t)esize);
+    if (st || nupd == 0)
+        return st;
+    *c = (scatter_common){.out = out->data, .upd = upd->data, .idx = idx->data,
+                          .idx_dtype = idx->dtype, .dtype = data->dtype, .red = red,
+                          .esize = esize};
+    *go = true;
     return CGE_OK;
 }
 
@@ -435,16 +472,13 @@ static cge_status scatter_nd_infer(cge_infer_ctx *ctx)
     const cge_tensor_desc *data = &ctx->inputs[0], *idx = &ctx->inputs[1],
                           *upd = &ctx->inputs[2];
     int32_t r = data->shape.rank, q = idx->shape.rank;
-    cge_status st = check_reduction(ctx);
+    cge_status st = scatter_meta_check(ctx);
     if (st)
         return st;
-    if (upd->dtype != data->dtype)
-        return cge_meta_error(ctx, CGE_ERR_DTYPE, "updates are %s, data is %s",
-                              cge_dtype_name(upd->dtype), cge_dtype_name(data->dtype));
     if (r < 1 || q < 1)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "data and indices must have rank >= 1");
     int64_t m = idx->shape.dims[q - 1];
-    if (dim_known(m)) {
+    if (cge_dim_is_known(m)) {
         if (m < 1 || m > r)
             return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                   "indices' last dim %lld must be in [1, %d]", (long long)m,
@@ -455,7 +489,7 @@ static cge_status scatter_nd_infer(cge_infer_ctx *ctx)
         for (int32_t d = 0; ok && d < ur; d++) {
             int64_t want = d < q - 1 ? idx->shape.dims[d] : data->shape.dims[m + d - (q - 1)];
             int64_t got = upd->shape.dims[d];
-            ok = !dim_known(want) || !dim_known(got) || want == got;
+            ok = !cge_dim_is_known(want) || !cge_dim_is_known(got) || want == got;
         }
         if (!ok) {
             char a[CGE_SHAPE_STR_MAX];
@@ -471,12 +505,7 @@ static cge_status scatter_nd_infer(cge_infer_ctx *ctx)
 }
 
 typedef struct scatter_nd_args {
-    char *out;
-    const char *upd;
-    const void *idx;
-    cge_dtype idx_dtype, dtype;
-    int red;
-    size_t esize;
+    scatter_common c;
     nd_view v;
 } scatter_nd_args;
 
@@ -490,13 +519,14 @@ static void scatter_nd_block(int64_t b, int64_t nb, void *p)
     cge_block_range(a->v.slice, b, nb, &lo, &hi);
     if (lo >= hi)
         return;
-    int64_t es = (int64_t)a->esize;
+    const scatter_common *c = &a->c;
+    int64_t es = (int64_t)c->esize;
     for (int64_t row = 0; row < a->v.rows; row++) {
-        int64_t off = nd_offset(&a->v, a->idx_dtype, a->idx, row);
+        int64_t off = nd_offset(&a->v, c->idx_dtype, c->idx, row);
         if (off < 0)
             continue;
-        apply_reduction(a->dtype, a->red, a->out + (off + lo) * es,
-                        a->upd + (row * a->v.slice + lo) * es, hi - lo);
+        apply_reduction(c->dtype, c->red, c->out + (off + lo) * es,
+                        c->upd + (row * a->v.slice + lo) * es, hi - lo);
     }
 }
 
@@ -505,11 +535,10 @@ static cge_status scatter_nd_launch(const cge_kernel_ctx *ctx, cge_stream *strea
     const cge_tensor *data = &ctx->inputs[0], *idx = &ctx->inputs[1], *upd = &ctx->inputs[2];
     cge_tensor *out = &ctx->outputs[0];
     int32_t r = data->shape.rank, q = idx->shape.rank;
-    int red = parse_reduction(ctx->attrs);
-    if (red < 0)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "unknown reduction");
-    if (idx->dtype != CGE_I32 && idx->dtype != CGE_I64)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "indices must be int32 or int64");
+    int red;
+    cge_status st = scatter_kernel_check(ctx, &red);
+    if (st)
+        return st;
     if (q < 1 || r < 1 || idx->shape.dims[q - 1] < 1 || idx->shape.dims[q - 1] > r ||
         out->dtype != data->dtype || upd->dtype != data->dtype ||
         !cge_shape_equal(&out->shape, &data->shape))
@@ -521,23 +550,12 @@ static cge_status scatter_nd_launch(const cge_kernel_ctx *ctx, cge_stream *strea
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "updates have %lld elements, expected %lld",
                                 (long long)cge_shape_numel(&upd->shape),
                                 (long long)(a.v.rows * a.v.slice));
-    a.esize = cge_dtype_size(data->dtype);
-    int64_t numel = cge_shape_numel(&data->shape);
-    if (numel == 0)
-        return CGE_OK;
-    if (!data->data || !out->data || (a.v.rows * a.v.slice > 0 && (!idx->data || !upd->data)))
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    cge_status st = launch_copy(ctx, stream, data->data, out->data, numel * (int64_t)a.esize);
-    if (st || a.v.rows * a.v.slice == 0)
-        return st;
-    a.out = out->data;
-    a.upd = upd->data;
-    a.idx = idx->data;
-    a.idx_dtype = idx->dtype;
-    a.dtype = data->dtype;
-    a.red = red;
     int64_t work = a.v.rows * a.v.slice;
-    int64_t nb = cge_blocks_for(work, MIN_BLOCK, ctx->num_threads);
+    bool go;
+    st = scatter_start(ctx, stream, red, work, &a.c, &go);
+    if (st || !go)
+        return st;
+    int64_t nb = cge_blocks_for(work, CGE__MIN_BLOCK, ctx->num_threads);
     if (nb > a.v.slice)
         nb = a.v.slice;
     return cge_launch(stream, scatter_nd_block, nb, &a, sizeof a);
@@ -550,12 +568,9 @@ static cge_status scatter_el_infer(cge_infer_ctx *ctx)
     const cge_tensor_desc *data = &ctx->inputs[0], *idx = &ctx->inputs[1],
                           *upd = &ctx->inputs[2];
     int32_t r = data->shape.rank, axis;
-    cge_status st = check_reduction(ctx);
+    cge_status st = scatter_meta_check(ctx);
     if (st)
         return st;
-    if (upd->dtype != data->dtype)
-        return cge_meta_error(ctx, CGE_ERR_DTYPE, "updates are %s, data is %s",
-                              cge_dtype_name(upd->dtype), cge_dtype_name(data->dtype));
     int64_t a = cge_attrs_get_int(ctx->attrs, "axis", 0);
     if (r < 1 || idx->shape.rank != r || upd->shape.rank != r)
         return cge_meta_error(ctx, CGE_ERR_SHAPE,
@@ -565,10 +580,10 @@ static cge_status scatter_el_infer(cge_infer_ctx *ctx)
                               (long long)a, (int)r);
     for (int32_t d = 0; d < r; d++) {
         int64_t i = idx->shape.dims[d], u = upd->shape.dims[d], x = data->shape.dims[d];
-        if (dim_known(i) && dim_known(u) && i != u)
+        if (cge_dim_is_known(i) && cge_dim_is_known(u) && i != u)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "indices and updates differ in dim %d",
                                   (int)d);
-        if (d != axis && dim_known(i) && dim_known(x) && i > x)
+        if (d != axis && cge_dim_is_known(i) && cge_dim_is_known(x) && i > x)
             return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                   "indices dim %d is %lld, larger than data's %lld", (int)d,
                                   (long long)i, (long long)x);
@@ -579,12 +594,7 @@ static cge_status scatter_el_infer(cge_infer_ctx *ctx)
 }
 
 typedef struct scatter_el_args {
-    char *out;
-    const char *upd;
-    const void *idx;
-    cge_dtype idx_dtype, dtype;
-    int red;
-    size_t esize;
+    scatter_common c;
     int32_t rank, axis;
     int64_t idims[CGE_MAX_RANK];
     int64_t dstr[CGE_MAX_RANK];
@@ -598,7 +608,8 @@ typedef struct scatter_el_args {
 static void scatter_el_block(int64_t b, int64_t nb, void *p)
 {
     const scatter_el_args *a = p;
-    int64_t lo, hi, es = (int64_t)a->esize;
+    const scatter_common *c = &a->c;
+    int64_t lo, hi, es = (int64_t)c->esize;
     cge_block_range(a->lines, b, nb, &lo, &hi);
     for (int64_t line = lo; line < hi; line++) {
         int64_t o = line / a->inner, i = line % a->inner;
@@ -616,13 +627,13 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
         int64_t first = o * a->n * a->inner + i;
         for (int64_t j = 0; j < a->n; j++) {
             int64_t e = first + j * a->inner;
-            int64_t k = load_idx(a->idx_dtype, a->idx, e);
+            int64_t k = load_idx(c->idx_dtype, c->idx, e);
             if (k < 0)
                 k += a->axis_dim;
             if (k < 0 || k >= a->axis_dim)
                 continue;
-            apply_reduction(a->dtype, a->red, a->out + (base + k * a->dstr[a->axis]) * es,
-                            a->upd + e * es, 1);
+            apply_reduction(c->dtype, c->red, c->out + (base + k * a->dstr[a->axis]) * es,
+                            c->upd + e * es, 1);
         }
     }
 }
@@ -632,11 +643,10 @@ static cge_status scatter_el_launch(const cge_kernel_ctx *ctx, cge_stream *strea
     const cge_tensor *data = &ctx->inputs[0], *idx = &ctx->inputs[1], *upd = &ctx->inputs[2];
     cge_tensor *out = &ctx->outputs[0];
     int32_t r = data->shape.rank, axis;
-    int red = parse_reduction(ctx->attrs);
-    if (red < 0)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "unknown reduction");
-    if (idx->dtype != CGE_I32 && idx->dtype != CGE_I64)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "indices must be int32 or int64");
+    int red;
+    cge_status st = scatter_kernel_check(ctx, &red);
+    if (st)
+        return st;
     if (r < 1 || idx->shape.rank != r ||
         !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 0), r, false, &axis) ||
         !cge_shape_equal(&idx->shape, &upd->shape) || upd->dtype != data->dtype ||
@@ -647,30 +657,20 @@ static cge_status scatter_el_launch(const cge_kernel_ctx *ctx, cge_stream *strea
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "indices dim %d exceeds data's", (int)d);
     scatter_el_args a;
     memset(&a, 0, sizeof a);
-    a.esize = cge_dtype_size(data->dtype);
-    int64_t numel = cge_shape_numel(&data->shape), nidx = cge_shape_numel(&idx->shape);
-    if (numel == 0)
-        return CGE_OK;
-    if (!data->data || !out->data || (nidx > 0 && (!idx->data || !upd->data)))
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    cge_status st = launch_copy(ctx, stream, data->data, out->data, numel * (int64_t)a.esize);
-    if (st || nidx == 0)
+    int64_t nidx = cge_shape_numel(&idx->shape);
+    bool go;
+    st = scatter_start(ctx, stream, red, nidx, &a.c, &go);
+    if (st || !go)
         return st;
-    a.out = out->data;
-    a.upd = upd->data;
-    a.idx = idx->data;
-    a.idx_dtype = idx->dtype;
-    a.dtype = data->dtype;
-    a.red = red;
     a.rank = r;
     a.axis = axis;
     memcpy(a.idims, idx->shape.dims, sizeof a.idims);
     cge_shape_strides(&data->shape, a.dstr);
     a.axis_dim = data->shape.dims[axis];
     a.n = idx->shape.dims[axis];
-    a.inner = prod(idx->shape.dims, axis + 1, r);
+    a.inner = cge__dims_prod(idx->shape.dims, axis + 1, r);
     a.lines = nidx / a.n;
-    int64_t min_lines = a.n >= MIN_BLOCK ? 1 : MIN_BLOCK / a.n;
+    int64_t min_lines = a.n >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.n;
     return cge_launch(stream, scatter_el_block,
                       cge_blocks_for(a.lines, min_lines, ctx->num_threads), &a, sizeof a);
 }
@@ -762,8 +762,8 @@ static cge_status onehot_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     onehot_args a;
     memset(&a, 0, sizeof a);
     a.depth = out->shape.dims[axis];
-    a.inner = prod(idx->shape.dims, axis, r);
-    a.rows = prod(idx->shape.dims, 0, axis) * a.depth;
+    a.inner = cge__dims_prod(idx->shape.dims, axis, r);
+    a.rows = cge__dims_prod(idx->shape.dims, 0, axis) * a.depth;
     for (int32_t i = 0, k = 0; i <= r; i++)
         if (i != axis && out->shape.dims[i] != idx->shape.dims[k++])
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output does not match the indices");
@@ -776,7 +776,7 @@ static cge_status onehot_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.vals = vals->data;
     a.out = out->data;
     a.esize = cge_dtype_size(vals->dtype);
-    int64_t min_rows = a.inner >= MIN_BLOCK ? 1 : MIN_BLOCK / a.inner;
+    int64_t min_rows = a.inner >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.inner;
     return cge_launch(stream, onehot_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads),
                       &a, sizeof a);
 }
@@ -866,7 +866,7 @@ static void nonzero_write_block(int64_t b, int64_t nb, void *p)
 
 static int64_t nonzero_blocks(const cge_kernel_ctx *ctx)
 {
-    int64_t nb = cge_blocks_for(cge_shape_numel(&ctx->inputs[0].shape), MIN_BLOCK * 4,
+    int64_t nb = cge_blocks_for(cge_shape_numel(&ctx->inputs[0].shape), CGE__MIN_BLOCK * 4,
                                 ctx->num_threads);
     return nb > NZ_MAX_BLOCKS ? NZ_MAX_BLOCKS : nb;
 }
@@ -914,395 +914,6 @@ static cge_status nonzero_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return cge_launch(stream, nonzero_write_block, nb, &a, sizeof a);
 }
 
-/* ---- TopK ---------------------------------------------------------------------------- */
-
-static cge_status topk_infer(cge_infer_ctx *ctx)
-{
-    const cge_tensor_desc *x = &ctx->inputs[0], *k = &ctx->inputs[1];
-    int32_t r = x->shape.rank, axis;
-    int64_t a = cge_attrs_get_int(ctx->attrs, "axis", -1);
-    if (!cge_axis_normalize(a, r, false, &axis))
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is out of range for rank %d",
-                              (long long)a, (int)r);
-    int64_t kn = cge_shape_numel(&k->shape);
-    if (k->shape.rank > 1 || (kn >= 0 && kn != 1))
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "K must hold exactly one value");
-    int64_t kv = CGE_DIM_DYNAMIC, n = x->shape.dims[axis];
-    const void *v = cge_meta_input_value(ctx, 1);
-    if (v) {
-        kv = cge_load_as_i64(k->dtype, v, 0);
-        if (kv < 0 || (dim_known(n) && kv > n))
-            return cge_meta_error(ctx, CGE_ERR_SHAPE, "K = %lld is not in [0, %lld]",
-                                  (long long)kv, (long long)n);
-    }
-    cge_shape out = x->shape;
-    out.dims[axis] = kv;
-    ctx->outputs[0].dtype = x->dtype;
-    ctx->outputs[0].shape = out;
-    ctx->outputs[1].dtype = CGE_I64;
-    ctx->outputs[1].shape = out;
-    return CGE_OK;
-}
-
-typedef struct topk_args {
-    const void *x;
-    void *vals;
-    int64_t *idx;
-    int64_t n, k, inner, lines;
-    bool largest;
-} topk_args;
-
-/* Per line, a heap of the k best so far lives in the output indices (stride
- * `inner`), its root the worst kept; heapsort then orders them best first.
- * "Better" is a total order: larger (smaller) value, then the lower index, so
- * ties keep their input order. NaN counts as larger than any number. */
-#define TOPK_KERNEL(SUF, T, MT, LD)                                                        \
-    static inline bool topk_better_##SUF(const T *x, int64_t st, bool largest, int64_t i,   \
-                                         int64_t j)                                        \
-    {                                                                                      \
-        MT a = LD(x[i * st]), b = LD(x[j * st]);                                           \
-        bool an = a != a, bn = b != b;                                                     \
-        if (an || bn) {                                                                    \
-            if (an && bn)                                                                  \
-                return i < j;                                                              \
-            return largest ? an : bn;                                                      \
-        }                                                                                  \
-        if (a != b)                                                                        \
-            return largest ? a > b : a < b;                                                \
-        return i < j;                                                                      \
-    }                                                                                      \
-    static void topk_sift_##SUF(const T *x, int64_t st, bool lg, int64_t *h, int64_t hs,    \
-                                int64_t size, int64_t pos)                                 \
-    {                                                                                      \
-        for (;;) {                                                                         \
-            int64_t l = 2 * pos + 1, w = pos;                                              \
-            if (l < size && topk_better_##SUF(x, st, lg, h[w * hs], h[l * hs]))            \
-                w = l;                                                                     \
-            if (l + 1 < size && topk_better_##SUF(x, st, lg, h[w * hs], h[(l + 1) * hs]))  \
-                w = l + 1;                                                                 \
-            if (w == pos)                                                                  \
-                return;                                                                    \
-            int64_t t = h[w * hs];                                                         \
-            h[w * hs] = h[pos * hs];                                                       \
-            h[pos * hs] = t;                                                               \
-            pos = w;                                                                       \
-        }                                                                                  \
-    }                                                                                      \
-    static void topk_fn_##SUF(int64_t b, int64_t nb, void *args)                           \
-    {                                                                                      \
-        const topk_args *a = args;                                                         \
-        int64_t lo, hi, n = a->n, k = a->k, in = a->inner;                                 \
-        bool lg = a->largest;                                                              \
-        cge_block_range(a->lines, b, nb, &lo, &hi);                                        \
-        for (int64_t line = lo; line < hi; line++) {                                       \
-            int64_t o = line / in, i = line % in;                                          \
-            const T *x = (const T *)a->x + o * n * in + i;                                 \
-            int64_t *h = a->idx + o * k * in + i;                                          \
-            T *v = (T *)a->vals + o * k * in + i;                                          \
-            int64_t size = 0;                                                              \
-            for (int64_t j = 0; j < n; j++) {                                              \
-                if (size < k) {                                                            \
-                    int64_t c = size++;                                                    \
-                    h[c * in] = j;                                                         \
-                    while (c > 0) {                                                        \
-                        int64_t pa = (c - 1) / 2;                                          \
-                        if (!topk_better_##SUF(x, in, lg, h[pa * in], h[c * in]))          \
-                            break;                                                         \
-                        int64_t t = h[pa * in];                                            \
-                        h[pa * in] = h[c * in];                                            \
-                        h[c * in] = t;                                                     \
-                        c = pa;                                                            \
-                    }                                                                      \
-                } else if (k > 0 && topk_better_##SUF(x, in, lg, j, h[0])) {               \
-                    h[0] = j;                                                              \
-                    topk_sift_##SUF(x, in, lg, h, in, size, 0);                            \
-                }                                                                          \
-            }                                                                              \
-            for (int64_t s = size - 1; s > 0; s--) {                                       \
-                int64_t t = h[s * in];                                                     \
-                h[s * in] = h[0];                                                          \
-                h[0] = t;                                                                  \
-                topk_sift_##SUF(x, in, lg, h, in, s, 0);                                   \
-            }                                                                              \
-            for (int64_t s = 0; s < size; s++)                                             \
-                v[s * in] = x[h[s * in] * in];                                             \
-        }                                                                                  \
-    }
-
-#define LD_SELF(v) (v)
-#define LD_F16(v) cge_f16_to_f32(v)
-#define LD_BF16(v) cge_bf16_to_f32(v)
-TOPK_KERNEL(f32, float, float, LD_SELF)
-TOPK_KERNEL(f64, double, double, LD_SELF)
-TOPK_KERNEL(f16, uint16_t, float, LD_F16)
-TOPK_KERNEL(bf16, uint16_t, float, LD_BF16)
-TOPK_KERNEL(i8, int8_t, int8_t, LD_SELF)
-TOPK_KERNEL(i16, int16_t, int16_t, LD_SELF)
-TOPK_KERNEL(i32, int32_t, int32_t, LD_SELF)
-TOPK_KERNEL(i64, int64_t, int64_t, LD_SELF)
-TOPK_KERNEL(u8, uint8_t, uint8_t, LD_SELF)
-TOPK_KERNEL(u16, uint16_t, uint16_t, LD_SELF)
-TOPK_KERNEL(u32, uint32_t, uint32_t, LD_SELF)
-TOPK_KERNEL(u64, uint64_t, uint64_t, LD_SELF)
-
-static cge_kernel_fn topk_fn(cge_dtype t)
-{
-    switch (t) {
-    case CGE_F32: return topk_fn_f32;
-    case CGE_F64: return topk_fn_f64;
-    case CGE_F16: return topk_fn_f16;
-    case CGE_BF16: return topk_fn_bf16;
-    case CGE_I8: return topk_fn_i8;
-    case CGE_I16: return topk_fn_i16;
-    case CGE_I32: return topk_fn_i32;
-    case CGE_I64: return topk_fn_i64;
-    case CGE_U8: return topk_fn_u8;
-    case CGE_U16: return topk_fn_u16;
-    case CGE_U32: return topk_fn_u32;
-    case CGE_U64: return topk_fn_u64;
-    default: return NULL;
-    }
-}
-
-static cge_status topk_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
-{
-    const cge_tensor *x = &ctx->inputs[0];
-    cge_tensor *vals = &ctx->outputs[0], *idx = &ctx->outputs[1];
-    int32_t r = x->shape.rank, axis;
-    cge_kernel_fn fn = topk_fn(x->dtype);
-    if (!fn || vals->dtype != x->dtype || idx->dtype != CGE_I64)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtype %s",
-                                cge_dtype_name(x->dtype));
-    if (!cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", -1), r, false, &axis) ||
-        !cge_shape_equal(&vals->shape, &idx->shape) || vals->shape.rank != r)
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "outputs do not match the input");
-    /* K comes from the outputs' shape (meta had its value): the kernel never
-     * needs to read the K tensor. */
-    topk_args a = {.x = x->data, .vals = vals->data, .idx = idx->data,
-                   .n = x->shape.dims[axis], .k = vals->shape.dims[axis],
-                   .inner = prod(x->shape.dims, axis + 1, r),
-                   .largest = cge_attrs_get_int(ctx->attrs, "largest", 1) != 0};
-    for (int32_t d = 0; d < r; d++)
-        if (d != axis && vals->shape.dims[d] != x->shape.dims[d])
-            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "outputs do not match the input");
-    if (a.k > a.n)
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "K = %lld exceeds the axis size %lld",
-                                (long long)a.k, (long long)a.n);
-    a.lines = prod(x->shape.dims, 0, axis) * a.inner;
-    if (a.lines == 0 || a.k == 0)
-        return CGE_OK;
-    if (!x->data || !vals->data || !idx->data)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    int64_t min_lines = a.n >= MIN_BLOCK ? 1 : MIN_BLOCK / a.n;
-    return cge_launch(stream, fn, cge_blocks_for(a.lines, min_lines, ctx->num_threads), &a,
-                      sizeof a);
-}
-
-/* ---- CumSum -------------------------------------------------------------------------- */
-
-static cge_status cumsum_infer(cge_infer_ctx *ctx)
-{
-    const cge_tensor_desc *x = &ctx->inputs[0], *ax = &ctx->inputs[1];
-    if (x->shape.rank < 1)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 1");
-    int64_t an = cge_shape_numel(&ax->shape);
-    if (ax->shape.rank > 1 || (an >= 0 && an != 1))
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis must hold exactly one value");
-    const void *v = cge_meta_input_value(ctx, 1);
-    int32_t axis;
-    if (v && !cge_axis_normalize(cge_load_as_i64(ax->dtype, v, 0), x->shape.rank, false, &axis))
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is out of range for rank %d",
-                              (long long)cge_load_as_i64(ax->dtype, v, 0), (int)x->shape.rank);
-    ctx->outputs[0].dtype = x->dtype;
-    ctx->outputs[0].shape = x->shape;
-    return CGE_OK;
-}
-
-typedef struct cumsum_args {
-    const void *x;
-    void *y;
-    const void *axis;
-    cge_dtype axis_dtype;
-    cge_shape shape;
-    bool exclusive, reverse;
-} cumsum_args;
-
-/* The axis is read here, when the kernel runs. Work units are (outer row,
- * chunk of inner columns): a chunk's running sums walk the axis together. An
- * axis out of range (not known to meta) zeroes the output. */
-#define CUMSUM_KERNEL(SUF, T, A, LDA, STA)                                                 \
-    static void cumsum_fn_##SUF(int64_t b, int64_t nb, void *args)                         \
-    {                                                                                      \
-        const cumsum_args *p = args;                                                       \
-        const T *x = p->x;                                                                 \
-        T *y = p->y;                                                                       \
-        int32_t r = p->shape.rank, axis;                                                   \
-        int64_t numel = cge_shape_numel(&p->shape), lo, hi;                                \
-        if (!cge_axis_normalize(cge_load_as_i64(p->axis_dtype, p->axis, 0), r, false,     \
-                                &axis)) {                                                  \
-            cge_block_range(numel, b, nb, &lo, &hi);                                       \
-            memset(y + lo, 0, (size_t)(hi - lo) * sizeof(T));                              \
-            return;                                                                        \
-        }                                                                                  \
-        int64_t n = p->shape.dims[axis], inner = prod(p->shape.dims, axis + 1, r);         \
-        int64_t chunks = (inner + CUM_CHUNK - 1) / CUM_CHUNK;                              \
-        cge_block_range(prod(p->shape.dims, 0, axis) * chunks, b, nb, &lo, &hi);           \
-        for (int64_t u = lo; u < hi; u++) {                                                \
-            int64_t o = u / chunks, i0 = (u % chunks) * CUM_CHUNK;                         \
-            int64_t w = inner - i0 < CUM_CHUNK ? inner - i0 : CUM_CHUNK;                   \
-            A acc[CUM_CHUNK];                                                              \
-            for (int64_t c = 0; c < w; c++)                                                \
-                acc[c] = 0;                                                                \
-            for (int64_t s = 0; s < n; s++) {                                              \
-                int64_t j = p->reverse ? n - 1 - s : s;                                    \
-                const T *xs = x + (o * n + j) * inner + i0;                                \
-                T *ys = y + (o * n + j) * inner + i0;                                      \
-                if (p->exclusive)                                                          \
-                    for (int64_t c = 0; c < w; c++) {                                      \
-                        ys[c] = STA(acc[c]);                                               \
-                        acc[c] += LDA(xs[c]);                                              \
-                    }                                                                      \
-                else                                                                       \
-                    for (int64_t c = 0; c < w; c++) {                                      \
-                        acc[c] += LDA(xs[c]);                                              \
-                        ys[c] = STA(acc[c]);                                               \
-                    }                                                                      \
-            }                                                                              \
-        }                                                                                  \
-    }
-
-#define ST_F16(v) cge_f32_to_f16(v)
-#define ST_BF16(v) cge_f32_to_bf16(v)
-#define LD_U64(v) ((uint64_t)(v))
-#define LD_SU(v) ((uint64_t)(int64_t)(v))
-CUMSUM_KERNEL(f32, float, float, LD_SELF, LD_SELF)
-CUMSUM_KERNEL(f64, double, double, LD_SELF, LD_SELF)
-CUMSUM_KERNEL(f16, uint16_t, float, LD_F16, ST_F16)
-CUMSUM_KERNEL(bf16, uint16_t, float, LD_BF16, ST_BF16)
-/* Integer sums wrap (unsigned arithmetic, never signed overflow). */
-CUMSUM_KERNEL(i32, int32_t, uint64_t, LD_SU, (int32_t))
-CUMSUM_KERNEL(i64, int64_t, uint64_t, LD_SU, (int64_t))
-CUMSUM_KERNEL(u32, uint32_t, uint64_t, LD_U64, (uint32_t))
-CUMSUM_KERNEL(u64, uint64_t, uint64_t, LD_U64, (uint64_t))
-
-static cge_kernel_fn cumsum_fn(cge_dtype t)
-{
-    switch (t) {
-    case CGE_F32: return cumsum_fn_f32;
-    case CGE_F64: return cumsum_fn_f64;
-    case CGE_F16: return cumsum_fn_f16;
-    case CGE_BF16: return cumsum_fn_bf16;
-    case CGE_I32: return cumsum_fn_i32;
-    case CGE_I64: return cumsum_fn_i64;
-    case CGE_U32: return cumsum_fn_u32;
-    case CGE_U64: return cumsum_fn_u64;
-    default: return NULL;
-    }
-}
-
-static cge_status cumsum_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
-{
-    const cge_tensor *x = &ctx->inputs[0], *ax = &ctx->inputs[1];
-    cge_tensor *y = &ctx->outputs[0];
-    cge_kernel_fn fn = cumsum_fn(x->dtype);
-    if (!fn || y->dtype != x->dtype || !cge_shape_equal(&y->shape, &x->shape))
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output must match the input (%s)",
-                                cge_dtype_name(x->dtype));
-    if ((ax->dtype != CGE_I32 && ax->dtype != CGE_I64) || cge_shape_numel(&ax->shape) != 1)
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "axis must be one int32 or int64 value");
-    int64_t numel = cge_shape_numel(&x->shape);
-    if (numel == 0)
-        return CGE_OK;
-    if (!x->data || !y->data || !ax->data)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    cumsum_args a = {.x = x->data, .y = y->data, .axis = ax->data, .axis_dtype = ax->dtype,
-                     .shape = x->shape,
-                     .exclusive = cge_attrs_get_int(ctx->attrs, "exclusive", 0) != 0,
-                     .reverse = cge_attrs_get_int(ctx->attrs, "reverse", 0) != 0};
-    /* Blocks are sized for the whole tensor; units are split inside. */
-    return cge_launch(stream, fn, cge_blocks_for(numel, MIN_BLOCK, ctx->num_threads), &a,
-                      sizeof a);
-}
-
-/* ---- Trilu --------------------------------------------------------------------------- */
-
-static cge_status trilu_infer(cge_infer_ctx *ctx)
-{
-    const cge_tensor_desc *x = &ctx->inputs[0];
-    if (x->shape.rank < 2)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 2, got %d",
-                              (int)x->shape.rank);
-    if (cge_meta_has_input(ctx, 1)) {
-        int64_t kn = cge_shape_numel(&ctx->inputs[1].shape);
-        if (ctx->inputs[1].shape.rank > 1 || (kn >= 0 && kn != 1))
-            return cge_meta_error(ctx, CGE_ERR_SHAPE, "k must hold exactly one value");
-    }
-    ctx->outputs[0].dtype = x->dtype;
-    ctx->outputs[0].shape = x->shape;
-    return CGE_OK;
-}
-
-typedef struct trilu_args {
-    const char *x;
-    char *y;
-    const int64_t *k;               /* NULL: 0 */
-    size_t esize;
-    int64_t h, w, rows;
-    bool upper;
-} trilu_args;
-
-static void trilu_block(int64_t b, int64_t nb, void *p)
-{
-    const trilu_args *a = p;
-    int64_t lo, hi, w = a->w;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
-    int64_t k = a->k ? *a->k : 0;
-    /* Clamp so that i + k cannot overflow; beyond +-(h + w) nothing changes. */
-    if (k > a->h + w)
-        k = a->h + w;
-    if (k < -(a->h + w))
-        k = -(a->h + w);
-    size_t es = a->esize;
-    for (int64_t row = lo; row < hi; row++) {
-        int64_t i = row % a->h;
-        /* upper keeps j >= i + k; lower keeps j <= i + k */
-        int64_t c0 = a->upper ? i + k : 0, c1 = a->upper ? w : i + k + 1;
-        c0 = c0 < 0 ? 0 : (c0 > w ? w : c0);
-        c1 = c1 < c0 ? c0 : (c1 > w ? w : c1);
-        char *dst = a->y + row * w * (int64_t)es;
-        const char *src = a->x + row * w * (int64_t)es;
-        memset(dst, 0, (size_t)c0 * es);
-        if (c1 > c0)
-            memcpy(dst + c0 * (int64_t)es, src + c0 * (int64_t)es, (size_t)(c1 - c0) * es);
-        memset(dst + c1 * (int64_t)es, 0, (size_t)(w - c1) * es);
-    }
-}
-
-static cge_status trilu_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
-{
-    const cge_tensor *x = &ctx->inputs[0];
-    cge_tensor *y = &ctx->outputs[0];
-    int32_t r = x->shape.rank;
-    if (r < 2 || y->dtype != x->dtype || !cge_shape_equal(&y->shape, &x->shape))
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output must match an input of rank >= 2");
-    const cge_tensor *kt = cge_kernel_has_input(ctx, 1) ? &ctx->inputs[1] : NULL;
-    if (kt && (kt->dtype != CGE_I64 || cge_shape_numel(&kt->shape) != 1))
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "k must be one int64 value");
-    trilu_args a = {.x = x->data, .y = y->data, .k = kt ? kt->data : NULL,
-                    .esize = cge_dtype_size(x->dtype), .h = x->shape.dims[r - 2],
-                    .w = x->shape.dims[r - 1],
-                    .upper = cge_attrs_get_int(ctx->attrs, "upper", 1) != 0};
-    int64_t numel = cge_shape_numel(&x->shape);
-    if (numel == 0)
-        return CGE_OK;
-    if (!x->data || !y->data)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    a.rows = numel / a.w;
-    int64_t min_rows = a.w >= MIN_BLOCK ? 1 : MIN_BLOCK / a.w;
-    return cge_launch(stream, trilu_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads),
-                      &a, sizeof a);
-}
-
 /* ---- Compress ------------------------------------------------------------------------ */
 
 /* No axis attribute means "flatten"; the attribute's absence is what counts. */
@@ -1326,13 +937,13 @@ static cge_status compress_infer(cge_infer_ctx *ctx)
                               (long long)a, (int)x->shape.rank);
     int64_t len = has_axis ? x->shape.dims[axis] : cge_shape_numel(&x->shape);
     int64_t cn = cond->shape.dims[0];
-    if (dim_known(len) && len >= 0 && dim_known(cn) && cn > len)
+    if (cge_dim_is_known(len) && len >= 0 && cge_dim_is_known(cn) && cn > len)
         return cge_meta_error(ctx, CGE_ERR_SHAPE,
                               "condition has %lld entries, more than the %lld selectable",
                               (long long)cn, (long long)len);
     int64_t count = CGE_DIM_DYNAMIC;
     const void *v = cge_meta_input_value(ctx, 1);
-    if (v && dim_known(cn)) {
+    if (v && cge_dim_is_known(cn)) {
         count = 0;
         for (int64_t i = 0; i < cn; i++)
             count += ((const uint8_t *)v)[i] != 0;
@@ -1408,10 +1019,10 @@ static cge_status compress_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         for (int32_t d = 0; d < r; d++)
             if (d != axis && y->shape.dims[d] != x->shape.dims[d])
                 return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output does not match the input");
-        outer = prod(x->shape.dims, 0, axis);
+        outer = cge__dims_prod(x->shape.dims, 0, axis);
         c.n = x->shape.dims[axis];
         c.count = y->shape.dims[axis];
-        c.inner_bytes = prod(x->shape.dims, axis + 1, r) * (int64_t)es;
+        c.inner_bytes = cge__dims_prod(x->shape.dims, axis + 1, r) * (int64_t)es;
     } else {
         if (y->shape.rank != 1)
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output must be 1-D without an axis");
@@ -1425,44 +1036,33 @@ static cge_status compress_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return CGE_OK;
     if (!x->data || !y->data || !cond->data)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    int64_t min_units = c.inner_bytes >= MIN_BLOCK ? 1 : MIN_BLOCK / c.inner_bytes;
+    int64_t min_units = c.inner_bytes >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / c.inner_bytes;
     return cge_launch(stream, compress_block, cge_blocks_for(c.units, min_units, ctx->num_threads),
                       &c, sizeof c);
 }
 
 /* ---- definitions --------------------------------------------------------------------- */
 
-#define CUM_DT                                                                             \
-    (CGE_DT(CGE_F32) | CGE_DT(CGE_F64) | CGE_DT(CGE_F16) | CGE_DT(CGE_BF16) |              \
-     CGE_DT(CGE_I32) | CGE_DT(CGE_I64) | CGE_DT(CGE_U32) | CGE_DT(CGE_U64))
-#define TOPK_DT (CGE_DT_NUMERIC)
-
-#define KDEF(DT, FN, WS, INPLACE)                                                          \
-    {{.engine = "cpu", .dtypes = DT, .launch = FN, .workspace_size = WS,                   \
-      .inplace_input = INPLACE}}
-static const cge_kernel_def k_gather_el[] = KDEF(0, gather_el_launch, NULL, -1);
-static const cge_kernel_def k_gather_nd[] = KDEF(0, gather_nd_launch, NULL, -1);
+static const cge_kernel_def k_gather_el[] = CGE__KDEF(0, gather_el_launch, NULL, -1);
+static const cge_kernel_def k_gather_nd[] = CGE__KDEF(0, gather_nd_launch, NULL, -1);
 /* Scatters copy data to the output first; in place they skip the copy. */
-static const cge_kernel_def k_scatter_nd[] = KDEF(0, scatter_nd_launch, NULL, 0);
-static const cge_kernel_def k_scatter_el[] = KDEF(0, scatter_el_launch, NULL, 0);
-static const cge_kernel_def k_onehot[] = KDEF(0, onehot_launch, NULL, -1);
-static const cge_kernel_def k_nonzero[] = KDEF(0, nonzero_launch, nonzero_workspace, -1);
-static const cge_kernel_def k_topk[] = KDEF(TOPK_DT, topk_launch, NULL, -1);
-static const cge_kernel_def k_cumsum[] = KDEF(CUM_DT, cumsum_launch, NULL, -1);
-static const cge_kernel_def k_trilu[] = KDEF(0, trilu_launch, NULL, -1);
-static const cge_kernel_def k_compress[] = KDEF(0, compress_launch, NULL, -1);
+static const cge_kernel_def k_scatter_nd[] = CGE__KDEF(0, scatter_nd_launch, NULL, 0);
+static const cge_kernel_def k_scatter_el[] = CGE__KDEF(0, scatter_el_launch, NULL, 0);
+static const cge_kernel_def k_onehot[] = CGE__KDEF(0, onehot_launch, NULL, -1);
+static const cge_kernel_def k_nonzero[] = CGE__KDEF(0, nonzero_launch, nonzero_workspace, -1);
+static const cge_kernel_def k_compress[] = CGE__KDEF(0, compress_launch, NULL, -1);
 
 static const cge_arg_def gather_el_in[] = {
     {"data", 0, CGE_DT_ALL, "tensor of rank r >= 1"},
-    {"indices", 0, IDX_DT, "rank r; values in [-s, s) along axis"},
+    {"indices", 0, CGE__IDX_DT, "rank r; values in [-s, s) along axis"},
 };
 static const cge_arg_def gather_nd_in[] = {
     {"data", 0, CGE_DT_ALL, "tensor of rank r >= 1"},
-    {"indices", 0, IDX_DT, "rank q >= 1; last dim indexes data"},
+    {"indices", 0, CGE__IDX_DT, "rank q >= 1; last dim indexes data"},
 };
 static const cge_arg_def scatter_in[] = {
     {"data", 0, CGE_DT_ALL, "tensor of rank r >= 1"},
-    {"indices", 0, IDX_DT, "where the updates go"},
+    {"indices", 0, CGE__IDX_DT, "where the updates go"},
     {"updates", 0, CGE_DT_ALL, "values to write or reduce"},
 };
 static const cge_arg_def any_out[] = {{"output", 0, CGE_DT_ALL, "result"}};
@@ -1474,23 +1074,6 @@ static const cge_arg_def onehot_in[] = {
 static const cge_arg_def nonzero_in[] = {{"X", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def nonzero_out[] = {
     {"Y", 0, CGE_DT(CGE_I64), "[rank, count] coordinates of nonzero elements, row-major order"}};
-static const cge_arg_def topk_in[] = {
-    {"X", 0, TOPK_DT, "tensor of rank >= 1"},
-    {"K", 0, CGE_DT(CGE_I64), "number of elements to keep (one value)"},
-};
-static const cge_arg_def topk_out[] = {
-    {"Values", 0, TOPK_DT, "the k largest (smallest) along axis"},
-    {"Indices", 0, CGE_DT(CGE_I64), "their positions along axis"},
-};
-static const cge_arg_def cumsum_in[] = {
-    {"x", 0, CUM_DT, "tensor of rank >= 1"},
-    {"axis", 0, IDX_DT, "axis to sum along (one value)"},
-};
-static const cge_arg_def cumsum_out[] = {{"y", 0, CUM_DT, "running sums"}};
-static const cge_arg_def trilu_in[] = {
-    {"input", 0, CGE_DT_ALL, "tensor of rank >= 2 (batches of matrices)"},
-    {"k", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "diagonal offset (one value); absent: 0"},
-};
 static const cge_arg_def compress_in[] = {
     {"input", 0, CGE_DT_ALL, "tensor"},
     {"condition", 0, CGE_DT(CGE_BOOL), "1-D: which slices (elements) to keep"},
@@ -1509,51 +1092,30 @@ static const cge_attr_def scatter_el_attrs[] = {
      "none (assign), add, mul; also max, min"}};
 static const cge_attr_def onehot_attrs[] = {
     {"axis", CGE_ATTR_INT, false, -1, 0.0f, NULL, "where the one-hot dim goes in the output"}};
-static const cge_attr_def topk_attrs[] = {
-    {"axis", CGE_ATTR_INT, false, -1, 0.0f, NULL, "axis to select along"},
-    {"largest", CGE_ATTR_INT, false, 1, 0.0f, NULL, "1: largest, 0: smallest"},
-    {"sorted", CGE_ATTR_INT, false, 1, 0.0f, NULL, "results are always sorted"}};
-static const cge_attr_def cumsum_attrs[] = {
-    {"exclusive", CGE_ATTR_INT, false, 0, 0.0f, NULL, "1: exclude the element itself"},
-    {"reverse", CGE_ATTR_INT, false, 0, 0.0f, NULL, "1: sum from the end"}};
-static const cge_attr_def trilu_attrs[] = {
-    {"upper", CGE_ATTR_INT, false, 1, 0.0f, NULL, "1: upper triangle, 0: lower"}};
 static const cge_attr_def compress_attrs[] = {
     {"axis", CGE_ATTR_INT, false, INT64_MIN, 0.0f, NULL, "axis to select along; absent: flatten"}};
 
-#define OPDEF(NAME, SINCE, IN, NIN, OUT, NOUT, ATTRS, NATTRS, INFER, K, DOC)                \
-    {                                                                                      \
-        .name = NAME, .domain = CGE_DOMAIN_DEFAULT, .since_version = SINCE, .inputs = IN,  \
-        .num_inputs = NIN, .outputs = OUT, .num_outputs = NOUT, .attrs = ATTRS,            \
-        .num_attrs = NATTRS, .infer = INFER, .kernels = K, .num_kernels = 1, .doc = DOC    \
-    }
-
-static const cge_op_def index_ops[] = {
-    OPDEF("GatherElements", 13, gather_el_in, 2, any_out, 1, gather_el_attrs, 1, gather_el_infer,
-          k_gather_el, "out[i][j][k] = data[index][j][k] (axis 0), index = indices[i][j][k]."),
-    OPDEF("GatherND", 13, gather_nd_in, 2, any_out, 1, gather_nd_attrs, 1, gather_nd_infer,
-          k_gather_nd, "Slices of data addressed by the index tuples in indices' last dim."),
-    OPDEF("ScatterND", 16, scatter_in, 3, any_out, 1, scatter_nd_attrs, 1, scatter_nd_infer,
-          k_scatter_nd, "Copy of data with slices at index tuples replaced (or reduced)."),
-    OPDEF("ScatterElements", 16, scatter_in, 3, any_out, 1, scatter_el_attrs, 2,
-          scatter_el_infer, k_scatter_el,
-          "Copy of data with elements at indices (along axis) replaced (or reduced)."),
-    OPDEF("OneHot", 11, onehot_in, 3, any_out, 1, onehot_attrs, 1, onehot_infer, k_onehot,
-          "One-hot encoding; indices outside [-depth, depth) give all off_value."),
-    OPDEF("NonZero", 13, nonzero_in, 1, nonzero_out, 1, NULL, 0, nonzero_infer, k_nonzero,
-          "Coordinates of the nonzero elements."),
-    OPDEF("TopK", 11, topk_in, 2, topk_out, 2, topk_attrs, 3, topk_infer, k_topk,
-          "The K largest or smallest elements along axis, sorted; ties by lower index."),
-    OPDEF("CumSum", 14, cumsum_in, 2, cumsum_out, 1, cumsum_attrs, 2, cumsum_infer, k_cumsum,
-          "Cumulative sum along axis (exclusive and reverse variants)."),
-    OPDEF("Trilu", 14, trilu_in, 2, any_out, 1, trilu_attrs, 1, trilu_infer, k_trilu,
-          "Upper or lower triangle of the last two dims, shifted by k."),
-    OPDEF("Compress", 11, compress_in, 2, any_out, 1, compress_attrs, 1, compress_infer,
-          k_compress, "Slices along axis (elements, flattened) where condition is true."),
+static const cge_op_def gather_scatter_ops[] = {
+    CGE__OPDEF("GatherElements", 13, gather_el_in, 2, any_out, 1, gather_el_attrs, 1,
+               gather_el_infer, k_gather_el,
+               "out[i][j][k] = data[index][j][k] (axis 0), index = indices[i][j][k]."),
+    CGE__OPDEF("GatherND", 13, gather_nd_in, 2, any_out, 1, gather_nd_attrs, 1, gather_nd_infer,
+               k_gather_nd, "Slices of data addressed by the index tuples in indices' last dim."),
+    CGE__OPDEF("ScatterND", 16, scatter_in, 3, any_out, 1, scatter_nd_attrs, 1, scatter_nd_infer,
+               k_scatter_nd, "Copy of data with slices at index tuples replaced (or reduced)."),
+    CGE__OPDEF("ScatterElements", 16, scatter_in, 3, any_out, 1, scatter_el_attrs, 2,
+               scatter_el_infer, k_scatter_el,
+               "Copy of data with elements at indices (along axis) replaced (or reduced)."),
+    CGE__OPDEF("OneHot", 11, onehot_in, 3, any_out, 1, onehot_attrs, 1, onehot_infer, k_onehot,
+               "One-hot encoding; indices outside [-depth, depth) give all off_value."),
+    CGE__OPDEF("NonZero", 13, nonzero_in, 1, nonzero_out, 1, NULL, 0, nonzero_infer, k_nonzero,
+               "Coordinates of the nonzero elements."),
+    CGE__OPDEF("Compress", 11, compress_in, 2, any_out, 1, compress_attrs, 1, compress_infer,
+               k_compress, "Slices along axis (elements, flattened) where condition is true."),
 };
 
-const cge_op_def *cge_ops_index(int32_t *count)
+const cge_op_def *cge_ops_gather_scatter(int32_t *count)
 {
-    *count = (int32_t)(sizeof index_ops / sizeof index_ops[0]);
-    return index_ops;
+    *count = (int32_t)(sizeof gather_scatter_ops / sizeof gather_scatter_ops[0]);
+    return gather_scatter_ops;
 }
