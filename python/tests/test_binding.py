@@ -12,8 +12,8 @@ import pytest
 import cge
 from cge import _lib
 
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
+import onnx  # noqa: F401  (required: conftest.REQUIRED)
+from onnx import TensorProto, helper
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -53,8 +53,9 @@ int main(void) {
 
 def test_struct_layouts_match_the_c_headers(tmp_path):
     cc = shutil.which("gcc") or shutil.which("cc")
+    # The compiler that built cge: without it this build could not exist.
     if not cc:
-        pytest.skip("no C compiler to read the headers' layouts")
+        pytest.fail("no C compiler (gcc or cc) on PATH to read the headers' layouts", pytrace=False)
     src = tmp_path / "layout.c"
     src.write_text(LAYOUT_C)
     exe = tmp_path / "layout"

@@ -36,7 +36,7 @@ def cge(*args, rc=0, cwd=None):
     return p.stdout, p.stderr
 
 
-onnx = pytest.importorskip("onnx")
+import onnx  # noqa: E402,F401  (required: conftest.REQUIRED)
 from onnx import TensorProto, helper  # noqa: E402
 
 W = (np.arange(12, dtype=np.float32).reshape(4, 3) - 5.0) / 7.0

@@ -19,9 +19,10 @@ BADVERSION = os.path.join(BUILD, "libadd_custom_badversion.so")
 
 
 def need(path):
+    # `make build` builds them beside libcge.so (examples/custom_op/CMakeLists.txt).
     if not os.path.exists(path):
-        pytest.skip("%s is not built (ninja -C build add_custom add_custom_broken "
-                    "add_custom_badversion)" % os.path.basename(path))
+        pytest.fail("%s is not built (ninja -C %s add_custom add_custom_broken "
+                    "add_custom_badversion cge_cli)" % (path, BUILD), pytrace=False)
     return path
 
 
@@ -90,7 +91,7 @@ def test_meta_limit_in_builder(loaded):
 
 
 def custom_onnx(shape=(8, 2048)):
-    onnx = pytest.importorskip("onnx")
+    import onnx
     from onnx import TensorProto, helper
     vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in "xyz"]
     node = helper.make_node("AddCustom", ["x", "y"], ["z"], domain="custom", name="add0")
@@ -112,10 +113,7 @@ def test_onnx_custom_domain(loaded):
 
 
 def cli():
-    exe = os.path.join(BUILD, "cge")
-    if not os.path.exists(exe):
-        pytest.skip("the cge command is not built")
-    return exe
+    return need(os.path.join(BUILD, "cge"))
 
 
 def test_cli_compile_and_run(loaded, tmp_path):
@@ -156,7 +154,7 @@ def test_op_check_catches_broken_variant():
 
 
 def test_pytorch_custom_op(loaded):
-    torch = pytest.importorskip("torch")
+    import torch
     import cge.torch
     op = cge.torch.custom_op.register(LIB)
 

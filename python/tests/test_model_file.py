@@ -1,8 +1,7 @@
 # Compiled models (.cgm, from `cge compile`) in cge.InferenceSession: outputs
 # bit-identical to the session compiling the .onnx itself, for the bundled
-# small CNN and the real models of scripts/make_test_models.py (when PyTorch
-# is there to make them); loading from bytes; corrupt files raise the [io]
-# error.
+# small CNN and the real models of scripts/make_test_models.py; loading from
+# bytes; corrupt files raise the [io] error.
 import os
 import subprocess
 
@@ -74,9 +73,6 @@ def cli_outputs(model, x_path, out_dir, mode):
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "transformer_encoder"])
 def test_real_model(name, tmp_path):
-    pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
-    if name != "transformer_encoder":
-        pytest.importorskip("torchvision", reason="torchvision is not installed")
     onnx_path, npz_path = _load_maker().make(name, MODEL_DIR)
     ref = np.load(npz_path)
     cgm = compile_cgm(onnx_path, tmp_path / (name + ".cgm"))

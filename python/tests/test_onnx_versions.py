@@ -6,8 +6,8 @@ import pytest
 
 import cge
 
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
+import onnx  # noqa: F401  (required: conftest.REQUIRED)
+from onnx import TensorProto, helper
 
 F = TensorProto.FLOAT
 
