@@ -642,6 +642,37 @@ static const cge_kernel_def clpool_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_pool_nhwc_launch,
      .inplace_input = -1}};
 
+/* Concat's and Split's meta with what the NHWC kernels need on top: a
+ * channel axis (rank 3 or more) and at most CGE_NHWC_SEG_MAX_PARTS parts,
+ * which the kernels check at launch too. */
+static cge_status nhwc_parts_check(cge_infer_ctx *ctx, const cge_tensor_desc *whole,
+                                   int32_t parts)
+{
+    if (whole->shape.rank < 3) {
+        char s[CGE_SHAPE_STR_MAX];
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "%s has no channel axis: NHWC data has rank 3 "
+                              "or more", cge_shape_str(&whole->shape, s, sizeof s));
+    }
+    if (parts > CGE_NHWC_SEG_MAX_PARTS)
+        return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED, "%d parts; at most %d in NHWC",
+                              (int)parts, CGE_NHWC_SEG_MAX_PARTS);
+    return CGE_OK;
+}
+
+static cge_status clcat_infer(cge_infer_ctx *ctx)
+{
+    cge_status st = ctx->num_inputs > 0 ? nhwc_parts_check(ctx, &ctx->inputs[0], ctx->num_inputs)
+                                        : CGE_OK;
+    return st ? st : cge_concat_infer(ctx);
+}
+
+static cge_status clsplit_infer(cge_infer_ctx *ctx)
+{
+    cge_status st = ctx->num_inputs > 0 ? nhwc_parts_check(ctx, &ctx->inputs[0], ctx->num_outputs)
+                                        : CGE_OK;
+    return st ? st : cge_split_infer(ctx);
+}
+
 static const cge_arg_def clcat_in[] = {
     {"inputs", CGE_ARG_VARIADIC, CGE_DT_ALL, "tensors of one dtype and rank, in NHWC format"}};
 static const cge_arg_def clcat_out[] = {{"concat_result", 0, CGE_DT_ALL, "joined, in NHWC format"}};
@@ -677,6 +708,15 @@ static const cge_attr_def lview_attrs[] = {
     {"to", CGE_ATTR_INT, false, 0, 0.0f, NULL, "cge_format of the output: 0 plain, 1 NHWC"}};
 static const cge_kernel_def lview_kernels[] = {
     {.engine = "cpu", .launch = cge_layout_view_launch, .inplace_input = -1}};
+
+/* Resize's schema and meta, less the dtypes: the NHWC kernel is float32's. */
+static cge_status clrz_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs > 0 && ctx->inputs[0].dtype != CGE_F32)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "X is %s; the NHWC kernel takes float32",
+                              cge_dtype_name(ctx->inputs[0].dtype));
+    return cge_resize_infer(ctx);
+}
 
 static const cge_arg_def clrz_out[] = {{"Y", 0, CGE_DT(CGE_F32), "resized, in NHWC format"}};
 static const cge_kernel_def clrz_kernels[] = {
@@ -722,11 +762,11 @@ static const cge_op_def compiler_ops[] = {
      .doc = "max / average / global pooling of NHWC activations (made by the layout passes)"},
     {.name = "ChannelsLastConcat", .domain = CC_FUSED_DOMAIN, .since_version = 1,
      .inputs = clcat_in, .num_inputs = 1, .outputs = clcat_out, .num_outputs = 1,
-     .attrs = clcat_attrs, .num_attrs = 1, .infer = cge_concat_infer, .kernels = clcat_kernels,
+     .attrs = clcat_attrs, .num_attrs = 1, .infer = clcat_infer, .kernels = clcat_kernels,
      .num_kernels = 1, .doc = "Concat of NHWC activations (made by the layout passes)"},
     {.name = "ChannelsLastSplit", .domain = CC_FUSED_DOMAIN, .since_version = 1,
      .inputs = clsplit_in, .num_inputs = 2, .outputs = clsplit_out, .num_outputs = 1,
-     .attrs = clsplit_attrs, .num_attrs = 1, .infer = cge_split_infer, .kernels = clsplit_kernels,
+     .attrs = clsplit_attrs, .num_attrs = 1, .infer = clsplit_infer, .kernels = clsplit_kernels,
      .num_kernels = 1, .doc = "Split of NHWC activations (made by the layout passes)"},
     {.name = "ChannelsLastAffine", .domain = CC_FUSED_DOMAIN, .since_version = 1,
      .inputs = claff_in, .num_inputs = 3, .outputs = claff_out, .num_outputs = 1,
@@ -741,7 +781,7 @@ static const cge_op_def compiler_ops[] = {
     {.name = "ChannelsLastResize", .domain = CC_FUSED_DOMAIN, .since_version = 1,
      .inputs = cge_resize_inputs, .num_inputs = CGE_RESIZE_NUM_INPUTS, .outputs = clrz_out,
      .num_outputs = 1, .attrs = cge_resize_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS,
-     .infer = cge_resize_infer, .kernels = clrz_kernels, .num_kernels = 1,
+     .infer = clrz_infer, .kernels = clrz_kernels, .num_kernels = 1,
      .doc = "Resize of NHWC activations, channels kept (made by the layout passes)"},
     {.name = "ChannelsLastScale", .domain = CC_FUSED_DOMAIN, .since_version = 1,
      .inputs = clscale_in, .num_inputs = 2, .outputs = clscale_out, .num_outputs = 1,
