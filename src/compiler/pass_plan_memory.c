@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
 static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
@@ -15,7 +16,7 @@ static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsquee
 bool cc_is_view_op(const cge_node *n)
 {
     /* the layout passes' Transposes of NHWC bytes */
-    if (!strcmp(cge_node_domain(n), CC_FUSED_DOMAIN))
+    if (!strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED))
         return !strcmp(cge_node_op_type(n), "LayoutView");
     if (cge_node_domain(n)[0])
         return false;

@@ -802,8 +802,6 @@ static cge_status parse(cge_model *M, const char *what, const cge_model_load_opt
             st = bad(&L, "weights checksum mismatch (stored %08x, computed %08x): the file is "
                          "corrupt", L.h->weights_crc32, crc);
     }
-    if (!st && cc_register_ops())
-        st = wrap(&L, "operators");
     if (!st)
         st = build_plan(&L, &M->plan);
     if (st)

@@ -24,6 +24,8 @@ static const family_fn families[] = {
     cge_ops_loss, cge_ops_misc,
     cge_ops_control_flow,
     cge_ops_training,
+    cge__ops_fused_elementwise, cge__ops_fused_matmul, cge__ops_fused_conv,
+    cge__ops_channels_last, cge__ops_copy,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

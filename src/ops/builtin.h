@@ -33,6 +33,12 @@ const cge_op_def *cge_ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss 
 const cge_op_def *cge_ops_control_flow(int32_t *count); /* If Loop Scan */
 const cge_op_def *cge_ops_training(int32_t *count); /* Adagrad Momentum Adam (ai.onnx.preview.training) */
 const cge_op_def *cge_ops_misc(int32_t *count);    /* CastLike MVN Det GridSample MaxUnpool RoiAlign NonMaxSuppression Unique TfIdfVectorizer Random* Bernoulli Multinomial */
+/* cge's own operators (cge/fused_ops.h), builtins like the rest: */
+const cge_op_def *cge__ops_fused_elementwise(int32_t *count); /* cge.fused ElementwiseChain */
+const cge_op_def *cge__ops_fused_matmul(int32_t *count); /* cge.fused FusedMatMul */
+const cge_op_def *cge__ops_fused_conv(int32_t *count); /* cge.fused FusedConv */
+const cge_op_def *cge__ops_channels_last(int32_t *count); /* cge.fused ChannelsLast* LayoutView */
+const cge_op_def *cge__ops_copy(int32_t *count); /* cge Copy Reorder */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge_ops_builtin_init(void);

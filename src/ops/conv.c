@@ -967,7 +967,7 @@ static cge_status conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return conv_launch_common(ctx, stream, false);
 }
 
-/* ---- FusedConv (cge.fused, registered by the compiler) ---------------------- */
+/* ---- FusedConv (cge.fused; its schema is in fused_conv.c) ------------------- */
 
 cge_status cge_fused_conv_infer(cge_infer_ctx *ctx)
 {
