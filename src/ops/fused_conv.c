@@ -13,12 +13,7 @@ static const cge_arg_def fconv_in[] = {
 };
 static const cge_arg_def fconv_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(Conv(X, W, B) + Z)"}};
 static const cge_attr_def fconv_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, SAME_UPPER, SAME_LOWER, VALID"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim, default 1"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "taken from W when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends, default 0"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim, default 1"},
+    CGE__CONV_ATTR_DEFS,
     {.name = "activation", .kind = CGE_ATTR_STRING, .default_s = "none",
      .doc = "none relu leaky_relu clip sigmoid tanh"},
     {.name = "alpha", .kind = CGE_ATTR_FLOAT, .default_f = 0.01f, .doc = "leaky_relu slope"},
