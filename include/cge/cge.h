@@ -7,6 +7,7 @@
 #include "cge/runtime.h"
 #include "cge/graph.h"
 #include "cge/op.h"
+#include "cge/fused_ops.h"
 #include "cge/compiler.h"
 #include "cge/es.h"
 #include "cge/session.h"

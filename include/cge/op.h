@@ -222,6 +222,17 @@ cge_status cge_graph_verify(const cge_graph *g);
 /* Run meta on every node in topological order, writing value descriptors.
  * Constant inputs are passed to infer as values. */
 cge_status cge_graph_infer(cge_graph *g);
+/* Run `def`'s meta on one set of input descriptors, outside a graph (a
+ * pass, a front end or a tool asking what a node would produce): each
+ * present input's dtype is checked against the schema, then infer runs, then
+ * every output must have a dtype and shape. inputs[i].dtype UNDEFINED marks
+ * an absent optional input; input_values and input_symbolic may be NULL, or
+ * hold NULL entries (as in cge_infer_ctx). outputs[] get dtype and shape,
+ * their names are kept; errors name `node_name`. */
+cge_status cge_op_infer(const cge_op_def *def, const char *node_name, const cge_attrs *attrs,
+                        const cge_tensor_desc *inputs, const void *const *input_values,
+                        const cge_symbolic_value *const *input_symbolic, int32_t num_inputs,
+                        cge_tensor_desc *outputs, int32_t num_outputs);
 
 /* Helpers for infer functions: record a [meta] error naming the node. */
 cge_status cge_meta_error(const cge_infer_ctx *ctx, cge_status status, const char *fmt, ...)

@@ -1,7 +1,7 @@
 /* Internal to the compiler: the context every pass receives, the pass table,
- * the parts of the plan under construction that build passes hand on, use
- * lists and rewriting helpers shared by the passes, and the fused operators
- * the compiler registers. */
+ * the parts of the plan under construction that build passes hand on, and
+ * use lists and rewriting helpers shared by the passes (the operators the
+ * passes make are in cge/fused_ops.h). */
 #ifndef CGE_COMPILER_INTERNAL_H
 #define CGE_COMPILER_INTERNAL_H
 
@@ -10,9 +10,6 @@
 
 #include "cge/compiler.h"
 #include "compiler/plan_builder.h"
-
-#define CC_FUSED_DOMAIN "cge.fused"
-#define CC_DOMAIN "cge"
 
 /* ---- context ---------------------------------------------------------------- */
 
@@ -200,26 +197,5 @@ int32_t cc_other_input(const cge_node *n, int32_t id);
 /* Whether `id` is a one-element constant within tol of v. */
 bool cc_scalar_near(const cge_graph *g, int32_t id, double v, double tol);
 cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
-
-/* ---- fused and conversion operators ------------------------------------------- */
-
-/* Registers cge.fused ElementwiseChain, FusedMatMul, FusedConv,
- * ChannelsLastPool, ChannelsLastConcat, ChannelsLastSplit and
- * ChannelsLastAffine, ChannelsLastScale, ChannelsLastResize, LayoutView, cge
- * Copy and Reorder
- * (once per process, through cge_op_register_library). */
-cge_status cc_register_ops(void);
-
-/* ElementwiseChain's bytecode: 4 int64 per instruction (op, dst, a, b).
- * Registers 0 .. num_inputs-1 hold the inputs; b indexes the "imm" floats
- * for ops with a parameter. Outputs name registers through "out_regs". */
-typedef enum cc_ew_op {
-    CC_EW_ADD = 1, CC_EW_SUB, CC_EW_MUL, CC_EW_DIV,
-    CC_EW_NEG, CC_EW_ABS, CC_EW_EXP, CC_EW_LOG, CC_EW_SQRT, CC_EW_RECIP, CC_EW_RELU,
-    CC_EW_LEAKY, CC_EW_SIGMOID, CC_EW_TANH, CC_EW_ERF, CC_EW_GELU, CC_EW_GELU_TANH,
-    CC_EW_COPY, CC_EW_CLIP, /* CLIP: a = x, b = index of (lo, hi) in imm */
-    CC_EW_COUNT
-} cc_ew_op;
-#define CC_EW_MAX_REGS 32
 
 #endif

@@ -23,9 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
-#include "ops/conv_fused.h"
-#include "ops/transform_nhwc.h"
 
 static const char *pool_mode(const cge_node *n)
 {
@@ -42,7 +41,7 @@ static const char *pool_mode(const cge_node *n)
 static bool is_fused(const cge_node *n, const char *op)
 {
     return n && !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), op) &&
-           !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN);
+           !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED);
 }
 
 static bool static_rank_3_to_5(const cge_graph *g, int32_t id)
@@ -101,7 +100,7 @@ static bool pool_eligible(const cge_graph *g, const cge_node *n)
 static bool concat_eligible(const cge_graph *g, const cge_node *n)
 {
     int32_t ni = cge_node_num_inputs(n);
-    if (!cc_is_op(n, "Concat") || ni < 1 || ni > CGE_NHWC_SEG_MAX_PARTS ||
+    if (!cc_is_op(n, "Concat") || ni < 1 || ni > CGE_CHANNELS_LAST_MAX_PARTS ||
         !static_rank_3_to_5(g, cge_node_output_id(n, 0)))
         return false;
     for (int32_t k = 0; k < ni; k++)
@@ -113,7 +112,7 @@ static bool concat_eligible(const cge_graph *g, const cge_node *n)
 static bool split_eligible(const cge_graph *g, const cge_node *n)
 {
     int32_t no = cge_node_num_outputs(n);
-    if (!cc_is_op(n, "Split") || no < 1 || no > CGE_NHWC_SEG_MAX_PARTS ||
+    if (!cc_is_op(n, "Split") || no < 1 || no > CGE_CHANNELS_LAST_MAX_PARTS ||
         cge_node_num_inputs(n) > 2)
         return false;
     for (int32_t k = 0; k < no; k++)
@@ -149,10 +148,10 @@ static cge_status swap_node(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *
                             const char *const *ins, int32_t ni, bool copy_attrs, cge_node **made)
 {
     int32_t no = cge_node_num_outputs(n);
-    char outs_buf[CGE_NHWC_SEG_MAX_PARTS][256];
-    const char *outs[CGE_NHWC_SEG_MAX_PARTS];
+    char outs_buf[CGE_CHANNELS_LAST_MAX_PARTS][256];
+    const char *outs[CGE_CHANNELS_LAST_MAX_PARTS];
     char name[256], tmp[256];
-    if (no > CGE_NHWC_SEG_MAX_PARTS)
+    if (no > CGE_CHANNELS_LAST_MAX_PARTS)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "channels_last_ops: too many outputs");
     cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name);
     /* The outputs' names pass to the new node: temporary names for the old
@@ -168,7 +167,7 @@ static cge_status swap_node(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *
     }
     cge_node *f = NULL;
     if (!st)
-        st = cge_graph_add_node(g, op, CC_FUSED_DOMAIN, name, ins, ni, outs, no, &f);
+        st = cge_graph_add_node(g, op, CGE_DOMAIN_FUSED, name, ins, ni, outs, no, &f);
     if (!st && copy_attrs)
         st = cc_copy_attrs(f, n);
     if (!st)
@@ -361,8 +360,8 @@ static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op
                           const char *mode, cge_node **made)
 {
     int32_t ni = cge_node_num_inputs(n);
-    const char *ins[CGE_NHWC_SEG_MAX_PARTS];
-    if (ni > CGE_NHWC_SEG_MAX_PARTS)
+    const char *ins[CGE_CHANNELS_LAST_MAX_PARTS];
+    if (ni > CGE_CHANNELS_LAST_MAX_PARTS)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "channels_last_ops: too many inputs");
     for (int32_t k = 0; k < ni; k++)
         ins[k] = cge_node_input(n, k);

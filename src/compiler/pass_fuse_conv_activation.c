@@ -9,8 +9,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
-#include "ops/conv_fused.h"
 
 static bool f32_static(const cge_graph *g, int32_t id, cge_tensor_desc *d)
 {
@@ -83,8 +83,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
     if (count == 1) /* the Conv's output name passes to the fused node */
         st = cge_node_set_output(conv, 0, cc_fresh_name(ctx, g, out, tmp, sizeof tmp));
     if (!st)
-        st = cge_graph_add_node(g, "FusedConv", CC_FUSED_DOMAIN, name, ins, z >= 0 ? 4 : b >= 0 ? 3 : 2,
-                                &out, 1, &f);
+        st = cge_graph_add_node(g, "FusedConv", CGE_DOMAIN_FUSED, name, ins,
+                                z >= 0 ? 4 : b >= 0 ? 3 : 2, &out, 1, &f);
     if (!st)
         st = cc_copy_attrs(f, conv);
     if (!st)

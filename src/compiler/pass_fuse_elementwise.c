@@ -8,24 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
 #define MAX_NODES 40
-#define MAX_INPUTS 16
+#define MAX_INPUTS CGE_EW_MAX_INPUTS
 
 typedef struct ew_map {
     const char *op;
-    cc_ew_op code;
+    cge_ew_op code;
     int arity;
 } ew_map;
 
 static const ew_map ops[] = {
-    {"Add", CC_EW_ADD, 2}, {"Sub", CC_EW_SUB, 2}, {"Mul", CC_EW_MUL, 2}, {"Div", CC_EW_DIV, 2},
-    {"Neg", CC_EW_NEG, 1}, {"Abs", CC_EW_ABS, 1}, {"Exp", CC_EW_EXP, 1}, {"Log", CC_EW_LOG, 1},
-    {"Sqrt", CC_EW_SQRT, 1}, {"Reciprocal", CC_EW_RECIP, 1}, {"Relu", CC_EW_RELU, 1},
-    {"LeakyRelu", CC_EW_LEAKY, 1}, {"Sigmoid", CC_EW_SIGMOID, 1}, {"Tanh", CC_EW_TANH, 1},
-    {"Erf", CC_EW_ERF, 1}, {"Gelu", CC_EW_GELU, 1}, {"Identity", CC_EW_COPY, 1},
-    {"Clip", CC_EW_CLIP, 1},
+    {"Add", CGE_EW_ADD, 2}, {"Sub", CGE_EW_SUB, 2}, {"Mul", CGE_EW_MUL, 2}, {"Div", CGE_EW_DIV, 2},
+    {"Neg", CGE_EW_NEG, 1}, {"Abs", CGE_EW_ABS, 1}, {"Exp", CGE_EW_EXP, 1}, {"Log", CGE_EW_LOG, 1},
+    {"Sqrt", CGE_EW_SQRT, 1}, {"Reciprocal", CGE_EW_RECIP, 1}, {"Relu", CGE_EW_RELU, 1},
+    {"LeakyRelu", CGE_EW_LEAKY, 1}, {"Sigmoid", CGE_EW_SIGMOID, 1}, {"Tanh", CGE_EW_TANH, 1},
+    {"Erf", CGE_EW_ERF, 1}, {"Gelu", CGE_EW_GELU, 1}, {"Identity", CGE_EW_COPY, 1},
+    {"Clip", CGE_EW_CLIP, 1},
 };
 
 static const ew_map *lookup(const cge_node *n)
@@ -60,7 +61,7 @@ static bool fusable(const cge_graph *g, const cge_node *n)
     const ew_map *m = lookup(n);
     if (!m || cge_node_num_outputs(n) != 1)
         return false;
-    bool clip = m->code == CC_EW_CLIP;
+    bool clip = m->code == CGE_EW_CLIP;
     if (!clip && cge_node_num_inputs(n) != m->arity)
         return false;
     cge_tensor_desc o = cc_out_desc(g, n, 0);
@@ -71,7 +72,7 @@ static bool fusable(const cge_graph *g, const cge_node *n)
         if (!clip_bounds(g, n, &lo, &hi))
             return false;
     }
-    if (m->code == CC_EW_GELU) {
+    if (m->code == CGE_EW_GELU) {
         const char *ap = cge_attrs_get_string(cge_node_attrs_const(n), "approximate", "none");
         if (strcmp(ap, "none") && strcmp(ap, "tanh"))
             return false;
@@ -98,7 +99,7 @@ static int32_t find(int32_t *parent, int32_t x)
 static int32_t arity_of(const cge_node *n)
 {
     const ew_map *m = lookup(n);
-    return m->code == CC_EW_CLIP ? 1 : m->arity;
+    return m->code == CGE_EW_CLIP ? 1 : m->arity;
 }
 
 typedef struct group_build {
@@ -107,7 +108,7 @@ typedef struct group_build {
     int32_t num_inputs;
     int64_t prog[MAX_NODES * 4];
     int32_t num_instr;
-    float imm[32];
+    float imm[CGE_EW_MAX_IMM];
     int32_t num_imm;
 } group_build;
 
@@ -145,7 +146,7 @@ static cge_status emit(cc_ctx *ctx, cge_graph *g, cge_node **members, int32_t nm
             b.inputs[b.num_inputs++] = cge_graph_value_name(g, id);
         }
     }
-    if (b.num_inputs + nm > CC_EW_MAX_REGS)
+    if (b.num_inputs + nm > CGE_EW_MAX_REGS)
         return CGE_OK;
     int32_t reg[MAX_NODES];
     for (int32_t m = 0; m < nm; m++) {
@@ -155,18 +156,18 @@ static cge_status emit(cc_ctx *ctx, cge_graph *g, cge_node **members, int32_t nm
         q[1] = b.num_inputs + m;
         q[2] = reg_of(&b, reg, g, cge_node_input_id(members[m], 0), members, m);
         q[3] = mp->arity == 2 ? reg_of(&b, reg, g, cge_node_input_id(members[m], 1), members, m) : 0;
-        if (mp->code == CC_EW_GELU &&
+        if (mp->code == CGE_EW_GELU &&
             !strcmp(cge_attrs_get_string(cge_node_attrs_const(members[m]), "approximate", "none"),
                     "tanh"))
-            q[0] = CC_EW_GELU_TANH;
-        if (mp->code == CC_EW_LEAKY) {
-            if (b.num_imm + 1 > 32)
+            q[0] = CGE_EW_GELU_TANH;
+        if (mp->code == CGE_EW_LEAKY) {
+            if (b.num_imm + 1 > CGE_EW_MAX_IMM)
                 return CGE_OK;
             q[3] = b.num_imm;
             b.imm[b.num_imm++] = cge_attrs_get_float(cge_node_attrs_const(members[m]), "alpha", 0.01f);
         }
-        if (mp->code == CC_EW_CLIP) {
-            if (b.num_imm + 2 > 32)
+        if (mp->code == CGE_EW_CLIP) {
+            if (b.num_imm + 2 > CGE_EW_MAX_IMM)
                 return CGE_OK;
             q[3] = b.num_imm;
             clip_bounds(g, members[m], &b.imm[b.num_imm], &b.imm[b.num_imm + 1]);
@@ -189,7 +190,7 @@ static cge_status emit(cc_ctx *ctx, cge_graph *g, cge_node **members, int32_t nm
         st = cge_graph_remove_node(g, members[m]);
     cge_node *f = NULL;
     if (!st)
-        st = cge_graph_add_node(g, "ElementwiseChain", CC_FUSED_DOMAIN, name, inputs, b.num_inputs,
+        st = cge_graph_add_node(g, "ElementwiseChain", CGE_DOMAIN_FUSED, name, inputs, b.num_inputs,
                                 &out, 1, &f);
     int64_t out_reg = b.num_inputs + nm - 1;
     if (!st)
@@ -246,7 +247,7 @@ cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g)
                 continue;
             /* Each merge turns one outside input into an inside edge. */
             int32_t nsize = size[a] + size[b], nwidth = width[a] + width[b] - 1;
-            if (nsize > MAX_NODES || nwidth > MAX_INPUTS || nwidth + nsize > CC_EW_MAX_REGS)
+            if (nsize > MAX_NODES || nwidth > MAX_INPUTS || nwidth + nsize > CGE_EW_MAX_REGS)
                 continue;
             parent[a] = b;
             size[b] = nsize;

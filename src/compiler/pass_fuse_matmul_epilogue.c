@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
 static bool f32(const cge_graph *g, int32_t id)
@@ -90,7 +91,7 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         st = cge_graph_remove_node(g, nodes[k]);
     cge_node *f = NULL;
     if (!st)
-        st = cge_graph_add_node(g, "FusedMatMul", CC_FUSED_DOMAIN, name, ins, bias >= 0 ? 3 : 2,
+        st = cge_graph_add_node(g, "FusedMatMul", CGE_DOMAIN_FUSED, name, ins, bias >= 0 ? 3 : 2,
                                 &out, 1, &f);
     if (!st && act)
         st = cc_set_activation(f, &av);

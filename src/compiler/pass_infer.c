@@ -12,8 +12,6 @@
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
-#include "ops/kernel_util.h"
-#include "ops/meta.h"
 
 #define MAX_IO 16
 /* Values carried along are shape-sized, not tensors. */
@@ -157,7 +155,8 @@ static const sym_value *sym_view(const cge_graph *g, const propagation *p, int32
         return NULL;
     sym_init(tmp, n);
     for (int64_t k = 0; k < n; k++)
-        sym_set(tmp, k, cge_load_as_i64(d->dtype, v, k), false);
+        sym_set(tmp, k, d->dtype == CGE_I64 ? ((const int64_t *)v)[k] : ((const int32_t *)v)[k],
+                false);
     return tmp;
 }
 
@@ -434,8 +433,8 @@ static cge_status infer_node(cc_ctx *ctx, cge_graph *g, cge_node *n, propagation
         }
         for (int32_t i = 0; i < no; i++)
             out[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
-        st = cge_op_infer_node_symbolic(def, cge_node_name(n), cge_node_attrs_const(n), in, vals,
-                                        any_sym ? syms : NULL, ni, out, no);
+        st = cge_op_infer(def, cge_node_name(n), cge_node_attrs_const(n), in, vals,
+                          any_sym ? syms : NULL, ni, out, no);
         for (int32_t i = 0; !st && i < no; i++)
             st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);
         if (!st && !big && carry) {

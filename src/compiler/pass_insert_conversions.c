@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
 typedef struct conv_entry {
@@ -41,7 +42,7 @@ static cge_status add_conversion(cc_ctx *ctx, cge_graph *g, const char *op, int3
         out = cc_fresh_name(ctx, g, in, vname, sizeof vname);
     cc_fresh_name(ctx, g, op, nname, sizeof nname);
     cge_node *n = NULL;
-    cge_status st = cge_graph_add_node(g, op, CC_DOMAIN, nname, &in, 1, &out, 1, &n);
+    cge_status st = cge_graph_add_node(g, op, CGE_DOMAIN_CONVERSION, nname, &in, 1, &out, 1, &n);
     if (!st && !strcmp(op, "Reorder")) {
         st = cge_node_set_int(n, "from", from_fmt);
         if (!st)

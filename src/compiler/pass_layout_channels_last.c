@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
-#include "ops/conv_fused.h"
 
 /* What a node is to this pass: K_NHWC_OP is one of optimize/
  * channels_last_ops's ChannelsLast* nodes, NHWC by definition; K_VIEW_IN a
@@ -30,7 +30,7 @@ static bool makes_nhwc(uint8_t k)
 static bool is_fused_op(const cge_node *n, const char *op)
 {
     return !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), op) &&
-           !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN);
+           !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED);
 }
 
 static int64_t numel_of(const cge_graph *g, int32_t id)
@@ -136,7 +136,8 @@ static cge_status add_reorder(cc_ctx *ctx, cge_graph *g, int32_t src, cge_format
         out = cc_fresh_name(ctx, g, to == CGE_FORMAT_NHWC ? "nhwc" : "plain", vname, sizeof vname);
     cc_fresh_name(ctx, g, "Reorder", nname, sizeof nname);
     cge_node *n = NULL;
-    cge_status st = cge_graph_add_node(g, "Reorder", CC_DOMAIN, nname, &in, 1, &out, 1, &n);
+    cge_status st =
+        cge_graph_add_node(g, "Reorder", CGE_DOMAIN_CONVERSION, nname, &in, 1, &out, 1, &n);
     if (!st)
         st = cge_node_set_int(n, "from", d.format);
     if (!st)

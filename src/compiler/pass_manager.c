@@ -333,10 +333,8 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
     double t0 = cc_now_ms();
     cc_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    cge_status st = cc_register_ops();
     cge_plan *p = NULL;
-    if (!st)
-        st = cge__plan_create(&p);
+    cge_status st = cge__plan_create(&p);
     ctx.build.plan = p;
     if (!st)
         st = resolve_options(&ctx, opts);

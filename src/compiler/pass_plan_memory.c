@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
 typedef struct mp {

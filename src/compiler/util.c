@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/strmap.h"
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
 double cc_now_ms(void)
@@ -540,7 +541,7 @@ bool cc_is_elementwise(const cge_node *n)
         "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf",
         "Sin", "Cos"};
     if (!cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), "ElementwiseChain") &&
-        !strcmp(cge_node_domain(n), CC_FUSED_DOMAIN))
+        !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED))
         return true;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (cc_is_op(n, ops[i]))
@@ -553,7 +554,7 @@ static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsquee
 bool cc_is_view_op(const cge_node *n)
 {
     /* the layout passes' Transposes of NHWC bytes */
-    if (!strcmp(cge_node_domain(n), CC_FUSED_DOMAIN))
+    if (!strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED))
         return !strcmp(cge_node_op_type(n), "LayoutView");
     if (cge_node_domain(n)[0])
         return false;

@@ -14,9 +14,8 @@
 #include <unistd.h>
 
 #include "cge/cge.h"
-#include "compiler/compiler_internal.h"
+#include "compiler/plan_builder.h"
 #include "model_file/model_internal.h"
-#include "ops/meta.h"
 
 #define MAX_STEP_IO 1024
 #define MAX_COUNT (1 << 24)
@@ -616,8 +615,8 @@ static cge_status bind_step(loader *L, cge_plan *p, int32_t t)
     }
     for (int32_t k = 0; !st && k < no; k++)
         outd[k] = (cge_tensor_desc){.name = values[s->outputs[k]].name};
-    if (!st && cge_op_infer_node(s->def, cge_node_name(n), cge_node_attrs_const(n), in,
-                                 (const void *const *)vals, ni, outd, no))
+    if (!st && cge_op_infer(s->def, cge_node_name(n), cge_node_attrs_const(n), in,
+                            (const void *const *)vals, NULL, ni, outd, no))
         st = wrap(L, "meta");
     char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
     for (int32_t k = 0; !st && k < no; k++) {
@@ -781,8 +780,6 @@ static cge_status parse(cge_model *M, const char *what, const cge_model_load_opt
             st = bad(&L, "weights checksum mismatch (stored %08x, computed %08x): the file is "
                          "corrupt", L.h->weights_crc32, crc);
     }
-    if (!st && cc_register_ops())
-        st = wrap(&L, "operators");
     if (!st)
         st = build_plan(&L, &M->plan);
     if (st)

@@ -147,8 +147,7 @@ static cge_status write_attr(writer *w, const cge_node *n, const cge_attr *a)
 
 bool cgm_builtin_origin(const char *origin)
 {
-    return !origin || !strcmp(origin, "builtin") || !strcmp(origin, "compiler") ||
-           !strcmp(origin, "onnx_converters");
+    return !origin || !strcmp(origin, "builtin") || !strcmp(origin, "onnx_converters");
 }
 
 /* The name a library at `path` registers under, if it is loaded. */

@@ -113,6 +113,28 @@ static const oc_spec builtin_specs[] = {
     {"Momentum", {"f32[]={0.1}; i64[]={1}; f32[3]; f32[3]; f32[3] -> 2 | alpha=0.9 beta=0.5 "
                   "mode=nesterov norm_coefficient=0.01"}},
     {"Adam", {"f32[]={0.1}; i64[]={3}; f32[2,2]; f32[2,2]; f32[2,2]; f32[2,2] -> 3"}},
+    /* cge.fused (cge/fused_ops.h). ElementwiseChain: Mul then Relu; Add of a
+     * one-element input then Clip by imm; Mul then Gelu with both results. */
+    {"ElementwiseChain", {"f32[2,3]; f32[2,3] | program=3,2,0,1,11,3,2,0 out_regs=3",
+                          "f32[2,3]; f32[1] | program=1,2,0,1,19,3,2,0 out_regs=3 imm=-0.5,0.5",
+                          "f32[4]; f32[4] -> 2 | program=3,2,0,1,16,3,2,0 out_regs=2,3"}},
+    {"FusedMatMul", {"f32[2,3]; f32[3,4]; f32[4] | activation=relu",
+                     "f32[2,2,3]; f32[4,3] | trans_b=1 activation=gelu_tanh",
+                     "f32[3,5]; f32[5,2]; f32[2] | activation=clip min=-0.5 max=0.5"}},
+    {"FusedConv",
+     {"f32[1,2,6,6]; f32[4,2,3,3]; f32[4]; f32[1,4,6,6] | pads=1,1,1,1 activation=relu",
+      "f32[1,4,5,5]; f32[4,2,3,3] | group=2 strides=2,2 activation=leaky_relu alpha=0.1"}},
+    {"ChannelsLastPool", {"f32[1,2,6,6] | mode=max kernel_shape=3,3 strides=2,2 pads=1,1,1,1",
+                          "f32[1,3,5,5] | mode=avg kernel_shape=2,2 count_include_pad=1",
+                          "f32[2,3,4,5] | mode=global_avg", "f32[2,3,4,5] | mode=global_max"}},
+    {"ChannelsLastConcat",
+     {"f32[1,2,3,3]; f32[1,4,3,3] | axis=1", "f32[2,3,2,2]; f32[2,3,1,2] | axis=2"}},
+    {"ChannelsLastSplit", {"f32[1,6,2,2]; i64[2]={2,4} | axis=1", "f32[2,3,4,2] -> 2 | axis=2"}},
+    {"ChannelsLastAffine", {"f32[1,3,4,4]; f64[3]; f64[3] | relu=1"}},
+    {"ChannelsLastScale", {"f32[2,3,4,4]; f32[2,3,1,1]", "f32[1,3,2,2]; f32[1,3,1,1]"}},
+    {"ChannelsLastResize", {"f32[1,2,2,3]; -; f32[4]={1,1,2,2} | mode=nearest",
+                            "f32[1,2,3,3]; -; -; i64[4]={1,2,5,4} | mode=linear"}},
+    {"LayoutView", {"f32[2,3,4] | perm=0,2,1", "f32[1,3,4,5] | perm=0,3,1,2 to=1"}},
 };
 
 /* Ops the checker does not run, and why. */

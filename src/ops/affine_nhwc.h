@@ -1,6 +1,5 @@
-/* Kernel entry points of cge.fused ChannelsLastAffine and ChannelsLastScale,
- * which the compiler
- * registers for its layout passes: Y = X * A[c] + B[c] over float32 NHWC
+/* Meta and kernels of cge.fused ChannelsLastAffine and ChannelsLastScale
+ * (schemas in channels_last.c): Y = X * A[c] + B[c] over float32 NHWC
  * activations (an inference BatchNormalization with its constants folded
  * into A and B, float64 [C], computed as BatchNormalization's kernel does,
  * so that the bits are the same); "relu" = 1 applies Relu after. */

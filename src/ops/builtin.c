@@ -25,6 +25,8 @@ static const family_fn families[] = {
     cge_ops_text, cge_ops_random,
     cge_ops_control_flow,
     cge_ops_training,
+    cge__ops_fused_elementwise, cge__ops_fused_matmul, cge__ops_fused_conv,
+    cge__ops_channels_last, cge__ops_copy,
 };
 
 /* Built once and kept for the life of the process, as a loaded library's

@@ -39,6 +39,12 @@ const cge_op_def *cge_ops_sampling(int32_t *count); /* GridSample MaxUnpool */
 const cge_op_def *cge_ops_detection(int32_t *count); /* RoiAlign NonMaxSuppression */
 const cge_op_def *cge_ops_text(int32_t *count);    /* TfIdfVectorizer */
 const cge_op_def *cge_ops_random(int32_t *count);  /* RandomUniform(Like) RandomNormal(Like) Bernoulli Multinomial */
+/* cge's own operators (cge/fused_ops.h), builtins like the rest: */
+const cge_op_def *cge__ops_fused_elementwise(int32_t *count); /* cge.fused ElementwiseChain */
+const cge_op_def *cge__ops_fused_matmul(int32_t *count); /* cge.fused FusedMatMul */
+const cge_op_def *cge__ops_fused_conv(int32_t *count); /* cge.fused FusedConv */
+const cge_op_def *cge__ops_channels_last(int32_t *count); /* cge.fused ChannelsLast* LayoutView */
+const cge_op_def *cge__ops_copy(int32_t *count); /* cge Copy Reorder */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge_ops_builtin_init(void);

@@ -967,7 +967,7 @@ static cge_status conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return conv_launch_common(ctx, stream, false);
 }
 
-/* ---- FusedConv (cge.fused, registered by the compiler) ---------------------- */
+/* ---- FusedConv (cge.fused; its schema is in fused_conv.c) ------------------- */
 
 cge_status cge_fused_conv_infer(cge_infer_ctx *ctx)
 {
@@ -1048,14 +1048,7 @@ static const cge_arg_def conv_inputs[] = {
     {"B", CGE_ARG_OPTIONAL, CONV_DTYPES, "[M] bias"},
 };
 static const cge_arg_def conv_outputs[] = {{"Y", 0, CONV_DTYPES, "[N, M, O1, ...]"}};
-static const cge_attr_def conv_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, SAME_UPPER, SAME_LOWER, VALID"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim, default 1"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "taken from W when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends, default 0"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim, default 1"},
-};
+static const cge_attr_def conv_attrs[] = {CGE__CONV_ATTR_DEFS};
 static const cge_kernel_def conv_kernels[] = {{
     .engine = "cpu",
     .dtypes = CONV_DTYPES,

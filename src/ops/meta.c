@@ -171,6 +171,20 @@ cge_status cge_op_infer_node_symbolic(const cge_op_def *def, const char *node_na
     return CGE_OK;
 }
 
+cge_status cge_op_infer(const cge_op_def *def, const char *node_name, const cge_attrs *attrs,
+                        const cge_tensor_desc *inputs, const void *const *input_values,
+                        const cge_symbolic_value *const *input_symbolic, int32_t num_inputs,
+                        cge_tensor_desc *outputs, int32_t num_outputs)
+{
+    if (!def || (num_inputs && !inputs) || (num_outputs && !outputs) || num_inputs < 0 ||
+        num_outputs < 0)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "cge_op_infer: no definition, or inputs/outputs missing");
+    return cge_op_infer_node_symbolic(def, node_name ? node_name : "", attrs, inputs,
+                                      input_values, input_symbolic, num_inputs, outputs,
+                                      num_outputs);
+}
+
 static const char *node_label(const cge_node *n) { return cge_node_name(n); }
 
 cge_status cge_node_check_schema(const cge_graph *g, const cge_node *n)

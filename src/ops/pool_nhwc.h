@@ -1,8 +1,7 @@
-/* Kernel entry points of cge.fused ChannelsLastPool, which the compiler
- * registers (src/compiler/fused_ops.c) for its layout pass: float32 max,
- * average and global pools whose X and Y are NHWC (N, spatial..., C). The
- * "mode" attribute says which: max, avg, global_max, global_avg; the other
- * attributes are MaxPool's / AveragePool's. */
+/* Meta and kernel of cge.fused ChannelsLastPool (schema in channels_last.c):
+ * float32 max, average and global pools whose X and Y are NHWC (N,
+ * spatial..., C). The "mode" attribute says which: max, avg, global_max,
+ * global_avg; the other attributes are MaxPool's / AveragePool's. */
 #ifndef CGE_OPS_POOL_NHWC_H
 #define CGE_OPS_POOL_NHWC_H
 

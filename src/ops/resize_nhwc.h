@@ -1,5 +1,5 @@
-/* Resize over channels-last (NHWC) float32 bytes, for the compiler's
- * cge.fused ChannelsLastResize (layout passes, level 3): Resize's inputs,
+/* Resize over channels-last (NHWC) float32 bytes, for cge.fused
+ * ChannelsLastResize (schema in channels_last.c): Resize's inputs,
  * attributes, meta and workspace, with the channel axis kept (not resized);
  * the same bits as the NCHW kernel. */
 #ifndef CGE_OPS_RESIZE_NHWC_H

@@ -483,10 +483,10 @@ static cge_status seg_run_nhwc(const cge_kernel_ctx *ctx, cge_stream *stream,
                                bool to_whole)
 {
     int32_t r = whole->shape.rank, axis;
-    if (r < 3 || n > CGE_NHWC_SEG_MAX_PARTS || !cge_shape_is_static(&whole->shape) ||
+    if (r < 3 || n > CGE_CHANNELS_LAST_MAX_PARTS || !cge_shape_is_static(&whole->shape) ||
         !cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 0), r, false, &axis))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "bad axis or shape (rank 3 to 5, NHWC)");
-    cge_tensor w, p[CGE_NHWC_SEG_MAX_PARTS];
+    cge_tensor w, p[CGE_CHANNELS_LAST_MAX_PARTS];
     to_channels_last(whole, &w);
     for (int32_t i = 0; i < n; i++) {
         if (parts[i].shape.rank != r)

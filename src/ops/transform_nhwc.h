@@ -1,15 +1,13 @@
-/* Concat, Split and Transpose views over channels-last (NHWC) bytes, for the
- * compiler's cge.fused ChannelsLastConcat / ChannelsLastSplit / LayoutView
- * (layout passes, level 3):
+/* Concat, Split and Transpose views over channels-last (NHWC) bytes, the
+ * kernels of cge.fused ChannelsLastConcat / ChannelsLastSplit / LayoutView
+ * (schemas in channels_last.c):
  * shapes and "axis" are the logical NCHW ones, as for Concat and Split,
  * whose meta they share. */
 #ifndef CGE_OPS_TRANSFORM_NHWC_H
 #define CGE_OPS_TRANSFORM_NHWC_H
 
+#include "cge/fused_ops.h" /* CGE_CHANNELS_LAST_MAX_PARTS */
 #include "cge/op.h"
-
-/* Parts one node may join or split into in NHWC. */
-#define CGE_NHWC_SEG_MAX_PARTS 128
 
 cge_status cge_concat_infer(cge_infer_ctx *ctx);
 cge_status cge_transpose_infer(cge_infer_ctx *ctx);

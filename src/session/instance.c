@@ -16,7 +16,6 @@
 #include "base/strmap.h"
 #include "cge/compiler.h"
 #include "cge/op.h"
-#include "ops/meta.h"
 #include "session/instance.h"
 
 typedef struct value {
@@ -668,8 +667,8 @@ static cge_status run_eager(cge_instance *inst, eager_exec *ex, cge_stream *stre
         for (int32_t i = 0; i < no; i++)
             out_desc[i] = (cge_tensor_desc){.name = values[ne->out_idx[i]].name};
         if (!st)
-            st = cge_op_infer_node(ne->def, cge_node_name(ne->node), cge_node_attrs_const(ne->node),
-                                   in_desc, vals, ni, out_desc, no);
+            st = cge_op_infer(ne->def, cge_node_name(ne->node), cge_node_attrs_const(ne->node),
+                              in_desc, vals, NULL, ni, out_desc, no);
         for (int32_t i = 0; !st && i < no; i++) {
             value *v = &values[ne->out_idx[i]];
             v->desc.dtype = out_desc[i].dtype;

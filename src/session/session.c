@@ -11,7 +11,6 @@
 #include "cge/compiler.h"
 #include "cge/op.h"
 #include "cge/session.h"
-#include "ops/meta.h"
 #include "session/instance.h"
 
 #define MAX_INSTANCES 16

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
+#include "cge/fused_ops.h"
 #include "ct_util.h"
-#include "ops/conv_fused.h"
 
 static float wbuf[4][16 * 16 * 9];
 

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "cge/fused_ops.h"
 #include "op_runner.h"
 
 static const char *const builtin_names[] = {
@@ -35,6 +36,41 @@ static void test_builtins_registered(void **state)
         assert_non_null(cge_op_find_kernel(d, "cpu", CGE_F32));
     }
     assert_true(cge_op_count() >= (int32_t)(sizeof builtin_names / sizeof builtin_names[0]));
+}
+
+/* cge's own operators (the compiler's fusions and conversions) are builtins
+ * of the ops layer: this test links no compiler, and they are there and run. */
+static void test_fused_ops_registered(void **state)
+{
+    (void)state;
+    static const char *const own[][2] = {
+        {CGE_DOMAIN_FUSED, "ElementwiseChain"}, {CGE_DOMAIN_FUSED, "FusedMatMul"},
+        {CGE_DOMAIN_FUSED, "FusedConv"}, {CGE_DOMAIN_FUSED, "ChannelsLastPool"},
+        {CGE_DOMAIN_FUSED, "ChannelsLastConcat"}, {CGE_DOMAIN_FUSED, "ChannelsLastSplit"},
+        {CGE_DOMAIN_FUSED, "ChannelsLastAffine"}, {CGE_DOMAIN_FUSED, "ChannelsLastScale"},
+        {CGE_DOMAIN_FUSED, "ChannelsLastResize"}, {CGE_DOMAIN_FUSED, "LayoutView"},
+        {CGE_DOMAIN_CONVERSION, "Copy"}, {CGE_DOMAIN_CONVERSION, "Reorder"},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        const cge_op_def *d = cge_op_find(own[i][0], own[i][1], 0);
+        if (!d)
+            fail_msg("%s %s missing: %s", own[i][0], own[i][1], cge_last_error());
+        assert_string_equal(cge_op_origin(d), "builtin");
+        assert_non_null(cge_op_find_kernel(d, "cpu", CGE_F32));
+    }
+
+    /* relu(x * y) + x in ElementwiseChain's bytecode: registers 0, 1 are the
+     * inputs, instruction k writes register 2 + k. */
+    float x[4] = {1, -2, 3, -4}, y[4] = {2, 2, -1, 0.5f}, want[4] = {3, -2, 3, -4};
+    const int64_t prog[] = {CGE_EW_MUL, 2, 0, 1, CGE_EW_RELU, 3, 2, 0, CGE_EW_ADD, 4, 3, 0};
+    const int64_t out_reg = 4;
+    cge_tensor in[2] = {op_tensor(CGE_F32, CGE_SHAPE(4), x), op_tensor(CGE_F32, CGE_SHAPE(4), y)};
+    cge_tensor out;
+    cge_attr attrs[2] = {CGE_ATTR_INTS("program", prog, 12), CGE_ATTR_INTS("out_regs", &out_reg, 1)};
+    assert_int_equal(op_run_domain(CGE_DOMAIN_FUSED, "ElementwiseChain", in, 2, attrs, 2, &out, 1),
+                     CGE_OK);
+    op_assert_close(&out, CGE_F32, CGE_SHAPE(4), want, 0, 0);
+    op_free_outputs(&out, 1);
 }
 
 static void test_unknown_op_is_schema_error(void **state)
@@ -269,6 +305,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtins_registered),
+        cmocka_unit_test(test_fused_ops_registered),
         cmocka_unit_test(test_unknown_op_is_schema_error),
         cmocka_unit_test(test_duplicate_registration_names_both),
         cmocka_unit_test(test_invalid_definitions_refused),

@@ -1,0 +1,279 @@
+/* cge.fused FusedMatMul: the packed GEMM (gemm_kernel.h) with bias and an
+ * activation applied to each output tile while it is hot; B packed once when
+ * it is a constant. The compiler's fuse_matmul_epilogue pass makes it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cge/fused_ops.h"
+#include "ops/builtin.h"
+#include "ops/fast_math.h"
+#include "ops/fused_act.h"
+#include "ops/gemm_kernel.h"
+#include "ops/kernel_util.h"
+
+typedef enum act_kind { ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP } act_kind;
+
+static int act_from_name(const char *s)
+{
+    static const char *const names[] = {"none", "relu", "sigmoid", "tanh", "gelu", "gelu_tanh",
+                                        "leaky_relu", "clip"};
+    for (int i = 0; i < 8; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+typedef struct fmm_args {
+    const float *a, *b, *bias;
+    float *c, *bp;
+    int64_t M, N, K, b_rs, b_cs;
+    int act;
+    float alpha, lo, hi;
+    cge_gemm_tiling tiling;
+    cge_gemm_isa isa;
+} fmm_args;
+
+static void fmm_pack(int64_t blk, int64_t nblk, void *p)
+{
+    const fmm_args *a = p;
+    int64_t panels = (a->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR, q0, q1;
+    cge_block_range(panels, blk, nblk, &q0, &q1);
+    if (q1 > q0)
+        cge_gemm_pack_b(a->b, a->b_rs, a->b_cs, a->K, a->N, q0, q1, a->bp);
+}
+
+static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    if (i1 > a->M)
+        i1 = a->M;
+    if (j1 > a->N)
+        j1 = a->N;
+    for (int64_t i = i0; i < i1; i++) {
+        float *c = a->c + i * a->N;
+        switch ((act_kind)a->act) {
+        case ACT_RELU: for (int64_t j = j0; j < j1; j++) c[j] = c[j] < 0.0f ? 0.0f : c[j]; break;
+        case ACT_SIGMOID: cge_sigmoid_f32_row(c + j0, c + j0, j1 - j0); break;
+        case ACT_TANH: for (int64_t j = j0; j < j1; j++) c[j] = (float)tanh((double)c[j]); break;
+        case ACT_GELU: for (int64_t j = j0; j < j1; j++) c[j] = cge__gelu_f(c[j]); break;
+        case ACT_GELU_TANH:
+            for (int64_t j = j0; j < j1; j++)
+                c[j] = cge__gelu_tanh_f(c[j]);
+            break;
+        case ACT_LEAKY:
+            for (int64_t j = j0; j < j1; j++)
+                c[j] = c[j] < 0.0f ? a->alpha * c[j] : c[j];
+            break;
+        case ACT_CLIP:
+            for (int64_t j = j0; j < j1; j++) {
+                float x = c[j] < a->lo ? a->lo : c[j];
+                c[j] = x > a->hi ? a->hi : x;
+            }
+            break;
+        default: break;
+        }
+    }
+}
+
+static void fmm_tiles(int64_t blk, int64_t nblk, void *p)
+{
+    const fmm_args *a = p;
+    const cge_gemm_tiling *tl = &a->tiling;
+    int64_t w0, w1;
+    cge_block_range(tl->tiles_m * tl->tiles_n, blk, nblk, &w0, &w1);
+    cge_gemm_f32 g = {.M = a->M, .N = a->N, .K = a->K, .a = a->a, .a_rs = a->K, .a_cs = 1,
+                      .bp = a->bp, .c = a->c, .ldc = a->N, .alpha = 1.0f, .bias = a->bias,
+                      .bias_rs = 0, .bias_cs = 1, .beta = a->bias ? 1.0f : 0.0f, .isa = a->isa};
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t tm = w / tl->tiles_n, tn = w % tl->tiles_n;
+        int64_t i0 = tm * tl->mt, i1 = i0 + tl->mt, j0 = tn * tl->nt, j1 = j0 + tl->nt;
+        cge_gemm_f32_tile(&g, i0, i1, j0, j1);
+        epilogue(a, i0, i1, j0, j1);
+    }
+}
+
+/* K = 0: an empty sum, so bias (or 0) and then the activation. */
+static void fmm_empty(int64_t blk, int64_t nblk, void *p)
+{
+    const fmm_args *a = p;
+    for (int64_t i = 0; i < a->M; i++)
+        for (int64_t j = 0; j < a->N; j++)
+            a->c[i * a->N + j] = a->bias ? a->bias[j] : 0.0f;
+    epilogue(a, 0, a->M, 0, a->N);
+}
+
+/* A [..., M, K] (rows flattened), B [K, N] or [N, K] with trans_b, bias
+ * numel N or absent. */
+static bool fmm_dims(const cge_shape *as, const cge_shape *bs, bool trans_b, int64_t *M,
+                     int64_t *N, int64_t *K)
+{
+    if (as->rank < 2 || bs->rank != 2)
+        return false;
+    *K = as->dims[as->rank - 1];
+    int64_t rows = 1;
+    for (int32_t d = 0; d < as->rank - 1; d++)
+        rows = as->dims[d] < 0 || rows < 0 ? -1 : rows * as->dims[d];
+    *M = rows;
+    int64_t kb = trans_b ? bs->dims[1] : bs->dims[0];
+    *N = trans_b ? bs->dims[0] : bs->dims[1];
+    return kb == *K || kb < 0 || *K < 0;
+}
+
+static cge_status fmm_infer(cge_infer_ctx *ctx)
+{
+    const cge_tensor_desc *A = &ctx->inputs[0], *B = &ctx->inputs[1];
+    bool tb = cge_attrs_get_int(ctx->attrs, "trans_b", 0) != 0;
+    int64_t M, N, K;
+    if (A->dtype != CGE_F32 || B->dtype != CGE_F32)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "only float32 A and B are supported");
+    if (!fmm_dims(&A->shape, &B->shape, tb, &M, &N, &K))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "A must be [..., M, K] and B [K, N]%s",
+                              tb ? " transposed" : "");
+    if (ctx->num_inputs > 2 && ctx->inputs[2].dtype != CGE_DTYPE_UNDEFINED) {
+        int64_t bn = cge_shape_numel(&ctx->inputs[2].shape);
+        if (ctx->inputs[2].dtype != CGE_F32 || (bn != N && N >= 0))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "bias must be float32 with N elements");
+    }
+    if (act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none")) < 0)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "unknown activation '%s'",
+                              cge_attrs_get_string(ctx->attrs, "activation", "none"));
+    ctx->outputs[0].dtype = CGE_F32;
+    ctx->outputs[0].shape = A->shape;
+    ctx->outputs[0].shape.dims[A->shape.rank - 1] = N;
+    return CGE_OK;
+}
+
+static bool fmm_make(const cge_kernel_ctx *ctx, fmm_args *a)
+{
+    memset(a, 0, sizeof *a);
+    bool tb = cge_attrs_get_int(ctx->attrs, "trans_b", 0) != 0;
+    if (ctx->num_inputs < 2 ||
+        !fmm_dims(&ctx->inputs[0].shape, &ctx->inputs[1].shape, tb, &a->M, &a->N, &a->K) ||
+        a->M < 0 || a->N < 0 || a->K < 0)
+        return false;
+    a->b_rs = tb ? 1 : a->N;
+    a->b_cs = tb ? a->K : 1;
+    a->act = act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
+    a->alpha = cge_attrs_get_float(ctx->attrs, "alpha", 0.01f);
+    a->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
+    a->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
+    return a->act >= 0;
+}
+
+static size_t fmm_workspace(const cge_kernel_ctx *ctx)
+{
+    fmm_args a;
+    if (!fmm_make(ctx, &a))
+        return 0;
+    return (size_t)cge_gemm_packed_b_floats(a.K, a.N) * sizeof(float) + 64;
+}
+
+/* With b_const (set by the compiler when B is a graph constant) B is packed
+ * once here, from the constant's buffer the plan bound, instead of on every
+ * run. The source address is kept: a launch with another B packs as usual. */
+typedef struct fmm_state {
+    const void *src;
+    float *packed;
+} fmm_state;
+
+static void fmm_release(void *state)
+{
+    fmm_state *s = state;
+    if (s)
+        free(s->packed);
+    free(s);
+}
+
+static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    *state = NULL;
+    fmm_args a;
+    if (!cge_attrs_get_int(ctx->attrs, "b_const", 0) || !fmm_make(ctx, &a) || !ctx->inputs[1].data ||
+        a.K <= 0 || a.N <= 0)
+        return CGE_OK;
+    fmm_state *s = calloc(1, sizeof *s);
+    size_t bytes = (size_t)cge_gemm_packed_b_floats(a.K, a.N) * sizeof(float);
+    if (s)
+        s->packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!s || !s->packed) {
+        fmm_release(s);
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "packing B (%zu bytes): out of memory",
+                                bytes);
+    }
+    s->src = ctx->inputs[1].data;
+    cge_gemm_pack_b(s->src, a.b_rs, a.b_cs, a.K, a.N, 0, (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+                    s->packed);
+    *state = s;
+    return CGE_OK;
+}
+
+static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    fmm_args a;
+    if (!fmm_make(ctx, &a))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "inputs do not form a matrix product");
+    if (ctx->workspace_size < fmm_workspace(ctx) || !ctx->workspace)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "workspace of %zu bytes is too small",
+                                ctx->workspace_size);
+    if (a.M == 0 || a.N == 0)
+        return CGE_OK;
+    a.a = ctx->inputs[0].data;
+    a.b = ctx->inputs[1].data;
+    a.bias = ctx->num_inputs > 2 ? ctx->inputs[2].data : NULL;
+    a.c = ctx->outputs[0].data;
+    a.bp = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
+    a.isa = cge_gemm_isa_best();
+    if (a.K == 0)
+        return cge_launch(stream, fmm_empty, 1, &a, sizeof a);
+    cge_gemm_plan(1, a.M, a.N, ctx->num_threads, &a.tiling);
+    const fmm_state *pre = ctx->state;
+    if (pre && pre->src == a.b) {
+        a.bp = pre->packed;
+    } else {
+        int64_t panels = (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
+        cge_status st = cge_launch(
+            stream, fmm_pack, cge_blocks_for(panels, a.K >= 4096 ? 1 : 4096 / a.K, ctx->num_threads),
+            &a, sizeof a);
+        if (st)
+            return st;
+    }
+    return cge_launch(stream, fmm_tiles,
+                      cge_blocks_for(a.tiling.tiles_m * a.tiling.tiles_n, 1, ctx->num_threads), &a,
+                      sizeof a);
+}
+
+/* ---- registration ------------------------------------------------------------ */
+
+static const cge_arg_def fmm_in[] = {
+    {"A", 0, CGE_DT(CGE_F32), "[..., M, K]"},
+    {"B", 0, CGE_DT(CGE_F32), "[K, N] ([N, K] with trans_b)"},
+    {"bias", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "N elements, added to every row"},
+};
+static const cge_arg_def fmm_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(A B + bias)"}};
+static const cge_attr_def fmm_attrs[] = {
+    {.name = "activation", .kind = CGE_ATTR_STRING, .default_s = "none",
+     .doc = "none relu sigmoid tanh gelu gelu_tanh leaky_relu clip"},
+    {.name = "alpha", .kind = CGE_ATTR_FLOAT, .default_f = 0.01f, .doc = "leaky_relu slope"},
+    {.name = "min", .kind = CGE_ATTR_FLOAT, .doc = "clip lower bound"},
+    {.name = "max", .kind = CGE_ATTR_FLOAT, .doc = "clip upper bound"},
+    {.name = "trans_b", .kind = CGE_ATTR_INT, .doc = "B is [N, K]"},
+    {.name = "b_const", .kind = CGE_ATTR_INT,
+     .doc = "B is a constant: packed once when the plan is made"},
+};
+static const cge_kernel_def fmm_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = fmm_launch,
+     .workspace_size = fmm_workspace, .prepare = fmm_prepare, .release = fmm_release,
+     .inplace_input = -1}};
+
+static const cge_op_def fmm_ops[] = {
+    {.name = "FusedMatMul", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = fmm_in,
+     .num_inputs = 3, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 6,
+     .infer = fmm_infer, .kernels = fmm_kernels, .num_kernels = 1,
+     .doc = "matrix product with bias and activation in the GEMM's epilogue"},
+};
+
+const cge_op_def *cge__ops_fused_matmul(int32_t *count)
+{
+    *count = (int32_t)(sizeof fmm_ops / sizeof fmm_ops[0]);
+    return fmm_ops;
+}
