@@ -97,9 +97,10 @@ cge_device *cge_session_device(const cge_session *s);
 cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_graph *g);
 /* Runs a plan built elsewhere (a loaded model file, cge_compile) under
  * `graph_id`: no compile. `plan` (its graph included) and `constants` (host
- * memory of cge_plan_constant_bytes(), used in place on the CPU device) stay
- * the caller's; release(owner) is called once the session no longer uses
- * them (release may be NULL). */
+ * memory of cge_plan_constant_bytes(), used in place on the CPU device;
+ * NULL: written from the plan's graph, as for a cge_compile plan) stay the
+ * caller's; release(owner) is called once the session no longer uses them
+ * (release may be NULL). A plan that stopped after prepare is refused. */
 cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
                                 const void *constants, void (*release)(void *), void *owner);
 /* Compiles the graph (cge_compile: verify, infer, optimize, plan) for its

@@ -17,7 +17,8 @@
 
 typedef struct graph_entry {
     uint32_t id;
-    cge_graph *g;           /* the session's copy, as the user built it */
+    cge_graph *g;           /* the session's copy, as the user built it (a plan's
+                               graph, borrowed, for cge_session_add_plan) */
     bool compiled;
     /* Symbolic inputs: the compiler's prepared graph (verified, inferred
      * symbolically), which answers descriptor queries until a run. */
@@ -116,7 +117,8 @@ static void entry_free(graph_entry *e)
         cge_instance_destroy(e->inst[i]);
     if (e->release)
         e->release(e->owner);
-    cge_graph_destroy(e->g);
+    if (!e->plan)
+        cge_graph_destroy(e->g);
     cge_plan_destroy(e->prepared);
     pthread_mutex_destroy(&e->lock);
     free(e);
@@ -182,24 +184,24 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
 }
 
 cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
-                                    const void *constants, void (*release)(void *),
-                                    void *owner)
+                                const void *constants, void (*release)(void *), void *owner)
 {
     if (!s || !plan)
-        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "add_model: NULL session or model");
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "add_plan: NULL session or plan");
     if (find_entry(s, graph_id))
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_EXISTS,
-                         "add_model: graph id %u is already in use (remove it first)", graph_id);
+                         "add_plan: graph id %u is already in use (remove it first)", graph_id);
+    if (!cge_plan_is_complete(plan))
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "add_plan: the plan of '%s' stopped after prepare (its shapes depend on "
+                         "run-time values); add its graph with cge_session_add_graph instead",
+                         cge_graph_name(cge_plan_graph(plan)));
     graph_entry *e = calloc(1, sizeof *e);
     if (!e)
-        return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "add_model: out of memory");
-    /* The entry's graph answers descriptor queries and input checks; it has
-     * the plan's static shapes and no constants. */
-    cge_status st = cge_graph_clone(cge_plan_graph(plan), &e->g);
-    if (st) {
-        free(e);
-        return st;
-    }
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "add_plan: out of memory");
+    /* The plan's graph answers descriptor queries and input checks: its
+     * inputs have the plan's static shapes. */
+    e->g = (cge_graph *)cge_plan_graph(plan);
     e->id = graph_id;
     e->plan = plan;
     e->consts = constants;

@@ -160,6 +160,39 @@ static void test_value_dependent_graph_comes_back_prepared(void **state)
     cge_graph_destroy(g);
 }
 
+static void test_session_runs_a_compiled_plan(void **state)
+{
+    cge_graph *g = build(false);
+    cge_plan *p = NULL;
+    cge_compile_options o = {0};
+    assert_int_equal(cge_compile(g, NULL, 0, &o, &p), CGE_OK);
+    cge_session *s = NULL;
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    int64_t clones = cge_graph_clone_count(), infers = cge_compiler_inference_count();
+    assert_int_equal(cge_session_add_plan(s, 1, p, NULL, NULL, NULL), CGE_OK);
+    assert_int_equal(cge_session_add_plan(s, 1, p, NULL, NULL, NULL), CGE_ERR_EXISTS);
+    run_rows(s, 4);
+    /* No compile: the plan is used as it is. */
+    assert_int_equal(cge_graph_clone_count() - clones, 0);
+    assert_int_equal(cge_compiler_inference_count() - infers, 0);
+    cge_tensor_desc d;
+    assert_int_equal(cge_session_output_desc(s, 1, 0, &d), CGE_OK);
+    assert_int_equal(d.shape.dims[0], 4);
+    cge_session_destroy(s);
+    cge_plan_destroy(p);
+    /* A prepared-only plan cannot be run as a plan. */
+    cge_graph *dyn = build(true);
+    o.allow_incomplete = true;
+    assert_int_equal(cge_compile(dyn, NULL, 0, &o, &p), CGE_OK);
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    assert_int_equal(cge_session_add_plan(s, 1, p, NULL, NULL, NULL), CGE_ERR_INVALID_ARG);
+    assert_non_null(strstr(cge_last_error(), "[session]"));
+    cge_session_destroy(s);
+    cge_plan_destroy(p);
+    cge_graph_destroy(dyn);
+    cge_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_symbolic_graph_compiles_once_per_signature),
         cmocka_unit_test(test_needed_passes_cannot_be_disabled),
         cmocka_unit_test(test_value_dependent_graph_comes_back_prepared),
+        cmocka_unit_test(test_session_runs_a_compiled_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
