@@ -1,14 +1,17 @@
-/* The graph compiler: four stages of passes (prepare, optimize, partition,
- * build) turn a graph and a concrete input signature into a plan that a
- * session executes without allocating or inferring anything per run. Also
- * the engines that partition chooses from, the standalone memory planner and
- * its verifier. Sessions keep one plan per input signature (cge/session.h). */
+/* The graph compiler: options, the engines partition chooses from, cge_compile
+ * and the plan it makes for one input signature, and the standalone memory
+ * planner and its verifier. */
 #ifndef CGE_COMPILER_H
 #define CGE_COMPILER_H
 
 #include <stdio.h>
 
 #include "cge/op.h"
+
+/* Four stages of passes (prepare, optimize, partition, build) turn a graph and
+ * a concrete input signature into a plan that a session executes without
+ * allocating or inferring anything per run. Sessions keep one plan per input
+ * signature (cge/session.h). */
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,13 +1,15 @@
-/* The functional ("eager style") graph builder: each call adds a node and
- * returns handles to its outputs, inferring shapes at once so that an error
- * points at the call that caused it. Nothing runs while building. The per-op
- * functions cge_es_<op>() are generated from the registered op definitions
- * (cge/es_ops.h, written by the build); cge_es_op() reaches any op, custom
- * ones included. */
+/* The functional ("eager style") graph builder: builders, handles to values,
+ * and calls that each add a node and return handles to its outputs
+ * (cge_es_<op>() per op, cge_es_op() for any op). */
 #ifndef CGE_ES_H
 #define CGE_ES_H
 
 #include "cge/graph.h"
+
+/* Each call infers shapes at once, so that an error points at the call that
+ * caused it. Nothing runs while building. The per-op functions cge_es_<op>()
+ * are generated from the registered op definitions (cge/es_ops.h, written by
+ * the build); cge_es_op() reaches any op, custom ones included. */
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,12 +1,15 @@
-/* The offline model file (.cgm): a compiled plan and its weights, saved once
- * and loaded elsewhere without recompiling. Loading maps the file: weights are
- * used in place, every offset, size and count is checked first, and a
- * truncated, corrupt or foreign file is an [io] error. docs/model_file.md. */
+/* The offline model file (.cgm): saving a compiled plan and its weights,
+ * loading them elsewhere without recompiling, sessions over a loaded model,
+ * and the CPU features a model records. docs/model_file.md. */
 #ifndef CGE_MODEL_FILE_H
 #define CGE_MODEL_FILE_H
 
 #include "cge/compiler.h"
 #include "cge/session.h"
+
+/* Loading maps the file: weights are used in place, every offset, size and
+ * count is checked first, and a truncated, corrupt or foreign file is an [io]
+ * error. */
 
 #ifdef __cplusplus
 extern "C" {

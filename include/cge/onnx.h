@@ -1,11 +1,13 @@
 /* The ONNX importer: a ModelProto (file or buffer) becomes a cge_graph, each
- * node mapped through the registry's converters for its domain and opset.
- * Malformed input is an [io] error, valid but unsupported content a
- * [converter] error; neither ever crashes. */
+ * node mapped through the registry's converters for its domain and opset;
+ * import options and the importer's own converters. */
 #ifndef CGE_ONNX_H
 #define CGE_ONNX_H
 
 #include "cge/graph.h"
+
+/* Malformed input is an [io] error, valid but unsupported content a
+ * [converter] error; neither ever crashes. */
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,12 +1,15 @@
-/* The operator contract, one definition in four layers: schema (names, arity,
- * attributes), meta (shape/dtype inference and the kernel's real constraints),
- * converters (front-end node -> operator) and kernels (per engine). Builtin
- * operators and custom libraries register through exactly this API. */
+/* The operator contract (schema, meta, kernels, converters), its registration,
+ * lookup and introspection, and meta on nodes and graphs. Builtin operators
+ * and custom libraries register through exactly this API. */
 #ifndef CGE_OP_H
 #define CGE_OP_H
 
 #include "cge/graph.h"
 #include "cge/runtime.h"
+
+/* One definition in four layers: schema (names, arity, attributes), meta
+ * (shape/dtype inference and the kernel's real constraints), converters
+ * (front-end node -> operator) and kernels (per engine). */
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,6 @@
 /* The device runtime: memory, in-order asynchronous streams, events, SPMD
- * kernel launch over a shared core pool, host callbacks. It knows nothing of
- * graphs. The CPU device is built in; the device is a table of function
- * pointers inside (src/runtime/device.h) so another device can slot in. */
+ * kernel launch over a shared core pool, host callbacks, capture and replay,
+ * hazard checking, immediate streams. It knows nothing of graphs. */
 #ifndef CGE_RUNTIME_H
 #define CGE_RUNTIME_H
 
@@ -11,6 +10,9 @@
 #include <stdio.h>
 
 #include "cge/status.h"
+
+/* The CPU device is built in; the device is a table of function pointers
+ * inside (src/runtime/device.h) so another device can slot in. */
 
 #ifdef __cplusplus
 extern "C" {

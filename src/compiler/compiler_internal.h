@@ -1,7 +1,6 @@
 /* Internal to the compiler: the context every pass receives, the pass table,
- * the parts of the plan under construction that build passes hand on, and
- * use lists and rewriting helpers shared by the passes (the operators the
- * passes make are in cge/fused_ops.h). */
+ * the parts of the plan under construction that build passes hand on, and use
+ * lists and rewriting helpers shared by the passes. */
 #ifndef CGE_COMPILER_INTERNAL_H
 #define CGE_COMPILER_INTERNAL_H
 
@@ -10,6 +9,8 @@
 
 #include "cge/compiler.h"
 #include "compiler/plan_builder.h"
+
+/* The operators the passes make are declared in cge/fused_ops.h, not here. */
 
 /* ---- context ---------------------------------------------------------------- */
 

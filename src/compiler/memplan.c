@@ -1,12 +1,14 @@
-/* Offset assignment for buffers with lifetimes: greedy by size (TensorFlow
- * Lite's planner: largest first, into the best-fitting gap among the blocks
- * it overlaps in time) and a linear scan with a best-fit free list, the
- * verifier that proves no two blocks live at one step overlap, and the lower
- * bound (the largest sum of live sizes at one step). */
+/* Offset assignment for buffers with lifetimes (greedy by size, and a linear
+ * scan with a best-fit free list), the verifier that proves no two blocks live
+ * at one step overlap, and the lower bound. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* Greedy by size is TensorFlow Lite's planner: largest first, into the
+ * best-fitting gap among the blocks it overlaps in time. The lower bound is
+ * the largest sum of live sizes at one step. */
 
 /* Greedy by size is O(n^2) in the worst case; above this many blocks only the
  * linear scan runs. */

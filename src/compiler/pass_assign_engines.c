@@ -1,11 +1,12 @@
 /* partition/assign_engines: every node goes to the engine of highest priority
  * that has a kernel for its dtype and accepts it (capability query); the
- * outputs take that engine's format. Connected runs of one engine are the
- * subgraphs counted in the statistics. */
+ * outputs take that engine's format. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* Connected runs of one engine are the subgraphs counted in the statistics. */
 
 #define MAX_IO 64
 

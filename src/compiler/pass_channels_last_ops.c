@@ -1,30 +1,31 @@
 /* optimize/channels_last_ops (level 3): ops whose data comes out of
  * convolutions that partition/layout_channels_last will make channels-last
- * become their NHWC forms, so that activations stay NHWC through them
- * instead of being reordered out and back in: a float32 MaxPool (without
- * Indices), AveragePool, GlobalMaxPool or GlobalAveragePool becomes a
- * cge.fused ChannelsLastPool, a Concat of such data a ChannelsLastConcat, a
- * Split of it a ChannelsLastSplit, an inference BatchNormalization with
- * constant parameters a ChannelsLastAffine (its factors folded now, as the
- * BatchNormalization kernel computes them: same bits), a Mul or Add by a
- * per-channel constant a ChannelsLastAffine too (same bits: a float product
- * or sum rounded once either way), a Transpose by [0,2,...,1] of such data
- * a LayoutView (the plain transposed tensor has the same bytes), and a
- * Transpose by [0,r-1,1,...] of a rank-4/5 tensor a LayoutView giving
- * NHWC data (at worst a Reorder replaces the Transpose's copy), a Resize
- * that keeps the channels a ChannelsLastResize (same bits), a Mul by a
- * computed per-image, per-channel gate a ChannelsLastScale; a Relu
- * that alone reads an affine node runs inside it. "Such data" is the output of a FusedConv
- * with constant W, of an op converted here, or of an elementwise node whose
- * full-size inputs are all such data (the layout pass lets those work on
- * NHWC bytes). Needs oneDNN (the convolutions' channels-last kernels);
- * without it nothing changes. */
+ * become their cge.fused NHWC forms (ChannelsLast*, LayoutView). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+
+/* The NHWC forms keep activations NHWC through these ops instead of
+ * reordering them out and back in. A float32 MaxPool (without Indices), AveragePool,
+ * GlobalMaxPool or GlobalAveragePool becomes a cge.fused ChannelsLastPool, a
+ * Concat of such data a ChannelsLastConcat, a Split of it a ChannelsLastSplit,
+ * an inference BatchNormalization with constant parameters a
+ * ChannelsLastAffine (its factors folded now, as the BatchNormalization kernel
+ * computes them: same bits), a Mul or Add by a per-channel constant a
+ * ChannelsLastAffine too (same bits: a float product or sum rounded once
+ * either way), a Transpose by [0,2,...,1] of such data a LayoutView (the plain
+ * transposed tensor has the same bytes), a Transpose by [0,r-1,1,...] of a
+ * rank-4/5 tensor a LayoutView giving NHWC data (at worst a Reorder replaces
+ * the Transpose's copy), a Resize that keeps the channels a ChannelsLastResize
+ * (same bits), and a Mul by a computed per-image, per-channel gate a
+ * ChannelsLastScale; a Relu that alone reads an affine node runs inside it.
+ * "Such data" is the output of a FusedConv with constant W, of an op converted
+ * here, or of an elementwise node whose full-size inputs are all such data
+ * (the layout pass lets those work on NHWC bytes). Needs oneDNN (the
+ * convolutions' channels-last kernels); without it nothing changes. */
 
 static const char *pool_mode(const cge_node *n)
 {

@@ -1,12 +1,14 @@
 /* optimize/cse: common-subexpression elimination. Identical small constants
- * are merged first; then, in topological order, a node with the same op,
- * inputs and attributes as an earlier one is replaced by it (its uses read
- * the earlier node's outputs), so whole duplicated chains go in one sweep. */
+ * are merged first; then a node with the same op, inputs and attributes as an
+ * earlier one is replaced by it. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/strmap.h"
 #include "compiler/compiler_internal.h"
+
+/* Nodes are visited in topological order, and a replaced node's uses read the
+ * earlier node's outputs, so whole duplicated chains go in one sweep. */
 
 #define CONST_CSE_MAX_BYTES 65536
 

@@ -1,12 +1,13 @@
 /* optimize/fold_constants: a node whose inputs are all constants (and Shape of
  * a static shape) is evaluated now with its CPU kernel, and its outputs become
- * constants of the same names. Only outputs within the size cap are folded:
- * folding must not bloat the weights. Results are the kernels' own, so the
- * rewrite is exact. */
+ * constants of the same names. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* Only outputs within the size cap are folded: folding must not bloat the
+ * weights. Results are the kernels' own, so the rewrite is exact. */
 
 #define MAX_IO 16
 

@@ -1,16 +1,19 @@
-/* optimize/fuse_conv_activation: a float32 Conv followed by a residual Add (an
- * addend of the output's shape) and/or an activation (Relu, LeakyRelu, Clip
- * with constant bounds, Sigmoid, Tanh) becomes one cge.fused FusedConv; on
- * oneDNN the add and relu/clip are the primitive's post-ops, elsewhere they
- * run on each output plane while it is in cache. The sum may round
- * differently from the unfused Add on oneDNN; activations are exact. A Conv
- * with constant weights and a spatial kernel becomes one even alone
- * (w_const): its kernel keeps W reordered into oneDNN's layout. */
+/* optimize/fuse_conv_activation: a float32 Conv followed by a residual Add
+ * and/or an activation becomes one cge.fused FusedConv, and so does a lone
+ * Conv with constant weights and a spatial kernel. */
 #include <math.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+
+/* The residual Add's addend has the output's shape; the activations are Relu,
+ * LeakyRelu, Clip with constant bounds, Sigmoid and Tanh. On oneDNN the add
+ * and relu/clip are the primitive's post-ops, elsewhere they run on each
+ * output plane while it is in cache. The sum may round differently from the
+ * unfused Add on oneDNN; activations are exact. A Conv with constant weights
+ * and a spatial kernel becomes one even alone (w_const): its kernel keeps W
+ * reordered into oneDNN's layout. */
 
 static bool f32_static(const cge_graph *g, int32_t id, cge_tensor_desc *d)
 {

@@ -1,13 +1,15 @@
 /* optimize/fuse_conv_bn: an inference BatchNormalization right after a Conv
- * with constant float32 weights is folded into the weights:
- *   s = scale / sqrt(var + eps);  W' = W * s (per output channel);
- *   B' = (B - mean) * s + beta
- * computed in double and rounded once, so results differ by rounding only. */
+ * with constant float32 weights is folded into the Conv's weights and bias. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* The folding:
+ *   s = scale / sqrt(var + eps);  W' = W * s (per output channel);
+ *   B' = (B - mean) * s + beta
+ * computed in double and rounded once, so results differ by rounding only. */
 
 static const float *per_channel(const cge_graph *g, const cge_node *bn, int32_t i, int64_t m)
 {

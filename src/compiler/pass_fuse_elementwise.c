@@ -1,15 +1,16 @@
 /* optimize/fuse_elementwise: trees of float32 elementwise nodes joined by
- * single-use edges become one cge.fused ElementwiseChain, which reads each
- * outside input once and writes the tree's result once instead of a buffer
- * per node. Inputs must have the result's shape or one element (no other
- * broadcasting). The chain's kernel uses the unfused kernels' expressions, so
- * results are bit-identical. */
+ * single-use edges become one cge.fused ElementwiseChain. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+
+/* The chain reads each outside input once and writes the tree's result once
+ * instead of a buffer per node. Inputs must have the result's shape or one
+ * element (no other broadcasting). The chain's kernel uses the unfused
+ * kernels' expressions, so results are bit-identical. */
 
 #define MAX_NODES 40
 #define MAX_INPUTS CGE_EW_MAX_INPUTS

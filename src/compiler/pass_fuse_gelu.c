@@ -1,10 +1,12 @@
 /* optimize/fuse_gelu: 0.5 * x * (1 + erf(x / sqrt 2)), as exporters spell it
  * (x/1.4142 or x*0.7071; the 0.5 applied first, last or to the sum), becomes
- * one Gelu node. The intermediates must have no other readers. Gelu's kernel
- * rounds once instead of five times: results differ by rounding only. */
+ * one Gelu node. */
 #include <math.h>
 
 #include "compiler/compiler_internal.h"
+
+/* The intermediates must have no other readers. Gelu's kernel rounds once
+ * instead of five times: results differ by rounding only. */
 
 #define TOL 1e-4
 

@@ -1,12 +1,14 @@
-/* optimize/fuse_layernorm: LayerNormalization over the last axis from its
- * decomposed form, as exporters write it:
+/* optimize/fuse_layernorm: the decomposed form of LayerNormalization over the
+ * last axis, as exporters write it, becomes one LayerNormalization node. */
+#include <stdlib.h>
+
+#include "compiler/compiler_internal.h"
+
+/* The pattern:
  *   m = ReduceMean(x, [-1]); d = x - m; v = ReduceMean(d^2 or d*d, [-1]);
  *   y = d / Sqrt(v + eps) [* gamma] [+ beta]
  * with constant eps, gamma and beta, and intermediates read only inside the
  * pattern. The fused kernel rounds differently: results differ by rounding. */
-#include <stdlib.h>
-
-#include "compiler/compiler_internal.h"
 
 static bool available(void)
 {

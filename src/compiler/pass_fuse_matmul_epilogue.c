@@ -1,16 +1,20 @@
-/* optimize/fuse_matmul_epilogue: MatMul (A [..., M, K] x B [K, N]) or Gemm
- * (no transA, alpha = beta = 1) followed by a bias add of N elements and/or
- * an activation (Relu, Sigmoid, Tanh, Gelu, LeakyRelu, Clip) becomes one
- * cge.fused FusedMatMul: the bias and activation are applied to each tile of
- * the product while it is in cache, and the intermediates never exist. The
- * GEMM adds the bias as the unfused Add would: results match to rounding.
- * A product whose B is a constant is rewritten even alone (b_const): its
- * kernel packs B once per plan instead of on every run. */
+/* optimize/fuse_matmul_epilogue: MatMul or Gemm followed by a bias add and/or
+ * an activation becomes one cge.fused FusedMatMul, and so does a lone product
+ * whose B is a constant. */
 #include <math.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+
+/* What qualifies: MatMul (A [..., M, K] x B [K, N]) or Gemm (no transA,
+ * alpha = beta = 1), a bias add of N elements, an activation among Relu,
+ * Sigmoid, Tanh, Gelu, LeakyRelu and Clip. The bias and activation are
+ * applied to each tile of the product while it is in cache, and the
+ * intermediates never exist. The GEMM adds the bias as the unfused Add would:
+ * results match to rounding. A product whose B is a constant is rewritten
+ * even alone (b_const): its kernel packs B once per plan instead of on every
+ * run. */
 
 static bool f32(const cge_graph *g, int32_t id)
 {

@@ -1,17 +1,20 @@
-/* prepare/infer: shapes and dtypes of every value from the input signature,
- * with the values of small shape computations carried along; optimize/infer
- * redoes only the nodes that rewrites changed (graph revisions), and all of
- * it only when a changed node needs the carried values again. Exported models compute shapes in the graph
- * (Shape -> Gather -> Concat -> Reshape, ConstantOfShape(Size(x) - 1), ...):
- * with static inputs those values are known here, and meta gets them, so the
- * shapes downstream become static; with symbolic inputs ([batch,3,4,4]) they
- * are carried element by element as symbolic values, so Reshape still gets
- * [batch,48]. Nothing is rewritten: constant folding removes such nodes
- * later, at levels that fold. Dimensions nobody can know stay dynamic. */
+/* prepare/infer and optimize/infer: shapes and dtypes of every value from the
+ * input signature, with the values of small shape computations carried along,
+ * symbolic ones included. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* optimize/infer redoes only the nodes that rewrites changed (graph
+ * revisions), and all of it only when a changed node needs the carried values
+ * again. Exported models compute shapes in the graph (Shape -> Gather ->
+ * Concat -> Reshape, ConstantOfShape(Size(x) - 1), ...): with static inputs
+ * those values are known here, and meta gets them, so the shapes downstream
+ * become static; with symbolic inputs ([batch,3,4,4]) they are carried element
+ * by element as symbolic values, so Reshape still gets [batch,48]. Nothing is
+ * rewritten: constant folding removes such nodes later, at levels that fold.
+ * Dimensions nobody can know stay dynamic. */
 
 #define MAX_IO 16
 /* Values carried along are shape-sized, not tensors. */

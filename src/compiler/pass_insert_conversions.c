@@ -1,13 +1,14 @@
 /* partition/insert_conversions: where a value crosses from one engine to
  * another, insert a cge Reorder (formats differ) and/or a cge Copy (memory
- * spaces differ), once per value and destination; graph outputs are brought
- * back to plain format in memory space 0. Nothing is inserted inside a
- * subgraph of one engine. */
+ * spaces differ), once per value and destination. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+
+/* Graph outputs are brought back to plain format in memory space 0. Nothing is
+ * inserted inside a subgraph of one engine. */
 
 typedef struct conv_entry {
     int32_t value, format, space, result;

@@ -1,19 +1,22 @@
-/* partition/layout_channels_last (level 3): float32 FusedConvs with constant
- * weights on the cpu engine read and write NHWC activations (oneDNN's brgemm
- * kernels, which measured 2-10x faster than its plain-layout paths), as do
- * the ChannelsLast* nodes that optimize/channels_last_ops made; elementwise
- * nodes whose full-size inputs all come out of such nodes work on the NHWC
- * bytes as they are (an elementwise op does not care about the order of its
- * elements), so a SiLU or a residual Add between convolutions costs no
- * reorder. cge Reorder nodes convert only where data enters or leaves an NHWC
- * region (graph inputs and outputs included). A value with one spatial
- * position has the same bytes in both layouts and is never reordered. Runs
- * after insert_conversions, so the formats it sets are final. */
+/* partition/layout_channels_last (level 3): NHWC activations for float32
+ * FusedConvs with constant weights on the cpu engine, the ChannelsLast* nodes
+ * and the elementwise nodes among them; cge Reorders at the borders. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+
+/* NHWC lets the FusedConvs run oneDNN's brgemm kernels, which measured 2-10x
+ * faster than its plain-layout paths; the ChannelsLast* nodes are those
+ * optimize/channels_last_ops made. Elementwise nodes whose full-size inputs
+ * all come out of such nodes work on the NHWC bytes as they are (an
+ * elementwise op does not care about the order of its elements), so a SiLU or
+ * a residual Add between convolutions costs no reorder. cge Reorder nodes
+ * convert only where data enters or leaves an NHWC region (graph inputs and
+ * outputs included). A value with one spatial position has the same bytes in
+ * both layouts and is never reordered. Runs after insert_conversions, so the
+ * formats it sets are final. */
 
 /* What a node is to this pass: K_NHWC_OP is one of optimize/
  * channels_last_ops's ChannelsLast* nodes, NHWC by definition; K_VIEW_IN a

@@ -1,11 +1,13 @@
-/* prepare/normalize: canonical attribute forms, so that later passes (CSE
- * above all) see one spelling of one meaning: negative axes made positive
- * where the rank is known, and absent attributes with a non-zero schema
- * default written out (zero defaults are left alone: for some operators
- * "absent" means something else than 0). */
+/* prepare/normalize: canonical attribute forms, negative axes made positive
+ * where the rank is known and absent attributes with a non-zero schema default
+ * written out. */
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* Canonical forms let later passes (CSE above all) see one spelling of one
+ * meaning. Zero defaults are left alone: for some operators "absent" means
+ * something else than 0. */
 
 /* Operators whose "axis" counts dims of input 0 ([-r, r)); Flatten's may
  * also equal r; OneHot's counts dims of its output, one more than input 0's. */

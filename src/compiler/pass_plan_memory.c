@@ -1,15 +1,17 @@
 /* build/plan_memory: the plan itself. Every value gets a place: constants in
  * one blob, everything else (graph inputs and outputs included) in one arena,
- * by lifetimes. Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, the
- * layout passes' LayoutView) share
- * their input's memory; an output takes an input's buffer in place when the
- * kernel allows it, the sizes match and nothing reads the input afterwards.
- * Offsets come from cge_memplan_assign; cge_plan_verify checks the result. */
+ * by lifetimes; views and in-place outputs share memory. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+
+/* Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, the layout passes'
+ * LayoutView) share their input's memory; an output takes an input's buffer in
+ * place when the kernel allows it, the sizes match and nothing reads the input
+ * afterwards. Offsets come from cge_memplan_assign; cge_plan_verify checks the
+ * result. */
 
 typedef struct mp {
     cc_ctx *ctx;

@@ -1,14 +1,17 @@
-/* build/plan_streams: independent branches on separate streams. A node
- * continues the stream of its first producer when it is that producer's
- * first consumer; otherwise it opens a branch on the least loaded stream.
- * Cross-stream edges become events (recorded after the producer, waited on
- * before the consumer); vector clocks drop waits already implied by others,
- * and the memory planner uses the same clocks to know when a buffer is free
- * on every stream. One stream (the default) needs none of this. */
+/* build/plan_streams: independent branches on separate streams, cross-stream
+ * edges as events, and the vector clocks that drop implied waits and tell when
+ * a buffer is free on every stream. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* A node continues the stream of its first producer when it is that producer's
+ * first consumer; otherwise it opens a branch on the least loaded stream.
+ * Cross-stream edges become events (recorded after the producer, waited on
+ * before the consumer); vector clocks drop waits already implied by others,
+ * and the memory planner uses the same clocks to know when a buffer is free on
+ * every stream. One stream (the default) needs none of this. */
 
 bool cc_happens_before(const cc_ctx *ctx, int32_t r, int32_t t)
 {

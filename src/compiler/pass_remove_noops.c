@@ -1,14 +1,18 @@
-/* optimize/remove_noops: nodes that only pass data through. Identity, Dropout
- * in inference, Cast to the same dtype, views (Reshape, Flatten, Squeeze,
- * Unsqueeze) and Expand whose output shape is the input's, Transpose by the
- * identity permutation, Pad by zeros; a Transpose that moves only size-1 dims becomes a
- * Reshape (a view, no copy). Chains collapse too: a view of a view becomes one
- * Reshape of the origin (or nothing, if the shapes match), and two Transposes
- * become one (or nothing, if they cancel). Everything here is exact. */
+/* optimize/remove_noops: nodes that only pass data through are removed, chains
+ * of views and of Transposes collapse, and a Transpose that moves only size-1
+ * dims becomes a Reshape. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* Nodes that only pass data through: Identity, Dropout in inference, Cast to
+ * the same dtype, views (Reshape, Flatten, Squeeze, Unsqueeze) and Expand
+ * whose output shape is the input's, Transpose by the identity permutation,
+ * Pad by zeros. A Transpose that moves only size-1 dims becomes a Reshape (a
+ * view, no copy). In chains, a view of a view becomes one Reshape of the
+ * origin (or nothing, if the shapes match), and two Transposes become one (or
+ * nothing, if they cancel). Everything here is exact. */
 
 static bool is_view(const cge_node *n)
 {

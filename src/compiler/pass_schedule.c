@@ -1,12 +1,13 @@
-/* build/schedule: a topological order that keeps peak memory low. A list
- * scheduler picks, among ready nodes, the one whose run frees the most bytes
- * net of what it allocates (stale scores refreshed lazily); the result is
- * kept only if its simulated peak beats build/order's stable topological
- * order, which it replaces. */
+/* build/schedule: a topological order that keeps peak memory low, from a list
+ * scheduler that picks, among ready nodes, the one whose run frees the most
+ * bytes net of what it allocates. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* Stale scores are refreshed lazily. The result is kept only if its simulated
+ * peak beats build/order's stable topological order, which it replaces. */
 
 typedef struct item {
     int64_t score;

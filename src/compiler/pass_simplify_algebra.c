@@ -1,10 +1,13 @@
-/* optimize/simplify_algebra: identities that hold bit for bit. x*1, 1*x, x/1,
- * x^1 and -(-x) are x for every x; x + (-0.0) and x - (+0.0) are x for every
- * float x, while x + 0.0 is not (-0.0 + 0.0 is +0.0), so only integers drop
- * a +0. The result must have x's dtype and shape (no broadcast widening). */
+/* optimize/simplify_algebra: identities that hold bit for bit (x*1, 1*x, x/1,
+ * x^1, -(-x), x + (-0.0), x - (+0.0), and x + 0 for integers) reduced to x. */
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+
+/* x*1, 1*x, x/1, x^1 and -(-x) are x for every x; x + (-0.0) and x - (+0.0)
+ * are x for every float x, while x + 0.0 is not (-0.0 + 0.0 is +0.0), so only
+ * integers drop a +0. The result must have x's dtype and shape (no broadcast
+ * widening). */
 
 static bool keeps_desc(const cge_graph *g, const cge_node *n, int32_t x)
 {
