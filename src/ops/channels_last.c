@@ -1,8 +1,6 @@
-/* The schemas of the cge.fused operators over channels-last (NHWC)
- * activations that the compiler's layout passes make: ChannelsLastPool
- * (kernels in pool_nhwc.c), ChannelsLastConcat, ChannelsLastSplit and
- * LayoutView (transform.c), ChannelsLastAffine and ChannelsLastScale
- * (affine_nhwc.c), ChannelsLastResize (resize.c). */
+/* The schemas of the cge.fused operators over channels-last (NHWC) activations
+ * that the compiler's layout passes make: the ChannelsLast* operators and
+ * LayoutView. */
 #include <stdio.h>
 
 #include "cge/fused_ops.h"
@@ -11,6 +9,11 @@
 #include "ops/pool_nhwc.h"
 #include "ops/resize_nhwc.h"
 #include "ops/transform_nhwc.h"
+
+/* Their meta and kernels are elsewhere: ChannelsLastPool's in pool_nhwc.c,
+ * ChannelsLastConcat's, ChannelsLastSplit's and LayoutView's in transform.c,
+ * ChannelsLastAffine's and ChannelsLastScale's in affine_nhwc.c,
+ * ChannelsLastResize's in resize.c. */
 
 static const cge_arg_def clpool_in[] = {{"X", 0, CGE_DT(CGE_F32), "[N, C, D1, ...] in NHWC format"}};
 static const cge_arg_def clpool_out[] = {{"Y", 0, CGE_DT(CGE_F32), "pooled, in NHWC format"}};

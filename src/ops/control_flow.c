@@ -1,14 +1,17 @@
-/* Control flow: If, Loop and Scan. Their bodies are graphs (GRAPH attributes)
- * run by a small interpreter here (topological order, meta with the values at
- * hand, kernel launches on an immediate stream) from one host function that
- * the node's launch enqueues. Outer-scope values arrive as extra inputs named
- * by the "outer_names" attribute (the ONNX importer adds them). */
+/* Control flow: If, Loop and Scan, and the small interpreter that runs their
+ * bodies (graphs in GRAPH attributes) from one host function that the node's
+ * launch enqueues. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/meta.h"
+
+/* The interpreter walks a body in topological order, running meta with the
+ * values at hand and launching kernels on an immediate stream. Outer-scope
+ * values arrive as extra inputs named by the "outer_names" attribute (the ONNX
+ * importer adds them). */
 
 #define CF_MAX_ARGS 64
 

@@ -1,9 +1,6 @@
 /* Conv and ConvTranspose (1-D to 3-D; groups, dilations, strides, pads,
- * auto_pad). float32 Conv runs on oneDNN when the build has it (measured
- * 1.5-5x faster than the fallback on resnet/mobilenet layers), else im2col
- * straight into the GEMM's packed panels and the packed GEMM; depthwise
- * convolutions (one input channel per group) run a direct row kernel; other
- * dtypes and ConvTranspose a plain gather loop. */
+ * auto_pad) and the kernel of cge.fused FusedConv: oneDNN, im2col + packed
+ * GEMM, depthwise and generic paths. */
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +12,12 @@
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
+
+/* float32 Conv runs on oneDNN when the build has it (measured 1.5-5x faster
+ * than the fallback on resnet/mobilenet layers), else im2col straight into the
+ * GEMM's packed panels and the packed GEMM; depthwise convolutions (one input
+ * channel per group) run a direct row kernel; other dtypes and ConvTranspose a
+ * plain gather loop. */
 
 #define CONV_DTYPES (CGE_DT(CGE_F32) | CGE_DT(CGE_F64) | CGE_DT(CGE_F16) | CGE_DT(CGE_BF16))
 #define NR CGE_GEMM_NR

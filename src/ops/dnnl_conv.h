@@ -1,9 +1,6 @@
 /* float32 convolution through oneDNN's C API, when the build has it
- * (CGE_HAVE_DNNL): a primitive made once per node, run on the calling thread
- * with oneDNN's OpenMP team limited to the engine's thread budget. Plain
- * NCHW activations and OIHW weights by default; "blocked" lets oneDNN pick
- * its own layouts (its direct JIT kernels) and reorders in and out;
- * "channels_last" takes and gives NHWC activations as they are. */
+ * (CGE_HAVE_DNNL): a primitive made once per node, over plain, "blocked" or
+ * "channels_last" layouts. */
 #ifndef CGE_OPS_DNNL_CONV_H
 #define CGE_OPS_DNNL_CONV_H
 
@@ -11,6 +8,12 @@
 #include <stdint.h>
 
 #include "cge/status.h"
+
+/* The primitive runs on the calling thread with oneDNN's OpenMP team limited
+ * to the engine's thread budget. Plain NCHW activations and OIHW weights by
+ * default; "blocked" lets oneDNN pick its own layouts (its direct JIT kernels)
+ * and reorders in and out; "channels_last" takes and gives NHWC activations as
+ * they are. */
 
 typedef struct cge_dnnl_conv cge_dnnl_conv;
 

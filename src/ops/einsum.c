@@ -1,12 +1,14 @@
 /* Einsum (opset 12): explicit and implicit outputs, ellipsis (broadcast,
- * right-aligned), repeated indices (diagonals), any number of operands. A
- * float32 two-operand contraction is gathered into [batch, M, K] x [batch, K, N]
- * and run on the packed GEMM; everything else is a generic strided loop. */
+ * right-aligned), repeated indices (diagonals), any number of operands. */
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
+
+/* A float32 two-operand contraction is gathered into [batch, M, K] x
+ * [batch, K, N] and run on the packed GEMM; everything else is a generic
+ * strided loop. */
 
 #define EIN_DTYPES                                                                         \
     (CGE_DT_INT | CGE_DT(CGE_F16) | CGE_DT(CGE_F32) | CGE_DT(CGE_F64))

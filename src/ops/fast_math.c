@@ -1,10 +1,12 @@
 /* Vectorised rows of the float32 functions of fast_math.h: one clone per
- * instruction set, picked when the library loads. The clones are file-local
- * (multiversioned functions with external linkage do not link the same way
- * under every compiler); the exported names call them. */
+ * instruction set, picked when the library loads. */
 #include "ops/fast_math.h"
 
 #include "ops/kernel_util.h"
+
+/* The clones are file-local (multiversioned functions with external linkage
+ * do not link the same way under every compiler); the exported names call
+ * them. */
 
 CGE_TARGET_CLONES
 static void exp_row(float *y, const float *x, int64_t n)

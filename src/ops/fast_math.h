@@ -1,15 +1,17 @@
-/* float32 exp and sigmoid for kernels: branch-free, so that loops over them
- * vectorise (AVX-512 / AVX2 clones of the row functions), within 2 ulp of
- * the correctly rounded result over the normal range. Results below the
- * smallest normal float flush to 0; NaN and infinities behave as expf's. The
- * unfused kernels and the fused ones (ElementwiseChain, FusedConv and
- * FusedMatMul epilogues) all use these, so fusing changes no bits. */
+/* float32 exp and sigmoid for kernels, one element at a time or over rows:
+ * branch-free, so that loops over them vectorise (AVX-512 / AVX2 clones of the
+ * row functions). */
 #ifndef CGE_OPS_FAST_MATH_H
 #define CGE_OPS_FAST_MATH_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+/* Within 2 ulp of the correctly rounded result over the normal range. Results
+ * below the smallest normal float flush to 0; NaN and infinities behave as
+ * expf's. The unfused kernels and the fused ones (ElementwiseChain, FusedConv
+ * and FusedMatMul epilogues) all use these, so fusing changes no bits. */
 
 static inline float cge_expf_fast(float x)
 {

@@ -1,14 +1,15 @@
 /* Gathering and scattering by index or mask: GatherElements, GatherND,
- * ScatterND, ScatterElements, OneHot, NonZero, Compress. Index values are
- * read only inside the kernels (they may come from earlier tasks on the
- * stream); an out-of-range index never touches memory outside the tensors: a
- * gathered element reads as zero, a scattered update is skipped, a one-hot
- * row stays all "off". */
+ * ScatterND, ScatterElements, OneHot, NonZero, Compress. */
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/family_util.h"
 #include "ops/kernel_util.h"
+
+/* Index values are read only inside the kernels (they may come from earlier
+ * tasks on the stream); an out-of-range index never touches memory outside the
+ * tensors: a gathered element reads as zero, a scattered update is skipped, a
+ * one-hot row stays all "off". */
 
 /* NonZero's first pass counts per block into the workspace, at most this many. */
 #define NZ_MAX_BLOCKS 256

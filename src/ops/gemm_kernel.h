@@ -1,12 +1,15 @@
-/* The float32 GEMM shared by MatMul and Gemm: B packed once into 16-column
- * panels, A packed per micro-panel, a register-tiled micro-kernel chosen at run
- * time (AVX-512, AVX2+FMA, portable C); tiles of C are independent so callers
- * spread them over SPMD blocks. */
+/* The packed float32 GEMM under MatMul and Gemm (and the other float32
+ * products: FusedMatMul, Conv, Einsum, RNNs): packing, tiles and the
+ * micro-kernel chosen at run time. */
 #ifndef CGE_OPS_GEMM_KERNEL_H
 #define CGE_OPS_GEMM_KERNEL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* B is packed once into 16-column panels, A per micro-panel; the
+ * register-tiled micro-kernel is AVX-512, AVX2+FMA or portable C. Tiles of C
+ * are independent so callers spread them over SPMD blocks. */
 
 #define CGE_GEMM_NR 16   /* columns per packed B panel and per micro-tile */
 #define CGE_GEMM_KC 256  /* depth of one pass over a micro-panel (L1-sized) */

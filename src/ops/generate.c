@@ -1,13 +1,15 @@
-/* Generating and rearranging operators: Range, ConstantOfShape, EyeLike, Trilu,
- * Tile, Size, DepthToSpace, SpaceToDepth, ReverseSequence. Output shapes that
- * depend on input values (Range, ConstantOfShape, Tile) are exact when meta has
- * the values and dynamic otherwise; kernels take sizes from the output shape. */
+/* Generating and rearranging operators: Range, ConstantOfShape, EyeLike,
+ * Trilu, Tile, Size, DepthToSpace, SpaceToDepth, ReverseSequence. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+
+/* Output shapes that depend on input values (Range, ConstantOfShape, Tile) are
+ * exact when meta has the values and dynamic otherwise; kernels take sizes
+ * from the output shape. */
 
 #define MIN_BLOCK ((int64_t)1 << 14)
 #define RANGE_DT                                                                           \

@@ -1,13 +1,15 @@
 /* Loss operators: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opset
  * 13): per-position losses over [N, C, d1..dk] with class weights, an ignored
- * class and none/sum/mean reductions. Sums are kept per block and added in
- * block order, so a reduction does not depend on the thread count. */
+ * class and none/sum/mean reductions. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+
+/* Sums are kept per block and added in block order, so a reduction does not
+ * depend on the thread count. */
 
 #define LOSS_DT (CGE_DT(CGE_F32) | CGE_DT(CGE_F64) | CGE_DT(CGE_F16) | CGE_DT(CGE_BF16))
 #define LOSS_IDX_DT (CGE_DT(CGE_I32) | CGE_DT(CGE_I64))

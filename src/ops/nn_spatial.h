@@ -1,7 +1,6 @@
 /* Window geometry shared by the convolution and pooling families: kernel,
  * strides, dilations, explicit or automatic pads and output sizes, from ONNX
- * attributes. Up to three spatial dims; fewer are padded to three at the front
- * with size-1 dims so that one set of loops serves 1-D, 2-D and 3-D. */
+ * attributes. */
 #ifndef CGE_OPS_NN_SPATIAL_H
 #define CGE_OPS_NN_SPATIAL_H
 
@@ -9,6 +8,9 @@
 #include <string.h>
 
 #include "cge/op.h"
+
+/* Up to three spatial dims; fewer are padded to three at the front with size-1
+ * dims so that one set of loops serves 1-D, 2-D and 3-D. */
 
 #define NN_MAX_SP 3
 

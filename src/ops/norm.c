@@ -1,15 +1,17 @@
 /* Normalisation: BatchNormalization (inference and training mode),
  * InstanceNormalization, LayerNormalization (with Mean/InvStdDev), LRN and
- * MeanVarianceNormalization. Every dtype but MVN's goes through the same loops
- * on chunks of doubles (loaded and stored by typed loops), so float64 keeps its
- * precision and float32 still vectorises; statistics are accumulated in
- * double. MVN, rare and over any axes, reads and writes element by element. */
+ * MeanVarianceNormalization. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/family_util.h"
 #include "ops/kernel_util.h"
+
+/* Every dtype but MVN's goes through the same loops on chunks of doubles
+ * (loaded and stored by typed loops), so float64 keeps its precision and
+ * float32 still vectorises; statistics are accumulated in double. MVN, rare
+ * and over any axes, reads and writes element by element. */
 
 #define NORM_DTYPES CGE_DT_FLOAT
 #define CH 256 /* elements per chunk */

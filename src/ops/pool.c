@@ -1,7 +1,5 @@
 /* Pooling: MaxPool (with optional Indices), AveragePool (count_include_pad,
- * ceil_mode), LpPool, and their Global forms. Blocks run over output rows;
- * float32 rows do the window taps outer and the output positions inner (a
- * vectorisable loop), the edges and other dtypes go element by element. */
+ * ceil_mode), LpPool, and their Global forms. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -9,6 +7,10 @@
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
+
+/* Blocks run over output rows; float32 rows do the window taps outer and the
+ * output positions inner (a vectorisable loop), the edges and other dtypes go
+ * element by element. */
 
 #define POOL_FLOAT CGE_DT_FLOAT
 #define MAXPOOL_DTYPES (CGE_DT_FLOAT | CGE_DT(CGE_I8) | CGE_DT(CGE_U8))

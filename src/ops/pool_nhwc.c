@@ -1,14 +1,16 @@
 /* Channels-last float32 pooling (see pool_nhwc.h): every output position
  * reduces its window's channel vectors, so the inner loop runs over C,
- * contiguous on both sides. Shapes are the logical NCHW ones; only the bytes
- * are NHWC. Windows are walked tap by tap in the same order as the NCHW
- * kernels, and averages multiply by the same float reciprocal. */
+ * contiguous on both sides. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
 #include "ops/pool_nhwc.h"
+
+/* Shapes are the logical NCHW ones; only the bytes are NHWC. Windows are
+ * walked tap by tap in the same order as the NCHW kernels, and averages
+ * multiply by the same float reciprocal. */
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define NN_CLONES CGE_TARGET_CLONES

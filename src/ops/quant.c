@@ -1,14 +1,16 @@
 /* Quantization operators: QuantizeLinear / DequantizeLinear (13: per tensor
  * and per axis, int8/uint8, int32 in), DynamicQuantizeLinear, MatMulInteger,
- * ConvInteger, QLinearMatMul and QLinearConv. Rounding is to nearest, ties to
- * even (rintf in the default rounding mode), then saturation. Integer products
- * accumulate in int32, as the ONNX definitions allow. */
+ * ConvInteger, QLinearMatMul and QLinearConv. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
+
+/* Rounding is to nearest, ties to even (rintf in the default rounding mode),
+ * then saturation. Integer products accumulate in int32, as the ONNX
+ * definitions allow. */
 
 #define Q8 (CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
 #define F32 CGE_DT(CGE_F32)

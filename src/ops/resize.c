@@ -1,14 +1,18 @@
-/* Resize (13: nearest/linear/cubic, every coordinate transformation and
- * nearest mode, exclude_outside, tf_crop_and_resize extrapolation) and
- * Upsample (9-10: asymmetric nearest-floor or linear). Each axis gets a table
- * of taps (source index and weight per output index), built on the stream
- * from the scales; the output is a separable sum over the taps of all axes. */
+/* Resize (opset 13), Upsample (9-10) and the kernel of cge.fused
+ * ChannelsLastResize: a table of taps per axis, and the output as a separable
+ * sum over them. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/resize_nhwc.h"
+
+/* Resize: nearest/linear/cubic, every coordinate transformation and nearest
+ * mode, exclude_outside, tf_crop_and_resize extrapolation; Upsample:
+ * asymmetric nearest-floor or linear. Each axis's table of taps (source index
+ * and weight per output index) is built on the stream from the scales; the
+ * output is a separable sum over the taps of all axes. */
 
 #define RZ_DTYPES CGE_DT_NUMERIC
 #define RZ_MAX_COMBOS 1024 /* taps of all axes but the last, per output row */

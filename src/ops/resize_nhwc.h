@@ -1,11 +1,13 @@
 /* Resize over channels-last (NHWC) float32 bytes, for cge.fused
- * ChannelsLastResize (schema in channels_last.c): Resize's inputs,
- * attributes, meta and workspace, with the channel axis kept (not resized);
- * the same bits as the NCHW kernel. */
+ * ChannelsLastResize (schema in channels_last.c): Resize's inputs, attributes,
+ * meta and workspace, and the NHWC kernel. */
 #ifndef CGE_OPS_RESIZE_NHWC_H
 #define CGE_OPS_RESIZE_NHWC_H
 
 #include "cge/op.h"
+
+/* The channel axis is kept (not resized); the results are the same bits as the
+ * NCHW kernel's. */
 
 #define CGE_RESIZE_NUM_INPUTS 4
 #define CGE_RESIZE_NUM_ATTRS 6

@@ -1,8 +1,6 @@
 /* Recurrent layers at opset 14: RNN, GRU and LSTM (both layouts, forward,
  * reverse and bidirectional, sequence_lens, peepholes, activations with
- * alpha/beta, clip, input_forget, linear_before_reset). float32: the input
- * projection of every time step is one packed GEMM; each step's recurrent
- * product runs on GEMM tiles, blocks split over directions and batch rows. */
+ * alpha/beta, clip, input_forget, linear_before_reset). */
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -10,6 +8,10 @@
 #include "ops/builtin.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
+
+/* float32: the input projection of every time step is one packed GEMM; each
+ * step's recurrent product runs on GEMM tiles, blocks split over directions
+ * and batch rows. */
 
 #define RNN_DTYPES CGE_DT(CGE_F32)
 

@@ -1,12 +1,14 @@
 /* Spectral operators at opset 17: DFT (axis, inverse, onesided, dft_length),
- * STFT, the Hann / Hamming / Blackman windows and MelWeightMatrix. Transforms
- * compute in double: radix-2 FFT when the length is a power of two, a direct
- * DFT with a twiddle table otherwise; lines are spread over SPMD blocks. */
+ * STFT, the Hann / Hamming / Blackman windows and MelWeightMatrix. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+
+/* Transforms compute in double: radix-2 FFT when the length is a power of two,
+ * a direct DFT with a twiddle table otherwise; lines are spread over SPMD
+ * blocks. */
 
 #define SP_FLOAT CGE_DT_FLOAT
 #define SP_INDEX (CGE_DT(CGE_I32) | CGE_DT(CGE_I64))

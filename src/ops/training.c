@@ -1,13 +1,15 @@
 /* The optimizer update rules of ONNX's ai.onnx.preview.training domain:
- * Adagrad, Momentum (standard and Nesterov) and Adam. Each takes a learning
- * rate R and an update count T (scalars), then n tensors to optimize with
- * their gradients and accumulators, and returns the updated tensors and
- * accumulators. Deterministic formulas, computed in double per element. */
+ * Adagrad, Momentum (standard and Nesterov) and Adam. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+
+/* Each takes a learning rate R and an update count T (scalars), then n tensors
+ * to optimize with their gradients and accumulators, and returns the updated
+ * tensors and accumulators. Deterministic formulas, computed in double per
+ * element. */
 
 #define OPT_DTYPES (CGE_DT(CGE_F32) | CGE_DT(CGE_F64))
 #define OPT_MAX_TENSORS 32

@@ -1,13 +1,14 @@
 /* Concat, Split and Transpose views over channels-last (NHWC) bytes, the
  * kernels of cge.fused ChannelsLastConcat / ChannelsLastSplit / LayoutView
- * (schemas in channels_last.c):
- * shapes and "axis" are the logical NCHW ones, as for Concat and Split,
- * whose meta they share. */
+ * (schemas in channels_last.c). */
 #ifndef CGE_OPS_TRANSFORM_NHWC_H
 #define CGE_OPS_TRANSFORM_NHWC_H
 
 #include "cge/fused_ops.h" /* CGE_CHANNELS_LAST_MAX_PARTS */
 #include "cge/op.h"
+
+/* Shapes and "axis" are the logical NCHW ones, as for Concat and Split, whose
+ * meta they share. */
 
 cge_status cge_concat_infer(cge_infer_ctx *ctx);
 cge_status cge_transpose_infer(cge_infer_ctx *ctx);
