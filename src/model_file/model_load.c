@@ -1,8 +1,6 @@
 /* The loader: map a .cgm, check the header, checksum, machine and every
- * offset, size, count and reference before use, then rebuild the plan the
- * way the compiler's plan_memory pass lays it out (compiler_internal.h),
- * looking operators and kernels up again and checking each step's shapes
- * with its operator's meta. The weights stay in the mapping. */
+ * offset, size, count and reference before use, then rebuild the plan and
+ * check each step's shapes with its operator's meta. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -16,6 +14,10 @@
 #include "cge/cge.h"
 #include "compiler/plan_builder.h"
 #include "model_file/model_internal.h"
+
+/* The plan is rebuilt the way the compiler's plan_memory pass lays it out
+ * (compiler_internal.h), looking operators and kernels up again. The weights
+ * stay in the mapping. */
 
 #define MAX_STEP_IO 1024
 #define MAX_COUNT (1 << 24)

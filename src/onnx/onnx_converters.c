@@ -1,14 +1,15 @@
-/* Version-specific ONNX converters, registered once as the converter-only
- * library "onnx_converters": older opsets whose semantics match the current
- * definitions map 1:1 (attributes that became inputs are promoted by the
- * importer), the rest (Softmax < 13, Upsample, Resize 10, Scatter) map onto
- * equivalent nodes. */
+/* Version-specific ONNX converters for older opsets, registered once as the
+ * converter-only library "onnx_converters". */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "onnx/onnx_internal.h"
 #include "cge/op.h"
+
+/* Older opsets whose semantics match the current definitions map 1:1
+ * (attributes that became inputs are promoted by the importer); the rest
+ * (Softmax < 13, Upsample, Resize 10, Scatter) map onto equivalent nodes. */
 
 static bool has_value(const cge_graph *g, const char *name)
 {

@@ -1,7 +1,6 @@
 /* ModelProto -> cge_graph: opsets, initializers, typed inputs, nodes mapped
- * through the registry's converters (with attribute-to-input promotion for
- * older opsets), Constant nodes folded into constants, nested graphs as graph
- * attributes, value_info as descriptors. */
+ * through the registry's converters, nested graphs as graph attributes, and
+ * the import entry points. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,10 @@
 
 #include "onnx/onnx_internal.h"
 #include "cge/op.h"
+
+/* Nodes are mapped with attribute-to-input promotion for older opsets,
+ * Constant nodes are folded into constants, and value_info becomes
+ * descriptors. */
 
 static const cge_onnx_options no_options;
 

@@ -1,7 +1,6 @@
-/* Input cases for the contract checker: generic candidates from the schema
- * (arity, dtype sets, a few small shapes), case specs parsed from text, and
- * the builtin operators whose valid inputs need a spec (or that are skipped,
- * with the reason). */
+/* Input cases for the contract checker: generic candidates from the schema,
+ * case specs parsed from text, and the builtin operators whose valid inputs
+ * need a spec (or that are skipped, with the reason). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,9 @@
 
 #include "ops/kernel_util.h"
 #include "opcheck/opcheck_internal.h"
+
+/* The generic candidates come from arity, dtype sets and a few small
+ * shapes. */
 
 /* ---- specs for builtin operators the generic candidates cannot satisfy --- */
 

@@ -1,13 +1,15 @@
 /* Stream capture: begin/end, recording of the tasks submitted to capturing
  * streams (and to streams that join through events), the refusal of unsafe
- * calls, task groups, and the recording of a group update. Device independent:
- * it sits between the public stream API and dev->ops->stream_submit. */
+ * calls, task groups, and the recording of a group update. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/capture.h"
+
+/* Device independent: it sits between the public stream API and
+ * dev->ops->stream_submit. */
 
 _Thread_local int rt_tl_captures;
 

@@ -1,13 +1,14 @@
-/* The CPU core pool: num_threads workers run the tasks of every stream. A
- * stream is handed to one worker at a time (in-order queue); multi-block
- * launches are shared out block by block; event waits hold back a stream,
- * never a thread. */
+/* The CPU core pool: num_threads workers run the tasks of every stream, a
+ * stream handed to one worker at a time (in-order queue), multi-block launches
+ * shared out block by block. */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/cpu.h"
+
+/* Event waits hold back a stream, never a thread. */
 
 /* Idle workers poll for new work this long before sleeping: enough to catch a
  * submitter issuing launches back to back without a futex wake-up per task,

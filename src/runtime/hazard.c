@@ -1,13 +1,15 @@
 /* The hazard guard: while checking is on, the RIs with replays in flight and
- * the ranges they read and write; writes into those ranges from elsewhere are
- * refused with the buffer's name and the RI. Kernel arguments are opaque bytes,
- * so only copies and fills of a recording count: a kernel's own reads are not
- * tracked. Also the allocation names used in the messages. */
+ * the ranges they read and write, and the refusal of writes into those ranges
+ * from elsewhere. Also the allocation names used in the messages. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/capture.h"
+
+/* A refused write is reported with the buffer's name and the RI. Kernel
+ * arguments are opaque bytes, so only copies and fills of a recording count: a
+ * kernel's own reads are not tracked. */
 
 struct rt_mem_name {
     const void *base;

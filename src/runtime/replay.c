@@ -1,13 +1,15 @@
-/* Replay instances: built from an ended capture, replayed as one stream task
- * whose worker runs the recorded work back to back (dev->ops->run_tasks),
- * serialised across streams through an internal event; reading and changing
- * recorded tasks; re-recording task groups. */
+/* Replay instances: built from an ended capture, replayed as one stream task;
+ * reading and changing recorded tasks; re-recording task groups. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "runtime/capture.h"
+
+/* The replay task's worker runs the recorded work back to back
+ * (dev->ops->run_tasks), and replays are serialised across streams through an
+ * internal event. */
 
 static bool is_work(cge_task_kind k) { return k != CGE_TASK_EVENT_RECORD && k != CGE_TASK_EVENT_WAIT; }
 

@@ -1,13 +1,6 @@
-/* Instances: the executable form of a graph for one input signature. The
- * compiler turns the graph into a plan (cge/compiler.h): one arena and one
- * constant blob, kernel contexts bound once, so that a run only copies
- * inputs, launches the plan's steps and copies outputs. When some shape
- * depends on run-time values, the compiler's prepared graph runs node by node
- * with a buffer per value, inferring as it goes; EAGER runs (the debugging
- * mode) do the same over the unoptimised graph, their tables made on demand. A prebuilt plan (a loaded model file) skips the compile: its plan
- * and constants belong to the caller, and its EAGER runs are the plan's steps
- * one at a time. Profiled runs time every step and copy, synchronizing after
- * each, so that host dispatch and kernel time can be told apart. */
+/* Instances: the executable form of a graph for one input signature, made by
+ * the compiler or from a prebuilt plan, and their runs (planned, node by node,
+ * EAGER, profiled, captured). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +10,17 @@
 #include "cge/compiler.h"
 #include "cge/op.h"
 #include "session/instance.h"
+
+/* The compiler turns the graph into a plan (cge/compiler.h): one arena and one
+ * constant blob, kernel contexts bound once, so that a run only copies inputs,
+ * launches the plan's steps and copies outputs. When some shape depends on
+ * run-time values, the compiler's prepared graph runs node by node with a
+ * buffer per value, inferring as it goes; EAGER runs (the debugging mode) do
+ * the same over the unoptimised graph, their tables made on demand. A prebuilt
+ * plan (a loaded model file) skips the compile: its plan and constants belong
+ * to the caller, and its EAGER runs are the plan's steps one at a time.
+ * Profiled runs time every step and copy, synchronizing after each, so that
+ * host dispatch and kernel time can be told apart. */
 
 typedef struct value {
     const char *name;

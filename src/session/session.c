@@ -1,7 +1,5 @@
-/* Sessions: graphs by id, each compiled by the compiler into one instance
- * per input signature (a plan bound to its arena; the session's one plan
- * cache) and run on a stream. Inputs and outputs are checked before anything
- * is enqueued. */
+/* Sessions: graphs by id, each compiled by the compiler into one instance per
+ * input signature (a plan bound to its arena) and run on a stream. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +10,9 @@
 #include "cge/op.h"
 #include "cge/session.h"
 #include "session/instance.h"
+
+/* The instances are the session's one plan cache. Inputs and outputs are
+ * checked before anything is enqueued. */
 
 #define MAX_INSTANCES 16
 
