@@ -7,7 +7,7 @@
 #include "cge/op.h"
 
 /* Each returns a static array and writes its length. */
-const cge_op_def *cge_ops_binary(int32_t *count);     /* Add Sub Mul Div Pow Equal Less Greater Where */
+const cge_op_def *cge_ops_binary(int32_t *count);     /* Add Sub Mul Div Pow Mod, comparisons, And Or Xor, BitShift Bitwise*, PRelu, Where */
 const cge_op_def *cge_ops_unary(int32_t *count);      /* Neg Abs Exp ... Gelu Cast Identity */
 const cge_op_def *cge_ops_matmul(int32_t *count);     /* MatMul Gemm */
 const cge_op_def *cge_ops_softmax(int32_t *count);    /* Softmax LogSoftmax */
@@ -23,7 +23,6 @@ const cge_op_def *cge_ops_rnn(int32_t *count);        /* RNN GRU LSTM */
 const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin */
 const cge_op_def *cge_ops_index(int32_t *count);      /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero TopK CumSum Trilu Compress */
 const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Tile Size DepthToSpace SpaceToDepth ReverseSequence */
-const cge_op_def *cge_ops_binary_ext(int32_t *count); /* LessOrEqual GreaterOrEqual And Or Xor Mod BitShift Bitwise* PRelu */
 const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
 const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
 const cge_op_def *cge_ops_quant(int32_t *count);   /* QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv */
