@@ -17,7 +17,7 @@ static const family_fn families[] = {
     cge_ops_reduce_ext,
     cge_ops_index,
     cge_ops_generate,
-    cge_ops_variadic, cge_ops_unary_ext,
+    cge_ops_variadic,
     cge_ops_quant,
     cge_ops_spectral,
     cge_ops_einsum,

@@ -8,7 +8,7 @@
 
 /* Each returns a static array and writes its length. */
 const cge_op_def *cge_ops_binary(int32_t *count);     /* Add Sub Mul Div Pow Mod, comparisons, And Or Xor, BitShift Bitwise*, PRelu, Where */
-const cge_op_def *cge_ops_unary(int32_t *count);      /* Neg Abs Exp ... Gelu Cast Identity */
+const cge_op_def *cge_ops_unary(int32_t *count);      /* Neg Abs Exp ... Gelu Cast Identity Floor ... Shrink Clip Dropout Hardmax */
 const cge_op_def *cge_ops_matmul(int32_t *count);     /* MatMul Gemm */
 const cge_op_def *cge_ops_softmax(int32_t *count);    /* Softmax LogSoftmax */
 const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum ReduceMean ReduceMax */
@@ -24,7 +24,6 @@ const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd Re
 const cge_op_def *cge_ops_index(int32_t *count);      /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero TopK CumSum Trilu Compress */
 const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Tile Size DepthToSpace SpaceToDepth ReverseSequence */
 const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
-const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
 const cge_op_def *cge_ops_quant(int32_t *count);   /* QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv */
 const cge_op_def *cge_ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
 const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */
