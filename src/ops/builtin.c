@@ -14,7 +14,6 @@ static const family_fn families[] = {
     cge_ops_reduce, cge_ops_shape, cge_ops_transform,
     cge_ops_conv, cge_ops_pool, cge_ops_norm, cge_ops_resize, cge_ops_pad,
     cge_ops_rnn,
-    cge_ops_reduce_ext,
     cge_ops_index,
     cge_ops_generate,
     cge_ops_variadic,

@@ -11,7 +11,7 @@ const cge_op_def *cge_ops_binary(int32_t *count);     /* Add Sub Mul Div Pow Mod
 const cge_op_def *cge_ops_unary(int32_t *count);      /* Neg Abs Exp ... Gelu Cast Identity Floor ... Shrink Clip Dropout Hardmax */
 const cge_op_def *cge_ops_matmul(int32_t *count);     /* MatMul Gemm */
 const cge_op_def *cge_ops_softmax(int32_t *count);    /* Softmax LogSoftmax */
-const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum ReduceMean ReduceMax */
+const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum Mean Max Min Prod L1 L2 LogSum LogSumExp SumSquare ArgMax ArgMin */
 const cge_op_def *cge_ops_shape(int32_t *count);      /* Reshape Flatten Squeeze Unsqueeze Expand Shape Constant */
 const cge_op_def *cge_ops_transform(int32_t *count);  /* Transpose Concat Split Slice Gather */
 const cge_op_def *cge_ops_conv(int32_t *count);       /* Conv ConvTranspose */
@@ -20,7 +20,6 @@ const cge_op_def *cge_ops_norm(int32_t *count);       /* BatchNormalization Inst
 const cge_op_def *cge_ops_resize(int32_t *count);     /* Resize Upsample */
 const cge_op_def *cge_ops_pad(int32_t *count);        /* Pad */
 const cge_op_def *cge_ops_rnn(int32_t *count);        /* RNN GRU LSTM */
-const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin */
 const cge_op_def *cge_ops_index(int32_t *count);      /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero TopK CumSum Trilu Compress */
 const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Tile Size DepthToSpace SpaceToDepth ReverseSequence */
 const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
