@@ -1,6 +1,6 @@
-/* The broadcasting binary family: Add Sub Mul Div Pow (arithmetic), Equal Less
- * Greater (comparisons to bool) and Where (select, three inputs). Typed row
- * loops per dtype, driven by the shared broadcast iterator (broadcast.h). */
+/* The broadcasting binary family: arithmetic (Add Sub Mul Div Pow Mod), comparisons to
+ * bool, logic (And Or Xor), bits (BitShift Bitwise*), PRelu and Where. One table of typed
+ * rows per op and dtype; one meta and one launch over the broadcast iterator (broadcast.h). */
 #include <math.h>
 #include <string.h>
 
@@ -12,12 +12,12 @@
  * another task outweighs the work. */
 #define MIN_PER_BLOCK 16384
 
+/* Mod and BitShift have two rows each, picked by an attribute (variant()). */
 typedef enum bin_op {
-    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_EQ, OP_LT, OP_GT, OP_COUNT
+    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_EQ, OP_LT, OP_GT, OP_LE, OP_GE,
+    OP_AND, OP_OR, OP_XOR, OP_MOD, OP_FMOD, OP_SHL, OP_SHR, OP_BAND, OP_BOR, OP_BXOR,
+    OP_PRELU, OP_COUNT
 } bin_op;
-
-static const char *const op_names[OP_COUNT] = {"Add", "Sub", "Mul", "Div",
-                                               "Pow", "Equal", "Less", "Greater"};
 
 struct bin_args;
 /* One row: n output elements; a and b advance by sa, sb (each 0 or 1). */
@@ -38,8 +38,8 @@ typedef struct bin_args {
 /* The four stride cases are separate loops so that each one vectorises; the
  * output may be A's buffer (in place), hence no restrict. */
 #define DEF_ROW(NAME, TA, TB, TO, EXPR)                                                  \
-    CGE_TARGET_CLONES static void NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb,   \
-                     int64_t n, const bin_args *args)                                    \
+    CGE_TARGET_CLONES static void NAME(void *o_, const void *a_, int64_t sa, const void *b_, \
+                                       int64_t sb, int64_t n, const bin_args *args)      \
     {                                                                                    \
         TO *o = o_;                                                                      \
         const TA *a = a_;                                                                \
@@ -71,8 +71,9 @@ typedef struct bin_args {
         }                                                                                \
     }
 
-/* float32 / float64: plain C arithmetic (IEEE: x/0 is inf or NaN). */
-#define DEF_FLOAT_ROWS(S, T, POWF)                                                       \
+/* float32 / float64: plain C arithmetic (IEEE: x/0 is inf or NaN); comparisons
+ * with NaN are false. PRelu selects on the bits, which vectorises. */
+#define DEF_FLOAT_ROWS(S, T, POWF, FMOD, SEL)                                            \
     DEF_ROW(add_##S, T, T, T, x + y)                                                     \
     DEF_ROW(sub_##S, T, T, T, x - y)                                                     \
     DEF_ROW(mul_##S, T, T, T, x * y)                                                     \
@@ -80,9 +81,13 @@ typedef struct bin_args {
     DEF_ROW(pow_##S, T, T, T, POWF(x, y))                                                \
     DEF_ROW(eq_##S, T, T, uint8_t, x == y)                                               \
     DEF_ROW(lt_##S, T, T, uint8_t, x < y)                                                \
-    DEF_ROW(gt_##S, T, T, uint8_t, x > y)
-DEF_FLOAT_ROWS(f32, float, powf)
-DEF_FLOAT_ROWS(f64, double, pow)
+    DEF_ROW(gt_##S, T, T, uint8_t, x > y)                                                \
+    DEF_ROW(le_##S, T, T, uint8_t, x <= y)                                               \
+    DEF_ROW(ge_##S, T, T, uint8_t, x >= y)                                               \
+    DEF_ROW(fmod_##S, T, T, T, FMOD(x, y))                                               \
+    DEF_ROW(prelu_##S, T, T, T, SEL(x < 0, y * x, x))
+DEF_FLOAT_ROWS(f32, float, powf, fmodf, cge__select_f32)
+DEF_FLOAT_ROWS(f64, double, pow, fmod, cge__select_f64)
 
 /* float16 / bfloat16: computed in float32 and rounded back, as numpy does. */
 #define DEF_HALF_ROWS(S, TOF, FROMF)                                                     \
@@ -93,9 +98,32 @@ DEF_FLOAT_ROWS(f64, double, pow)
     DEF_ROW(pow_##S, uint16_t, uint16_t, uint16_t, FROMF(powf(TOF(x), TOF(y))))          \
     DEF_ROW(eq_##S, uint16_t, uint16_t, uint8_t, TOF(x) == TOF(y))                       \
     DEF_ROW(lt_##S, uint16_t, uint16_t, uint8_t, TOF(x) < TOF(y))                        \
-    DEF_ROW(gt_##S, uint16_t, uint16_t, uint8_t, TOF(x) > TOF(y))
+    DEF_ROW(gt_##S, uint16_t, uint16_t, uint8_t, TOF(x) > TOF(y))                        \
+    DEF_ROW(le_##S, uint16_t, uint16_t, uint8_t, TOF(x) <= TOF(y))                       \
+    DEF_ROW(ge_##S, uint16_t, uint16_t, uint8_t, TOF(x) >= TOF(y))                       \
+    DEF_ROW(fmod_##S, uint16_t, uint16_t, uint16_t, FROMF(fmodf(TOF(x), TOF(y))))        \
+    DEF_ROW(prelu_##S, uint16_t, uint16_t, uint16_t,                                     \
+            TOF(x) < 0.0f ? FROMF(TOF(y) * TOF(x)) : x)
 DEF_HALF_ROWS(f16, cge_f16_to_f32, cge_f32_to_f16)
 DEF_HALF_ROWS(bf16, cge_bf16_to_f32, cge_f32_to_bf16)
+
+/* Integer remainders. x % 0 is 0 (as numpy gives); MIN % -1 is 0 (C leaves
+ * it undefined). fmod keeps the dividend's sign (C's %); mod, the divisor's
+ * (Python's %). */
+#define DEF_SMOD(S, T)                                                                   \
+    static inline T smod_##S(T x, T y)                                                   \
+    {                                                                                    \
+        if (y == 0 || y == -1)                                                           \
+            return 0;                                                                    \
+        T r = (T)(x % y);                                                                \
+        return (r != 0 && ((r < 0) != (y < 0))) ? (T)(r + y) : r;                        \
+    }                                                                                    \
+    static inline T sfmod_##S(T x, T y) { return y == 0 || y == -1 ? (T)0 : (T)(x % y); }
+DEF_SMOD(i8, int8_t)
+DEF_SMOD(i16, int16_t)
+DEF_SMOD(i32, int32_t)
+DEF_SMOD(i64, int64_t)
+#define UMOD(x, y) ((y) == 0 ? 0 : (x) % (y))
 
 /* Integers wrap modulo 2^bits like numpy (computed in the unsigned type W, so
  * signed overflow never happens). Division truncates toward zero; x / 0 is 0
@@ -110,18 +138,40 @@ DEF_HALF_ROWS(bf16, cge_bf16_to_f32, cge_f32_to_bf16)
     DEF_ROW(div_##S, T, T, T, DIV(T, W, x, y))                                           \
     DEF_ROW(eq_##S, T, T, uint8_t, x == y)                                               \
     DEF_ROW(lt_##S, T, T, uint8_t, x < y)                                                \
-    DEF_ROW(gt_##S, T, T, uint8_t, x > y)
-DEF_INT_ROWS(i8, int8_t, uint32_t, SDIV)
-DEF_INT_ROWS(i16, int16_t, uint32_t, SDIV)
-DEF_INT_ROWS(i32, int32_t, uint32_t, SDIV)
-DEF_INT_ROWS(i64, int64_t, uint64_t, SDIV)
-DEF_INT_ROWS(u8, uint8_t, uint32_t, UDIV)
-DEF_INT_ROWS(u16, uint16_t, uint32_t, UDIV)
-DEF_INT_ROWS(u32, uint32_t, uint32_t, UDIV)
-DEF_INT_ROWS(u64, uint64_t, uint64_t, UDIV)
+    DEF_ROW(gt_##S, T, T, uint8_t, x > y)                                                \
+    DEF_ROW(le_##S, T, T, uint8_t, x <= y)                                               \
+    DEF_ROW(ge_##S, T, T, uint8_t, x >= y)
+/* Signed: remainders, and PRelu (y * x wraps, computed in W). */
+#define DEF_SINT_ROWS(S, T, W)                                                           \
+    DEF_INT_ROWS(S, T, W, SDIV)                                                          \
+    DEF_ROW(mod_##S, T, T, T, smod_##S(x, y))                                            \
+    DEF_ROW(fmod_##S, T, T, T, sfmod_##S(x, y))                                          \
+    DEF_ROW(prelu_##S, T, T, T, x < 0 ? (T)((W)y * (W)x) : x)
+/* Unsigned: both Mod modes agree; PRelu is the identity (x is never < 0);
+ * shifting by the bit width or more gives 0. */
+#define DEF_UINT_ROWS(S, T, W, BITS)                                                     \
+    DEF_INT_ROWS(S, T, W, UDIV)                                                          \
+    DEF_ROW(mod_##S, T, T, T, (T)UMOD(x, y))                                             \
+    DEF_ROW(prelu_##S, T, T, T, ((void)y, x))                                            \
+    DEF_ROW(shl_##S, T, T, T, y >= BITS ? (T)0 : (T)(x << y))                            \
+    DEF_ROW(shr_##S, T, T, T, y >= BITS ? (T)0 : (T)(x >> y))                            \
+    DEF_ROW(band_##S, T, T, T, (T)(x & y))                                               \
+    DEF_ROW(bor_##S, T, T, T, (T)(x | y))                                                \
+    DEF_ROW(bxor_##S, T, T, T, (T)(x ^ y))
+DEF_SINT_ROWS(i8, int8_t, uint32_t)
+DEF_SINT_ROWS(i16, int16_t, uint32_t)
+DEF_SINT_ROWS(i32, int32_t, uint32_t)
+DEF_SINT_ROWS(i64, int64_t, uint64_t)
+DEF_UINT_ROWS(u8, uint8_t, uint32_t, 8)
+DEF_UINT_ROWS(u16, uint16_t, uint32_t, 16)
+DEF_UINT_ROWS(u32, uint32_t, uint32_t, 32)
+DEF_UINT_ROWS(u64, uint64_t, uint64_t, 64)
 
-/* Bool equality compares truth values, whatever nonzero byte encodes true. */
+/* Booleans: any nonzero byte is true; results are 0 or 1. */
 DEF_ROW(eq_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
+DEF_ROW(and_bool, uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) & (y != 0)))
+DEF_ROW(or_bool, uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) | (y != 0)))
+DEF_ROW(xor_bool, uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) ^ (y != 0)))
 
 /* base^e for integers by squaring, wrapping modulo 2^64 (numpy wraps too).
  * A negative exponent gives the truncated 1 / base^|e|: 1 or -1 for base
@@ -174,37 +224,57 @@ static void pow_generic(void *o, const void *a, int64_t sa, const void *b, int64
     }
 }
 
-#define ROWS_ALL_TYPES(P)                                                                \
-    {                                                                                    \
-        [CGE_F32] = P##_f32, [CGE_F64] = P##_f64, [CGE_F16] = P##_f16,                   \
-        [CGE_BF16] = P##_bf16, [CGE_I8] = P##_i8, [CGE_I16] = P##_i16,                   \
-        [CGE_I32] = P##_i32, [CGE_I64] = P##_i64, [CGE_U8] = P##_u8, [CGE_U16] = P##_u16, \
-        [CGE_U32] = P##_u32, [CGE_U64] = P##_u64                                         \
-    }
+/* ---- the table ------------------------------------------------------------ */
 
-/* Rows by op and dtype of A (and of B, which equals A's except for Pow). */
-static const row_fn rows[OP_COUNT][CGE_DTYPE_MAX] = {
-    [OP_ADD] = ROWS_ALL_TYPES(add),
-    [OP_SUB] = ROWS_ALL_TYPES(sub),
-    [OP_MUL] = ROWS_ALL_TYPES(mul),
-    [OP_DIV] = ROWS_ALL_TYPES(div),
-    [OP_POW] = {[CGE_F32] = pow_f32, [CGE_F64] = pow_f64, [CGE_F16] = pow_f16,
-                [CGE_BF16] = pow_bf16},
-    [OP_EQ] = {[CGE_F32] = eq_f32, [CGE_F64] = eq_f64, [CGE_F16] = eq_f16,
-               [CGE_BF16] = eq_bf16, [CGE_I8] = eq_i8, [CGE_I16] = eq_i16, [CGE_I32] = eq_i32,
-               [CGE_I64] = eq_i64, [CGE_U8] = eq_u8, [CGE_U16] = eq_u16, [CGE_U32] = eq_u32,
-               [CGE_U64] = eq_u64, [CGE_BOOL] = eq_bool},
-    [OP_LT] = ROWS_ALL_TYPES(lt),
-    [OP_GT] = ROWS_ALL_TYPES(gt),
-};
+#define FLOAT_ROWS(P) [CGE_F32] = P##_f32, [CGE_F64] = P##_f64, [CGE_F16] = P##_f16,     \
+                      [CGE_BF16] = P##_bf16
+#define SINT_ROWS(P) [CGE_I8] = P##_i8, [CGE_I16] = P##_i16, [CGE_I32] = P##_i32,        \
+                     [CGE_I64] = P##_i64
+#define UINT_ROWS(P) [CGE_U8] = P##_u8, [CGE_U16] = P##_u16, [CGE_U32] = P##_u32,        \
+                     [CGE_U64] = P##_u64
+#define NUM_ROWS(P) FLOAT_ROWS(P), SINT_ROWS(P), UINT_ROWS(P)
+/* Bit operations do not care about signedness: signed types use the unsigned
+ * row of their size. */
+#define BIT_ROWS(P) UINT_ROWS(P), [CGE_I8] = P##_u8, [CGE_I16] = P##_u16,                \
+                    [CGE_I32] = P##_u32, [CGE_I64] = P##_u64
 
-/* Dtypes each op accepts for A (Pow: for its base X; its exponent Y takes
- * any numeric dtype). */
+#define BOOL_DT CGE_DT(CGE_BOOL)
+/* Pow's base X (its exponent Y takes any numeric dtype). */
 #define POW_BASE_DTYPES (CGE_DT_FLOAT | CGE_DT(CGE_I32) | CGE_DT(CGE_I64))
-static const cge_dtype_set op_dtypes[OP_COUNT] = {
-    [OP_ADD] = CGE_DT_NUMERIC, [OP_SUB] = CGE_DT_NUMERIC, [OP_MUL] = CGE_DT_NUMERIC,
-    [OP_DIV] = CGE_DT_NUMERIC, [OP_POW] = POW_BASE_DTYPES, [OP_EQ] = CGE_DT_ALL,
-    [OP_LT] = CGE_DT_NUMERIC,  [OP_GT] = CGE_DT_NUMERIC,
+/* ONNX 16's PRelu types: floats and 32/64-bit integers. */
+#define PRELU_DTYPES (CGE_DT_FLOAT | CGE_DT(CGE_I32) | CGE_DT(CGE_I64) | CGE_DT(CGE_U32) | \
+                      CGE_DT(CGE_U64))
+
+typedef struct bin_info {
+    const char *name;
+    cge_dtype_set dtypes;        /* accepted for A */
+    bool to_bool;                /* a comparison: writes bool */
+    row_fn rows[CGE_DTYPE_MAX];  /* by A's dtype (B's is the same, except for Pow) */
+} bin_info;
+
+static const bin_info bin_ops[OP_COUNT] = {
+    [OP_ADD] = {"Add", CGE_DT_NUMERIC, false, {NUM_ROWS(add)}},
+    [OP_SUB] = {"Sub", CGE_DT_NUMERIC, false, {NUM_ROWS(sub)}},
+    [OP_MUL] = {"Mul", CGE_DT_NUMERIC, false, {NUM_ROWS(mul)}},
+    [OP_DIV] = {"Div", CGE_DT_NUMERIC, false, {NUM_ROWS(div)}},
+    [OP_POW] = {"Pow", POW_BASE_DTYPES, false, {FLOAT_ROWS(pow)}},
+    [OP_EQ] = {"Equal", CGE_DT_ALL, true, {NUM_ROWS(eq), [CGE_BOOL] = eq_bool}},
+    [OP_LT] = {"Less", CGE_DT_NUMERIC, true, {NUM_ROWS(lt)}},
+    [OP_GT] = {"Greater", CGE_DT_NUMERIC, true, {NUM_ROWS(gt)}},
+    [OP_LE] = {"LessOrEqual", CGE_DT_NUMERIC, true, {NUM_ROWS(le)}},
+    [OP_GE] = {"GreaterOrEqual", CGE_DT_NUMERIC, true, {NUM_ROWS(ge)}},
+    [OP_AND] = {"And", BOOL_DT, false, {[CGE_BOOL] = and_bool}},
+    [OP_OR] = {"Or", BOOL_DT, false, {[CGE_BOOL] = or_bool}},
+    [OP_XOR] = {"Xor", BOOL_DT, false, {[CGE_BOOL] = xor_bool}},
+    [OP_MOD] = {"Mod", CGE_DT_INT, false, {SINT_ROWS(mod), UINT_ROWS(mod)}},
+    [OP_FMOD] = {"Mod", CGE_DT_NUMERIC, false,
+                 {FLOAT_ROWS(fmod), SINT_ROWS(fmod), UINT_ROWS(mod)}},
+    [OP_SHL] = {"BitShift", CGE_DT_UNSIGNED_INT, false, {UINT_ROWS(shl)}},
+    [OP_SHR] = {"BitShift", CGE_DT_UNSIGNED_INT, false, {UINT_ROWS(shr)}},
+    [OP_BAND] = {"BitwiseAnd", CGE_DT_INT, false, {BIT_ROWS(band)}},
+    [OP_BOR] = {"BitwiseOr", CGE_DT_INT, false, {BIT_ROWS(bor)}},
+    [OP_BXOR] = {"BitwiseXor", CGE_DT_INT, false, {BIT_ROWS(bxor)}},
+    [OP_PRELU] = {"PRelu", PRELU_DTYPES, false, {NUM_ROWS(prelu)}},
 };
 
 static bool in_set(cge_dtype_set set, cge_dtype t)
@@ -212,59 +282,92 @@ static bool in_set(cge_dtype_set set, cge_dtype t)
     return t > CGE_DTYPE_UNDEFINED && t < CGE_DTYPE_MAX && (set & CGE_DT(t));
 }
 
-static bool is_compare(bin_op op) { return op == OP_EQ || op == OP_LT || op == OP_GT; }
+/* Attributes pick the variant: Mod's fmod, BitShift's direction. Returns
+ * false (and leaves *op) for a bad direction. */
+static bool variant(const cge_attrs *attrs, bin_op *op)
+{
+    if (*op == OP_MOD || *op == OP_FMOD) {
+        *op = cge_attrs_get_int(attrs, "fmod", 0) ? OP_FMOD : OP_MOD;
+    } else if (*op == OP_SHL || *op == OP_SHR) {
+        const char *d = cge_attrs_get_string(attrs, "direction", "");
+        if (d && !strcmp(d, "LEFT"))
+            *op = OP_SHL;
+        else if (d && !strcmp(d, "RIGHT"))
+            *op = OP_SHR;
+        else
+            return false;
+    }
+    return true;
+}
 
 static row_fn pick_row(bin_op op, cge_dtype ta, cge_dtype tb)
 {
-    if (!in_set(op_dtypes[op], ta))
+    if (!in_set(bin_ops[op].dtypes, ta))
         return NULL;
     if (op == OP_POW) {
         if (!in_set(CGE_DT_NUMERIC, tb))
             return NULL;
-        return ta == tb && rows[op][ta] ? rows[op][ta] : pow_generic;
+        return ta == tb && bin_ops[op].rows[ta] ? bin_ops[op].rows[ta] : pow_generic;
     }
-    return ta == tb ? rows[op][ta] : NULL;
+    return ta == tb ? bin_ops[op].rows[ta] : NULL;
 }
 
 /* ---- meta ---------------------------------------------------------------- */
 
-static cge_status bin_infer(cge_infer_ctx *ctx, bin_op op)
+static cge_status bin_infer(cge_infer_ctx *ctx, bin_op op, const cge_arg_def *args)
 {
-    if (ctx->num_inputs != 2 || ctx->num_outputs != 1)
-        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
-                              "expects 2 inputs and 1 output, got %d and %d", ctx->num_inputs,
-                              ctx->num_outputs);
+    CGE__CHECK_COUNTS(ctx, cge_meta_error, 2, 2, 1, 1, "2 inputs and 1 output");
     const cge_tensor_desc *a = &ctx->inputs[0], *b = &ctx->inputs[1];
-    if (!in_set(op_dtypes[op], a->dtype))
+    if (!variant(ctx->attrs, &op))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "attribute direction is '%s'; it must be 'LEFT' or 'RIGHT'",
+                              cge_attrs_get_string(ctx->attrs, "direction", ""));
+    if (op == OP_MOD && cge_dtype_is_float(a->dtype))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "input is %s: Mod on floating-point inputs needs fmod = 1",
+                              cge_dtype_name(a->dtype));
+    if (!in_set(bin_ops[op].dtypes, a->dtype))
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "input 0 has dtype %s, which %s does not support",
-                              cge_dtype_name(a->dtype), op_names[op]);
+                              cge_dtype_name(a->dtype), bin_ops[op].name);
     if (op == OP_POW) {
         if (!in_set(CGE_DT_NUMERIC, b->dtype))
             return cge_meta_error(ctx, CGE_ERR_DTYPE,
                                   "exponent Y has dtype %s; Pow needs a numeric exponent",
                                   cge_dtype_name(b->dtype));
     } else if (a->dtype != b->dtype) {
-        return cge_meta_error(ctx, CGE_ERR_DTYPE, "inputs must have one dtype; A is %s, B is %s",
-                              cge_dtype_name(a->dtype), cge_dtype_name(b->dtype));
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "inputs must have one dtype; %s is %s, %s is %s",
+                              args[0].name, cge_dtype_name(a->dtype), args[1].name,
+                              cge_dtype_name(b->dtype));
     }
     cge_shape out;
-    if (cge_shape_broadcast(&a->shape, &b->shape, &out) != CGE_OK) {
-        char sa[CGE_SHAPE_STR_MAX], sb[CGE_SHAPE_STR_MAX];
+    char sa[CGE_SHAPE_STR_MAX], sb[CGE_SHAPE_STR_MAX];
+    if (op == OP_PRELU) {
+        /* The slope broadcasts to X, never X to the slope. */
+        out = a->shape;
+        bool ok = b->shape.rank <= a->shape.rank;
+        for (int32_t i = 0; ok && i < b->shape.rank; i++) {
+            int64_t db = b->shape.dims[b->shape.rank - 1 - i];
+            int64_t da = a->shape.dims[a->shape.rank - 1 - i];
+            ok = db == 1 || cge_dim_may_equal(db, da);
+        }
+        if (!ok)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "slope %s does not broadcast to X %s (unidirectionally)",
+                                  cge_shape_str(&b->shape, sb, sizeof sb),
+                                  cge_shape_str(&a->shape, sa, sizeof sa));
+    } else if (cge_shape_broadcast(&a->shape, &b->shape, &out) != CGE_OK) {
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "inputs %s and %s do not broadcast",
                               cge_shape_str(&a->shape, sa, sizeof sa),
                               cge_shape_str(&b->shape, sb, sizeof sb));
     }
-    ctx->outputs[0].dtype = is_compare(op) ? CGE_BOOL : a->dtype;
+    ctx->outputs[0].dtype = bin_ops[op].to_bool ? CGE_BOOL : a->dtype;
     ctx->outputs[0].shape = out;
     return CGE_OK;
 }
 
 static cge_status where_infer(cge_infer_ctx *ctx)
 {
-    if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
-        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
-                              "expects 3 inputs and 1 output, got %d and %d", ctx->num_inputs,
-                              ctx->num_outputs);
+    CGE__CHECK_COUNTS(ctx, cge_meta_error, 3, 3, 1, 1, "3 inputs and 1 output");
     const cge_tensor_desc *c = &ctx->inputs[0], *x = &ctx->inputs[1], *y = &ctx->inputs[2];
     if (c->dtype != CGE_BOOL)
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "condition must be bool, not %s",
@@ -287,27 +390,16 @@ static cge_status where_infer(cge_infer_ctx *ctx)
     return CGE_OK;
 }
 
-#define DEF_INFER(NAME, OP)                                                              \
-    static cge_status NAME##_infer(cge_infer_ctx *ctx) { return bin_infer(ctx, OP); }
-DEF_INFER(add, OP_ADD)
-DEF_INFER(sub, OP_SUB)
-DEF_INFER(mul, OP_MUL)
-DEF_INFER(div, OP_DIV)
-DEF_INFER(pow, OP_POW)
-DEF_INFER(eq, OP_EQ)
-DEF_INFER(lt, OP_LT)
-DEF_INFER(gt, OP_GT)
-
 /* ---- kernels ------------------------------------------------------------- */
 
-
-/* The output's shape must be exactly the broadcast of the inputs'. */
+/* The output's shape must be exactly the broadcast of the inputs' (or, when
+ * `to_first`, input 0's: the others broadcast to it). */
 static cge_status check_out_shape(const cge_kernel_ctx *ctx, const cge_shape *const *ins,
-                                  int32_t n, const cge_shape *out, cge_bcast *bc)
+                                  int32_t n, bool to_first, const cge_shape *out, cge_bcast *bc)
 {
     cge_shape want = *ins[0];
     bool ok = true;
-    for (int32_t i = 1; i < n && ok; i++)
+    for (int32_t i = 1; i < n && ok && !to_first; i++)
         ok = cge_shape_broadcast(&want, ins[i], &want) == CGE_OK;
     if (ok)
         ok = cge_shape_equal(&want, out) && cge_bcast_init(bc, out, ins, n) == CGE_OK;
@@ -338,26 +430,27 @@ static void bin_block(int64_t blk, int64_t nb, void *p)
 
 static cge_status bin_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bin_op op)
 {
-    if (ctx->num_inputs != 2 || ctx->num_outputs != 1)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
-                                "expects 2 inputs and 1 output, got %d and %d", ctx->num_inputs,
-                                ctx->num_outputs);
+    CGE__CHECK_COUNTS(ctx, cge_kernel_error, 2, 2, 1, 1, "2 inputs and 1 output");
     const cge_tensor *A = &ctx->inputs[0], *B = &ctx->inputs[1];
     cge_tensor *C = &ctx->outputs[0];
+    if (!variant(ctx->attrs, &op))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "attribute direction must be 'LEFT' or 'RIGHT'");
     bin_args args;
     memset(&args, 0, sizeof args);
     args.row = pick_row(op, A->dtype, B->dtype);
-    cge_dtype want = is_compare(op) ? CGE_BOOL : A->dtype;
+    cge_dtype want = bin_ops[op].to_bool ? CGE_BOOL : A->dtype;
     if (!args.row || C->dtype != want)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "no %s kernel for %s, %s -> %s", op_names[op],
-                                cge_dtype_name(A->dtype), cge_dtype_name(B->dtype),
-                                cge_dtype_name(C->dtype));
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "no %s kernel for %s, %s -> %s",
+                                bin_ops[op].name, cge_dtype_name(A->dtype),
+                                cge_dtype_name(B->dtype), cge_dtype_name(C->dtype));
     cge_status st;
-    if ((st = cge_kernel_check_buffer(ctx, A, "input 0")) || (st = cge_kernel_check_buffer(ctx, B, "input 1")) ||
+    if ((st = cge_kernel_check_buffer(ctx, A, "input 0")) ||
+        (st = cge_kernel_check_buffer(ctx, B, "input 1")) ||
         (st = cge_kernel_check_buffer(ctx, C, "output 0")))
         return st;
     const cge_shape *ins[2] = {&A->shape, &B->shape};
-    if ((st = check_out_shape(ctx, ins, 2, &C->shape, &args.bc)))
+    if ((st = check_out_shape(ctx, ins, 2, op == OP_PRELU, &C->shape, &args.bc)))
         return st;
     if (args.bc.numel == 0)
         return CGE_OK;
@@ -373,20 +466,6 @@ static cge_status bin_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bin_
     return cge_launch(stream, bin_block, nb, &args, sizeof args);
 }
 
-#define DEF_LAUNCH(NAME, OP)                                                             \
-    static cge_status NAME##_launch(const cge_kernel_ctx *ctx, cge_stream *stream)       \
-    {                                                                                    \
-        return bin_launch(ctx, stream, OP);                                              \
-    }
-DEF_LAUNCH(add, OP_ADD)
-DEF_LAUNCH(sub, OP_SUB)
-DEF_LAUNCH(mul, OP_MUL)
-DEF_LAUNCH(div, OP_DIV)
-DEF_LAUNCH(pow, OP_POW)
-DEF_LAUNCH(eq, OP_EQ)
-DEF_LAUNCH(lt, OP_LT)
-DEF_LAUNCH(gt, OP_GT)
-
 /* Where: select by element size, since selecting never looks at the value. */
 typedef struct where_args {
     cge_bcast bc;
@@ -397,7 +476,7 @@ typedef struct where_args {
 } where_args;
 
 #define DEF_WHERE_ROW(NAME, T)                                                           \
-    static void NAME(void *o_, const uint8_t *c, int64_t sc, const void *x_, int64_t sx,  \
+    static void NAME(void *o_, const uint8_t *c, int64_t sc, const void *x_, int64_t sx, \
                      const void *y_, int64_t sy, int64_t n)                              \
     {                                                                                    \
         T *o = o_;                                                                       \
@@ -445,10 +524,7 @@ static void where_block(int64_t blk, int64_t nb, void *p)
 
 static cge_status where_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
-    if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
-                                "expects 3 inputs and 1 output, got %d and %d", ctx->num_inputs,
-                                ctx->num_outputs);
+    CGE__CHECK_COUNTS(ctx, cge_kernel_error, 3, 3, 1, 1, "3 inputs and 1 output");
     const cge_tensor *c = &ctx->inputs[0], *x = &ctx->inputs[1], *y = &ctx->inputs[2];
     cge_tensor *o = &ctx->outputs[0];
     size_t sz = cge_dtype_size(x->dtype);
@@ -458,13 +534,15 @@ static cge_status where_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                                 cge_dtype_name(c->dtype), cge_dtype_name(x->dtype),
                                 cge_dtype_name(y->dtype), cge_dtype_name(o->dtype));
     cge_status st;
-    if ((st = cge_kernel_check_buffer(ctx, c, "input 0")) || (st = cge_kernel_check_buffer(ctx, x, "input 1")) ||
-        (st = cge_kernel_check_buffer(ctx, y, "input 2")) || (st = cge_kernel_check_buffer(ctx, o, "output 0")))
+    if ((st = cge_kernel_check_buffer(ctx, c, "input 0")) ||
+        (st = cge_kernel_check_buffer(ctx, x, "input 1")) ||
+        (st = cge_kernel_check_buffer(ctx, y, "input 2")) ||
+        (st = cge_kernel_check_buffer(ctx, o, "output 0")))
         return st;
     where_args args;
     memset(&args, 0, sizeof args);
     const cge_shape *ins[3] = {&c->shape, &x->shape, &y->shape};
-    if ((st = check_out_shape(ctx, ins, 3, &o->shape, &args.bc)))
+    if ((st = check_out_shape(ctx, ins, 3, false, &o->shape, &args.bc)))
         return st;
     if (args.bc.numel == 0)
         return CGE_OK;
@@ -479,35 +557,23 @@ static cge_status where_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- schemas ------------------------------------------------------------- */
 
-/* Arithmetic writes A's dtype: the output may take A's buffer. Comparisons
- * write one byte per element of a possibly wider A, so blocks running in
- * parallel would overwrite elements of A other blocks still read: never in
- * place. Where writes X's dtype and reads X[k] before writing element k, so X
- * (input 1) is its in-place partner. */
-#define KERNEL(NAME, DTYPES, INPLACE)                                                    \
-    static const cge_kernel_def NAME##_kernels[] = {                                     \
-        {.engine = "cpu", .dtypes = DTYPES, .launch = NAME##_launch, .inplace_input = INPLACE}}
-KERNEL(add, CGE_DT_NUMERIC, 0);
-KERNEL(sub, CGE_DT_NUMERIC, 0);
-KERNEL(mul, CGE_DT_NUMERIC, 0);
-KERNEL(div, CGE_DT_NUMERIC, 0);
-KERNEL(pow, POW_BASE_DTYPES, 0);
-KERNEL(eq, CGE_DT_ALL, -1);
-KERNEL(lt, CGE_DT_NUMERIC, -1);
-KERNEL(gt, CGE_DT_NUMERIC, -1);
-/* Input 0 is the bool condition; X and Y may be any dtype. */
-KERNEL(where, 0, 1);
-
-static const cge_arg_def num_ab[] = {
-    {"A", 0, CGE_DT_NUMERIC, "first operand"},
-    {"B", 0, CGE_DT_NUMERIC, "second operand (broadcast with A)"},
-};
-static const cge_arg_def all_ab[] = {
-    {"A", 0, CGE_DT_ALL, "first operand"},
-    {"B", 0, CGE_DT_ALL, "second operand (broadcast with A)"},
-};
-static const cge_arg_def num_c[] = {{"C", 0, CGE_DT_NUMERIC, "result, A's dtype"}};
-static const cge_arg_def bool_c[] = {{"C", 0, CGE_DT(CGE_BOOL), "elementwise comparison"}};
+#define ARGS2(NAME, IN, OUT, AN, AD, BN, BD, CN, CD)                                     \
+    static const cge_arg_def NAME##_in[] = {{AN, 0, IN, AD}, {BN, 0, IN, BD}};           \
+    static const cge_arg_def NAME##_out[] = {{CN, 0, OUT, CD}}
+ARGS2(num, CGE_DT_NUMERIC, CGE_DT_NUMERIC, "A", "first operand", "B",
+      "second operand (broadcast with A)", "C", "result, A's dtype");
+ARGS2(eq, CGE_DT_ALL, BOOL_DT, "A", "first operand", "B", "second operand (broadcast with A)",
+      "C", "elementwise comparison");
+ARGS2(lt, CGE_DT_NUMERIC, BOOL_DT, "A", "first operand", "B",
+      "second operand (broadcast with A)", "C", "elementwise comparison");
+#define ARGS2_SHORT(NAME, DTYPES, OUT, AN, BN, CN)                                       \
+    ARGS2(NAME, DTYPES, OUT, AN, "first operand", BN, "second operand, broadcast", CN, "result")
+ARGS2_SHORT(cmp, CGE_DT_NUMERIC, BOOL_DT, "A", "B", "C");
+ARGS2_SHORT(logic, BOOL_DT, BOOL_DT, "A", "B", "C");
+ARGS2_SHORT(mod, CGE_DT_NUMERIC, CGE_DT_NUMERIC, "A", "B", "C");
+ARGS2_SHORT(shift, CGE_DT_UNSIGNED_INT, CGE_DT_UNSIGNED_INT, "X", "Y", "Z");
+ARGS2_SHORT(bit, CGE_DT_INT, CGE_DT_INT, "A", "B", "C");
+ARGS2_SHORT(prelu, PRELU_DTYPES, PRELU_DTYPES, "X", "slope", "Y");
 static const cge_arg_def pow_in[] = {
     {"X", 0, POW_BASE_DTYPES, "base"},
     {"Y", 0, CGE_DT_NUMERIC, "exponent (any numeric dtype)"},
@@ -520,27 +586,83 @@ static const cge_arg_def where_in[] = {
 };
 static const cge_arg_def where_out[] = {{"output", 0, CGE_DT_ALL, "selected values"}};
 
-#define BIN_DEF(NAME, SINCE, IN, OUT, KNAME, DOC)                                        \
+static const cge_attr_def mod_attrs[] = {
+    {.name = "fmod", .kind = CGE_ATTR_INT, .default_i = 0,
+     .doc = "1: sign of the dividend (C fmod; required for floats); 0: of the divisor"}};
+static const cge_attr_def shift_attrs[] = {
+    {.name = "direction", .kind = CGE_ATTR_STRING, .required = true,
+     .doc = "'LEFT' or 'RIGHT'; shifting by the bit width or more gives 0"}};
+
+/* Every two-input op: its functions' prefix, op, ONNX name and version, the
+ * schema's tensors (ARGS2 above), the kernel's dtypes and in-place partner,
+ * the attributes. Ops that write A's dtype may write into A's buffer;
+ * comparisons write one byte per element of a possibly wider A, so blocks
+ * running in parallel would overwrite elements of A other blocks still read:
+ * never in place. */
+#define BINARY_OPS(X)                                                                    \
+    X(add, OP_ADD, "Add", 14, num, CGE_DT_NUMERIC, 0, NULL, 0,                           \
+      "A + B with numpy broadcasting; integers wrap")                                    \
+    X(sub, OP_SUB, "Sub", 14, num, CGE_DT_NUMERIC, 0, NULL, 0,                           \
+      "A - B with numpy broadcasting; integers wrap")                                    \
+    X(mul, OP_MUL, "Mul", 14, num, CGE_DT_NUMERIC, 0, NULL, 0,                           \
+      "A * B with numpy broadcasting; integers wrap")                                    \
+    X(div, OP_DIV, "Div", 14, num, CGE_DT_NUMERIC, 0, NULL, 0,                           \
+      "A / B with numpy broadcasting; integer division truncates toward zero and "       \
+      "x / 0 is 0")                                                                      \
+    X(pow, OP_POW, "Pow", 15, pow, POW_BASE_DTYPES, 0, NULL, 0,                          \
+      "X^Y with numpy broadcasting, in X's dtype; integer powers are exact and wrap")    \
+    X(eq, OP_EQ, "Equal", 13, eq, CGE_DT_ALL, -1, NULL, 0, "A == B elementwise, broadcast") \
+    X(lt, OP_LT, "Less", 13, lt, CGE_DT_NUMERIC, -1, NULL, 0, "A < B elementwise, broadcast") \
+    X(gt, OP_GT, "Greater", 13, lt, CGE_DT_NUMERIC, -1, NULL, 0,                         \
+      "A > B elementwise, broadcast")
+/* Listed after Where, as they were registered before the families merged. */
+#define BINARY_OPS_2(X)                                                                  \
+    X(le, OP_LE, "LessOrEqual", 16, cmp, CGE_DT_NUMERIC, -1, NULL, 0,                    \
+      "A <= B elementwise, broadcast")                                                   \
+    X(ge, OP_GE, "GreaterOrEqual", 16, cmp, CGE_DT_NUMERIC, -1, NULL, 0,                 \
+      "A >= B elementwise, broadcast")                                                   \
+    X(and, OP_AND, "And", 7, logic, BOOL_DT, 0, NULL, 0, "logical and, broadcast")       \
+    X(or, OP_OR, "Or", 7, logic, BOOL_DT, 0, NULL, 0, "logical or, broadcast")           \
+    X(xor, OP_XOR, "Xor", 7, logic, BOOL_DT, 0, NULL, 0, "logical xor, broadcast")       \
+    X(mod, OP_MOD, "Mod", 13, mod, CGE_DT_NUMERIC, 0, mod_attrs, 1,                      \
+      "remainder, broadcast; integer x mod 0 is 0")                                      \
+    X(shift, OP_SHL, "BitShift", 11, shift, CGE_DT_UNSIGNED_INT, 0, shift_attrs, 1,      \
+      "X << Y or X >> Y, broadcast")                                                     \
+    X(band, OP_BAND, "BitwiseAnd", 18, bit, CGE_DT_INT, 0, NULL, 0, "A & B, broadcast")  \
+    X(bor, OP_BOR, "BitwiseOr", 18, bit, CGE_DT_INT, 0, NULL, 0, "A | B, broadcast")     \
+    X(bxor, OP_BXOR, "BitwiseXor", 18, bit, CGE_DT_INT, 0, NULL, 0, "A ^ B, broadcast")  \
+    X(prelu, OP_PRELU, "PRelu", 16, prelu, PRELU_DTYPES, 0, NULL, 0,                     \
+      "X < 0 ? slope * X : X, slope broadcast to X")
+
+#define X_FNS(F, OP, NAME, SINCE, ARGN, KDT, INPLACE, ATTRS, NATTRS, DOC)                \
+    static cge_status F##_infer(cge_infer_ctx *ctx) { return bin_infer(ctx, OP, ARGN##_in); } \
+    static cge_status F##_launch(const cge_kernel_ctx *ctx, cge_stream *stream)          \
+    {                                                                                    \
+        return bin_launch(ctx, stream, OP);                                              \
+    }                                                                                    \
+    static const cge_kernel_def F##_kernels[] = {                                        \
+        {.engine = "cpu", .dtypes = KDT, .launch = F##_launch, .inplace_input = INPLACE}};
+BINARY_OPS(X_FNS)
+BINARY_OPS_2(X_FNS)
+/* Where writes X's dtype and reads X[k] before writing element k, so X
+ * (input 1) is its in-place partner; input 0 is the bool condition and X and
+ * Y may be any dtype. */
+static const cge_kernel_def where_kernels[] = {
+    {.engine = "cpu", .dtypes = 0, .launch = where_launch, .inplace_input = 1}};
+
+#define X_DEF(F, OP, NAME, SINCE, ARGN, KDT, INPLACE, ATTRS, NATTRS, DOC)                \
     {.name = NAME, .domain = CGE_DOMAIN_DEFAULT, .since_version = SINCE,                 \
-     .inputs = IN, .num_inputs = 2, .outputs = OUT, .num_outputs = 1,                    \
-     .infer = KNAME##_infer, .kernels = KNAME##_kernels, .num_kernels = 1, .doc = DOC}
+     .inputs = ARGN##_in, .num_inputs = 2, .outputs = ARGN##_out, .num_outputs = 1,      \
+     .attrs = ATTRS, .num_attrs = NATTRS, .infer = F##_infer, .kernels = F##_kernels,    \
+     .num_kernels = 1, .doc = DOC},
 
 static const cge_op_def binary_ops[] = {
-    BIN_DEF("Add", 14, num_ab, num_c, add, "A + B with numpy broadcasting; integers wrap"),
-    BIN_DEF("Sub", 14, num_ab, num_c, sub, "A - B with numpy broadcasting; integers wrap"),
-    BIN_DEF("Mul", 14, num_ab, num_c, mul, "A * B with numpy broadcasting; integers wrap"),
-    BIN_DEF("Div", 14, num_ab, num_c, div,
-            "A / B with numpy broadcasting; integer division truncates toward zero and "
-            "x / 0 is 0"),
-    BIN_DEF("Pow", 15, pow_in, pow_out, pow,
-            "X^Y with numpy broadcasting, in X's dtype; integer powers are exact and wrap"),
-    BIN_DEF("Equal", 13, all_ab, bool_c, eq, "A == B elementwise, broadcast"),
-    BIN_DEF("Less", 13, num_ab, bool_c, lt, "A < B elementwise, broadcast"),
-    BIN_DEF("Greater", 13, num_ab, bool_c, gt, "A > B elementwise, broadcast"),
+    BINARY_OPS(X_DEF)
     {.name = "Where", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = where_in,
      .num_inputs = 3, .outputs = where_out, .num_outputs = 1, .infer = where_infer,
      .kernels = where_kernels, .num_kernels = 1,
      .doc = "condition ? X : Y elementwise, all three broadcast"},
+    BINARY_OPS_2(X_DEF)
 };
 
 const cge_op_def *cge_ops_binary(int32_t *count)

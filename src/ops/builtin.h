@@ -7,11 +7,11 @@
 #include "cge/op.h"
 
 /* Each returns a static array and writes its length. */
-const cge_op_def *cge_ops_binary(int32_t *count);     /* Add Sub Mul Div Pow Equal Less Greater Where */
-const cge_op_def *cge_ops_unary(int32_t *count);      /* Neg Abs Exp ... Gelu Cast Identity */
+const cge_op_def *cge_ops_binary(int32_t *count);     /* Add Sub Mul Div Pow Mod, comparisons, And Or Xor, BitShift Bitwise*, PRelu, Where */
+const cge_op_def *cge_ops_unary(int32_t *count);      /* Neg Abs Exp ... Gelu Cast Identity Floor ... Shrink Clip Dropout Hardmax */
 const cge_op_def *cge_ops_matmul(int32_t *count);     /* MatMul Gemm */
 const cge_op_def *cge_ops_softmax(int32_t *count);    /* Softmax LogSoftmax */
-const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum ReduceMean ReduceMax */
+const cge_op_def *cge_ops_reduce(int32_t *count);     /* ReduceSum Mean Max Min Prod L1 L2 LogSum LogSumExp SumSquare ArgMax ArgMin */
 const cge_op_def *cge_ops_shape(int32_t *count);      /* Reshape Flatten Squeeze Unsqueeze Expand Shape Constant */
 const cge_op_def *cge_ops_transform(int32_t *count);  /* Transpose Concat Split Slice Gather */
 const cge_op_def *cge_ops_conv(int32_t *count);       /* Conv ConvTranspose */
@@ -20,13 +20,10 @@ const cge_op_def *cge_ops_norm(int32_t *count);       /* BatchNormalization Inst
 const cge_op_def *cge_ops_resize(int32_t *count);     /* Resize Upsample */
 const cge_op_def *cge_ops_pad(int32_t *count);        /* Pad */
 const cge_op_def *cge_ops_rnn(int32_t *count);        /* RNN GRU LSTM */
-const cge_op_def *cge_ops_reduce_ext(int32_t *count); /* ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin */
 const cge_op_def *cge_ops_gather_scatter(int32_t *count); /* GatherElements GatherND ScatterND ScatterElements OneHot NonZero Compress */
 const cge_op_def *cge_ops_sort_scan(int32_t *count);  /* TopK CumSum Unique */
 const cge_op_def *cge_ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Trilu Tile Size DepthToSpace SpaceToDepth ReverseSequence */
-const cge_op_def *cge_ops_binary_ext(int32_t *count); /* LessOrEqual GreaterOrEqual And Or Xor Mod BitShift Bitwise* PRelu */
 const cge_op_def *cge_ops_variadic(int32_t *count);   /* Max Min Sum Mean */
-const cge_op_def *cge_ops_unary_ext(int32_t *count);  /* Floor Ceil Round Sign IsNaN IsInf Not trig activations Clip Dropout Hardmax */
 const cge_op_def *cge_ops_quant(int32_t *count);   /* QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv */
 const cge_op_def *cge_ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
 const cge_op_def *cge_ops_einsum(int32_t *count);  /* Einsum */

@@ -4,6 +4,8 @@
 #ifndef CGE_OPS_KERNEL_UTIL_H
 #define CGE_OPS_KERNEL_UTIL_H
 
+#include <string.h>
+
 #include "cge/op.h"
 
 /* Compile a hot function for several instruction sets, picked at load time.
@@ -57,6 +59,33 @@ static inline void cge_block_range(int64_t work, int64_t b, int64_t nb, int64_t 
     *begin = b * q + (b < r ? b : r);
     *end = *begin + q + (b < r ? 1 : 0);
 }
+
+/* c ? a : b on the bits. gcc (with its default -ftrapping-math) will not
+ * if-convert a loop where float arithmetic feeds a conditional, which keeps
+ * such loops scalar; this select it vectorises. */
+#define CGE__DEF_SELECT(NAME, T, U)                                                      \
+    static inline T NAME(int c, T a, T b)                                                \
+    {                                                                                    \
+        U ia, ib, m = (U)0 - (U)(c != 0);                                                \
+        memcpy(&ia, &a, sizeof ia);                                                      \
+        memcpy(&ib, &b, sizeof ib);                                                      \
+        U r = (ia & m) | (ib & ~m);                                                      \
+        T f;                                                                             \
+        memcpy(&f, &r, sizeof f);                                                        \
+        return f;                                                                        \
+    }
+CGE__DEF_SELECT(cge__select_f32, float, uint32_t)
+CGE__DEF_SELECT(cge__select_f64, double, uint64_t)
+
+/* The first check of a meta (ERR = cge_meta_error) or a kernel (cge_kernel_error):
+ * the op's input and output counts, WHAT in words ("1 input and 1 output"). */
+#define CGE__CHECK_COUNTS(CTX, ERR, IN_MIN, IN_MAX, OUT_MIN, OUT_MAX, WHAT)              \
+    do {                                                                                 \
+        if ((CTX)->num_inputs < (IN_MIN) || (CTX)->num_inputs > (IN_MAX) ||              \
+            (CTX)->num_outputs < (OUT_MIN) || (CTX)->num_outputs > (OUT_MAX))            \
+            return ERR((CTX), CGE_ERR_INVALID_ARG, "expects " WHAT ", got %d and %d",    \
+                       (CTX)->num_inputs, (CTX)->num_outputs);                           \
+    } while (0)
 
 /* A launch-time check every kernel relies on: `t` has a static shape and a
  * buffer large enough for it (a [kernel] error naming `what` otherwise). */
