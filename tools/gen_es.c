@@ -114,7 +114,7 @@ static void write_body(FILE *f, const cge_op_def *d)
     if (var_in) {
         ident(d->inputs[d->num_inputs - 1].name, id, sizeof id);
         fprintf(f, "    if (num_%s < 0 || num_%s > 1024 || (num_%s && !%s))\n"
-                   "        return cge_es_fail%s(b, \"%s: the variadic input list '%s' is "
+                   "        return cge__es_fail%s(b, \"%s: the variadic input list '%s' is "
                    "NULL or its count is outside 0..1024\");\n",
                 id, id, id, id, single_output(d) ? "" : "_status", d->name,
                 d->inputs[d->num_inputs - 1].name);

@@ -5,7 +5,7 @@
 
 #include "base/strmap.h"
 
-uint64_t cge_str_hash(const char *s)
+uint64_t cge__str_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
     for (; *s; s++) {
@@ -15,16 +15,16 @@ uint64_t cge_str_hash(const char *s)
     return h;
 }
 
-void cge_strmap_init(cge_strmap *m) { memset(m, 0, sizeof *m); }
+void cge__strmap_init(cge__strmap *m) { memset(m, 0, sizeof *m); }
 
-void cge_strmap_free(cge_strmap *m)
+void cge__strmap_free(cge__strmap *m)
 {
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
-static bool grow(cge_strmap *m)
+static bool grow(cge__strmap *m)
 {
     size_t nc = m->cap ? m->cap * 2 : 64;
     const char **keys = calloc(nc, sizeof *keys);
@@ -37,7 +37,7 @@ static bool grow(cge_strmap *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->keys[i])
             continue;
-        size_t j = cge_str_hash(m->keys[i]) & (nc - 1);
+        size_t j = cge__str_hash(m->keys[i]) & (nc - 1);
         while (keys[j])
             j = (j + 1) & (nc - 1);
         keys[j] = m->keys[i];
@@ -51,11 +51,11 @@ static bool grow(cge_strmap *m)
     return true;
 }
 
-bool cge_strmap_put(cge_strmap *m, const char *key, int32_t val)
+bool cge__strmap_put(cge__strmap *m, const char *key, int32_t val)
 {
     if ((m->count + 1) * 2 > m->cap && !grow(m))
         return false;
-    size_t j = cge_str_hash(key) & (m->cap - 1);
+    size_t j = cge__str_hash(key) & (m->cap - 1);
     while (m->keys[j]) {
         if (!strcmp(m->keys[j], key)) {
             m->vals[j] = val;
@@ -69,11 +69,11 @@ bool cge_strmap_put(cge_strmap *m, const char *key, int32_t val)
     return true;
 }
 
-int32_t cge_strmap_get(const cge_strmap *m, const char *key)
+int32_t cge__strmap_get(const cge__strmap *m, const char *key)
 {
     if (!m->cap)
         return -1;
-    size_t j = cge_str_hash(key) & (m->cap - 1);
+    size_t j = cge__str_hash(key) & (m->cap - 1);
     while (m->keys[j]) {
         if (!strcmp(m->keys[j], key))
             return m->vals[j];

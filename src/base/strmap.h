@@ -8,19 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct cge_strmap {
+typedef struct cge__strmap {
     const char **keys;
     int32_t *vals;
     size_t cap;     /* power of two, or 0 */
     size_t count;
-} cge_strmap;
+} cge__strmap;
 
-void cge_strmap_init(cge_strmap *m);
-void cge_strmap_free(cge_strmap *m);
+void cge__strmap_init(cge__strmap *m);
+void cge__strmap_free(cge__strmap *m);
 /* Insert or replace; false only when out of memory. */
-bool cge_strmap_put(cge_strmap *m, const char *key, int32_t val);
+bool cge__strmap_put(cge__strmap *m, const char *key, int32_t val);
 /* The value, or -1 if absent. */
-int32_t cge_strmap_get(const cge_strmap *m, const char *key);
-uint64_t cge_str_hash(const char *s);
+int32_t cge__strmap_get(const cge__strmap *m, const char *key);
+uint64_t cge__str_hash(const char *s);
 
 #endif

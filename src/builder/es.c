@@ -36,14 +36,14 @@ static cge_status remember(cge_builder *b, cge_status st)
     return st;
 }
 
-cge_t cge_es_fail(cge_builder *b, const char *msg)
+cge_t cge__es_fail(cge_builder *b, const char *msg)
 {
     if (b)
         remember(b, cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "%s", msg));
     return CGE_INVALID;
 }
 
-cge_status cge_es_fail_status(cge_builder *b, const char *msg)
+cge_status cge__es_fail_status(cge_builder *b, const char *msg)
 {
     cge_status st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "%s", msg);
     if (b)
@@ -163,7 +163,7 @@ cge_t cge_es_input(cge_builder *b, const char *name, cge_dtype dtype, cge_shape 
     if (!usable(b))
         return CGE_INVALID;
     if (!name || !name[0])
-        return cge_es_fail(b, "cge_es_input: the input needs a name");
+        return cge__es_fail(b, "cge_es_input: the input needs a name");
     if (remember(b, cge_graph_add_input(b->g, name, dtype, &shape)))
         return CGE_INVALID;
     return add_value(b, name, true);
@@ -181,7 +181,7 @@ cge_t cge_es_constant(cge_builder *b, const char *name, cge_dtype dtype, cge_sha
     }
     size_t bytes = cge_tensor_nbytes(dtype, &shape);
     if (!cge_dtype_valid(dtype) || !cge_shape_is_static(&shape) || (bytes && !data))
-        return cge_es_fail(b, "cge_es_constant: needs a valid dtype, a static shape and data");
+        return cge__es_fail(b, "cge_es_constant: needs a valid dtype, a static shape and data");
     if (remember(b, cge_graph_add_constant(b->g, name, dtype, &shape, data, bytes)))
         return CGE_INVALID;
     return add_value(b, name, false);
@@ -209,10 +209,10 @@ cge_status cge_es_output(cge_builder *b, cge_t t, const char *name)
     if (b->status)
         return b->status;
     if (!valid_handle(b, t))
-        return cge_es_fail_status(b, "cge_es_output: invalid handle");
+        return cge__es_fail_status(b, "cge_es_output: invalid handle");
     for (int32_t i = 0; i < b->num_outputs; i++)
         if (b->outputs[i] == t.id)
-            return cge_es_fail_status(b, "cge_es_output: value is already an output");
+            return cge__es_fail_status(b, "cge_es_output: value is already an output");
     if (name && strcmp(name, b->names[t.id]) != 0) {
         cge_tensor_desc d;
         /* The name must be free: neither a value of the graph nor another output's. */
@@ -223,7 +223,7 @@ cge_status cge_es_output(cge_builder *b, cge_t t, const char *name)
         if (taken) {
             char msg[512];
             snprintf(msg, sizeof msg, "cge_es_output: the name '%s' is already used", name);
-            return cge_es_fail_status(b, msg);
+            return cge__es_fail_status(b, msg);
         }
         free(b->final_names[t.id]);
         b->final_names[t.id] = strdup(name);
@@ -254,12 +254,12 @@ cge_status cge_es_op(cge_builder *b, const char *op_type, const char *domain,
         return b->status;
     if (!op_type || num_inputs < 0 || num_outputs < 1 || num_outputs > 1024 || !outputs ||
         (num_inputs && !inputs) || num_attrs < 0 || (num_attrs && !attrs))
-        return cge_es_fail_status(b, "cge_es_op: bad op type, input, attribute or output list");
+        return cge__es_fail_status(b, "cge_es_op: bad op type, input, attribute or output list");
     for (int32_t i = 0; i < num_inputs; i++)
         if (inputs[i].id != CGE_NONE.id && !valid_handle(b, inputs[i])) {
             char msg[256];
             snprintf(msg, sizeof msg, "%s: input %d is not a handle of this builder", op_type, i);
-            return cge_es_fail_status(b, msg);
+            return cge__es_fail_status(b, msg);
         }
     const cge_op_def *def = cge_op_find(domain, op_type, 0);
     if (!def)
@@ -315,11 +315,11 @@ cge_status cge_es_op(cge_builder *b, const char *op_type, const char *domain,
     for (int32_t i = 0; !st && i < num_attrs; i++)
         st = cge_attrs_set(cge_node_attrs(holder), &attrs[i]);
     if (!st)
-        st = cge_op_check_arity(def, node_name, present, num_inputs, num_outputs);
+        st = cge__op_check_arity(def, node_name, present, num_inputs, num_outputs);
     if (!st)
-        st = cge_op_check_attrs(def, node_name, cge_node_attrs_const(holder));
+        st = cge__op_check_attrs(def, node_name, cge_node_attrs_const(holder));
     if (!st)
-        st = cge_op_infer_node(def, node_name, cge_node_attrs_const(holder), in_desc, values,
+        st = cge__op_infer_node(def, node_name, cge_node_attrs_const(holder), in_desc, values,
                                num_inputs, out_desc, num_outputs);
     cge_node *node = NULL;
     if (!st)

@@ -5,7 +5,7 @@
 #include "cge/es.h"
 
 /* Record a [graph] error on the builder (if it has none yet); CGE_INVALID. */
-cge_t cge_es_fail(cge_builder *b, const char *msg);
-cge_status cge_es_fail_status(cge_builder *b, const char *msg);
+cge_t cge__es_fail(cge_builder *b, const char *msg);
+cge_status cge__es_fail_status(cge_builder *b, const char *msg);
 
 #endif

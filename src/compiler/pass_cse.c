@@ -59,7 +59,7 @@ static bool same_node(const cge_node *a, const cge_node *b)
 
 static uint64_t node_hash(const cge_node *n)
 {
-    uint64_t h = cge_str_hash(cge_node_op_type(n)) ^ (cge_str_hash(cge_node_domain(n)) << 1);
+    uint64_t h = cge__str_hash(cge_node_op_type(n)) ^ (cge__str_hash(cge_node_domain(n)) << 1);
     for (int32_t i = 0; i < cge_node_num_inputs(n); i++)
         h = (h ^ (uint64_t)(int64_t)cge_node_input_id(n, i)) * 1099511628211ull;
     return h ^ cc_attrs_hash(cge_node_attrs_const(n)) ^ (uint64_t)cge_node_num_outputs(n) << 56;

@@ -400,7 +400,7 @@ uint64_t cc_attrs_hash(const cge_attrs *a)
     uint64_t sum = 0;
     for (int32_t i = 0; i < cge_attrs_count(a); i++) {
         const cge_attr *x = cge_attrs_at(a, i);
-        uint64_t h = mix(cge_str_hash(x->name), (uint64_t)x->kind);
+        uint64_t h = mix(cge__str_hash(x->name), (uint64_t)x->kind);
         switch (x->kind) {
         case CGE_ATTR_INT: h = mix(h, (uint64_t)x->i); break;
         case CGE_ATTR_FLOAT: {
@@ -409,7 +409,7 @@ uint64_t cc_attrs_hash(const cge_attrs *a)
             h = mix(h, b);
             break;
         }
-        case CGE_ATTR_STRING: h = mix(h, cge_str_hash(x->s ? x->s : "")); break;
+        case CGE_ATTR_STRING: h = mix(h, cge__str_hash(x->s ? x->s : "")); break;
         case CGE_ATTR_INTS:
             for (int64_t k = 0; k < x->n; k++)
                 h = mix(h, (uint64_t)x->ints[k]);

@@ -23,7 +23,7 @@ const char *cge_attr_kind_name(cge_attr_kind k)
     return "invalid";
 }
 
-void *cge_ir_aligned_copy(const void *data, size_t bytes)
+void *cge__ir_aligned_copy(const void *data, size_t bytes)
 {
     /* aligned_alloc wants a multiple of the alignment; 0 bytes still gets a
      * block so that kernels never see NULL for an empty tensor. */
@@ -40,7 +40,7 @@ void *cge_ir_aligned_copy(const void *data, size_t bytes)
 static cge_status attr_error(const cge_attrs *a, const char *attr, cge_status st, const char *what)
 {
     if (a && a->owner)
-        return cge_ir_node_error(a->owner, st, "attribute '%s': %s", attr ? attr : "(null)", what);
+        return cge__ir_node_error(a->owner, st, "attribute '%s': %s", attr ? attr : "(null)", what);
     return cge_error(CGE_LAYER_GRAPH, st, "attribute '%s': %s", attr ? attr : "(null)", what);
 }
 
@@ -91,7 +91,7 @@ static cge_status tensor_copy(const cge_attrs *a, const char *attr, const cge_te
     dst->dtype = src->dtype;
     dst->shape = src->shape;
     dst->bytes = src->bytes;
-    dst->data = cge_ir_aligned_copy(src->data, src->bytes);
+    dst->data = cge__ir_aligned_copy(src->data, src->bytes);
     if (src->name)
         dst->name = str_dup(src->name);
     if (!dst->data || (src->name && !dst->name)) {
@@ -275,13 +275,13 @@ static cge_status attr_copy(const cge_attrs *a, const cge_attr *src, cge_attr *d
     return st;
 }
 
-void cge_ir_attrs_init(cge_attrs *a, const cge_node *owner)
+void cge__ir_attrs_init(cge_attrs *a, const cge_node *owner)
 {
     memset(a, 0, sizeof *a);
     a->owner = owner;
 }
 
-void cge_ir_attrs_release(cge_attrs *a)
+void cge__ir_attrs_release(cge_attrs *a)
 {
     for (int32_t i = 0; i < a->count; i++)
         attr_release(&a->items[i]);
@@ -290,11 +290,11 @@ void cge_ir_attrs_release(cge_attrs *a)
     a->count = a->cap = 0;
 }
 
-cge_status cge_ir_attrs_copy(cge_attrs *dst, const cge_attrs *src)
+cge_status cge__ir_attrs_copy(cge_attrs *dst, const cge_attrs *src)
 {
     if (!src->count)
         return CGE_OK;
-    if (!cge_ir_grow((void **)&dst->items, &dst->cap, src->count, sizeof(cge_attr)))
+    if (!cge__ir_grow((void **)&dst->items, &dst->cap, src->count, sizeof(cge_attr)))
         return attr_error(dst, src->items[0].name, CGE_ERR_NO_MEMORY, "out of memory");
     for (int32_t i = 0; i < src->count; i++) {
         cge_status st = attr_copy(dst, &src->items[i], &dst->items[i]);
@@ -392,14 +392,14 @@ cge_status cge_attrs_set(cge_attrs *a, const cge_attr *value)
     if (st != CGE_OK)
         return st;
     if (a->owner)
-        cge_ir_touch((cge_node *)a->owner);
+        cge__ir_touch((cge_node *)a->owner);
     int32_t i = attrs_index(a, copy.name);
     if (i >= 0) {
         attr_release(&a->items[i]);
         a->items[i] = copy;
         return CGE_OK;
     }
-    if (!cge_ir_grow((void **)&a->items, &a->cap, (int64_t)a->count + 1, sizeof(cge_attr))) {
+    if (!cge__ir_grow((void **)&a->items, &a->cap, (int64_t)a->count + 1, sizeof(cge_attr))) {
         attr_release(&copy);
         return attr_error(a, value->name, CGE_ERR_NO_MEMORY, "out of memory");
     }
@@ -413,7 +413,7 @@ cge_status cge_attrs_remove(cge_attrs *a, const char *name)
     if (i < 0)
         return attr_error(a, name, CGE_ERR_NOT_FOUND, "no attribute of that name to remove");
     if (a->owner)
-        cge_ir_touch((cge_node *)a->owner);
+        cge__ir_touch((cge_node *)a->owner);
     attr_release(&a->items[i]);
     memmove(&a->items[i], &a->items[i + 1], (size_t)(a->count - i - 1) * sizeof(cge_attr));
     a->count--;

@@ -31,7 +31,7 @@ static void dot_esc(FILE *f, const char *s)
 
 /* "float32 [8,2048]" ("[batch,16]" with symbols named) when the dtype is
  * known, else "". */
-static const char *desc_str(const cge_graph *g, const cge_ir_value *v, char *buf, size_t size)
+static const char *desc_str(const cge_graph *g, const cge__ir_value *v, char *buf, size_t size)
 {
     buf[0] = '\0';
     if (v->dtype == CGE_DTYPE_UNDEFINED)
@@ -43,7 +43,7 @@ static const char *desc_str(const cge_graph *g, const cge_ir_value *v, char *buf
 }
 
 /* Value endpoints that are not nodes: inputs, constants, undefined names. */
-static void dot_value_node(FILE *f, const cge_graph *g, int32_t vi, const cge_ir_value *v)
+static void dot_value_node(FILE *f, const cge_graph *g, int32_t vi, const cge__ir_value *v)
 {
     char d[CGE_SHAPE_STR_MAX + 32];
     const char *shape = "ellipse", *style = "";
@@ -69,7 +69,7 @@ static void dot_ref_node(FILE *f, const cge_graph *g, int32_t vi, unsigned char 
     }
 }
 
-static void dot_source(FILE *f, const cge_ir_value *v, int32_t vi)
+static void dot_source(FILE *f, const cge__ir_value *v, int32_t vi)
 {
     if (v->kind == CGE_IR_VALUE_NODE)
         fprintf(f, "  n%" PRId32, v->def);
@@ -77,7 +77,7 @@ static void dot_source(FILE *f, const cge_ir_value *v, int32_t vi)
         fprintf(f, "  v%" PRId32, vi);
 }
 
-static void dot_edge_label(FILE *f, const cge_graph *g, const cge_ir_value *v)
+static void dot_edge_label(FILE *f, const cge_graph *g, const cge__ir_value *v)
 {
     char d[CGE_SHAPE_STR_MAX + 32];
     fputs(" [label=\"", f);
@@ -113,7 +113,7 @@ cge_status cge_graph_write_dot(const cge_graph *g, FILE *f)
           "  edge [fontname=\"Helvetica\", fontsize=10];\n",
           f);
     for (int32_t i = 0; i < g->num_values; i++) {
-        const cge_ir_value *v = &g->values[i];
+        const cge__ir_value *v = &g->values[i];
         if (v->kind == CGE_IR_VALUE_INPUT || v->kind == CGE_IR_VALUE_CONST)
             dot_value_node(f, g, i, v);
     }
@@ -147,7 +147,7 @@ cge_status cge_graph_write_dot(const cge_graph *g, FILE *f)
             int32_t vi = n->inputs[k];
             if (vi < 0)
                 continue;
-            const cge_ir_value *v = &g->values[vi];
+            const cge__ir_value *v = &g->values[vi];
             dot_source(f, v, vi);
             fprintf(f, " -> n%" PRId32, i);
             dot_edge_label(f, g, v);
@@ -156,7 +156,7 @@ cge_status cge_graph_write_dot(const cge_graph *g, FILE *f)
     }
     for (int32_t i = 0; i < g->num_outputs; i++) {
         int32_t vi = g->outputs[i];
-        const cge_ir_value *v = &g->values[vi];
+        const cge__ir_value *v = &g->values[vi];
         fprintf(f, "  o%" PRId32 " [shape=ellipse, style=bold, label=\"", i);
         dot_esc(f, v->name);
         fputs("\"];\n", f);
@@ -267,7 +267,7 @@ static void text_attr(FILE *f, const cge_attr *a)
     }
 }
 
-static void text_value(FILE *f, const cge_graph *g, const char *what, const cge_ir_value *v)
+static void text_value(FILE *f, const cge_graph *g, const char *what, const cge__ir_value *v)
 {
     char d[CGE_SHAPE_STR_MAX + 32];
     desc_str(g, v, d, sizeof d);

@@ -9,7 +9,7 @@
 
 #define NONE_STR ""
 
-cge_status cge_ir_node_error(const cge_node *n, cge_status st, const char *fmt, ...)
+cge_status cge__ir_node_error(const cge_node *n, cge_status st, const char *fmt, ...)
 {
     char msg[768];
     va_list ap;
@@ -56,7 +56,7 @@ static void node_free(cge_node *n)
 {
     if (!n)
         return;
-    cge_ir_attrs_release(&n->attrs);
+    cge__ir_attrs_release(&n->attrs);
     free(n);
 }
 
@@ -77,11 +77,11 @@ void cge_graph_destroy(cge_graph *g)
     free(g->values);
     free(g->optypes);
     free(g->dim_syms);
-    cge_strmap_free(&g->dim_sym_map);
-    cge_strmap_free(&g->value_map);
-    cge_strmap_free(&g->node_map);
-    cge_strmap_free(&g->optype_map);
-    cge_ir_arena_free(&g->arena);
+    cge__strmap_free(&g->dim_sym_map);
+    cge__strmap_free(&g->value_map);
+    cge__strmap_free(&g->node_map);
+    cge__strmap_free(&g->optype_map);
+    cge__ir_arena_free(&g->arena);
     free(g->name);
     free(g);
 }
@@ -113,18 +113,18 @@ static cge_status bad_shape(const char *what, const char *name, const cge_shape 
 /* The value called `name`, created (undefined, "REF") if absent. */
 static cge_status value_intern(cge_graph *g, const char *name, int32_t *out)
 {
-    int32_t idx = cge_strmap_get(&g->value_map, name);
+    int32_t idx = cge__strmap_get(&g->value_map, name);
     if (idx >= 0) {
         *out = idx;
         return CGE_OK;
     }
-    if (!cge_ir_grow((void **)&g->values, &g->cap_values, (int64_t)g->num_values + 1,
-                     sizeof(cge_ir_value)))
+    if (!cge__ir_grow((void **)&g->values, &g->cap_values, (int64_t)g->num_values + 1,
+                     sizeof(cge__ir_value)))
         return oom("adding value", name);
-    const char *nm = cge_ir_arena_strdup(&g->arena, name);
-    if (!nm || !cge_strmap_put(&g->value_map, nm, g->num_values))
+    const char *nm = cge__ir_arena_strdup(&g->arena, name);
+    if (!nm || !cge__strmap_put(&g->value_map, nm, g->num_values))
         return oom("adding value", name);
-    cge_ir_value *v = &g->values[g->num_values];
+    cge__ir_value *v = &g->values[g->num_values];
     memset(v, 0, sizeof *v);
     v->name = nm;
     v->def = -1;
@@ -133,7 +133,7 @@ static cge_status value_intern(cge_graph *g, const char *name, int32_t *out)
 }
 
 /* "a graph input", "a constant", "produced by node Add 'a'" for messages. */
-static const char *value_origin(const cge_graph *g, const cge_ir_value *v, char *buf, size_t size)
+static const char *value_origin(const cge_graph *g, const cge__ir_value *v, char *buf, size_t size)
 {
     switch (v->kind) {
     case CGE_IR_VALUE_INPUT: return "a graph input";
@@ -149,7 +149,7 @@ static const char *value_origin(const cge_graph *g, const cge_ir_value *v, char 
 
 static cge_status define_check(const cge_graph *g, const char *what, const char *name)
 {
-    int32_t idx = cge_strmap_get(&g->value_map, name);
+    int32_t idx = cge__strmap_get(&g->value_map, name);
     if (idx < 0 || g->values[idx].kind == CGE_IR_VALUE_REF)
         return CGE_OK;
     char buf[512];
@@ -177,13 +177,13 @@ cge_status cge_graph_add_input(cge_graph *g, const char *name, cge_dtype dtype,
     cge_status st = define_check(g, "graph input", name);
     if (st != CGE_OK)
         return st;
-    if (!cge_ir_grow((void **)&g->inputs, &g->cap_inputs, (int64_t)g->num_inputs + 1,
+    if (!cge__ir_grow((void **)&g->inputs, &g->cap_inputs, (int64_t)g->num_inputs + 1,
                      sizeof(int32_t)))
         return oom("adding graph input", name);
     int32_t idx;
     if ((st = value_intern(g, name, &idx)) != CGE_OK)
         return st;
-    cge_ir_value *v = &g->values[idx];
+    cge__ir_value *v = &g->values[idx];
     v->kind = CGE_IR_VALUE_INPUT;
     v->def = g->num_inputs;
     v->dtype = dtype;
@@ -224,13 +224,13 @@ cge_status cge_graph_add_constant(cge_graph *g, const char *name, cge_dtype dtyp
     cge_status st = define_check(g, "constant", name);
     if (st != CGE_OK)
         return st;
-    if (!cge_ir_grow((void **)&g->consts, &g->cap_consts, (int64_t)g->num_consts + 1,
-                     sizeof(cge_ir_const *)))
+    if (!cge__ir_grow((void **)&g->consts, &g->cap_consts, (int64_t)g->num_consts + 1,
+                     sizeof(cge__ir_const *)))
         return oom("adding constant", name);
-    cge_ir_const *c = calloc(1, sizeof *c);
+    cge__ir_const *c = calloc(1, sizeof *c);
     if (!c)
         return oom("adding constant", name);
-    c->t.data = cge_ir_aligned_copy(data, bytes);
+    c->t.data = cge__ir_aligned_copy(data, bytes);
     int32_t idx = -1;
     if (!c->t.data)
         st = oom("copying constant", name);
@@ -241,7 +241,7 @@ cge_status cge_graph_add_constant(cge_graph *g, const char *name, cge_dtype dtyp
         free(c);
         return st;
     }
-    cge_ir_value *v = &g->values[idx];
+    cge__ir_value *v = &g->values[idx];
     v->kind = CGE_IR_VALUE_CONST;
     v->def = g->num_consts;
     v->dtype = dtype;
@@ -262,10 +262,10 @@ cge_status cge_graph_add_output(cge_graph *g, const char *name)
         return null_graph("cge_graph_add_output");
     if (!name || !name[0])
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "a graph output needs a name");
-    int32_t idx = cge_strmap_get(&g->value_map, name);
+    int32_t idx = cge__strmap_get(&g->value_map, name);
     if (idx >= 0 && g->values[idx].is_output)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_EXISTS, "'%s' is already a graph output", name);
-    if (!cge_ir_grow((void **)&g->outputs, &g->cap_outputs, (int64_t)g->num_outputs + 1,
+    if (!cge__ir_grow((void **)&g->outputs, &g->cap_outputs, (int64_t)g->num_outputs + 1,
                      sizeof(int32_t)))
         return oom("adding graph output", name);
     cge_status st = value_intern(g, name, &idx);
@@ -281,16 +281,16 @@ cge_status cge_graph_add_output(cge_graph *g, const char *name)
 /* Interned op type and its counter for automatic names. */
 static int32_t optype_intern(cge_graph *g, const char *op_type)
 {
-    int32_t idx = cge_strmap_get(&g->optype_map, op_type);
+    int32_t idx = cge__strmap_get(&g->optype_map, op_type);
     if (idx >= 0)
         return idx;
-    if (!cge_ir_grow((void **)&g->optypes, &g->cap_optypes, (int64_t)g->num_optypes + 1,
-                     sizeof(cge_ir_optype)))
+    if (!cge__ir_grow((void **)&g->optypes, &g->cap_optypes, (int64_t)g->num_optypes + 1,
+                     sizeof(cge__ir_optype)))
         return -1;
-    const char *nm = cge_ir_arena_strdup(&g->arena, op_type);
-    if (!nm || !cge_strmap_put(&g->optype_map, nm, g->num_optypes))
+    const char *nm = cge__ir_arena_strdup(&g->arena, op_type);
+    if (!nm || !cge__strmap_put(&g->optype_map, nm, g->num_optypes))
         return -1;
-    g->optypes[g->num_optypes] = (cge_ir_optype){.name = nm, .next = 0};
+    g->optypes[g->num_optypes] = (cge__ir_optype){.name = nm, .next = 0};
     return g->num_optypes++;
 }
 
@@ -298,14 +298,14 @@ static int32_t optype_intern(cge_graph *g, const char *op_type)
  * explicitly named nodes; the counter only grows, so this is amortised O(1). */
 static const char *auto_name(cge_graph *g, int32_t optype)
 {
-    cge_ir_optype *ot = &g->optypes[optype];
+    cge__ir_optype *ot = &g->optypes[optype];
     size_t size = strlen(ot->name) + 24;
-    char *buf = cge_ir_arena_alloc(&g->arena, size);
+    char *buf = cge__ir_arena_alloc(&g->arena, size);
     if (!buf)
         return NULL;
     do {
         snprintf(buf, size, "%s_%lld", ot->name, (long long)ot->next++);
-    } while (cge_strmap_get(&g->node_map, buf) >= 0);
+    } while (cge__strmap_get(&g->node_map, buf) >= 0);
     return buf;
 }
 
@@ -329,7 +329,7 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
                          "node %s '%s': bad input/output arrays (%d inputs, %d outputs)", op_type,
                          label, (int)num_inputs, (int)num_outputs);
     if (named) {
-        int32_t other = cge_strmap_get(&g->node_map, name);
+        int32_t other = cge__strmap_get(&g->node_map, name);
         if (other >= 0)
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_EXISTS,
                              "node %s '%s': the name is already used by node %s '%s'", op_type,
@@ -343,10 +343,10 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
         if (!o || !o[0])
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
                              "node %s '%s': output %d has no name", op_type, label, (int)i);
-        int32_t idx = cge_strmap_get(&g->value_map, o);
+        int32_t idx = cge__strmap_get(&g->value_map, o);
         if (idx < 0)
             continue;
-        cge_ir_value *v = &g->values[idx];
+        cge__ir_value *v = &g->values[idx];
         if (v->kind != CGE_IR_VALUE_REF) {
             char buf[512];
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_EXISTS,
@@ -355,7 +355,7 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
         }
     }
 
-    if (!cge_ir_grow((void **)&g->nodes, &g->cap_nodes, (int64_t)g->num_nodes + 1,
+    if (!cge__ir_grow((void **)&g->nodes, &g->cap_nodes, (int64_t)g->num_nodes + 1,
                      sizeof(cge_node *)))
         return oom("adding node", label);
     size_t size = sizeof(cge_node) + ((size_t)num_inputs + (size_t)num_outputs) * sizeof(int32_t);
@@ -368,7 +368,7 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
     n->num_outputs = num_outputs;
     n->inputs = (int32_t *)(n + 1);
     n->outputs = n->inputs + num_inputs;
-    cge_ir_attrs_init(&n->attrs, n);
+    cge__ir_attrs_init(&n->attrs, n);
 
     cge_status st = CGE_OK;
     int32_t ot = optype_intern(g, op_type);
@@ -377,8 +377,8 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
         goto fail;
     }
     n->op_type = g->optypes[ot].name;
-    n->domain = domain && domain[0] ? cge_ir_arena_strdup(&g->arena, domain) : NONE_STR;
-    n->name = named ? cge_ir_arena_strdup(&g->arena, name) : auto_name(g, ot);
+    n->domain = domain && domain[0] ? cge__ir_arena_strdup(&g->arena, domain) : NONE_STR;
+    n->name = named ? cge__ir_arena_strdup(&g->arena, name) : auto_name(g, ot);
     if (!n->domain || !n->name) {
         st = oom("adding node", label);
         goto fail;
@@ -394,7 +394,7 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
     for (int32_t i = 0; i < num_outputs; i++) {
         if ((st = value_intern(g, outputs[i], &n->outputs[i])) != CGE_OK)
             goto fail;
-        cge_ir_value *v = &g->values[n->outputs[i]];
+        cge__ir_value *v = &g->values[n->outputs[i]];
         if (v->stamp == stamp) {
             st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_EXISTS,
                            "node %s '%s': output '%s' is listed twice", op_type, n->name,
@@ -403,18 +403,18 @@ cge_status cge_graph_add_node(cge_graph *g, const char *op_type, const char *dom
         }
         v->stamp = stamp;
     }
-    if (!cge_strmap_put(&g->node_map, n->name, n->index)) {
+    if (!cge__strmap_put(&g->node_map, n->name, n->index)) {
         st = oom("adding node", n->name);
         goto fail;
     }
     /* Commit: nothing below can fail. */
     for (int32_t i = 0; i < num_outputs; i++) {
-        cge_ir_value *v = &g->values[n->outputs[i]];
+        cge__ir_value *v = &g->values[n->outputs[i]];
         v->kind = CGE_IR_VALUE_NODE;
         v->def = n->index;
     }
     g->nodes[g->num_nodes++] = n;
-    cge_ir_touch(n);
+    cge__ir_touch(n);
     if (out)
         *out = n;
     return CGE_OK;
@@ -459,7 +459,7 @@ cge_node *cge_graph_find_node(const cge_graph *g, const char *name)
 {
     if (!g || !name)
         return NULL;
-    int32_t i = cge_strmap_get(&g->node_map, name);
+    int32_t i = cge__strmap_get(&g->node_map, name);
     return i >= 0 ? g->nodes[i] : NULL;
 }
 
@@ -472,11 +472,11 @@ const char *cge_graph_constant_name(const cge_graph *g, int32_t i)
     return g->consts[i]->t.name;
 }
 
-static cge_ir_value *value_lookup(const cge_graph *g, const char *name)
+static cge__ir_value *value_lookup(const cge_graph *g, const char *name)
 {
     if (!g || !name)
         return NULL;
-    int32_t i = cge_strmap_get(&g->value_map, name);
+    int32_t i = cge__strmap_get(&g->value_map, name);
     return i >= 0 ? &g->values[i] : NULL;
 }
 
@@ -485,7 +485,7 @@ cge_status cge_graph_get_desc(const cge_graph *g, const char *name, cge_tensor_d
     if (!g || !out)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
                          "cge_graph_get_desc: graph or out is NULL");
-    const cge_ir_value *v = value_lookup(g, name);
+    const cge__ir_value *v = value_lookup(g, name);
     if (!v)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph '%s' has no value '%s'",
                          g->name, name ? name : "(null)");
@@ -501,7 +501,7 @@ cge_status cge_graph_set_desc(cge_graph *g, const char *name, cge_dtype dtype,
 {
     if (!g)
         return null_graph("cge_graph_set_desc");
-    cge_ir_value *v = value_lookup(g, name);
+    cge__ir_value *v = value_lookup(g, name);
     if (!v)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph '%s' has no value '%s'",
                          g->name, name ? name : "(null)");
@@ -532,7 +532,7 @@ cge_status cge_graph_set_format(cge_graph *g, const char *name, cge_format forma
 {
     if (!g)
         return null_graph("cge_graph_set_format");
-    cge_ir_value *v = value_lookup(g, name);
+    cge__ir_value *v = value_lookup(g, name);
     if (!v)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph '%s' has no value '%s'",
                          g->name, name ? name : "(null)");
@@ -547,7 +547,7 @@ cge_status cge_graph_set_format(cge_graph *g, const char *name, cge_format forma
 
 const cge_tensor *cge_graph_constant(const cge_graph *g, const char *name)
 {
-    const cge_ir_value *v = value_lookup(g, name);
+    const cge__ir_value *v = value_lookup(g, name);
     if (!v || v->kind != CGE_IR_VALUE_CONST)
         return NULL;
     return &g->consts[v->def]->t;
@@ -555,7 +555,7 @@ const cge_tensor *cge_graph_constant(const cge_graph *g, const char *name)
 
 cge_node *cge_graph_producer(const cge_graph *g, const char *name)
 {
-    const cge_ir_value *v = value_lookup(g, name);
+    const cge__ir_value *v = value_lookup(g, name);
     if (!v || v->kind != CGE_IR_VALUE_NODE)
         return NULL;
     return g->nodes[v->def];
@@ -595,7 +595,7 @@ static bool dup_ints(int32_t **dst, int32_t *cap, const int32_t *src, int32_t n)
     *cap = 0;
     if (!n)
         return true;
-    if (!cge_ir_grow((void **)dst, cap, n, sizeof(int32_t)))
+    if (!cge__ir_grow((void **)dst, cap, n, sizeof(int32_t)))
         return false;
     memcpy(*dst, src, (size_t)n * sizeof(int32_t));
     return true;
@@ -605,14 +605,14 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
 {
     /* Values keep their indices, so inputs/outputs/node arrays copy verbatim. */
     if (g->num_values) {
-        if (!cge_ir_grow((void **)&c->values, &c->cap_values, g->num_values,
-                         sizeof(cge_ir_value)))
+        if (!cge__ir_grow((void **)&c->values, &c->cap_values, g->num_values,
+                         sizeof(cge__ir_value)))
             return oom("cloning graph", g->name);
         for (int32_t i = 0; i < g->num_values; i++) {
             c->values[i] = g->values[i];
             c->values[i].stamp = 0;
-            c->values[i].name = cge_ir_arena_strdup(&c->arena, g->values[i].name);
-            if (!c->values[i].name || !cge_strmap_put(&c->value_map, c->values[i].name, i))
+            c->values[i].name = cge__ir_arena_strdup(&c->arena, g->values[i].name);
+            if (!c->values[i].name || !cge__strmap_put(&c->value_map, c->values[i].name, i))
                 return oom("cloning graph", g->name);
             c->num_values++;
         }
@@ -625,16 +625,16 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
     c->num_outputs = g->num_outputs;
 
     if (g->num_consts &&
-        !cge_ir_grow((void **)&c->consts, &c->cap_consts, g->num_consts, sizeof(cge_ir_const *)))
+        !cge__ir_grow((void **)&c->consts, &c->cap_consts, g->num_consts, sizeof(cge__ir_const *)))
         return oom("cloning graph", g->name);
     for (int32_t i = 0; i < g->num_consts; i++) {
-        const cge_ir_const *src = g->consts[i];
-        cge_ir_const *k = malloc(sizeof *k);
+        const cge__ir_const *src = g->consts[i];
+        cge__ir_const *k = malloc(sizeof *k);
         if (!k)
             return oom("cloning graph", g->name);
         *k = *src;
         k->t.name = c->values[src->value].name;
-        k->t.data = cge_ir_aligned_copy(src->t.data, src->t.bytes);
+        k->t.data = cge__ir_aligned_copy(src->t.data, src->t.bytes);
         if (!k->t.data) {
             free(k);
             return oom("cloning constant", src->t.name);
@@ -643,32 +643,32 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
     }
 
     if (g->num_optypes) {
-        if (!cge_ir_grow((void **)&c->optypes, &c->cap_optypes, g->num_optypes,
-                         sizeof(cge_ir_optype)))
+        if (!cge__ir_grow((void **)&c->optypes, &c->cap_optypes, g->num_optypes,
+                         sizeof(cge__ir_optype)))
             return oom("cloning graph", g->name);
         for (int32_t i = 0; i < g->num_optypes; i++) {
             c->optypes[i].next = g->optypes[i].next;
-            c->optypes[i].name = cge_ir_arena_strdup(&c->arena, g->optypes[i].name);
-            if (!c->optypes[i].name || !cge_strmap_put(&c->optype_map, c->optypes[i].name, i))
+            c->optypes[i].name = cge__ir_arena_strdup(&c->arena, g->optypes[i].name);
+            if (!c->optypes[i].name || !cge__strmap_put(&c->optype_map, c->optypes[i].name, i))
                 return oom("cloning graph", g->name);
             c->num_optypes++;
         }
     }
 
     if (g->num_dim_syms) {
-        if (!cge_ir_grow((void **)&c->dim_syms, &c->cap_dim_syms, g->num_dim_syms,
+        if (!cge__ir_grow((void **)&c->dim_syms, &c->cap_dim_syms, g->num_dim_syms,
                          sizeof(const char *)))
             return oom("cloning graph", g->name);
         for (int32_t i = 0; i < g->num_dim_syms; i++) {
-            c->dim_syms[i] = cge_ir_arena_strdup(&c->arena, g->dim_syms[i]);
-            if (!c->dim_syms[i] || !cge_strmap_put(&c->dim_sym_map, c->dim_syms[i], i))
+            c->dim_syms[i] = cge__ir_arena_strdup(&c->arena, g->dim_syms[i]);
+            if (!c->dim_syms[i] || !cge__strmap_put(&c->dim_sym_map, c->dim_syms[i], i))
                 return oom("cloning graph", g->name);
             c->num_dim_syms++;
         }
     }
 
     if (g->num_nodes &&
-        !cge_ir_grow((void **)&c->nodes, &c->cap_nodes, g->num_nodes, sizeof(cge_node *)))
+        !cge__ir_grow((void **)&c->nodes, &c->cap_nodes, g->num_nodes, sizeof(cge_node *)))
         return oom("cloning graph", g->name);
     for (int32_t i = 0; i < g->num_nodes; i++) {
         const cge_node *src = g->nodes[i];
@@ -685,17 +685,17 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
         n->outputs = n->inputs + n->num_inputs;
         memcpy(n->inputs, src->inputs,
                ((size_t)src->num_inputs + (size_t)src->num_outputs) * sizeof(int32_t));
-        cge_ir_attrs_init(&n->attrs, n);
-        n->op_type = c->optypes[cge_strmap_get(&c->optype_map, src->op_type)].name;
-        n->domain = src->domain[0] ? cge_ir_arena_strdup(&c->arena, src->domain) : NONE_STR;
-        n->name = cge_ir_arena_strdup(&c->arena, src->name);
+        cge__ir_attrs_init(&n->attrs, n);
+        n->op_type = c->optypes[cge__strmap_get(&c->optype_map, src->op_type)].name;
+        n->domain = src->domain[0] ? cge__ir_arena_strdup(&c->arena, src->domain) : NONE_STR;
+        n->name = cge__ir_arena_strdup(&c->arena, src->name);
         n->removed = src->removed;
         /* The node joins the graph first so that destroy frees it on failure. */
         c->nodes[c->num_nodes++] = n;
         if (!n->domain || !n->name ||
-            (!n->removed && !cge_strmap_put(&c->node_map, n->name, i)))
+            (!n->removed && !cge__strmap_put(&c->node_map, n->name, i)))
             return oom("cloning node", src->name);
-        cge_status st = cge_ir_attrs_copy(&n->attrs, &src->attrs);
+        cge_status st = cge__ir_attrs_copy(&n->attrs, &src->attrs);
         if (st != CGE_OK)
             return st;
     }
@@ -736,17 +736,17 @@ int64_t cge_graph_dim_symbol(cge_graph *g, const char *name)
                   g ? "the name is empty" : "graph is NULL");
         return CGE_DIM_DYNAMIC;
     }
-    int32_t k = cge_strmap_get(&g->dim_sym_map, name);
+    int32_t k = cge__strmap_get(&g->dim_sym_map, name);
     if (k >= 0)
         return CGE_DIM_SYMBOL(k);
     if (g->num_dim_syms >= CGE_DIM_MAX_SYMBOLS ||
-        !cge_ir_grow((void **)&g->dim_syms, &g->cap_dim_syms, (int64_t)g->num_dim_syms + 1,
+        !cge__ir_grow((void **)&g->dim_syms, &g->cap_dim_syms, (int64_t)g->num_dim_syms + 1,
                      sizeof(const char *))) {
         oom("adding dimension symbol", name);
         return CGE_DIM_DYNAMIC;
     }
-    const char *nm = cge_ir_arena_strdup(&g->arena, name);
-    if (!nm || !cge_strmap_put(&g->dim_sym_map, nm, g->num_dim_syms)) {
+    const char *nm = cge__ir_arena_strdup(&g->arena, name);
+    if (!nm || !cge__strmap_put(&g->dim_sym_map, nm, g->num_dim_syms)) {
         oom("adding dimension symbol", name);
         return CGE_DIM_DYNAMIC;
     }

@@ -18,46 +18,46 @@
 
 /* ---- string arena: names live as long as their graph -------------------- */
 
-typedef struct cge_ir_chunk cge_ir_chunk;
-typedef struct cge_ir_arena {
-    cge_ir_chunk *head;
+typedef struct cge__ir_chunk cge__ir_chunk;
+typedef struct cge__ir_arena {
+    cge__ir_chunk *head;
     char *pos;
     size_t left;
-} cge_ir_arena;
+} cge__ir_arena;
 
-CGE_IR_HIDDEN char *cge_ir_arena_alloc(cge_ir_arena *a, size_t n);        /* NULL on OOM */
-CGE_IR_HIDDEN const char *cge_ir_arena_strdup(cge_ir_arena *a, const char *s);
-CGE_IR_HIDDEN void cge_ir_arena_free(cge_ir_arena *a);
+CGE_IR_HIDDEN char *cge__ir_arena_alloc(cge__ir_arena *a, size_t n);        /* NULL on OOM */
+CGE_IR_HIDDEN const char *cge__ir_arena_strdup(cge__ir_arena *a, const char *s);
+CGE_IR_HIDDEN void cge__ir_arena_free(cge__ir_arena *a);
 
 /* Grow a heap array so that it holds `need` items; false on OOM or overflow. */
-CGE_IR_HIDDEN bool cge_ir_grow(void **items, int32_t *cap, int64_t need, size_t elem);
+CGE_IR_HIDDEN bool cge__ir_grow(void **items, int32_t *cap, int64_t need, size_t elem);
 
 /* ---- values, constants, attributes, nodes, graphs ----------------------- */
 
-typedef enum cge_ir_value_kind {
+typedef enum cge__ir_value_kind {
     CGE_IR_VALUE_REF = 0,  /* only named (node input, graph output): not defined yet */
     CGE_IR_VALUE_INPUT,
     CGE_IR_VALUE_CONST,
     CGE_IR_VALUE_NODE
-} cge_ir_value_kind;
+} cge__ir_value_kind;
 
-typedef struct cge_ir_value {
+typedef struct cge__ir_value {
     const char *name;      /* arena */
     cge_dtype dtype;
     cge_format format;
     cge_shape shape;
-    uint8_t kind;          /* cge_ir_value_kind */
+    uint8_t kind;          /* cge__ir_value_kind */
     bool is_output;
     int32_t def;           /* INPUT: input index, CONST: constant index, NODE: node index */
     uint32_t stamp;        /* scratch for duplicate checks within one call */
     uint64_t rev;          /* graph revision of its last descriptor change */
-} cge_ir_value;
+} cge__ir_value;
 
-typedef struct cge_ir_const {
+typedef struct cge__ir_const {
     int32_t value;
     cge_tensor t;          /* t.name is the value's name; t.data 64-byte aligned, owned */
     bool removed;          /* detached by cge_graph_remove_constant, dropped by compact */
-} cge_ir_const;
+} cge__ir_const;
 
 struct cge_attrs {
     const cge_node *owner; /* names the node in error messages */
@@ -79,47 +79,47 @@ struct cge_node {
     uint64_t rev;          /* graph revision of its last change */
 };
 
-typedef struct cge_ir_optype {
+typedef struct cge__ir_optype {
     const char *name;      /* arena */
     int64_t next;          /* next n tried for an automatic "<op_type>_<n>" name */
-} cge_ir_optype;
+} cge__ir_optype;
 
 struct cge_graph {
     char *name;
-    cge_ir_arena arena;
+    cge__ir_arena arena;
 
-    cge_ir_value *values;
+    cge__ir_value *values;
     int32_t num_values, cap_values;
-    cge_strmap value_map;
+    cge__strmap value_map;
 
     int32_t *inputs;       /* value indices */
     int32_t num_inputs, cap_inputs;
     int32_t *outputs;      /* value indices */
     int32_t num_outputs, cap_outputs;
-    cge_ir_const **consts; /* pointers: cge_graph_constant() results stay valid */
+    cge__ir_const **consts; /* pointers: cge_graph_constant() results stay valid */
     int32_t num_consts, cap_consts;
 
     cge_node **nodes;
     int32_t num_nodes, cap_nodes;
-    cge_strmap node_map;
+    cge__strmap node_map;
 
-    cge_ir_optype *optypes;
+    cge__ir_optype *optypes;
     int32_t num_optypes, cap_optypes;
-    cge_strmap optype_map;
+    cge__strmap optype_map;
 
     /* Names of symbolic dimensions: symbol k (CGE_DIM_SYMBOL(k)) is
      * dim_syms[k] (arena). Each graph has its own; a nested graph's shapes
      * are inferred from its parent's descriptors, not from its table. */
     const char **dim_syms;
     int32_t num_dim_syms, cap_dim_syms;
-    cge_strmap dim_sym_map;
+    cge__strmap dim_sym_map;
 
     uint32_t stamp;
     uint64_t rev;          /* bumped by every change to a node or a descriptor */
 };
 
 /* Record a [graph] error prefixed with "node <op> '<name>': ". */
-CGE_IR_HIDDEN cge_status cge_ir_node_error(const cge_node *n, cge_status st, const char *fmt, ...)
+CGE_IR_HIDDEN cge_status cge__ir_node_error(const cge_node *n, cge_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -127,17 +127,17 @@ CGE_IR_HIDDEN cge_status cge_ir_node_error(const cge_node *n, cge_status st, con
 
 /* Attribute helpers (attrs.c). */
 /* A node changed (added, rewired, an attribute set): it takes the next revision. */
-static inline void cge_ir_touch(cge_node *n) { n->rev = ++n->graph->rev; }
+static inline void cge__ir_touch(cge_node *n) { n->rev = ++n->graph->rev; }
 
-CGE_IR_HIDDEN void cge_ir_attrs_init(cge_attrs *a, const cge_node *owner);
-CGE_IR_HIDDEN void cge_ir_attrs_release(cge_attrs *a);
+CGE_IR_HIDDEN void cge__ir_attrs_init(cge_attrs *a, const cge_node *owner);
+CGE_IR_HIDDEN void cge__ir_attrs_release(cge_attrs *a);
 /* Deep-copy every attribute of `src` into the empty set `dst`. */
-CGE_IR_HIDDEN cge_status cge_ir_attrs_copy(cge_attrs *dst, const cge_attrs *src);
+CGE_IR_HIDDEN cge_status cge__ir_attrs_copy(cge_attrs *dst, const cge_attrs *src);
 /* 64-byte aligned copy of `bytes` bytes (a valid pointer even for 0 bytes). */
-CGE_IR_HIDDEN void *cge_ir_aligned_copy(const void *data, size_t bytes);
+CGE_IR_HIDDEN void *cge__ir_aligned_copy(const void *data, size_t bytes);
 
 /* Kahn's algorithm shared by verify and topo order; writes a [graph] error
  * with the cycle path when there is one. */
-CGE_IR_HIDDEN cge_status cge_ir_topo(const cge_graph *g, int32_t *order);
+CGE_IR_HIDDEN cge_status cge__ir_topo(const cge_graph *g, int32_t *order);
 
 #endif

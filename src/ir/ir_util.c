@@ -5,23 +5,23 @@
 
 #include "ir/graph_internal.h"
 
-struct cge_ir_chunk {
-    cge_ir_chunk *next;
+struct cge__ir_chunk {
+    cge__ir_chunk *next;
     char data[];
 };
 
 /* Big enough that a graph of 100k nodes makes only a few hundred chunks. */
 #define ARENA_CHUNK 65536
 
-char *cge_ir_arena_alloc(cge_ir_arena *a, size_t n)
+char *cge__ir_arena_alloc(cge__ir_arena *a, size_t n)
 {
     if (n > a->left) {
         /* A large request gets a chunk of its own, so the current chunk's
          * remaining space is not thrown away for it. */
         size_t size = n > ARENA_CHUNK / 4 ? n : ARENA_CHUNK;
-        if (size > SIZE_MAX - sizeof(cge_ir_chunk))
+        if (size > SIZE_MAX - sizeof(cge__ir_chunk))
             return NULL;
-        cge_ir_chunk *c = malloc(sizeof(cge_ir_chunk) + size);
+        cge__ir_chunk *c = malloc(sizeof(cge__ir_chunk) + size);
         if (!c)
             return NULL;
         if (size != ARENA_CHUNK && a->head) {
@@ -40,20 +40,20 @@ char *cge_ir_arena_alloc(cge_ir_arena *a, size_t n)
     return p;
 }
 
-const char *cge_ir_arena_strdup(cge_ir_arena *a, const char *s)
+const char *cge__ir_arena_strdup(cge__ir_arena *a, const char *s)
 {
     size_t n = strlen(s) + 1;
-    char *p = cge_ir_arena_alloc(a, n);
+    char *p = cge__ir_arena_alloc(a, n);
     if (p)
         memcpy(p, s, n);
     return p;
 }
 
-void cge_ir_arena_free(cge_ir_arena *a)
+void cge__ir_arena_free(cge__ir_arena *a)
 {
-    cge_ir_chunk *c = a->head;
+    cge__ir_chunk *c = a->head;
     while (c) {
-        cge_ir_chunk *next = c->next;
+        cge__ir_chunk *next = c->next;
         free(c);
         c = next;
     }
@@ -62,7 +62,7 @@ void cge_ir_arena_free(cge_ir_arena *a)
     a->left = 0;
 }
 
-bool cge_ir_grow(void **items, int32_t *cap, int64_t need, size_t elem)
+bool cge__ir_grow(void **items, int32_t *cap, int64_t need, size_t elem)
 {
     if (need <= *cap)
         return true;

@@ -14,20 +14,20 @@ static cge_status bad_arg(const char *fn, const char *what)
 /* Same as graph.c's: the value called `name`, created undefined if absent. */
 static cge_status intern(cge_graph *g, const char *name, int32_t *out)
 {
-    int32_t idx = cge_strmap_get(&g->value_map, name);
+    int32_t idx = cge__strmap_get(&g->value_map, name);
     if (idx >= 0) {
         *out = idx;
         return CGE_OK;
     }
-    if (!cge_ir_grow((void **)&g->values, &g->cap_values, (int64_t)g->num_values + 1,
-                     sizeof(cge_ir_value)))
+    if (!cge__ir_grow((void **)&g->values, &g->cap_values, (int64_t)g->num_values + 1,
+                     sizeof(cge__ir_value)))
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "out of memory adding value '%s'",
                          name);
-    const char *nm = cge_ir_arena_strdup(&g->arena, name);
-    if (!nm || !cge_strmap_put(&g->value_map, nm, g->num_values))
+    const char *nm = cge__ir_arena_strdup(&g->arena, name);
+    if (!nm || !cge__strmap_put(&g->value_map, nm, g->num_values))
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "out of memory adding value '%s'",
                          name);
-    cge_ir_value *v = &g->values[g->num_values];
+    cge__ir_value *v = &g->values[g->num_values];
     memset(v, 0, sizeof *v);
     v->name = nm;
     v->def = -1;
@@ -43,7 +43,7 @@ int32_t cge_graph_num_values(const cge_graph *g) { return g ? g->num_values : 0;
 
 int32_t cge_graph_value_id(const cge_graph *g, const char *name)
 {
-    return g && name ? cge_strmap_get(&g->value_map, name) : -1;
+    return g && name ? cge__strmap_get(&g->value_map, name) : -1;
 }
 
 const char *cge_graph_value_name(const cge_graph *g, int32_t id)
@@ -72,7 +72,7 @@ cge_status cge_graph_value_desc(const cge_graph *g, int32_t id, cge_tensor_desc 
 {
     if (!valid_id(g, id) || !out)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph has no value id %d", (int)id);
-    const cge_ir_value *v = &g->values[id];
+    const cge__ir_value *v = &g->values[id];
     *out = (cge_tensor_desc){.name = v->name, .dtype = v->dtype, .shape = v->shape,
                              .format = v->format};
     return CGE_OK;
@@ -119,8 +119,8 @@ cge_status cge_node_set_input(cge_node *n, int32_t i, const char *name)
     if (!n || n->removed)
         return bad_arg("cge_node_set_input", "node is NULL or removed");
     if (i < 0 || i >= n->num_inputs)
-        return cge_ir_node_error(n, CGE_ERR_INVALID_ARG, "has no input %d", (int)i);
-    cge_ir_touch(n);
+        return cge__ir_node_error(n, CGE_ERR_INVALID_ARG, "has no input %d", (int)i);
+    cge__ir_touch(n);
     if (!name || !name[0]) {
         n->inputs[i] = -1;
         return CGE_OK;
@@ -133,7 +133,7 @@ cge_status cge_node_set_output(cge_node *n, int32_t i, const char *name)
     if (!n || n->removed || !name || !name[0])
         return bad_arg("cge_node_set_output", "node is NULL or removed, or name is empty");
     if (i < 0 || i >= n->num_outputs)
-        return cge_ir_node_error(n, CGE_ERR_INVALID_ARG, "has no output %d", (int)i);
+        return cge__ir_node_error(n, CGE_ERR_INVALID_ARG, "has no output %d", (int)i);
     cge_graph *g = n->graph;
     int32_t id = -1;
     cge_status st = intern(g, name, &id);
@@ -142,14 +142,14 @@ cge_status cge_node_set_output(cge_node *n, int32_t i, const char *name)
     int32_t old = n->outputs[i];
     if (id == old)
         return CGE_OK;
-    cge_ir_value *v = &g->values[id];
+    cge__ir_value *v = &g->values[id];
     if (v->kind != CGE_IR_VALUE_REF)
-        return cge_ir_node_error(n, CGE_ERR_EXISTS, "cannot produce '%s': it is already defined",
+        return cge__ir_node_error(n, CGE_ERR_EXISTS, "cannot produce '%s': it is already defined",
                                  name);
     for (int32_t k = 0; k < n->num_outputs; k++)
         if (n->outputs[k] == id)
-            return cge_ir_node_error(n, CGE_ERR_EXISTS, "already produces '%s'", name);
-    cge_ir_value *o = &g->values[old];
+            return cge__ir_node_error(n, CGE_ERR_EXISTS, "already produces '%s'", name);
+    cge__ir_value *o = &g->values[old];
     v->kind = CGE_IR_VALUE_NODE;
     v->def = n->index;
     v->dtype = o->dtype;
@@ -158,7 +158,7 @@ cge_status cge_node_set_output(cge_node *n, int32_t i, const char *name)
     o->kind = CGE_IR_VALUE_REF;
     o->def = -1;
     n->outputs[i] = id;
-    cge_ir_touch(n);
+    cge__ir_touch(n);
     return CGE_OK;
 }
 
@@ -166,7 +166,7 @@ cge_status cge_graph_replace_uses(cge_graph *g, const char *from, const char *to
 {
     if (!g || !from || !to || !to[0])
         return bad_arg("cge_graph_replace_uses", "graph or a name is NULL/empty");
-    int32_t f = cge_strmap_get(&g->value_map, from);
+    int32_t f = cge__strmap_get(&g->value_map, from);
     if (f < 0)
         return CGE_OK;
     int32_t t = -1;
@@ -178,7 +178,7 @@ cge_status cge_graph_replace_uses(cge_graph *g, const char *from, const char *to
         for (int32_t k = 0; k < n->num_inputs; k++)
             if (n->inputs[k] == f) {
                 n->inputs[k] = t;
-                cge_ir_touch(n);
+                cge__ir_touch(n);
             }
     }
     return CGE_OK;
@@ -193,15 +193,15 @@ cge_status cge_graph_remove_node(cge_graph *g, cge_node *n)
     if (n->removed)
         return CGE_OK;
     for (int32_t k = 0; k < n->num_outputs; k++) {
-        cge_ir_value *v = &g->values[n->outputs[k]];
+        cge__ir_value *v = &g->values[n->outputs[k]];
         if (v->kind == CGE_IR_VALUE_NODE && v->def == n->index) {
             v->kind = CGE_IR_VALUE_REF;
             v->def = -1;
         }
     }
     /* The key stays (names live in the arena); -1 reads as absent. */
-    if (cge_strmap_get(&g->node_map, n->name) == n->index &&
-        !cge_strmap_put(&g->node_map, n->name, -1))
+    if (cge__strmap_get(&g->node_map, n->name) == n->index &&
+        !cge__strmap_put(&g->node_map, n->name, -1))
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "node map lost '%s'", n->name);
     n->num_inputs = 0;
     n->num_outputs = 0;
@@ -215,12 +215,12 @@ cge_status cge_graph_remove_constant(cge_graph *g, const char *name)
 {
     if (!g || !name)
         return bad_arg("cge_graph_remove_constant", "graph or name is NULL");
-    int32_t id = cge_strmap_get(&g->value_map, name);
+    int32_t id = cge__strmap_get(&g->value_map, name);
     if (id < 0 || g->values[id].kind != CGE_IR_VALUE_CONST)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph '%s' has no constant '%s'",
                          g->name, name);
-    cge_ir_value *v = &g->values[id];
-    cge_ir_const *c = g->consts[v->def];
+    cge__ir_value *v = &g->values[id];
+    cge__ir_const *c = g->consts[v->def];
     free(c->t.data);
     c->t.data = NULL;
     c->t.bytes = 0;
@@ -238,18 +238,18 @@ cge_status cge_graph_compact(cge_graph *g)
     for (int32_t i = 0; i < g->num_nodes; i++) {
         cge_node *n = g->nodes[i];
         if (n->removed) {
-            cge_ir_attrs_release(&n->attrs);
+            cge__ir_attrs_release(&n->attrs);
             free(n);
             continue;
         }
         if (n->index != k) {
             n->index = k;
             for (int32_t o = 0; o < n->num_outputs; o++) {
-                cge_ir_value *v = &g->values[n->outputs[o]];
+                cge__ir_value *v = &g->values[n->outputs[o]];
                 if (v->kind == CGE_IR_VALUE_NODE)
                     v->def = k;
             }
-            if (!cge_strmap_put(&g->node_map, n->name, k))
+            if (!cge__strmap_put(&g->node_map, n->name, k))
                 return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "node map lost '%s'",
                                  n->name);
         }
@@ -258,7 +258,7 @@ cge_status cge_graph_compact(cge_graph *g)
     g->num_nodes = k;
     k = 0;
     for (int32_t i = 0; i < g->num_consts; i++) {
-        cge_ir_const *c = g->consts[i];
+        cge__ir_const *c = g->consts[i];
         if (c->removed) {
             free(c->t.data);
             free(c);
@@ -289,7 +289,7 @@ cge_status cge_graph_move_node(cge_graph *g, cge_node *n, int32_t position)
         m->index = i;
         for (int32_t o = 0; o < m->num_outputs; o++)
             g->values[m->outputs[o]].def = i;
-        if (!m->removed && !cge_strmap_put(&g->node_map, m->name, i))
+        if (!m->removed && !cge__strmap_put(&g->node_map, m->name, i))
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "node map lost '%s'", m->name);
     }
     return CGE_OK;
@@ -299,17 +299,17 @@ cge_status cge_graph_rename_value(cge_graph *g, const char *from, const char *to
 {
     if (!g || !from || !to || !to[0])
         return bad_arg("cge_graph_rename_value", "graph or a name is NULL/empty");
-    int32_t id = cge_strmap_get(&g->value_map, from);
+    int32_t id = cge__strmap_get(&g->value_map, from);
     if (id < 0)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph '%s' has no value '%s'",
                          g->name, from);
-    if (cge_strmap_get(&g->value_map, to) >= 0)
+    if (cge__strmap_get(&g->value_map, to) >= 0)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_EXISTS,
                          "cannot rename '%s' to '%s': that name is taken", from, to);
-    const char *nm = cge_ir_arena_strdup(&g->arena, to);
-    if (!nm || !cge_strmap_put(&g->value_map, nm, id))
+    const char *nm = cge__ir_arena_strdup(&g->arena, to);
+    if (!nm || !cge__strmap_put(&g->value_map, nm, id))
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "out of memory renaming '%s'", from);
-    cge_strmap_put(&g->value_map, g->values[id].name, -1);   /* key exists: cannot fail */
+    cge__strmap_put(&g->value_map, g->values[id].name, -1);   /* key exists: cannot fail */
     g->values[id].name = nm;
     if (g->values[id].kind == CGE_IR_VALUE_CONST)
         g->consts[g->values[id].def]->t.name = nm;

@@ -133,7 +133,7 @@ static cge_status report_cycle(const cge_graph *g, const int32_t *indeg, int32_t
 
 /* ---- Kahn --------------------------------------------------------------------- */
 
-cge_status cge_ir_topo(const cge_graph *g, int32_t *order)
+cge_status cge__ir_topo(const cge_graph *g, int32_t *order)
 {
     int32_t n = g->num_nodes;
     if (n == 0)
@@ -217,7 +217,7 @@ cge_status cge_graph_topo_order(const cge_graph *g, int32_t *order)
     if (!order && g->num_nodes > 0)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
                          "cge_graph_topo_order: order is NULL");
-    return cge_ir_topo(g, order);
+    return cge__ir_topo(g, order);
 }
 
 /* ---- verify ---------------------------------------------------------------- */
@@ -228,7 +228,7 @@ cge_status cge_graph_verify_structure(const cge_graph *g)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
                          "cge_graph_verify_structure: graph is NULL");
     for (int32_t i = 0; i < g->num_inputs; i++) {
-        const cge_ir_value *v = &g->values[g->inputs[i]];
+        const cge__ir_value *v = &g->values[g->inputs[i]];
         if (!cge_dtype_valid(v->dtype))
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_DTYPE,
                              "graph input '%s' has no valid dtype (%s, %d)", v->name,
@@ -241,18 +241,18 @@ cge_status cge_graph_verify_structure(const cge_graph *g)
      * graphs whose tables were changed behind the API's back. */
     for (int32_t i = 0; i < g->num_nodes; i++) {
         const cge_node *n = g->nodes[i];
-        int32_t named = cge_strmap_get(&g->node_map, n->name);
+        int32_t named = cge__strmap_get(&g->node_map, n->name);
         if (named != i)
-            return cge_ir_node_error(n, CGE_ERR_EXISTS, "another node (%d) has the same name",
+            return cge__ir_node_error(n, CGE_ERR_EXISTS, "another node (%d) has the same name",
                                      (int)named);
         for (int32_t k = 0; k < n->num_outputs; k++) {
-            const cge_ir_value *v = &g->values[n->outputs[k]];
+            const cge__ir_value *v = &g->values[n->outputs[k]];
             if (v->kind != CGE_IR_VALUE_NODE || v->def != i) {
                 const char *other = v->kind == CGE_IR_VALUE_INPUT   ? "a graph input"
                                     : v->kind == CGE_IR_VALUE_CONST ? "a constant"
                                     : v->kind == CGE_IR_VALUE_NODE  ? g->nodes[v->def]->name
                                                                     : "undefined";
-                return cge_ir_node_error(n, CGE_ERR_EXISTS,
+                return cge__ir_node_error(n, CGE_ERR_EXISTS,
                                          "output '%s' is also produced by %s", v->name, other);
             }
         }
@@ -262,13 +262,13 @@ cge_status cge_graph_verify_structure(const cge_graph *g)
         for (int32_t k = 0; k < n->num_inputs; k++) {
             int32_t vi = n->inputs[k];
             if (vi >= 0 && g->values[vi].kind == CGE_IR_VALUE_REF)
-                return cge_ir_node_error(n, CGE_ERR_NOT_FOUND,
+                return cge__ir_node_error(n, CGE_ERR_NOT_FOUND,
                                          "input '%s' is not defined " UNDEFINED_HINT,
                                          g->values[vi].name);
         }
     }
     for (int32_t i = 0; i < g->num_outputs; i++) {
-        const cge_ir_value *v = &g->values[g->outputs[i]];
+        const cge__ir_value *v = &g->values[g->outputs[i]];
         if (v->kind == CGE_IR_VALUE_REF)
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND,
                              "graph output '%s' is not defined " UNDEFINED_HINT, v->name);
@@ -279,7 +279,7 @@ cge_status cge_graph_verify_structure(const cge_graph *g)
     if (!order)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY,
                          "out of memory verifying graph '%s'", g->name);
-    cge_status st = cge_ir_topo(g, order);
+    cge_status st = cge__ir_topo(g, order);
     free(order);
     return st;
 }

@@ -53,7 +53,7 @@ static void buf_align(buf *b, size_t a)
 typedef struct writer {
     const cge_plan *p;
     buf sec[CGM_SEC_COUNT];
-    cge_strmap strs;
+    cge__strmap strs;
     const char *err_node;
 } writer;
 
@@ -61,11 +61,11 @@ static uint32_t str_ref(writer *w, const char *s)
 {
     if (!s || !s[0])
         return 0;
-    int32_t at = cge_strmap_get(&w->strs, s);
+    int32_t at = cge__strmap_get(&w->strs, s);
     if (at >= 0)
         return (uint32_t)at;
     size_t off = buf_put(&w->sec[CGM_SEC_STRINGS], s, strlen(s) + 1);
-    if (off > INT32_MAX || !cge_strmap_put(&w->strs, s, (int32_t)off))
+    if (off > INT32_MAX || !cge__strmap_put(&w->strs, s, (int32_t)off))
         w->sec[CGM_SEC_STRINGS].oom = true;
     return (uint32_t)off;
 }
@@ -295,7 +295,7 @@ cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_opti
     *data = NULL;
     *size = 0;
     writer w = {.p = plan};
-    cge_strmap_init(&w.strs);
+    cge__strmap_init(&w.strs);
     cge_status st = build_sections(&w, opts);
     buf out = {0};
     if (!st) {
@@ -338,7 +338,7 @@ cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_opti
     }
     for (int s = 0; s < CGM_SEC_COUNT; s++)
         free(w.sec[s].p);
-    cge_strmap_free(&w.strs);
+    cge__strmap_free(&w.strs);
     if (st) {
         free(out.p);
         return st;

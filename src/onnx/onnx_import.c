@@ -47,7 +47,7 @@ static cge_status as_io(const onnx_ctx *cx, cge_status st, const char *where)
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", cge_last_error());
     const char *body = strncmp(msg, "[graph] ", 8) ? msg : msg + 8;
-    return cge_onnx_io_error(cx, "%s: %s", where, body);
+    return cge__onnx_io_error(cx, "%s: %s", where, body);
 }
 
 /* ---- types -------------------------------------------------------------- */
@@ -94,28 +94,28 @@ static cge_status parse_type(const onnx_ctx *cx, cge_graph *g, const Onnx__TypeP
     case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE: break;
     case ONNX__TYPE_PROTO__VALUE__NOT_SET: return CGE_OK;
     case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE:
-        return cge_onnx_unsupported(cx, "%s: sequence types are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: sequence types are not supported", what);
     case ONNX__TYPE_PROTO__VALUE_MAP_TYPE:
-        return cge_onnx_unsupported(cx, "%s: map types are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: map types are not supported", what);
     case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE:
-        return cge_onnx_unsupported(cx, "%s: optional types are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: optional types are not supported", what);
     case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE:
-        return cge_onnx_unsupported(cx, "%s: sparse tensor types are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: sparse tensor types are not supported", what);
     default:
-        return cge_onnx_unsupported(cx, "%s: unknown type kind %d", what, (int)tp->value_case);
+        return cge__onnx_unsupported(cx, "%s: unknown type kind %d", what, (int)tp->value_case);
     }
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     if (!tt)
         return CGE_OK;
     if (tt->has_elem_type && tt->elem_type != 0) {
-        cge_status st = cge_onnx_map_dtype(cx, tt->elem_type, what, &out->dtype);
+        cge_status st = cge__onnx_map_dtype(cx, tt->elem_type, what, &out->dtype);
         if (st)
             return st;
     }
     if (!tt->shape)
         return CGE_OK;
     if (tt->shape->n_dim > CGE_MAX_RANK)
-        return cge_onnx_unsupported(cx, "%s: rank %zu is above cge's limit of %d", what,
+        return cge__onnx_unsupported(cx, "%s: rank %zu is above cge's limit of %d", what,
                                     tt->shape->n_dim, CGE_MAX_RANK);
     out->has_shape = true;
     out->shape.rank = (int32_t)tt->shape->n_dim;
@@ -124,7 +124,7 @@ static cge_status parse_type(const onnx_ctx *cx, cge_graph *g, const Onnx__TypeP
         int64_t v = CGE_DIM_DYNAMIC;
         if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
             if (d->dim_value < 0)
-                return cge_onnx_io_error(cx, "%s: dimension %zu is negative (%lld)", what, i,
+                return cge__onnx_io_error(cx, "%s: dimension %zu is negative (%lld)", what, i,
                                          (long long)d->dim_value);
             v = d->dim_value;
         } else if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM) {
@@ -216,21 +216,21 @@ static cge_status set_attr(graph_build *b, const char *node, const Onnx__Attribu
 {
     onnx_ctx *cx = b->cx;
     if (!ap || !ap->name || !ap->name[0])
-        return cge_onnx_io_error(cx, "node '%s': an attribute has no name", node);
+        return cge__onnx_io_error(cx, "node '%s': an attribute has no name", node);
     char what[512];
     snprintf(what, sizeof what, "node '%s' attribute '%s'", node, ap->name);
     if (ap->ref_attr_name && ap->ref_attr_name[0])
-        return cge_onnx_unsupported(cx, "%s: references a function attribute ('%s'); functions "
+        return cge__onnx_unsupported(cx, "%s: references a function attribute ('%s'); functions "
                                         "are not supported", what, ap->ref_attr_name);
     int raw_type = ap->has_type ? (int)ap->type : 0;
     if (raw_type >= 11 && raw_type <= 14)
-        return cge_onnx_unsupported(cx, "%s: %s attributes are not supported", what,
+        return cge__onnx_unsupported(cx, "%s: %s attributes are not supported", what,
                                     raw_type == 11 ? "sparse tensor"
                                     : raw_type == 12 ? "sparse tensor list"
                                     : raw_type == 13 ? "type proto"
                                                      : "type proto list");
     if (raw_type < 0 || raw_type > 14)
-        return cge_onnx_io_error(cx, "%s: unknown attribute type %d", what, raw_type);
+        return cge__onnx_io_error(cx, "%s: unknown attribute type %d", what, raw_type);
     cge_attr_kind kind = attr_kind(ap);
     cge_attr a = {.name = ap->name, .kind = kind};
     cge_status st = CGE_OK;
@@ -273,8 +273,8 @@ static cge_status set_attr(graph_build *b, const char *node, const Onnx__Attribu
     case CGE_ATTR_TENSOR: {
         cge_tensor t;
         if (!ap->t)
-            return cge_onnx_io_error(cx, "%s: tensor attribute without a tensor", what);
-        st = cge_onnx_decode_tensor(cx, ap->t, what, &t);
+            return cge__onnx_io_error(cx, "%s: tensor attribute without a tensor", what);
+        st = cge__onnx_decode_tensor(cx, ap->t, what, &t);
         if (st)
             return st;
         a.t = &t;
@@ -288,7 +288,7 @@ static cge_status set_attr(graph_build *b, const char *node, const Onnx__Attribu
             return oom();
         size_t done = 0;
         for (; done < ap->n_tensors && !st; done++)
-            st = cge_onnx_decode_tensor(cx, ap->tensors[done], what, &v[done]);
+            st = cge__onnx_decode_tensor(cx, ap->tensors[done], what, &v[done]);
         a.tensors = v;
         a.n = (int64_t)ap->n_tensors;
         if (!st)
@@ -300,7 +300,7 @@ static cge_status set_attr(graph_build *b, const char *node, const Onnx__Attribu
     }
     case CGE_ATTR_GRAPH: {
         if (!ap->g)
-            return cge_onnx_io_error(cx, "%s: graph attribute without a graph", what);
+            return cge__onnx_io_error(cx, "%s: graph attribute without a graph", what);
         cge_graph *sub = NULL;
         st = import_graph(cx, ap->g, b->depth + 1, false, &sub);
         if (st)
@@ -316,7 +316,7 @@ static cge_status set_attr(graph_build *b, const char *node, const Onnx__Attribu
             return oom();
         for (size_t i = 0; i < ap->n_graphs && !st; i++) {
             if (!ap->graphs[i])
-                st = cge_onnx_io_error(cx, "%s: empty graph", what);
+                st = cge__onnx_io_error(cx, "%s: empty graph", what);
             else
                 st = import_graph(cx, ap->graphs[i], b->depth + 1, false, &v[i]);
         }
@@ -330,7 +330,7 @@ static cge_status set_attr(graph_build *b, const char *node, const Onnx__Attribu
         return st;
     }
     default:
-        return cge_onnx_io_error(cx, "%s: attribute has no type and no value", what);
+        return cge__onnx_io_error(cx, "%s: attribute has no type and no value", what);
     }
 }
 
@@ -340,10 +340,10 @@ static cge_status import_constant(graph_build *b, const Onnx__NodeProto *np, con
 {
     onnx_ctx *cx = b->cx;
     if (np->n_output != 1 || !np->output[0] || !np->output[0][0])
-        return cge_onnx_io_error(cx, "Constant node '%s' must have exactly one named output",
+        return cge__onnx_io_error(cx, "Constant node '%s' must have exactly one named output",
                                  node);
     if (np->n_attribute != 1 || !np->attribute[0] || !np->attribute[0]->name)
-        return cge_onnx_io_error(cx, "Constant node '%s' must have exactly one value attribute",
+        return cge__onnx_io_error(cx, "Constant node '%s' must have exactly one value attribute",
                                  node);
     const Onnx__AttributeProto *ap = np->attribute[0];
     char what[512];
@@ -353,8 +353,8 @@ static cge_status import_constant(graph_build *b, const Onnx__NodeProto *np, con
     const char *an = ap->name;
     if (!strcmp(an, "value")) {
         if (!ap->t)
-            return cge_onnx_io_error(cx, "%s: 'value' holds no tensor", what);
-        st = cge_onnx_decode_tensor(cx, ap->t, what, &t);
+            return cge__onnx_io_error(cx, "%s: 'value' holds no tensor", what);
+        st = cge__onnx_decode_tensor(cx, ap->t, what, &t);
     } else if (!strcmp(an, "value_float") || !strcmp(an, "value_int")) {
         bool f = an[6] == 'f';
         t.dtype = f ? CGE_F32 : CGE_I64;
@@ -379,11 +379,11 @@ static cge_status import_constant(graph_build *b, const Onnx__NodeProto *np, con
         if (n)
             memcpy(t.data, f ? (const void *)ap->floats : (const void *)ap->ints, t.bytes);
     } else if (!strcmp(an, "value_string") || !strcmp(an, "value_strings")) {
-        return cge_onnx_unsupported(cx, "%s: string tensors are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: string tensors are not supported", what);
     } else if (!strcmp(an, "sparse_value")) {
-        return cge_onnx_unsupported(cx, "%s: sparse tensors are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: sparse tensors are not supported", what);
     } else {
-        return cge_onnx_io_error(cx, "%s: unknown attribute '%s'", what, an);
+        return cge__onnx_io_error(cx, "%s: unknown attribute '%s'", what, an);
     }
     if (st)
         return st;
@@ -459,7 +459,7 @@ static cge_status promoted_constant(graph_build *b, const char *node, const char
         t = (cge_tensor){.dtype = CGE_F32, .data = &one_f, .bytes = sizeof one_f};
         break;
     default:
-        return cge_onnx_unsupported(b->cx, "node '%s': attribute '%s' (%s) cannot become an "
+        return cge__onnx_unsupported(b->cx, "node '%s': attribute '%s' (%s) cannot become an "
                                            "input of %s", node, ap->name,
                                     cge_attr_kind_name(k), op);
     }
@@ -584,10 +584,10 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
 {
     onnx_ctx *cx = b->cx;
     if (!np)
-        return cge_onnx_io_error(cx, "node %zu is empty", idx);
+        return cge__onnx_io_error(cx, "node %zu is empty", idx);
     const char *op = np->op_type;
     if (!op || !op[0])
-        return cge_onnx_io_error(cx, "node %zu ('%s') has no op_type", idx,
+        return cge__onnx_io_error(cx, "node %zu ('%s') has no op_type", idx,
                                  np->name ? np->name : "");
     const char *domain = norm_domain(np->domain);
     char *node = unique_node_name(b, np->name, op, idx);
@@ -596,10 +596,10 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
     cge_status st = CGE_OK;
     for (size_t i = 0; i < np->n_input && !st; i++)
         if (!np->input[i])
-            st = cge_onnx_io_error(cx, "node '%s': input %zu is missing", node, i);
+            st = cge__onnx_io_error(cx, "node '%s': input %zu is missing", node, i);
     for (size_t i = 0; i < np->n_output && !st; i++)
         if (!np->output[i])
-            st = cge_onnx_io_error(cx, "node '%s': output %zu is missing", node, i);
+            st = cge__onnx_io_error(cx, "node '%s': output %zu is missing", node, i);
     if (st || (!domain[0] && !strcmp(op, "Constant"))) {
         if (!st)
             st = import_constant(b, np, node);
@@ -613,7 +613,7 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
             opset = cx->opsets[i].version;
     if (opset < 0) {
         /* As ONNX's checker: every domain a node uses must be imported. */
-        st = cge_onnx_io_error(cx, "node '%s' (%s): the model imports no opset for domain '%s'",
+        st = cge__onnx_io_error(cx, "node '%s' (%s): the model imports no opset for domain '%s'",
                                node, op, domain_label(domain));
         free(node);
         return st;
@@ -621,7 +621,7 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
 
     const cge_converter_def *conv = cge_converter_find("onnx", domain, op, opset);
     if (!conv) {
-        st = cge_onnx_unsupported(cx, "unsupported operator '%s' (domain '%s', opset %lld) in "
+        st = cge__onnx_unsupported(cx, "unsupported operator '%s' (domain '%s', opset %lld) in "
                                       "node '%s'", op, domain_label(domain), (long long)opset,
                                   node);
         free(node);
@@ -716,7 +716,7 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
         const cge_node *n = cge_graph_node(b->dst, k);
         if (!cge_op_find(cge_node_domain(n), cge_node_op_type(n), 0)) {
             cge_clear_error();
-            st = cge_onnx_unsupported(cx, "unsupported operator '%s' (domain '%s', opset %lld) "
+            st = cge__onnx_unsupported(cx, "unsupported operator '%s' (domain '%s', opset %lld) "
                                           "in node '%s': it maps onto '%s', which has no "
                                           "definition in this build", op, domain_label(domain),
                                       (long long)opset, node, cge_node_op_type(n));
@@ -740,7 +740,7 @@ static cge_status add_inputs(graph_build *b, bool is_main)
     for (size_t i = 0; i < gp->n_input && !st; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         if (!vi || !vi->name || !vi->name[0])
-            return cge_onnx_io_error(cx, "graph input %zu has no name", i);
+            return cge__onnx_io_error(cx, "graph input %zu has no name", i);
         /* Old models list initializers among the inputs: they stay constants. */
         if (cge_graph_constant(b->dst, vi->name))
             continue;
@@ -763,9 +763,9 @@ static cge_status add_inputs(graph_build *b, bool is_main)
             vt.has_shape = true;
         }
         if (is_main && vt.dtype == CGE_DTYPE_UNDEFINED)
-            return cge_onnx_io_error(cx, "%s declares no element type", what);
+            return cge__onnx_io_error(cx, "%s declares no element type", what);
         if (is_main && !vt.has_shape)
-            return cge_onnx_unsupported(cx, "%s declares no shape (unknown rank); give it one "
+            return cge__onnx_unsupported(cx, "%s declares no shape (unknown rank); give it one "
                                             "with cge_onnx_options.input_shapes", what);
         st = as_io(cx, cge_graph_add_input(b->dst, vi->name, vt.dtype, &vt.shape), what);
     }
@@ -803,24 +803,24 @@ static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int dep
 {
     *out = NULL;
     if (depth > CGE_ONNX_MAX_DEPTH)
-        return cge_onnx_io_error(cx, "graphs are nested more than %d deep", CGE_ONNX_MAX_DEPTH);
+        return cge__onnx_io_error(cx, "graphs are nested more than %d deep", CGE_ONNX_MAX_DEPTH);
     graph_build b = {.cx = cx, .gp = gp, .depth = depth};
     const char *gname = gp->name && gp->name[0] ? gp->name : (is_main ? "onnx_model" : "subgraph");
     cge_status st = cge_graph_create(gname, &b.dst);
     if (!st)
         st = cge_graph_create("onnx_source", &b.src);
     if (!st && gp->n_sparse_initializer)
-        st = cge_onnx_unsupported(cx, "graph '%s': sparse initializers are not supported", gname);
+        st = cge__onnx_unsupported(cx, "graph '%s': sparse initializers are not supported", gname);
     for (size_t i = 0; !st && i < gp->n_initializer; i++) {
         const Onnx__TensorProto *tp = gp->initializer[i];
         if (!tp || !tp->name || !tp->name[0]) {
-            st = cge_onnx_io_error(cx, "initializer %zu has no name", i);
+            st = cge__onnx_io_error(cx, "initializer %zu has no name", i);
             break;
         }
         char what[512];
         snprintf(what, sizeof what, "initializer '%s'", tp->name);
         cge_tensor t;
-        st = cge_onnx_decode_tensor(cx, tp, what, &t);
+        st = cge__onnx_decode_tensor(cx, tp, what, &t);
         if (!st) {
             st = as_io(cx, cge_graph_add_constant(b.dst, tp->name, t.dtype, &t.shape, t.data,
                                                   t.bytes), what);
@@ -834,7 +834,7 @@ static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int dep
     for (size_t i = 0; !st && i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
         if (!vi || !vi->name || !vi->name[0]) {
-            st = cge_onnx_io_error(cx, "graph output %zu has no name", i);
+            st = cge__onnx_io_error(cx, "graph output %zu has no name", i);
             break;
         }
         char what[512];
@@ -872,17 +872,17 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
         return st;
     onnx_ctx cx = {.label = label, .base_dir = base_dir, .opts = opts ? opts : &no_options};
     if (size == 0)
-        return cge_onnx_io_error(&cx, "empty input: not an ONNX model");
-    st = cge_onnx_check_wire(&cx, data, size, &onnx__model_proto__descriptor);
+        return cge__onnx_io_error(&cx, "empty input: not an ONNX model");
+    st = cge__onnx_check_wire(&cx, data, size, &onnx__model_proto__descriptor);
     if (st)
         return st;
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
     if (!m)
-        return cge_onnx_io_error(&cx, "not a valid ONNX model (protobuf decoding failed)");
+        return cge__onnx_io_error(&cx, "not a valid ONNX model (protobuf decoding failed)");
     if (!m->graph)
-        st = cge_onnx_io_error(&cx, "the model has no graph");
+        st = cge__onnx_io_error(&cx, "the model has no graph");
     if (!st && m->n_opset_import == 0)
-        st = cge_onnx_io_error(&cx, "the model imports no operator set (opset_import is empty)");
+        st = cge__onnx_io_error(&cx, "the model imports no operator set (opset_import is empty)");
     if (!st) {
         cx.opsets = calloc(m->n_opset_import, sizeof *cx.opsets);
         if (!cx.opsets)
@@ -891,7 +891,7 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
     for (size_t i = 0; !st && i < m->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = m->opset_import[i];
         if (!o || !o->has_version)
-            st = cge_onnx_io_error(&cx, "opset_import %zu has no version", i);
+            st = cge__onnx_io_error(&cx, "opset_import %zu has no version", i);
         else
             cx.opsets[cx.num_opsets++] = (onnx_opset){norm_domain(o->domain), o->version};
     }

@@ -26,14 +26,14 @@ typedef struct onnx_ctx {
 } onnx_ctx;
 
 /* "[io] <label>: <message>" with CGE_ERR_IO. */
-cge_status cge_onnx_io_error(const onnx_ctx *cx, const char *fmt, ...)
+cge_status cge__onnx_io_error(const onnx_ctx *cx, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* "[converter] <label>: <message>" with CGE_ERR_UNSUPPORTED: valid ONNX that
  * this build cannot represent (strings, sparse tensors, sequences, ...). */
-cge_status cge_onnx_unsupported(const onnx_ctx *cx, const char *fmt, ...)
+cge_status cge__onnx_unsupported(const onnx_ctx *cx, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -41,18 +41,18 @@ cge_status cge_onnx_unsupported(const onnx_ctx *cx, const char *fmt, ...)
 
 /* ONNX TensorProto.DataType -> cge dtype; unsupported types are [converter]
  * errors naming `what`, unknown numbers [io] errors. */
-cge_status cge_onnx_map_dtype(const onnx_ctx *cx, int32_t onnx_type, const char *what,
+cge_status cge__onnx_map_dtype(const onnx_ctx *cx, int32_t onnx_type, const char *what,
                               cge_dtype *out);
 
 /* Decode a TensorProto into a dense tensor: out->data is malloc'd (at least
  * one byte) and owned by the caller; out->name is not set. Every size is
  * checked against the shape. */
-cge_status cge_onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *tp,
+cge_status cge__onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *tp,
                                   const char *what, cge_tensor *out);
 
 /* Walk the protobuf wire format of `desc` over data[0..size) and refuse
  * nesting deeper than CGE_ONNX_MAX_DEPTH or malformed framing. */
-cge_status cge_onnx_check_wire(const onnx_ctx *cx, const uint8_t *data, size_t size,
+cge_status cge__onnx_check_wire(const onnx_ctx *cx, const uint8_t *data, size_t size,
                                const ProtobufCMessageDescriptor *desc);
 
 #endif

@@ -19,7 +19,7 @@ static cge_status layered(cge_layer layer, cge_status st, const onnx_ctx *cx, co
     return cge_error(layer, st, "%s: %s", cx && cx->label ? cx->label : "<onnx>", msg);
 }
 
-cge_status cge_onnx_io_error(const onnx_ctx *cx, const char *fmt, ...)
+cge_status cge__onnx_io_error(const onnx_ctx *cx, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -28,7 +28,7 @@ cge_status cge_onnx_io_error(const onnx_ctx *cx, const char *fmt, ...)
     return st;
 }
 
-cge_status cge_onnx_unsupported(const onnx_ctx *cx, const char *fmt, ...)
+cge_status cge__onnx_unsupported(const onnx_ctx *cx, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -37,7 +37,7 @@ cge_status cge_onnx_unsupported(const onnx_ctx *cx, const char *fmt, ...)
     return st;
 }
 
-cge_status cge_onnx_map_dtype(const onnx_ctx *cx, int32_t t, const char *what, cge_dtype *out)
+cge_status cge__onnx_map_dtype(const onnx_ctx *cx, int32_t t, const char *what, cge_dtype *out)
 {
     switch (t) {
     case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 9: case 10: case 11: case 12:
@@ -46,16 +46,16 @@ cge_status cge_onnx_map_dtype(const onnx_ctx *cx, int32_t t, const char *what, c
         *out = (cge_dtype)t;
         return CGE_OK;
     case 8:
-        return cge_onnx_unsupported(cx, "%s: string tensors are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: string tensors are not supported", what);
     case 14: case 15:
-        return cge_onnx_unsupported(cx, "%s: complex tensors are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: complex tensors are not supported", what);
     case 17: case 18: case 19: case 20: case 21: case 22:
-        return cge_onnx_unsupported(cx, "%s: element type %d (8-bit float or 4-bit int) is not "
+        return cge__onnx_unsupported(cx, "%s: element type %d (8-bit float or 4-bit int) is not "
                                         "supported", what, (int)t);
     case 0:
-        return cge_onnx_io_error(cx, "%s: element type is missing (UNDEFINED)", what);
+        return cge__onnx_io_error(cx, "%s: element type is missing (UNDEFINED)", what);
     default:
-        return cge_onnx_io_error(cx, "%s: unknown element type %d", what, (int)t);
+        return cge__onnx_io_error(cx, "%s: unknown element type %d", what, (int)t);
     }
 }
 
@@ -166,22 +166,22 @@ static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp,
         if (!strcmp(e->key, "location"))
             loc = e->value;
         else if (!strcmp(e->key, "offset") && !parse_u64(e->value, &offset))
-            return cge_onnx_io_error(cx, "%s: external data offset '%s' is not a number", what,
+            return cge__onnx_io_error(cx, "%s: external data offset '%s' is not a number", what,
                                      e->value ? e->value : "");
         else if (!strcmp(e->key, "length")) {
             if (!parse_u64(e->value, &length))
-                return cge_onnx_io_error(cx, "%s: external data length '%s' is not a number",
+                return cge__onnx_io_error(cx, "%s: external data length '%s' is not a number",
                                          what, e->value ? e->value : "");
             has_length = true;
         }
     }
     if (!loc || !loc[0])
-        return cge_onnx_io_error(cx, "%s: external data without a location", what);
+        return cge__onnx_io_error(cx, "%s: external data without a location", what);
     if (!cx->base_dir)
-        return cge_onnx_io_error(cx, "%s: external data '%s' refused: the model was imported "
+        return cge__onnx_io_error(cx, "%s: external data '%s' refused: the model was imported "
                                      "from memory without a base directory", what, loc);
     if (!path_is_confined(loc))
-        return cge_onnx_io_error(cx, "%s: external data location '%s' is absolute or leaves the "
+        return cge__onnx_io_error(cx, "%s: external data location '%s' is absolute or leaves the "
                                      "model's folder (refused)", what, loc);
     size_t blen = strlen(cx->base_dir), llen = strlen(loc);
     char *path = malloc(blen + llen + 2);
@@ -194,14 +194,14 @@ static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp,
     free(path);
     cge_status st = CGE_OK;
     if (!real_base || !real_file) {
-        st = cge_onnx_io_error(cx, "%s: cannot open external data '%s': %s", what, loc,
+        st = cge__onnx_io_error(cx, "%s: cannot open external data '%s': %s", what, loc,
                                strerror(errno));
     } else {
         size_t rb = strlen(real_base);
         bool inside = !strncmp(real_file, real_base, rb) &&
                       (real_file[rb] == '/' || (rb == 1 && real_base[0] == '/'));
         if (!inside)
-            st = cge_onnx_io_error(cx, "%s: external data '%s' resolves outside the model's "
+            st = cge__onnx_io_error(cx, "%s: external data '%s' resolves outside the model's "
                                        "folder (refused)", what, loc);
     }
     FILE *f = NULL;
@@ -209,28 +209,28 @@ static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp,
     if (!st) {
         f = fopen(real_file, "rb");
         if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
-            st = cge_onnx_io_error(cx, "%s: cannot read external data '%s'%s", what, loc,
+            st = cge__onnx_io_error(cx, "%s: cannot read external data '%s'%s", what, loc,
                                    f ? " (not a regular file)" : "");
     }
     if (!st) {
         uint64_t fsize = (uint64_t)sb.st_size;
         if (offset > fsize)
-            st = cge_onnx_io_error(cx, "%s: external data offset %llu is past the end of '%s' "
+            st = cge__onnx_io_error(cx, "%s: external data offset %llu is past the end of '%s' "
                                        "(%llu bytes)", what, (unsigned long long)offset, loc,
                                    (unsigned long long)fsize);
         else if (!has_length)
             length = fsize - offset;
         if (!st && length > fsize - offset)
-            st = cge_onnx_io_error(cx, "%s: external data claims %llu bytes at offset %llu; "
+            st = cge__onnx_io_error(cx, "%s: external data claims %llu bytes at offset %llu; "
                                        "'%s' holds %llu", what, (unsigned long long)length,
                                    (unsigned long long)offset, loc, (unsigned long long)fsize);
         if (!st && length != need)
-            st = cge_onnx_io_error(cx, "%s: external data holds %llu bytes; the shape needs %zu",
+            st = cge__onnx_io_error(cx, "%s: external data holds %llu bytes; the shape needs %zu",
                                    what, (unsigned long long)length, need);
     }
     if (!st && need) {
         if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, need, f) != need)
-            st = cge_onnx_io_error(cx, "%s: reading %zu bytes of external data '%s' failed",
+            st = cge__onnx_io_error(cx, "%s: reading %zu bytes of external data '%s' failed",
                                    what, need, loc);
     }
     if (f)
@@ -240,22 +240,22 @@ static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp,
     return st;
 }
 
-cge_status cge_onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *tp,
+cge_status cge__onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *tp,
                                   const char *what, cge_tensor *out)
 {
     memset(out, 0, sizeof *out);
     if (!tp)
-        return cge_onnx_io_error(cx, "%s: tensor is missing", what);
+        return cge__onnx_io_error(cx, "%s: tensor is missing", what);
     if (!tp->has_data_type)
-        return cge_onnx_io_error(cx, "%s: tensor has no data type", what);
+        return cge__onnx_io_error(cx, "%s: tensor has no data type", what);
     cge_dtype dt;
-    cge_status st = cge_onnx_map_dtype(cx, tp->data_type, what, &dt);
+    cge_status st = cge__onnx_map_dtype(cx, tp->data_type, what, &dt);
     if (st)
         return st;
     if (tp->segment)
-        return cge_onnx_unsupported(cx, "%s: segmented tensors are not supported", what);
+        return cge__onnx_unsupported(cx, "%s: segmented tensors are not supported", what);
     if (tp->n_dims > CGE_MAX_RANK)
-        return cge_onnx_unsupported(cx, "%s: rank %zu is above cge's limit of %d", what,
+        return cge__onnx_unsupported(cx, "%s: rank %zu is above cge's limit of %d", what,
                                     tp->n_dims, CGE_MAX_RANK);
     size_t esize = cge_dtype_size(dt);
     uint64_t numel = 1;
@@ -263,11 +263,11 @@ cge_status cge_onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *t
     for (size_t i = 0; i < tp->n_dims; i++) {
         int64_t d = tp->dims[i];
         if (d < 0)
-            return cge_onnx_io_error(cx, "%s: dimension %zu is negative (%lld)", what, i,
+            return cge__onnx_io_error(cx, "%s: dimension %zu is negative (%lld)", what, i,
                                      (long long)d);
         /* Cap well below overflow of numel * esize. */
         if (d && numel > ((uint64_t)1 << 60) / (uint64_t)d / esize)
-            return cge_onnx_io_error(cx, "%s: shape has too many elements", what);
+            return cge__onnx_io_error(cx, "%s: shape has too many elements", what);
         numel *= (uint64_t)d;
         out->shape.dims[i] = d;
     }
@@ -278,14 +278,14 @@ cge_status cge_onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *t
     size_t have = field_count(tp, f);
     bool raw = tp->has_raw_data && !external;
     if (!external && !raw && have == 0 && numel > 0)
-        return cge_onnx_io_error(cx, "%s: tensor of %llu %s elements holds no data (expected "
+        return cge__onnx_io_error(cx, "%s: tensor of %llu %s elements holds no data (expected "
                                      "raw_data or %s)", what, (unsigned long long)numel,
                                  cge_dtype_name(dt), field_name(f));
     if (raw && tp->raw_data.len != need)
-        return cge_onnx_io_error(cx, "%s: raw_data holds %zu bytes; shape and type need %zu",
+        return cge__onnx_io_error(cx, "%s: raw_data holds %zu bytes; shape and type need %zu",
                                  what, tp->raw_data.len, need);
     if (!external && !raw && have != numel)
-        return cge_onnx_io_error(cx, "%s: %s holds %zu values; the shape needs %llu", what,
+        return cge__onnx_io_error(cx, "%s: %s holds %zu values; the shape needs %llu", what,
                                  field_name(f), have, (unsigned long long)numel);
     void *data = malloc(need ? need : 1);
     if (!data)

@@ -66,14 +66,14 @@ static int walk(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDesc
     return deepest;
 }
 
-cge_status cge_onnx_check_wire(const onnx_ctx *cx, const uint8_t *data, size_t size,
+cge_status cge__onnx_check_wire(const onnx_ctx *cx, const uint8_t *data, size_t size,
                                const ProtobufCMessageDescriptor *desc)
 {
     int d = walk(data, data + size, desc, 0);
     if (d < 0)
-        return cge_onnx_io_error(cx, "not a valid ONNX model (malformed protobuf framing)");
+        return cge__onnx_io_error(cx, "not a valid ONNX model (malformed protobuf framing)");
     if (d > CGE_ONNX_MAX_DEPTH)
-        return cge_onnx_io_error(cx, "messages are nested more than %d levels deep (refused)",
+        return cge__onnx_io_error(cx, "messages are nested more than %d levels deep (refused)",
                                  CGE_ONNX_MAX_DEPTH);
     return CGE_OK;
 }

@@ -123,11 +123,11 @@ static cge_status run_meta(const oc_run *x, const oc_case *c, cge_tensor_desc *o
     }
     for (int32_t i = 0; i < c->num_outputs; i++)
         out[i] = (cge_tensor_desc){.name = ""};
-    cge_status st = cge_op_check_arity(x->def, "opcheck", present, c->num_inputs, c->num_outputs);
+    cge_status st = cge__op_check_arity(x->def, "opcheck", present, c->num_inputs, c->num_outputs);
     if (!st)
-        st = cge_op_check_attrs(x->def, "opcheck", oc_case_attrs(c));
+        st = cge__op_check_attrs(x->def, "opcheck", oc_case_attrs(c));
     if (!st)
-        st = cge_op_infer_node(x->def, "opcheck", oc_case_attrs(c), in, values, c->num_inputs,
+        st = cge__op_infer_node(x->def, "opcheck", oc_case_attrs(c), in, values, c->num_inputs,
                                out, c->num_outputs);
     for (int32_t i = 0; !st && i < c->num_outputs; i++)
         if (!cge_shape_is_static(&out[i].shape) || !cge_dtype_valid(out[i].dtype))

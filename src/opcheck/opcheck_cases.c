@@ -276,7 +276,7 @@ cge_status oc_case_fill(oc_case *c, const cge_op_def *def, int32_t i)
             v = 0.25 + (double)((k * 7 + i * 3) % 11) / 10.0;
         else
             v = (double)(1 + (k * 7 + i) % 3);
-        cge_store_from_double(t, c->values[i], k, v);
+        cge__store_from_double(t, c->values[i], k, v);
     }
     return CGE_OK;
 }

@@ -20,7 +20,7 @@ static bool factors_ok(const cge_tensor_desc *x, const cge_tensor_desc *f)
            f->shape.dims[0] == x->shape.dims[1];
 }
 
-cge_status cge_affine_nhwc_infer(cge_infer_ctx *ctx)
+cge_status cge__affine_nhwc_infer(cge_infer_ctx *ctx)
 {
     if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs X, A and B, and one output");
@@ -54,12 +54,12 @@ static void affine_fn(int64_t blk, int64_t nblk, void *args)
 {
     const affine_args *p = args;
     int64_t r0, r1;
-    cge_block_range(p->rows, blk, nblk, &r0, &r1);
+    cge__block_range(p->rows, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++)
         affine_row(p->y + r * p->C, p->x + r * p->C, p->a, p->b, p->C, p->relu);
 }
 
-cge_status cge_affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs X, A and B, and one output");
@@ -79,7 +79,7 @@ cge_status cge_affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer");
     a.rows = n / a.C;
     return cge_launch(stream, affine_fn,
-                      cge_blocks_for(a.rows, a.C >= 16384 ? 1 : 16384 / a.C, ctx->num_threads),
+                      cge__blocks_for(a.rows, a.C >= 16384 ? 1 : 16384 / a.C, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -97,7 +97,7 @@ static bool gate_ok(const cge_shape *x, const cge_shape *s)
     return true;
 }
 
-cge_status cge_scale_nhwc_infer(cge_infer_ctx *ctx)
+cge_status cge__scale_nhwc_infer(cge_infer_ctx *ctx)
 {
     if (ctx->num_inputs != 2 || ctx->num_outputs != 1)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs X and S, and one output");
@@ -130,14 +130,14 @@ static void scale_fn(int64_t blk, int64_t nblk, void *args)
 {
     const scale_args *p = args;
     int64_t r0, r1;
-    cge_block_range(p->N * p->P, blk, nblk, &r0, &r1);
+    cge__block_range(p->N * p->P, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *s = p->s + (p->per_image ? (r / p->P) * p->C : 0);
         scale_row(p->y + r * p->C, p->x + r * p->C, s, p->C);
     }
 }
 
-cge_status cge_scale_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__scale_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     if (ctx->num_inputs != 2 || ctx->num_outputs != 1)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs X and S, and one output");
@@ -154,6 +154,6 @@ cge_status cge_scale_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                     g->shape.dims[0] != 1};
     a.P = n / (a.N * a.C);
     return cge_launch(stream, scale_fn,
-                      cge_blocks_for(a.N * a.P, a.C >= 16384 ? 1 : 16384 / a.C, ctx->num_threads),
+                      cge__blocks_for(a.N * a.P, a.C >= 16384 ? 1 : 16384 / a.C, ctx->num_threads),
                       &a, sizeof a);
 }

@@ -10,13 +10,13 @@
  * folded into A and B, float64 [C], computed as BatchNormalization's kernel
  * does, so that the bits are the same. */
 
-cge_status cge_affine_nhwc_infer(cge_infer_ctx *ctx);
-cge_status cge_affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__affine_nhwc_infer(cge_infer_ctx *ctx);
+cge_status cge__affine_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 /* cge.fused ChannelsLastScale: Y = X * S over float32 NHWC activations,
  * S [N or 1, C, 1, ...] (a squeeze-excitation gate): Mul's broadcast, the
  * same float products. */
-cge_status cge_scale_nhwc_infer(cge_infer_ctx *ctx);
-cge_status cge_scale_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__scale_nhwc_infer(cge_infer_ctx *ctx);
+cge_status cge__scale_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 #endif

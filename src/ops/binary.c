@@ -25,7 +25,7 @@ typedef void (*row_fn)(void *o, const void *a, int64_t sa, const void *b, int64_
                        const struct bin_args *args);
 
 typedef struct bin_args {
-    cge_bcast bc;
+    cge__bcast bc;
     row_fn row;
     const void *a, *b;
     void *out;
@@ -201,13 +201,13 @@ static void pow_generic(void *o, const void *a, int64_t sa, const void *b, int64
     bool int_exact = cge_dtype_is_int(ta) && cge_dtype_is_int(tb);
     for (int64_t k = 0; k < n; k++) {
         if (int_exact) {
-            int64_t x = cge_load_as_i64(ta, a, k * sa);
+            int64_t x = cge__load_as_i64(ta, a, k * sa);
             uint64_t e;
             bool neg = false;
             if (tb == CGE_U64) {
                 e = ((const uint64_t *)b)[k * sb];
             } else {
-                int64_t y = cge_load_as_i64(tb, b, k * sb);
+                int64_t y = cge__load_as_i64(tb, b, k * sb);
                 neg = y < 0;
                 e = neg ? (uint64_t)0 - (uint64_t)y : (uint64_t)y;
             }
@@ -217,9 +217,9 @@ static void pow_generic(void *o, const void *a, int64_t sa, const void *b, int64
             else
                 ((int64_t *)o)[k] = r;
         } else {
-            double x = cge_load_as_double(ta, a, k * sa);
-            double y = cge_load_as_double(tb, b, k * sb);
-            cge_store_from_double(ta, o, k, pow(x, y));
+            double x = cge__load_as_double(ta, a, k * sa);
+            double y = cge__load_as_double(tb, b, k * sb);
+            cge__store_from_double(ta, o, k, pow(x, y));
         }
     }
 }
@@ -395,14 +395,14 @@ static cge_status where_infer(cge_infer_ctx *ctx)
 /* The output's shape must be exactly the broadcast of the inputs' (or, when
  * `to_first`, input 0's: the others broadcast to it). */
 static cge_status check_out_shape(const cge_kernel_ctx *ctx, const cge_shape *const *ins,
-                                  int32_t n, bool to_first, const cge_shape *out, cge_bcast *bc)
+                                  int32_t n, bool to_first, const cge_shape *out, cge__bcast *bc)
 {
     cge_shape want = *ins[0];
     bool ok = true;
     for (int32_t i = 1; i < n && ok && !to_first; i++)
         ok = cge_shape_broadcast(&want, ins[i], &want) == CGE_OK;
     if (ok)
-        ok = cge_shape_equal(&want, out) && cge_bcast_init(bc, out, ins, n) == CGE_OK;
+        ok = cge_shape_equal(&want, out) && cge__bcast_init(bc, out, ins, n) == CGE_OK;
     if (!ok) {
         char so[CGE_SHAPE_STR_MAX];
         return cge_kernel_error(ctx, CGE_ERR_SHAPE,
@@ -423,8 +423,8 @@ static void bin_block(int64_t blk, int64_t nb, void *p)
 {
     const bin_args *a = p;
     int64_t begin, end;
-    cge_block_range(a->bc.numel, blk, nb, &begin, &end);
-    cge_bcast_rows2(&a->bc, begin, end, a->out, a->size_out, a->a, a->size_a, a->b, a->size_b,
+    cge__block_range(a->bc.numel, blk, nb, &begin, &end);
+    cge__bcast_rows2(&a->bc, begin, end, a->out, a->size_out, a->a, a->size_a, a->b, a->size_b,
                     bin_row, a);
 }
 
@@ -445,9 +445,9 @@ static cge_status bin_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bin_
                                 bin_ops[op].name, cge_dtype_name(A->dtype),
                                 cge_dtype_name(B->dtype), cge_dtype_name(C->dtype));
     cge_status st;
-    if ((st = cge_kernel_check_buffer(ctx, A, "input 0")) ||
-        (st = cge_kernel_check_buffer(ctx, B, "input 1")) ||
-        (st = cge_kernel_check_buffer(ctx, C, "output 0")))
+    if ((st = cge__kernel_check_buffer(ctx, A, "input 0")) ||
+        (st = cge__kernel_check_buffer(ctx, B, "input 1")) ||
+        (st = cge__kernel_check_buffer(ctx, C, "output 0")))
         return st;
     const cge_shape *ins[2] = {&A->shape, &B->shape};
     if ((st = check_out_shape(ctx, ins, 2, op == OP_PRELU, &C->shape, &args.bc)))
@@ -462,13 +462,13 @@ static cge_status bin_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bin_
     args.size_out = cge_dtype_size(C->dtype);
     args.ta = A->dtype;
     args.tb = B->dtype;
-    int64_t nb = cge_blocks_for(args.bc.numel, MIN_PER_BLOCK, ctx->num_threads);
+    int64_t nb = cge__blocks_for(args.bc.numel, MIN_PER_BLOCK, ctx->num_threads);
     return cge_launch(stream, bin_block, nb, &args, sizeof args);
 }
 
 /* Where: select by element size, since selecting never looks at the value. */
 typedef struct where_args {
-    cge_bcast bc;
+    cge__bcast bc;
     const uint8_t *cond;
     const void *x, *y;
     void *out;
@@ -497,18 +497,18 @@ DEF_WHERE_ROW(where_row64, uint64_t)
 static void where_block(int64_t blk, int64_t nb, void *p)
 {
     const where_args *a = p;
-    const cge_bcast *bc = &a->bc;
+    const cge__bcast *bc = &a->bc;
     int64_t begin, end;
-    cge_block_range(bc->numel, blk, nb, &begin, &end);
+    cge__block_range(bc->numel, blk, nb, &begin, &end);
     int32_t last = bc->rank - 1;
     int64_t sc = bc->strides[0][last], sx = bc->strides[1][last], sy = bc->strides[2][last];
     const char *X = a->x, *Y = a->y;
     char *O = a->out;
     size_t sz = a->size;
-    cge_bcast_iter it;
-    cge_bcast_iter_init(bc, begin, &it);
+    cge__bcast_iter it;
+    cge__bcast_iter_init(bc, begin, &it);
     while (it.pos < end) {
-        int64_t n = cge_bcast_iter_run(bc, &it, end);
+        int64_t n = cge__bcast_iter_run(bc, &it, end);
         void *o = O + (size_t)it.pos * sz;
         const uint8_t *c = a->cond + it.off[0];
         const void *x = X + (size_t)it.off[1] * sz, *y = Y + (size_t)it.off[2] * sz;
@@ -518,7 +518,7 @@ static void where_block(int64_t blk, int64_t nb, void *p)
         case 4: where_row32(o, c, sc, x, sx, y, sy, n); break;
         default: where_row64(o, c, sc, x, sx, y, sy, n); break;
         }
-        cge_bcast_iter_advance(bc, &it, n);
+        cge__bcast_iter_advance(bc, &it, n);
     }
 }
 
@@ -534,10 +534,10 @@ static cge_status where_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                                 cge_dtype_name(c->dtype), cge_dtype_name(x->dtype),
                                 cge_dtype_name(y->dtype), cge_dtype_name(o->dtype));
     cge_status st;
-    if ((st = cge_kernel_check_buffer(ctx, c, "input 0")) ||
-        (st = cge_kernel_check_buffer(ctx, x, "input 1")) ||
-        (st = cge_kernel_check_buffer(ctx, y, "input 2")) ||
-        (st = cge_kernel_check_buffer(ctx, o, "output 0")))
+    if ((st = cge__kernel_check_buffer(ctx, c, "input 0")) ||
+        (st = cge__kernel_check_buffer(ctx, x, "input 1")) ||
+        (st = cge__kernel_check_buffer(ctx, y, "input 2")) ||
+        (st = cge__kernel_check_buffer(ctx, o, "output 0")))
         return st;
     where_args args;
     memset(&args, 0, sizeof args);
@@ -551,7 +551,7 @@ static cge_status where_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     args.y = y->data;
     args.out = o->data;
     args.size = sz;
-    int64_t nb = cge_blocks_for(args.bc.numel, MIN_PER_BLOCK, ctx->num_threads);
+    int64_t nb = cge__blocks_for(args.bc.numel, MIN_PER_BLOCK, ctx->num_threads);
     return cge_launch(stream, where_block, nb, &args, sizeof args);
 }
 
@@ -665,7 +665,7 @@ static const cge_op_def binary_ops[] = {
     BINARY_OPS_2(X_DEF)
 };
 
-const cge_op_def *cge_ops_binary(int32_t *count)
+const cge_op_def *cge__ops_binary(int32_t *count)
 {
     if (count)
         *count = (int32_t)(sizeof binary_ops / sizeof binary_ops[0]);

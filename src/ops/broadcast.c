@@ -4,7 +4,7 @@
 
 #include "ops/broadcast.h"
 
-bool cge_broadcast_strides(const cge_shape *in, const cge_shape *out,
+bool cge__broadcast_strides(const cge_shape *in, const cge_shape *out,
                            int64_t strides[CGE_MAX_RANK])
 {
     if (in->rank < 0 || in->rank > out->rank || out->rank > CGE_MAX_RANK)
@@ -28,7 +28,7 @@ bool cge_broadcast_strides(const cge_shape *in, const cge_shape *out,
     return true;
 }
 
-cge_status cge_bcast_init(cge_bcast *bc, const cge_shape *out, const cge_shape *const *ins,
+cge_status cge__bcast_init(cge__bcast *bc, const cge_shape *out, const cge_shape *const *ins,
                           int32_t n)
 {
     memset(bc, 0, sizeof *bc);
@@ -38,7 +38,7 @@ cge_status cge_bcast_init(cge_bcast *bc, const cge_shape *out, const cge_shape *
     for (int32_t i = 0; i < n; i++) {
         if (!cge_shape_is_static(ins[i]))
             return CGE_ERR_INVALID_ARG;
-        if (!cge_broadcast_strides(ins[i], out, full[i]))
+        if (!cge__broadcast_strides(ins[i], out, full[i]))
             return CGE_ERR_SHAPE;
     }
     bc->num_inputs = n;
@@ -81,7 +81,7 @@ cge_status cge_bcast_init(cge_bcast *bc, const cge_shape *out, const cge_shape *
     return CGE_OK;
 }
 
-void cge_bcast_iter_init(const cge_bcast *bc, int64_t start, cge_bcast_iter *it)
+void cge__bcast_iter_init(const cge__bcast *bc, int64_t start, cge__bcast_iter *it)
 {
     memset(it, 0, sizeof *it);
     it->pos = start;
@@ -99,7 +99,7 @@ void cge_bcast_iter_init(const cge_bcast *bc, int64_t start, cge_bcast_iter *it)
      * the overflow, and pos alone marks the end. */
 }
 
-void cge_bcast_iter_advance(const cge_bcast *bc, cge_bcast_iter *it, int64_t n)
+void cge__bcast_iter_advance(const cge__bcast *bc, cge__bcast_iter *it, int64_t n)
 {
     int32_t d = bc->rank - 1;
     it->pos += n;
@@ -135,7 +135,7 @@ DEF_COPY_ROW(copy_row16, uint16_t)
 DEF_COPY_ROW(copy_row32, uint32_t)
 DEF_COPY_ROW(copy_row64, uint64_t)
 
-void cge_bcast_copy(const cge_bcast *bc, int32_t input, size_t elem_size, const void *src,
+void cge__bcast_copy(const cge__bcast *bc, int32_t input, size_t elem_size, const void *src,
                     void *dst, int64_t begin, int64_t end)
 {
     if (begin >= end || bc->numel == 0)
@@ -143,10 +143,10 @@ void cge_bcast_copy(const cge_bcast *bc, int32_t input, size_t elem_size, const 
     const char *s = src;
     char *o = dst;
     int64_t st = bc->strides[input][bc->rank - 1];
-    cge_bcast_iter it;
-    cge_bcast_iter_init(bc, begin, &it);
+    cge__bcast_iter it;
+    cge__bcast_iter_init(bc, begin, &it);
     while (it.pos < end) {
-        int64_t n = cge_bcast_iter_run(bc, &it, end);
+        int64_t n = cge__bcast_iter_run(bc, &it, end);
         const char *from = s + (size_t)it.off[input] * elem_size;
         char *to = o + (size_t)it.pos * elem_size;
         switch (elem_size) {
@@ -160,13 +160,13 @@ void cge_bcast_copy(const cge_bcast *bc, int32_t input, size_t elem_size, const 
                        elem_size);
             break;
         }
-        cge_bcast_iter_advance(bc, &it, n);
+        cge__bcast_iter_advance(bc, &it, n);
     }
 }
 
-void cge_bcast_rows2(const cge_bcast *bc, int64_t begin, int64_t end, void *out, size_t size_out,
+void cge__bcast_rows2(const cge__bcast *bc, int64_t begin, int64_t end, void *out, size_t size_out,
                      const void *a, size_t size_a, const void *b, size_t size_b,
-                     cge_bcast_row2_fn row, const void *user)
+                     cge__bcast_row2_fn row, const void *user)
 {
     int32_t last = bc->rank - 1;
     int64_t sa = bc->strides[0][last], sb = bc->strides[1][last];
@@ -177,12 +177,12 @@ void cge_bcast_rows2(const cge_bcast *bc, int64_t begin, int64_t end, void *out,
             B + (size_t)(begin * sb) * size_b, sb, end - begin);
         return;
     }
-    cge_bcast_iter it;
-    cge_bcast_iter_init(bc, begin, &it);
+    cge__bcast_iter it;
+    cge__bcast_iter_init(bc, begin, &it);
     while (it.pos < end) {
-        int64_t n = cge_bcast_iter_run(bc, &it, end);
+        int64_t n = cge__bcast_iter_run(bc, &it, end);
         row(user, O + (size_t)it.pos * size_out, A + (size_t)it.off[0] * size_a, sa,
             B + (size_t)it.off[1] * size_b, sb, n);
-        cge_bcast_iter_advance(bc, &it, n);
+        cge__bcast_iter_advance(bc, &it, n);
     }
 }

@@ -10,20 +10,20 @@
 typedef const cge_op_def *(*family_fn)(int32_t *count);
 
 static const family_fn families[] = {
-    cge_ops_binary, cge_ops_unary, cge_ops_matmul, cge_ops_softmax,
-    cge_ops_reduce, cge_ops_shape, cge_ops_transform,
-    cge_ops_conv, cge_ops_pool, cge_ops_norm, cge_ops_resize, cge_ops_pad,
-    cge_ops_rnn,
-    cge_ops_gather_scatter, cge_ops_sort_scan,
-    cge_ops_generate,
-    cge_ops_variadic,
-    cge_ops_quant,
-    cge_ops_spectral,
-    cge_ops_einsum,
-    cge_ops_loss, cge_ops_cast_like, cge_ops_linalg, cge_ops_sampling, cge_ops_detection,
-    cge_ops_text, cge_ops_random,
-    cge_ops_control_flow,
-    cge_ops_training,
+    cge__ops_binary, cge__ops_unary, cge__ops_matmul, cge__ops_softmax,
+    cge__ops_reduce, cge__ops_shape, cge__ops_transform,
+    cge__ops_conv, cge__ops_pool, cge__ops_norm, cge__ops_resize, cge__ops_pad,
+    cge__ops_rnn,
+    cge__ops_gather_scatter, cge__ops_sort_scan,
+    cge__ops_generate,
+    cge__ops_variadic,
+    cge__ops_quant,
+    cge__ops_spectral,
+    cge__ops_einsum,
+    cge__ops_loss, cge__ops_cast_like, cge__ops_linalg, cge__ops_sampling, cge__ops_detection,
+    cge__ops_text, cge__ops_random,
+    cge__ops_control_flow,
+    cge__ops_training,
     cge__ops_fused_elementwise, cge__ops_fused_matmul, cge__ops_fused_conv,
     cge__ops_channels_last, cge__ops_copy,
 };
@@ -34,7 +34,7 @@ static cge_op_def *builtin_ops;
 static cge_converter_def *builtin_converters;
 static cge_op_library builtin_library;
 
-void cge_ops_builtin_init(void)
+void cge__ops_builtin_init(void)
 {
     int32_t total = 0;
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
@@ -76,5 +76,5 @@ void cge_ops_builtin_init(void)
         .converters = builtin_converters,
         .num_converters = total,
     };
-    cge_registry_add_library(&builtin_library);
+    cge__registry_add_library(&builtin_library);
 }

@@ -43,7 +43,7 @@ static const cge_op_def cast_like_ops[] = {
                k_castlike, "Cast to the dtype of the second input (Cast's conversion rules)."),
 };
 
-const cge_op_def *cge_ops_cast_like(int32_t *count)
+const cge_op_def *cge__ops_cast_like(int32_t *count)
 {
     *count = (int32_t)(sizeof cast_like_ops / sizeof cast_like_ops[0]);
     return cast_like_ops;

@@ -29,7 +29,7 @@ static const cge_attr_def clpool_attrs[] = {
     {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "default 1"},
 };
 static const cge_kernel_def clpool_kernels[] = {
-    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_pool_nhwc_launch,
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__pool_nhwc_launch,
      .inplace_input = -1}};
 
 /* Concat's and Split's meta with what the NHWC kernels need on top: a
@@ -53,14 +53,14 @@ static cge_status clcat_infer(cge_infer_ctx *ctx)
 {
     cge_status st = ctx->num_inputs > 0 ? nhwc_parts_check(ctx, &ctx->inputs[0], ctx->num_inputs)
                                         : CGE_OK;
-    return st ? st : cge_concat_infer(ctx);
+    return st ? st : cge__concat_infer(ctx);
 }
 
 static cge_status clsplit_infer(cge_infer_ctx *ctx)
 {
     cge_status st = ctx->num_inputs > 0 ? nhwc_parts_check(ctx, &ctx->inputs[0], ctx->num_outputs)
                                         : CGE_OK;
-    return st ? st : cge_split_infer(ctx);
+    return st ? st : cge__split_infer(ctx);
 }
 
 static const cge_arg_def clcat_in[] = {
@@ -69,7 +69,7 @@ static const cge_arg_def clcat_out[] = {{"concat_result", 0, CGE_DT_ALL, "joined
 static const cge_attr_def clcat_attrs[] = {
     {"axis", CGE_ATTR_INT, true, 0, 0.0f, NULL, "logical (NCHW) axis to join along"}};
 static const cge_kernel_def clcat_kernels[] = {
-    {.engine = "cpu", .launch = cge_concat_nhwc_launch, .inplace_input = -1}};
+    {.engine = "cpu", .launch = cge__concat_nhwc_launch, .inplace_input = -1}};
 static const cge_arg_def clsplit_in[] = {
     {"input", 0, CGE_DT_ALL, "tensor to split, in NHWC format"},
     {"split", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "sizes of the outputs along axis"}};
@@ -78,7 +78,7 @@ static const cge_arg_def clsplit_out[] = {
 static const cge_attr_def clsplit_attrs[] = {
     {"axis", CGE_ATTR_INT, false, 0, 0.0f, NULL, "logical (NCHW) axis to split"}};
 static const cge_kernel_def clsplit_kernels[] = {
-    {.engine = "cpu", .launch = cge_split_nhwc_launch, .inplace_input = -1}};
+    {.engine = "cpu", .launch = cge__split_nhwc_launch, .inplace_input = -1}};
 
 static const cge_arg_def claff_in[] = {
     {"X", 0, CGE_DT(CGE_F32), "[N, C, ...] in NHWC format"},
@@ -88,7 +88,7 @@ static const cge_arg_def claff_out[] = {{"Y", 0, CGE_DT(CGE_F32), "X * A + B, in
 static const cge_attr_def claff_attrs[] = {
     {"relu", CGE_ATTR_INT, false, 0, 0.0f, NULL, "1: Relu applied to the result"}};
 static const cge_kernel_def claff_kernels[] = {
-    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_affine_nhwc_launch,
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__affine_nhwc_launch,
      .inplace_input = 0}};
 
 static const cge_arg_def lview_in[] = {{"data", 0, CGE_DT_ALL, "tensor"}};
@@ -97,7 +97,7 @@ static const cge_attr_def lview_attrs[] = {
     {"perm", CGE_ATTR_INTS, true, 0, 0.0f, NULL, "the Transpose's permutation"},
     {"to", CGE_ATTR_INT, false, 0, 0.0f, NULL, "cge_format of the output: 0 plain, 1 NHWC"}};
 static const cge_kernel_def lview_kernels[] = {
-    {.engine = "cpu", .launch = cge_layout_view_launch, .inplace_input = -1}};
+    {.engine = "cpu", .launch = cge__layout_view_launch, .inplace_input = -1}};
 
 /* Resize's schema and meta, less the dtypes: the NHWC kernel is float32's. */
 static cge_status clrz_infer(cge_infer_ctx *ctx)
@@ -105,26 +105,26 @@ static cge_status clrz_infer(cge_infer_ctx *ctx)
     if (ctx->num_inputs > 0 && ctx->inputs[0].dtype != CGE_F32)
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "X is %s; the NHWC kernel takes float32",
                               cge_dtype_name(ctx->inputs[0].dtype));
-    return cge_resize_infer(ctx);
+    return cge__resize_infer(ctx);
 }
 
 static const cge_arg_def clrz_out[] = {{"Y", 0, CGE_DT(CGE_F32), "resized, in NHWC format"}};
 static const cge_kernel_def clrz_kernels[] = {
-    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_resize_nhwc_launch,
-     .workspace_size = cge_resize_workspace, .inplace_input = -1}};
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__resize_nhwc_launch,
+     .workspace_size = cge__resize_workspace, .inplace_input = -1}};
 
 static const cge_arg_def clscale_in[] = {
     {"X", 0, CGE_DT(CGE_F32), "[N, C, ...] in NHWC format"},
     {"S", 0, CGE_DT(CGE_F32), "[1 or N, C, 1, ...] gate"}};
 static const cge_arg_def clscale_out[] = {{"Y", 0, CGE_DT(CGE_F32), "X * S, in NHWC format"}};
 static const cge_kernel_def clscale_kernels[] = {
-    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_scale_nhwc_launch,
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__scale_nhwc_launch,
      .inplace_input = 0}};
 
 static const cge_op_def cl_ops[] = {
     {.name = "ChannelsLastPool", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
      .inputs = clpool_in, .num_inputs = 1, .outputs = clpool_out, .num_outputs = 1,
-     .attrs = clpool_attrs, .num_attrs = 8, .infer = cge_pool_nhwc_infer,
+     .attrs = clpool_attrs, .num_attrs = 8, .infer = cge__pool_nhwc_infer,
      .kernels = clpool_kernels, .num_kernels = 1,
      .doc = "max / average / global pooling of NHWC activations (made by the layout passes)"},
     {.name = "ChannelsLastConcat", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
@@ -137,23 +137,23 @@ static const cge_op_def cl_ops[] = {
      .num_kernels = 1, .doc = "Split of NHWC activations (made by the layout passes)"},
     {.name = "ChannelsLastAffine", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
      .inputs = claff_in, .num_inputs = 3, .outputs = claff_out, .num_outputs = 1,
-     .attrs = claff_attrs, .num_attrs = 1, .infer = cge_affine_nhwc_infer,
+     .attrs = claff_attrs, .num_attrs = 1, .infer = cge__affine_nhwc_infer,
      .kernels = claff_kernels, .num_kernels = 1,
      .doc = "per-channel scale and shift of NHWC activations (an inference "
             "BatchNormalization, made by the layout passes)"},
     {.name = "LayoutView", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = lview_in,
      .num_inputs = 1, .outputs = lview_out, .num_outputs = 1, .attrs = lview_attrs,
-     .num_attrs = 2, .infer = cge_transpose_infer, .kernels = lview_kernels, .num_kernels = 1,
+     .num_attrs = 2, .infer = cge__transpose_infer, .kernels = lview_kernels, .num_kernels = 1,
      .doc = "a Transpose between NHWC bytes and the plain transposed tensor: a view "
             "(made by the layout passes)"},
     {.name = "ChannelsLastResize", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
-     .inputs = cge_resize_inputs, .num_inputs = CGE_RESIZE_NUM_INPUTS, .outputs = clrz_out,
-     .num_outputs = 1, .attrs = cge_resize_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS,
+     .inputs = cge__resize_inputs, .num_inputs = CGE_RESIZE_NUM_INPUTS, .outputs = clrz_out,
+     .num_outputs = 1, .attrs = cge__resize_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS,
      .infer = clrz_infer, .kernels = clrz_kernels, .num_kernels = 1,
      .doc = "Resize of NHWC activations, channels kept (made by the layout passes)"},
     {.name = "ChannelsLastScale", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
      .inputs = clscale_in, .num_inputs = 2, .outputs = clscale_out, .num_outputs = 1,
-     .infer = cge_scale_nhwc_infer, .kernels = clscale_kernels, .num_kernels = 1,
+     .infer = cge__scale_nhwc_infer, .kernels = clscale_kernels, .num_kernels = 1,
      .doc = "NHWC activations times a per-image, per-channel gate (squeeze-excitation; "
             "made by the layout passes)"},
 };

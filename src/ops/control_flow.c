@@ -150,7 +150,7 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         for (int32_t i = 0; i < no; i++)
             outd[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
         if (!st)
-            st = cge_op_infer_node(def, cge_node_name(n), cge_node_attrs_const(n), ind, vals, ni,
+            st = cge__op_infer_node(def, cge_node_name(n), cge_node_attrs_const(n), ind, vals, ni,
                                    outd, no);
         for (int32_t i = 0; !st && i < no; i++) {
             body_val *bv = &r->v[cge_node_output_id(n, i)];
@@ -941,7 +941,7 @@ static const cge_op_def control_flow_ops[] = {
      .doc = "Runs body once per slice of the scan inputs, carrying states."},
 };
 
-const cge_op_def *cge_ops_control_flow(int32_t *count)
+const cge_op_def *cge__ops_control_flow(int32_t *count)
 {
     *count = (int32_t)(sizeof control_flow_ops / sizeof control_flow_ops[0]);
     return control_flow_ops;

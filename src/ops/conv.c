@@ -46,8 +46,8 @@ typedef struct conv_args {
     float *bp;
     int64_t panels;
     int is_1x1;
-    cge_gemm_tiling tiling;
-    cge_gemm_isa isa;
+    cge__gemm_tiling tiling;
+    cge__gemm_isa isa;
     /* FusedConv's epilogue: y = act(y + z), z optional */
     const float *z;
     int act, w_const;
@@ -97,7 +97,7 @@ static void epilogue(const conv_args *p, float *y, const float *z, int64_t n)
             y[i] = v > p->hi ? p->hi : v;
         }
         break;
-    case ACT_SIGMOID: cge_sigmoid_f32_row(y, y, n); break;
+    case ACT_SIGMOID: cge__sigmoid_f32_row(y, y, n); break;
     case ACT_TANH: for (int64_t i = 0; i < n; i++) y[i] = (float)tanh((double)y[i]); break;
     default: break;
     }
@@ -108,7 +108,7 @@ static void epilogue_fn(int64_t blk, int64_t nblk, void *args)
 {
     const conv_args *p = args;
     int64_t lo, hi;
-    cge_block_range(p->N * p->M * p->P, blk, nblk, &lo, &hi);
+    cge__block_range(p->N * p->M * p->P, blk, nblk, &lo, &hi);
     if (hi > lo)
         epilogue(p, (float *)p->y + lo, p->z ? p->z + lo : NULL, hi - lo);
 }
@@ -318,7 +318,7 @@ static void conv_generic_fn(int64_t blk, int64_t nblk, void *args)
     const conv_args *p = args;
     const nn_geom *g = &p->g;
     int64_t rows = p->N * p->M * g->out[0] * g->out[1], r0, r1;
-    cge_block_range(rows, blk, nblk, &r0, &r1);
+    cge__block_range(rows, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t oh = r % g->out[1], od = (r / g->out[1]) % g->out[0];
         int64_t m = (r / (g->out[0] * g->out[1])) % p->M, n = r / (g->out[0] * g->out[1] * p->M);
@@ -358,7 +358,7 @@ static void conv_generic_fn(int64_t blk, int64_t nblk, void *args)
                                        ld(p->dtype, p->w, wbase + (k0 * g->k[1] + k1) * g->k[2] + k2);
                         }
             }
-            cge_store_from_double(p->dtype, p->y, r * g->out[2] + ow, acc);
+            cge__store_from_double(p->dtype, p->y, r * g->out[2] + ow, acc);
         }
     }
 }
@@ -490,7 +490,7 @@ static void conv_dw_fn(int64_t blk, int64_t nblk, void *args)
     const float *x = p->x, *w = p->w, *bias = p->b;
     float *y = p->y;
     int64_t c0, c1;
-    cge_block_range(p->N * p->M, blk, nblk, &c0, &c1);
+    cge__block_range(p->N * p->M, blk, nblk, &c0, &c1);
     for (int64_t nm = c0; nm < c1; nm++) {
         int64_t n = nm / p->M, m = nm % p->M, c = m / p->mpg;
         const nn_geom *g = &p->g;
@@ -576,7 +576,7 @@ static void conv_pack_fn(int64_t blk, int64_t nblk, void *args)
 {
     const conv_args *p = args;
     int64_t w0, w1;
-    cge_block_range(p->G * p->panels, blk, nblk, &w0, &w1);
+    cge__block_range(p->G * p->panels, blk, nblk, &w0, &w1);
     const float *xn = (const float *)p->x + p->n * p->C * p->in_sp;
     while (w0 < w1) {
         int64_t gi = w0 / p->panels, q0 = w0 % p->panels;
@@ -584,7 +584,7 @@ static void conv_pack_fn(int64_t blk, int64_t nblk, void *args)
         const float *xg = xn + gi * p->cpg * p->in_sp;
         float *bg = p->bp + gi * p->panels * p->K * NR;
         if (p->is_1x1)
-            cge_gemm_pack_b(xg, p->in_sp, 1, p->K, p->P, q0, q1, bg);
+            cge__gemm_pack_b(xg, p->in_sp, 1, p->K, p->P, q0, q1, bg);
         else
             for (int64_t q = q0; q < q1; q++)
                 pack_panel(p, xg, q, bg + q * p->K * NR);
@@ -621,12 +621,12 @@ static void tile_epilogue(const conv_args *p, int64_t gi, int64_t i0, int64_t i1
 static void conv_gemm_fn(int64_t blk, int64_t nblk, void *args)
 {
     const conv_args *p = args;
-    const cge_gemm_tiling *tl = &p->tiling;
+    const cge__gemm_tiling *tl = &p->tiling;
     int64_t per = tl->tiles_m * tl->tiles_n, w0, w1;
-    cge_block_range(p->G * per, blk, nblk, &w0, &w1);
+    cge__block_range(p->G * per, blk, nblk, &w0, &w1);
     for (int64_t w = w0; w < w1; w++) {
         int64_t gi = w / per, tm = (w % per) / tl->tiles_n, tn = w % tl->tiles_n;
-        cge_gemm_f32 gm = {
+        cge__gemm_f32 gm = {
             .M = p->mpg, .N = p->P, .K = p->K,
             .a = (const float *)p->w + gi * p->mpg * p->K, .a_rs = p->K, .a_cs = 1,
             .bp = p->bp + gi * p->panels * p->K * NR,
@@ -635,7 +635,7 @@ static void conv_gemm_fn(int64_t blk, int64_t nblk, void *args)
             .isa = p->isa,
         };
         int64_t i0 = tm * tl->mt, i1 = (tm + 1) * tl->mt, j0 = tn * tl->nt, j1 = (tn + 1) * tl->nt;
-        cge_gemm_f32_tile(&gm, i0, i1, j0, j1);
+        cge__gemm_f32_tile(&gm, i0, i1, j0, j1);
         if (p->b || p->z || p->act)
             tile_epilogue(p, gi, i0, i1, j0, j1);
     }
@@ -644,7 +644,7 @@ static void conv_gemm_fn(int64_t blk, int64_t nblk, void *args)
 /* ---- float32 on oneDNN ------------------------------------------------------ */
 
 typedef struct dnnl_args {
-    cge_dnnl_conv *dc;
+    cge__dnnl_conv *dc;
     const float *x, *w, *b, *z;
     float *y;
     void *scratch;
@@ -656,7 +656,7 @@ typedef struct dnnl_args {
 static void conv_dnnl_fn(int64_t blk, int64_t nblk, void *args)
 {
     const dnnl_args *a = args;
-    if (cge_dnnl_conv_run(a->dc, a->x, a->w, a->b, a->z, a->y, a->scratch) != CGE_OK) {
+    if (cge__dnnl_conv_run(a->dc, a->x, a->w, a->b, a->z, a->y, a->scratch) != CGE_OK) {
         cge_kernel_fail(CGE_ERR_INTERNAL, "Conv: oneDNN's primitive failed to run");
         return;
     }
@@ -681,7 +681,7 @@ static size_t gemm_ws(const conv_args *p)
 {
     if (!uses_gemm(p))
         return 0;
-    return (size_t)(p->G * cge_gemm_packed_b_floats(p->K, p->P)) * sizeof(float) + 64;
+    return (size_t)(p->G * cge__gemm_packed_b_floats(p->K, p->P)) * sizeof(float) + 64;
 }
 
 static cge_status conv_ctx_args(const cge_kernel_ctx *ctx, bool transpose, conv_args *p)
@@ -724,7 +724,7 @@ static bool unit_window(const conv_args *p)
 static bool uses_dnnl(const conv_args *p)
 {
     return p->dtype == CGE_F32 && !p->transpose && (p->cpg != 1 || p->channels_last) &&
-           p->K > 0 && p->P > 0 && p->N > 0 && p->mpg > 0 && cge_dnnl_available();
+           p->K > 0 && p->P > 0 && p->N > 0 && p->mpg > 0 && cge__dnnl_available();
 }
 
 /* The activations oneDNN applies as exact post-ops (relu, its leaky form and
@@ -743,9 +743,9 @@ static bool dnnl_blocked(const conv_args *p)
     return p->w_const && p->G == 1 && p->kvol > 1;
 }
 
-static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge_dnnl_conv **out)
+static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge__dnnl_conv **out)
 {
-    cge_dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
+    cge__dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
                             .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
                             .channels_last = p->channels_last};
@@ -760,7 +760,7 @@ static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge_
         d.pb[i] = p->g.pb[i];
         d.pe[i] = p->g.pe[i];
     }
-    return cge_dnnl_conv_create(&d, out);
+    return cge__dnnl_conv_create(&d, out);
 }
 
 static bool ctx_has_bias(const cge_kernel_ctx *ctx)
@@ -818,15 +818,15 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
                                 "(compile the model again here)");
     if (!uses_dnnl(&p))
         return CGE_OK;
-    cge_dnnl_conv *dc = NULL;
+    cge__dnnl_conv *dc = NULL;
     /* oneDNN sizes its scratch by threads: with a workspace sized elsewhere
      * (a model file compiled on a smaller machine), use as many threads as
      * it fits. */
     int threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
     cge_status made = dnnl_make(&p, ctx_has_bias(ctx), threads, &dc);
     while (made == CGE_OK && threads > 1 && ctx->workspace_size &&
-           cge_dnnl_conv_scratch_size(dc) + 64 > ctx->workspace_size) {
-        cge_dnnl_conv_destroy(dc);
+           cge__dnnl_conv_scratch_size(dc) + 64 > ctx->workspace_size) {
+        cge__dnnl_conv_destroy(dc);
         dc = NULL;
         made = dnnl_make(&p, ctx_has_bias(ctx), --threads, &dc);
     }
@@ -835,8 +835,8 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
         /* A constant W is in place already (plans write their constants
          * before preparing): reorder it now, not in the first run. */
         if (p.w_const && ctx->inputs[1].data &&
-            cge_dnnl_conv_prepack(dc, ctx->inputs[1].data) != CGE_OK) {
-            cge_dnnl_conv_destroy(dc);
+            cge__dnnl_conv_prepack(dc, ctx->inputs[1].data) != CGE_OK) {
+            cge__dnnl_conv_destroy(dc);
             *state = NULL;
             return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "oneDNN could not reorder W");
         }
@@ -853,7 +853,7 @@ static cge_status conv_prepare(const cge_kernel_ctx *ctx, void **state)
 
 static void conv_release(void *state)
 {
-    cge_dnnl_conv_destroy(state);
+    cge__dnnl_conv_destroy(state);
 }
 
 static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused)
@@ -866,13 +866,13 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused)
      * allocates. Asking means making the primitive once more here, for at
      * least as many threads as this machine has (a plan may be compiled
      * without the device it runs on, or saved and loaded elsewhere). */
-    cge_dnnl_conv *dc = NULL;
+    cge__dnnl_conv *dc = NULL;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = ctx->num_threads > (int)cores ? ctx->num_threads : (int)(cores > 0 ? cores : 1);
     if (uses_dnnl(&p) && dnnl_make(&p, ctx_has_bias(ctx), threads, &dc) == CGE_OK) {
-        size_t s = cge_dnnl_conv_scratch_size(dc) + 64;
+        size_t s = cge__dnnl_conv_scratch_size(dc) + 64;
         need = s > need ? s : need;
-        cge_dnnl_conv_destroy(dc);
+        cge__dnnl_conv_destroy(dc);
     }
     return need;
 }
@@ -885,18 +885,18 @@ static size_t conv_workspace(const cge_kernel_ctx *ctx)
 /* The convolution of p (its epilogue included) on the best path: oneDNN's
  * primitive dc when there is one, else the builtin kernels. */
 static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, conv_args *p,
-                               cge_dnnl_conv *dc)
+                               cge__dnnl_conv *dc)
 {
     int threads = ctx->num_threads;
     bool epi = p->z || p->act;
     cge_status st;
     if (dc && uses_dnnl(p)) {
-        size_t need = cge_dnnl_conv_scratch_size(dc);
+        size_t need = cge__dnnl_conv_scratch_size(dc);
         if (need == 0 || (ctx->workspace && ctx->workspace_size >= need + 64)) {
             uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
             dnnl_args a = {.dc = dc, .x = p->x, .w = p->w, .b = p->b, .z = p->z, .y = p->y,
                            .scratch = need ? (void *)base : NULL};
-            int post = cge_dnnl_conv_post_ops(dc);
+            int post = cge__dnnl_conv_post_ops(dc);
             a.epi = *p;
             if (post & CGE_DNNL_POST_SUM)
                 a.epi.z = NULL;
@@ -913,7 +913,7 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
     if (uses_depthwise(p)) {
         int64_t per = p->P * p->kvol;
         return cge_launch(stream, conv_dw_fn,
-                          cge_blocks_for(p->N * p->M, per >= 16384 ? 1 : 16384 / per, threads), p,
+                          cge__blocks_for(p->N * p->M, per >= 16384 ? 1 : 16384 / per, threads), p,
                           sizeof *p);
     }
     size_t need = gemm_ws(p);
@@ -921,16 +921,16 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
         uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
         p->bp = (float *)base;
         p->panels = (p->P + NR - 1) / NR;
-        p->isa = cge_gemm_isa_best();
+        p->isa = cge__gemm_isa_best();
         p->is_1x1 = unit_window(p);
-        cge_gemm_plan(p->G, p->mpg, p->P, threads, &p->tiling);
-        int64_t pack_nb = cge_blocks_for(p->G * p->panels, p->K >= 2048 ? 1 : 2048 / p->K, threads);
+        cge__gemm_plan(p->G, p->mpg, p->P, threads, &p->tiling);
+        int64_t pack_nb = cge__blocks_for(p->G * p->panels, p->K >= 2048 ? 1 : 2048 / p->K, threads);
         int64_t tiles = p->G * p->tiling.tiles_m * p->tiling.tiles_n;
         for (int64_t n = 0; n < p->N; n++) {
             p->n = n;
             st = cge_launch(stream, conv_pack_fn, pack_nb, p, sizeof *p);
             if (st == CGE_OK)
-                st = cge_launch(stream, conv_gemm_fn, cge_blocks_for(tiles, 1, threads), p,
+                st = cge_launch(stream, conv_gemm_fn, cge__blocks_for(tiles, 1, threads), p,
                                 sizeof *p);
             if (st != CGE_OK)
                 return st;
@@ -941,13 +941,13 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
         int64_t rows = p->N * p->M * p->g.out[0] * p->g.out[1];
         int64_t per = p->g.out[2] * (p->K > 0 ? p->K : 1);
         st = cge_launch(stream, conv_generic_fn,
-                        cge_blocks_for(rows, per >= 8192 ? 1 : 8192 / per, threads), p, sizeof *p);
+                        cge__blocks_for(rows, per >= 8192 ? 1 : 8192 / per, threads), p, sizeof *p);
         if (st)
             return st;
     }
     if (!epi)
         return CGE_OK;
-    return cge_launch(stream, epilogue_fn, cge_blocks_for(p->N * p->M * p->P, 16384, threads), p,
+    return cge_launch(stream, epilogue_fn, cge__blocks_for(p->N * p->M * p->P, 16384, threads), p,
                       sizeof *p);
 }
 
@@ -972,7 +972,7 @@ static cge_status conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- FusedConv (cge.fused; its schema is in fused_conv.c) ------------------- */
 
-cge_status cge_fused_conv_infer(cge_infer_ctx *ctx)
+cge_status cge__fused_conv_infer(cge_infer_ctx *ctx)
 {
     cge_status st = conv_infer_common(ctx, false);
     if (st)
@@ -997,25 +997,25 @@ cge_status cge_fused_conv_infer(cge_infer_ctx *ctx)
 
 bool cge_fused_conv_channels_last_available(void)
 {
-    return cge_dnnl_available() != 0;
+    return cge__dnnl_available() != 0;
 }
 
-cge_status cge_fused_conv_prepare(const cge_kernel_ctx *ctx, void **state)
+cge_status cge__fused_conv_prepare(const cge_kernel_ctx *ctx, void **state)
 {
     return prepare_common(ctx, true, state);
 }
 
-void cge_fused_conv_release(void *state)
+void cge__fused_conv_release(void *state)
 {
-    cge_dnnl_conv_destroy(state);
+    cge__dnnl_conv_destroy(state);
 }
 
-size_t cge_fused_conv_workspace(const cge_kernel_ctx *ctx)
+size_t cge__fused_conv_workspace(const cge_kernel_ctx *ctx)
 {
     return workspace_common(ctx, true);
 }
 
-cge_status cge_fused_conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__fused_conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     conv_args p;
     cge_status st = conv_ctx_args(ctx, false, &p);
@@ -1117,7 +1117,7 @@ static const cge_op_def conv_ops[] = {
     },
 };
 
-const cge_op_def *cge_ops_conv(int32_t *count)
+const cge_op_def *cge__ops_conv(int32_t *count)
 {
     *count = (int32_t)(sizeof conv_ops / sizeof conv_ops[0]);
     return conv_ops;

@@ -18,10 +18,10 @@
     {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends, default 0"},                 \
     {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim, default 1"}
 
-cge_status cge_fused_conv_infer(cge_infer_ctx *ctx);
-cge_status cge_fused_conv_prepare(const cge_kernel_ctx *ctx, void **state);
-void cge_fused_conv_release(void *state);
-size_t cge_fused_conv_workspace(const cge_kernel_ctx *ctx);
-cge_status cge_fused_conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__fused_conv_infer(cge_infer_ctx *ctx);
+cge_status cge__fused_conv_prepare(const cge_kernel_ctx *ctx, void **state);
+void cge__fused_conv_release(void *state);
+size_t cge__fused_conv_workspace(const cge_kernel_ctx *ctx);
+cge_status cge__fused_conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 #endif

@@ -68,7 +68,7 @@ static void reorder_block(int64_t blk, int64_t nblk, void *p)
 {
     const reorder_args *a = p;
     int64_t strips = (a->hw + REORDER_TILE - 1) / REORDER_TILE, lo, hi;
-    cge_block_range(a->n * strips, blk, nblk, &lo, &hi);
+    cge__block_range(a->n * strips, blk, nblk, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
         int64_t b = r / strips, s0 = (r % strips) * REORDER_TILE;
         int64_t s1 = s0 + REORDER_TILE < a->hw ? s0 + REORDER_TILE : a->hw;
@@ -99,7 +99,7 @@ static cge_status reorder_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     int64_t strips = a.n * ((a.hw + REORDER_TILE - 1) / REORDER_TILE);
     int64_t per = a.c * REORDER_TILE; /* elements per strip */
     return cge_launch(stream, reorder_block,
-                      cge_blocks_for(strips, per >= 16384 ? 1 : 16384 / per, ctx->num_threads), &a,
+                      cge__blocks_for(strips, per >= 16384 ? 1 : 16384 / per, ctx->num_threads), &a,
                       sizeof a);
 }
 

@@ -108,11 +108,11 @@ static void roi_block(int64_t b, int64_t nb, void *p)
 {
     const roi_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->r * a->c, b, nb, &lo, &hi);
+    cge__block_range(a->r * a->c, b, nb, &lo, &hi);
     double off = a->half_pixel ? 0.5 : 0.0;
     for (int64_t u = lo; u < hi; u++) {
         int64_t ri = u / a->c, ch = u % a->c;
-        int64_t bidx = cge_load_as_i64(a->bt, a->bi, ri);
+        int64_t bidx = cge__load_as_i64(a->bt, a->bi, ri);
         int64_t obase = u * a->oh * a->ow;
         if (bidx < 0 || bidx >= a->n) {
             if (ch == 0)
@@ -120,13 +120,13 @@ static void roi_block(int64_t b, int64_t nb, void *p)
                                 "outside [0, %lld)", a->node, (long long)bidx, (long long)ri,
                                 (long long)a->n);
             for (int64_t k = 0; k < a->oh * a->ow; k++)
-                cge_store_from_double(a->dt, a->y, obase + k, 0.0);
+                cge__store_from_double(a->dt, a->y, obase + k, 0.0);
             continue;
         }
-        double x1 = cge_load_as_double(a->dt, a->rois, ri * 4) * a->scale - off;
-        double y1 = cge_load_as_double(a->dt, a->rois, ri * 4 + 1) * a->scale - off;
-        double x2 = cge_load_as_double(a->dt, a->rois, ri * 4 + 2) * a->scale - off;
-        double y2 = cge_load_as_double(a->dt, a->rois, ri * 4 + 3) * a->scale - off;
+        double x1 = cge__load_as_double(a->dt, a->rois, ri * 4) * a->scale - off;
+        double y1 = cge__load_as_double(a->dt, a->rois, ri * 4 + 1) * a->scale - off;
+        double x2 = cge__load_as_double(a->dt, a->rois, ri * 4 + 2) * a->scale - off;
+        double y2 = cge__load_as_double(a->dt, a->rois, ri * 4 + 3) * a->scale - off;
         double rw = x2 - x1, rh = y2 - y1;
         if (!a->half_pixel) {
             rw = fmax(rw, 1.0);
@@ -149,7 +149,7 @@ static void roi_block(int64_t b, int64_t nb, void *p)
                         double wt[4] = {0, 0, 0, 0}, v[4];
                         bool in = roi_sample(a, yy, xx, pos, wt);
                         for (int k = 0; k < 4; k++)
-                            v[k] = in ? wt[k] * cge_load_as_double(a->dt, a->x, plane + pos[k])
+                            v[k] = in ? wt[k] * cge__load_as_double(a->dt, a->x, plane + pos[k])
                                       : 0.0;
                         if (a->max_mode) {
                             /* ONNX Runtime: the largest weighted corner over all samples */
@@ -161,7 +161,7 @@ static void roi_block(int64_t b, int64_t nb, void *p)
                         }
                     }
                 }
-                cge_store_from_double(a->dt, a->y, obase + ph * a->ow + pw,
+                cge__store_from_double(a->dt, a->y, obase + ph * a->ow + pw,
                                       a->max_mode ? acc : acc / count);
             }
     }
@@ -201,7 +201,7 @@ static cge_status roialign_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X has an empty feature map");
     int64_t per = a.oh * a.ow * 16;
     return cge_launch(stream, roi_block,
-                      cge_blocks_for(a.r * a.c, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
+                      cge__blocks_for(a.r * a.c, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
                                      ctx->num_threads),
                       &a, sizeof a);
 }
@@ -240,10 +240,10 @@ static void nms_box(const nms_args *a, int64_t bt, int64_t i, double *y1, double
                     double *x2)
 {
     const int64_t o = (bt * a->s + i) * 4;
-    double v0 = cge_load_as_double(a->bt, a->boxes, o);
-    double v1 = cge_load_as_double(a->bt, a->boxes, o + 1);
-    double v2 = cge_load_as_double(a->bt, a->boxes, o + 2);
-    double v3 = cge_load_as_double(a->bt, a->boxes, o + 3);
+    double v0 = cge__load_as_double(a->bt, a->boxes, o);
+    double v1 = cge__load_as_double(a->bt, a->boxes, o + 1);
+    double v2 = cge__load_as_double(a->bt, a->boxes, o + 2);
+    double v3 = cge__load_as_double(a->bt, a->boxes, o + 3);
     if (a->center) {
         /* [x_center, y_center, width, height] */
         *x1 = v0 - v2 / 2.0;
@@ -280,7 +280,7 @@ static void nms_class(const nms_args *a, int64_t pair, nms_item *items, int64_t 
 {
     int64_t bt = pair / a->c, n = 0, count = 0;
     for (int64_t i = 0; i < a->s; i++) {
-        double sc = cge_load_as_double(a->st, a->scores, pair * a->s + i);
+        double sc = cge__load_as_double(a->st, a->scores, pair * a->s + i);
         if (!a->has_score_thr || sc > a->score_thr)
             items[n++] = (nms_item){sc, i};
     }
@@ -299,7 +299,7 @@ static void nms_block(int64_t b, int64_t nb, void *p)
 {
     const nms_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->b * a->c, b, nb, &lo, &hi);
+    cge__block_range(a->b * a->c, b, nb, &lo, &hi);
     for (int64_t pair = lo; pair < hi; pair++)
         nms_class(a, pair, a->items + pair * a->s, a->sel + pair * (a->s + 1));
 }
@@ -334,12 +334,12 @@ static bool nms_shapes(const cge_shape *bx, const cge_shape *sc)
 /* Scalar parameters from the optional inputs 2..4 (values at hand). */
 static void nms_params(nms_args *a, const cge_dtype *dts, const void *const *vals)
 {
-    a->max_out = vals[0] ? cge_load_as_i64(dts[0], vals[0], 0) : 0;
+    a->max_out = vals[0] ? cge__load_as_i64(dts[0], vals[0], 0) : 0;
     if (a->max_out < 0)
         a->max_out = 0;
-    a->iou = vals[1] ? cge_load_as_double(dts[1], vals[1], 0) : 0.0;
+    a->iou = vals[1] ? cge__load_as_double(dts[1], vals[1], 0) : 0.0;
     a->has_score_thr = vals[2] != NULL;
-    a->score_thr = vals[2] ? cge_load_as_double(dts[2], vals[2], 0) : 0.0;
+    a->score_thr = vals[2] ? cge__load_as_double(dts[2], vals[2], 0) : 0.0;
 }
 
 static cge_status nms_infer(cge_infer_ctx *ctx)
@@ -354,7 +354,7 @@ static cge_status nms_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_SHAPE,
                               "expects boxes [B, S, 4] and scores [B, C, S]");
     for (int32_t i = 2; i < 5; i++)
-        if (cge_meta_has_input(ctx, i) && cge_shape_numel(&ctx->inputs[i].shape) != 1)
+        if (cge__meta_has_input(ctx, i) && cge_shape_numel(&ctx->inputs[i].shape) != 1)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must hold exactly one value", (int)i);
     ctx->outputs[0].dtype = CGE_I64;
     ctx->outputs[0].shape = CGE_SHAPE(CGE_DIM_DYNAMIC, 3);
@@ -362,11 +362,11 @@ static cge_status nms_infer(cge_infer_ctx *ctx)
     const void *vals[5];
     cge_dtype dts[3] = {CGE_DTYPE_UNDEFINED, CGE_DTYPE_UNDEFINED, CGE_DTYPE_UNDEFINED};
     for (int32_t i = 0; i < 5; i++) {
-        vals[i] = cge_meta_input_value(ctx, i);
-        if (!vals[i] && (i < 2 || cge_meta_has_input(ctx, i)))
+        vals[i] = cge__meta_input_value(ctx, i);
+        if (!vals[i] && (i < 2 || cge__meta_has_input(ctx, i)))
             return CGE_OK;
         if (i >= 2)
-            dts[i - 2] = cge_meta_has_input(ctx, i) ? ctx->inputs[i].dtype : CGE_DTYPE_UNDEFINED;
+            dts[i - 2] = cge__meta_has_input(ctx, i) ? ctx->inputs[i].dtype : CGE_DTYPE_UNDEFINED;
     }
     if (!cge_shape_is_static(&bx->shape) || !cge_shape_is_static(&sc->shape))
         return CGE_OK;
@@ -453,7 +453,7 @@ static cge_status nms_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a->out = y->data;
     a->cap = y->shape.dims[0];
     for (int32_t i = 0; i < 3; i++) {
-        l.param_vals[i] = cge_kernel_has_input(ctx, i + 2) ? ctx->inputs[i + 2].data : NULL;
+        l.param_vals[i] = cge__kernel_has_input(ctx, i + 2) ? ctx->inputs[i + 2].data : NULL;
         l.param_dts[i] = l.param_vals[i] ? ctx->inputs[i + 2].dtype : CGE_DTYPE_UNDEFINED;
     }
     if (a->cap == 0)
@@ -471,7 +471,7 @@ static cge_status nms_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "workspace missing or too small");
     a->items = ctx->workspace;
     a->sel = (int64_t *)(a->items + a->b * a->c * a->s);
-    st = cge_launch(stream, nms_block_params, cge_blocks_for(a->b * a->c, 1, ctx->num_threads), &l,
+    st = cge_launch(stream, nms_block_params, cge__blocks_for(a->b * a->c, 1, ctx->num_threads), &l,
                     sizeof l);
     if (!st)
         st = cge_launch(stream, nms_gather_params, 1, &l, sizeof l);
@@ -521,7 +521,7 @@ static const cge_op_def detection_ops[] = {
                "Greedy selection of boxes by score, dropping those overlapping a kept box."),
 };
 
-const cge_op_def *cge_ops_detection(int32_t *count)
+const cge_op_def *cge__ops_detection(int32_t *count)
 {
     *count = (int32_t)(sizeof detection_ops / sizeof detection_ops[0]);
     return detection_ops;

@@ -15,7 +15,7 @@
  * own, and the *_user memories wrap the caller's plain tensors; a NULL
  * reorder means the chosen layout is the plain one and the caller's buffer is
  * used directly. */
-struct cge_dnnl_conv {
+struct cge__dnnl_conv {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     dnnl_primitive_desc_t pd;
@@ -55,12 +55,12 @@ static void omp_leave(omp_scope o)
         o.set(o.saved);
 }
 
-int cge_dnnl_available(void)
+int cge__dnnl_available(void)
 {
     return 1;
 }
 
-void cge_dnnl_conv_destroy(cge_dnnl_conv *c)
+void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
 {
     if (!c)
         return;
@@ -79,7 +79,7 @@ void cge_dnnl_conv_destroy(cge_dnnl_conv *c)
     free(c);
 }
 
-static int make_reorder(const cge_dnnl_conv *c, const dnnl_memory_desc_t *from,
+static int make_reorder(const cge__dnnl_conv *c, const dnnl_memory_desc_t *from,
                         const dnnl_memory_desc_t *to, dnnl_primitive_t *out)
 {
     dnnl_primitive_desc_t rpd;
@@ -94,7 +94,7 @@ static int make_reorder(const cge_dnnl_conv *c, const dnnl_memory_desc_t *from,
 /* The memory for one argument: the caller's plain buffer when oneDNN chose
  * the plain layout, else a buffer of its own plus a wrapper of the plain one
  * and the reorders between them (to_own: plain -> chosen; from_own back). */
-static int bind(cge_dnnl_conv *c, const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen,
+static int bind(cge__dnnl_conv *c, const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen,
                 dnnl_memory_t *own, dnnl_memory_t *user, dnnl_primitive_t *to_own,
                 dnnl_primitive_t *from_own)
 {
@@ -106,12 +106,12 @@ static int bind(cge_dnnl_conv *c, const dnnl_memory_desc_t *plain, const dnnl_me
            (!from_own || make_reorder(c, chosen, plain, from_own));
 }
 
-cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out)
+cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     *out = NULL;
     if (d->nsp < 1 || d->nsp > 3 || d->G < 1)
         return CGE_ERR_UNSUPPORTED;
-    cge_dnnl_conv *c = calloc(1, sizeof *c);
+    cge__dnnl_conv *c = calloc(1, sizeof *c);
     if (!c)
         return CGE_ERR_NO_MEMORY;
     *(void **)&c->omp_set_num_threads = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
@@ -195,7 +195,7 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
     dnnl_post_ops_destroy(po);
     omp_leave(omp);
     if (!ok) {
-        cge_dnnl_conv_destroy(c);
+        cge__dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
     }
     c->scratch_bytes = dnnl_memory_desc_get_size(spd);
@@ -204,17 +204,17 @@ cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out
     return CGE_OK;
 }
 
-size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c)
+size_t cge__dnnl_conv_scratch_size(const cge__dnnl_conv *c)
 {
     return c ? c->scratch_bytes : 0;
 }
 
-int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c)
+int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)
 {
     return c ? c->post : 0;
 }
 
-static int run_reorder(cge_dnnl_conv *c, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to)
+static int run_reorder(cge__dnnl_conv *c, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to)
 {
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
     return dnnl_primitive_execute(r, c->stream, 2, a) == dnnl_success;
@@ -227,7 +227,7 @@ static int set(dnnl_memory_t own, dnnl_memory_t user, dnnl_primitive_t r, const 
 }
 
 /* Reorder w into the primitive's weights buffer unless it is there already. */
-static int ensure_weights(cge_dnnl_conv *c, const float *w)
+static int ensure_weights(cge__dnnl_conv *c, const float *w)
 {
     if (!c->r_wei)
         return set(c->wei, c->wei_user, NULL, w);
@@ -238,7 +238,7 @@ static int ensure_weights(cge_dnnl_conv *c, const float *w)
     return ok;
 }
 
-cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w)
+cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const float *w)
 {
     if (!c || !w || !c->r_wei)
         return CGE_OK;
@@ -248,7 +248,7 @@ cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w)
     return ok ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
-cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
+cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch)
 {
     omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
@@ -279,44 +279,44 @@ cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, c
 
 #else
 
-int cge_dnnl_available(void)
+int cge__dnnl_available(void)
 {
     return 0;
 }
 
-cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out)
+cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     (void)d;
     *out = NULL;
     return CGE_ERR_UNSUPPORTED;
 }
 
-size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c)
+size_t cge__dnnl_conv_scratch_size(const cge__dnnl_conv *c)
 {
     (void)c;
     return 0;
 }
 
-int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c)
+int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)
 {
     (void)c;
     return 0;
 }
 
-cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w)
+cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const float *w)
 {
     (void)c, (void)w;
     return CGE_ERR_UNSUPPORTED;
 }
 
-cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
+cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch)
 {
     (void)c, (void)x, (void)w, (void)b, (void)z, (void)y, (void)scratch;
     return CGE_ERR_UNSUPPORTED;
 }
 
-void cge_dnnl_conv_destroy(cge_dnnl_conv *c)
+void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
 {
     (void)c;
 }

@@ -15,11 +15,11 @@
  * and reorders in and out; "channels_last" takes and gives NHWC activations as
  * they are. */
 
-typedef struct cge_dnnl_conv cge_dnnl_conv;
+typedef struct cge__dnnl_conv cge__dnnl_conv;
 
 /* One forward convolution: N, C, M, G and 1 to 3 spatial dims, each with its
  * input and output size, kernel, stride, dilation (1 = none) and pads. */
-typedef struct cge_dnnl_conv_desc {
+typedef struct cge__dnnl_conv_desc {
     int64_t N, C, M, G;
     int32_t nsp;
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
@@ -28,7 +28,7 @@ typedef struct cge_dnnl_conv_desc {
      * with slope alpha below 0, 2: clip to [alpha, beta]. Taken as post-ops
      * only in blocked mode (with plain layouts oneDNN picks its GEMM-based
      * kernel, where post-ops measured 2x slower than a separate pass);
-     * cge_dnnl_conv_post_ops says which were taken. */
+     * cge__dnnl_conv_post_ops says which were taken. */
     int sum, eltwise;
     float alpha, beta;
     /* Let oneDNN choose activation and weight layouts. W must then be a
@@ -43,25 +43,25 @@ typedef struct cge_dnnl_conv_desc {
      * threads at creation, so runs must use the same number: creation and
      * runs set it on the calling thread and restore the caller's after. */
     int threads;
-} cge_dnnl_conv_desc;
+} cge__dnnl_conv_desc;
 
 enum { CGE_DNNL_POST_SUM = 1, CGE_DNNL_POST_ELTWISE = 2 };
 
 /* Whether this build has oneDNN. */
-int cge_dnnl_available(void);
+int cge__dnnl_available(void);
 /* Make the primitive; CGE_ERR_UNSUPPORTED when oneDNN is absent or refuses. */
-cge_status cge_dnnl_conv_create(const cge_dnnl_conv_desc *d, cge_dnnl_conv **out);
+cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out);
 /* Scratch bytes the primitive needs from the caller. */
-size_t cge_dnnl_conv_scratch_size(const cge_dnnl_conv *c);
+size_t cge__dnnl_conv_scratch_size(const cge__dnnl_conv *c);
 /* The CGE_DNNL_POST_* the primitive applies itself. */
-int cge_dnnl_conv_post_ops(const cge_dnnl_conv *c);
+int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c);
 /* Run on the calling thread with the OpenMP threads it was made for; z is the addend when the sum post-op was taken (else ignored). */
-cge_status cge_dnnl_conv_run(cge_dnnl_conv *c, const float *x, const float *w, const float *b,
+cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch);
 /* Reorder a constant W into the primitive's layout now (when the plan is
  * prepared) rather than on the first run; later runs with the same W reuse
  * it. Nothing to do for plain weights. */
-cge_status cge_dnnl_conv_prepack(cge_dnnl_conv *c, const float *w);
-void cge_dnnl_conv_destroy(cge_dnnl_conv *c);
+cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const float *w);
+void cge__dnnl_conv_destroy(cge__dnnl_conv *c);
 
 #endif

@@ -298,8 +298,8 @@ typedef struct ein_args {
     int64_t batch, M, N, K;
     float *ag, *bg, *bp, *cg;
     int64_t bp_mat;
-    cge_gemm_tiling tiling;
-    cge_gemm_isa isa;
+    cge__gemm_tiling tiling;
+    cge__gemm_isa isa;
 } ein_args;
 
 /* Offsets of output element e in every operand. */
@@ -325,7 +325,7 @@ static void out_offsets(const ein_args *p, int64_t e, int64_t *off)
         const ein_args *p = args;                                                           \
         const ein_plan *pl = &p->pl;                                                        \
         int64_t e0, e1;                                                                     \
-        cge_block_range(p->nout_elems, blk, nblk, &e0, &e1);                                \
+        cge__block_range(p->nout_elems, blk, nblk, &e0, &e1);                                \
         for (int64_t e = e0; e < e1; e++) {                                                 \
             int64_t off[EIN_MAX_OPS], idx[EIN_MAX_IDX] = {0};                               \
             out_offsets(p, e, off);                                                         \
@@ -472,7 +472,7 @@ static void gather_ab_fn(int64_t blk, int64_t nblk, void *args)
     make_gather(p, p->pl.stride[0], gA, nA, 3, p->op[0], p->ag, &ga);
     make_gather(p, p->pl.stride[1], gB, nB, 3, p->op[1], p->bg, &gb);
     int64_t e0, e1;
-    cge_block_range(ga.total + gb.total, blk, nblk, &e0, &e1);
+    cge__block_range(ga.total + gb.total, blk, nblk, &e0, &e1);
     if (e0 < ga.total)
         gather_run(&ga, e0, e1 < ga.total ? e1 : ga.total);
     if (e1 > ga.total)
@@ -483,11 +483,11 @@ static void pack_fn(int64_t blk, int64_t nblk, void *args)
 {
     const ein_args *p = args;
     int64_t panels = (p->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR, w0, w1;
-    cge_block_range(p->batch * panels, blk, nblk, &w0, &w1);
+    cge__block_range(p->batch * panels, blk, nblk, &w0, &w1);
     while (w0 < w1) {
         int64_t m = w0 / panels, q0 = w0 % panels;
         int64_t q1 = q0 + (w1 - w0) < panels ? q0 + (w1 - w0) : panels;
-        cge_gemm_pack_b(p->bg + m * p->K * p->N, p->N, 1, p->K, p->N, q0, q1,
+        cge__gemm_pack_b(p->bg + m * p->K * p->N, p->N, 1, p->K, p->N, q0, q1,
                         p->bp + m * p->bp_mat);
         w0 += q1 - q0;
     }
@@ -496,18 +496,18 @@ static void pack_fn(int64_t blk, int64_t nblk, void *args)
 static void gemm_fn(int64_t blk, int64_t nblk, void *args)
 {
     const ein_args *p = args;
-    const cge_gemm_tiling *tl = &p->tiling;
+    const cge__gemm_tiling *tl = &p->tiling;
     int64_t per = tl->tiles_m * tl->tiles_n, w0, w1;
-    cge_block_range(p->batch * per, blk, nblk, &w0, &w1);
+    cge__block_range(p->batch * per, blk, nblk, &w0, &w1);
     for (int64_t w = w0; w < w1; w++) {
         int64_t t = w / per, tm = (w % per) / tl->tiles_n, tn = w % tl->tiles_n;
-        cge_gemm_f32 g = {
+        cge__gemm_f32 g = {
             .M = p->M, .N = p->N, .K = p->K,
             .a = p->ag + t * p->M * p->K, .a_rs = p->K, .a_cs = 1,
             .bp = p->bp + t * p->bp_mat,
             .c = p->cg + t * p->M * p->N, .ldc = p->N, .alpha = 1.0f, .isa = p->isa,
         };
-        cge_gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
     }
 }
 
@@ -531,7 +531,7 @@ static void scatter_fn(int64_t blk, int64_t nblk, void *args)
     int32_t on[1] = {p->pl.nout};
     make_gather(p, cstr, og, on, 1, p->cg, p->y, &g);
     int64_t e0, e1;
-    cge_block_range(g.total, blk, nblk, &e0, &e1);
+    cge__block_range(g.total, blk, nblk, &e0, &e1);
     gather_run(&g, e0, e1);
 }
 
@@ -539,7 +539,7 @@ static void scatter_fn(int64_t blk, int64_t nblk, void *args)
 static int64_t gemm_carve(ein_args *p, float *base)
 {
     int64_t sizes[4] = {p->batch * p->M * p->K, p->batch * p->K * p->N,
-                        p->batch * cge_gemm_packed_b_floats(p->K, p->N), p->batch * p->M * p->N};
+                        p->batch * cge__gemm_packed_b_floats(p->K, p->N), p->batch * p->M * p->N};
     float **dst[4] = {&p->ag, &p->bg, &p->bp, &p->cg};
     int64_t off = 0;
     for (int i = 0; i < 4; i++) {
@@ -605,30 +605,30 @@ static cge_status einsum_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     size_t need = einsum_workspace(ctx);
     if (need && ctx->workspace && ctx->workspace_size >= need && gemm_groups(&p)) {
         gemm_carve(&p, (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63));
-        p.bp_mat = cge_gemm_packed_b_floats(p.K, p.N);
-        p.isa = cge_gemm_isa_best();
-        cge_gemm_plan(p.batch, p.M, p.N, threads, &p.tiling);
+        p.bp_mat = cge__gemm_packed_b_floats(p.K, p.N);
+        p.isa = cge__gemm_isa_best();
+        cge__gemm_plan(p.batch, p.M, p.N, threads, &p.tiling);
         int64_t nab = p.batch * (p.M * p.K + p.K * p.N);
         int64_t panels = p.batch * ((p.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR);
-        cge_status st = cge_launch(stream, gather_ab_fn, cge_blocks_for(nab, 16384, threads),
+        cge_status st = cge_launch(stream, gather_ab_fn, cge__blocks_for(nab, 16384, threads),
                                    &p, sizeof p);
         if (!st)
             st = cge_launch(stream, pack_fn,
-                            cge_blocks_for(panels, p.K >= 4096 ? 1 : 4096 / p.K, threads), &p,
+                            cge__blocks_for(panels, p.K >= 4096 ? 1 : 4096 / p.K, threads), &p,
                             sizeof p);
         if (!st)
             st = cge_launch(stream, gemm_fn,
-                            cge_blocks_for(p.batch * p.tiling.tiles_m * p.tiling.tiles_n, 1,
+                            cge__blocks_for(p.batch * p.tiling.tiles_m * p.tiling.tiles_n, 1,
                                            threads),
                             &p, sizeof p);
         if (!st)
-            st = cge_launch(stream, scatter_fn, cge_blocks_for(p.nout_elems, 16384, threads), &p,
+            st = cge_launch(stream, scatter_fn, cge__blocks_for(p.nout_elems, 16384, threads), &p,
                             sizeof p);
         return st;
     }
     int64_t per = p.nred_elems * p.pl.nops;
     return cge_launch(stream, generic_fn(p.t),
-                      cge_blocks_for(p.nout_elems, per >= 16384 ? 1 : 16384 / (per ? per : 1),
+                      cge__blocks_for(p.nout_elems, per >= 16384 ? 1 : 16384 / (per ? per : 1),
                                      threads),
                       &p, sizeof p);
 }
@@ -658,7 +658,7 @@ static const cge_op_def einsum_ops[] = {{
     .doc = "Einstein summation over up to 8 operands.",
 }};
 
-const cge_op_def *cge_ops_einsum(int32_t *count)
+const cge_op_def *cge__ops_einsum(int32_t *count)
 {
     *count = 1;
     return einsum_ops;

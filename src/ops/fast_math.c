@@ -12,22 +12,22 @@ CGE_TARGET_CLONES
 static void exp_row(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        y[i] = cge_expf_fast(x[i]);
+        y[i] = cge__expf_fast(x[i]);
 }
 
 CGE_TARGET_CLONES
 static void sigmoid_row(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        y[i] = cge_sigmoidf_fast(x[i]);
+        y[i] = cge__sigmoidf_fast(x[i]);
 }
 
-void cge_exp_f32_row(float *y, const float *x, int64_t n)
+void cge__exp_f32_row(float *y, const float *x, int64_t n)
 {
     exp_row(y, x, n);
 }
 
-void cge_sigmoid_f32_row(float *y, const float *x, int64_t n)
+void cge__sigmoid_f32_row(float *y, const float *x, int64_t n)
 {
     sigmoid_row(y, x, n);
 }

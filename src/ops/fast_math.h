@@ -13,7 +13,7 @@
  * expf's. The unfused kernels and the fused ones (ElementwiseChain, FusedConv
  * and FusedMatMul epilogues) all use these, so fusing changes no bits. */
 
-static inline float cge_expf_fast(float x)
+static inline float cge__expf_fast(float x)
 {
     /* x = n ln2 + r, |r| <= ln2/2; e^r by its Taylor series to r^7 (error
      * below 2^-26 there); 2^n by the exponent bits. */
@@ -43,13 +43,13 @@ static inline float cge_expf_fast(float x)
 
 /* 1 / (1 + e^-x): for x < 0, e^-x is large but exact to its rounding, so
  * the quotient keeps its relative accuracy down to where it flushes to 0. */
-static inline float cge_sigmoidf_fast(float x)
+static inline float cge__sigmoidf_fast(float x)
 {
-    return 1.0f / (1.0f + cge_expf_fast(-x));
+    return 1.0f / (1.0f + cge__expf_fast(-x));
 }
 
 /* y[i] = f(x[i]) for n elements (y may be x). */
-void cge_exp_f32_row(float *y, const float *x, int64_t n);
-void cge_sigmoid_f32_row(float *y, const float *x, int64_t n);
+void cge__exp_f32_row(float *y, const float *x, int64_t n);
+void cge__sigmoid_f32_row(float *y, const float *x, int64_t n);
 
 #endif

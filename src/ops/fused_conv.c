@@ -24,14 +24,14 @@ static const cge_attr_def fconv_attrs[] = {
      .doc = "X, Z and Y are in NHWC format (set by the layout pass; needs oneDNN)"},
 };
 static const cge_kernel_def fconv_kernels[] = {
-    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge_fused_conv_launch,
-     .workspace_size = cge_fused_conv_workspace, .prepare = cge_fused_conv_prepare,
-     .release = cge_fused_conv_release, .inplace_input = -1}};
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__fused_conv_launch,
+     .workspace_size = cge__fused_conv_workspace, .prepare = cge__fused_conv_prepare,
+     .release = cge__fused_conv_release, .inplace_input = -1}};
 
 static const cge_op_def fconv_ops[] = {
     {.name = "FusedConv", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = fconv_in,
      .num_inputs = 4, .outputs = fconv_out, .num_outputs = 1, .attrs = fconv_attrs,
-     .num_attrs = 12, .infer = cge_fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
+     .num_attrs = 12, .infer = cge__fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
      .doc = "convolution with bias, a residual addend and an activation applied to its output"},
 };
 

@@ -36,7 +36,7 @@ static void ew_apply(const int16_t *ins, const float *imm, float r[][EW_TILE], i
     case CGE_EW_DIV: for (int64_t j = 0; j < len; j++) d[j] = a[j] / b[j]; break;
     case CGE_EW_NEG: for (int64_t j = 0; j < len; j++) d[j] = -a[j]; break;
     case CGE_EW_ABS: for (int64_t j = 0; j < len; j++) d[j] = fabsf(a[j]); break;
-    case CGE_EW_EXP: cge_exp_f32_row(d, a, len); break;
+    case CGE_EW_EXP: cge__exp_f32_row(d, a, len); break;
     case CGE_EW_LOG: for (int64_t j = 0; j < len; j++) d[j] = (float)log((double)a[j]); break;
     case CGE_EW_SQRT: for (int64_t j = 0; j < len; j++) d[j] = sqrtf(a[j]); break;
     case CGE_EW_RECIP: for (int64_t j = 0; j < len; j++) d[j] = 1.0f / a[j]; break;
@@ -47,7 +47,7 @@ static void ew_apply(const int16_t *ins, const float *imm, float r[][EW_TILE], i
             d[j] = a[j] < 0.0f ? al * a[j] : a[j];
         break;
     }
-    case CGE_EW_SIGMOID: cge_sigmoid_f32_row(d, a, len); break;
+    case CGE_EW_SIGMOID: cge__sigmoid_f32_row(d, a, len); break;
     case CGE_EW_TANH: for (int64_t j = 0; j < len; j++) d[j] = (float)tanh((double)a[j]); break;
     case CGE_EW_ERF: for (int64_t j = 0; j < len; j++) d[j] = (float)erf((double)a[j]); break;
     case CGE_EW_GELU: for (int64_t j = 0; j < len; j++) d[j] = cge__gelu_f(a[j]); break;
@@ -75,7 +75,7 @@ static void ew_block(int64_t blk, int64_t nblk, void *p)
     const ew_args *a = p;
     float r[CGE_EW_MAX_REGS][EW_TILE];
     int64_t lo, hi;
-    cge_block_range(a->numel, blk, nblk, &lo, &hi);
+    cge__block_range(a->numel, blk, nblk, &lo, &hi);
     for (int64_t t = lo; t < hi; t += EW_TILE) {
         int64_t len = hi - t < EW_TILE ? hi - t : EW_TILE;
         for (int32_t i = 0; i < a->num_in; i++) {
@@ -199,7 +199,7 @@ static cge_status ew_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     }
     if (a.numel <= 0)
         return CGE_OK;
-    return cge_launch(stream, ew_block, cge_blocks_for(a.numel, 16384, ctx->num_threads), &a, sizeof a);
+    return cge_launch(stream, ew_block, cge__blocks_for(a.numel, 16384, ctx->num_threads), &a, sizeof a);
 }
 
 

@@ -30,17 +30,17 @@ typedef struct fmm_args {
     int64_t M, N, K, b_rs, b_cs;
     int act;
     float alpha, lo, hi;
-    cge_gemm_tiling tiling;
-    cge_gemm_isa isa;
+    cge__gemm_tiling tiling;
+    cge__gemm_isa isa;
 } fmm_args;
 
 static void fmm_pack(int64_t blk, int64_t nblk, void *p)
 {
     const fmm_args *a = p;
     int64_t panels = (a->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR, q0, q1;
-    cge_block_range(panels, blk, nblk, &q0, &q1);
+    cge__block_range(panels, blk, nblk, &q0, &q1);
     if (q1 > q0)
-        cge_gemm_pack_b(a->b, a->b_rs, a->b_cs, a->K, a->N, q0, q1, a->bp);
+        cge__gemm_pack_b(a->b, a->b_rs, a->b_cs, a->K, a->N, q0, q1, a->bp);
 }
 
 static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
@@ -53,7 +53,7 @@ static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int6
         float *c = a->c + i * a->N;
         switch ((act_kind)a->act) {
         case ACT_RELU: for (int64_t j = j0; j < j1; j++) c[j] = c[j] < 0.0f ? 0.0f : c[j]; break;
-        case ACT_SIGMOID: cge_sigmoid_f32_row(c + j0, c + j0, j1 - j0); break;
+        case ACT_SIGMOID: cge__sigmoid_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_TANH: for (int64_t j = j0; j < j1; j++) c[j] = (float)tanh((double)c[j]); break;
         case ACT_GELU: for (int64_t j = j0; j < j1; j++) c[j] = cge__gelu_f(c[j]); break;
         case ACT_GELU_TANH:
@@ -78,16 +78,16 @@ static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int6
 static void fmm_tiles(int64_t blk, int64_t nblk, void *p)
 {
     const fmm_args *a = p;
-    const cge_gemm_tiling *tl = &a->tiling;
+    const cge__gemm_tiling *tl = &a->tiling;
     int64_t w0, w1;
-    cge_block_range(tl->tiles_m * tl->tiles_n, blk, nblk, &w0, &w1);
-    cge_gemm_f32 g = {.M = a->M, .N = a->N, .K = a->K, .a = a->a, .a_rs = a->K, .a_cs = 1,
+    cge__block_range(tl->tiles_m * tl->tiles_n, blk, nblk, &w0, &w1);
+    cge__gemm_f32 g = {.M = a->M, .N = a->N, .K = a->K, .a = a->a, .a_rs = a->K, .a_cs = 1,
                       .bp = a->bp, .c = a->c, .ldc = a->N, .alpha = 1.0f, .bias = a->bias,
                       .bias_rs = 0, .bias_cs = 1, .beta = a->bias ? 1.0f : 0.0f, .isa = a->isa};
     for (int64_t w = w0; w < w1; w++) {
         int64_t tm = w / tl->tiles_n, tn = w % tl->tiles_n;
         int64_t i0 = tm * tl->mt, i1 = i0 + tl->mt, j0 = tn * tl->nt, j1 = j0 + tl->nt;
-        cge_gemm_f32_tile(&g, i0, i1, j0, j1);
+        cge__gemm_f32_tile(&g, i0, i1, j0, j1);
         epilogue(a, i0, i1, j0, j1);
     }
 }
@@ -165,7 +165,7 @@ static size_t fmm_workspace(const cge_kernel_ctx *ctx)
     fmm_args a;
     if (!fmm_make(ctx, &a))
         return 0;
-    return (size_t)cge_gemm_packed_b_floats(a.K, a.N) * sizeof(float) + 64;
+    return (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float) + 64;
 }
 
 /* With b_const (set by the compiler when B is a graph constant) B is packed
@@ -192,7 +192,7 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
         a.K <= 0 || a.N <= 0)
         return CGE_OK;
     fmm_state *s = calloc(1, sizeof *s);
-    size_t bytes = (size_t)cge_gemm_packed_b_floats(a.K, a.N) * sizeof(float);
+    size_t bytes = (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float);
     if (s)
         s->packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!s || !s->packed) {
@@ -201,7 +201,7 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
                                 bytes);
     }
     s->src = ctx->inputs[1].data;
-    cge_gemm_pack_b(s->src, a.b_rs, a.b_cs, a.K, a.N, 0, (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+    cge__gemm_pack_b(s->src, a.b_rs, a.b_cs, a.K, a.N, 0, (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
                     s->packed);
     *state = s;
     return CGE_OK;
@@ -222,23 +222,23 @@ static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.bias = ctx->num_inputs > 2 ? ctx->inputs[2].data : NULL;
     a.c = ctx->outputs[0].data;
     a.bp = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
-    a.isa = cge_gemm_isa_best();
+    a.isa = cge__gemm_isa_best();
     if (a.K == 0)
         return cge_launch(stream, fmm_empty, 1, &a, sizeof a);
-    cge_gemm_plan(1, a.M, a.N, ctx->num_threads, &a.tiling);
+    cge__gemm_plan(1, a.M, a.N, ctx->num_threads, &a.tiling);
     const fmm_state *pre = ctx->state;
     if (pre && pre->src == a.b) {
         a.bp = pre->packed;
     } else {
         int64_t panels = (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
         cge_status st = cge_launch(
-            stream, fmm_pack, cge_blocks_for(panels, a.K >= 4096 ? 1 : 4096 / a.K, ctx->num_threads),
+            stream, fmm_pack, cge__blocks_for(panels, a.K >= 4096 ? 1 : 4096 / a.K, ctx->num_threads),
             &a, sizeof a);
         if (st)
             return st;
     }
     return cge_launch(stream, fmm_tiles,
-                      cge_blocks_for(a.tiling.tiles_m * a.tiling.tiles_n, 1, ctx->num_threads), &a,
+                      cge__blocks_for(a.tiling.tiles_m * a.tiling.tiles_n, 1, ctx->num_threads), &a,
                       sizeof a);
 }
 

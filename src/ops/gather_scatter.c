@@ -45,7 +45,7 @@ static void copy_block(int64_t b, int64_t nb, void *p)
 {
     const copy_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->bytes, b, nb, &lo, &hi);
+    cge__block_range(a->bytes, b, nb, &lo, &hi);
     if (hi > lo)
         memcpy(a->dst + lo, a->src + lo, (size_t)(hi - lo));
 }
@@ -57,7 +57,7 @@ static cge_status launch_copy(const cge_kernel_ctx *ctx, cge_stream *stream, con
         return CGE_OK;
     copy_args a = {.src = src, .dst = dst, .bytes = bytes};
     return cge_launch(stream, copy_block,
-                      cge_blocks_for(bytes, CGE__MIN_BLOCK * 8, ctx->num_threads), &a, sizeof a);
+                      cge__blocks_for(bytes, CGE__MIN_BLOCK * 8, ctx->num_threads), &a, sizeof a);
 }
 
 /* ---- scatter reductions -------------------------------------------------------------- */
@@ -196,7 +196,7 @@ static void gather_el_block(int64_t b, int64_t nb, void *p)
 {
     const gather_el_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->numel, b, nb, &lo, &hi);
+    cge__block_range(a->numel, b, nb, &lo, &hi);
     if (lo >= hi)
         return;
     int64_t coord[CGE_MAX_RANK], rem = lo;
@@ -258,7 +258,7 @@ static cge_status gather_el_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     cge_shape_strides(&data->shape, a.dstr);
     a.axis_dim = data->shape.dims[axis];
     return cge_launch(stream, gather_el_block,
-                      cge_blocks_for(a.numel, CGE__MIN_BLOCK, ctx->num_threads), &a, sizeof a);
+                      cge__blocks_for(a.numel, CGE__MIN_BLOCK, ctx->num_threads), &a, sizeof a);
 }
 
 /* ---- GatherND ------------------------------------------------------------------------ */
@@ -358,7 +358,7 @@ static void gather_nd_block(int64_t b, int64_t nb, void *p)
 {
     const gather_nd_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->v.rows, b, nb, &lo, &hi);
+    cge__block_range(a->v.rows, b, nb, &lo, &hi);
     size_t bytes = (size_t)a->v.slice * a->esize;
     for (int64_t row = lo; row < hi; row++) {
         int64_t off = nd_offset(&a->v, a->idx_dtype, a->idx, row);
@@ -399,7 +399,7 @@ static cge_status gather_nd_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     a.idx = idx->data;
     a.idx_dtype = idx->dtype;
     int64_t min_rows = a.v.slice >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.v.slice;
-    return cge_launch(stream, gather_nd_block, cge_blocks_for(a.v.rows, min_rows, ctx->num_threads),
+    return cge_launch(stream, gather_nd_block, cge__blocks_for(a.v.rows, min_rows, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -517,7 +517,7 @@ static void scatter_nd_block(int64_t b, int64_t nb, void *p)
 {
     const scatter_nd_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->v.slice, b, nb, &lo, &hi);
+    cge__block_range(a->v.slice, b, nb, &lo, &hi);
     if (lo >= hi)
         return;
     const scatter_common *c = &a->c;
@@ -556,7 +556,7 @@ static cge_status scatter_nd_launch(const cge_kernel_ctx *ctx, cge_stream *strea
     st = scatter_start(ctx, stream, red, work, &a.c, &go);
     if (st || !go)
         return st;
-    int64_t nb = cge_blocks_for(work, CGE__MIN_BLOCK, ctx->num_threads);
+    int64_t nb = cge__blocks_for(work, CGE__MIN_BLOCK, ctx->num_threads);
     if (nb > a.v.slice)
         nb = a.v.slice;
     return cge_launch(stream, scatter_nd_block, nb, &a, sizeof a);
@@ -611,7 +611,7 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
     const scatter_el_args *a = p;
     const scatter_common *c = &a->c;
     int64_t lo, hi, es = (int64_t)c->esize;
-    cge_block_range(a->lines, b, nb, &lo, &hi);
+    cge__block_range(a->lines, b, nb, &lo, &hi);
     for (int64_t line = lo; line < hi; line++) {
         int64_t o = line / a->inner, i = line % a->inner;
         /* data offset of this line's coordinates, with axis coordinate 0 */
@@ -673,7 +673,7 @@ static cge_status scatter_el_launch(const cge_kernel_ctx *ctx, cge_stream *strea
     a.lines = nidx / a.n;
     int64_t min_lines = a.n >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.n;
     return cge_launch(stream, scatter_el_block,
-                      cge_blocks_for(a.lines, min_lines, ctx->num_threads), &a, sizeof a);
+                      cge__blocks_for(a.lines, min_lines, ctx->num_threads), &a, sizeof a);
 }
 
 /* ---- OneHot -------------------------------------------------------------------------- */
@@ -695,9 +695,9 @@ static cge_status onehot_infer(cge_infer_ctx *ctx)
     if (vals->shape.rank != 1 || (vn >= 0 && vn != 2))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "values must be [off_value, on_value]");
     int64_t d = CGE_DIM_DYNAMIC;
-    const void *dv = cge_meta_input_value(ctx, 1);
+    const void *dv = cge__meta_input_value(ctx, 1);
     if (dv) {
-        double v = cge_load_as_double(depth->dtype, dv, 0);
+        double v = cge__load_as_double(depth->dtype, dv, 0);
         if (!(v >= 0 && v < 9.0e15))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "depth %g is not a valid size", v);
         d = (int64_t)v;
@@ -724,12 +724,12 @@ static int64_t onehot_class(const onehot_args *a, int64_t e)
 {
     int64_t k;
     if (cge_dtype_is_float(a->idx_dtype)) {
-        double v = cge_load_as_double(a->idx_dtype, a->idx, e);
+        double v = cge__load_as_double(a->idx_dtype, a->idx, e);
         if (!(v > -(double)a->depth - 1 && v < (double)a->depth))
             return -1;
         k = (int64_t)v; /* truncates, as a cast to int64 does */
     } else {
-        k = cge_load_as_i64(a->idx_dtype, a->idx, e);
+        k = cge__load_as_i64(a->idx_dtype, a->idx, e);
     }
     if (k < 0)
         k += a->depth;
@@ -740,7 +740,7 @@ static void onehot_block(int64_t b, int64_t nb, void *p)
 {
     const onehot_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     const char *off = a->vals, *on = a->vals + a->esize;
     for (int64_t row = lo; row < hi; row++) {
         int64_t o = row / a->depth, d = row % a->depth;
@@ -778,7 +778,7 @@ static cge_status onehot_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.out = out->data;
     a.esize = cge_dtype_size(vals->dtype);
     int64_t min_rows = a.inner >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.inner;
-    return cge_launch(stream, onehot_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads),
+    return cge_launch(stream, onehot_block, cge__blocks_for(a.rows, min_rows, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -804,7 +804,7 @@ static bool is_nonzero(cge_dtype t, const void *p, int64_t i)
 static cge_status nonzero_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *x = &ctx->inputs[0];
-    const void *v = cge_meta_input_value(ctx, 0);
+    const void *v = cge__meta_input_value(ctx, 0);
     int64_t n = cge_shape_numel(&x->shape), count = CGE_DIM_DYNAMIC;
     if (v && n >= 0) {
         count = 0;
@@ -831,7 +831,7 @@ static void nonzero_count_block(int64_t b, int64_t nb, void *p)
 {
     const nonzero_args *a = p;
     int64_t lo, hi, c = 0;
-    cge_block_range(a->numel, b, nb, &lo, &hi);
+    cge__block_range(a->numel, b, nb, &lo, &hi);
     for (int64_t i = lo; i < hi; i++)
         c += is_nonzero(a->dtype, a->x, i);
     a->counts[b] = c;
@@ -841,7 +841,7 @@ static void nonzero_write_block(int64_t b, int64_t nb, void *p)
 {
     const nonzero_args *a = p;
     int64_t lo, hi, pos = 0;
-    cge_block_range(a->numel, b, nb, &lo, &hi);
+    cge__block_range(a->numel, b, nb, &lo, &hi);
     for (int64_t k = 0; a->counts && k < b; k++)
         pos += a->counts[k];
     if (lo >= hi)
@@ -867,7 +867,7 @@ static void nonzero_write_block(int64_t b, int64_t nb, void *p)
 
 static int64_t nonzero_blocks(const cge_kernel_ctx *ctx)
 {
-    int64_t nb = cge_blocks_for(cge_shape_numel(&ctx->inputs[0].shape), CGE__MIN_BLOCK * 4,
+    int64_t nb = cge__blocks_for(cge_shape_numel(&ctx->inputs[0].shape), CGE__MIN_BLOCK * 4,
                                 ctx->num_threads);
     return nb > NZ_MAX_BLOCKS ? NZ_MAX_BLOCKS : nb;
 }
@@ -943,7 +943,7 @@ static cge_status compress_infer(cge_infer_ctx *ctx)
                               "condition has %lld entries, more than the %lld selectable",
                               (long long)cn, (long long)len);
     int64_t count = CGE_DIM_DYNAMIC;
-    const void *v = cge_meta_input_value(ctx, 1);
+    const void *v = cge__meta_input_value(ctx, 1);
     if (v && cge_dim_is_known(cn)) {
         count = 0;
         for (int64_t i = 0; i < cn; i++)
@@ -975,7 +975,7 @@ static void compress_block(int64_t b, int64_t nb, void *p)
 {
     const compress_args *a = p;
     int64_t lo, hi, limit = a->cond_len < a->n ? a->cond_len : a->n;
-    cge_block_range(a->units, b, nb, &lo, &hi);
+    cge__block_range(a->units, b, nb, &lo, &hi);
     if (lo >= hi)
         return;
     int64_t s = lo % a->count, j = 0, seen = 0;
@@ -1038,7 +1038,7 @@ static cge_status compress_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!x->data || !y->data || !cond->data)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t min_units = c.inner_bytes >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / c.inner_bytes;
-    return cge_launch(stream, compress_block, cge_blocks_for(c.units, min_units, ctx->num_threads),
+    return cge_launch(stream, compress_block, cge__blocks_for(c.units, min_units, ctx->num_threads),
                       &c, sizeof c);
 }
 
@@ -1115,7 +1115,7 @@ static const cge_op_def gather_scatter_ops[] = {
                k_compress, "Slices along axis (elements, flattened) where condition is true."),
 };
 
-const cge_op_def *cge_ops_gather_scatter(int32_t *count)
+const cge_op_def *cge__ops_gather_scatter(int32_t *count)
 {
     *count = (int32_t)(sizeof gather_scatter_ops / sizeof gather_scatter_ops[0]);
     return gather_scatter_ops;

@@ -18,7 +18,7 @@
 
 typedef void (*ukr_fn)(int64_t kc, const float *ap, const float *bp, float *out);
 
-int cge_gemm_isa_supported(cge_gemm_isa isa)
+int cge__gemm_isa_supported(cge__gemm_isa isa)
 {
     switch (isa) {
     case CGE_GEMM_ISA_AUTO:
@@ -32,21 +32,21 @@ int cge_gemm_isa_supported(cge_gemm_isa isa)
     }
 }
 
-cge_gemm_isa cge_gemm_isa_best(void)
+cge__gemm_isa cge__gemm_isa_best(void)
 {
-    if (cge_gemm_isa_supported(CGE_GEMM_ISA_AVX512))
+    if (cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512))
         return CGE_GEMM_ISA_AVX512;
-    if (cge_gemm_isa_supported(CGE_GEMM_ISA_AVX2))
+    if (cge__gemm_isa_supported(CGE_GEMM_ISA_AVX2))
         return CGE_GEMM_ISA_AVX2;
     return CGE_GEMM_ISA_GENERIC;
 }
 
-int64_t cge_gemm_packed_b_floats(int64_t K, int64_t N)
+int64_t cge__gemm_packed_b_floats(int64_t K, int64_t N)
 {
     return K * ((N + NR - 1) / NR * NR);
 }
 
-void cge_gemm_pack_b(const float *b, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t p0,
+void cge__gemm_pack_b(const float *b, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t p0,
                      int64_t p1, float *dst)
 {
     for (int64_t p = p0; p < p1; p++) {
@@ -348,17 +348,17 @@ __attribute__((target("avx512f"))) static void ukr_avx512_edge(int rows, int two
 }
 #endif
 
-static void pick(cge_gemm_isa isa, ukr_fn *fn, int *mr)
+static void pick(cge__gemm_isa isa, ukr_fn *fn, int *mr)
 {
     if (isa == CGE_GEMM_ISA_AUTO)
-        isa = cge_gemm_isa_best();
+        isa = cge__gemm_isa_best();
 #if GEMM_X86
-    if (isa == CGE_GEMM_ISA_AVX512 && cge_gemm_isa_supported(isa)) {
+    if (isa == CGE_GEMM_ISA_AVX512 && cge__gemm_isa_supported(isa)) {
         *fn = ukr_avx512;
         *mr = MR_AVX512;
         return;
     }
-    if (isa == CGE_GEMM_ISA_AVX2 && cge_gemm_isa_supported(isa)) {
+    if (isa == CGE_GEMM_ISA_AVX2 && cge__gemm_isa_supported(isa)) {
         *fn = ukr_avx2;
         *mr = MR_AVX2;
         return;
@@ -369,7 +369,7 @@ static void pick(cge_gemm_isa isa, ukr_fn *fn, int *mr)
 }
 
 /* A rows [i, i+rows) x depth [k0, k0+kc) into ap[k][mr], rows past `rows` zero. */
-static void pack_a(const cge_gemm_f32 *g, int64_t i, int64_t rows, int64_t k0, int64_t kc,
+static void pack_a(const cge__gemm_f32 *g, int64_t i, int64_t rows, int64_t k0, int64_t kc,
                    int mr, float *ap)
 {
     for (int r = 0; r < mr; r++) {
@@ -407,7 +407,7 @@ static void store_tile(const float *acc, float *c, int64_t ldc, int64_t rows, in
     }
 }
 
-void cge_gemm_f32_tile(const cge_gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
 {
     if (i1 > g->M)
         i1 = g->M;
@@ -540,7 +540,7 @@ static void balance_small(int64_t M, int64_t N, int threads, int64_t *mt, int64_
         }
 }
 
-void cge_gemm_plan(int64_t batch, int64_t M, int64_t N, int num_threads, cge_gemm_tiling *t)
+void cge__gemm_plan(int64_t batch, int64_t M, int64_t N, int num_threads, cge__gemm_tiling *t)
 {
     int64_t mt = round_up(M > 0 ? M : 1, CGE_GEMM_MT), nt = round_up(N > 0 ? N : 1, NR);
     if (mt > 96)

@@ -15,29 +15,29 @@
 #define CGE_GEMM_KC 256  /* depth of one pass over a micro-panel (L1-sized) */
 #define CGE_GEMM_MT 12   /* tile rows are multiples of this (LCM of every MR) */
 
-typedef enum cge_gemm_isa {
+typedef enum cge__gemm_isa {
     CGE_GEMM_ISA_AUTO = 0,   /* the best the CPU supports */
     CGE_GEMM_ISA_GENERIC,    /* portable C, vectorised by the compiler */
     CGE_GEMM_ISA_AVX2,       /* AVX2 + FMA, 6x16 micro-kernel */
     CGE_GEMM_ISA_AVX512      /* AVX-512F, 12x16 micro-kernel */
-} cge_gemm_isa;
+} cge__gemm_isa;
 
 /* The best micro-kernel for this CPU (never AUTO). */
-cge_gemm_isa cge_gemm_isa_best(void);
+cge__gemm_isa cge__gemm_isa_best(void);
 /* Whether this CPU can run `isa`. */
-int cge_gemm_isa_supported(cge_gemm_isa isa);
+int cge__gemm_isa_supported(cge__gemm_isa isa);
 
-/* Floats that cge_gemm_pack_b needs for a K x N matrix: K * roundup(N, 16). */
-int64_t cge_gemm_packed_b_floats(int64_t K, int64_t N);
+/* Floats that cge__gemm_pack_b needs for a K x N matrix: K * roundup(N, 16). */
+int64_t cge__gemm_packed_b_floats(int64_t K, int64_t N);
 /* Pack panels [p0, p1) of B (B(k,j) = b[k*rs + j*cs], K x N) into `dst`, laid
  * out [panel][k][16] with the last panel zero-padded. */
-void cge_gemm_pack_b(const float *b, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t p0,
+void cge__gemm_pack_b(const float *b, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t p0,
                      int64_t p1, float *dst);
 
 /* C = alpha * A * B + beta * bias, where A(i,k) = a[i*a_rs + k*a_cs], B is
  * packed, C(i,j) = c[i*ldc + j] and bias(i,j) = bias[i*bias_rs + j*bias_cs]
  * (strides 0 broadcast). bias NULL: C = alpha * A * B (C is not read). */
-typedef struct cge_gemm_f32 {
+typedef struct cge__gemm_f32 {
     int64_t M, N, K;
     const float *a;
     int64_t a_rs, a_cs;
@@ -48,19 +48,19 @@ typedef struct cge_gemm_f32 {
     const float *bias;
     int64_t bias_rs, bias_cs;
     float beta;
-    cge_gemm_isa isa;   /* AUTO picks the best */
-} cge_gemm_f32;
+    cge__gemm_isa isa;   /* AUTO picks the best */
+} cge__gemm_f32;
 
 /* Compute rows [i0, i1) x columns [j0, j1) of C on the calling thread. j0 must
  * be a multiple of 16. Uses about 13 KiB of stack. */
-void cge_gemm_f32_tile(const cge_gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
 
 /* How a batch of M x N products is cut into tiles: tile rows `mt` (multiple of
  * CGE_GEMM_MT), tile columns `nt` (multiple of 16); enough tiles to keep
  * `num_threads` cores busy without making them tiny. */
-typedef struct cge_gemm_tiling {
+typedef struct cge__gemm_tiling {
     int64_t mt, nt, tiles_m, tiles_n;
-} cge_gemm_tiling;
-void cge_gemm_plan(int64_t batch, int64_t M, int64_t N, int num_threads, cge_gemm_tiling *t);
+} cge__gemm_tiling;
+void cge__gemm_plan(int64_t batch, int64_t M, int64_t N, int num_threads, cge__gemm_tiling *t);
 
 #endif

@@ -42,8 +42,8 @@ static inline void elem_copy(char *dst, const char *src, size_t esize)
 static int64_t range_count(cge_dtype t, const void *s, const void *l, const void *d)
 {
     if (cge_dtype_is_float(t)) {
-        double a = cge_load_as_double(t, s, 0), b = cge_load_as_double(t, l, 0),
-               dl = cge_load_as_double(t, d, 0);
+        double a = cge__load_as_double(t, s, 0), b = cge__load_as_double(t, l, 0),
+               dl = cge__load_as_double(t, d, 0);
         if (dl == 0 || dl != dl)
             return -1;
         double n = ceil((b - a) / dl);
@@ -51,8 +51,8 @@ static int64_t range_count(cge_dtype t, const void *s, const void *l, const void
             return n != n ? -1 : -2;
         return n > 0 ? (int64_t)n : 0;
     }
-    int64_t a = cge_load_as_i64(t, s, 0), b = cge_load_as_i64(t, l, 0),
-            dl = cge_load_as_i64(t, d, 0);
+    int64_t a = cge__load_as_i64(t, s, 0), b = cge__load_as_i64(t, l, 0),
+            dl = cge__load_as_i64(t, d, 0);
     if (dl == 0)
         return -1;
     if ((dl > 0 && b <= a) || (dl < 0 && b >= a))
@@ -72,7 +72,7 @@ static cge_status range_infer(cge_infer_ctx *ctx)
         if (cge_shape_numel(&ctx->inputs[i].shape) != 1 || ctx->inputs[i].shape.rank > 1)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must be a scalar", (int)i);
     }
-    const void *s = cge_meta_input_value(ctx, 0), *l = cge_meta_input_value(ctx, 1), *d = cge_meta_input_value(ctx, 2);
+    const void *s = cge__meta_input_value(ctx, 0), *l = cge__meta_input_value(ctx, 1), *d = cge__meta_input_value(ctx, 2);
     int64_t n = CGE_DIM_DYNAMIC;
     if (s && l && d) {
         n = range_count(t, s, l, d);
@@ -98,7 +98,7 @@ static void range_block(int64_t b, int64_t nb, void *p)
 {
     const range_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->n, b, nb, &lo, &hi);
+    cge__block_range(a->n, b, nb, &lo, &hi);
     switch (a->dtype) {
     case CGE_F32: {
         float s = *(const float *)a->start, d = *(const float *)a->delta;
@@ -113,8 +113,8 @@ static void range_block(int64_t b, int64_t nb, void *p)
         break;
     }
     default: {
-        uint64_t s = (uint64_t)cge_load_as_i64(a->dtype, a->start, 0),
-                 d = (uint64_t)cge_load_as_i64(a->dtype, a->delta, 0);
+        uint64_t s = (uint64_t)cge__load_as_i64(a->dtype, a->start, 0),
+                 d = (uint64_t)cge__load_as_i64(a->dtype, a->delta, 0);
         for (int64_t i = lo; i < hi; i++) {
             uint64_t v = s + (uint64_t)i * d;
             if (a->dtype == CGE_I64)
@@ -142,7 +142,7 @@ static cge_status range_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return CGE_OK;
     if (!a.start || !a.delta || !a.out)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    return cge_launch(stream, range_block, cge_blocks_for(a.n, MIN_BLOCK, ctx->num_threads), &a,
+    return cge_launch(stream, range_block, cge__blocks_for(a.n, MIN_BLOCK, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -182,7 +182,7 @@ static cge_status const_shape_infer(cge_infer_ctx *ctx)
     if (r > CGE_MAX_RANK)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "output rank %lld exceeds %d", (long long)r,
                               CGE_MAX_RANK);
-    const int64_t *v = cge_meta_input_value(ctx, 0);
+    const int64_t *v = cge__meta_input_value(ctx, 0);
     /* A symbolic shape (Shape of a [batch,...] tensor) gives its dims. */
     const cge_symbolic_value *sv = !v && ctx->input_symbolic ? ctx->input_symbolic[0] : NULL;
     cge_shape out = {.rank = (int32_t)r};
@@ -214,7 +214,7 @@ static void fill_block(int64_t b, int64_t nb, void *p)
 {
     const fill_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->n, b, nb, &lo, &hi);
+    cge__block_range(a->n, b, nb, &lo, &hi);
     bool zero = true;
     for (size_t i = 0; i < a->esize; i++)
         zero = zero && a->value[i] == 0;
@@ -241,7 +241,7 @@ static cge_status const_shape_launch(const cge_kernel_ctx *ctx, cge_stream *stre
         return CGE_OK;
     if (!a.out)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing output buffer");
-    return cge_launch(stream, fill_block, cge_blocks_for(a.n, MIN_BLOCK * 4, ctx->num_threads),
+    return cge_launch(stream, fill_block, cge__blocks_for(a.n, MIN_BLOCK * 4, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -279,13 +279,13 @@ static void eye_block(int64_t b, int64_t nb, void *p)
 {
     const eye_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     memset(a->out + lo * a->cols * (int64_t)a->esize, 0, (size_t)((hi - lo) * a->cols) * a->esize);
     for (int64_t i = lo; i < hi; i++) {
         /* k is clamped at launch, so i + k cannot overflow */
         int64_t j = i + a->k;
         if (j >= 0 && j < a->cols)
-            cge_store_from_double(a->dtype, a->out, i * a->cols + j, 1.0);
+            cge__store_from_double(a->dtype, a->out, i * a->cols + j, 1.0);
     }
 }
 
@@ -308,7 +308,7 @@ static cge_status eyelike_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!a.out)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing output buffer");
     int64_t min_rows = a.cols >= MIN_BLOCK ? 1 : MIN_BLOCK / a.cols;
-    return cge_launch(stream, eye_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads), &a,
+    return cge_launch(stream, eye_block, cge__blocks_for(a.rows, min_rows, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -322,10 +322,10 @@ static cge_status tile_infer(cge_infer_ctx *ctx)
         (cge_dim_is_known(rep->shape.dims[0]) && rep->shape.dims[0] != r))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "repeats must be 1-D with %d entries (the rank)",
                               (int)r);
-    const void *v = cge_meta_input_value(ctx, 1);
+    const void *v = cge__meta_input_value(ctx, 1);
     cge_shape out = in->shape;
     for (int32_t d = 0; d < r; d++) {
-        int64_t k = v ? cge_load_as_i64(rep->dtype, v, d) : CGE_DIM_DYNAMIC;
+        int64_t k = v ? cge__load_as_i64(rep->dtype, v, d) : CGE_DIM_DYNAMIC;
         if (v && k < 0)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "repeats[%d] is negative (%lld)", (int)d,
                                   (long long)k);
@@ -361,7 +361,7 @@ static void tile_block(int64_t b, int64_t nb, void *p)
 {
     const tile_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     int32_t last = a->rank - 1;
     size_t row_bytes = (size_t)a->idims[last] * a->esize;
     int64_t reps = a->odims[last] / a->idims[last];
@@ -415,7 +415,7 @@ static cge_status tile_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.rows = numel / a.odims[a.rank - 1];
     int64_t ol = a.odims[a.rank - 1];
     int64_t min_rows = ol >= MIN_BLOCK ? 1 : MIN_BLOCK / ol;
-    return cge_launch(stream, tile_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads), &a,
+    return cge_launch(stream, tile_block, cge__blocks_for(a.rows, min_rows, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -538,7 +538,7 @@ static void block_fn(int64_t blk, int64_t nblk, void *p)
     const block_args *a = p;
     int64_t lo, hi, b = a->b;
     size_t es = a->esize;
-    cge_block_range(a->rows, blk, nblk, &lo, &hi);
+    cge__block_range(a->rows, blk, nblk, &lo, &hi);
     for (int64_t row = lo; row < hi; row++) {
         int64_t y = row % a->oh, c = (row / a->oh) % a->oc, n = row / a->oh / a->oc;
         char *dst = a->out + row * a->ow * (int64_t)es;
@@ -586,7 +586,7 @@ static cge_status block_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bo
     if (!a.in || !a.out)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t min_rows = a.ow >= MIN_BLOCK ? 1 : MIN_BLOCK / a.ow;
-    return cge_launch(stream, block_fn, cge_blocks_for(a.rows, min_rows, ctx->num_threads), &a,
+    return cge_launch(stream, block_fn, cge__blocks_for(a.rows, min_rows, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -642,7 +642,7 @@ static void revseq_block(int64_t blk, int64_t nblk, void *p)
 {
     const revseq_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->steps * a->batch, blk, nblk, &lo, &hi);
+    cge__block_range(a->steps * a->batch, blk, nblk, &lo, &hi);
     for (int64_t u = lo; u < hi; u++) {
         int64_t t, b;
         if (a->time_axis == 0) {
@@ -680,7 +680,7 @@ static cge_status revseq_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t min_units = a.slice_bytes >= MIN_BLOCK ? 1 : MIN_BLOCK / a.slice_bytes;
     return cge_launch(stream, revseq_block,
-                      cge_blocks_for(a.steps * a.batch, min_units, ctx->num_threads), &a, sizeof a);
+                      cge__blocks_for(a.steps * a.batch, min_units, ctx->num_threads), &a, sizeof a);
 }
 
 /* ---- Trilu --------------------------------------------------------------------------- */
@@ -691,7 +691,7 @@ static cge_status trilu_infer(cge_infer_ctx *ctx)
     if (x->shape.rank < 2)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input must have rank >= 2, got %d",
                               (int)x->shape.rank);
-    if (cge_meta_has_input(ctx, 1)) {
+    if (cge__meta_has_input(ctx, 1)) {
         int64_t kn = cge_shape_numel(&ctx->inputs[1].shape);
         if (ctx->inputs[1].shape.rank > 1 || (kn >= 0 && kn != 1))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "k must hold exactly one value");
@@ -714,7 +714,7 @@ static void trilu_block(int64_t b, int64_t nb, void *p)
 {
     const trilu_args *a = p;
     int64_t lo, hi, w = a->w;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     int64_t k = a->k ? *a->k : 0;
     /* Clamp so that i + k cannot overflow; beyond +-(h + w) nothing changes. */
     if (k > a->h + w)
@@ -744,7 +744,7 @@ static cge_status trilu_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     int32_t r = x->shape.rank;
     if (r < 2 || y->dtype != x->dtype || !cge_shape_equal(&y->shape, &x->shape))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output must match an input of rank >= 2");
-    const cge_tensor *kt = cge_kernel_has_input(ctx, 1) ? &ctx->inputs[1] : NULL;
+    const cge_tensor *kt = cge__kernel_has_input(ctx, 1) ? &ctx->inputs[1] : NULL;
     if (kt && (kt->dtype != CGE_I64 || cge_shape_numel(&kt->shape) != 1))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "k must be one int64 value");
     trilu_args a = {.x = x->data, .y = y->data, .k = kt ? kt->data : NULL,
@@ -758,7 +758,7 @@ static cge_status trilu_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     a.rows = numel / a.w;
     int64_t min_rows = a.w >= MIN_BLOCK ? 1 : MIN_BLOCK / a.w;
-    return cge_launch(stream, trilu_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads),
+    return cge_launch(stream, trilu_block, cge__blocks_for(a.rows, min_rows, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -844,7 +844,7 @@ static const cge_op_def generate_ops[] = {
           k_revseq, "Reverses the first sequence_lens[b] steps of each batch entry b."),
 };
 
-const cge_op_def *cge_ops_generate(int32_t *count)
+const cge_op_def *cge__ops_generate(int32_t *count)
 {
     *count = (int32_t)(sizeof generate_ops / sizeof generate_ops[0]);
     return generate_ops;

@@ -1,7 +1,7 @@
 /* Generic element access by dtype, for rare-dtype paths and shape inputs. */
 #include "ops/kernel_util.h"
 
-double cge_load_as_double(cge_dtype dtype, const void *data, int64_t i)
+double cge__load_as_double(cge_dtype dtype, const void *data, int64_t i)
 {
     switch (dtype) {
     case CGE_F32: return ((const float *)data)[i];
@@ -30,7 +30,7 @@ static double clamp(double v, double lo, double hi)
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
-void cge_store_from_double(cge_dtype dtype, void *data, int64_t i, double v)
+void cge__store_from_double(cge_dtype dtype, void *data, int64_t i, double v)
 {
     switch (dtype) {
     case CGE_F32: ((float *)data)[i] = (float)v; break;
@@ -50,7 +50,7 @@ void cge_store_from_double(cge_dtype dtype, void *data, int64_t i, double v)
     }
 }
 
-int64_t cge_load_as_i64(cge_dtype dtype, const void *data, int64_t i)
+int64_t cge__load_as_i64(cge_dtype dtype, const void *data, int64_t i)
 {
     switch (dtype) {
     case CGE_I8: return ((const int8_t *)data)[i];
@@ -62,11 +62,11 @@ int64_t cge_load_as_i64(cge_dtype dtype, const void *data, int64_t i)
     case CGE_U32: return ((const uint32_t *)data)[i];
     case CGE_U64: return (int64_t)((const uint64_t *)data)[i];
     case CGE_BOOL: return ((const uint8_t *)data)[i] != 0;
-    default: return (int64_t)cge_load_as_double(dtype, data, i);
+    default: return (int64_t)cge__load_as_double(dtype, data, i);
     }
 }
 
-cge_status cge_kernel_check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t,
+cge_status cge__kernel_check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t,
                                    const char *what)
 {
     size_t need = cge_tensor_nbytes(t->dtype, &t->shape);

@@ -19,20 +19,20 @@
 
 /* For meta functions: whether optional input i is present, and its value
  * when it is known now (a constant, or a run-time value in eager runs). */
-static inline bool cge_meta_has_input(const cge_infer_ctx *ctx, int32_t i)
+static inline bool cge__meta_has_input(const cge_infer_ctx *ctx, int32_t i)
 {
     return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
 }
 
-static inline const void *cge_meta_input_value(const cge_infer_ctx *ctx, int32_t i)
+static inline const void *cge__meta_input_value(const cge_infer_ctx *ctx, int32_t i)
 {
-    if (!cge_meta_has_input(ctx, i) || !ctx->input_values)
+    if (!cge__meta_has_input(ctx, i) || !ctx->input_values)
         return NULL;
     return ctx->input_values[i];
 }
 
 /* For kernels: whether optional input i is present with a buffer. */
-static inline bool cge_kernel_has_input(const cge_kernel_ctx *ctx, int32_t i)
+static inline bool cge__kernel_has_input(const cge_kernel_ctx *ctx, int32_t i)
 {
     return i < ctx->num_inputs && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED &&
            ctx->inputs[i].data;
@@ -40,7 +40,7 @@ static inline bool cge_kernel_has_input(const cge_kernel_ctx *ctx, int32_t i)
 
 /* Blocks for `work` items when each block should get at least `min_per_block`
  * items: between 1 and 4 * num_threads (to balance uneven blocks). */
-static inline int64_t cge_blocks_for(int64_t work, int64_t min_per_block, int num_threads)
+static inline int64_t cge__blocks_for(int64_t work, int64_t min_per_block, int num_threads)
 {
     if (work <= 0 || min_per_block <= 0)
         return 1;
@@ -52,7 +52,7 @@ static inline int64_t cge_blocks_for(int64_t work, int64_t min_per_block, int nu
 }
 
 /* The [begin, end) range of block `b` of `nb` over `work` items. */
-static inline void cge_block_range(int64_t work, int64_t b, int64_t nb, int64_t *begin,
+static inline void cge__block_range(int64_t work, int64_t b, int64_t nb, int64_t *begin,
                                    int64_t *end)
 {
     int64_t q = work / nb, r = work % nb;
@@ -89,15 +89,15 @@ CGE__DEF_SELECT(cge__select_f64, double, uint64_t)
 
 /* A launch-time check every kernel relies on: `t` has a static shape and a
  * buffer large enough for it (a [kernel] error naming `what` otherwise). */
-cge_status cge_kernel_check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t,
+cge_status cge__kernel_check_buffer(const cge_kernel_ctx *ctx, const cge_tensor *t,
                                    const char *what);
 
 /* Element i of a buffer of `dtype`, as double (bool -> 0/1). */
-double cge_load_as_double(cge_dtype dtype, const void *data, int64_t i);
+double cge__load_as_double(cge_dtype dtype, const void *data, int64_t i);
 /* Store v into element i, converting as C casts do (float->int truncates;
  * bool is v != 0; f16/bf16 round to nearest even). */
-void cge_store_from_double(cge_dtype dtype, void *data, int64_t i, double v);
+void cge__store_from_double(cge_dtype dtype, void *data, int64_t i, double v);
 /* Element i as int64 (for index/shape inputs of any integer dtype). */
-int64_t cge_load_as_i64(cge_dtype dtype, const void *data, int64_t i);
+int64_t cge__load_as_i64(cge_dtype dtype, const void *data, int64_t i);
 
 #endif

@@ -43,7 +43,7 @@ static int64_t det_blocks(const cge_kernel_ctx *ctx)
     for (int32_t i = 0; i + 2 < s->rank; i++)
         batch *= s->dims[i];
     int64_t work = m * m * m > 0 ? m * m * m : 1;
-    int64_t nb = cge_blocks_for(batch, work >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / work,
+    int64_t nb = cge__blocks_for(batch, work >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / work,
                                 ctx->num_threads);
     return nb > batch && batch > 0 ? batch : nb;
 }
@@ -61,10 +61,10 @@ static void det_block(int64_t b, int64_t nb, void *p)
     const det_args *a = p;
     int64_t lo, hi, m = a->m;
     double *w = a->scratch + b * m * m;
-    cge_block_range(a->batch, b, nb, &lo, &hi);
+    cge__block_range(a->batch, b, nb, &lo, &hi);
     for (int64_t k = lo; k < hi; k++) {
         for (int64_t i = 0; i < m * m; i++)
-            w[i] = cge_load_as_double(a->dt, a->x, k * m * m + i);
+            w[i] = cge__load_as_double(a->dt, a->x, k * m * m + i);
         double det = 1.0;
         for (int64_t c = 0; c < m && det != 0.0; c++) {
             int64_t piv = c;
@@ -91,7 +91,7 @@ static void det_block(int64_t b, int64_t nb, void *p)
                     w[r * m + j] -= f * w[c * m + j];
             }
         }
-        cge_store_from_double(a->dt, a->y, k, det);
+        cge__store_from_double(a->dt, a->y, k, det);
     }
 }
 
@@ -111,7 +111,7 @@ static cge_status det_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (a.m == 0) {
         /* the determinant of an empty matrix is 1 */
         for (int64_t k = 0; k < a.batch; k++)
-            cge_store_from_double(a.dt, a.y, k, 1.0);
+            cge__store_from_double(a.dt, a.y, k, 1.0);
         return CGE_OK;
     }
     int64_t nb = det_blocks(ctx);
@@ -134,7 +134,7 @@ static const cge_op_def linalg_ops[] = {
                "Determinants of square matrices [*, M, M] (LU with partial pivoting)."),
 };
 
-const cge_op_def *cge_ops_linalg(int32_t *count)
+const cge_op_def *cge__ops_linalg(int32_t *count)
 {
     *count = (int32_t)(sizeof linalg_ops / sizeof linalg_ops[0]);
     return linalg_ops;

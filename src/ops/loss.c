@@ -106,7 +106,7 @@ static int64_t loss_blocks(const cge_kernel_ctx *ctx)
 {
     const cge_shape *s = &ctx->inputs[0].shape;
     int64_t units = cge_shape_numel(s);
-    int64_t nb = cge_blocks_for(units, LOSS_MIN_WORK, ctx->num_threads);
+    int64_t nb = cge__blocks_for(units, LOSS_MIN_WORK, ctx->num_threads);
     int64_t pos = s->rank >= 2 && s->dims[1] > 0 ? units / s->dims[1] : 1;
     if (nb > pos)
         nb = pos > 0 ? pos : 1;
@@ -122,28 +122,28 @@ static void loss_block(int64_t b, int64_t nb, void *p)
 {
     const loss_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->n * a->d, b, nb, &lo, &hi);
+    cge__block_range(a->n * a->d, b, nb, &lo, &hi);
     double sum_wl = 0.0, sum_w = 0.0;
     for (int64_t u = lo; u < hi; u++) {
         int64_t n = u / a->d, dd = u % a->d, base = n * a->c * a->d + dd;
-        int64_t t = cge_load_as_i64(a->tt, a->target, u);
+        int64_t t = cge__load_as_i64(a->tt, a->target, u);
         double lse = 0.0;
         if (a->softmax) {
             /* log_softmax over the classes of this position */
             double mx = -INFINITY;
             for (int64_t k = 0; k < a->c; k++) {
-                double v = cge_load_as_double(a->xt, a->x, base + k * a->d);
+                double v = cge__load_as_double(a->xt, a->x, base + k * a->d);
                 if (v > mx || v != v)
                     mx = v;
             }
             double s = 0.0;
             for (int64_t k = 0; k < a->c; k++)
-                s += exp(cge_load_as_double(a->xt, a->x, base + k * a->d) - mx);
+                s += exp(cge__load_as_double(a->xt, a->x, base + k * a->d) - mx);
             lse = mx + log(s);
             if (a->log_prob)
                 for (int64_t k = 0; k < a->c; k++)
-                    cge_store_from_double(a->xt, a->log_prob, base + k * a->d,
-                                          cge_load_as_double(a->xt, a->x, base + k * a->d) - lse);
+                    cge__store_from_double(a->xt, a->log_prob, base + k * a->d,
+                                          cge__load_as_double(a->xt, a->x, base + k * a->d) - lse);
         }
         double loss = 0.0, w = 0.0;
         if (!(a->has_ignore && t == a->ignore)) {
@@ -154,13 +154,13 @@ static void loss_block(int64_t b, int64_t nb, void *p)
                                 a->node, (long long)t, (long long)u, (long long)a->c);
                 loss = NAN;
             } else {
-                double v = cge_load_as_double(a->xt, a->x, base + t * a->d);
+                double v = cge__load_as_double(a->xt, a->x, base + t * a->d);
                 loss = -(a->softmax ? v - lse : v);
-                w = a->weight ? cge_load_as_double(a->xt, a->weight, t) : 1.0;
+                w = a->weight ? cge__load_as_double(a->xt, a->weight, t) : 1.0;
             }
         }
         if (a->reduction == RED_NONE)
-            cge_store_from_double(a->xt, a->out, u, w * loss);
+            cge__store_from_double(a->xt, a->out, u, w * loss);
         sum_wl += w * loss;
         sum_w += w;
     }
@@ -182,7 +182,7 @@ static void loss_finish(int64_t b, int64_t nb, void *p)
     /* mean divides by the summed weights (the count of counted positions
      * without weights); when nothing counts this is 0/0, NaN, as in onnx. */
     double v = a->reduction == RED_SUM ? sum_wl : sum_wl / sum_w;
-    cge_store_from_double(a->xt, a->out, 0, v);
+    cge__store_from_double(a->xt, a->out, 0, v);
 }
 
 static cge_status loss_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bool softmax)
@@ -291,7 +291,7 @@ static const cge_op_def loss_ops[] = {
      .doc = "NegativeLogLikelihoodLoss of log_softmax(scores, axis 1)."},
 };
 
-const cge_op_def *cge_ops_loss(int32_t *count)
+const cge_op_def *cge__ops_loss(int32_t *count)
 {
     *count = (int32_t)(sizeof loss_ops / sizeof loss_ops[0]);
     return loss_ops;

@@ -32,8 +32,8 @@ typedef struct mm_args {
     /* float32 GEMM */
     float *bp;
     int64_t bp_mat;
-    cge_gemm_tiling tiling;
-    cge_gemm_isa isa;
+    cge__gemm_tiling tiling;
+    cge__gemm_isa isa;
 } mm_args;
 
 static void batch_offsets(const mm_args *p, int64_t t, int64_t *ao, int64_t *bo)
@@ -130,7 +130,7 @@ static cge_status matmul_infer(cge_infer_ctx *ctx)
 #define MM_ROWS_BODY(T, ACC, LD)                                                           \
     const mm_args *p = args;                                                               \
     int64_t r0, r1;                                                                        \
-    cge_block_range(p->batch * p->M, blk, nblk, &r0, &r1);                                 \
+    cge__block_range(p->batch * p->M, blk, nblk, &r0, &r1);                                 \
     for (int64_t r = r0; r < r1; r++) {                                                    \
         int64_t t = r / p->M, i = r % p->M, ao, bo;                                        \
         batch_offsets(p, t, &ao, &bo);                                                     \
@@ -195,7 +195,7 @@ static cge_status matmul_infer(cge_infer_ctx *ctx)
             if (p->int_exact)                                                              \
                 y[j0 + j] = (T)(acc[j] + (bv ? (U)*bv : 0));                               \
             else                                                                           \
-                cge_store_from_double(p->dtype, y, j0 + j,                                 \
+                cge__store_from_double(p->dtype, y, j0 + j,                                 \
                                       (double)p->alpha * (double)(T)acc[j] +               \
                                           (bv ? (double)p->beta * (double)*bv : 0.0));     \
         }                                                                                  \
@@ -237,18 +237,18 @@ static size_t gemm_workspace(const mm_args *p)
 {
     if (!uses_gemm(p))
         return 0;
-    return (size_t)(p->b_count * cge_gemm_packed_b_floats(p->K, p->N)) * sizeof(float) + 64;
+    return (size_t)(p->b_count * cge__gemm_packed_b_floats(p->K, p->N)) * sizeof(float) + 64;
 }
 
 static void pack_b_fn(int64_t blk, int64_t nblk, void *args)
 {
     const mm_args *p = args;
     int64_t panels = (p->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR, w0, w1;
-    cge_block_range(p->b_count * panels, blk, nblk, &w0, &w1);
+    cge__block_range(p->b_count * panels, blk, nblk, &w0, &w1);
     while (w0 < w1) {
         int64_t m = w0 / panels, q0 = w0 % panels;
         int64_t q1 = q0 + (w1 - w0) < panels ? q0 + (w1 - w0) : panels;
-        cge_gemm_pack_b((const float *)p->b + m * p->b_mat, p->b_rs, p->b_cs, p->K, p->N, q0,
+        cge__gemm_pack_b((const float *)p->b + m * p->b_mat, p->b_rs, p->b_cs, p->K, p->N, q0,
                         q1, p->bp + m * p->bp_mat);
         w0 += q1 - q0;
     }
@@ -257,13 +257,13 @@ static void pack_b_fn(int64_t blk, int64_t nblk, void *args)
 static void gemm_fn(int64_t blk, int64_t nblk, void *args)
 {
     const mm_args *p = args;
-    const cge_gemm_tiling *tl = &p->tiling;
+    const cge__gemm_tiling *tl = &p->tiling;
     int64_t per = tl->tiles_m * tl->tiles_n, w0, w1;
-    cge_block_range(p->batch * per, blk, nblk, &w0, &w1);
+    cge__block_range(p->batch * per, blk, nblk, &w0, &w1);
     for (int64_t w = w0; w < w1; w++) {
         int64_t t = w / per, tm = (w % per) / tl->tiles_n, tn = w % tl->tiles_n, ao, bo;
         batch_offsets(p, t, &ao, &bo);
-        cge_gemm_f32 g = {
+        cge__gemm_f32 g = {
             .M = p->M, .N = p->N, .K = p->K,
             .a = (const float *)p->a + ao * p->a_mat, .a_rs = p->a_rs, .a_cs = p->a_cs,
             .bp = p->bp + bo * p->bp_mat,
@@ -272,7 +272,7 @@ static void gemm_fn(int64_t blk, int64_t nblk, void *args)
             .bias = p->bias, .bias_rs = p->bias_rs, .bias_cs = p->bias_cs, .beta = p->beta,
             .isa = p->isa,
         };
-        cge_gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
     }
 }
 
@@ -289,23 +289,23 @@ static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_a
         if (ctx->workspace && ctx->workspace_size >= need) {
             uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
             p->bp = (float *)base;
-            p->bp_mat = cge_gemm_packed_b_floats(p->K, p->N);
-            p->isa = cge_gemm_isa_best();
-            cge_gemm_plan(p->batch, p->M, p->N, threads, &p->tiling);
+            p->bp_mat = cge__gemm_packed_b_floats(p->K, p->N);
+            p->isa = cge__gemm_isa_best();
+            cge__gemm_plan(p->batch, p->M, p->N, threads, &p->tiling);
             int64_t panels = (p->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
-            int64_t nb = cge_blocks_for(p->b_count * panels,
+            int64_t nb = cge__blocks_for(p->b_count * panels,
                                         p->K >= 4096 ? 1 : 4096 / p->K, threads);
             cge_status st = cge_launch(stream, pack_b_fn, nb, p, sizeof *p);
             if (st != CGE_OK)
                 return st;
             int64_t tiles = p->batch * p->tiling.tiles_m * p->tiling.tiles_n;
-            return cge_launch(stream, gemm_fn, cge_blocks_for(tiles, 1, threads), p, sizeof *p);
+            return cge_launch(stream, gemm_fn, cge__blocks_for(tiles, 1, threads), p, sizeof *p);
         }
     }
     int64_t rows = p->batch * p->M;
     int64_t per_row = p->N * (p->K > 0 ? p->K : 1);
     int64_t min_rows = per_row >= 32768 ? 1 : 32768 / per_row;
-    return cge_launch(stream, rows_fn(p->dtype), cge_blocks_for(rows, min_rows, threads), p,
+    return cge_launch(stream, rows_fn(p->dtype), cge__blocks_for(rows, min_rows, threads), p,
                       sizeof *p);
 }
 
@@ -478,13 +478,13 @@ static void gemm_empty_fn(int64_t blk, int64_t nblk, void *args)
 {
     const mm_args *p = args;
     int64_t e0, e1;
-    cge_block_range(p->M * p->N, blk, nblk, &e0, &e1);
+    cge__block_range(p->M * p->N, blk, nblk, &e0, &e1);
     for (int64_t e = e0; e < e1; e++) {
         int64_t i = e / p->N, j = e % p->N;
-        double v = p->bias ? (double)p->beta * cge_load_as_double(p->dtype, p->bias,
+        double v = p->bias ? (double)p->beta * cge__load_as_double(p->dtype, p->bias,
                                                                   i * p->bias_rs + j * p->bias_cs)
                            : 0.0;
-        cge_store_from_double(p->dtype, p->y, e, v);
+        cge__store_from_double(p->dtype, p->y, e, v);
     }
 }
 
@@ -504,7 +504,7 @@ static cge_status gemm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (p.M == 0 || p.N == 0)
         return CGE_OK;
     if (p.K == 0)
-        return cge_launch(stream, gemm_empty_fn, cge_blocks_for(p.M * p.N, 16384, ctx->num_threads),
+        return cge_launch(stream, gemm_empty_fn, cge__blocks_for(p.M * p.N, 16384, ctx->num_threads),
                           &p, sizeof p);
     return mm_enqueue(ctx, stream, &p);
 }
@@ -575,7 +575,7 @@ static const cge_op_def matmul_ops[] = {
     },
 };
 
-const cge_op_def *cge_ops_matmul(int32_t *count)
+const cge_op_def *cge__ops_matmul(int32_t *count)
 {
     *count = (int32_t)(sizeof matmul_ops / sizeof matmul_ops[0]);
     return matmul_ops;

@@ -39,7 +39,7 @@ static const cge_arg_def *arg_for(const cge_arg_def *args, int32_t n, int32_t i)
     return last_variadic(args, n) ? &args[n - 1] : NULL;
 }
 
-cge_status cge_op_check_arity(const cge_op_def *def, const char *node_name,
+cge_status cge__op_check_arity(const cge_op_def *def, const char *node_name,
                               const bool *input_present, int32_t num_inputs,
                               int32_t num_outputs)
 {
@@ -70,7 +70,7 @@ cge_status cge_op_check_arity(const cge_op_def *def, const char *node_name,
     return CGE_OK;
 }
 
-cge_status cge_op_check_attrs(const cge_op_def *def, const char *node_name,
+cge_status cge__op_check_attrs(const cge_op_def *def, const char *node_name,
                               const cge_attrs *attrs)
 {
     int32_t n = attrs ? cge_attrs_count(attrs) : 0;
@@ -97,16 +97,16 @@ cge_status cge_op_check_attrs(const cge_op_def *def, const char *node_name,
     return CGE_OK;
 }
 
-cge_status cge_op_infer_node(const cge_op_def *def, const char *node_name,
+cge_status cge__op_infer_node(const cge_op_def *def, const char *node_name,
                              const cge_attrs *attrs, const cge_tensor_desc *inputs,
                              const void *const *input_values, int32_t num_inputs,
                              cge_tensor_desc *outputs, int32_t num_outputs)
 {
-    return cge_op_infer_node_symbolic(def, node_name, attrs, inputs, input_values, NULL,
+    return cge__op_infer_node_symbolic(def, node_name, attrs, inputs, input_values, NULL,
                                       num_inputs, outputs, num_outputs);
 }
 
-cge_status cge_op_infer_node_symbolic(const cge_op_def *def, const char *node_name,
+cge_status cge__op_infer_node_symbolic(const cge_op_def *def, const char *node_name,
                                       const cge_attrs *attrs, const cge_tensor_desc *inputs,
                                       const void *const *input_values,
                                       const cge_symbolic_value *const *input_symbolic,
@@ -180,7 +180,7 @@ cge_status cge_op_infer(const cge_op_def *def, const char *node_name, const cge_
         num_outputs < 0)
         return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
                          "cge_op_infer: no definition, or inputs/outputs missing");
-    return cge_op_infer_node_symbolic(def, node_name ? node_name : "", attrs, inputs,
+    return cge__op_infer_node_symbolic(def, node_name ? node_name : "", attrs, inputs,
                                       input_values, input_symbolic, num_inputs, outputs,
                                       num_outputs);
 }
@@ -206,12 +206,12 @@ cge_status cge_node_check_schema(const cge_graph *g, const cge_node *n)
         return cge_error(CGE_LAYER_SCHEMA, CGE_ERR_NO_MEMORY, "out of memory");
     for (int32_t i = 0; i < ni; i++)
         present[i] = cge_node_input(n, i)[0] != '\0';
-    cge_status st = cge_op_check_arity(def, node_label(n), present, ni, cge_node_num_outputs(n));
+    cge_status st = cge__op_check_arity(def, node_label(n), present, ni, cge_node_num_outputs(n));
     if (present != small)
         free(present);
     if (st)
         return st;
-    return cge_op_check_attrs(def, node_label(n), cge_node_attrs_const(n));
+    return cge__op_check_attrs(def, node_label(n), cge_node_attrs_const(n));
 }
 
 cge_status cge_graph_verify(const cge_graph *g)
@@ -282,7 +282,7 @@ cge_status cge_graph_infer(cge_graph *g)
             out[i].name = cge_node_output(n, i);
         }
         if (!st)
-            st = cge_op_infer_node(def, cge_node_name(n), cge_node_attrs_const(n), in, vals, ni,
+            st = cge__op_infer_node(def, cge_node_name(n), cge_node_attrs_const(n), in, vals, ni,
                                    out, no);
         for (int32_t i = 0; i < no && !st; i++)
             st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);

@@ -40,7 +40,7 @@ static void load_chunk(cge_dtype t, const void *p, int64_t off, int64_t n, doubl
     }
     default:
         for (int64_t i = 0; i < n; i++)
-            buf[i] = cge_load_as_double(t, p, off + i);
+            buf[i] = cge__load_as_double(t, p, off + i);
     }
 }
 
@@ -56,7 +56,7 @@ static void store_chunk(cge_dtype t, void *p, int64_t off, int64_t n, const doub
     case CGE_F64: memcpy((double *)p + off, buf, sizeof(double) * (size_t)n); break;
     default:
         for (int64_t i = 0; i < n; i++)
-            cge_store_from_double(t, p, off + i, buf[i]);
+            cge__store_from_double(t, p, off + i, buf[i]);
     }
 }
 
@@ -159,7 +159,7 @@ static void bn_stats_fn(int64_t blk, int64_t nblk, void *args)
 {
     const bn_args *p = args;
     int64_t c0, c1;
-    cge_block_range(p->C, blk, nblk, &c0, &c1);
+    cge__block_range(p->C, blk, nblk, &c0, &c1);
     for (int64_t c = c0; c < c1; c++) {
         double s = 0.0, q = 0.0;
         for (int64_t n = 0; n < p->N; n++) {
@@ -174,10 +174,10 @@ static void bn_stats_fn(int64_t blk, int64_t nblk, void *args)
         p->stats[c] = mean;
         p->stats[p->C + c] = var;
         if (p->run_mean)
-            cge_store_from_double(p->tm, p->run_mean, c,
+            cge__store_from_double(p->tm, p->run_mean, c,
                                   ld1(p->tm, p->mean, c) * p->momentum + mean * (1 - p->momentum));
         if (p->run_var)
-            cge_store_from_double(p->tm, p->run_var, c,
+            cge__store_from_double(p->tm, p->run_var, c,
                                   ld1(p->tm, p->var, c) * p->momentum + var * (1 - p->momentum));
     }
 }
@@ -187,7 +187,7 @@ static void bn_fn(int64_t blk, int64_t nblk, void *args)
 {
     const bn_args *p = args;
     int64_t r0, r1;
-    cge_block_range(p->N * p->C, blk, nblk, &r0, &r1);
+    cge__block_range(p->N * p->C, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t c = r % p->C;
         double mean = p->stats ? p->stats[c] : ld1(p->tm, p->mean, c);
@@ -262,13 +262,13 @@ static cge_status bn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                                     "training_mode needs its workspace");
         p.stats = ctx->workspace;
         cge_status st = cge_launch(stream, bn_stats_fn,
-                                   cge_blocks_for(p.C, 1 + 16384 / (p.N * p.S), ctx->num_threads),
+                                   cge__blocks_for(p.C, 1 + 16384 / (p.N * p.S), ctx->num_threads),
                                    &p, sizeof p);
         if (st != CGE_OK)
             return st;
     }
     return cge_launch(stream, bn_fn,
-                      cge_blocks_for(p.N * p.C, p.S >= 16384 ? 1 : 16384 / (p.S ? p.S : 1),
+                      cge__blocks_for(p.N * p.C, p.S >= 16384 ? 1 : 16384 / (p.S ? p.S : 1),
                                      ctx->num_threads),
                       &p, sizeof p);
 }
@@ -306,7 +306,7 @@ static void in_fn(int64_t blk, int64_t nblk, void *args)
 {
     const in_args *p = args;
     int64_t r0, r1;
-    cge_block_range(p->NC, blk, nblk, &r0, &r1);
+    cge__block_range(p->NC, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t c = r % p->C;
         double m, v;
@@ -339,7 +339,7 @@ static cge_status in_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (p.NC == 0 || p.S == 0)
         return CGE_OK;
     return cge_launch(stream, in_fn,
-                      cge_blocks_for(p.NC, p.S >= 8192 ? 1 : 8192 / p.S, ctx->num_threads), &p,
+                      cge__blocks_for(p.NC, p.S >= 8192 ? 1 : 8192 / p.S, ctx->num_threads), &p,
                       sizeof p);
 }
 
@@ -399,7 +399,7 @@ static cge_status ln_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
                               "stash_type must be 1 (float32 statistics)");
     for (int32_t i = 1; i < 3; i++) {
-        if (!cge_meta_has_input(ctx, i))
+        if (!cge__meta_has_input(ctx, i))
             continue;
         char s[CGE_SHAPE_STR_MAX];
         if (ctx->inputs[i].dtype != X->dtype)
@@ -468,7 +468,7 @@ static void ln_fn(int64_t blk, int64_t nblk, void *args)
 {
     const ln_args *p = args;
     int64_t r0, r1;
-    cge_block_range(p->rows, blk, nblk, &r0, &r1);
+    cge__block_range(p->rows, blk, nblk, &r0, &r1);
     if (p->t == CGE_F32 && !p->scale_bcast && !(p->bias && p->bias_bcast)) {
         for (int64_t r = r0; r < r1; r++)
             ln_row_f32((const float *)p->x + r * p->D, (float *)p->y + r * p->D, p->D,
@@ -549,7 +549,7 @@ static cge_status ln_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (p.rows == 0)
         return CGE_OK;
     return cge_launch(stream, ln_fn,
-                      cge_blocks_for(p.rows, p.D >= 8192 ? 1 : 8192 / (p.D ? p.D : 1),
+                      cge__blocks_for(p.rows, p.D >= 8192 ? 1 : 8192 / (p.D ? p.D : 1),
                                      ctx->num_threads),
                       &p, sizeof p);
 }
@@ -583,7 +583,7 @@ static void lrn_fn(int64_t blk, int64_t nblk, void *args)
 {
     const lrn_args *p = args;
     int64_t r0, r1;
-    cge_block_range(p->N * p->C, blk, nblk, &r0, &r1);
+    cge__block_range(p->N * p->C, blk, nblk, &r0, &r1);
     double buf[CH], sq[CH];
     int64_t lo = (p->size - 1) / 2, hi = p->size - 1 - lo;
     for (int64_t r = r0; r < r1; r++) {
@@ -628,7 +628,7 @@ static cge_status lrn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return CGE_OK;
     int64_t per = p.S * p.size;
     return cge_launch(stream, lrn_fn,
-                      cge_blocks_for(p.N * p.C, per >= 8192 ? 1 : 8192 / per, ctx->num_threads),
+                      cge__blocks_for(p.N * p.C, per >= 8192 ? 1 : 8192 / per, ctx->num_threads),
                       &p, sizeof p);
 }
 
@@ -693,15 +693,15 @@ static void mvn_block(int64_t b, int64_t nb, void *p)
 {
     const mvn_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->groups, b, nb, &lo, &hi);
+    cge__block_range(a->groups, b, nb, &lo, &hi);
     for (int64_t g = lo; g < hi; g++) {
         int64_t base = mvn_offset(a->kdims, a->kstr, a->nk, g);
         double sum = 0.0;
         for (int64_t r = 0; r < a->per_group; r++)
-            sum += cge_load_as_double(a->dt, a->x, base + mvn_offset(a->rdims, a->rstr, a->nr, r));
+            sum += cge__load_as_double(a->dt, a->x, base + mvn_offset(a->rdims, a->rstr, a->nr, r));
         double mean = sum / (double)a->per_group, var = 0.0;
         for (int64_t r = 0; r < a->per_group; r++) {
-            double v = cge_load_as_double(a->dt, a->x,
+            double v = cge__load_as_double(a->dt, a->x,
                                           base + mvn_offset(a->rdims, a->rstr, a->nr, r)) - mean;
             var += v * v;
         }
@@ -709,8 +709,8 @@ static void mvn_block(int64_t b, int64_t nb, void *p)
         double den = sqrt(var / (double)a->per_group) + 1e-9;
         for (int64_t r = 0; r < a->per_group; r++) {
             int64_t o = base + mvn_offset(a->rdims, a->rstr, a->nr, r);
-            double v = cge_load_as_double(a->dt, a->x, o);
-            cge_store_from_double(a->dt, a->y, o, (v - mean) / den);
+            double v = cge__load_as_double(a->dt, a->x, o);
+            cge__store_from_double(a->dt, a->y, o, (v - mean) / den);
         }
     }
 }
@@ -745,7 +745,7 @@ static cge_status mvn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!a.x || !a.y)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t min_groups = a.per_group >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.per_group;
-    return cge_launch(stream, mvn_block, cge_blocks_for(a.groups, min_groups, ctx->num_threads), &a,
+    return cge_launch(stream, mvn_block, cge__blocks_for(a.groups, min_groups, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -844,7 +844,7 @@ static const cge_op_def norm_ops[] = {
      .num_kernels = 1, .doc = "(X - mean) / (std + 1e-9), mean and std over axes."},
 };
 
-const cge_op_def *cge_ops_norm(int32_t *count)
+const cge_op_def *cge__ops_norm(int32_t *count)
 {
     *count = (int32_t)(sizeof norm_ops / sizeof norm_ops[0]);
     return norm_ops;

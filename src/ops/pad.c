@@ -44,13 +44,13 @@ static bool pad_amounts(int32_t rank, const void *pads, cge_dtype pt, int64_t np
     }
     for (int64_t i = 0; i < na; i++) {
         int32_t ax = (int32_t)i;
-        if (axes && !cge_axis_normalize(cge_load_as_i64(at, axes, i), rank, false, &ax)) {
+        if (axes && !cge_axis_normalize(cge__load_as_i64(at, axes, i), rank, false, &ax)) {
             snprintf(err, errsz, "axes value %lld is out of range for rank %d",
-                     (long long)cge_load_as_i64(at, axes, i), (int)rank);
+                     (long long)cge__load_as_i64(at, axes, i), (int)rank);
             return false;
         }
-        pb[ax] = cge_load_as_i64(pt, pads, i);
-        pe[ax] = cge_load_as_i64(pt, pads, na + i);
+        pb[ax] = cge__load_as_i64(pt, pads, i);
+        pe[ax] = cge__load_as_i64(pt, pads, na + i);
     }
     return true;
 }
@@ -171,7 +171,7 @@ static void pad_fn(int64_t blk, int64_t nblk, void *args)
         memcpy(cv, p->cval, p->es);
     int64_t W = r > 0 ? p->out.dims[r - 1] : 1, Win = r > 0 ? p->in.dims[r - 1] : 1;
     int64_t rows = W > 0 ? cge_shape_numel(&p->out) / W : 0, r0, r1;
-    cge_block_range(rows, blk, nblk, &r0, &r1);
+    cge__block_range(rows, blk, nblk, &r0, &r1);
     int64_t in_str[CGE_MAX_RANK];
     cge_shape_strides(&p->in, in_str);
     int64_t lpb = r > 0 ? pb[r - 1] : 0;
@@ -254,7 +254,7 @@ static cge_status pad_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     int64_t rows = cge_shape_numel(&p.out) / W;
     int64_t per = W * (int64_t)p.es;
     return cge_launch(stream, pad_fn,
-                      cge_blocks_for(rows, per >= 32768 ? 1 : 32768 / per, ctx->num_threads), &p,
+                      cge__blocks_for(rows, per >= 32768 ? 1 : 32768 / per, ctx->num_threads), &p,
                       sizeof p);
 }
 
@@ -282,7 +282,7 @@ static const cge_op_def pad_ops[] = {
      .doc = "Pad with a constant, a reflection or the edge values, on the given axes."},
 };
 
-const cge_op_def *cge_ops_pad(int32_t *count)
+const cge_op_def *cge__ops_pad(int32_t *count)
 {
     *count = (int32_t)(sizeof pad_ops / sizeof pad_ops[0]);
     return pad_ops;

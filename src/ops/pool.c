@@ -109,7 +109,7 @@ static inline double ld(cge_dtype t, const void *p, int64_t i)
     case CGE_BF16: return cge_bf16_to_f32(((const uint16_t *)p)[i]);
     case CGE_I8: return ((const int8_t *)p)[i];
     case CGE_U8: return ((const uint8_t *)p)[i];
-    default: return cge_load_as_double(t, p, i);
+    default: return cge__load_as_double(t, p, i);
     }
 }
 
@@ -169,7 +169,7 @@ static void pool_one(const pool_args *p, int64_t nc, int64_t od, int64_t oh, int
     } else if (best < 0) {
         acc = 0.0; /* an empty window (only possible in padding) */
     }
-    cge_store_from_double(p->dtype, p->y, out_idx, acc);
+    cge__store_from_double(p->dtype, p->y, out_idx, acc);
     if (p->ind)
         p->ind[out_idx] = best < 0 ? 0 : base + best;
 }
@@ -251,7 +251,7 @@ static void pool_fn(int64_t blk, int64_t nblk, void *args)
     const pool_args *p = args;
     const nn_geom *g = &p->g;
     int64_t r0, r1;
-    cge_block_range(p->NC * g->out[0] * g->out[1], blk, nblk, &r0, &r1);
+    cge__block_range(p->NC * g->out[0] * g->out[1], blk, nblk, &r0, &r1);
     int fast = p->dtype == CGE_F32 && !p->ind && p->kind != POOL_LP;
     for (int64_t r = r0; r < r1; r++) {
         int64_t oh = r % g->out[1], od = (r / g->out[1]) % g->out[0];
@@ -270,7 +270,7 @@ static void global_fn(int64_t blk, int64_t nblk, void *args)
 {
     const pool_args *p = args;
     int64_t c0, c1;
-    cge_block_range(p->NC, blk, nblk, &c0, &c1);
+    cge__block_range(p->NC, blk, nblk, &c0, &c1);
     for (int64_t nc = c0; nc < c1; nc++) {
         double acc;
         if (p->dtype == CGE_F32 && p->kind != POOL_LP) {
@@ -314,7 +314,7 @@ static void global_fn(int64_t blk, int64_t nblk, void *args)
             acc /= (double)p->in_sp;
         else if (p->kind == POOL_LP)
             acc = lp_root(acc, p->lp);
-        cge_store_from_double(p->dtype, p->y, nc, acc);
+        cge__store_from_double(p->dtype, p->y, nc, acc);
     }
 }
 
@@ -371,7 +371,7 @@ static cge_status pool_launch_kind(const cge_kernel_ctx *ctx, cge_stream *stream
     int64_t rows = p.NC * p.g.out[0] * p.g.out[1];
     int64_t per = p.g.out[2] * p.g.k[0] * p.g.k[1] * p.g.k[2];
     return cge_launch(stream, pool_fn,
-                      cge_blocks_for(rows, per >= 8192 ? 1 : 8192 / (per > 0 ? per : 1),
+                      cge__blocks_for(rows, per >= 8192 ? 1 : 8192 / (per > 0 ? per : 1),
                                      ctx->num_threads),
                       &p, sizeof p);
 }
@@ -420,7 +420,7 @@ static cge_status global_launch_kind(const cge_kernel_ctx *ctx, cge_stream *stre
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t per = p.in_sp > 0 ? p.in_sp : 1;
     return cge_launch(stream, global_fn,
-                      cge_blocks_for(p.NC, per >= 16384 ? 1 : 16384 / per, ctx->num_threads), &p,
+                      cge__blocks_for(p.NC, per >= 16384 ? 1 : 16384 / per, ctx->num_threads), &p,
                       sizeof p);
 }
 
@@ -506,7 +506,7 @@ static const cge_op_def pool_ops[] = {
             glp_kernels, "p-norm over all spatial positions."),
 };
 
-const cge_op_def *cge_ops_pool(int32_t *count)
+const cge_op_def *cge__ops_pool(int32_t *count)
 {
     *count = (int32_t)(sizeof pool_ops / sizeof pool_ops[0]);
     return pool_ops;

@@ -55,7 +55,7 @@ static bool window_shape(const cge_attrs *a, const cge_shape *xs, nn_geom *g, cg
     return true;
 }
 
-cge_status cge_pool_nhwc_infer(cge_infer_ctx *ctx)
+cge_status cge__pool_nhwc_infer(cge_infer_ctx *ctx)
 {
     if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs input X and output Y");
@@ -153,7 +153,7 @@ static void window_fn(int64_t blk, int64_t nblk, void *args)
     const nhwc_pool_args *p = args;
     const nn_geom *g = &p->g;
     int64_t r0, r1, C = p->C;
-    cge_block_range(p->N * g->out[0] * g->out[1], blk, nblk, &r0, &r1);
+    cge__block_range(p->N * g->out[0] * g->out[1], blk, nblk, &r0, &r1);
     bool is_max = p->mode == MODE_MAX;
     /* input strides of the spatial dims, taps apart by the dilations */
     int64_t sx = C, sy = g->in[2] * C, sz = g->in[1] * g->in[2] * C;
@@ -220,7 +220,7 @@ static void global_fn(int64_t blk, int64_t nblk, void *args)
 {
     const nhwc_pool_args *p = args;
     int64_t n0, n1, C = p->C, sp = p->g.in[0] * p->g.in[1] * p->g.in[2];
-    cge_block_range(p->N, blk, nblk, &n0, &n1);
+    cge__block_range(p->N, blk, nblk, &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
         float *y = p->y + n * C;
         const float *x = p->x + n * sp * C;
@@ -237,7 +237,7 @@ static void global_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
-cge_status cge_pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs input X and output Y");
@@ -273,12 +273,12 @@ cge_status cge_pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!p.x || !p.y)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     if (p.mode >= MODE_GLOBAL_MAX)
-        return cge_launch(stream, global_fn, cge_blocks_for(p.N, 1, ctx->num_threads), &p,
+        return cge_launch(stream, global_fn, cge__blocks_for(p.N, 1, ctx->num_threads), &p,
                           sizeof p);
     int64_t rows = p.N * p.g.out[0] * p.g.out[1];
     int64_t per = p.g.out[2] * p.g.k[0] * p.g.k[1] * p.g.k[2] * p.C;
     return cge_launch(stream, window_fn,
-                      cge_blocks_for(rows, per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1),
+                      cge__blocks_for(rows, per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1),
                                      ctx->num_threads),
                       &p, sizeof p);
 }

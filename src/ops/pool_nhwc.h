@@ -9,7 +9,7 @@
 /* The "mode" attribute says which: max, avg, global_max, global_avg; the other
  * attributes are MaxPool's / AveragePool's. */
 
-cge_status cge_pool_nhwc_infer(cge_infer_ctx *ctx);
-cge_status cge_pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__pool_nhwc_infer(cge_infer_ctx *ctx);
+cge_status cge__pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 #endif

@@ -120,7 +120,7 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qdq_args *p = args;
     int64_t e0, e1;
-    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
     int sg = p->yt == CGE_I8;
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
@@ -134,7 +134,7 @@ static void dequantize_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qdq_args *p = args;
     int64_t e0, e1;
-    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
     float *y = p->y;
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
@@ -177,7 +177,7 @@ static cge_status qdq_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int 
     if (p.n == 0)
         return CGE_OK;
     return cge_launch(stream, quant ? quantize_fn : dequantize_fn,
-                      cge_blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
+                      cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
 }
 
 static cge_status quantize_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -215,7 +215,7 @@ static void dynq_minmax_fn(int64_t blk, int64_t nblk, void *args)
 {
     const dynq_args *p = args;
     int64_t e0, e1;
-    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
     float lo = 0.0f, hi = 0.0f; /* the range always includes 0 */
     for (int64_t i = e0; i < e1; i++) {
         float v = p->x[i];
@@ -248,7 +248,7 @@ static void dynq_quant_fn(int64_t blk, int64_t nblk, void *args)
             *p->yzp = (uint8_t)zf;
     }
     int64_t e0, e1;
-    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
     for (int64_t i = e0; i < e1; i++)
         store_q8(p->y, 0, i, rintf(p->x[i] / scale) + zf);
 }
@@ -270,10 +270,10 @@ static cge_status dynq_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     };
     if (!ctx->workspace || ctx->workspace_size < dynq_workspace(ctx))
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "workspace missing");
-    p.parts = cge_blocks_for(p.n, 16384, ctx->num_threads);
+    p.parts = cge__blocks_for(p.n, 16384, ctx->num_threads);
     cge_status st = cge_launch(stream, dynq_minmax_fn, p.parts, &p, sizeof p);
     if (!st)
-        st = cge_launch(stream, dynq_quant_fn, cge_blocks_for(p.n, 16384, ctx->num_threads), &p,
+        st = cge_launch(stream, dynq_quant_fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p,
                         sizeof p);
     return st;
 }
@@ -355,7 +355,7 @@ static void imm_bconv_fn(int64_t blk, int64_t nblk, void *args)
 {
     const imm_args *p = args;
     int64_t e0, e1;
-    cge_block_range(p->b_count * p->K * p->N, blk, nblk, &e0, &e1);
+    cge__block_range(p->b_count * p->K * p->N, blk, nblk, &e0, &e1);
     for (int64_t e = e0; e < e1; e++) {
         int64_t j = e % p->N;
         int32_t z = p->bz ? load_q(p->bz, p->bt, p->nbz == 1 ? 0 : j) : 0;
@@ -367,7 +367,7 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
 {
     const imm_args *p = args;
     int64_t r0, r1;
-    cge_block_range(p->batch * p->M, blk, nblk, &r0, &r1);
+    cge__block_range(p->batch * p->M, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t t = r / p->M, i = r % p->M, ao = 0, bo = 0, tt = t;
         for (int32_t d = p->brank - 1; d >= 0; d--) {
@@ -492,12 +492,12 @@ static cge_status imm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return CGE_OK;
     cge_status st = CGE_OK;
     if (nb_elems > 0)
-        st = cge_launch(stream, imm_bconv_fn, cge_blocks_for(nb_elems, 32768, ctx->num_threads),
+        st = cge_launch(stream, imm_bconv_fn, cge__blocks_for(nb_elems, 32768, ctx->num_threads),
                         &p, sizeof p);
     int64_t per_row = p.N * (p.K > 0 ? p.K : 1);
     if (!st)
         st = cge_launch(stream, imm_rows_fn,
-                        cge_blocks_for(rows, per_row >= 32768 ? 1 : 32768 / per_row,
+                        cge__blocks_for(rows, per_row >= 32768 ? 1 : 32768 / per_row,
                                        ctx->num_threads),
                         &p, sizeof p);
     return st;
@@ -585,7 +585,7 @@ static void iconv_prep_fn(int64_t blk, int64_t nblk, void *args)
     int64_t nx = p->N * p->C * g->in[0] * g->in[1] * g->in[2];
     int64_t kk = g->k[0] * g->k[1] * g->k[2], nw = p->M * (p->C / p->group) * kk;
     int64_t e0, e1;
-    cge_block_range(nx + nw, blk, nblk, &e0, &e1);
+    cge__block_range(nx + nw, blk, nblk, &e0, &e1);
     int32_t xz = p->xz ? load_q(p->xz, p->xt, 0) : 0;
     for (int64_t e = e0; e < e1; e++) {
         if (e < nx) {
@@ -607,7 +607,7 @@ static void iconv_fn(int64_t blk, int64_t nblk, void *args)
     int64_t i0n = g->in[0], i1n = g->in[1], i2n = g->in[2];
     int64_t cg = p->C / p->group, mg = p->M / p->group, kk = g->k[0] * g->k[1] * g->k[2];
     int64_t w0, w1;
-    cge_block_range(p->N * p->M * o0n, blk, nblk, &w0, &w1);
+    cge__block_range(p->N * p->M * o0n, blk, nblk, &w0, &w1);
     float ys = p->ys ? ((const float *)p->ys)[0] : 1.0f;
     float yz = p->yz ? (float)load_q(p->yz, p->yt, 0) : 0.0f;
     float xs = p->xs ? ((const float *)p->xs)[0] : 1.0f;
@@ -720,12 +720,12 @@ static cge_status iconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return CGE_OK;
     cge_status st = CGE_OK;
     if (nx + nw > 0)
-        st = cge_launch(stream, iconv_prep_fn, cge_blocks_for(nx + nw, 32768, ctx->num_threads),
+        st = cge_launch(stream, iconv_prep_fn, cge__blocks_for(nx + nw, 32768, ctx->num_threads),
                         &p, sizeof p);
     int64_t per = p.g.out[1] * p.g.out[2] * (p.C / p.group) * p.g.k[0] * p.g.k[1] * p.g.k[2];
     if (!st)
         st = cge_launch(stream, iconv_fn,
-                        cge_blocks_for(work, per >= 16384 ? 1 : 16384 / (per ? per : 1),
+                        cge__blocks_for(work, per >= 16384 ? 1 : 16384 / (per ? per : 1),
                                        ctx->num_threads),
                         &p, sizeof p);
     return st;
@@ -860,7 +860,7 @@ static const cge_op_def quant_ops[] = {
     },
 };
 
-const cge_op_def *cge_ops_quant(int32_t *count)
+const cge_op_def *cge__ops_quant(int32_t *count)
 {
     *count = N_OF(quant_ops);
     return quant_ops;

@@ -78,15 +78,15 @@ static void rng_block(int64_t b, int64_t nb, void *p)
     int64_t lo, hi;
     if (a->kind == RNG_MULTINOMIAL) {
         int64_t rows = a->numel / (a->samples > 0 ? a->samples : 1);
-        cge_block_range(rows, b, nb, &lo, &hi);
+        cge__block_range(rows, b, nb, &lo, &hi);
         for (int64_t r = lo; r < hi; r++) {
             double *cdf = a->cdf + r * a->classes, mx = -INFINITY, tot = 0.0;
             for (int64_t k = 0; k < a->classes; k++) {
-                double v = cge_load_as_double(a->xt, a->x, r * a->classes + k);
+                double v = cge__load_as_double(a->xt, a->x, r * a->classes + k);
                 mx = v > mx ? v : mx;
             }
             for (int64_t k = 0; k < a->classes; k++) {
-                tot += exp(cge_load_as_double(a->xt, a->x, r * a->classes + k) - mx);
+                tot += exp(cge__load_as_double(a->xt, a->x, r * a->classes + k) - mx);
                 cdf[k] = tot;
             }
             for (int64_t s = 0; s < a->samples; s++) {
@@ -99,12 +99,12 @@ static void rng_block(int64_t b, int64_t nb, void *p)
                     else
                         l = m + 1;
                 }
-                cge_store_from_double(a->yt, a->y, r * a->samples + s, (double)l);
+                cge__store_from_double(a->yt, a->y, r * a->samples + s, (double)l);
             }
         }
         return;
     }
-    cge_block_range(a->numel, b, nb, &lo, &hi);
+    cge__block_range(a->numel, b, nb, &lo, &hi);
     for (int64_t i = lo; i < hi; i++) {
         double v;
         if (a->kind == RNG_UNIFORM)
@@ -112,8 +112,8 @@ static void rng_block(int64_t b, int64_t nb, void *p)
         else if (a->kind == RNG_NORMAL)
             v = a->a + a->b * rng_normal(key, (uint64_t)i);
         else
-            v = rng_uniform(key, (uint64_t)i) < cge_load_as_double(a->xt, a->x, i) ? 1.0 : 0.0;
-        cge_store_from_double(a->yt, a->y, i, v);
+            v = rng_uniform(key, (uint64_t)i) < cge__load_as_double(a->xt, a->x, i) ? 1.0 : 0.0;
+        cge__store_from_double(a->yt, a->y, i, v);
     }
 }
 
@@ -265,7 +265,7 @@ static cge_status rng_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int 
     int64_t work = kind == RNG_MULTINOMIAL ? a.numel / a.samples : a.numel;
     int64_t per = kind == RNG_MULTINOMIAL ? a.classes + a.samples * 8 : 1;
     return cge_launch(stream, rng_block,
-                      cge_blocks_for(work, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
+                      cge__blocks_for(work, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
                                      ctx->num_threads),
                       &a, sizeof a);
 }
@@ -362,7 +362,7 @@ static const cge_op_def random_ops[] = {
                "Classes drawn from the softmax of each row, sample_size per row."),
 };
 
-const cge_op_def *cge_ops_random(int32_t *count)
+const cge_op_def *cge__ops_random(int32_t *count)
 {
     *count = (int32_t)(sizeof random_ops / sizeof random_ops[0]);
     return random_ops;

@@ -528,20 +528,20 @@ FAST_KERNELS(u8, uint8_t, uint64_t, (uint64_t), (uint8_t), uint8_t, LD_SELF, (ui
                 if (p->op == RED_SUMSQ)                                                    \
                     y[e + c] = STA(acc[c]);                                                \
                 else                                                                       \
-                    cge_store_from_double(p->dtype, y, e + c, sqrt(A2D(acc[c])));          \
+                    cge__store_from_double(p->dtype, y, e + c, sqrt(A2D(acc[c])));          \
             }                                                                              \
             break;                                                                         \
         case RED_LOGSUM:                                                                   \
             WALK(T, acc, A, (A)0, C_ADD, C_ADD, LDA);                                      \
             for (int64_t c = 0; c < w; c++)                                                \
-                cge_store_from_double(p->dtype, y, e + c, log(A2D(acc[c])));               \
+                cge__store_from_double(p->dtype, y, e + c, log(A2D(acc[c])));               \
             break;                                                                         \
         default: /* RED_LSE: max first, so that exp never overflows */                     \
             WALK(T, mx, double, -INFINITY, C_MAX, C_MAX, LDD_##SUF);                       \
             WALK(T, sd, double, 0.0, C_EXP, C_ADD, LDD_##SUF);                             \
             for (int64_t c = 0; c < w; c++) {                                              \
                 double m = mx[c];                                                          \
-                cge_store_from_double(p->dtype, y, e + c,                                  \
+                cge__store_from_double(p->dtype, y, e + c,                                  \
                                       isinf(m) || isnan(m) ? m : m + log(sd[c]));          \
             }                                                                              \
             break;                                                                         \
@@ -622,7 +622,7 @@ static void red_block(int64_t blk, int64_t nblk, void *args)
     const red_args *p = args;
     size_t es = cge_dtype_size(p->dtype);
     int64_t e0, e1;
-    cge_block_range(p->out_numel, blk, nblk, &e0, &e1);
+    cge__block_range(p->out_numel, blk, nblk, &e0, &e1);
     char *y = (char *)p->y + (size_t)e0 * es;
     if (p->identity) {
         memcpy(y, (const char *)p->x + (size_t)e0 * es, (size_t)(e1 - e0) * es);
@@ -711,7 +711,7 @@ static cge_status reduce_launch(const cge_kernel_ctx *ctx, cge_stream *stream, r
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t per = in_numel / p.out_numel;
     int64_t min_out = per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
-    return cge_launch(stream, red_block, cge_blocks_for(p.out_numel, min_out, ctx->num_threads),
+    return cge_launch(stream, red_block, cge__blocks_for(p.out_numel, min_out, ctx->num_threads),
                       &p, sizeof p);
 }
 
@@ -775,7 +775,7 @@ typedef struct arg_args {
         const arg_args *p = args;                                                          \
         const T *x = p->x;                                                                 \
         int64_t e0, e1, n = p->n, inner = p->inner;                                        \
-        cge_block_range(p->out_numel, blk, nblk, &e0, &e1);                                \
+        cge__block_range(p->out_numel, blk, nblk, &e0, &e1);                                \
         for (int64_t e = e0; e < e1;) {                                                    \
             int64_t i0 = e % inner, w = e1 - e < RED_CHUNK ? e1 - e : RED_CHUNK;           \
             if (inner - i0 < w)                                                            \
@@ -853,7 +853,7 @@ static cge_status arg_launch(const cge_kernel_ctx *ctx, cge_stream *stream, bool
     if (!x->data || !y->data)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t min_out = p.n >= 16384 ? 1 : 16384 / p.n;
-    return cge_launch(stream, fn, cge_blocks_for(p.out_numel, min_out, ctx->num_threads), &p,
+    return cge_launch(stream, fn, cge__blocks_for(p.out_numel, min_out, ctx->num_threads), &p,
                       sizeof p);
 }
 
@@ -952,7 +952,7 @@ static const cge_op_def reduce_ops[] = {
           "Index of the minimum along axis (first, or last with select_last_index)."),
 };
 
-const cge_op_def *cge_ops_reduce(int32_t *count)
+const cge_op_def *cge__ops_reduce(int32_t *count)
 {
     *count = (int32_t)(sizeof reduce_ops / sizeof reduce_ops[0]);
     return reduce_ops;

@@ -30,7 +30,7 @@ static struct {
 
 static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
 
-static void ensure_init(void) { pthread_once(&builtin_once, cge_ops_builtin_init); }
+static void ensure_init(void) { pthread_once(&builtin_once, cge__ops_builtin_init); }
 
 static const char *dom(const char *d) { return d ? d : ""; }
 
@@ -119,7 +119,7 @@ static cge_status grow(void **arr, int32_t *cap, int32_t need, size_t elem)
 }
 
 /* Registration without the builtin-init guard (builtin.c calls this). */
-cge_status cge_registry_add_library(const cge_op_library *lib)
+cge_status cge__registry_add_library(const cge_op_library *lib)
 {
     if (!lib)
         return cge_error(CGE_LAYER_SCHEMA, CGE_ERR_INVALID_ARG, "register: library is NULL");
@@ -176,7 +176,7 @@ cge_status cge_registry_add_library(const cge_op_library *lib)
 cge_status cge_op_register_library(const cge_op_library *lib)
 {
     ensure_init();
-    return cge_registry_add_library(lib);
+    return cge__registry_add_library(lib);
 }
 
 cge_status cge_load_op_library(const char *path)
@@ -206,7 +206,7 @@ cge_status cge_load_op_library(const char *path)
         return cge_error(CGE_LAYER_SCHEMA, CGE_ERR_INVALID_ARG,
                          "operator library '%s': its entry point returned NULL", path);
     }
-    cge_status st = cge_registry_add_library(lib);
+    cge_status st = cge__registry_add_library(lib);
     if (st) {
         /* Nothing of it was registered, so nothing can point into it. */
         dlclose(h);

@@ -5,6 +5,6 @@
 
 #include "cge/op.h"
 
-cge_status cge_registry_add_library(const cge_op_library *lib);
+cge_status cge__registry_add_library(const cge_op_library *lib);
 
 #endif

@@ -132,11 +132,11 @@ static cge_status rz_infer_common(cge_infer_ctx *ctx, bool upsample)
         if (!v) {
             out.dims[d] = CGE_DIM_DYNAMIC;
         } else if (has_sizes) {
-            out.dims[d] = cge_load_as_i64(S->dtype, v, d);
+            out.dims[d] = cge__load_as_i64(S->dtype, v, d);
             if (out.dims[d] < 0)
                 return cge_meta_error(ctx, CGE_ERR_SHAPE, "sizes[%d] is negative", (int)d);
         } else {
-            double s = cge_load_as_double(S->dtype, v, d);
+            double s = cge__load_as_double(S->dtype, v, d);
             if (!(s > 0))
                 return cge_meta_error(ctx, CGE_ERR_SHAPE, "scales[%d] = %g must be > 0", (int)d,
                                       s);
@@ -150,7 +150,7 @@ static cge_status rz_infer_common(cge_infer_ctx *ctx, bool upsample)
     return CGE_OK;
 }
 
-cge_status cge_resize_infer(cge_infer_ctx *ctx)
+cge_status cge__resize_infer(cge_infer_ctx *ctx)
 {
     return rz_infer_common(ctx, false);
 }
@@ -205,12 +205,12 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
     for (int32_t d = 0; d < r; d++) {
         int64_t in = p->in.dims[d], out = p->out.dims[d];
         double scale = p->sizes ? (in > 0 ? (double)out / (double)in : 1.0)
-                                : cge_load_as_double(p->scales_t, p->scales, d);
+                                : cge__load_as_double(p->scales_t, p->scales, d);
         double owidth = scale * (double)in;
         double r0 = 0, r1 = 1;
         if (p->ctm == CT_TF_CROP) {
-            r0 = cge_load_as_double(p->roi_t, p->roi, d);
-            r1 = cge_load_as_double(p->roi_t, p->roi, r + d);
+            r0 = cge__load_as_double(p->roi_t, p->roi, d);
+            r1 = cge__load_as_double(p->roi_t, p->roi, r + d);
         }
         bool identity = in == out;
         for (int64_t o = 0; o < out; o++) {
@@ -327,7 +327,7 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
     int32_t r = p->out.rank;
     memcpy(t.ntaps, p->ws + rz_tab_bytes(p) - 64, sizeof(int64_t) * (size_t)r);
     int64_t W = p->out.dims[r - 1], rows = cge_shape_numel(&p->out) / W, r0, r1;
-    cge_block_range(rows, blk, nblk, &r0, &r1);
+    cge__block_range(rows, blk, nblk, &r0, &r1);
     int64_t str[CGE_MAX_RANK];
     cge_shape_strides(&p->in, str);
     int64_t coff[2 * RZ_MAX_COMBOS];
@@ -371,9 +371,9 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
                     const double *w = t.w[L] + ow * mt;
                     for (int64_t c = 0; c < nc; c++)
                         for (int64_t j = 0; j < nt; j++)
-                            acc += cw[c] * w[j] * cge_load_as_double(p->dtype, p->x, coff[c] + ix[j]);
+                            acc += cw[c] * w[j] * cge__load_as_double(p->dtype, p->x, coff[c] + ix[j]);
                 }
-                cge_store_from_double(p->dtype, p->y, row * W + ow, acc);
+                cge__store_from_double(p->dtype, p->y, row * W + ow, acc);
             }
         }
     }
@@ -396,7 +396,7 @@ static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
         return;
     }
     int64_t C = p->out.dims[1], pos_n = cge_shape_numel(&p->out) / C, r0, r1;
-    cge_block_range(pos_n, blk, nblk, &r0, &r1);
+    cge__block_range(pos_n, blk, nblk, &r0, &r1);
     /* strides of the logical axes in the NHWC input */
     int64_t str[CGE_MAX_RANK];
     str[1] = 1;
@@ -518,7 +518,7 @@ static size_t rz_workspace_common(const cge_kernel_ctx *ctx, bool upsample)
     return rz_tab_bytes(&p);
 }
 
-size_t cge_resize_workspace(const cge_kernel_ctx *ctx)
+size_t cge__resize_workspace(const cge_kernel_ctx *ctx)
 {
     return rz_workspace_common(ctx, false);
 }
@@ -559,14 +559,14 @@ static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream
         int64_t positions = n / p.out.dims[1];
         int64_t per_pos = p.out.dims[1] * p.maxt * p.maxt;
         return cge_launch(stream, rz_nhwc_fn,
-                          cge_blocks_for(positions, per_pos >= 4096 ? 1 : 4096 / per_pos,
+                          cge__blocks_for(positions, per_pos >= 4096 ? 1 : 4096 / per_pos,
                                          ctx->num_threads),
                           &p, sizeof p);
     }
     int64_t W = p.out.dims[p.out.rank - 1], rows = n / W;
     int64_t per = W * p.maxt * p.maxt;
     return cge_launch(stream, rz_fn,
-                      cge_blocks_for(rows, per >= 4096 ? 1 : 4096 / per, ctx->num_threads), &p,
+                      cge__blocks_for(rows, per >= 4096 ? 1 : 4096 / per, ctx->num_threads), &p,
                       sizeof p);
 }
 
@@ -575,7 +575,7 @@ static cge_status resize_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return rz_launch_common(ctx, stream, false, false);
 }
 
-cge_status cge_resize_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__resize_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     return rz_launch_common(ctx, stream, false, true);
 }
@@ -585,14 +585,14 @@ static cge_status upsample_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return rz_launch_common(ctx, stream, true, false);
 }
 
-const cge_arg_def cge_resize_inputs[CGE_RESIZE_NUM_INPUTS] = {
+const cge_arg_def cge__resize_inputs[CGE_RESIZE_NUM_INPUTS] = {
     {"X", 0, RZ_DTYPES, "any rank >= 1"},
     {"roi", CGE_ARG_OPTIONAL, CGE_DT_FLOAT, "starts then ends (tf_crop_and_resize)"},
     {"scales", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "one per axis; empty when sizes is given"},
     {"sizes", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "output shape"},
 };
 static const cge_arg_def rz_outputs[] = {{"Y", 0, RZ_DTYPES, "resized"}};
-const cge_attr_def cge_resize_attrs[CGE_RESIZE_NUM_ATTRS] = {
+const cge_attr_def cge__resize_attrs[CGE_RESIZE_NUM_ATTRS] = {
     {"coordinate_transformation_mode", CGE_ATTR_STRING, false, 0, 0.0f, "half_pixel",
      "half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize"},
     {"cubic_coeff_a", CGE_ATTR_FLOAT, false, 0, -0.75f, NULL, "cubic kernel's a"},
@@ -604,7 +604,7 @@ const cge_attr_def cge_resize_attrs[CGE_RESIZE_NUM_ATTRS] = {
 };
 static const cge_kernel_def rz_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPES,
                                              .launch = resize_launch,
-                                             .workspace_size = cge_resize_workspace,
+                                             .workspace_size = cge__resize_workspace,
                                              .inplace_input = -1}};
 
 static const cge_arg_def up_inputs[] = {
@@ -620,9 +620,9 @@ static const cge_kernel_def up_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPE
                                              .inplace_input = -1}};
 
 static const cge_op_def resize_ops[] = {
-    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = cge_resize_inputs,
-     .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1, .attrs = cge_resize_attrs,
-     .num_attrs = 6, .infer = cge_resize_infer, .kernels = rz_kernels, .num_kernels = 1,
+    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = cge__resize_inputs,
+     .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1, .attrs = cge__resize_attrs,
+     .num_attrs = 6, .infer = cge__resize_infer, .kernels = rz_kernels, .num_kernels = 1,
      .doc = "Resize by scales or to sizes with nearest, linear or cubic interpolation."},
     {.name = "Upsample", .domain = CGE_DOMAIN_DEFAULT, .since_version = 9, .end_version = 10,
      .inputs = up_inputs, .num_inputs = 2, .outputs = rz_outputs, .num_outputs = 1,
@@ -630,7 +630,7 @@ static const cge_op_def resize_ops[] = {
      .num_kernels = 1, .doc = "Upsample by scales (asymmetric; nearest floors)."},
 };
 
-const cge_op_def *cge_ops_resize(int32_t *count)
+const cge_op_def *cge__ops_resize(int32_t *count)
 {
     *count = (int32_t)(sizeof resize_ops / sizeof resize_ops[0]);
     return resize_ops;

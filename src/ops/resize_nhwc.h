@@ -11,11 +11,11 @@
 
 #define CGE_RESIZE_NUM_INPUTS 4
 #define CGE_RESIZE_NUM_ATTRS 6
-extern const cge_arg_def cge_resize_inputs[CGE_RESIZE_NUM_INPUTS];
-extern const cge_attr_def cge_resize_attrs[CGE_RESIZE_NUM_ATTRS];
+extern const cge_arg_def cge__resize_inputs[CGE_RESIZE_NUM_INPUTS];
+extern const cge_attr_def cge__resize_attrs[CGE_RESIZE_NUM_ATTRS];
 
-cge_status cge_resize_infer(cge_infer_ctx *ctx);
-size_t cge_resize_workspace(const cge_kernel_ctx *ctx);
-cge_status cge_resize_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__resize_infer(cge_infer_ctx *ctx);
+size_t cge__resize_workspace(const cge_kernel_ctx *ctx);
+cge_status cge__resize_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 #endif

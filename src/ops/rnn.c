@@ -72,9 +72,9 @@ typedef struct rnn_args {
     /* workspace */
     float *wp, *rp, *rph, *bias, *rbh, *xw, *hs, *cs, *gates, *tmp;
     int64_t wp_n, rp_n, rph_n;
-    cge_gemm_tiling tiling;
+    cge__gemm_tiling tiling;
     int64_t batch_blocks;
-    cge_gemm_isa isa;
+    cge__gemm_isa isa;
 } rnn_args;
 
 /* ---- attributes ---------------------------------------------------------- */
@@ -352,16 +352,16 @@ static void prep_fn(int64_t blk, int64_t nblk, void *args)
     (void)nblk;
     const rnn_args *p = args;
     int64_t d = blk, H = p->hid, GH = p->gh, I = p->in;
-    cge_gemm_pack_b(p->w + d * GH * I, 1, I, I, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+    cge__gemm_pack_b(p->w + d * GH * I, 1, I, I, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
                     p->wp + d * p->wp_n);
     const float *r = p->r + d * GH * H;
     if (p->kind == KIND_GRU) {
-        cge_gemm_pack_b(r, 1, H, H, 2 * H, 0, (2 * H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+        cge__gemm_pack_b(r, 1, H, H, 2 * H, 0, (2 * H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
                         p->rp + d * p->rp_n);
-        cge_gemm_pack_b(r + 2 * H * H, 1, H, H, H, 0, (H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+        cge__gemm_pack_b(r + 2 * H * H, 1, H, H, H, 0, (H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
                         p->rph + d * p->rph_n);
     } else {
-        cge_gemm_pack_b(r, 1, H, H, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+        cge__gemm_pack_b(r, 1, H, H, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
                         p->rp + d * p->rp_n);
     }
     float *bias = p->bias + d * GH, *rbh = p->rbh + d * H;
@@ -389,12 +389,12 @@ static void prep_fn(int64_t blk, int64_t nblk, void *args)
 static void xw_fn(int64_t blk, int64_t nblk, void *args)
 {
     const rnn_args *p = args;
-    const cge_gemm_tiling *tl = &p->tiling;
+    const cge__gemm_tiling *tl = &p->tiling;
     int64_t per = tl->tiles_m * tl->tiles_n, w0, w1, M = p->seq * p->batch;
-    cge_block_range(p->dirs * per, blk, nblk, &w0, &w1);
+    cge__block_range(p->dirs * per, blk, nblk, &w0, &w1);
     for (int64_t w = w0; w < w1; w++) {
         int64_t d = w / per, tm = (w % per) / tl->tiles_n, tn = w % tl->tiles_n;
-        cge_gemm_f32 g = {
+        cge__gemm_f32 g = {
             .M = M, .N = p->gh, .K = p->in,
             .a = p->x, .a_rs = p->in, .a_cs = 1,
             .bp = p->wp + d * p->wp_n,
@@ -403,7 +403,7 @@ static void xw_fn(int64_t blk, int64_t nblk, void *args)
             .bias = p->bias + d * p->gh, .bias_rs = 0, .bias_cs = 1, .beta = 1.0f,
             .isa = p->isa,
         };
-        cge_gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
     }
 }
 
@@ -411,12 +411,12 @@ static void xw_fn(int64_t blk, int64_t nblk, void *args)
 static void rec_product(const rnn_args *p, const float *a, const float *bp, float *c, int64_t N,
                         int64_t ldc, int64_t b0, int64_t b1)
 {
-    cge_gemm_f32 g = {
+    cge__gemm_f32 g = {
         .M = p->batch, .N = N, .K = p->hid,
         .a = a, .a_rs = p->hid, .a_cs = 1,
         .bp = bp, .c = c, .ldc = ldc, .alpha = 1.0f, .isa = p->isa,
     };
-    cge_gemm_f32_tile(&g, b0, b1, 0, N);
+    cge__gemm_f32_tile(&g, b0, b1, 0, N);
 }
 
 /* One time step of batch row b (time index t) of direction d; gates holds
@@ -500,7 +500,7 @@ static void recur_fn(int64_t blk, int64_t nblk, void *args)
     (void)nblk;
     const rnn_args *p = args;
     int64_t d = blk / p->batch_blocks, b0, b1, H = p->hid, GH = p->gh;
-    cge_block_range(p->batch, blk % p->batch_blocks, p->batch_blocks, &b0, &b1);
+    cge__block_range(p->batch, blk % p->batch_blocks, p->batch_blocks, &b0, &b1);
     float *hs = p->hs + d * p->batch * H, *gates = p->gates + d * p->batch * GH;
     float *tmp = p->tmp + d * p->batch * H;
     int rev = p->reverse_dir[d];
@@ -567,12 +567,12 @@ static int rnn_sizes(const cge_kernel_ctx *ctx, rnn_args *p)
         W->shape.dims[2] != p->in || R->shape.dims[0] != p->dirs || R->shape.dims[1] != p->gh)
         return 0;
     if (p->kind == KIND_GRU) {
-        p->rp_n = cge_gemm_packed_b_floats(p->hid, 2 * p->hid);
-        p->rph_n = cge_gemm_packed_b_floats(p->hid, p->hid);
+        p->rp_n = cge__gemm_packed_b_floats(p->hid, 2 * p->hid);
+        p->rph_n = cge__gemm_packed_b_floats(p->hid, p->hid);
     } else {
-        p->rp_n = cge_gemm_packed_b_floats(p->hid, p->gh);
+        p->rp_n = cge__gemm_packed_b_floats(p->hid, p->gh);
     }
-    p->wp_n = cge_gemm_packed_b_floats(p->in, p->gh);
+    p->wp_n = cge__gemm_packed_b_floats(p->in, p->gh);
     return 1;
 }
 
@@ -664,10 +664,10 @@ static cge_status rnn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (p.batch == 0 || H == 0)
         return CGE_OK;
     rnn_carve(&p, (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63));
-    p.isa = cge_gemm_isa_best();
+    p.isa = cge__gemm_isa_best();
     int threads = ctx->num_threads;
     int64_t M = p.seq * p.batch;
-    cge_gemm_plan(p.dirs, M > 0 ? M : 1, p.gh, threads, &p.tiling);
+    cge__gemm_plan(p.dirs, M > 0 ? M : 1, p.gh, threads, &p.tiling);
     /* A block per direction when the batch is small; more rows split the batch. */
     int64_t per_dir = (threads + p.dirs - 1) / p.dirs;
     p.batch_blocks = p.batch < per_dir ? p.batch : per_dir;
@@ -678,7 +678,7 @@ static cge_status rnn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     cge_status st = cge_launch(stream, prep_fn, p.dirs, &p, sizeof p);
     if (!st && M > 0)
         st = cge_launch(stream, xw_fn,
-                        cge_blocks_for(p.dirs * p.tiling.tiles_m * p.tiling.tiles_n, 1, threads),
+                        cge__blocks_for(p.dirs * p.tiling.tiles_m * p.tiling.tiles_n, 1, threads),
                         &p, sizeof p);
     if (!st)
         st = cge_launch(stream, recur_fn, p.dirs * p.batch_blocks, &p, sizeof p);
@@ -758,7 +758,7 @@ static const cge_op_def rnn_ops[] = {
     },
 };
 
-const cge_op_def *cge_ops_rnn(int32_t *count)
+const cge_op_def *cge__ops_rnn(int32_t *count)
 {
     *count = (int32_t)(sizeof rnn_ops / sizeof rnn_ops[0]);
     return rnn_ops;

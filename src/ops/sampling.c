@@ -113,7 +113,7 @@ static double gs_at(const gs_args *a, int64_t plane, int64_t y, int64_t x)
 {
     if (y < 0 || y >= a->h || x < 0 || x >= a->w)
         return 0.0;
-    return cge_load_as_double(a->xt, a->x, plane + y * a->w + x);
+    return cge__load_as_double(a->xt, a->x, plane + y * a->w + x);
 }
 
 static double gs_bounded(const gs_args *a, int64_t plane, double y, double x)
@@ -144,13 +144,13 @@ static void gs_block(int64_t b, int64_t nb, void *p)
 {
     const gs_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->n * a->ho, b, nb, &lo, &hi);
+    cge__block_range(a->n * a->ho, b, nb, &lo, &hi);
     for (int64_t row = lo; row < hi; row++) {
         int64_t n = row / a->ho, oy = row % a->ho;
         for (int64_t ox = 0; ox < a->wo; ox++) {
             int64_t gi = ((n * a->ho + oy) * a->wo + ox) * 2;
-            double gx = cge_load_as_double(a->gt, a->grid, gi);
-            double gy = cge_load_as_double(a->gt, a->grid, gi + 1);
+            double gx = cge__load_as_double(a->gt, a->grid, gi);
+            double gy = cge__load_as_double(a->gt, a->grid, gi + 1);
             double ix = gs_unnormalize(gx, a->w, a->align), iy = gs_unnormalize(gy, a->h, a->align);
             for (int64_t c = 0; c < a->c; c++) {
                 int64_t plane = (n * a->c + c) * a->h * a->w;
@@ -178,7 +178,7 @@ static void gs_block(int64_t b, int64_t nb, void *p)
                             gs_at(a, plane, yi + 1, xi + 1) * dx * dy;
                     }
                 }
-                cge_store_from_double(a->xt, a->y, ((n * a->c + c) * a->ho + oy) * a->wo + ox, v);
+                cge__store_from_double(a->xt, a->y, ((n * a->c + c) * a->ho + oy) * a->wo + ox, v);
             }
         }
     }
@@ -211,7 +211,7 @@ static cge_status gridsample_launch(const cge_kernel_ctx *ctx, cge_stream *strea
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t per_row = a.wo * a.c * (a.mode == GS_BICUBIC ? 16 : 4);
     int64_t min_rows = per_row >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per_row;
-    return cge_launch(stream, gs_block, cge_blocks_for(a.n * a.ho, min_rows, ctx->num_threads),
+    return cge_launch(stream, gs_block, cge__blocks_for(a.n * a.ho, min_rows, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -263,16 +263,16 @@ static cge_status maxunpool_infer(cge_infer_ctx *ctx)
         return st;
     ctx->outputs[0].dtype = x->dtype;
     ctx->outputs[0].shape = def;
-    if (cge_meta_has_input(ctx, 2)) {
+    if (cge__meta_has_input(ctx, 2)) {
         const cge_tensor_desc *os = &ctx->inputs[2];
         if (os->shape.rank != 1 || !(CGE__IDX_DT & CGE_DT(os->dtype)) ||
             (cge_dim_is_known(os->shape.dims[0]) && os->shape.dims[0] != x->shape.rank))
             return cge_meta_error(ctx, CGE_ERR_SHAPE,
                                   "output_shape must be a 1-D integer tensor of %d values",
                                   (int)x->shape.rank);
-        const void *v = cge_meta_input_value(ctx, 2);
+        const void *v = cge__meta_input_value(ctx, 2);
         for (int32_t i = 0; i < x->shape.rank; i++) {
-            int64_t d = v ? cge_load_as_i64(os->dtype, v, i) : CGE_DIM_DYNAMIC;
+            int64_t d = v ? cge__load_as_i64(os->dtype, v, i) : CGE_DIM_DYNAMIC;
             if (v && d < 0)
                 return cge_meta_error(ctx, CGE_ERR_SHAPE, "output_shape[%d] is %lld", (int)i,
                                       (long long)d);
@@ -301,7 +301,7 @@ static void unpool_scatter(int64_t b, int64_t nb, void *p)
 {
     const unpool_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->numel_x, b, nb, &lo, &hi);
+    cge__block_range(a->numel_x, b, nb, &lo, &hi);
     int64_t def_numel = 1;
     for (int32_t d = 0; d < a->rank; d++)
         def_numel *= a->def_dims[d];
@@ -415,7 +415,7 @@ static const cge_op_def sampling_ops[] = {
                "Zeros with X's values put back at MaxPool's indices."),
 };
 
-const cge_op_def *cge_ops_sampling(int32_t *count)
+const cge_op_def *cge__ops_sampling(int32_t *count)
 {
     *count = (int32_t)(sizeof sampling_ops / sizeof sampling_ops[0]);
     return sampling_ops;

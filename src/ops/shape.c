@@ -35,9 +35,9 @@ static cge_status read_int_list_symbolic(const cge_infer_ctx *ctx, int32_t i, co
                               what, (long long)*len, (long long)max);
     if (*len < 0)
         return CGE_OK;
-    const void *v = cge_meta_input_value(ctx, i);
+    const void *v = cge__meta_input_value(ctx, i);
     const cge_symbolic_value *sv =
-        !v && is_dim && ctx->input_symbolic && cge_meta_has_input(ctx, i) ? ctx->input_symbolic[i]
+        !v && is_dim && ctx->input_symbolic && cge__meta_has_input(ctx, i) ? ctx->input_symbolic[i]
                                                                           : NULL;
     if (sv && sv->numel == *len) {
         for (int64_t k = 0; k < *len; k++) {
@@ -50,7 +50,7 @@ static cge_status read_int_list_symbolic(const cge_infer_ctx *ctx, int32_t i, co
     if (!v)
         return CGE_OK;
     for (int64_t k = 0; k < *len; k++) {
-        vals[k] = cge_load_as_i64(d->dtype, v, k);
+        vals[k] = cge__load_as_i64(d->dtype, v, k);
         if (is_dim)
             is_dim[k] = 0;
     }
@@ -149,7 +149,7 @@ static void copy_block(int64_t b, int64_t nb, void *p)
 {
     const copy_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->bytes, b, nb, &lo, &hi);
+    cge__block_range(a->bytes, b, nb, &lo, &hi);
     if (hi > lo)
         memcpy(a->dst + lo, a->src + lo, (size_t)(hi - lo));
 }
@@ -173,7 +173,7 @@ static cge_status launch_copy(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!in->data || !out->data)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     copy_args a = {in->data, out->data, (int64_t)bytes};
-    return cge_launch(stream, copy_block, cge_blocks_for(a.bytes, COPY_MIN_BYTES, ctx->num_threads),
+    return cge_launch(stream, copy_block, cge__blocks_for(a.bytes, COPY_MIN_BYTES, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -284,7 +284,7 @@ static cge_status squeeze_infer(cge_infer_ctx *ctx)
     int32_t r = in->shape.rank;
     cge_shape out;
     memset(&out, 0, sizeof out);
-    if (!cge_meta_has_input(ctx, 1)) {
+    if (!cge__meta_has_input(ctx, 1)) {
         /* A dynamic dim is taken to be no 1: squeezing it would change the rank
          * with its value, which no plan can follow. */
         for (int32_t i = 0; i < r; i++)
@@ -433,15 +433,15 @@ typedef struct expand_args {
     const char *src;
     char *dst;
     size_t esize;
-    cge_bcast bc;
+    cge__bcast bc;
 } expand_args;
 
 static void expand_block(int64_t b, int64_t nb, void *p)
 {
     const expand_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->bc.numel, b, nb, &lo, &hi);
-    cge_bcast_copy(&a->bc, 0, a->esize, a->src, a->dst, lo, hi);
+    cge__block_range(a->bc.numel, b, nb, &lo, &hi);
+    cge__bcast_copy(&a->bc, 0, a->esize, a->src, a->dst, lo, hi);
 }
 
 static cge_status expand_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -451,7 +451,7 @@ static cge_status expand_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     expand_args a;
     memset(&a, 0, sizeof a);
     const cge_shape *ins[1] = {&in->shape};
-    if (in->dtype != out->dtype || cge_bcast_init(&a.bc, &out->shape, ins, 1) != CGE_OK) {
+    if (in->dtype != out->dtype || cge__bcast_init(&a.bc, &out->shape, ins, 1) != CGE_OK) {
         char x[CGE_SHAPE_STR_MAX], y[CGE_SHAPE_STR_MAX];
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "input %s does not expand to output %s",
                                 cge_shape_str(&in->shape, x, sizeof x),
@@ -465,7 +465,7 @@ static cge_status expand_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.dst = out->data;
     a.esize = cge_dtype_size(out->dtype);
     return cge_launch(stream, expand_block,
-                      cge_blocks_for(a.bc.numel, COPY_MIN_BYTES / (int64_t)a.esize, ctx->num_threads),
+                      cge__blocks_for(a.bc.numel, COPY_MIN_BYTES / (int64_t)a.esize, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -644,7 +644,7 @@ static void constant_block(int64_t b, int64_t nb, void *p)
 {
     const constant_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->bytes, b, nb, &lo, &hi);
+    cge__block_range(a->bytes, b, nb, &lo, &hi);
     if (hi > lo)
         memcpy(a->dst + lo, (a->src ? a->src : a->scalar) + lo, (size_t)(hi - lo));
 }
@@ -675,7 +675,7 @@ static cge_status constant_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         else
             memcpy(a.scalar, &cv.scalar_i, sizeof cv.scalar_i);
     }
-    return cge_launch(stream, constant_block, cge_blocks_for(a.bytes, COPY_MIN_BYTES, ctx->num_threads),
+    return cge_launch(stream, constant_block, cge__blocks_for(a.bytes, COPY_MIN_BYTES, ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -765,7 +765,7 @@ static const cge_op_def shape_ops[] = {
      "A constant tensor from an attribute (ONNX Constant-13)"},
 };
 
-const cge_op_def *cge_ops_shape(int32_t *count)
+const cge_op_def *cge__ops_shape(int32_t *count)
 {
     *count = N(shape_ops);
     return shape_ops;

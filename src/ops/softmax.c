@@ -223,7 +223,7 @@ static cge_status sm_infer(cge_infer_ctx *ctx)
         const T *x = p->x;                                                                 \
         T *y = p->y;                                                                       \
         int64_t chunks = (p->inner + SM_CHUNK - 1) / SM_CHUNK, w0, w1;                     \
-        cge_block_range(p->outer * chunks, blk, nblk, &w0, &w1);                           \
+        cge__block_range(p->outer * chunks, blk, nblk, &w0, &w1);                           \
         for (int64_t w = w0; w < w1; w++) {                                                \
             int64_t o = w / chunks, i0 = (w % chunks) * SM_CHUNK;                          \
             int64_t off = o * p->dim * p->inner + i0;                                      \
@@ -354,7 +354,7 @@ static cge_status sm_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream
     int64_t items = p.outer * ((p.inner + SM_CHUNK - 1) / SM_CHUNK);
     int64_t per_item = p.dim * (p.inner < SM_CHUNK ? p.inner : SM_CHUNK);
     int64_t min_items = per_item >= 8192 ? 1 : 8192 / per_item;
-    return cge_launch(stream, fn, cge_blocks_for(items, min_items, ctx->num_threads), &p,
+    return cge_launch(stream, fn, cge__blocks_for(items, min_items, ctx->num_threads), &p,
                       sizeof p);
 }
 
@@ -414,7 +414,7 @@ static const cge_op_def softmax_ops[] = {
     },
 };
 
-const cge_op_def *cge_ops_softmax(int32_t *count)
+const cge_op_def *cge__ops_softmax(int32_t *count)
 {
     *count = (int32_t)(sizeof softmax_ops / sizeof softmax_ops[0]);
     return softmax_ops;

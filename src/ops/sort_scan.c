@@ -25,9 +25,9 @@ static cge_status topk_infer(cge_infer_ctx *ctx)
     if (k->shape.rank > 1 || (kn >= 0 && kn != 1))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "K must hold exactly one value");
     int64_t kv = CGE_DIM_DYNAMIC, n = x->shape.dims[axis];
-    const void *v = cge_meta_input_value(ctx, 1);
+    const void *v = cge__meta_input_value(ctx, 1);
     if (v) {
-        kv = cge_load_as_i64(k->dtype, v, 0);
+        kv = cge__load_as_i64(k->dtype, v, 0);
         if (kv < 0 || (cge_dim_is_known(n) && kv > n))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "K = %lld is not in [0, %lld]",
                                   (long long)kv, (long long)n);
@@ -90,7 +90,7 @@ typedef struct topk_args {
         const topk_args *a = args;                                                         \
         int64_t lo, hi, n = a->n, k = a->k, in = a->inner;                                 \
         bool lg = a->largest;                                                              \
-        cge_block_range(a->lines, b, nb, &lo, &hi);                                        \
+        cge__block_range(a->lines, b, nb, &lo, &hi);                                        \
         for (int64_t line = lo; line < hi; line++) {                                       \
             int64_t o = line / in, i = line % in;                                          \
             const T *x = (const T *)a->x + o * n * in + i;                                 \
@@ -191,7 +191,7 @@ static cge_status topk_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!x->data || !vals->data || !idx->data)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t min_lines = a.n >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.n;
-    return cge_launch(stream, fn, cge_blocks_for(a.lines, min_lines, ctx->num_threads), &a,
+    return cge_launch(stream, fn, cge__blocks_for(a.lines, min_lines, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -205,11 +205,11 @@ static cge_status cumsum_infer(cge_infer_ctx *ctx)
     int64_t an = cge_shape_numel(&ax->shape);
     if (ax->shape.rank > 1 || (an >= 0 && an != 1))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis must hold exactly one value");
-    const void *v = cge_meta_input_value(ctx, 1);
+    const void *v = cge__meta_input_value(ctx, 1);
     int32_t axis;
-    if (v && !cge_axis_normalize(cge_load_as_i64(ax->dtype, v, 0), x->shape.rank, false, &axis))
+    if (v && !cge_axis_normalize(cge__load_as_i64(ax->dtype, v, 0), x->shape.rank, false, &axis))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is out of range for rank %d",
-                              (long long)cge_load_as_i64(ax->dtype, v, 0), (int)x->shape.rank);
+                              (long long)cge__load_as_i64(ax->dtype, v, 0), (int)x->shape.rank);
     ctx->outputs[0].dtype = x->dtype;
     ctx->outputs[0].shape = x->shape;
     return CGE_OK;
@@ -235,9 +235,9 @@ typedef struct cumsum_args {
         T *y = p->y;                                                                       \
         int32_t r = p->shape.rank, axis;                                                   \
         int64_t numel = cge_shape_numel(&p->shape), lo, hi;                                \
-        if (!cge_axis_normalize(cge_load_as_i64(p->axis_dtype, p->axis, 0), r, false,     \
+        if (!cge_axis_normalize(cge__load_as_i64(p->axis_dtype, p->axis, 0), r, false,     \
                                 &axis)) {                                                  \
-            cge_block_range(numel, b, nb, &lo, &hi);                                       \
+            cge__block_range(numel, b, nb, &lo, &hi);                                       \
             memset(y + lo, 0, (size_t)(hi - lo) * sizeof(T));                              \
             return;                                                                        \
         }                                                                                  \
@@ -245,7 +245,7 @@ typedef struct cumsum_args {
         int64_t inner = cge__dims_prod(p->shape.dims, axis + 1, r);                        \
         int64_t chunks = (inner + CUM_CHUNK - 1) / CUM_CHUNK;                              \
         int64_t units = cge__dims_prod(p->shape.dims, 0, axis) * chunks;                   \
-        cge_block_range(units, b, nb, &lo, &hi);                                           \
+        cge__block_range(units, b, nb, &lo, &hi);                                           \
         for (int64_t u = lo; u < hi; u++) {                                                \
             int64_t o = u / chunks, i0 = (u % chunks) * CUM_CHUNK;                         \
             int64_t w = inner - i0 < CUM_CHUNK ? inner - i0 : CUM_CHUNK;                   \
@@ -319,7 +319,7 @@ static cge_status cumsum_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                      .exclusive = cge_attrs_get_int(ctx->attrs, "exclusive", 0) != 0,
                      .reverse = cge_attrs_get_int(ctx->attrs, "reverse", 0) != 0};
     /* Blocks are sized for the whole tensor; units are split inside. */
-    return cge_launch(stream, fn, cge_blocks_for(numel, CGE__MIN_BLOCK, ctx->num_threads), &a,
+    return cge_launch(stream, fn, cge__blocks_for(numel, CGE__MIN_BLOCK, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -339,7 +339,7 @@ typedef struct uq_ctx {
 static int uq_cmp_elem(cge_dtype t, const void *p, int64_t i, int64_t j)
 {
     if (cge_dtype_is_float(t)) {
-        double a = cge_load_as_double(t, p, i), b = cge_load_as_double(t, p, j);
+        double a = cge__load_as_double(t, p, i), b = cge__load_as_double(t, p, j);
         bool na = a != a, nb = b != b;
         if (na || nb)
             return na == nb ? 0 : na ? 1 : -1; /* NaN sorts last, NaNs are equal */
@@ -349,7 +349,7 @@ static int uq_cmp_elem(cge_dtype t, const void *p, int64_t i, int64_t j)
         uint64_t a = ((const uint64_t *)p)[i], b = ((const uint64_t *)p)[j];
         return a < b ? -1 : a > b;
     }
-    int64_t a = cge_load_as_i64(t, p, i), b = cge_load_as_i64(t, p, j);
+    int64_t a = cge__load_as_i64(t, p, i), b = cge__load_as_i64(t, p, j);
     return a < b ? -1 : a > b;
 }
 
@@ -463,7 +463,7 @@ static cge_status unique_infer(cge_infer_ctx *ctx)
                               (long long)cge_attrs_get_int(ctx->attrs, "axis", 0),
                               (int)x->shape.rank);
     int64_t groups = CGE_DIM_DYNAMIC;
-    const void *v = cge_meta_input_value(ctx, 0);
+    const void *v = cge__meta_input_value(ctx, 0);
     if (v && cge_shape_is_static(&x->shape)) {
         u.x = v;
         u.dt = x->dtype;
@@ -626,7 +626,7 @@ static const cge_op_def sort_scan_ops[] = {
                "Unique values or slices, first indices, inverse indices and counts."),
 };
 
-const cge_op_def *cge_ops_sort_scan(int32_t *count)
+const cge_op_def *cge__ops_sort_scan(int32_t *count)
 {
     *count = (int32_t)(sizeof sort_scan_ops / sizeof sort_scan_ops[0]);
     return sort_scan_ops;

@@ -34,8 +34,8 @@ static int scalar_value(const cge_infer_ctx *ctx, int32_t i, int64_t *v)
     if (!has_in(ctx, i) || !ctx->input_values[i] || cge_shape_numel(&ctx->inputs[i].shape) != 1)
         return 0;
     cge_dtype t = ctx->inputs[i].dtype;
-    *v = cge_dtype_is_int(t) ? cge_load_as_i64(t, ctx->input_values[i], 0)
-                             : (int64_t)cge_load_as_double(t, ctx->input_values[i], 0);
+    *v = cge_dtype_is_int(t) ? cge__load_as_i64(t, ctx->input_values[i], 0)
+                             : (int64_t)cge__load_as_double(t, ctx->input_values[i], 0);
     return 1;
 }
 
@@ -119,7 +119,7 @@ static inline double ld(cge_dtype t, const void *p, int64_t i)
     switch (t) {
     case CGE_F32: return ((const float *)p)[i];
     case CGE_F64: return ((const double *)p)[i];
-    default: return cge_load_as_double(t, p, i);
+    default: return cge__load_as_double(t, p, i);
     }
 }
 
@@ -128,7 +128,7 @@ static inline void st(cge_dtype t, void *p, int64_t i, double v)
     switch (t) {
     case CGE_F32: ((float *)p)[i] = (float)v; break;
     case CGE_F64: ((double *)p)[i] = v; break;
-    default: cge_store_from_double(t, p, i, v); break;
+    default: cge__store_from_double(t, p, i, v); break;
     }
 }
 
@@ -198,14 +198,14 @@ typedef struct dft_args {
 static void dft_fn(int64_t blk, int64_t nblk, void *args)
 {
     const dft_args *p = args;
-    int64_t n = p->len ? cge_load_as_i64(p->len_t, p->len, 0) : p->lin;
+    int64_t n = p->len ? cge__load_as_i64(p->len_t, p->len, 0) : p->lin;
     if (n < 1 || n > p->nmax) /* meta saw another length: leave nothing half-done */
         n = n < 1 ? 1 : p->nmax;
     double *tw = p->scratch + blk * SCRATCH_PER_N * p->nmax, *line = tw + 2 * n, *out = line + 2 * n;
     twiddles(tw, n, p->inverse);
     int64_t kmax = p->lout < n ? p->lout : n, l0, l1, take = n < p->lin ? n : p->lin;
     double scale = p->inverse ? 1.0 / (double)n : 1.0;
-    cge_block_range(p->outer * p->inner, blk, nblk, &l0, &l1);
+    cge__block_range(p->outer * p->inner, blk, nblk, &l0, &l1);
     for (int64_t l = l0; l < l1; l++) {
         int64_t o = l / p->inner, i = l % p->inner;
         for (int64_t j = 0; j < n; j++) {
@@ -224,7 +224,7 @@ static void dft_fn(int64_t blk, int64_t nblk, void *args)
 
 static int64_t dft_blocks(const cge_kernel_ctx *ctx, int64_t lines, int64_t n)
 {
-    return cge_blocks_for(lines, n >= 4096 ? 1 : 4096 / (n > 0 ? n : 1), ctx->num_threads);
+    return cge__blocks_for(lines, n >= 4096 ? 1 : 4096 / (n > 0 ? n : 1), ctx->num_threads);
 }
 
 static int dft_setup(const cge_kernel_ctx *ctx, dft_args *p)
@@ -343,14 +343,14 @@ static cge_status stft_infer(cge_infer_ctx *ctx)
 static void stft_fn(int64_t blk, int64_t nblk, void *args)
 {
     const dft_args *p = args;
-    int64_t n = p->win ? p->nmax : cge_load_as_i64(p->len_t, p->len, 0);
-    int64_t step = cge_load_as_i64(p->step_t, p->step, 0);
+    int64_t n = p->win ? p->nmax : cge__load_as_i64(p->len_t, p->len, 0);
+    int64_t step = cge__load_as_i64(p->step_t, p->step, 0);
     if (n < 1 || n > p->nmax)
         n = n < 1 ? 1 : p->nmax;
     double *tw = p->scratch + blk * SCRATCH_PER_N * p->nmax, *line = tw + 2 * n, *out = line + 2 * n;
     twiddles(tw, n, 0);
     int64_t kmax = p->lout < n ? p->lout : n, l0, l1;
-    cge_block_range(p->outer * p->frames, blk, nblk, &l0, &l1);
+    cge__block_range(p->outer * p->frames, blk, nblk, &l0, &l1);
     for (int64_t l = l0; l < l1; l++) {
         int64_t b = l / p->frames, f = l % p->frames;
         for (int64_t j = 0; j < n; j++) {
@@ -468,7 +468,7 @@ static void window_fn(int64_t blk, int64_t nblk, void *args)
 {
     const window_args *p = args;
     int64_t e0, e1;
-    cge_block_range(p->n, blk, nblk, &e0, &e1);
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
     double D = (double)(p->periodic ? p->n : p->n - 1);
     for (int64_t k = e0; k < e1; k++) {
         double v = 1.0; /* a symmetric window of one point */
@@ -476,7 +476,7 @@ static void window_fn(int64_t blk, int64_t nblk, void *args)
             double a = 2.0 * M_PI * (double)k / D;
             v = p->a0 - p->a1 * cos(a) + p->a2 * cos(2.0 * a);
         }
-        cge_store_from_double(p->t, p->y, k, v);
+        cge__store_from_double(p->t, p->y, k, v);
     }
 }
 
@@ -500,7 +500,7 @@ static cge_status window_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     }
     if (p.n == 0)
         return CGE_OK;
-    return cge_launch(stream, window_fn, cge_blocks_for(p.n, 8192, ctx->num_threads), &p,
+    return cge_launch(stream, window_fn, cge__blocks_for(p.n, 8192, ctx->num_threads), &p,
                       sizeof p);
 }
 
@@ -549,12 +549,12 @@ static void mel_fn(int64_t blk, int64_t nblk, void *args)
     (void)nblk;
     const mel_args *p = args;
     int64_t bins = p->cols, rows = p->rows;
-    int64_t len = cge_load_as_i64(p->it[1], p->in[1], 0);
-    double rate = (double)cge_load_as_i64(p->it[2], p->in[2], 0);
-    double lo = cge_load_as_double(p->it[3], p->in[3], 0);
-    double hi = cge_load_as_double(p->it[4], p->in[4], 0);
+    int64_t len = cge__load_as_i64(p->it[1], p->in[1], 0);
+    double rate = (double)cge__load_as_i64(p->it[2], p->in[2], 0);
+    double lo = cge__load_as_double(p->it[3], p->in[3], 0);
+    double hi = cge__load_as_double(p->it[4], p->in[4], 0);
     for (int64_t e = 0; e < rows * bins; e++)
-        cge_store_from_double(p->t, p->y, e, 0.0);
+        cge__store_from_double(p->t, p->y, e, 0.0);
     double lm = 2595.0 * log10(1.0 + lo / 700.0), hm = 2595.0 * log10(1.0 + hi / 700.0);
     double step = (hm - lm) / (double)(bins + 2);
     int64_t prev2 = 0, prev1 = 0;
@@ -566,7 +566,7 @@ static void mel_fn(int64_t blk, int64_t nblk, void *args)
 #define MEL_SET(row, v)                                                                    \
     do {                                                                                   \
         if ((row) >= 0 && (row) < rows)                                                    \
-            cge_store_from_double(p->t, p->y, (row) * bins + m, (v));                      \
+            cge__store_from_double(p->t, p->y, (row) * bins + m, (v));                      \
     } while (0)
             if (c == l)
                 MEL_SET(c, 1.0);
@@ -679,7 +679,7 @@ static const cge_op_def spectral_ops[] = {
     },
 };
 
-const cge_op_def *cge_ops_spectral(int32_t *count)
+const cge_op_def *cge__ops_spectral(int32_t *count)
 {
     *count = (int32_t)(sizeof spectral_ops / sizeof spectral_ops[0]);
     return spectral_ops;

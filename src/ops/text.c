@@ -111,7 +111,7 @@ static void tfidf_block(int64_t b, int64_t nb, void *p)
     const tfidf_args *a = p;
     const tfidf_cfg *c = &a->c;
     int64_t lo, hi;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
         float *out = a->y + r * c->out_dim;
         memset(out, 0, sizeof *out * (size_t)c->out_dim);
@@ -128,7 +128,7 @@ static void tfidf_block(int64_t b, int64_t nb, void *p)
                             const int64_t *gram = c->pool + start + g * n;
                             int64_t k = 0;
                             while (k < n &&
-                                   cge_load_as_i64(a->dt, a->x, base + i + k * s) == gram[k])
+                                   cge__load_as_i64(a->dt, a->x, base + i + k * s) == gram[k])
                                 k++;
                             if (k == n) {
                                 out[c->indexes[id0 + g]] += 1.0f;
@@ -169,7 +169,7 @@ static cge_status tfidf_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t per = (a.len + 1) * (a.c.nindexes + 1);
     return cge_launch(stream, tfidf_block,
-                      cge_blocks_for(a.rows, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
+                      cge__blocks_for(a.rows, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
                                      ctx->num_threads),
                       &a, sizeof a);
 }
@@ -199,7 +199,7 @@ static const cge_op_def text_ops[] = {
                "N-gram counts (TF, IDF or TFIDF) of integer token sequences."),
 };
 
-const cge_op_def *cge_ops_text(int32_t *count)
+const cge_op_def *cge__ops_text(int32_t *count)
 {
     *count = (int32_t)(sizeof text_ops / sizeof text_ops[0]);
     return text_ops;

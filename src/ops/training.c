@@ -97,8 +97,8 @@ static inline void st(cge_dtype t, void *p, int64_t i, double v)
 static void opt_fn(int64_t blk, int64_t nblk, void *p)
 {
     const opt_args *a = p;
-    double r = cge_load_as_double(a->r_dtype, a->r, 0);
-    double t = cge_load_as_double(a->t_dtype, a->t, 0);
+    double r = cge__load_as_double(a->r_dtype, a->r, 0);
+    double t = cge__load_as_double(a->t_dtype, a->t, 0);
     for (int32_t i = 0; i < a->n; i++) {
         cge_dtype dt = a->dtype[i];
         for (int64_t e = 0; e < a->numel[i]; e++) {
@@ -221,7 +221,7 @@ static const cge_op_def training_ops[] = {
     OPT_OP("Adam", adam_attrs, 5, "Adam update of n tensors (ONNX training preview)."),
 };
 
-const cge_op_def *cge_ops_training(int32_t *count)
+const cge_op_def *cge__ops_training(int32_t *count)
 {
     *count = (int32_t)(sizeof training_ops / sizeof training_ops[0]);
     return training_ops;

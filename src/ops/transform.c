@@ -108,7 +108,7 @@ static void strided_block(int64_t b, int64_t nb, void *p)
 {
     const strided_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     strided_rows(a, lo, hi);
 }
 
@@ -172,7 +172,7 @@ static bool get_perm(const cge_attrs *attrs, int32_t r, int32_t perm[CGE_MAX_RAN
     return true;
 }
 
-cge_status cge_transpose_infer(cge_infer_ctx *ctx)
+cge_status cge__transpose_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *in = &ctx->inputs[0];
     int32_t perm[CGE_MAX_RANK];
@@ -238,7 +238,7 @@ static void tile_block(int64_t b, int64_t nb, void *p)
 {
     const tile_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->units, b, nb, &lo, &hi);
+    cge__block_range(a->units, b, nb, &lo, &hi);
     for (int64_t u = lo; u < hi; u++) {
         int64_t jt = u % a->jtiles, it = (u / a->jtiles) % a->itiles;
         int64_t rem = u / a->jtiles / a->itiles, ioff = 0, ooff = 0;
@@ -309,7 +309,7 @@ static cge_status transpose_launch(const cge_kernel_ctx *ctx, cge_stream *stream
         memcpy(a.stride, stride, sizeof stride);
         a.rows = numel / dims[rank - 1];
         return cge_launch(stream, strided_block,
-                          cge_blocks_for(a.rows, min_rows_for(dims[rank - 1]), ctx->num_threads), &a,
+                          cge__blocks_for(a.rows, min_rows_for(dims[rank - 1]), ctx->num_threads), &a,
                           sizeof a);
     }
     /* After collapsing, the input's innermost dim is some output dim k < last. */
@@ -345,7 +345,7 @@ static cge_status transpose_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     a.jtiles = (a.J + TILE - 1) / TILE;
     a.units = dims_product(a.bdims, 0, a.nb) * a.itiles * a.jtiles;
     return cge_launch(stream, tile_block,
-                      cge_blocks_for(a.units, MIN_BLOCK_ELEMS / (TILE * TILE), ctx->num_threads), &a,
+                      cge__blocks_for(a.units, MIN_BLOCK_ELEMS / (TILE * TILE), ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -377,7 +377,7 @@ static void seg_block(int64_t b, int64_t nb, void *p)
 {
     const seg_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->outer * a->group_bytes, b, nb, &lo, &hi);
+    cge__block_range(a->outer * a->group_bytes, b, nb, &lo, &hi);
     if (lo >= hi)
         return;
     int64_t row = lo / a->group_bytes, pos = lo % a->group_bytes;
@@ -407,7 +407,7 @@ static void seg_block(int64_t b, int64_t nb, void *p)
 
 /* ---- Concat ------------------------------------------------------------- */
 
-cge_status cge_concat_infer(cge_infer_ctx *ctx)
+cge_status cge__concat_infer(cge_infer_ctx *ctx)
 {
     if (ctx->num_inputs < 1)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs at least one input");
@@ -498,7 +498,7 @@ static cge_status seg_run_nhwc(const cge_kernel_ctx *ctx, cge_stream *stream,
     return seg_run_axis(ctx, stream, &w, p, n, to_whole, m);
 }
 
-cge_status cge_layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs one input and one output");
@@ -513,14 +513,14 @@ cge_status cge_layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return cge_memcpy_async(stream, out->data, in->data, n, CGE_MEMCPY_DEVICE_TO_DEVICE);
 }
 
-cge_status cge_concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     if (ctx->num_outputs < 1)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs an output");
     return seg_run_nhwc(ctx, stream, &ctx->outputs[0], ctx->inputs, ctx->num_inputs, true);
 }
 
-cge_status cge_split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+cge_status cge__split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     if (ctx->num_inputs < 1)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs an input");
@@ -574,7 +574,7 @@ static cge_status seg_run_axis(const cge_kernel_ctx *ctx, cge_stream *stream,
             for (int32_t k = 0; k < a.n; k++)
                 a.group_bytes += a.parts[k].chunk;
             cge_status st = cge_launch(stream, seg_block,
-                                       cge_blocks_for(outer * a.group_bytes, MIN_BLOCK_BYTES, ctx->num_threads),
+                                       cge__blocks_for(outer * a.group_bytes, MIN_BLOCK_BYTES, ctx->num_threads),
                                        &a, sizeof a);
             if (st)
                 return st;
@@ -591,7 +591,7 @@ static cge_status concat_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- Split -------------------------------------------------------------- */
 
-cge_status cge_split_infer(cge_infer_ctx *ctx)
+cge_status cge__split_infer(cge_infer_ctx *ctx)
 {
     const cge_tensor_desc *in = &ctx->inputs[0];
     int32_t r = in->shape.rank, axis, n = ctx->num_outputs;
@@ -607,7 +607,7 @@ cge_status cge_split_infer(cge_infer_ctx *ctx)
         ctx->outputs[i].shape = in->shape;
         ctx->outputs[i].shape.dims[axis] = CGE_DIM_DYNAMIC;
     }
-    if (cge_meta_has_input(ctx, 1)) {
+    if (cge__meta_has_input(ctx, 1)) {
         const cge_tensor_desc *sd = &ctx->inputs[1];
         if (sd->shape.rank != 1)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "input 'split' must be 1-D, got rank %d",
@@ -615,12 +615,12 @@ cge_status cge_split_infer(cge_infer_ctx *ctx)
         if (sd->shape.dims[0] >= 0 && sd->shape.dims[0] != n)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "'split' has %lld entries for %d outputs",
                                   (long long)sd->shape.dims[0], (int)n);
-        const void *v = cge_meta_input_value(ctx, 1);
+        const void *v = cge__meta_input_value(ctx, 1);
         if (!v || sd->shape.dims[0] < 0)
             return CGE_OK;
         int64_t sum = 0;
         for (int32_t i = 0; i < n; i++) {
-            int64_t s = cge_load_as_i64(sd->dtype, v, i);
+            int64_t s = cge__load_as_i64(sd->dtype, v, i);
             if (s < 0)
                 return cge_meta_error(ctx, CGE_ERR_SHAPE, "'split' entry %d is %lld", (int)i, (long long)s);
             ctx->outputs[i].shape.dims[axis] = s;
@@ -682,7 +682,7 @@ static bool slice_params(const cge_shape *in, const slice_lists *l, int64_t star
         return false;
     }
     for (int64_t k = 0; k < l->n; k++) {
-        int64_t ax = l->axes.data ? cge_load_as_i64(l->axes.dtype, l->axes.data, k) : k;
+        int64_t ax = l->axes.data ? cge__load_as_i64(l->axes.dtype, l->axes.data, k) : k;
         int32_t a;
         if (!cge_axis_normalize(ax, r, false, &a)) {
             snprintf(why, why_size, "axis %lld is out of range for rank %d", (long long)ax, (int)r);
@@ -693,7 +693,7 @@ static bool slice_params(const cge_shape *in, const slice_lists *l, int64_t star
             return false;
         }
         seen[a] = true;
-        int64_t st = l->steps.data ? cge_load_as_i64(l->steps.dtype, l->steps.data, k) : 1;
+        int64_t st = l->steps.data ? cge__load_as_i64(l->steps.dtype, l->steps.data, k) : 1;
         if (st == 0) {
             snprintf(why, why_size, "step for axis %lld is 0", (long long)ax);
             return false;
@@ -704,8 +704,8 @@ static bool slice_params(const cge_shape *in, const slice_lists *l, int64_t star
             out->dims[a] = CGE_DIM_DYNAMIC;
             continue;
         }
-        int64_t s = cge_load_as_i64(l->starts.dtype, l->starts.data, k);
-        int64_t e = cge_load_as_i64(l->ends.dtype, l->ends.data, k);
+        int64_t s = cge__load_as_i64(l->starts.dtype, l->starts.data, k);
+        int64_t e = cge__load_as_i64(l->ends.dtype, l->ends.data, k);
         if (s < 0)
             s += dim;
         if (e < 0)
@@ -737,7 +737,7 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
     int64_t n = -2;
     bool known = true;
     for (int32_t i = 1; i <= 4; i++) {
-        if (!cge_meta_has_input(ctx, i)) {
+        if (!cge__meta_has_input(ctx, i)) {
             if (i <= 2)
                 return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "input '%s' is required", names[i - 1]);
             continue;
@@ -754,7 +754,7 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
             n = len;
         if (len < 0)
             known = false;
-        if (!cge_meta_input_value(ctx, i))
+        if (!cge__meta_input_value(ctx, i))
             known = false;
     }
     if (n > in->shape.rank)
@@ -765,12 +765,12 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
         /* Without the values, the listed axes are unknown; when 'axes' is known
          * the other dims keep their size. */
         cge_shape out = all_dynamic(in->shape.rank);
-        const void *av = cge_meta_input_value(ctx, 3);
-        if (cge_meta_has_input(ctx, 3) && av && n >= 0) {
+        const void *av = cge__meta_input_value(ctx, 3);
+        if (cge__meta_has_input(ctx, 3) && av && n >= 0) {
             out = in->shape;
             for (int64_t k = 0; k < n; k++) {
                 int32_t a;
-                int64_t ax = cge_load_as_i64(ctx->inputs[3].dtype, av, k);
+                int64_t ax = cge__load_as_i64(ctx->inputs[3].dtype, av, k);
                 if (!cge_axis_normalize(ax, in->shape.rank, false, &a))
                     return cge_meta_error(ctx, CGE_ERR_SHAPE, "axis %lld is out of range for rank %d",
                                           (long long)ax, (int)in->shape.rank);
@@ -783,12 +783,12 @@ static cge_status slice_infer(cge_infer_ctx *ctx)
     slice_lists l;
     memset(&l, 0, sizeof l);
     l.n = n;
-    l.starts = (index_list){cge_meta_input_value(ctx, 1), ctx->inputs[1].dtype};
-    l.ends = (index_list){cge_meta_input_value(ctx, 2), ctx->inputs[2].dtype};
-    if (cge_meta_has_input(ctx, 3))
-        l.axes = (index_list){cge_meta_input_value(ctx, 3), ctx->inputs[3].dtype};
-    if (cge_meta_has_input(ctx, 4))
-        l.steps = (index_list){cge_meta_input_value(ctx, 4), ctx->inputs[4].dtype};
+    l.starts = (index_list){cge__meta_input_value(ctx, 1), ctx->inputs[1].dtype};
+    l.ends = (index_list){cge__meta_input_value(ctx, 2), ctx->inputs[2].dtype};
+    if (cge__meta_has_input(ctx, 3))
+        l.axes = (index_list){cge__meta_input_value(ctx, 3), ctx->inputs[3].dtype};
+    if (cge__meta_has_input(ctx, 4))
+        l.steps = (index_list){cge__meta_input_value(ctx, 4), ctx->inputs[4].dtype};
     int64_t start[CGE_MAX_RANK], step[CGE_MAX_RANK];
     char why[128];
     if (!slice_params(&in->shape, &l, start, step, &ctx->outputs[0].shape, why, sizeof why))
@@ -813,7 +813,7 @@ static void slice_block(int64_t b, int64_t nb, void *p)
 {
     const slice_args *a = p;
     int64_t lo, hi, start[CGE_MAX_RANK], step[CGE_MAX_RANK];
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     if (lo >= hi)
         return;
     int32_t r = a->out.rank;
@@ -886,7 +886,7 @@ static cge_status slice_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.out = out->shape;
     int64_t row_len = out->shape.rank > 0 ? out->shape.dims[out->shape.rank - 1] : 1;
     a.rows = numel / row_len;
-    return cge_launch(stream, slice_block, cge_blocks_for(a.rows, min_rows_for(row_len), ctx->num_threads),
+    return cge_launch(stream, slice_block, cge__blocks_for(a.rows, min_rows_for(row_len), ctx->num_threads),
                       &a, sizeof a);
 }
 
@@ -935,7 +935,7 @@ static void gather_block(int64_t b, int64_t nb, void *p)
 {
     const gather_args *a = p;
     int64_t lo, hi;
-    cge_block_range(a->rows, b, nb, &lo, &hi);
+    cge__block_range(a->rows, b, nb, &lo, &hi);
     int64_t inner = a->inner;
     for (int64_t row = lo; row < hi; row++) {
         int64_t o = row / a->n, j = row % a->n;
@@ -1001,7 +1001,7 @@ static cge_status gather_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.inner = dims_product(data->shape.dims, axis + 1, r) * (int64_t)cge_dtype_size(data->dtype);
     a.rows = dims_product(data->shape.dims, 0, axis) * n;
     int64_t min_rows = (MIN_BLOCK_BYTES + a.inner - 1) / a.inner;
-    return cge_launch(stream, gather_block, cge_blocks_for(a.rows, min_rows, ctx->num_threads), &a,
+    return cge_launch(stream, gather_block, cge__blocks_for(a.rows, min_rows, ctx->num_threads), &a,
                       sizeof a);
 }
 
@@ -1058,13 +1058,13 @@ static const cge_attr_def gather_attrs[] = {
 
 static const cge_op_def transform_ops[] = {
     {"Transpose", CGE_DOMAIN_DEFAULT, 13, 0, transpose_in, N(transpose_in), transpose_out,
-     N(transpose_out), transpose_attrs, N(transpose_attrs), cge_transpose_infer, transpose_kernels,
+     N(transpose_out), transpose_attrs, N(transpose_attrs), cge__transpose_infer, transpose_kernels,
      N(transpose_kernels), "Permute dims (ONNX Transpose-13)"},
     {"Concat", CGE_DOMAIN_DEFAULT, 13, 0, concat_in, N(concat_in), concat_out, N(concat_out),
-     concat_attrs, N(concat_attrs), cge_concat_infer, concat_kernels, N(concat_kernels),
+     concat_attrs, N(concat_attrs), cge__concat_infer, concat_kernels, N(concat_kernels),
      "Join tensors along an axis (ONNX Concat-13)"},
     {"Split", CGE_DOMAIN_DEFAULT, 13, 0, split_in, N(split_in), split_out, N(split_out), split_attrs,
-     N(split_attrs), cge_split_infer, split_kernels, N(split_kernels),
+     N(split_attrs), cge__split_infer, split_kernels, N(split_kernels),
      "Split a tensor along an axis (ONNX Split-13)"},
     {"Slice", CGE_DOMAIN_DEFAULT, 13, 0, slice_in, N(slice_in), slice_out, N(slice_out), NULL, 0,
      slice_infer, slice_kernels, N(slice_kernels), "Strided slice (ONNX Slice-13)"},
@@ -1073,7 +1073,7 @@ static const cge_op_def transform_ops[] = {
      "Gather slices by index (ONNX Gather-13)"},
 };
 
-const cge_op_def *cge_ops_transform(int32_t *count)
+const cge_op_def *cge__ops_transform(int32_t *count)
 {
     *count = N(transform_ops);
     return transform_ops;

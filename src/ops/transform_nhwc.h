@@ -10,15 +10,15 @@
 /* Shapes and "axis" are the logical NCHW ones, as for Concat and Split, whose
  * meta they share. */
 
-cge_status cge_concat_infer(cge_infer_ctx *ctx);
-cge_status cge_transpose_infer(cge_infer_ctx *ctx);
+cge_status cge__concat_infer(cge_infer_ctx *ctx);
+cge_status cge__transpose_infer(cge_infer_ctx *ctx);
 /* cge.fused LayoutView: a Transpose between NHWC bytes and the plain tensor
  * of the transposed shape, whose bytes are the same (perm [0,2,...,1] of
  * NHWC data, or [0,r-1,1,...] giving NHWC data): the plan makes the output
  * a view of the input; a copy otherwise. */
-cge_status cge_layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
-cge_status cge_split_infer(cge_infer_ctx *ctx);
-cge_status cge_concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
-cge_status cge_split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__split_infer(cge_infer_ctx *ctx);
+cge_status cge__concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+cge_status cge__split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 #endif

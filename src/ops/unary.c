@@ -191,7 +191,7 @@ static void un_block(int64_t blk, int64_t nb, void *p)
 {
     const un_args *a = p;
     int64_t begin, end;
-    cge_block_range(a->numel, blk, nb, &begin, &end);
+    cge__block_range(a->numel, blk, nb, &begin, &end);
     if (begin < end)
         a->row((const char *)a->in + (size_t)begin * a->size_in,
                (char *)a->out + (size_t)begin * a->size_out, end - begin, a);
@@ -247,7 +247,7 @@ static cge_status un_launch(const cge_kernel_ctx *ctx, cge_stream *stream, un_op
     args.size_out = cge_dtype_size(y->dtype);
     args.par = read_par(op, ctx->attrs);
     args.dtype = x->dtype;
-    int64_t nb = cge_blocks_for(args.numel, MIN_PER_BLOCK, ctx->num_threads);
+    int64_t nb = cge__blocks_for(args.numel, MIN_PER_BLOCK, ctx->num_threads);
     return cge_launch(stream, un_block, nb, &args, sizeof args);
 }
 
@@ -307,7 +307,7 @@ static void clip_block(int64_t blk, int64_t nb, void *p)
 {
     const clip_args *a = p;
     int64_t begin, end;
-    cge_block_range(a->numel, blk, nb, &begin, &end);
+    cge__block_range(a->numel, blk, nb, &begin, &end);
     if (begin < end && clip_fns[a->dtype]) /* the launch checked the dtype */
         clip_fns[a->dtype](a, begin, end);
 }
@@ -372,7 +372,7 @@ static cge_status clip_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     args.lo = bounds[0];
     args.hi = bounds[1];
     args.dtype = x->dtype;
-    int64_t nb = cge_blocks_for(args.numel, MIN_PER_BLOCK, ctx->num_threads);
+    int64_t nb = cge__blocks_for(args.numel, MIN_PER_BLOCK, ctx->num_threads);
     return cge_launch(stream, clip_block, nb, &args, sizeof args);
 }
 
@@ -409,7 +409,7 @@ static cge_status dropout_infer(cge_infer_ctx *ctx)
             if (has_r && !rv) {
                 unknown = true;
             } else {
-                double ratio = has_r ? cge_load_as_double(r->dtype, rv, 0) : 0.5;
+                double ratio = has_r ? cge__load_as_double(r->dtype, rv, 0) : 0.5;
                 if (ratio != 0.0)
                     return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
                                           "training mode with ratio %g is not supported "
@@ -447,7 +447,7 @@ static void dropout_block(int64_t blk, int64_t nb, void *p)
 {
     const dropout_args *a = p;
     int64_t begin, end;
-    cge_block_range(a->numel, blk, nb, &begin, &end);
+    cge__block_range(a->numel, blk, nb, &begin, &end);
     if (begin >= end)
         return;
     if (a->y != a->x)
@@ -477,7 +477,7 @@ static cge_status dropout_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                          .esize = cge_dtype_size(x->dtype), .numel = cge_shape_numel(&x->shape)};
     if (args.numel == 0)
         return CGE_OK;
-    int64_t nb = cge_blocks_for(args.numel, MIN_PER_BLOCK * 4, ctx->num_threads);
+    int64_t nb = cge__blocks_for(args.numel, MIN_PER_BLOCK * 4, ctx->num_threads);
     return cge_launch(stream, dropout_block, nb, &args, sizeof args);
 }
 
@@ -526,7 +526,7 @@ static void hm_block(int64_t blk, int64_t nb, void *p)
 {
     const hm_args *a = p;
     int64_t begin, end;
-    cge_block_range(a->outer * a->inner, blk, nb, &begin, &end);
+    cge__block_range(a->outer * a->inner, blk, nb, &begin, &end);
     if (hm_fns[a->dtype]) /* the launch checked the dtype */
         hm_fns[a->dtype](a, begin, end);
 }
@@ -572,7 +572,7 @@ static cge_status hm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (args.outer * args.inner * args.dim == 0)
         return CGE_OK;
     int64_t lines = args.outer * args.inner;
-    int64_t nb = cge_blocks_for(lines, (MIN_PER_BLOCK + args.dim - 1) / args.dim,
+    int64_t nb = cge__blocks_for(lines, (MIN_PER_BLOCK + args.dim - 1) / args.dim,
                                 ctx->num_threads);
     return cge_launch(stream, hm_block, nb, &args, sizeof args);
 }
@@ -747,7 +747,7 @@ static const cge_op_def unary_ops[] = {
      .doc = "1 at the first maximum along axis, 0 elsewhere"},
 };
 
-const cge_op_def *cge_ops_unary(int32_t *count)
+const cge_op_def *cge__ops_unary(int32_t *count)
 {
     if (count)
         *count = (int32_t)(sizeof unary_ops / sizeof unary_ops[0]);

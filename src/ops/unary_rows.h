@@ -40,7 +40,7 @@ static inline float neg_f(float x, un_par p) { return -x; }
 static inline double neg_d(double x, un_par p) { return -x; }
 static inline float abs_f(float x, un_par p) { return fabsf(x); }
 static inline double abs_d(double x, un_par p) { return fabs(x); }
-static inline float exp_f(float x, un_par p) { return cge_expf_fast(x); }
+static inline float exp_f(float x, un_par p) { return cge__expf_fast(x); }
 static inline double exp_d(double x, un_par p) { return exp(x); }
 static inline float log_f(float x, un_par p) { return (float)log((double)x); }
 static inline double log_d(double x, un_par p) { return log(x); }
@@ -62,7 +62,7 @@ static inline double sigmoid_d(double x, un_par p)
     double e = exp(x);
     return e / (1.0 + e);
 }
-static inline float sigmoid_f(float x, un_par p) { return cge_sigmoidf_fast(x); }
+static inline float sigmoid_f(float x, un_par p) { return cge__sigmoidf_fast(x); }
 static inline float tanh_f(float x, un_par p) { return (float)tanh((double)x); }
 static inline double tanh_d(double x, un_par p) { return tanh(x); }
 static inline float erf_f(float x, un_par p) { return (float)erf((double)x); }
@@ -225,13 +225,13 @@ static inline double shrink_d(double x, un_par p)
     DEF_WIDE_FLOAT_ROWS(OP)
 DEF_FLOAT_ROWS(neg)
 DEF_FLOAT_ROWS(abs)
-DEF_VEC_FLOAT_ROWS(exp, cge_exp_f32_row)
+DEF_VEC_FLOAT_ROWS(exp, cge__exp_f32_row)
 DEF_FLOAT_ROWS(log)
 DEF_FLOAT_ROWS(sqrt)
 DEF_FLOAT_ROWS(recip)
 DEF_FLOAT_ROWS(relu)
 DEF_FLOAT_ROWS(leaky)
-DEF_VEC_FLOAT_ROWS(sigmoid, cge_sigmoid_f32_row)
+DEF_VEC_FLOAT_ROWS(sigmoid, cge__sigmoid_f32_row)
 DEF_FLOAT_ROWS(tanh)
 DEF_FLOAT_ROWS(erf)
 DEF_FLOAT_ROWS(gelu)
@@ -311,7 +311,7 @@ static void shrink_int(const void *in, void *out, int64_t n, const un_args *a)
 {
     cge_dtype t = a->dtype;
     for (int64_t k = 0; k < n; k++)
-        cge_store_from_double(t, out, k, shrink_d(cge_load_as_double(t, in, k), a->par));
+        cge__store_from_double(t, out, k, shrink_d(cge__load_as_double(t, in, k), a->par));
 }
 
 /* ---- Cast ------------------------------------------------------------------ */

@@ -21,7 +21,7 @@ typedef void (*var_row)(void *o, const void *a, int64_t sa, const void *b, int64
                         int64_t n, float nn);
 
 typedef struct var_args {
-    cge_bcast bc;
+    cge__bcast bc;
     var_row row;
     const void *a, *b;
     void *out;
@@ -173,8 +173,8 @@ static void var_block(int64_t blk, int64_t nb, void *p)
 {
     const var_args *a = p;
     int64_t begin, end;
-    cge_block_range(a->bc.numel, blk, nb, &begin, &end);
-    cge_bcast_rows2(&a->bc, begin, end, a->out, a->esize, a->a, a->esize, a->b, a->esize,
+    cge__block_range(a->bc.numel, blk, nb, &begin, &end);
+    cge__bcast_rows2(&a->bc, begin, end, a->out, a->esize, a->a, a->esize, a->b, a->esize,
                     var_row_call, a);
 }
 
@@ -236,11 +236,11 @@ static cge_status var_launch(const cge_kernel_ctx *ctx, cge_stream *stream, var_
     args.out = y->data;
     args.esize = cge_dtype_size(x->dtype);
     args.nn = (float)n_in;
-    int64_t nb = cge_blocks_for(cge_shape_numel(&want), MIN_PER_BLOCK, ctx->num_threads);
+    int64_t nb = cge__blocks_for(cge_shape_numel(&want), MIN_PER_BLOCK, ctx->num_threads);
     if (n_in == 1) {
         /* A copy (Mean of one input is that input too). */
         const cge_shape *ins[2] = {&order[0]->shape, &order[0]->shape};
-        if (cge_bcast_init(&args.bc, &y->shape, ins, 2) != CGE_OK)
+        if (cge__bcast_init(&args.bc, &y->shape, ins, 2) != CGE_OK)
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "bad output shape");
         args.a = args.b = order[0]->data;
         return cge_launch(stream, var_block, nb, &args, sizeof args);
@@ -249,7 +249,7 @@ static cge_status var_launch(const cge_kernel_ctx *ctx, cge_stream *stream, var_
     for (int32_t p = 1; !st && p < n_in; p++) {
         const cge_tensor *acc = p == 1 ? order[0] : y;
         const cge_shape *ins[2] = {&acc->shape, &order[p]->shape};
-        if (cge_bcast_init(&args.bc, &y->shape, ins, 2) != CGE_OK)
+        if (cge__bcast_init(&args.bc, &y->shape, ins, 2) != CGE_OK)
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "input does not broadcast to the output");
         args.a = acc->data;
         args.b = order[p]->data;
@@ -301,7 +301,7 @@ static const cge_op_def variadic_ops[] = {
     VAR_DEF("Mean", flt_in, mean_out, mean, "elementwise mean of the inputs"),
 };
 
-const cge_op_def *cge_ops_variadic(int32_t *count)
+const cge_op_def *cge__ops_variadic(int32_t *count)
 {
     if (count)
         *count = (int32_t)(sizeof variadic_ops / sizeof variadic_ops[0]);

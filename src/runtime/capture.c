@@ -36,7 +36,7 @@ static const char *copy_kind_name(cge_memcpy_kind k)
 
 /* ---- task records --------------------------------------------------------- */
 
-cge_status rt_task_copy_in(rt_ri_task *out, const cge_task *t)
+cge_status rt_task_copy_in(rt_ri_task *out, const cge__task *t)
 {
     memset(out, 0, sizeof *out);
     out->t = *t;
@@ -233,7 +233,7 @@ static void capture_free(rt_capture *c)
 
 /* ---- recording ------------------------------------------------------------- */
 
-static const char *submit_name(const cge_task *t)
+static const char *submit_name(const cge__task *t)
 {
     switch (t->kind) {
     case CGE_TASK_KERNEL: return "cge_launch";
@@ -246,7 +246,7 @@ static const char *submit_name(const cge_task *t)
     return "submit";
 }
 
-static cge_status record_locked(rt_capture *c, cge_stream *s, const cge_task *task)
+static cge_status record_locked(rt_capture *c, cge_stream *s, const cge__task *task)
 {
     const char *what = submit_name(task);
     if (c->invalid)
@@ -314,7 +314,7 @@ static cge_status record_locked(rt_capture *c, cge_stream *s, const cge_task *ta
     return CGE_OK;
 }
 
-static cge_status update_record_locked(rt_update *u, cge_stream *s, const cge_task *task)
+static cge_status update_record_locked(rt_update *u, cge_stream *s, const cge__task *task)
 {
     const char *what = submit_name(task);
     if (task->kind == CGE_TASK_EVENT_RECORD || task->kind == CGE_TASK_EVENT_WAIT) {
@@ -357,7 +357,7 @@ static cge_status update_record_locked(rt_update *u, cge_stream *s, const cge_ta
     return CGE_OK;
 }
 
-cge_status rt_capture_submit_slow(cge_stream *stream, const cge_task *task)
+cge_status rt_capture_submit_slow(cge_stream *stream, const cge__task *task)
 {
     cge_device *dev = stream->dev;
     cge_status st = CGE_OK;

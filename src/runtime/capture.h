@@ -8,7 +8,7 @@
 
 /* One recorded task. Kernel arguments live in `t.u.launch.args`, owned here. */
 typedef struct rt_ri_task {
-    cge_task t;
+    cge__task t;
     int32_t stream_index; /* index into the capture's streams; 0 is the origin */
     int32_t group;        /* task group, -1 if none */
     int32_t dep;          /* EVENT_WAIT: index of the record task it waits for */
@@ -72,7 +72,7 @@ struct cge_ri {
 
     rt_ri_task *tasks;            /* in submission order: a valid topological order */
     int32_t num_tasks;
-    cge_task *exec;               /* the work tasks as replayed, in that order */
+    cge__task *exec;               /* the work tasks as replayed, in that order */
     int32_t num_exec;
     uint64_t *stream_ids;         /* per captured stream index */
     int32_t num_streams;
@@ -105,7 +105,7 @@ struct cge_ri {
 cge_status rt_check_copy_pinned(cge_device *dev, const void *dst, const void *src, size_t bytes,
                                 cge_memcpy_kind kind, const char *what);
 /* Copies `t` into `out` with its own copy of the kernel arguments. */
-cge_status rt_task_copy_in(rt_ri_task *out, const cge_task *t);
+cge_status rt_task_copy_in(rt_ri_task *out, const cge__task *t);
 void rt_task_free_args(rt_ri_task *t);
 
 /* replay.c: turns an ended capture into an RI (takes its tasks). */

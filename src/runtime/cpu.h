@@ -24,7 +24,7 @@ typedef struct cpu_event cpu_event;
  * (a stream queue now; a captured list later). */
 typedef struct cpu_task {
     struct cpu_task *next;   /* stream queue / free list */
-    cge_task t;              /* t.u.launch.args points at args_inline or args_heap */
+    cge__task t;              /* t.u.launch.args points at args_inline or args_heap */
     cpu_stream *stream;
     cge_stream *fail_stream; /* where cge_kernel_fail reports when stream is NULL (replays) */
     uint64_t gen;            /* RECORD: event generation recorded; WAIT: generation awaited */
@@ -121,7 +121,7 @@ void cpu_task_put(cpu_device *d, cpu_task *t);
 
 /* cpu_pool.c: workers and scheduling. All *_locked functions need d->lock. */
 /* ops->run_tasks: a replay's work, on the worker that runs the replay task. */
-void cpu_run_tasks(cge_device *dev, const cge_task *tasks, size_t n);
+void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n);
 cge_status cpu_pool_start(cpu_device *d);
 /* Waits for all work, then stops and joins the workers. */
 void cpu_pool_stop(cpu_device *d);
@@ -139,7 +139,7 @@ void cpu_event_unref_locked(cpu_device *d, cpu_event *e);
 /* cpu_stream.c: stream and event operations of the ops table. */
 cge_status cpu_stream_create(cge_device *dev, cge_stream **out);
 void cpu_stream_destroy(cge_stream *stream);
-cge_status cpu_stream_submit(cge_stream *stream, const cge_task *task);
+cge_status cpu_stream_submit(cge_stream *stream, const cge__task *task);
 cge_status cpu_stream_synchronize(cge_stream *stream);
 cge_status cpu_stream_query(cge_stream *stream, bool *idle);
 cge_status cpu_event_create(cge_device *dev, cge_event **out);

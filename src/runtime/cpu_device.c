@@ -85,7 +85,7 @@ static void cpu_destroy(cge_device *dev)
     cpu_release(d);
 }
 
-static const cge_device_ops cpu_ops = {
+static const cge__device_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
     .synchronize = cpu_synchronize,

@@ -269,7 +269,7 @@ static void poll_done_locked(cpu_device *d, uint64_t spin_ns);
 /* A multi-block launch inside a replay: shared with idle workers through the
  * active list exactly like a queued launch, except that no stream owns it; the
  * replaying worker takes blocks too and waits for the helpers to leave. */
-static void run_shared_launch(cpu_device *d, const cge_task *task)
+static void run_shared_launch(cpu_device *d, const cge__task *task)
 {
     int64_t n = task->u.launch.num_blocks;
     if (d->num_workers <= 1) {
@@ -312,7 +312,7 @@ static void run_shared_launch(cpu_device *d, const cge_task *task)
     pthread_mutex_unlock(&d->lock);
 }
 
-void cpu_run_tasks(cge_device *dev, const cge_task *tasks, size_t n)
+void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n)
 {
     cpu_device *d = cpu_dev(dev);
     bool host = tl_worker_of != d;
@@ -323,7 +323,7 @@ void cpu_run_tasks(cge_device *dev, const cge_task *tasks, size_t n)
         pthread_mutex_unlock(&d->lock);
     }
     for (size_t i = 0; i < n; i++) {
-        const cge_task *t = &tasks[i];
+        const cge__task *t = &tasks[i];
         switch (t->kind) {
         case CGE_TASK_KERNEL:
             if (t->u.launch.num_blocks == 1)

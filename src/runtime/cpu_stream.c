@@ -51,7 +51,7 @@ void cpu_stream_destroy(cge_stream *stream)
     free(s);
 }
 
-cge_status cpu_stream_submit(cge_stream *stream, const cge_task *task)
+cge_status cpu_stream_submit(cge_stream *stream, const cge__task *task)
 {
     cpu_stream *s = cpu_str(stream);
     cpu_device *d = cpu_dev(stream->dev);

@@ -17,7 +17,7 @@
 /* One unit of stream work as submitted. Pointers in it (launch args included)
  * belong to the submitter only for the duration of the submit call: a device
  * copies what it keeps. */
-typedef struct cge_task {
+typedef struct cge__task {
     cge_task_kind kind;
     union {
         struct {
@@ -45,13 +45,13 @@ typedef struct cge_task {
             cge_event *event;
         } event; /* RECORD and WAIT */
     } u;
-} cge_task;
+} cge__task;
 
 /* What a device implements. The public functions in runtime.h validate their
  * arguments (NULL handles, sizes, device mismatch) and then call these, so an
  * op may assume well-formed input. Memory tracking is common code: alloc/free
  * here only obtain and release the bytes. */
-typedef struct cge_device_ops {
+typedef struct cge__device_ops {
     const char *name;
     /* Waits for all work, releases streams and events that the caller left
      * behind, then the device itself. */
@@ -72,7 +72,7 @@ typedef struct cge_device_ops {
     cge_status (*stream_create)(cge_device *dev, cge_stream **out);
     /* Waits for the stream's work, then releases it. */
     void (*stream_destroy)(cge_stream *stream);
-    cge_status (*stream_submit)(cge_stream *stream, const cge_task *task);
+    cge_status (*stream_submit)(cge_stream *stream, const cge__task *task);
     cge_status (*stream_synchronize)(cge_stream *stream);
     cge_status (*stream_query)(cge_stream *stream, bool *idle);
 
@@ -87,8 +87,8 @@ typedef struct cge_device_ops {
      * never event tasks) back to back on the calling thread, which is one of
      * the device's workers running a stream task. Multi-block kernels may be
      * shared with idle workers; it returns when all of them are done. */
-    void (*run_tasks)(cge_device *dev, const cge_task *tasks, size_t n);
-} cge_device_ops;
+    void (*run_tasks)(cge_device *dev, const cge__task *tasks, size_t n);
+} cge__device_ops;
 
 typedef struct rt_capture rt_capture;
 typedef struct rt_update rt_update;
@@ -97,10 +97,10 @@ typedef struct rt_mem_name rt_mem_name;
 /* The part of every device that common code reads; a device embeds it as its
  * first member. */
 struct cge_device {
-    const cge_device_ops *ops;
+    const cge__device_ops *ops;
     int num_threads;
     pthread_mutex_t mem_lock; /* guards `mem` and `names` */
-    cge_mem_table mem;
+    cge__mem_table mem;
     rt_mem_name *names;       /* cge_mem_set_name, for hazard messages */
     size_t num_names, cap_names;
 
@@ -162,7 +162,7 @@ struct cge_event {
 /* Set up and tear down the common part. rt_device_fini_base releases device
  * and host allocations the caller never freed (through dev->ops), so it runs
  * before the device's own state goes. */
-cge_status rt_device_init_base(cge_device *dev, const cge_device_ops *ops, int num_threads);
+cge_status rt_device_init_base(cge_device *dev, const cge__device_ops *ops, int num_threads);
 void rt_device_fini_base(cge_device *dev);
 
 /* True if [ptr, ptr + bytes) lies in one pinned (allocated or registered) host
@@ -179,7 +179,7 @@ bool rt_mem_is_device_alloc(cge_device *dev, const void *ptr);
  * slow path confirms under cap_lock. */
 extern _Thread_local int rt_tl_captures;
 
-cge_status rt_capture_submit_slow(cge_stream *stream, const cge_task *task);
+cge_status rt_capture_submit_slow(cge_stream *stream, const cge__task *task);
 cge_status rt_unsafe_call_slow(cge_device *dev, const char *what);
 cge_status rt_stream_unsafe_slow(cge_stream *stream, const char *what);
 cge_status rt_event_unsafe_slow(cge_event *event, const char *what);
@@ -205,9 +205,9 @@ static inline cge_status rt_hazard_check(cge_device *dev, uint64_t stream_id, co
 
 /* Every stream task goes through here: recorded while the stream captures,
  * checked for hazards while checking is on, otherwise straight to the device. */
-cge_status rt_submit_immediate(cge_stream *stream, const cge_task *task);
+cge_status rt_submit_immediate(cge_stream *stream, const cge__task *task);
 
-static inline cge_status rt_submit(cge_stream *stream, const cge_task *task)
+static inline cge_status rt_submit(cge_stream *stream, const cge__task *task)
 {
     if (stream->immediate)
         return rt_submit_immediate(stream, task);

@@ -38,7 +38,7 @@ cge_status cge_event_record(cge_event *event, cge_stream *stream)
     cge_status st = check_pair("cge_event_record", event, stream);
     if (st != CGE_OK)
         return st;
-    cge_task t = {.kind = CGE_TASK_EVENT_RECORD};
+    cge__task t = {.kind = CGE_TASK_EVENT_RECORD};
     t.u.event.event = event;
     return rt_submit(stream, &t);
 }
@@ -48,7 +48,7 @@ cge_status cge_stream_wait_event(cge_stream *stream, cge_event *event)
     cge_status st = check_pair("cge_stream_wait_event", event, stream);
     if (st != CGE_OK)
         return st;
-    cge_task t = {.kind = CGE_TASK_EVENT_WAIT};
+    cge__task t = {.kind = CGE_TASK_EVENT_WAIT};
     t.u.event.event = event;
     return rt_submit(stream, &t);
 }

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rt_mem_table_init(cge_mem_table *t) { memset(t, 0, sizeof *t); }
+void rt_mem_table_init(cge__mem_table *t) { memset(t, 0, sizeof *t); }
 
-void rt_mem_table_fini(cge_mem_table *t)
+void rt_mem_table_fini(cge__mem_table *t)
 {
     free(t->slots);
     free(t->ranges);
@@ -22,7 +22,7 @@ static size_t ptr_hash(const void *p, size_t mask)
     return (size_t)(x >> 20) & mask;
 }
 
-static bool ptr_grow(cge_mem_table *t)
+static bool ptr_grow(cge__mem_table *t)
 {
     size_t cap = t->capacity ? t->capacity * 2 : 64;
     rt_ptr_slot *slots = calloc(cap, sizeof *slots);
@@ -42,7 +42,7 @@ static bool ptr_grow(cge_mem_table *t)
     return true;
 }
 
-static size_t ptr_find(const cge_mem_table *t, const void *ptr)
+static size_t ptr_find(const cge__mem_table *t, const void *ptr)
 {
     if (!t->capacity)
         return SIZE_MAX;
@@ -55,7 +55,7 @@ static size_t ptr_find(const cge_mem_table *t, const void *ptr)
     }
 }
 
-bool rt_ptr_add(cge_mem_table *t, const void *ptr, size_t bytes)
+bool rt_ptr_add(cge__mem_table *t, const void *ptr, size_t bytes)
 {
     /* Keep the load under 1/2 so probe chains stay short. */
     if ((t->count + 1) * 2 > t->capacity && !ptr_grow(t))
@@ -70,9 +70,9 @@ bool rt_ptr_add(cge_mem_table *t, const void *ptr, size_t bytes)
     return true;
 }
 
-bool rt_ptr_contains(const cge_mem_table *t, const void *ptr) { return ptr_find(t, ptr) != SIZE_MAX; }
+bool rt_ptr_contains(const cge__mem_table *t, const void *ptr) { return ptr_find(t, ptr) != SIZE_MAX; }
 
-bool rt_ptr_lookup(const cge_mem_table *t, const void *ptr, size_t *bytes)
+bool rt_ptr_lookup(const cge__mem_table *t, const void *ptr, size_t *bytes)
 {
     size_t i = ptr_find(t, ptr);
     if (i == SIZE_MAX)
@@ -81,7 +81,7 @@ bool rt_ptr_lookup(const cge_mem_table *t, const void *ptr, size_t *bytes)
     return true;
 }
 
-bool rt_ptr_remove(cge_mem_table *t, const void *ptr)
+bool rt_ptr_remove(cge__mem_table *t, const void *ptr)
 {
     size_t i = ptr_find(t, ptr);
     if (i == SIZE_MAX)
@@ -107,7 +107,7 @@ bool rt_ptr_remove(cge_mem_table *t, const void *ptr)
 static size_t range_len(size_t bytes) { return bytes ? bytes : 1; }
 
 /* Index of the first range whose base is > p. */
-static size_t range_upper(const cge_mem_table *t, const void *ptr)
+static size_t range_upper(const cge__mem_table *t, const void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
     size_t lo = 0, hi = t->num_ranges;
@@ -121,7 +121,7 @@ static size_t range_upper(const cge_mem_table *t, const void *ptr)
     return lo;
 }
 
-rt_range_status rt_range_add(cge_mem_table *t, const void *base, size_t bytes, bool registered)
+rt_range_status rt_range_add(cge__mem_table *t, const void *base, size_t bytes, bool registered)
 {
     uintptr_t b = (uintptr_t)base;
     size_t len = range_len(bytes);
@@ -147,7 +147,7 @@ rt_range_status rt_range_add(cge_mem_table *t, const void *base, size_t bytes, b
     return RT_RANGE_OK;
 }
 
-const rt_host_range *rt_range_find_base(const cge_mem_table *t, const void *base)
+const rt_host_range *rt_range_find_base(const cge__mem_table *t, const void *base)
 {
     size_t at = range_upper(t, base);
     if (at > 0 && t->ranges[at - 1].base == base)
@@ -155,7 +155,7 @@ const rt_host_range *rt_range_find_base(const cge_mem_table *t, const void *base
     return NULL;
 }
 
-const rt_host_range *rt_range_find_containing(const cge_mem_table *t, const void *ptr, size_t bytes)
+const rt_host_range *rt_range_find_containing(const cge__mem_table *t, const void *ptr, size_t bytes)
 {
     size_t at = range_upper(t, ptr);
     if (at == 0)
@@ -168,7 +168,7 @@ const rt_host_range *rt_range_find_containing(const cge_mem_table *t, const void
     return r;
 }
 
-void rt_range_remove(cge_mem_table *t, const rt_host_range *r)
+void rt_range_remove(cge__mem_table *t, const rt_host_range *r)
 {
     size_t at = (size_t)(r - t->ranges);
     memmove(&t->ranges[at], &t->ranges[at + 1], (t->num_ranges - at - 1) * sizeof *t->ranges);

@@ -5,7 +5,7 @@
 
 #include "runtime/device.h"
 
-cge_status rt_device_init_base(cge_device *dev, const cge_device_ops *ops, int num_threads)
+cge_status rt_device_init_base(cge_device *dev, const cge__device_ops *ops, int num_threads)
 {
     dev->ops = ops;
     dev->num_threads = num_threads;
@@ -34,7 +34,7 @@ void rt_device_fini_base(cge_device *dev)
     /* Whatever the caller did not free goes with the device, as a device
      * context's memory does; registered ranges are the caller's, so they are
      * only forgotten. */
-    cge_mem_table *t = &dev->mem;
+    cge__mem_table *t = &dev->mem;
     for (size_t i = 0; i < t->capacity; i++)
         if (t->slots[i].ptr)
             dev->ops->free(dev, (void *)t->slots[i].ptr);

@@ -188,12 +188,12 @@ static cge_status execute_locked(cge_ri *ri, cge_stream *stream, uint64_t *ticke
     /* A replay on another stream than the previous one waits for it to end;
      * on the same stream, stream order already serialises them. */
     if (ri->last_stream_id != stream->id && ri->submitted > ri->finished) {
-        cge_task w = {.kind = CGE_TASK_EVENT_WAIT};
+        cge__task w = {.kind = CGE_TASK_EVENT_WAIT};
         w.u.event.event = ri->done_ev;
         st = dev->ops->stream_submit(stream, &w);
     }
     if (st == CGE_OK) {
-        cge_task h = {.kind = CGE_TASK_HOST_FUNC};
+        cge__task h = {.kind = CGE_TASK_HOST_FUNC};
         h.u.host.fn = tracked ? replay_run_tracked : replay_run;
         h.u.host.user = ri;
         st = dev->ops->stream_submit(stream, &h);
@@ -207,7 +207,7 @@ static cge_status execute_locked(cge_ri *ri, cge_stream *stream, uint64_t *ticke
     ri->last_stream_id = stream->id;
     if (ticket)
         *ticket = ri->submitted;
-    cge_task r = {.kind = CGE_TASK_EVENT_RECORD};
+    cge__task r = {.kind = CGE_TASK_EVENT_RECORD};
     r.u.event.event = ri->done_ev;
     st = dev->ops->stream_submit(stream, &r);
     if (st != CGE_OK) {
@@ -602,7 +602,7 @@ static cge_status check_update(const cge_ri *ri, const rt_update *u)
                          u->group, id, n, u->num_tasks);
     for (int32_t i = 0; i < n; i++) {
         const rt_ri_task *old = &ri->tasks[ri->group_tasks[off + i]];
-        const cge_task *nt = &u->tasks[i].t;
+        const cge__task *nt = &u->tasks[i].t;
         const char *diff = NULL;
         if (nt->kind != old->t.kind)
             diff = "kind";

@@ -1,4 +1,4 @@
-/* Public stream API: argument checks, then each call becomes one cge_task
+/* Public stream API: argument checks, then each call becomes one cge__task
  * submitted through rt_submit, where capture and the hazard guard hook in. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@ cge_status cge_stream_create_immediate(cge_device *dev, cge_stream **out)
 
 /* Runs one task of an immediate stream now. Failures reported inside belong
  * to this stream, not to the task (if any) that the calling thread runs. */
-cge_status rt_submit_immediate(cge_stream *stream, const cge_task *task)
+cge_status rt_submit_immediate(cge_stream *stream, const cge__task *task)
 {
     if (task->kind == CGE_TASK_EVENT_RECORD || task->kind == CGE_TASK_EVENT_WAIT)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_UNSUPPORTED,
@@ -108,7 +108,7 @@ cge_status cge_stream_query(cge_stream *stream, bool *idle)
     return stream->dev->ops->stream_query(stream, idle);
 }
 
-static cge_status submit(cge_stream *stream, const cge_task *task) { return rt_submit(stream, task); }
+static cge_status submit(cge_stream *stream, const cge__task *task) { return rt_submit(stream, task); }
 
 cge_status cge_memcpy_async(cge_stream *stream, void *dst, const void *src, size_t bytes,
                             cge_memcpy_kind kind)
@@ -125,7 +125,7 @@ cge_status cge_memcpy_async(cge_stream *stream, void *dst, const void *src, size
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_memcpy_async: %s is NULL for a copy of %zu bytes on stream %llu",
                          !dst ? "dst" : "src", bytes, (unsigned long long)stream->id);
-    cge_task t = {.kind = CGE_TASK_MEMCPY};
+    cge__task t = {.kind = CGE_TASK_MEMCPY};
     t.u.copy.dst = dst;
     t.u.copy.src = src;
     t.u.copy.bytes = bytes;
@@ -143,7 +143,7 @@ cge_status cge_memset_async(cge_stream *stream, void *dst, int value, size_t byt
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_memset_async: dst is NULL for %zu bytes on stream %llu", bytes,
                          (unsigned long long)stream->id);
-    cge_task t = {.kind = CGE_TASK_MEMSET};
+    cge__task t = {.kind = CGE_TASK_MEMSET};
     t.u.fill.dst = dst;
     t.u.fill.value = value;
     t.u.fill.bytes = bytes;
@@ -170,7 +170,7 @@ cge_status cge_launch(cge_stream *stream, cge_kernel_fn fn, int64_t num_blocks, 
     if (args_size && !args)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_launch: args is NULL but args_size is %zu (stream %llu)", args_size, sid);
-    cge_task t = {.kind = CGE_TASK_KERNEL};
+    cge__task t = {.kind = CGE_TASK_KERNEL};
     t.u.launch.fn = fn;
     t.u.launch.num_blocks = num_blocks;
     t.u.launch.args = args;
@@ -185,7 +185,7 @@ cge_status cge_launch_host_func(cge_stream *stream, cge_host_fn fn, void *user)
     if (!fn)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "cge_launch_host_func: fn is NULL (stream %llu)", (unsigned long long)stream->id);
-    cge_task t = {.kind = CGE_TASK_HOST_FUNC};
+    cge__task t = {.kind = CGE_TASK_HOST_FUNC};
     t.u.host.fn = fn;
     t.u.host.user = user;
     return submit(stream, &t);

@@ -35,7 +35,7 @@ typedef struct value {
 typedef struct value_table {
     value *values;
     int32_t num, cap;
-    cge_strmap index;
+    cge__strmap index;
 } value_table;
 
 /* One step of the plan with its kernel context bound to arena addresses. */
@@ -66,7 +66,7 @@ typedef struct eager_exec {
     bool ready;             /* constants and inputs have buffers */
 } eager_exec;
 
-struct cge_instance {
+struct cge__instance {
     cge_device *dev;
     const cge_graph *src;   /* the session's graph (EAGER runs of a plan instance) */
     cge_shape *input_shapes;
@@ -106,7 +106,7 @@ static cge_status oom(void)
 
 static cge_status add_value(value_table *t, const cge_graph *g, const char *name)
 {
-    if (cge_strmap_get(&t->index, name) >= 0)
+    if (cge__strmap_get(&t->index, name) >= 0)
         return CGE_OK;
     if (t->num == t->cap) {
         int32_t nc = t->cap ? t->cap * 2 : 64;
@@ -124,7 +124,7 @@ static cge_status add_value(value_table *t, const cge_graph *g, const char *name
         return st;
     v->desc.name = name;
     v->is_const = cge_graph_constant(g, name) != NULL;
-    if (!cge_strmap_put(&t->index, name, t->num))
+    if (!cge__strmap_put(&t->index, name, t->num))
         return oom();
     t->num++;
     return CGE_OK;
@@ -132,7 +132,7 @@ static cge_status add_value(value_table *t, const cge_graph *g, const char *name
 
 static value *find_value(value_table *t, const char *name)
 {
-    int32_t i = cge_strmap_get(&t->index, name);
+    int32_t i = cge__strmap_get(&t->index, name);
     return i >= 0 ? &t->values[i] : NULL;
 }
 
@@ -141,10 +141,10 @@ static void table_free(cge_device *dev, value_table *t)
     for (int32_t i = 0; i < t->num; i++)
         cge_mem_free(dev, t->values[i].data);
     free(t->values);
-    cge_strmap_free(&t->index);
+    cge__strmap_free(&t->index);
 }
 
-static cge_status alloc_value(cge_instance *inst, value *v)
+static cge_status alloc_value(cge__instance *inst, value *v)
 {
     size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
     if (v->data && v->bytes >= need)
@@ -199,7 +199,7 @@ static cge_status engine_error(const node_exec *ne)
 }
 
 /* Kernel choice, workspace and per-node state, each time the node runs. */
-static cge_status prepare_node(cge_instance *inst, eager_exec *ex, node_exec *ne)
+static cge_status prepare_node(cge__instance *inst, eager_exec *ex, node_exec *ne)
 {
     if (!ne->kernel) {
         ne->kernel = cge_op_find_kernel(ne->def, "cpu", kernel_dtype(ex, ne));
@@ -247,11 +247,11 @@ static void eager_free(cge_device *dev, eager_exec *ex)
 
 /* The eager tables of `g` (verified by the compile that made this
  * instance): its nodes in topological order, a value per name. */
-static cge_status eager_build(cge_instance *inst, eager_exec *ex, const cge_graph *g)
+static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_graph *g)
 {
     ex->g = g;
     ex->built = true;
-    cge_strmap_init(&ex->vals.index);
+    cge__strmap_init(&ex->vals.index);
     int32_t nn = cge_graph_num_nodes(g);
     int32_t *order = malloc(sizeof(int32_t) * ((size_t)nn + 1));
     ex->nodes = calloc((size_t)nn + 1, sizeof *ex->nodes);
@@ -284,11 +284,11 @@ static cge_status eager_build(cge_instance *inst, eager_exec *ex, const cge_grap
         }
         for (int32_t i = 0; !st && i < no; i++) {
             st = add_value(&ex->vals, g, cge_node_output(ne->node, i));
-            ne->out_idx[i] = cge_strmap_get(&ex->vals.index, cge_node_output(ne->node, i));
+            ne->out_idx[i] = cge__strmap_get(&ex->vals.index, cge_node_output(ne->node, i));
         }
         for (int32_t i = 0; !st && i < ni; i++) {
             const char *nm = cge_node_input(ne->node, i);
-            ne->in_idx[i] = nm[0] ? cge_strmap_get(&ex->vals.index, nm) : -1;
+            ne->in_idx[i] = nm[0] ? cge__strmap_get(&ex->vals.index, nm) : -1;
         }
         ne->ctx = (cge_kernel_ctx){
             .op_type = cge_node_op_type(ne->node),
@@ -305,7 +305,7 @@ static cge_status eager_build(cge_instance *inst, eager_exec *ex, const cge_grap
 }
 
 /* Buffers for the constants, and for the inputs at this instance's shapes. */
-static cge_status eager_buffers(cge_instance *inst, eager_exec *ex)
+static cge_status eager_buffers(cge__instance *inst, eager_exec *ex)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && !ex->ready && i < ex->vals.num; i++) {
@@ -329,7 +329,7 @@ static cge_status eager_buffers(cge_instance *inst, eager_exec *ex)
 
 /* ---- the plan ------------------------------------------------------------------ */
 
-static void plan_release(cge_instance *inst)
+static void plan_release(cge__instance *inst)
 {
     for (int32_t k = 0; inst->steps && k < cge_plan_num_steps(inst->plan); k++) {
         plan_exec *pe = &inst->steps[k];
@@ -352,7 +352,7 @@ static void plan_release(cge_instance *inst)
         cge_plan_destroy(inst->plan);
 }
 
-void cge_instance_destroy(cge_instance *inst)
+void cge__instance_destroy(cge__instance *inst)
 {
     if (!inst)
         return;
@@ -370,7 +370,7 @@ void cge_instance_destroy(cge_instance *inst)
 /* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
  * used in place on the CPU device; NULL: written from the plan's graph), bind
  * every step's tensors and prepare its kernel once. */
-static cge_status bind_plan(cge_instance *inst, const void *host_consts)
+static cge_status bind_plan(cge__instance *inst, const void *host_consts)
 {
     const cge_plan *p = inst->plan;
     const cge_plan_value *vals = cge_plan_values(p);
@@ -450,7 +450,7 @@ static cge_status bind_plan(cge_instance *inst, const void *host_consts)
 }
 
 /* The plan's graph inputs and outputs by name, at the plan's shapes. */
-static cge_status io_table(cge_instance *inst)
+static cge_status io_table(cge__instance *inst)
 {
     const cge_graph *g = inst->pg;
     cge_status st = CGE_OK;
@@ -461,27 +461,27 @@ static cge_status io_table(cge_instance *inst)
     return st;
 }
 
-static cge_instance *instance_new(cge_device *dev, int32_t num_inputs)
+static cge__instance *instance_new(cge_device *dev, int32_t num_inputs)
 {
-    cge_instance *inst = calloc(1, sizeof *inst);
+    cge__instance *inst = calloc(1, sizeof *inst);
     if (!inst)
         return NULL;
     inst->dev = dev;
-    cge_strmap_init(&inst->io.index);
+    cge__strmap_init(&inst->io.index);
     inst->num_inputs = num_inputs;
     inst->input_shapes = calloc((size_t)num_inputs + 1, sizeof(cge_shape));
     if (!inst->input_shapes) {
-        cge_strmap_free(&inst->io.index);
+        cge__strmap_free(&inst->io.index);
         free(inst);
         return NULL;
     }
     return inst;
 }
 
-cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
-                               const cge_compile_options *copts, cge_instance **out)
+cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
+                               const cge_compile_options *copts, cge__instance **out)
 {
-    cge_instance *inst = instance_new(dev, cge_graph_num_inputs(g));
+    cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
         return oom();
     inst->src = g;
@@ -503,18 +503,18 @@ cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const cge_sh
     if (!st)
         st = cge_event_create(inst->dev, &inst->done);
     if (st) {
-        cge_instance_destroy(inst);
+        cge__instance_destroy(inst);
         return st;
     }
     *out = inst;
     return CGE_OK;
 }
 
-cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
-                                        const void *constants, cge_instance **out)
+cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
+                                        const void *constants, cge__instance **out)
 {
     const cge_graph *g = cge_plan_graph(plan);
-    cge_instance *inst = instance_new(dev, cge_graph_num_inputs(g));
+    cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
         return oom();
     inst->prebuilt = true;
@@ -528,22 +528,22 @@ cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
     if (!st)
         st = cge_event_create(inst->dev, &inst->done);
     if (st) {
-        cge_instance_destroy(inst);
+        cge__instance_destroy(inst);
         return st;
     }
     *out = inst;
     return CGE_OK;
 }
 
-const cge_graph *cge_instance_graph(const cge_instance *inst) { return inst->pg; }
+const cge_graph *cge__instance_graph(const cge__instance *inst) { return inst->pg; }
 
-void cge_instance_set_profile(cge_instance *inst, cge_profile_fn fn, void *user)
+void cge__instance_set_profile(cge__instance *inst, cge_profile_fn fn, void *user)
 {
     inst->prof = fn;
     inst->prof_user = user;
 }
 
-bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n)
+bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_shapes, int32_t n)
 {
     if (n != inst->num_inputs)
         return false;
@@ -584,7 +584,7 @@ static cge_status check_outputs(value_table *t, const cge_graph *g, cge_tensor *
 }
 
 /* A profiled copy: enqueue, wait for it, report it. */
-static cge_status profiled_copy(cge_instance *inst, cge_stream *stream, void *dst,
+static cge_status profiled_copy(cge__instance *inst, cge_stream *stream, void *dst,
                                 const void *src, size_t bytes, cge_memcpy_kind kind,
                                 const char *name)
 {
@@ -605,7 +605,7 @@ static cge_status profiled_copy(cge_instance *inst, cge_stream *stream, void *ds
 
 /* Copies on `stream` between the caller's tensors and `t`'s buffers: the
  * plan's places (plan) or the eager buffers. */
-static cge_status copy_outputs(cge_instance *inst, value_table *t, const cge_graph *g,
+static cge_status copy_outputs(cge__instance *inst, value_table *t, const cge_graph *g,
                                cge_stream *stream, cge_tensor *outputs, const int32_t *out_pos,
                                int32_t n, bool plan)
 {
@@ -625,7 +625,7 @@ static cge_status copy_outputs(cge_instance *inst, value_table *t, const cge_gra
     return st;
 }
 
-static cge_status copy_inputs(cge_instance *inst, value_table *t, const cge_graph *g,
+static cge_status copy_inputs(cge__instance *inst, value_table *t, const cge_graph *g,
                               cge_stream *stream, const cge_tensor *inputs, const int32_t *in_pos,
                               int32_t n, bool plan)
 {
@@ -645,7 +645,7 @@ static cge_status copy_inputs(cge_instance *inst, value_table *t, const cge_grap
 
 /* Node by node: infer with the values at hand (the CPU device's memory is
  * host-addressable, so value-dependent shapes can be read after a sync). */
-static cge_status run_eager(cge_instance *inst, eager_exec *ex, cge_stream *stream)
+static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *stream)
 {
     cge_status st = CGE_OK;
     value *values = ex->vals.values;
@@ -705,14 +705,14 @@ static cge_status run_eager(cge_instance *inst, eager_exec *ex, cge_stream *stre
     return st;
 }
 
-bool cge_instance_value_dependent(const cge_instance *inst) { return inst->eager; }
+bool cge__instance_value_dependent(const cge__instance *inst) { return inst->eager; }
 
-bool cge_instance_captured(const cge_instance *inst) { return inst->ri != NULL; }
+bool cge__instance_captured(const cge__instance *inst) { return inst->ri != NULL; }
 
 /* The plan's steps in order, each on its stream (0 is the run's stream):
  * extra streams fork from it first and join it at the end, so that the whole
  * run is ordered on `stream` (and a capture on it records every stream). */
-static cge_status launch_all(cge_instance *inst, cge_stream *stream)
+static cge_status launch_all(cge__instance *inst, cge_stream *stream)
 {
     cge_status st = CGE_OK;
     int32_t ns = inst->num_streams;
@@ -755,7 +755,7 @@ static cge_status launch_all(cge_instance *inst, cge_stream *stream)
     return st;
 }
 
-cge_status cge_instance_capture(cge_instance *inst, cge_stream *stream)
+cge_status cge__instance_capture(cge__instance *inst, cge_stream *stream)
 {
     if (inst->ri)
         return CGE_OK;
@@ -785,7 +785,7 @@ cge_status cge_instance_capture(cge_instance *inst, cge_stream *stream)
 /* Synchronous runs on the calling thread: inputs copied in, `body` run (a
  * replay, or the plan's steps on an immediate stream), outputs copied out,
  * after the runs still in flight on other streams. */
-static cge_status copy_inputs_now(cge_instance *inst, const cge_tensor *inputs,
+static cge_status copy_inputs_now(cge__instance *inst, const cge_tensor *inputs,
                                   const int32_t *in_pos, int32_t num_inputs)
 {
     cge_status st = CGE_OK;
@@ -798,7 +798,7 @@ static cge_status copy_inputs_now(cge_instance *inst, const cge_tensor *inputs,
     return st;
 }
 
-static cge_status copy_outputs_now(cge_instance *inst, cge_tensor *outputs,
+static cge_status copy_outputs_now(cge__instance *inst, cge_tensor *outputs,
                                    const int32_t *out_pos, int32_t num_outputs)
 {
     cge_status st = CGE_OK;
@@ -818,7 +818,7 @@ static cge_status copy_outputs_now(cge_instance *inst, cge_tensor *outputs,
  * that libraries with thread teams of their own (oneDNN's OpenMP) keep one
  * team on one thread instead of one per pool worker, and no step waits for
  * a worker to wake. Kernel failures come back from its synchronize. */
-static cge_status launch_inline(cge_instance *inst)
+static cge_status launch_inline(cge__instance *inst)
 {
     cge_status st = CGE_OK;
     if (!inst->inline_stream)
@@ -829,7 +829,7 @@ static cge_status launch_inline(cge_instance *inst)
     return st ? st : s2;
 }
 
-cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
+cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_tensor *inputs,
                             const int32_t *in_pos, int32_t num_inputs, cge_tensor *outputs,
                             const int32_t *out_pos, int32_t num_outputs, cge_run_mode mode,
                             bool sync)
@@ -839,7 +839,7 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
         /* A loaded model has no unoptimised graph: its eager runs are the
          * plan's steps, each synchronized before the next. */
         inst->step_sync = true;
-        st = cge_instance_run(inst, stream, inputs, in_pos, num_inputs, outputs, out_pos,
+        st = cge__instance_run(inst, stream, inputs, in_pos, num_inputs, outputs, out_pos,
                               num_outputs, CGE_RUN_PLAN, true);
         inst->step_sync = false;
         return st;
@@ -907,9 +907,9 @@ cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_te
     return st;
 }
 
-cge_status cge_instance_output_desc(const cge_instance *inst, int32_t pos, cge_tensor_desc *out)
+cge_status cge__instance_output_desc(const cge__instance *inst, int32_t pos, cge_tensor_desc *out)
 {
-    cge_instance *in = (cge_instance *)inst;
+    cge__instance *in = (cge__instance *)inst;
     const value *v = in->eager || in->last_eager ? output_value(&in->ex.vals, in->ex.g, pos)
                                     : output_value(&in->io, in->pg, pos);
     if (!v)

@@ -9,40 +9,40 @@
 #include "cge/runtime.h"
 #include "cge/session.h"
 
-typedef struct cge_instance cge_instance;
+typedef struct cge__instance cge__instance;
 
 /* Compiles `g` (the session's graph, which must outlive the instance) for
  * the concrete `input_shapes`; `copts` (may be NULL) is how. */
-cge_status cge_instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
-                               const cge_compile_options *copts, cge_instance **out);
-void cge_instance_destroy(cge_instance *inst);
-bool cge_instance_matches(const cge_instance *inst, const cge_shape *input_shapes, int32_t n);
+cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
+                               const cge_compile_options *copts, cge__instance **out);
+void cge__instance_destroy(cge__instance *inst);
+bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */
-bool cge_instance_value_dependent(const cge_instance *inst);
+bool cge__instance_value_dependent(const cge__instance *inst);
 /* Whether the instance holds a replay instance (captured earlier). */
-bool cge_instance_captured(const cge_instance *inst);
+bool cge__instance_captured(const cge__instance *inst);
 /* Record the plan's launches into a replay instance (on `stream`). On
  * failure the instance stays usable in PLAN mode. */
-cge_status cge_instance_capture(cge_instance *inst, cge_stream *stream);
+cge_status cge__instance_capture(cge__instance *inst, cge_stream *stream);
 /* Inputs/outputs already bound: in_pos[i] is the graph input position of
  * inputs[i] (likewise for outputs). Checks output buffers before enqueueing.
  * `mode` is EAGER, PLAN or REPLAY (REPLAY needs a capture). */
-cge_status cge_instance_run(cge_instance *inst, cge_stream *stream, const cge_tensor *inputs,
+cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_tensor *inputs,
                             const int32_t *in_pos, int32_t num_inputs, cge_tensor *outputs,
                             const int32_t *out_pos, int32_t num_outputs, cge_run_mode mode,
                             bool sync);
 
 /* The compiled graph this instance runs (its plan's). */
-const cge_graph *cge_instance_graph(const cge_instance *inst);
+const cge_graph *cge__instance_graph(const cge__instance *inst);
 /* Dtype and shape of graph output `pos` as this instance last computed it. */
-cge_status cge_instance_output_desc(const cge_instance *inst, int32_t pos, cge_tensor_desc *out);
+cge_status cge__instance_output_desc(const cge__instance *inst, int32_t pos, cge_tensor_desc *out);
 
 /* An instance over a plan made elsewhere (a loaded model file): `plan` (its
  * graph included) and `constants` (host memory of cge_plan_constant_bytes(),
  * used in place on the CPU device) stay the caller's and must outlive it. */
-cge_status cge_instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
-                                        const void *constants, cge_instance **out);
+cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
+                                        const void *constants, cge__instance **out);
 /* Report every step and copy of the following runs to `fn` (NULL: stop). */
-void cge_instance_set_profile(cge_instance *inst, cge_profile_fn fn, void *user);
+void cge__instance_set_profile(cge__instance *inst, cge_profile_fn fn, void *user);
 
 #endif

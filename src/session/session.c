@@ -24,13 +24,13 @@ typedef struct graph_entry {
     /* Symbolic inputs: the compiler's prepared graph (verified, inferred
      * symbolically), which answers descriptor queries until a run. */
     cge_plan *prepared;
-    cge_instance *inst[MAX_INSTANCES];
+    cge__instance *inst[MAX_INSTANCES];
     int32_t num_inst;
     int32_t next_evict;
     int32_t num_captured;   /* signatures captured for replay so far */
     bool warned_capture_limit;
     cge_run_mode last_mode;
-    cge_instance *last_inst;   /* instance of the last run that got one */
+    cge__instance *last_inst;   /* instance of the last run that got one */
     /* A prebuilt plan (cge_session_add_model): one instance over it, no
      * compile; release(owner) once the entry goes. */
     const cge_plan *plan;
@@ -115,7 +115,7 @@ int cge_run_mode_from_name(const char *name)
 static void entry_free(graph_entry *e)
 {
     for (int32_t i = 0; i < e->num_inst; i++)
-        cge_instance_destroy(e->inst[i]);
+        cge__instance_destroy(e->inst[i]);
     if (e->release)
         e->release(e->owner);
     if (!e->plan)
@@ -241,8 +241,8 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
     if (e->compiled)
         return CGE_OK;
     if (e->plan) {
-        cge_instance *inst = NULL;
-        cge_status st = cge_instance_create_prebuilt(s->dev, e->plan, e->consts, &inst);
+        cge__instance *inst = NULL;
+        cge_status st = cge__instance_create_prebuilt(s->dev, e->plan, e->consts, &inst);
         if (st)
             return st;
         e->inst[e->num_inst++] = inst;
@@ -267,8 +267,8 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
     }
     cge_status st = CGE_OK;
     if (all_static && e->num_inst == 0) {
-        cge_instance *inst = NULL;
-        st = cge_instance_create(s->dev, e->g, shapes, &s->copts, &inst);
+        cge__instance *inst = NULL;
+        st = cge__instance_create(s->dev, e->g, shapes, &s->copts, &inst);
         if (!st)
             e->inst[e->num_inst++] = inst;
     } else if (!all_static && !e->prepared) {
@@ -290,7 +290,7 @@ static const cge_graph *described_graph(const graph_entry *e)
     if (e->prepared)
         return cge_plan_graph(e->prepared);
     if (e->num_inst)
-        return cge_instance_graph(e->inst[0]);
+        return cge__instance_graph(e->inst[0]);
     return e->g;
 }
 
@@ -459,25 +459,25 @@ static cge_status check_inputs(const graph_entry *e, const cge_tensor *inputs, i
 }
 
 static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *shapes,
-                               cge_instance **out)
+                               cge__instance **out)
 {
     int32_t ni = cge_graph_num_inputs(e->g);
     for (int32_t i = 0; i < e->num_inst; i++)
-        if (cge_instance_matches(e->inst[i], shapes, ni)) {
+        if (cge__instance_matches(e->inst[i], shapes, ni)) {
             *out = e->inst[i];
             return CGE_OK;
         }
     if (e->plan)   /* unreachable: check_inputs holds inputs to the static shapes */
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
                          "graph %u is a compiled model; its input shapes are fixed", e->id);
-    cge_instance *inst = NULL;
-    cge_status st = cge_instance_create(s->dev, e->g, shapes, &s->copts, &inst);
+    cge__instance *inst = NULL;
+    cge_status st = cge__instance_create(s->dev, e->g, shapes, &s->copts, &inst);
     if (st)
         return st;
     if (e->num_inst == MAX_INSTANCES) {
         /* Evict round-robin; its runs in flight must end before its buffers go. */
         cge_device_synchronize(s->dev);
-        cge_instance_destroy(e->inst[e->next_evict]);
+        cge__instance_destroy(e->inst[e->next_evict]);
         e->inst[e->next_evict] = inst;
         e->next_evict = (e->next_evict + 1) % MAX_INSTANCES;
     } else {
@@ -489,14 +489,14 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
 
 /* What a requested mode means for this instance: value-dependent shapes
  * run eagerly; replay needs a capture, within the graph's capture limit. */
-static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge_instance *inst,
+static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *inst,
                                  cge_run_mode want, cge_stream *stream)
 {
     if (want == CGE_RUN_DEFAULT)
         want = s->mode == CGE_RUN_DEFAULT ? CGE_RUN_REPLAY : s->mode;
-    if (cge_instance_value_dependent(inst))
+    if (cge__instance_value_dependent(inst))
         return CGE_RUN_EAGER;
-    if (want != CGE_RUN_REPLAY || cge_instance_captured(inst))
+    if (want != CGE_RUN_REPLAY || cge__instance_captured(inst))
         return want;
     if (e->num_captured >= s->capture_limit) {
         if (!e->warned_capture_limit)
@@ -507,7 +507,7 @@ static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge_instance *i
         e->warned_capture_limit = true;
         return CGE_RUN_PLAN;
     }
-    if (cge_instance_capture(inst, stream) != CGE_OK) {
+    if (cge__instance_capture(inst, stream) != CGE_OK) {
         /* A plan that cannot be captured still runs; a later run retries. */
         cge_clear_error();
         return CGE_RUN_PLAN;
@@ -547,7 +547,7 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
         st = bind(e->g, graph_id, false, outputs, num_outputs, out_pos);
     if (!st)
         st = check_inputs(e, inputs, num_inputs, in_pos, shapes);
-    cge_instance *inst = NULL;
+    cge__instance *inst = NULL;
     if (!st)
         st = get_instance(s, e, shapes, &inst);
     if (!st)
@@ -564,10 +564,10 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     if (!st) {
         cge_run_mode mode = resolve_mode(s, e, inst, want, on);
         e->last_mode = mode;
-        cge_instance_set_profile(inst, prof, prof_user);
-        st = cge_instance_run(inst, on, inputs, in_pos, num_inputs, outputs, out_pos,
+        cge__instance_set_profile(inst, prof, prof_user);
+        st = cge__instance_run(inst, on, inputs, in_pos, num_inputs, outputs, out_pos,
                               num_outputs, mode, sync || !stream);
-        cge_instance_set_profile(inst, NULL, NULL);
+        cge__instance_set_profile(inst, NULL, NULL);
     }
     pthread_mutex_unlock(&e->lock);
     free(in_pos);
@@ -633,7 +633,7 @@ cge_status cge_session_last_output_desc(const cge_session *s, uint32_t graph_id,
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
                          "graph %u has %d outputs; index %d is out of range", graph_id, n, i);
     pthread_mutex_lock(&e->lock);
-    cge_status st = e->last_inst ? cge_instance_output_desc(e->last_inst, i, out)
+    cge_status st = e->last_inst ? cge__instance_output_desc(e->last_inst, i, out)
                                  : cge_error(CGE_LAYER_SESSION, CGE_ERR_STATE,
                                              "graph %u has not been run yet", graph_id);
     pthread_mutex_unlock(&e->lock);

@@ -274,21 +274,21 @@ static void test_dim_symbols(void **state)
 static void test_strmap(void **state)
 {
     (void)state;
-    cge_strmap m;
-    cge_strmap_init(&m);
-    assert_int_equal(cge_strmap_get(&m, "x"), -1);
+    cge__strmap m;
+    cge__strmap_init(&m);
+    assert_int_equal(cge__strmap_get(&m, "x"), -1);
     static char keys[5000][16];
     for (int i = 0; i < 5000; i++) {
         snprintf(keys[i], sizeof keys[i], "v%d", i);
-        assert_true(cge_strmap_put(&m, keys[i], i));
+        assert_true(cge__strmap_put(&m, keys[i], i));
     }
     for (int i = 0; i < 5000; i++)
-        assert_int_equal(cge_strmap_get(&m, keys[i]), i);
-    assert_true(cge_strmap_put(&m, "v17", 99));
-    assert_int_equal(cge_strmap_get(&m, "v17"), 99);
+        assert_int_equal(cge__strmap_get(&m, keys[i]), i);
+    assert_true(cge__strmap_put(&m, "v17", 99));
+    assert_int_equal(cge__strmap_get(&m, "v17"), 99);
     assert_int_equal(m.count, 5000);
-    assert_int_equal(cge_strmap_get(&m, "v5000"), -1);
-    cge_strmap_free(&m);
+    assert_int_equal(cge__strmap_get(&m, "v5000"), -1);
+    cge__strmap_free(&m);
 }
 
 int main(void)

@@ -52,9 +52,9 @@ static cge_status meta(const cge_op_def *def, const oc_case *c, const cge_shape 
     }
     for (int32_t i = 0; i < c->num_outputs; i++)
         out[i] = (cge_tensor_desc){.name = ""};
-    cge_status st = cge_op_check_attrs(def, "sym", oc_case_attrs(c));
+    cge_status st = cge__op_check_attrs(def, "sym", oc_case_attrs(c));
     if (!st)
-        st = cge_op_infer_node(def, "sym", oc_case_attrs(c), in, vals, c->num_inputs, out,
+        st = cge__op_infer_node(def, "sym", oc_case_attrs(c), in, vals, c->num_inputs, out,
                                c->num_outputs);
     return st;
 }

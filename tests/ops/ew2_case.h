@@ -71,15 +71,15 @@ static void ew2_check(const ew2_case *c, int32_t i, const cge_tensor *got)
     int64_t n = cge_shape_numel(&want.shape);
     for (int64_t k = 0; k < n; k++) {
         if (cge_dtype_is_int(want.dtype)) { /* exactly: doubles lose 64-bit integers */
-            int64_t gi = cge_load_as_i64(want.dtype, got->data, k);
-            int64_t wi = cge_load_as_i64(want.dtype, want.data, k);
+            int64_t gi = cge__load_as_i64(want.dtype, got->data, k);
+            int64_t wi = cge__load_as_i64(want.dtype, want.data, k);
             if (gi != wi)
                 fail_msg("%s: output %d element %lld is %lld, expected %lld", c->name, i,
                          (long long)k, (long long)gi, (long long)wi);
             continue;
         }
-        double g = cge_load_as_double(want.dtype, got->data, k);
-        double w = cge_load_as_double(want.dtype, want.data, k);
+        double g = cge__load_as_double(want.dtype, got->data, k);
+        double w = cge__load_as_double(want.dtype, want.data, k);
         bool ok = (isnan(g) && isnan(w)) || g == w || fabs(g - w) <= atol + rtol * fabs(w);
         if (!ok)
             fail_msg("%s: output %d element %lld is %.9g, expected %.9g", c->name, i,

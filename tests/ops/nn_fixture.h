@@ -68,8 +68,8 @@ static inline void nn_fx_check(const nn_fx_case *c, double rtol, double atol)
         int64_t n = cge_shape_numel(&ws);
         bool flt = cge_dtype_is_float(w->dtype);
         for (int64_t i = 0; i < n; i++) {
-            double g = cge_load_as_double(w->dtype, out[o].data, i);
-            double e = cge_load_as_double(w->dtype, w->data, i);
+            double g = cge__load_as_double(w->dtype, out[o].data, i);
+            double e = cge__load_as_double(w->dtype, w->data, i);
             bool ok = flt ? (isnan(e) ? isnan(g) : fabs(g - e) <= atol + rtol * fabs(e)) : g == e;
             if (!ok)
                 fail_msg("%s: output %d element %lld is %.9g, expected %.9g", c->name, (int)o,

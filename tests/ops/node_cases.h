@@ -92,8 +92,8 @@ static inline int nc_run(const nc_case *c, char *msg, size_t size)
         }
         int64_t n = cge_shape_numel(&s);
         for (int64_t i = 0; i < n; i++) {
-            double got = cge_load_as_double(outs[o].dtype, outs[o].data, i);
-            double want = cge_load_as_double(outs[o].dtype, e->data, i);
+            double got = cge__load_as_double(outs[o].dtype, outs[o].data, i);
+            double want = cge__load_as_double(outs[o].dtype, e->data, i);
             if (got == want || (want != want && got != got))
                 continue;
             if (!(fabs(got - want) <= c->atol + c->rtol * fabs(want))) {

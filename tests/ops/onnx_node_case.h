@@ -117,15 +117,15 @@ static inline void fx_compare(const char *cname, int k, const cge_tensor *got,
     bool fl = cge_dtype_is_float(got->dtype);
     for (int64_t i = 0; i < n; i++) {
         if (!fl) {
-            int64_t g = cge_load_as_i64(got->dtype, got->data, i);
-            int64_t w = cge_load_as_i64(got->dtype, want->data, i);
+            int64_t g = cge__load_as_i64(got->dtype, got->data, i);
+            int64_t w = cge__load_as_i64(got->dtype, want->data, i);
             if (g != w)
                 fail_msg("%s output %d element %lld: got %lld, expected %lld", cname, k,
                          (long long)i, (long long)g, (long long)w);
             continue;
         }
-        double g = cge_load_as_double(got->dtype, got->data, i);
-        double w = cge_load_as_double(got->dtype, want->data, i);
+        double g = cge__load_as_double(got->dtype, got->data, i);
+        double w = cge__load_as_double(got->dtype, want->data, i);
         if ((isnan(g) && isnan(w)) || (isinf(w) && g == w))
             continue;
         if (!(fabs(g - w) <= atol + rtol * fabs(w)))
@@ -174,19 +174,19 @@ static inline void fx_run_case(const fx_case *c, cge_device *dev, cge_stream *st
     }
     for (int i = 0; i < c->nout; i++)
         out_desc[i] = dyn_desc[i] = (cge_tensor_desc){.name = ""};
-    cge_status st = cge_op_check_arity(def, "node0", present, c->nin, c->nout);
+    cge_status st = cge__op_check_arity(def, "node0", present, c->nin, c->nout);
     if (!st)
-        st = cge_op_check_attrs(def, "node0", attrs);
+        st = cge__op_check_attrs(def, "node0", attrs);
     if (st)
         fail_msg("%s: %s", c->name, cge_last_error());
     /* Without values, meta must succeed with dims that are either dynamic or
      * what the values give; or say that it needs a constant (a reduction's
      * axes with keepdims=0: the output rank depends on them). */
-    st = cge_op_infer_node(def, "node0", attrs, in_desc, no_values, c->nin, dyn_desc, c->nout);
+    st = cge__op_infer_node(def, "node0", attrs, in_desc, no_values, c->nin, dyn_desc, c->nout);
     bool dyn_ok = st == CGE_OK;
     if (st && st != CGE_ERR_UNSUPPORTED)
         fail_msg("%s (meta without values): %s", c->name, cge_last_error());
-    st = cge_op_infer_node(def, "node0", attrs, in_desc, values, c->nin, out_desc, c->nout);
+    st = cge__op_infer_node(def, "node0", attrs, in_desc, values, c->nin, out_desc, c->nout);
     if (st)
         fail_msg("%s (meta): %s", c->name, cge_last_error());
     for (int k = 0; k < c->nout; k++) {

@@ -92,11 +92,11 @@ cge_status op_infer(const char *op_type, const cge_tensor_desc *inputs,
     for (int32_t i = 0; i < num_inputs && i < 32; i++)
         present[i] = inputs[i].dtype != CGE_DTYPE_UNDEFINED;
     if (!st)
-        st = cge_op_check_arity(def, "node0", present, num_inputs, num_outputs);
+        st = cge__op_check_arity(def, "node0", present, num_inputs, num_outputs);
     if (!st)
-        st = cge_op_check_attrs(def, "node0", cge_node_attrs_const(node));
+        st = cge__op_check_attrs(def, "node0", cge_node_attrs_const(node));
     if (!st)
-        st = cge_op_infer_node(def, "node0", cge_node_attrs_const(node), inputs, input_values,
+        st = cge__op_infer_node(def, "node0", cge_node_attrs_const(node), inputs, input_values,
                                num_inputs, outputs, num_outputs);
     cge_graph_destroy(g);
     return st;
@@ -138,11 +138,11 @@ cge_status op_run_domain(const char *domain, const char *op_type, const cge_tens
     for (int32_t i = 0; i < num_outputs; i++)
         out_desc[i] = (cge_tensor_desc){.name = ""};
     if (!st)
-        st = cge_op_check_arity(def, "node0", present, num_inputs, num_outputs);
+        st = cge__op_check_arity(def, "node0", present, num_inputs, num_outputs);
     if (!st)
-        st = cge_op_check_attrs(def, "node0", cge_node_attrs_const(node));
+        st = cge__op_check_attrs(def, "node0", cge_node_attrs_const(node));
     if (!st)
-        st = cge_op_infer_node(def, "node0", cge_node_attrs_const(node), in_desc, values,
+        st = cge__op_infer_node(def, "node0", cge_node_attrs_const(node), in_desc, values,
                                num_inputs, out_desc, num_outputs);
     for (int32_t i = 0; !st && i < num_outputs; i++)
         if (!cge_shape_is_static(&out_desc[i].shape))
@@ -264,8 +264,8 @@ static void compare(const cge_tensor *t, cge_dtype dtype, cge_shape shape, const
     op_assert_shape(t, shape);
     int64_t n = cge_shape_numel(&shape);
     for (int64_t i = 0; i < n; i++) {
-        double got = cge_load_as_double(dtype, t->data, i);
-        double want = cge_load_as_double(dtype, expected, i);
+        double got = cge__load_as_double(dtype, t->data, i);
+        double want = cge__load_as_double(dtype, expected, i);
         if (isnan(want) && isnan(got))
             continue;
         if (isinf(want) && got == want)

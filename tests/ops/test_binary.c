@@ -42,24 +42,24 @@ static cge_tensor run_where(cge_tensor c, cge_tensor x, cge_tensor y)
 
 static void test_bcast_collapse(void **state)
 {
-    cge_bcast bc;
+    cge__bcast bc;
     cge_shape o = CGE_SHAPE(2, 3, 4), same = CGE_SHAPE(2, 3, 4), vec = CGE_SHAPE(4),
               sc = CGE_SCALAR, col = CGE_SHAPE(3, 1);
     const cge_shape *ins[2] = {&o, &same};
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 2), CGE_OK);
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 2), CGE_OK);
     assert_int_equal(bc.rank, 1);
     assert_int_equal(bc.dims[0], 24);
-    assert_true(cge_bcast_is_dense(&bc, 0) && cge_bcast_is_dense(&bc, 1));
+    assert_true(cge__bcast_is_dense(&bc, 0) && cge__bcast_is_dense(&bc, 1));
 
     ins[1] = &sc;
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 2), CGE_OK);
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 2), CGE_OK);
     assert_int_equal(bc.rank, 1);
     assert_int_equal(bc.strides[1][0], 0);
-    assert_true(cge_bcast_is_scalar(&bc, 1));
-    assert_false(cge_bcast_is_scalar(&bc, 0));
+    assert_true(cge__bcast_is_scalar(&bc, 1));
+    assert_false(cge__bcast_is_scalar(&bc, 0));
 
     ins[1] = &vec; /* [2,3,4] + [4]: rows of 4, the vector restarting */
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 2), CGE_OK);
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 2), CGE_OK);
     assert_int_equal(bc.rank, 2);
     assert_int_equal(bc.dims[0], 6);
     assert_int_equal(bc.dims[1], 4);
@@ -69,7 +69,7 @@ static void test_bcast_collapse(void **state)
     assert_int_equal(bc.strides[1][1], 1);
 
     ins[1] = &col; /* [2,3,4] + [3,1] */
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 2), CGE_OK);
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 2), CGE_OK);
     assert_int_equal(bc.rank, 3);
     assert_int_equal(bc.strides[1][0], 0);
     assert_int_equal(bc.strides[1][1], 1);
@@ -77,14 +77,14 @@ static void test_bcast_collapse(void **state)
 
     cge_shape bad = CGE_SHAPE(3);
     ins[1] = &bad;
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 2), CGE_ERR_SHAPE);
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 2), CGE_ERR_SHAPE);
     cge_shape dyn = CGE_SHAPE(CGE_DIM_DYNAMIC, 4);
     ins[1] = &dyn;
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 2), CGE_ERR_INVALID_ARG);
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 2), CGE_ERR_INVALID_ARG);
     /* Broadcasting is one-way: an input may not be larger than the output. */
     int64_t st[CGE_MAX_RANK];
-    assert_false(cge_broadcast_strides(&o, &vec, st));
-    assert_true(cge_broadcast_strides(&col, &o, st));
+    assert_false(cge__broadcast_strides(&o, &vec, st));
+    assert_true(cge__broadcast_strides(&col, &o, st));
     assert_int_equal(st[0], 0);
     assert_int_equal(st[1], 1);
     assert_int_equal(st[2], 0);
@@ -96,14 +96,14 @@ static void test_bcast_iter_matches_indexing(void **state)
 {
     cge_shape o = CGE_SHAPE(3, 2, 5, 4), a = CGE_SHAPE(3, 1, 5, 1), b = CGE_SHAPE(2, 1, 4);
     const cge_shape *ins[2] = {&a, &b};
-    cge_bcast bc;
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 2), CGE_OK);
+    cge__bcast bc;
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 2), CGE_OK);
     int64_t numel = 3 * 2 * 5 * 4;
     for (int64_t start = 0; start < numel; start += 7) {
-        cge_bcast_iter it;
-        cge_bcast_iter_init(&bc, start, &it);
+        cge__bcast_iter it;
+        cge__bcast_iter_init(&bc, start, &it);
         while (it.pos < numel) {
-            int64_t n = cge_bcast_iter_run(&bc, &it, numel);
+            int64_t n = cge__bcast_iter_run(&bc, &it, numel);
             assert_true(n >= 1);
             for (int64_t k = 0; k < n; k++) {
                 int64_t p = it.pos + k;
@@ -112,36 +112,36 @@ static void test_bcast_iter_matches_indexing(void **state)
                 assert_int_equal(it.off[0] + k * la, i0 * 5 + i2);
                 assert_int_equal(it.off[1] + k * lb, i1 * 4 + i3);
             }
-            cge_bcast_iter_advance(&bc, &it, n);
+            cge__bcast_iter_advance(&bc, &it, n);
         }
         assert_int_equal(it.pos, numel);
     }
 }
 
-/* cge_bcast_copy is Expand's body: [3,1] -> [2,3,4], in two ranges. */
+/* cge__bcast_copy is Expand's body: [3,1] -> [2,3,4], in two ranges. */
 static void test_bcast_copy(void **state)
 {
     cge_shape o = CGE_SHAPE(2, 3, 4), in = CGE_SHAPE(3, 1);
     const cge_shape *ins[1] = {&in};
-    cge_bcast bc;
-    assert_int_equal(cge_bcast_init(&bc, &o, ins, 1), CGE_OK);
+    cge__bcast bc;
+    assert_int_equal(cge__bcast_init(&bc, &o, ins, 1), CGE_OK);
     const int16_t src[3] = {7, -8, 9};
     int16_t dst[24];
     memset(dst, 0, sizeof dst);
-    cge_bcast_copy(&bc, 0, sizeof(int16_t), src, dst, 0, 10);
-    cge_bcast_copy(&bc, 0, sizeof(int16_t), src, dst, 10, 24);
+    cge__bcast_copy(&bc, 0, sizeof(int16_t), src, dst, 0, 10);
+    cge__bcast_copy(&bc, 0, sizeof(int16_t), src, dst, 10, 24);
     for (int i = 0; i < 24; i++)
         assert_int_equal(dst[i], src[(i / 4) % 3]);
     /* An element size without a typed loop. */
     const uint8_t src3[3][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
     uint8_t dst3[24][3];
-    cge_bcast_copy(&bc, 0, 3, src3, dst3, 0, 24);
+    cge__bcast_copy(&bc, 0, 3, src3, dst3, 0, 24);
     for (int i = 0; i < 24; i++)
         assert_memory_equal(dst3[i], src3[(i / 4) % 3], 3);
     /* An empty output iterates nothing. */
     cge_shape e = CGE_SHAPE(0, 3), row = CGE_SHAPE(3);
     ins[0] = &row;
-    assert_int_equal(cge_bcast_init(&bc, &e, ins, 1), CGE_OK);
+    assert_int_equal(cge__bcast_init(&bc, &e, ins, 1), CGE_OK);
     assert_int_equal(bc.numel, 0);
 }
 

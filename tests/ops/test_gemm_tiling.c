@@ -17,7 +17,7 @@
 
 /* Largest per-core share of C's elements over the mean share, with tiles
  * taken in order by the least-loaded core (as the pool hands out blocks). */
-static double imbalance(const cge_gemm_tiling *t, int64_t M, int64_t N, int threads)
+static double imbalance(const cge__gemm_tiling *t, int64_t M, int64_t N, int threads)
 {
     int64_t load[8] = {0}, total = 0;
     for (int64_t tm = 0; tm < t->tiles_m; tm++)
@@ -37,7 +37,7 @@ static double imbalance(const cge_gemm_tiling *t, int64_t M, int64_t N, int thre
     return (double)worst * threads / (double)total;
 }
 
-static void check_cover(const cge_gemm_tiling *t, int64_t M, int64_t N)
+static void check_cover(const cge__gemm_tiling *t, int64_t M, int64_t N)
 {
     assert_true(t->mt % CGE_GEMM_MT == 0 && t->nt % CGE_GEMM_NR == 0);
     assert_true(t->tiles_m * t->mt >= M && (t->tiles_m - 1) * t->mt < M);
@@ -53,8 +53,8 @@ static void test_small_products_balance(void **state)
     const int64_t shapes[][2] = {{128, 256}, {128, 768}, {128, 1024}, {128, 64}, {50, 224}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t M = shapes[s][0], N = shapes[s][1];
-        cge_gemm_tiling t;
-        cge_gemm_plan(1, M, N, 2, &t);
+        cge__gemm_tiling t;
+        cge__gemm_plan(1, M, N, 2, &t);
         check_cover(&t, M, N);
         double r = imbalance(&t, M, N, 2);
         if (r > 1.05)
@@ -71,17 +71,17 @@ static void test_plans_cover(void **state)
                                  {1, 512, 49}, {1, 64, 3136},  {2, 13, 17},   {1, 96, 4096}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int threads = 1; threads <= 16; threads *= 2) {
-            cge_gemm_tiling t;
-            cge_gemm_plan(shapes[s][0], shapes[s][1], shapes[s][2], threads, &t);
+            cge__gemm_tiling t;
+            cge__gemm_plan(shapes[s][0], shapes[s][1], shapes[s][2], threads, &t);
             check_cover(&t, shapes[s][1], shapes[s][2]);
         }
 }
 
-static void run_tiled(const cge_gemm_f32 *g, int64_t mt, int64_t nt)
+static void run_tiled(const cge__gemm_f32 *g, int64_t mt, int64_t nt)
 {
     for (int64_t i = 0; i < g->M; i += mt)
         for (int64_t j = 0; j < g->N; j += nt)
-            cge_gemm_f32_tile(g, i, i + mt, j, j + nt);
+            cge__gemm_f32_tile(g, i, i + mt, j, j + nt);
 }
 
 /* Column tiles of one panel only reach the 12x16 direct kernel; whole-width
@@ -91,7 +91,7 @@ static void run_tiled(const cge_gemm_f32 *g, int64_t mt, int64_t nt)
 static void test_direct_kernels_agree(void **state)
 {
     /* A property of this CPU, not of the build: nothing here could run them. */
-    if (!cge_gemm_isa_supported(CGE_GEMM_ISA_AVX512)) {
+    if (!cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512)) {
         print_message("skipped: this CPU has no AVX-512, so the direct kernels do not exist\n");
         skip();
     }
@@ -99,7 +99,7 @@ static void test_direct_kernels_agree(void **state)
     float *a = malloc(sizeof(float) * (size_t)(M * K));
     float *b = malloc(sizeof(float) * (size_t)(K * N));
     float *bias = malloc(sizeof(float) * (size_t)N);
-    float *bp = malloc(sizeof(float) * (size_t)cge_gemm_packed_b_floats(K, N));
+    float *bp = malloc(sizeof(float) * (size_t)cge__gemm_packed_b_floats(K, N));
     float *c1 = malloc(sizeof(float) * (size_t)(M * N));
     float *c2 = malloc(sizeof(float) * (size_t)(M * N));
     for (int64_t i = 0; i < M * K; i++)
@@ -108,9 +108,9 @@ static void test_direct_kernels_agree(void **state)
         b[i] = (float)((i * 53 % 97) - 48) / 47.0f;
     for (int64_t j = 0; j < N; j++)
         bias[j] = (float)j / 16.0f - 3.0f;
-    cge_gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+    cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
-        cge_gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
+        cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
                           .ldc = N, .alpha = 1.0f, .bias = with_bias ? bias : NULL,
                           .bias_rs = 0, .bias_cs = 1, .beta = with_bias ? 1.0f : 0.0f,
                           .isa = CGE_GEMM_ISA_AVX512};

@@ -259,27 +259,27 @@ static void test_gemm_kernels(void **state)
     const int64_t M = 50, N = 37, K = 600;
     float *at = new_f32(CGE_SHAPE(K, M), 60), *b = new_f32(CGE_SHAPE(K, N), 61);
     float *bias = new_f32(CGE_SHAPE(N), 62);
-    float *bp = aligned_alloc(64, (size_t)cge_gemm_packed_b_floats(K, N) * sizeof(float));
+    float *bp = aligned_alloc(64, (size_t)cge__gemm_packed_b_floats(K, N) * sizeof(float));
     float *c = malloc(sizeof(float) * (size_t)(M * N));
-    cge_gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
-    const cge_gemm_isa isas[3] = {CGE_GEMM_ISA_GENERIC, CGE_GEMM_ISA_AVX2, CGE_GEMM_ISA_AVX512};
+    cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+    const cge__gemm_isa isas[3] = {CGE_GEMM_ISA_GENERIC, CGE_GEMM_ISA_AVX2, CGE_GEMM_ISA_AVX512};
     int ran = 0;
     for (int v = 0; v < 3; v++) {
-        if (!cge_gemm_isa_supported(isas[v]))
+        if (!cge__gemm_isa_supported(isas[v]))
             continue;
         ran++;
         for (int64_t i = 0; i < M * N; i++)
             c[i] = NAN; /* must be overwritten, never read */
-        cge_gemm_f32 g = {.M = M, .N = N, .K = K, .a = at, .a_rs = 1, .a_cs = M, .bp = bp,
+        cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = at, .a_rs = 1, .a_cs = M, .bp = bp,
                           .c = c, .ldc = N, .alpha = 0.5f, .bias = bias, .bias_rs = 0,
                           .bias_cs = 1, .beta = -2.0f, .isa = isas[v]};
-        cge_gemm_tiling tl;
-        cge_gemm_plan(1, M, N, 3, &tl);
+        cge__gemm_tiling tl;
+        cge__gemm_plan(1, M, N, 3, &tl);
         assert_true(tl.mt % CGE_GEMM_MT == 0 && tl.nt % CGE_GEMM_NR == 0);
         assert_true(tl.tiles_m * tl.mt >= M && tl.tiles_n * tl.nt >= N);
         for (int64_t tm = 0; tm < tl.tiles_m; tm++)
             for (int64_t tn = 0; tn < tl.tiles_n; tn++)
-                cge_gemm_f32_tile(&g, tm * tl.mt, (tm + 1) * tl.mt, tn * tl.nt, (tn + 1) * tl.nt);
+                cge__gemm_f32_tile(&g, tm * tl.mt, (tm + 1) * tl.mt, tn * tl.nt, (tn + 1) * tl.nt);
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
                 double s = 0;

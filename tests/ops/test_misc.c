@@ -215,7 +215,7 @@ static void stats(const cge_tensor *t, double *mean, double *var, double *lo, do
     *lo = INFINITY;
     *hi = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
-        double v = cge_load_as_double(t->dtype, t->data, i);
+        double v = cge__load_as_double(t->dtype, t->data, i);
         s += v;
         s2 += v * v;
         *lo = v < *lo ? v : *lo;

@@ -24,13 +24,13 @@ static float *rnd(int64_t n, uint32_t seed)
     return d;
 }
 
-static void run_tiles(const cge_gemm_f32 *g)
+static void run_tiles(const cge__gemm_f32 *g)
 {
-    cge_gemm_tiling tl;
-    cge_gemm_plan(1, g->M, g->N, 2, &tl);
+    cge__gemm_tiling tl;
+    cge__gemm_plan(1, g->M, g->N, 2, &tl);
     for (int64_t tm = 0; tm < tl.tiles_m; tm++)
         for (int64_t tn = 0; tn < tl.tiles_n; tn++)
-            cge_gemm_f32_tile(g, tm * tl.mt, (tm + 1) * tl.mt, tn * tl.nt, (tn + 1) * tl.nt);
+            cge__gemm_f32_tile(g, tm * tl.mt, (tm + 1) * tl.mt, tn * tl.nt, (tn + 1) * tl.nt);
 }
 
 /* Row-major A (unit column stride) takes the unpacked path on AVX-512; the
@@ -48,13 +48,13 @@ static void test_gemm_unpacked_a_same_bits(void **state)
         for (int64_t i = 0; i < M; i++)
             for (int64_t k = 0; k < K; k++)
                 at[k * M + i] = a[i * K + k];
-        float *bp = aligned_alloc(64, (size_t)cge_gemm_packed_b_floats(K, N) * sizeof(float));
+        float *bp = aligned_alloc(64, (size_t)cge__gemm_packed_b_floats(K, N) * sizeof(float));
         float *c1 = malloc(sizeof(float) * (size_t)(M * N)), *c2 = malloc(sizeof(float) * (size_t)(M * N));
-        cge_gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+        cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             for (int64_t i = 0; i < M * N; i++)
                 c1[i] = c2[i] = NAN; /* overwritten, never read */
-            cge_gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
+            cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
                               .c = c1, .ldc = N, .alpha = 1.0f,
                               .bias = with_bias ? bias : NULL, .bias_rs = 0, .bias_cs = 1,
                               .beta = 1.0f};
@@ -107,7 +107,7 @@ static void test_gemm_workspace_without_data(void **state)
     cge_kernel_ctx ctx = {.op_type = "Gemm", .node_name = "g", .num_inputs = 3, .inputs = ins,
                           .num_outputs = 1, .outputs = outs, .attrs = at, .num_threads = 2};
     size_t ws = k->workspace_size(&ctx);
-    assert_true(ws >= (size_t)cge_gemm_packed_b_floats(256, 64) * sizeof(float));
+    assert_true(ws >= (size_t)cge__gemm_packed_b_floats(256, 64) * sizeof(float));
     cge_graph_destroy(gr);
 }
 

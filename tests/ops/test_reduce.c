@@ -66,7 +66,7 @@ static cge_status run_v13(const char *op, cge_tensor x, const cge_attr *attrs, i
     cge_tensor_desc out_desc = {.name = "y"};
     const void *values[1] = {x.data};
     if (!st)
-        st = cge_op_infer_node(def, "node0", cge_node_attrs_const(node), &in_desc, values, 1,
+        st = cge__op_infer_node(def, "node0", cge_node_attrs_const(node), &in_desc, values, 1,
                                &out_desc, 1);
     const cge_kernel_def *k = st ? NULL : cge_op_find_kernel(def, "cpu", x.dtype);
     if (!st && !k)
@@ -399,7 +399,7 @@ static void test_reduce_meta(void **state)
     assert_int_equal(cge_graph_create("m", &g), CGE_OK);
     assert_int_equal(cge_graph_add_node(g, "ReduceMax", "", "rmax", ins, 1, outs, 1, &n), CGE_OK);
     assert_int_equal(cge_node_set_ints(n, "axes", bad, 2), CGE_OK);
-    cge_status st = cge_op_infer_node(def, "rmax", cge_node_attrs_const(n), in, NULL, 1, out, 1);
+    cge_status st = cge__op_infer_node(def, "rmax", cge_node_attrs_const(n), in, NULL, 1, out, 1);
     op_assert_error(st, "[meta]", "rmax");
     op_assert_error(st, "[meta]", "out of range");
     cge_graph_destroy(g);

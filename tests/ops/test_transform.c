@@ -488,7 +488,7 @@ static void test_slice_dtypes(void **state)
             void *w = malloc(cge_dtype_size(types[t]) * (size_t)(n ? n : 1));
             assert_non_null(w);
             for (int64_t k = 0; k < n; k++)
-                cge_store_from_double(types[t], w, k, (double)sl_index_expected[c->offset + k]);
+                cge__store_from_double(types[t], w, k, (double)sl_index_expected[c->offset + k]);
             cge_tensor y;
             assert_int_equal(run_slice_case(c, op_tensor(types[t], CGE_SHAPE(3, 4, 5), x), CGE_I64, &y), CGE_OK);
             op_assert_equal(&y, types[t], want, w);
