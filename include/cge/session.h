@@ -41,9 +41,11 @@ typedef struct cge_session_options {
     /* Run mode for runs that do not choose one; $CGE_RUN_MODE (eager, plan,
      * replay) overrides it, for experiments. */
     cge_run_mode run_mode;
-    /* Distinct input signatures a graph may capture for replay (0: 8). Past
-     * it, new signatures run in plan mode, and the session says so once on
-     * stderr. */
+    /* Recordings for replay a graph keeps, one per input signature (0: 8).
+     * Past it, the least recently run signature gives up its recording for
+     * the new one (and is captured again if it comes back). The session
+     * keeps up to 16 compiled signatures per graph, least recently run
+     * evicted. */
     int capture_limit;
     /* How plans are compiled (cge/compiler.h): CGE_OPT_DEFAULT is level 3
      * (exact rewrites, fusions, channels-last convolutions) unless

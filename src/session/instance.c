@@ -709,6 +709,12 @@ bool cge__instance_value_dependent(const cge__instance *inst) { return inst->eag
 
 bool cge__instance_captured(const cge__instance *inst) { return inst->ri != NULL; }
 
+void cge__instance_drop_capture(cge__instance *inst)
+{
+    cge_ri_destroy(inst->ri);
+    inst->ri = NULL;
+}
+
 /* The plan's steps in order, each on its stream (0 is the run's stream):
  * extra streams fork from it first and join it at the end, so that the whole
  * run is ordered on `stream` (and a capture on it records every stream). */

@@ -19,6 +19,9 @@ void cge__instance_destroy(cge__instance *inst);
 bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */
 bool cge__instance_value_dependent(const cge__instance *inst);
+/* Release the instance's recording (after the replays in flight); it runs
+ * as a plan until captured again. */
+void cge__instance_drop_capture(cge__instance *inst);
 /* Whether the instance holds a replay instance (captured earlier). */
 bool cge__instance_captured(const cge__instance *inst);
 /* Record the plan's launches into a replay instance (on `stream`). On

@@ -25,10 +25,9 @@ typedef struct graph_entry {
      * symbolically), which answers descriptor queries until a run. */
     cge_plan *prepared;
     cge__instance *inst[MAX_INSTANCES];
+    uint64_t used[MAX_INSTANCES];   /* clock of each instance's last run */
     int32_t num_inst;
-    int32_t next_evict;
-    int32_t num_captured;   /* signatures captured for replay so far */
-    bool warned_capture_limit;
+    uint64_t clock;
     cge_run_mode last_mode;
     cge__instance *last_inst;   /* instance of the last run that got one */
     /* A prebuilt plan (cge_session_add_model): one instance over it, no
@@ -464,6 +463,7 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     int32_t ni = cge_graph_num_inputs(e->g);
     for (int32_t i = 0; i < e->num_inst; i++)
         if (cge__instance_matches(e->inst[i], shapes, ni)) {
+            e->used[i] = ++e->clock;
             *out = e->inst[i];
             return CGE_OK;
         }
@@ -474,21 +474,30 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     cge_status st = cge__instance_create(s->dev, e->g, shapes, &s->copts, &inst);
     if (st)
         return st;
+    int32_t slot = e->num_inst;
     if (e->num_inst == MAX_INSTANCES) {
-        /* Evict round-robin; its runs in flight must end before its buffers go. */
+        /* Evict the least recently run; its runs in flight must end before
+         * its buffers go. */
+        slot = 0;
+        for (int32_t i = 1; i < e->num_inst; i++)
+            if (e->used[i] < e->used[slot])
+                slot = i;
         cge_device_synchronize(s->dev);
-        cge__instance_destroy(e->inst[e->next_evict]);
-        e->inst[e->next_evict] = inst;
-        e->next_evict = (e->next_evict + 1) % MAX_INSTANCES;
+        if (e->last_inst == e->inst[slot])
+            e->last_inst = NULL;
+        cge__instance_destroy(e->inst[slot]);
     } else {
-        e->inst[e->num_inst++] = inst;
+        e->num_inst++;
     }
+    e->inst[slot] = inst;
+    e->used[slot] = ++e->clock;
     *out = inst;
     return CGE_OK;
 }
 
 /* What a requested mode means for this instance: value-dependent shapes
- * run eagerly; replay needs a capture, within the graph's capture limit. */
+ * run eagerly; replay needs a capture. At the graph's capture limit the
+ * least recently run signature gives up its recording for the new one. */
 static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *inst,
                                  cge_run_mode want, cge_stream *stream)
 {
@@ -498,21 +507,20 @@ static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *
         return CGE_RUN_EAGER;
     if (want != CGE_RUN_REPLAY || cge__instance_captured(inst))
         return want;
-    if (e->num_captured >= s->capture_limit) {
-        if (!e->warned_capture_limit)
-            fprintf(stderr,
-                    "cge: graph %u has been captured for %d input signatures (its capture "
-                    "limit); new signatures run in plan mode\n",
-                    e->id, s->capture_limit);
-        e->warned_capture_limit = true;
-        return CGE_RUN_PLAN;
-    }
+    int32_t captured = 0, lru = -1;
+    for (int32_t i = 0; i < e->num_inst; i++)
+        if (e->inst[i] != inst && cge__instance_captured(e->inst[i])) {
+            captured++;
+            if (lru < 0 || e->used[i] < e->used[lru])
+                lru = i;
+        }
+    if (captured >= s->capture_limit && lru >= 0)
+        cge__instance_drop_capture(e->inst[lru]);   /* waits for its replays in flight */
     if (cge__instance_capture(inst, stream) != CGE_OK) {
         /* A plan that cannot be captured still runs; a later run retries. */
         cge_clear_error();
         return CGE_RUN_PLAN;
     }
-    e->num_captured++;
     return CGE_RUN_REPLAY;
 }
 

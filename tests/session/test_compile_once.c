@@ -41,8 +41,8 @@ static cge_graph *build(bool symbolic)
 
 static void run_rows(cge_session *s, int64_t rows)
 {
-    float x[8 * 8], y[8 * 8];
-    for (int i = 0; i < 64; i++)
+    float x[32 * 8], y[32 * 8];
+    for (int i = 0; i < 32 * 8; i++)
         x[i] = (float)(i % 5) - 2.0f;
     cge_tensor in = {.name = "x", .dtype = CGE_F32, .shape = CGE_SHAPE(rows, 8), .data = x,
                      .bytes = sizeof x};
@@ -97,6 +97,28 @@ static void test_symbolic_graph_compiles_once_per_signature(void **state)
     run_rows(s, 3);
     assert_int_equal(cge_graph_clone_count() - clones, 3);
     assert_int_equal(cge_compiler_inference_count() - infers, 3);
+    cge_session_destroy(s);
+    cge_graph_destroy(g);
+}
+
+/* 16 compiled signatures per graph; the least recently run one goes first. */
+static void test_signatures_evicted_least_recently_run_first(void **state)
+{
+    cge_graph *g = build(true);
+    cge_session *s = NULL;
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    for (int64_t rows = 1; rows <= 16; rows++)
+        run_rows(s, rows);
+    run_rows(s, 1);                 /* 1 is now the most recent; 2 the least */
+    int64_t clones = cge_graph_clone_count();
+    run_rows(s, 17);                /* a 17th signature: 2 is evicted */
+    assert_int_equal(cge_graph_clone_count() - clones, 1);
+    run_rows(s, 1);                 /* kept */
+    run_rows(s, 3);
+    assert_int_equal(cge_graph_clone_count() - clones, 1);
+    run_rows(s, 2);                 /* compiled again */
+    assert_int_equal(cge_graph_clone_count() - clones, 2);
     cge_session_destroy(s);
     cge_graph_destroy(g);
 }
@@ -198,6 +220,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_graph_compiles_once),
         cmocka_unit_test(test_symbolic_graph_compiles_once_per_signature),
+        cmocka_unit_test(test_signatures_evicted_least_recently_run_first),
         cmocka_unit_test(test_needed_passes_cannot_be_disabled),
         cmocka_unit_test(test_value_dependent_graph_comes_back_prepared),
         cmocka_unit_test(test_session_runs_a_compiled_plan),

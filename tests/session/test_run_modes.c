@@ -131,7 +131,10 @@ static void test_capture_limit(void **state)
     run_mode(s, 1, CGE_RUN_DEFAULT, x, 2, y, sum, CGE_RUN_REPLAY);
     run_mode(s, 1, CGE_RUN_DEFAULT, x, 3, y, sum, CGE_RUN_REPLAY);
     run_mode(s, 1, CGE_RUN_DEFAULT, x, 2, y, sum, CGE_RUN_REPLAY); /* captured before */
-    run_mode(s, 1, CGE_RUN_DEFAULT, x, 8, y, sum, CGE_RUN_PLAN);   /* past the limit */
+    /* Past the limit: 3, the least recently run, gives up its recording. */
+    run_mode(s, 1, CGE_RUN_DEFAULT, x, 8, y, sum, CGE_RUN_REPLAY);
+    run_mode(s, 1, CGE_RUN_DEFAULT, x, 3, y, sum, CGE_RUN_REPLAY);  /* captured again, 2 gives up */
+    run_mode(s, 1, CGE_RUN_DEFAULT, x, 8, y, sum, CGE_RUN_REPLAY);  /* still captured */
     run_mode(s, 1, CGE_RUN_EAGER, x, 8, y_ref, sum_ref, CGE_RUN_EAGER);
     assert_memory_equal(y, y_ref, sizeof y);
     assert_memory_equal(sum, sum_ref, sizeof sum);
