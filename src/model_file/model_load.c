@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "cge/cge.h"
 #include "compiler/plan_builder.h"
 #include "model_file/model_internal.h"
@@ -815,23 +816,18 @@ cge_status cge_model_load(const char *path, const cge_model_load_options *opts, 
         return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "model load: NULL path or out");
     *out = NULL;
     double t0 = cge_profile_clock_ms();
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL;
+    size_t file_size = 0;
+    int fd = cge__open_regular(path, &file_size, &why);
     if (fd < 0)
-        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int err = errno;
-        close(fd);
-        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: %s", path,
-                         S_ISDIR(sb.st_mode) ? "is a directory" : strerror(err));
-    }
+        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot open: %s", path, why);
     cge_model *M = calloc(1, sizeof *M);
     if (!M) {
         close(fd);
         return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model load: out of memory");
     }
     M->refs = 1;
-    M->size = (size_t)sb.st_size;
+    M->size = file_size;
     if (M->size == 0) {
         close(fd);
         free(M);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/file.h"
 #include "onnx/onnx_internal.h"
 #include "cge/op.h"
 
@@ -914,16 +915,11 @@ cge_status cge_onnx_import_file(const char *path, const cge_onnx_options *opts, 
         *out = NULL;
     if (!path || !path[0])
         return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "onnx import: no path");
-    FILE *f = fopen(path, "rb");
-    struct stat sb;
-    if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = errno;
-        if (f)
-            fclose(f);
-        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot open: %s", path,
-                         f ? "not a regular file" : strerror(e));
-    }
-    size_t size = (size_t)sb.st_size;
+    const char *why = NULL;
+    size_t size = 0;
+    FILE *f = cge__fopen_regular(path, &size, &why);
+    if (!f)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot open: %s", path, why);
     void *data = malloc(size ? size : 1);
     if (!data) {
         fclose(f);

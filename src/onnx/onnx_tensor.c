@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/file.h"
 #include "onnx/onnx_internal.h"
 
 static cge_status layered(cge_layer layer, cge_status st, const onnx_ctx *cx, const char *fmt,
@@ -205,15 +206,15 @@ static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp,
                                        "folder (refused)", what, loc);
     }
     FILE *f = NULL;
-    struct stat sb;
+    size_t file_size = 0;
     if (!st) {
-        f = fopen(real_file, "rb");
-        if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
-            st = cge__onnx_io_error(cx, "%s: cannot read external data '%s'%s", what, loc,
-                                   f ? " (not a regular file)" : "");
+        const char *why = NULL;
+        f = cge__fopen_regular(real_file, &file_size, &why);
+        if (!f)
+            st = cge__onnx_io_error(cx, "%s: cannot read external data '%s' (%s)", what, loc, why);
     }
     if (!st) {
-        uint64_t fsize = (uint64_t)sb.st_size;
+        uint64_t fsize = (uint64_t)file_size;
         if (offset > fsize)
             st = cge__onnx_io_error(cx, "%s: external data offset %llu is past the end of '%s' "
                                        "(%llu bytes)", what, (unsigned long long)offset, loc,

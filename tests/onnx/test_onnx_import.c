@@ -424,6 +424,15 @@ static void test_external_data(void **state)
                  (const char *[]){"100 bytes", NULL});
     assert_null(g);
     assert_error(cge_onnx_import_file("/nonexistent/model.onnx", NULL, &g), CGE_LAYER_IO, NULL);
+    /* External data that is a FIFO is refused at once (open() used to wait
+     * for a writer forever; the alarm turns a hang into a failure). */
+    unlink(w);
+    assert_int_equal(mkfifo(w, 0600), 0);
+    write_file(path, FX(external_ok));
+    alarm(30);
+    assert_error(cge_onnx_import_file(path, NULL, &g), CGE_LAYER_IO,
+                 (const char *[]){"w.bin", "FIFO", NULL});
+    alarm(0);
 
     unlink(path);
     unlink(link);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/file.h"
 #include "cli.h"
 
 double cli_now_ms(void) { return cge_profile_clock_ms(); }
@@ -255,7 +256,8 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
 
 static bool is_cgm_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = cge__fopen_regular(path, NULL, &why);
     char magic[8] = {0};
     bool yes = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, "CGEMODEL", 8);
     if (f)

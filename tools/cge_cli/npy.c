@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "cli.h"
 
 static const struct {
@@ -71,9 +72,10 @@ static const char *dict_value(const char *hdr, const char *key)
 cge_status cli_npy_read(const char *path, cge_tensor *t)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = cge__fopen_regular(path, NULL, &why);
     if (!f)
-        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot open: %s", path, why);
     unsigned char pre[12];
     size_t got = fread(pre, 1, 10, f);
     cge_status st = CGE_OK;
