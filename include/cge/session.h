@@ -139,7 +139,11 @@ cge_status cge_session_last_output_desc(const cge_session *s, uint32_t graph_id,
  * matched by name (or by position when every name is NULL), each with the
  * graph's dtype and a shape that fits the declared one. Outputs: host
  * buffers, by name or position; each output's dtype and shape are written
- * back, and `bytes` must be large enough. Errors leave outputs untouched. */
+ * back, and `bytes` must be large enough. Errors leave the outputs' data
+ * untouched; when a buffer is too small ([session] "output 'y' is ... and
+ * needs N bytes"), every output's dtype and shape say what this run needs,
+ * so that the caller can retry with larger buffers from its own call's
+ * answer (another thread's runs cannot change it). */
 cge_status cge_session_run_graph(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                                  int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs);
 /* The same, enqueued on `stream`: returns after checking and enqueueing; the

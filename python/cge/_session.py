@@ -327,7 +327,7 @@ class InferenceSession:
             if st == 0:
                 break
             err = _last_error("run")
-            new = None if attempt else self._retry_shapes(err, idx, guess)
+            new = None if attempt else self._retry_shapes(err, outs, len(idx), guess)
             if new is None:
                 raise err
             guess = new
@@ -347,22 +347,16 @@ class InferenceSession:
         self._shape_cache[key] = [(outs[j].dtype, tuple(r.shape)) for j, r in enumerate(result)]
         return result
 
-    def _retry_shapes(self, err, idx, guess):
+    def _retry_shapes(self, err, outs, n, guess):
         """Output shapes to retry with when the failed run was only short of
-        output space (the session recorded what it computed); else None."""
+        output space: the run wrote what it needs into this call's own output
+        tensors (never another thread's "last run"); else None."""
         if err.layer != "session" or "the buffer given has" not in err.message:
             return None
-        new = self._last_shapes(idx)
-        return new if new is not None and new != guess else None
-
-    def _last_shapes(self, idx):
-        shapes = []
-        for k in idx:
-            d = _lib.TensorDesc()
-            if lib.cge_session_last_output_desc(self._session, _GRAPH_ID, k, ctypes.byref(d)):
+        new = []
+        for j in range(n):
+            dims = [int(outs[j].shape.dims[i]) for i in range(outs[j].shape.rank)]
+            if outs[j].dtype == 0 or any(d < 0 for d in dims):
                 return None
-            dims = _shape_list(d.shape)
-            if any(x is None for x in dims):
-                return None
-            shapes.append((d.dtype, tuple(dims)))
-        return shapes
+            new.append((outs[j].dtype, tuple(dims)))
+        return new if new != guess else None

@@ -565,10 +565,18 @@ static value *input_value(value_table *t, const cge_graph *g, int32_t pos)
     return find_value(t, cge_graph_input(g, pos));
 }
 
+/* Every output gets the dtype and shape of this run first, so that a caller
+ * whose buffer is too small learns from its own call what to retry with
+ * (no state another thread could change in between). */
 static cge_status check_outputs(value_table *t, const cge_graph *g, cge_tensor *outputs,
                                 const int32_t *out_pos, int32_t n)
 {
     char sh[CGE_SHAPE_STR_MAX];
+    for (int32_t i = 0; i < n; i++) {
+        const value *v = output_value(t, g, out_pos[i]);
+        outputs[i].dtype = v->desc.dtype;
+        outputs[i].shape = v->desc.shape;
+    }
     for (int32_t i = 0; i < n; i++) {
         const value *v = output_value(t, g, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
