@@ -13,8 +13,8 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 
 .PHONY: all deps configure build run test test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
-        bench-deps bench-dispatch bench-models bench-compile bench-memplan bench-load bench-kernels \
-        bench-torch
+        bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
+        bench-kernels bench-torch
 
 all: build
 
@@ -109,6 +109,14 @@ bench-dispatch: bench-deps build
 
 bench-models: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/models.py
+
+# Models with symbolic dimensions (scripts/make_dynamic_models.py): the first run
+# at each new shape and steady runs (resnet18 over batches, a TransformerEncoder
+# over sequence lengths), and greedy decoding with a key/value cache (a GPT-like
+# decoder), cge (default and plan modes) vs ONNX Runtime, as ratios, against
+# the targets for compiling symbolic shapes once. BENCH_JSON=FILE keeps it all.
+bench-dynamic: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dynamic.py
 
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build
