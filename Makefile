@@ -88,7 +88,7 @@ fuzz: deps
 test-sanitize: deps test-models
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCGE_SANITIZE=address,undefined
 	ninja -C $(ASAN_BUILD) -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
 	  CGE_MODEL_DIR=$(TEST_MODELS) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 
 # Runtime, session and model-file tests (damaged plans included) under ThreadSanitizer.
