@@ -9,6 +9,11 @@
 /* Malformed input is an [io] error, valid but unsupported content a
  * [converter] error; neither ever crashes. */
 
+/* The newest default-domain (ai.onnx) opset the importer knows; a model
+ * that imports a newer one is a [converter] error naming it, since its
+ * operators may mean something this cge does not implement. */
+#define CGE_ONNX_MAX_OPSET 18
+
 #ifdef __cplusplus
 extern "C" {
 #endif

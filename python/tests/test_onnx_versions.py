@@ -103,3 +103,14 @@ def test_quantize_dequantize_opset10():
     want_q = np.clip(np.rint(x / 0.5) + 10, 0, 255).astype(np.uint8)
     np.testing.assert_array_equal(q, want_q)
     np.testing.assert_allclose(y, (want_q.astype(np.float32) - 10) * 0.5)
+
+
+def test_opset_newer_than_supported_is_refused():
+    # Opset 18 is the newest the importer knows; 19 could change what an
+    # operator means, so it is a [converter] error naming the opset.
+    (y,) = run(helper.make_node("Relu", ["x"], ["y"]), {"x": X}, None, 18)
+    np.testing.assert_allclose(y, np.maximum(X, 0))
+    with pytest.raises(cge.Error) as e:
+        run(helper.make_node("Relu", ["x"], ["y"]), {"x": X}, None, 19)
+    assert e.value.layer == "converter"
+    assert "opset 19" in str(e.value) and "up to 18" in str(e.value)

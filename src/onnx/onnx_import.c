@@ -893,6 +893,10 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
         const Onnx__OperatorSetIdProto *o = m->opset_import[i];
         if (!o || !o->has_version)
             st = cge__onnx_io_error(&cx, "opset_import %zu has no version", i);
+        else if (!norm_domain(o->domain)[0] && o->version > CGE_ONNX_MAX_OPSET)
+            st = cge__onnx_unsupported(&cx, "the model imports opset %lld of the default domain; "
+                                            "this cge supports opsets up to %d",
+                                       (long long)o->version, CGE_ONNX_MAX_OPSET);
         else
             cx.opsets[cx.num_opsets++] = (onnx_opset){norm_domain(o->domain), o->version};
     }
