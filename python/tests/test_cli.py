@@ -370,3 +370,17 @@ def test_small_cnn_bundled(tmp_path):
     assert "output 'probabilities': float32 [1,10]" in out
     p = np.load(tmp_path / "probabilities.npy")
     assert p.shape == (1, 10) and abs(float(p.sum()) - 1.0) < 1e-5 and (p >= 0).all()
+
+
+def test_run_refuses_output_names_that_meet_as_files(tmp_path):
+    # 'a/b' and 'a_b' are both written as a_b.npy: an error, never an overwrite.
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a/b"]), helper.make_node("Neg", ["x"], ["a_b"])], "two",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("a/b", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("a_b", TensorProto.FLOAT, [2])])
+    model = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+                  tmp_path / "two.onnx")
+    _, err = cge("run", model, "--output-dir", tmp_path / "out", rc=1)
+    assert "'a/b' and 'a_b' would both be written" in err
+    assert not (tmp_path / "out" / "a_b.npy").exists()

@@ -183,6 +183,17 @@ int cmd_run(int argc, char **argv)
         for (int i = 0; i < p.out.n; i++)
             print_output(&p.out.t[i]);
     }
+    /* Names made safe for a file system can meet ("a/b" and "a_b"): refuse
+     * rather than let one output overwrite another. */
+    for (int i = 0; !rc && o.output_dir && i < p.out.n; i++)
+        for (int j = 0; !rc && j < i; j++) {
+            char a[256], b[256];
+            safe_name(p.out.t[i].name, a, sizeof a);
+            safe_name(p.out.t[j].name, b, sizeof b);
+            if (!strcmp(a, b))
+                rc = cli_fail("run", "outputs '%s' and '%s' would both be written to %s/%s.npy",
+                              p.out.t[j].name, p.out.t[i].name, o.output_dir, a);
+        }
     for (int i = 0; !rc && o.output_dir && i < p.out.n; i++) {
         char nm[256], path[4096];
         safe_name(p.out.t[i].name, nm, sizeof nm);
