@@ -8,10 +8,11 @@ TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
+PREFIX     ?= /usr/local
 # Real models the tests need (scripts/make_test_models.py writes them once).
 TEST_MODELS ?= $(abspath $(BUILD))/test_models
 
-.PHONY: all deps configure build run test test-c test-python test-models test-sanitize test-tsan \
+.PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
         bench-kernels bench-torch
@@ -29,6 +30,11 @@ configure: $(BUILD)/build.ninja
 build: configure
 	ninja -C $(BUILD) -j $(JOBS)
 
+# Headers, libcge.so/.a, the CLI, docs, cge.pc and the CMake package under
+# PREFIX (docs/quickstart.md); DESTDIR is honoured for staging.
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
 # The main job: compile the bundled small CNN (models/small_cnn.onnx, made by
 # scripts/make_small_cnn.py) to an offline model, run it, time each run mode.
 run: build
@@ -39,7 +45,12 @@ run: build
 	    || exit 1; \
 	done
 
-test: deps build test-c test-python conformance
+test: deps build test-install test-c test-python conformance
+
+# Install into a temporary prefix; build and run an example against it with
+# pkg-config and with find_package(cge CONFIG).
+test-install: build
+	BUILD=$(BUILD) bash scripts/test-install.sh
 
 # The tests require these models (a missing one fails them), so every test
 # target that needs them makes them first; PyTorch exports them once.

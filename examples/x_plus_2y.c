@@ -1,6 +1,7 @@
 /* x + 2y, built twice — by hand (nodes and edges) and with the functional
  * builder — and run through a session; every status is checked and the
  * result compared with x + 2y computed here. */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 (docs/quickstart.md) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +124,8 @@ int main(void)
         x[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
         y[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
     }
-    printf("x + 2y on cge %s\ninputs:\n", CGE_VERSION_STRING);
+    /* compiled against (the header) and running with (the library) */
+    printf("x + 2y on cge %s (library %s)\ninputs:\n", CGE_VERSION_STRING, cge_version());
     summary("x", x);
     summary("y", y);
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential binutils cmake ninja-build pkg-config
   libcmocka-dev libdnnl-dev
   python3 python3-numpy python3-pytest
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx clang

@@ -2,6 +2,7 @@
 #ifndef CGE_CGE_H
 #define CGE_CGE_H
 
+#include "cge/version.h" /* generated from the CMake project version */
 #include "cge/status.h"
 #include "cge/types.h"
 #include "cge/runtime.h"
@@ -14,10 +15,5 @@
 #include "cge/onnx.h"
 #include "cge/model_file.h"
 #include "cge/opcheck.h"
-
-#define CGE_VERSION_MAJOR 0
-#define CGE_VERSION_MINOR 1
-#define CGE_VERSION_PATCH 0
-#define CGE_VERSION_STRING "0.1.0"
 
 #endif
