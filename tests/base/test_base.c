@@ -12,6 +12,7 @@
 
 #include "base/strmap.h"
 #include "cge/types.h"
+#include "cge/version.h"
 
 static void test_error_layers(void **state)
 {
@@ -291,6 +292,19 @@ static void test_strmap(void **state)
     cge__strmap_free(&m);
 }
 
+/* The library reports the version it was built as, the same as the header's
+ * (a program compares the two to detect a mismatched libcge.so). */
+static void test_version(void **state)
+{
+    (void)state;
+    assert_string_equal(cge_version(), CGE_VERSION_STRING);
+    assert_int_equal(cge_version_major(), CGE_VERSION_MAJOR);
+    assert_int_equal(cge_version_minor(), CGE_VERSION_MINOR);
+    assert_int_equal(cge_version_patch(), CGE_VERSION_PATCH);
+    assert_int_equal(CGE_VERSION_NUMBER,
+                     CGE_VERSION_MAJOR << 16 | CGE_VERSION_MINOR << 8 | CGE_VERSION_PATCH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_long_message_truncated), cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_half_conversions),   cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_strmap),            cmocka_unit_test(test_dim_symbols),
+        cmocka_unit_test(test_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
