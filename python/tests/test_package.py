@@ -6,7 +6,6 @@
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -17,7 +16,6 @@ PYDIR = os.path.join(ROOT, "python")
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 RUN_MODEL = r"""
-import sys
 import numpy as np
 from onnx import TensorProto, helper
 import cge as ort
