@@ -33,6 +33,39 @@ class SessionOptions(ctypes.Structure):
                 ("num_streams", ctypes.c_int)]
 
 
+class ProfileEvent(ctypes.Structure):
+    # Mirrors cge_profile_event (session.h).
+    _fields_ = [("kind", c_enum), ("step", c_int32), ("name", c_char_p), ("op_type", c_char_p),
+                ("domain", c_char_p), ("engine", c_char_p), ("stream", c_int32),
+                ("launch_begin_ms", ctypes.c_double), ("launch_end_ms", ctypes.c_double),
+                ("end_ms", ctypes.c_double), ("bytes", c_size_t)]
+
+
+PROFILE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ProfileEvent), c_void_p)
+
+
+class RunOptions(ctypes.Structure):
+    # Mirrors cge_run_options (session.h).
+    _fields_ = [("mode", c_enum), ("stream", c_void_p), ("profile", PROFILE_FN),
+                ("profile_user", c_void_p)]
+
+
+class CompileOptions(ctypes.Structure):
+    # Mirrors cge_compile_options (compiler.h); zeroed means cge's defaults.
+    _fields_ = [("opt_level", c_enum), ("disable", c_char_p), ("enable", c_char_p),
+                ("dump_dir", c_char_p), ("verify_each_pass", ctypes.c_bool),
+                ("collect_stats", ctypes.c_bool), ("num_streams", c_int32),
+                ("fold_limit_bytes", c_size_t), ("training", ctypes.c_bool),
+                ("engines", c_void_p), ("num_engines", c_int32), ("device", c_void_p),
+                ("allow_incomplete", ctypes.c_bool)]
+
+
+class ModelSaveOptions(ctypes.Structure):
+    # Mirrors cge_model_save_options (model_file.h).
+    _fields_ = [("op_libraries", ctypes.POINTER(c_char_p)), ("num_op_libraries", c_int32),
+                ("opt_level", c_enum)]
+
+
 class OnnxInputShape(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("shape", Shape)]
 
@@ -47,15 +80,23 @@ class OnnxOptions(ctypes.Structure):
 
 
 def _candidates():
+    """Where libcge.so is looked for: $CGE_LIBRARY alone when set; else the
+    source tree's build/libcge.so when this package runs from the tree
+    (python/cge); else the system's (ldconfig's libcge, then the dynamic
+    loader's search path: libcge.so.0, libcge.so)."""
     env = os.environ.get("CGE_LIBRARY")
     if env:
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.normpath(os.path.join(here, "..", "..", "build", "libcge.so"))
+    tree = os.path.normpath(os.path.join(here, "..", ".."))
+    if os.path.isfile(os.path.join(tree, "include", "cge", "cge.h")):
+        yield os.path.join(tree, "build", "libcge.so")
     found = ctypes.util.find_library("cge")
     if found:
         yield found
+    yield "libcge.so.0"
+    yield "libcge.so"
 
 
 def _load():
@@ -99,8 +140,25 @@ _protos = {
     "cge_session_dim_symbol_name": (c_char_p, [c_void_p, ctypes.c_uint32, ctypes.c_int64]),
     "cge_session_run_graph": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,
                                        _P(Tensor), c_int32]),
+    "cge_session_run": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,
+                                 _P(Tensor), c_int32, _P(RunOptions)]),
+    "cge_profile_clock_ms": (ctypes.c_double, []),
+    "cge_compile": (c_enum, [c_void_p, c_void_p, c_int32, _P(CompileOptions), _P(c_void_p)]),
+    "cge_plan_destroy": (None, [c_void_p]),
+    "cge_model_save": (c_enum, [c_void_p, c_char_p, _P(ModelSaveOptions)]),
+    "cge_model_plan": (c_void_p, [c_void_p]),
 }
 for _name, (_res, _args) in _protos.items():
     _fn = getattr(lib, _name)
     _fn.restype = _res
     _fn.argtypes = _args
+
+
+def version():
+    """The C library's version string, or None when it has no cge_version()."""
+    if not hasattr(lib, "cge_version"):
+        return None
+    fn = lib.cge_version
+    fn.restype, fn.argtypes = c_char_p, []
+    v = fn()
+    return v.decode() if v else None

@@ -2,6 +2,8 @@
 # numpy arrays. Output buffers are sized from the compiled shapes, or, when
 # shapes depend on values, from what the run computed (then run again).
 import ctypes
+import datetime
+import json
 import os
 
 import numpy as np
@@ -140,6 +142,11 @@ class InferenceSession:
     """Load an ONNX model or a compiled model (.cgm, from `cge compile`; a path or
     the model's bytes) and run it.
 
+    As ONNX Runtime's: ``sess_options`` (cge.SessionOptions), ``providers``
+    (only "CPUExecutionProvider"; others warn and fall back to it),
+    ``provider_options`` (accepted). docs/python.md lists what maps how.
+    cge's own keywords:
+
     ``input_shapes`` ({name: [dims]}) replaces declared input shapes;
     ``dim_values`` ({dim_param: int}) fixes symbolic dimensions;
     ``run_mode`` is "eager", "plan", "replay" or None (cge's default);
@@ -148,11 +155,38 @@ class InferenceSession:
     default, 3, or $CGE_OPT_LEVEL; a compiled .cgm keeps the level it was
     compiled at)."""
 
-    def __init__(self, path_or_bytes, input_shapes=None, dim_values=None, run_mode=None,
-                 num_threads=0, base_dir=None, opt_level=None):
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
+                 input_shapes=None, dim_values=None, run_mode=None, num_threads=0, base_dir=None,
+                 opt_level=None, **kwargs):
+        from . import _ort
         self._session = ctypes.c_void_p()
         self._shape_cache = {}
+        if isinstance(sess_options, dict) and input_shapes is None:
+            sess_options, input_shapes = None, sess_options  # cge's older positional form
+        if kwargs:
+            # ORT's keywords without a cge meaning (disabled_optimizers, ...).
+            unknown = [k for k in kwargs if k not in ("disabled_optimizers",)]
+            if unknown:
+                raise TypeError("InferenceSession() got unexpected keyword arguments %s"
+                                % ", ".join(sorted(unknown)))
+        self._providers = _ort.check_providers(providers, provider_options)
+        self._sess_options = sess_options if sess_options is not None else _ort.SessionOptions()
+        so = self._sess_options
+        if sess_options is not None:
+            if so.intra_op_num_threads and not num_threads:
+                num_threads = int(so.intra_op_num_threads)
+            if so._free_dims:
+                dim_values = dict(so._free_dims, **(dim_values or {}))
+        self._source = path_or_bytes if not isinstance(path_or_bytes, os.PathLike) \
+            else os.fspath(path_or_bytes)
+        self._profile_events = []
+        self._profile_runs = 0
+        self._profile_start = lib.cge_profile_clock_ms()
+        self._profile_start_ns = datetime.datetime.now().timestamp() * 1e9
+        self._profiling = bool(so.enable_profiling)
+        self._save_path = so.optimized_model_filepath or None
         if _is_cgm(path_or_bytes):
+            self._is_cgm = True
             if input_shapes or dim_values:
                 raise Error("[session] a compiled model (.cgm) has fixed input shapes",
                             "session", "CGE_ERR_INVALID_ARG")
@@ -161,6 +195,9 @@ class InferenceSession:
                             "at (cge compile --opt-level)", "session", "CGE_ERR_INVALID_ARG")
             self._open_cgm(path_or_bytes, run_mode, num_threads)
             return
+        self._is_cgm = False
+        if opt_level is None and sess_options is not None:
+            opt_level = _ort.cge_opt_level(so.graph_optimization_level)
         opts, keep = self._options(input_shapes, dim_values)
         graph = ctypes.c_void_p()
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -185,9 +222,34 @@ class InferenceSession:
                                      0 if opt_level is None else opt_level + 1)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
             _check(lib.cge_session_add_graph(self._session, _GRAPH_ID, graph))
+            if self._save_path:
+                self._save_compiled(graph, 0 if opt_level is None else opt_level + 1)
         finally:
             lib.cge_graph_destroy(graph)
         self._describe()
+
+    def _save_compiled(self, graph, level):
+        """optimized_model_filepath: compile the imported graph (as the session
+        does) and write the plan as a compiled model (.cgm)."""
+        co = _lib.CompileOptions()
+        co.opt_level = level
+        plan = ctypes.c_void_p()
+        if lib.cge_compile(graph, None, 0, ctypes.byref(co), ctypes.byref(plan)) != 0:
+            err = _last_error("compile")
+            raise type(err)("%s (optimized_model_filepath needs static input shapes: fix them "
+                            "with SessionOptions.add_free_dimension_override_by_name or "
+                            "input_shapes)" % err.message, err.layer, err.status)
+        try:
+            self._save_plan(plan, level)
+        finally:
+            lib.cge_plan_destroy(plan)
+
+    def _save_plan(self, plan, level):
+        libs = list(self._sess_options._custom_op_libraries)
+        arr = (ctypes.c_char_p * max(1, len(libs)))(*[os.fsencode(x) for x in libs])
+        mo = _lib.ModelSaveOptions(arr if libs else None, len(libs), level)
+        _check(lib.cge_model_save(plan, os.fsencode(os.fspath(self._save_path)),
+                                  ctypes.byref(mo)), "model save")
 
     def _open_cgm(self, path_or_bytes, run_mode, num_threads):
         """A compiled model (cge compile): mapped from its file, or loaded from bytes."""
@@ -207,6 +269,8 @@ class InferenceSession:
             so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
             _check(lib.cge_session_add_model(self._session, _GRAPH_ID, model))
+            if self._save_path:
+                self._save_plan(lib.cge_model_plan(model), 0)
         finally:
             lib.cge_model_destroy(model)  # the session keeps its own reference
         self._describe()
@@ -270,9 +334,104 @@ class InferenceSession:
     def get_outputs(self):
         return list(self._outputs)
 
+    def get_overridable_initializers(self):
+        return []  # cge folds initializers into the plan: none can be fed
+
+    # ---- ONNX Runtime's session API (docs/python.md) -------------------------
+
+    def get_providers(self):
+        return list(self._providers)
+
+    def get_provider_options(self):
+        return {p: {} for p in self._providers}
+
+    def set_providers(self, providers=None, provider_options=None):
+        from . import _ort
+        self._providers = _ort.check_providers(providers, provider_options)
+
+    def disable_fallback(self):
+        pass  # one provider: there is nothing to fall back from
+
+    def enable_fallback(self):
+        pass
+
+    def get_session_options(self):
+        return self._sess_options
+
+    def get_modelmeta(self):
+        """The model's metadata (ModelMetadata): an ONNX model's fields, read
+        with the onnx package; a compiled model (.cgm) has none but
+        producer_name "cge"."""
+        from . import _ort
+        if self._is_cgm:
+            return _ort.ModelMetadata(producer_name="cge", description="compiled model (.cgm)")
+        return _ort.model_metadata(self._source)
+
+    def get_profiling_start_time_ns(self):
+        return int(self._profile_start_ns)
+
+    def end_profiling(self):
+        """Stop profiling and write what the runs since the session began (or
+        the last end_profiling) recorded as a Chrome trace (JSON, as ORT's:
+        one complete event per kernel and copy, times in microseconds).
+        Returns the file's path; "" when profiling is off."""
+        if not self._profiling:
+            return ""
+        t = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        path = "%s_%s.json" % (self._sess_options.profile_file_prefix or "cge_profile", t)
+        n = 0
+        while os.path.exists(path):
+            n += 1
+            path = "%s_%s_%d.json" % (self._sess_options.profile_file_prefix or "cge_profile",
+                                      t, n)
+        with open(path, "w") as f:
+            json.dump(self._profile_events, f, indent=0)
+        self._profile_events = []
+        self._profiling = False
+        return path
+
+    def _profile_callback(self, run_index):
+        events, t0 = self._profile_events, self._profile_start
+        cats = {0: "Node", 1: "CopyIn", 2: "CopyOut"}
+
+        def on_event(ev_p, user):
+            ev = ev_p.contents
+            name = (ev.name or b"").decode("utf-8", "replace")
+            op = (ev.op_type or b"").decode("utf-8", "replace")
+            args = {"op_name": op, "engine": (ev.engine or b"").decode(),
+                    "stream": int(ev.stream), "step": int(ev.step), "run": run_index,
+                    "launch_us": round((ev.launch_end_ms - ev.launch_begin_ms) * 1000.0, 3)}
+            if ev.kind != 0:
+                args["bytes"] = int(ev.bytes)
+            events.append({"cat": cats.get(ev.kind, "Node"), "pid": os.getpid(),
+                           "tid": int(ev.stream), "ph": "X",
+                           "name": name if ev.kind == 0 else "%s_%s" % (cats[ev.kind], name),
+                           "ts": round((ev.launch_begin_ms - t0) * 1000.0, 3),
+                           "dur": round((ev.end_ms - ev.launch_begin_ms) * 1000.0, 3),
+                           "args": args})
+        return _lib.PROFILE_FN(on_event)
+
+    def io_binding(self):
+        """An IOBinding (ORT's), backed by copies: see cge._ort.IOBinding."""
+        from . import _ort
+        return _ort.IOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None):
+        iobinding._run(run_options)
+
+    def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
+        from . import _ort
+        return [_ort.OrtValue(a) for a in self.run(output_names, input_dict_ort_values,
+                                                   run_options)]
+
     def run(self, output_names, input_feed, run_options=None):
         """Run the model: ``output_names`` (None: all outputs) and ``input_feed``
-        ({input name: array}); returns a list of numpy arrays."""
+        ({input name: array or OrtValue}); returns a list of numpy arrays.
+        ``run_options``: a cge.RunOptions (terminate=True refuses the run;
+        the logging fields are accepted)."""
+        if run_options is not None and getattr(run_options, "terminate", False):
+            raise Error("[session] the run was refused: RunOptions.terminate is set", "session",
+                        "CGE_ERR_STATE")
         if output_names is None:
             output_names = [o.name for o in self._outputs]
         for n in output_names:
@@ -284,6 +443,8 @@ class InferenceSession:
         ins = (_lib.Tensor * max(1, len(input_feed)))()
         declared = {a.name: a.dtype for a in self._inputs}
         for i, (name, value) in enumerate(input_feed.items()):
+            if hasattr(value, "ortvalue_from_numpy"):
+                value = value.numpy()
             a = np.asarray(value)  # keeps rank 0 (ascontiguousarray would not)
             if not a.flags["C_CONTIGUOUS"]:
                 a = np.ascontiguousarray(a)
@@ -308,6 +469,10 @@ class InferenceSession:
                 o = self._outputs[k]
                 static = all(isinstance(d, int) for d in o.shape)
                 guess.append((o.dtype, tuple(o.shape)) if static else None)
+        profiling = getattr(self, "_profiling", False)  # builder.Session sets none
+        if profiling:
+            self._profile_runs += 1  # a retry (larger outputs) is part of the same run
+            profile_fn = self._profile_callback(self._profile_runs)
         for attempt in (0, 1):
             outs = (_lib.Tensor * max(1, len(idx)))()
             bufs = []
@@ -322,8 +487,14 @@ class InferenceSession:
                 bufs.append(buf)
                 if buf is not None and buf.nbytes:
                     outs[j].data, outs[j].bytes = buf.ctypes.data, buf.nbytes
-            st = lib.cge_session_run_graph(self._session, _GRAPH_ID, ins, len(arrays), outs,
-                                           len(idx))
+            if profiling:
+                ro = _lib.RunOptions()
+                ro.profile = profile_fn
+                st = lib.cge_session_run(self._session, _GRAPH_ID, ins, len(arrays), outs,
+                                         len(idx), ctypes.byref(ro))
+            else:
+                st = lib.cge_session_run_graph(self._session, _GRAPH_ID, ins, len(arrays),
+                                               outs, len(idx))
             if st == 0:
                 break
             err = _last_error("run")

@@ -58,9 +58,7 @@ class Handle(ctypes.Structure):   # cge_t
     _fields_ = [("id", c_int32)]
 
 
-class RunOptions(ctypes.Structure):
-    _fields_ = [("mode", c_enum), ("stream", c_void_p), ("profile", c_void_p),
-                ("profile_user", c_void_p)]
+RunOptions = _lib.RunOptions  # cge_run_options: one prototype for cge_session_run
 
 
 ARG_OPTIONAL, ARG_VARIADIC = 1, 2
@@ -98,8 +96,6 @@ _protos = {
     "cge_node_op_type": (c_char_p, [c_void_p]),
     "cge_node_domain": (c_char_p, [c_void_p]),
     "cge_node_name": (c_char_p, [c_void_p]),
-    "cge_session_run": (c_enum, [c_void_p, ctypes.c_uint32, _P(_lib.Tensor), c_int32,
-                                 _P(_lib.Tensor), c_int32, _P(RunOptions)]),
     "cge_session_last_run_mode": (c_enum, [c_void_p, ctypes.c_uint32, _P(c_enum)]),
 }
 for _name, (_res, _args) in _protos.items():
@@ -562,7 +558,8 @@ class Session(InferenceSession):
     def run_raw(self, inputs, num_inputs, outputs, num_outputs, mode=0):
         """Run with prepared ctypes arrays of cge_tensor (the torch front end's
         zero-copy path); raises the layer's exception on failure."""
-        opts = RunOptions(mode, None, None, None)
+        opts = RunOptions()
+        opts.mode = mode
         st = lib.cge_session_run(self._session, _GRAPH_ID, inputs, num_inputs, outputs,
                                  num_outputs, ctypes.byref(opts))
         if st:

@@ -46,6 +46,19 @@ int main(void) {
     S(cge_onnx_dim_value); O(cge_onnx_dim_value, value);
     S(cge_onnx_options); O(cge_onnx_options, num_input_shapes); O(cge_onnx_options, dim_values);
     O(cge_onnx_options, num_dim_values);
+    S(cge_run_options); O(cge_run_options, stream); O(cge_run_options, profile);
+    O(cge_run_options, profile_user);
+    S(cge_profile_event); O(cge_profile_event, step); O(cge_profile_event, name);
+    O(cge_profile_event, engine); O(cge_profile_event, stream);
+    O(cge_profile_event, launch_begin_ms); O(cge_profile_event, end_ms);
+    O(cge_profile_event, bytes);
+    S(cge_compile_options); O(cge_compile_options, disable); O(cge_compile_options, dump_dir);
+    O(cge_compile_options, collect_stats); O(cge_compile_options, num_streams);
+    O(cge_compile_options, fold_limit_bytes); O(cge_compile_options, training);
+    O(cge_compile_options, engines); O(cge_compile_options, num_engines);
+    O(cge_compile_options, device); O(cge_compile_options, allow_incomplete);
+    S(cge_model_save_options); O(cge_model_save_options, num_op_libraries);
+    O(cge_model_save_options, opt_level);
     return 0;
 }
 """
@@ -71,7 +84,9 @@ def test_struct_layouts_match_the_c_headers(tmp_path):
     structs = {"cge_shape": _lib.Shape, "cge_tensor": _lib.Tensor,
                "cge_tensor_desc": _lib.TensorDesc, "cge_session_options": _lib.SessionOptions,
                "cge_onnx_input_shape": _lib.OnnxInputShape, "cge_onnx_dim_value": _lib.OnnxDimValue,
-               "cge_onnx_options": _lib.OnnxOptions}
+               "cge_onnx_options": _lib.OnnxOptions, "cge_run_options": _lib.RunOptions,
+               "cge_profile_event": _lib.ProfileEvent, "cge_compile_options": _lib.CompileOptions,
+               "cge_model_save_options": _lib.ModelSaveOptions}
     assert c["cge_shape size"] == 72
     for key, value in c.items():
         if key.endswith(" size"):
@@ -79,7 +94,7 @@ def test_struct_layouts_match_the_c_headers(tmp_path):
         else:
             struct, field = key.split(".")
             assert getattr(structs[struct], field).offset == value, key
-    assert len(c) == 25
+    assert len(c) == 25 + 26
 
 
 def test_inputs_outputs_metadata():

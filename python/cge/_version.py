@@ -1,0 +1,2 @@
+# The Python package's version (pyproject.toml reads it).
+__version__ = "0.1.0"
