@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the built cge into a temporary prefix and builds examples/x_plus_2y.c
-# out of tree against the installed copy only: with pkg-config (shared, and
+# and the custom-op example out of tree against the installed copy only: with
+# pkg-config (shared, and
 # static against libcge.a), and as a CMake project through find_package(cge
 # CONFIG) and cge::cge; runs each. Checks the SONAME and the layout.
 # Usage: BUILD=build bash scripts/test-install.sh   (after `make build`)
@@ -82,4 +83,16 @@ for exe in "$tmp/pc/x_plus_2y" "$tmp/pc/x_plus_2y_static" "$tmp/cm/build/x_plus_
   grep -q "x + 2y on cge $version (library $version)" <<<"$out" || { echo "$out"; fail "$exe printed no version"; }
   echo "test-install: ok ${exe#"$tmp"/}${lib:+ (libcge from the prefix)}"
 done
+# The custom-op example, built out of tree against the installed headers
+# only (a library never links libcge: the host process provides it), is
+# loaded and checked by the installed CLI.
+mkdir -p "$tmp/op"
+cp examples/custom_op/add_custom.c "$tmp/op/"
+# shellcheck disable=SC2046
+( cd "$tmp/op" && $cc -std=c11 -O2 -shared -fPIC -o libadd_custom.so add_custom.c \
+    $(pkg-config --cflags cge) ) || fail "compile the custom-op example with pkg-config"
+out=$("$prefix/bin/cge" op-check --lib "$tmp/op/libadd_custom.so" 2>&1) \
+  || { echo "$out"; fail "installed cge op-check refused the out-of-tree custom-op library"; }
+grep -q "0 findings" <<<"$out" || { echo "$out"; fail "op-check of the custom-op example"; }
+echo "test-install: ok op/libadd_custom.so (built out of tree, loaded by the installed cge)"
 echo "test-install: ok — installed layout, SONAME $soname, pkg-config and find_package(cge) builds"
