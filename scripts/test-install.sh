@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs the built cge into a temporary prefix and builds examples/x_plus_2y.c
+# Installs the built cge into a temporary prefix, then builds examples/x_plus_2y.c
 # and the custom-op example out of tree against the installed copy only: with
-# pkg-config (shared, and
-# static against libcge.a), and as a CMake project through find_package(cge
-# CONFIG) and cge::cge; runs each. Checks the SONAME and the layout.
+# pkg-config (shared, and static against libcge.a) and as a CMake project
+# through find_package(cge CONFIG) and cge::cge; runs each. Checks the SONAME
+# and the layout.
 # Usage: BUILD=build bash scripts/test-install.sh   (after `make build`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
