@@ -99,6 +99,21 @@ def _candidates():
     yield "libcge.so"
 
 
+def _check_major(found, path):
+    """A libcge of another major version has another ABI: refuse it at
+    import rather than misread its structures later."""
+    from cge._version import __version__
+    want = int(__version__.split(".")[0])
+    if not hasattr(found, "cge_version_major"):
+        return  # a library from before versioning: nothing to compare
+    fn = found.cge_version_major
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    have = fn()
+    if have != want:
+        raise ImportError("cge: %s is libcge major version %d; this package (%s) needs major "
+                          "version %d" % (path, have, __version__, want))
+
+
 def _load():
     tried = []
     for path in _candidates():
@@ -106,9 +121,12 @@ def _load():
         if os.path.sep in path and not os.path.exists(path):
             continue
         try:
-            return ctypes.CDLL(path), path
+            found = ctypes.CDLL(path)
         except OSError as e:  # pragma: no cover - reported below
             tried[-1] = "%s (%s)" % (path, e)
+            continue
+        _check_major(found, path)
+        return found, path
     raise ImportError("cge: cannot find libcge.so (tried: %s); build it with `make` or set "
                       "$CGE_LIBRARY" % (", ".join(tried) or "nothing"))
 

@@ -6,6 +6,7 @@
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -107,3 +108,18 @@ def test_pip_install_into_a_venv(tmp_path, clean_tree):
                        cwd=str(elsewhere))
     if r.returncode != 0:  # unless a libcge is installed on this system
         assert "CGE_LIBRARY" in r.stderr, r.stderr
+
+
+def test_library_of_another_major_version_is_refused(tmp_path):
+    # A libcge whose major version differs has another ABI: import refuses it,
+    # naming both versions, instead of misreading its structures.
+    src = tmp_path / "fake.c"
+    src.write_text("int cge_version_major(void) { return 99; }\n"
+                   "const char *cge_version(void) { return \"99.0.0\"; }\n")
+    lib = tmp_path / "libcge.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    env = dict(os.environ, CGE_LIBRARY=str(lib), PYTHONPATH=os.path.join(ROOT, "python"))
+    p = subprocess.run([sys.executable, "-c", "import cge"], capture_output=True, text=True,
+                       env=env, cwd=str(tmp_path))
+    assert p.returncode != 0
+    assert "major version 99" in p.stderr and "needs major version 0" in p.stderr, p.stderr
