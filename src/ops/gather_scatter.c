@@ -35,29 +35,10 @@ static inline void elem_copy(char *dst, const char *src, size_t esize)
 
 /* Copies data into the output before a scatter writes its updates (skipped
  * when the planner put the output in the data's buffer). */
-typedef struct copy_args {
-    const char *src;
-    char *dst;
-    int64_t bytes;
-} copy_args;
-
-static void copy_block(int64_t b, int64_t nb, void *p)
-{
-    const copy_args *a = p;
-    int64_t lo, hi;
-    cge__block_range(a->bytes, b, nb, &lo, &hi);
-    if (hi > lo)
-        memcpy(a->dst + lo, a->src + lo, (size_t)(hi - lo));
-}
-
 static cge_status launch_copy(const cge_kernel_ctx *ctx, cge_stream *stream, const void *src,
                               void *dst, int64_t bytes)
 {
-    if (src == dst || bytes == 0)
-        return CGE_OK;
-    copy_args a = {.src = src, .dst = dst, .bytes = bytes};
-    return cge_launch(stream, copy_block,
-                      cge__blocks_for(bytes, CGE__MIN_BLOCK * 8, ctx->num_threads), &a, sizeof a);
+    return cge__launch_copy_bytes(stream, dst, src, bytes, CGE__MIN_BLOCK * 8, ctx->num_threads);
 }
 
 /* ---- scatter reductions -------------------------------------------------------------- */

@@ -78,3 +78,28 @@ cge_status cge__kernel_check_buffer(const cge_kernel_ctx *ctx, const cge_tensor 
                                 t->data ? t->bytes : (size_t)0, need);
     return CGE_OK;
 }
+
+typedef struct copy_bytes_args {
+    const char *src;
+    char *dst;
+    int64_t bytes;
+} copy_bytes_args;
+
+static void copy_bytes_block(int64_t b, int64_t nb, void *p)
+{
+    const copy_bytes_args *a = p;
+    int64_t lo, hi;
+    cge__block_range(a->bytes, b, nb, &lo, &hi);
+    if (hi > lo)
+        memcpy(a->dst + lo, a->src + lo, (size_t)(hi - lo));
+}
+
+cge_status cge__launch_copy_bytes(cge_stream *stream, void *dst, const void *src, int64_t bytes,
+                                  int64_t min_block, int num_threads)
+{
+    if (src == dst || bytes <= 0)
+        return CGE_OK;
+    copy_bytes_args a = {.src = src, .dst = dst, .bytes = bytes};
+    return cge_launch(stream, copy_bytes_block, cge__blocks_for(bytes, min_block, num_threads), &a,
+                      sizeof a);
+}

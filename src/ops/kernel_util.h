@@ -60,6 +60,12 @@ static inline void cge__block_range(int64_t work, int64_t b, int64_t nb, int64_t
     *end = *begin + q + (b < r ? 1 : 0);
 }
 
+/* Copies `bytes` from src to dst (not overlapping) on `stream`, split into
+ * blocks of at least `min_block` bytes over the core pool; nothing when the
+ * two are one buffer (the planner aliased them) or bytes is 0. */
+cge_status cge__launch_copy_bytes(cge_stream *stream, void *dst, const void *src, int64_t bytes,
+                                  int64_t min_block, int num_threads);
+
 /* c ? a : b on the bits. gcc (with its default -ftrapping-math) will not
  * if-convert a loop where float arithmetic feeds a conditional, which keeps
  * such loops scalar; this select it vectorises. */

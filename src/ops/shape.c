@@ -139,21 +139,6 @@ static int64_t reshape_infer_symbolic(const cge_shape *in, const cge_shape *out,
 
 /* ---- kernels: plain copy ------------------------------------------------ */
 
-typedef struct copy_args {
-    const char *src;
-    char *dst;
-    int64_t bytes;
-} copy_args;
-
-static void copy_block(int64_t b, int64_t nb, void *p)
-{
-    const copy_args *a = p;
-    int64_t lo, hi;
-    cge__block_range(a->bytes, b, nb, &lo, &hi);
-    if (hi > lo)
-        memcpy(a->dst + lo, a->src + lo, (size_t)(hi - lo));
-}
-
 /* Reshape, Flatten, Squeeze and Unsqueeze: the output holds the input's bytes
  * under another shape. When the planner aliases the two, there is nothing to do. */
 static cge_status launch_copy(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -172,9 +157,8 @@ static cge_status launch_copy(const cge_kernel_ctx *ctx, cge_stream *stream)
         return CGE_OK;
     if (!in->data || !out->data)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    copy_args a = {in->data, out->data, (int64_t)bytes};
-    return cge_launch(stream, copy_block, cge__blocks_for(a.bytes, COPY_MIN_BYTES, ctx->num_threads),
-                      &a, sizeof a);
+    return cge__launch_copy_bytes(stream, out->data, in->data, (int64_t)bytes, COPY_MIN_BYTES,
+                                  ctx->num_threads);
 }
 
 /* ---- Reshape ------------------------------------------------------------ */
