@@ -20,6 +20,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_test_models  # noqa: E402  (the static models these generalise)
+
 MODELS = ("resnet18_dyn", "encoder_dyn", "decoder_dyn")
 OPSET = 13
 # The decoder's hyper-parameters (bench/dynamic.py reads them).
@@ -108,14 +111,13 @@ def empty_past(batch=1, length=0):
 def build(name):
     """(torch module in eval mode, example inputs tuple) for a model name, seeded."""
     import torch
-    torch.manual_seed(0)
-    if name == "resnet18_dyn":
-        import torchvision
-        return torchvision.models.resnet18(weights=None).eval(), (torch.randn(1, 3, 224, 224),)
+    if name == "resnet18_dyn":   # the same module (and seed) as the static test model
+        model, x = make_test_models.build("resnet18")
+        return model, (x,)
     if name == "encoder_dyn":
-        layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024,
-                                                 batch_first=True)
-        return torch.nn.TransformerEncoder(layer, num_layers=4).eval(), (torch.randn(1, 16, 256),)
+        model, _ = make_test_models.build("transformer_encoder")
+        return model, (torch.randn(1, 16, 256),)
+    torch.manual_seed(0)
     if name == "decoder_dyn":
         model = _decoder_class()(**DECODER).eval()
         ids = torch.randint(0, DECODER["vocab"], (1, 4), generator=torch.Generator().manual_seed(1))
