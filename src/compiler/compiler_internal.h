@@ -66,8 +66,6 @@ typedef cge_status (*cc_pass_fn)(cc_ctx *ctx, cge_graph *g);
 
 /* Pick engine and kernel for node index `i` (engine `prefer` first, if >= 0). */
 cge_status cc_assign_node(cc_ctx *ctx, cge_graph *g, int32_t i, int32_t prefer);
-/* Whether step `r` is done before step `t` starts (single stream: r < t). */
-bool cc_happens_before(const cc_ctx *ctx, int32_t r, int32_t t);
 /* Reshape, Flatten, Squeeze, Unsqueeze, Identity, cge.fused LayoutView:
  * output = input's bytes. */
 bool cc_is_view_op(const cge_node *n);

@@ -395,7 +395,8 @@ static cge_status place(mp *m)
         scratch[0] = t;
         cge__plan_set_workspace_last(p, t, release_step(m, scratch, 1));
         naive += align64(s->workspace_bytes);
-        blocks[nb++] = (cge_mem_block){.bytes = s->workspace_bytes, .first = t, .last = cge__plan_workspace_last(p, t)};
+        blocks[nb++] = (cge_mem_block){.bytes = s->workspace_bytes, .first = t,
+                                       .last = cge_plan_workspace_last_step(p, t)};
     }
     if (!st)
         st = cge_memplan_assign(blocks, nb, 64, CGE_MEMPLAN_AUTO, &m->arena_bytes);

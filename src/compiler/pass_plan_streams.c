@@ -13,19 +13,6 @@
  * and the memory planner uses the same clocks to know when a buffer is free on
  * every stream. One stream (the default) needs none of this. */
 
-bool cc_happens_before(const cc_ctx *ctx, int32_t r, int32_t t)
-{
-    if (r == t)
-        return true;
-    int32_t S = ctx->opts.num_streams;
-    if (S <= 1 || !ctx->build.streams.step_stream)
-        return r < t;
-    int32_t sr = ctx->build.streams.step_stream[r];
-    if (sr == ctx->build.streams.step_stream[t])
-        return r < t;
-    return ctx->build.streams.vc[(size_t)t * (size_t)S + (size_t)sr] >= ctx->build.streams.step_pos[r];
-}
-
 cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g)
 {
     int32_t S = ctx->opts.num_streams, n = ctx->build.num_order;

@@ -143,10 +143,6 @@ void cge__plan_set_workspace_last(cge_plan *p, int32_t t, int32_t last)
         p->ws_last[t] = last;
 }
 
-int32_t cge__plan_workspace_last(const cge_plan *p, int32_t t)
-{
-    return p->ws_last && t >= 0 && t < p->num_steps ? p->ws_last[t] : t;
-}
 
 void cge__plan_set_sizes(cge_plan *p, size_t arena_bytes, size_t constant_bytes,
                          int32_t num_streams, int32_t num_events)
@@ -196,7 +192,9 @@ void cge_plan_destroy(cge_plan *p)
 const cge_graph *cge_plan_graph(const cge_plan *p) { return p ? p->g : NULL; }
 int32_t cge_plan_workspace_last_step(const cge_plan *p, int32_t t)
 {
-    return p ? cge__plan_workspace_last(p, t) : -1;
+    if (!p)
+        return -1;
+    return p->ws_last && t >= 0 && t < p->num_steps ? p->ws_last[t] : t;
 }
 bool cge_plan_is_complete(const cge_plan *p) { return p && !p->stats.incomplete; }
 int32_t cge_plan_num_steps(const cge_plan *p) { return p ? p->num_steps : 0; }

@@ -35,9 +35,9 @@ void cge__plan_set_io(cge_plan *p, bool output, int32_t pos, int32_t value);
  * at the ni + no + nw entries, all -1, for the caller to fill. */
 cge_status cge__plan_step_io(cge_plan *p, int32_t t, int32_t ni, int32_t no, int32_t nw,
                              int32_t **io);
-/* The last step (issue order) during which step t's workspace is in use. */
+/* The last step (issue order) during which step t's workspace is in use
+ * (read back with cge_plan_workspace_last_step). */
 void cge__plan_set_workspace_last(cge_plan *p, int32_t t, int32_t last);
-int32_t cge__plan_workspace_last(const cge_plan *p, int32_t t);
 
 void cge__plan_set_sizes(cge_plan *p, size_t arena_bytes, size_t constant_bytes,
                          int32_t num_streams, int32_t num_events);

@@ -18,7 +18,10 @@ typedef struct plan_view {
     const cge_plan *plan;
 } plan_view;
 
-static int32_t ws_last_of(const plan_view *p, int32_t t) { return cge__plan_workspace_last(p->plan, t); }
+static int32_t ws_last_of(const plan_view *p, int32_t t)
+{
+    return cge_plan_workspace_last_step(p->plan, t);
+}
 
 /* ---- verification --------------------------------------------------------- */
 

@@ -36,6 +36,9 @@ typedef struct value_table {
     value *values;
     int32_t num, cap;
     cge__strmap index;
+    /* Value of each graph input / output position, found once by name so
+     * that runs index instead of looking names up. */
+    int32_t *in_idx, *out_idx;
 } value_table;
 
 /* One step of the plan with its kernel context bound to arena addresses. */
@@ -130,10 +133,24 @@ static cge_status add_value(value_table *t, const cge_graph *g, const char *name
     return CGE_OK;
 }
 
-static value *find_value(value_table *t, const char *name)
+/* The value of graph input / output `pos` (graphs keep their inputs' and
+ * outputs' names through the compiler, so one position serves both graphs). */
+static value *input_value(value_table *t, int32_t pos) { return &t->values[t->in_idx[pos]]; }
+static value *output_value(value_table *t, int32_t pos) { return &t->values[t->out_idx[pos]]; }
+
+/* The values of `g`'s inputs and outputs by position (all in the table). */
+static cge_status table_index_io(value_table *t, const cge_graph *g)
 {
-    int32_t i = cge__strmap_get(&t->index, name);
-    return i >= 0 ? &t->values[i] : NULL;
+    int32_t ni = cge_graph_num_inputs(g), no = cge_graph_num_outputs(g);
+    t->in_idx = malloc(sizeof(int32_t) * ((size_t)ni + 1));
+    t->out_idx = malloc(sizeof(int32_t) * ((size_t)no + 1));
+    if (!t->in_idx || !t->out_idx)
+        return oom();
+    for (int32_t i = 0; i < ni; i++)
+        t->in_idx[i] = cge__strmap_get(&t->index, cge_graph_input(g, i));
+    for (int32_t i = 0; i < no; i++)
+        t->out_idx[i] = cge__strmap_get(&t->index, cge_graph_output(g, i));
+    return CGE_OK;
 }
 
 static void table_free(cge_device *dev, value_table *t)
@@ -141,6 +158,8 @@ static void table_free(cge_device *dev, value_table *t)
     for (int32_t i = 0; i < t->num; i++)
         cge_mem_free(dev, t->values[i].data);
     free(t->values);
+    free(t->in_idx);
+    free(t->out_idx);
     cge__strmap_free(&t->index);
 }
 
@@ -301,7 +320,7 @@ static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_gra
         };
     }
     free(order);
-    return st;
+    return st ? st : table_index_io(&ex->vals, g);
 }
 
 /* Buffers for the constants, and for the inputs at this instance's shapes. */
@@ -318,7 +337,7 @@ static cge_status eager_buffers(cge__instance *inst, eager_exec *ex)
                             v->bytes, CGE_MEMCPY_HOST_TO_DEVICE);
     }
     for (int32_t i = 0; !st && i < inst->num_inputs; i++) {
-        value *v = find_value(&ex->vals, cge_graph_input(ex->g, i));
+        value *v = input_value(&ex->vals, i);
         v->desc.shape = inst->input_shapes[i];
         st = alloc_value(inst, v);
     }
@@ -458,7 +477,7 @@ static cge_status io_table(cge__instance *inst)
         st = add_value(&inst->io, g, cge_graph_input(g, i));
     for (int32_t i = 0; !st && i < cge_graph_num_outputs(g); i++)
         st = add_value(&inst->io, g, cge_graph_output(g, i));
-    return st;
+    return st ? st : table_index_io(&inst->io, g);
 }
 
 static cge__instance *instance_new(cge_device *dev, int32_t num_inputs)
@@ -522,7 +541,7 @@ cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
     inst->pg = g;
     cge_status st = io_table(inst);
     for (int32_t i = 0; !st && i < inst->num_inputs; i++)
-        inst->input_shapes[i] = find_value(&inst->io, cge_graph_input(g, i))->desc.shape;
+        inst->input_shapes[i] = input_value(&inst->io, i)->desc.shape;
     if (!st)
         st = bind_plan(inst, constants);
     if (!st)
@@ -553,32 +572,21 @@ bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_sha
     return true;
 }
 
-/* The value of graph output / input `pos` in `t` (graphs keep their
- * inputs' and outputs' names through the compiler). */
-static value *output_value(value_table *t, const cge_graph *g, int32_t pos)
-{
-    return find_value(t, cge_graph_output(g, pos));
-}
-
-static value *input_value(value_table *t, const cge_graph *g, int32_t pos)
-{
-    return find_value(t, cge_graph_input(g, pos));
-}
 
 /* Every output gets the dtype and shape of this run first, so that a caller
  * whose buffer is too small learns from its own call what to retry with
  * (no state another thread could change in between). */
-static cge_status check_outputs(value_table *t, const cge_graph *g, cge_tensor *outputs,
-                                const int32_t *out_pos, int32_t n)
+static cge_status check_outputs(value_table *t, cge_tensor *outputs, const int32_t *out_pos,
+                                int32_t n)
 {
     char sh[CGE_SHAPE_STR_MAX];
     for (int32_t i = 0; i < n; i++) {
-        const value *v = output_value(t, g, out_pos[i]);
+        const value *v = output_value(t, out_pos[i]);
         outputs[i].dtype = v->desc.dtype;
         outputs[i].shape = v->desc.shape;
     }
     for (int32_t i = 0; i < n; i++) {
-        const value *v = output_value(t, g, out_pos[i]);
+        const value *v = output_value(t, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (outputs[i].bytes < need || (need && !outputs[i].data))
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
@@ -612,17 +620,15 @@ static cge_status profiled_copy(cge__instance *inst, cge_stream *stream, void *d
 }
 
 /* Copies on `stream` between the caller's tensors and `t`'s buffers: the
- * plan's places (plan) or the eager buffers. */
-static cge_status copy_outputs(cge__instance *inst, value_table *t, const cge_graph *g,
-                               cge_stream *stream, cge_tensor *outputs, const int32_t *out_pos,
-                               int32_t n, bool plan)
+ * plan's places (plan) or the eager buffers. Outputs were described by
+ * check_outputs. */
+static cge_status copy_outputs(cge__instance *inst, value_table *t, cge_stream *stream,
+                               cge_tensor *outputs, const int32_t *out_pos, int32_t n, bool plan)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
-        const value *v = output_value(t, g, out_pos[i]);
+        const value *v = output_value(t, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-        outputs[i].dtype = v->desc.dtype;
-        outputs[i].shape = v->desc.shape;
         if (need && inst->prof)
             st = profiled_copy(inst, stream, outputs[i].data, plan ? v->pdata : v->data, need,
                                CGE_MEMCPY_DEVICE_TO_HOST, v->name);
@@ -633,13 +639,13 @@ static cge_status copy_outputs(cge__instance *inst, value_table *t, const cge_gr
     return st;
 }
 
-static cge_status copy_inputs(cge__instance *inst, value_table *t, const cge_graph *g,
-                              cge_stream *stream, const cge_tensor *inputs, const int32_t *in_pos,
-                              int32_t n, bool plan)
+static cge_status copy_inputs(cge__instance *inst, value_table *t, cge_stream *stream,
+                              const cge_tensor *inputs, const int32_t *in_pos, int32_t n,
+                              bool plan)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
-        value *v = input_value(t, g, in_pos[i]);
+        value *v = input_value(t, in_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
         if (need && (plan ? v->pdata != NULL : v->bytes >= need) && inst->prof)
             st = profiled_copy(inst, stream, plan ? v->pdata : v->data, inputs[i].data, need,
@@ -804,7 +810,7 @@ static cge_status copy_inputs_now(cge__instance *inst, const cge_tensor *inputs,
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < num_inputs; i++) {
-        value *v = input_value(&inst->io, inst->pg, in_pos[i]);
+        value *v = input_value(&inst->io, in_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && v->pdata)
             st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
@@ -817,10 +823,8 @@ static cge_status copy_outputs_now(cge__instance *inst, cge_tensor *outputs,
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < num_outputs; i++) {
-        const value *v = output_value(&inst->io, inst->pg, out_pos[i]);
+        const value *v = output_value(&inst->io, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-        outputs[i].dtype = v->desc.dtype;
-        outputs[i].shape = v->desc.shape;
         if (need)
             st = cge_memcpy(inst->dev, outputs[i].data, v->pdata, need, CGE_MEMCPY_DEVICE_TO_HOST);
     }
@@ -869,22 +873,22 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
         if (!st)
             st = eager_buffers(inst, ex);
         if (!st)
-            st = copy_inputs(inst, &ex->vals, ex->g, stream, inputs, in_pos, num_inputs, false);
+            st = copy_inputs(inst, &ex->vals, stream, inputs, in_pos, num_inputs, false);
         if (!st)
             st = run_eager(inst, ex, stream);
         if (!st)
             st = cge_stream_synchronize(stream);
         if (!st)
-            st = check_outputs(&ex->vals, ex->g, outputs, out_pos, num_outputs);
+            st = check_outputs(&ex->vals, outputs, out_pos, num_outputs);
         if (!st)
-            st = copy_outputs(inst, &ex->vals, ex->g, stream, outputs, out_pos, num_outputs, false);
+            st = copy_outputs(inst, &ex->vals, stream, outputs, out_pos, num_outputs, false);
     } else if (sync && ((mode == CGE_RUN_REPLAY && inst->ri) ||
                         (mode == CGE_RUN_PLAN && inst->num_streams == 1 && !inst->prof &&
                          !inst->step_sync))) {
         /* A synchronous replay (cge_ri_execute) or one-stream plan run goes
          * on the calling thread, after the runs still in flight on other
          * streams; inputs and outputs are plain copies around it. */
-        st = check_outputs(&inst->io, inst->pg, outputs, out_pos, num_outputs);
+        st = check_outputs(&inst->io, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_event_synchronize(inst->done);
         if (!st)
@@ -898,16 +902,16 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
         if (mode == CGE_RUN_REPLAY && !inst->ri)
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_STATE,
                              "graph '%s': replay requested before a capture", cge_graph_name(inst->pg));
-        st = check_outputs(&inst->io, inst->pg, outputs, out_pos, num_outputs);
+        st = check_outputs(&inst->io, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_stream_wait_event(stream, inst->done);
         if (!st)
-            st = copy_inputs(inst, &inst->io, inst->pg, stream, inputs, in_pos, num_inputs, true);
+            st = copy_inputs(inst, &inst->io, stream, inputs, in_pos, num_inputs, true);
         if (!st)
             st = mode == CGE_RUN_REPLAY ? cge_ri_execute_async(inst->ri, stream)
                                         : launch_all(inst, stream);
         if (!st)
-            st = copy_outputs(inst, &inst->io, inst->pg, stream, outputs, out_pos, num_outputs,
+            st = copy_outputs(inst, &inst->io, stream, outputs, out_pos, num_outputs,
                               true);
     }
     cge_status rec = cge_event_record(inst->done, stream);
@@ -924,8 +928,8 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
 cge_status cge__instance_output_desc(const cge__instance *inst, int32_t pos, cge_tensor_desc *out)
 {
     cge__instance *in = (cge__instance *)inst;
-    const value *v = in->eager || in->last_eager ? output_value(&in->ex.vals, in->ex.g, pos)
-                                    : output_value(&in->io, in->pg, pos);
+    const value *v = in->eager || in->last_eager ? output_value(&in->ex.vals, pos)
+                                    : output_value(&in->io, pos);
     if (!v)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL, "output %d has no value", pos);
     *out = v->desc;
