@@ -90,7 +90,8 @@ cge_status cge_attrs_remove(cge_attrs *a, const char *name);
 
 cge_status cge_graph_create(const char *name, cge_graph **out);
 void cge_graph_destroy(cge_graph *g);                          /* NULL is a no-op */
-/* Deep copy: values, constants, nodes, attributes, nested graphs. */
+/* Copy of values, nodes, attributes and nested graphs; constants' data is
+ * shared (it is immutable once added), so a clone costs no copy of the weights. */
 cge_status cge_graph_clone(const cge_graph *g, cge_graph **out);
 /* Calls of cge_graph_clone in this process so far (nested graphs included):
  * a debugging aid for tests and tools that check a path copies no graph twice. */
@@ -161,7 +162,8 @@ typedef struct cge_dim_conflict {
  * with the same symbol get different sizes. Allocates nothing. */
 bool cge_graph_find_dim_conflict(const cge_graph *g, const cge_shape *shapes, int32_t n,
                                  cge_dim_conflict *out);
-/* The constant's tensor, or NULL if `name` is not a constant. */
+/* The constant's tensor, or NULL if `name` is not a constant. Its data is
+ * read-only: clones share it (replace a constant to change it). */
 const cge_tensor *cge_graph_constant(const cge_graph *g, const char *name);
 /* The node producing `name`, or NULL (graph input, constant, unknown). */
 cge_node *cge_graph_producer(const cge_graph *g, const char *name);

@@ -89,6 +89,7 @@ struct cge__instance {
     cge_ri *ri;             /* the plan's launches, captured for REPLAY */
     bool prebuilt;          /* plan, graph and constants are borrowed */
     bool consts_borrowed;   /* consts points at the caller's host memory */
+    bool consts_in_graph;   /* constants are read in place from the plan's graph */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
     cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
     cge_profile_fn prof;    /* set for the duration of a profiled run */
@@ -389,6 +390,41 @@ void cge__instance_destroy(cge__instance *inst)
 /* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
  * used in place on the CPU device; NULL: written from the plan's graph), bind
  * every step's tensors and prepare its kernel once. */
+/* Where plan value `vi` lives: the arena, the constants block, or (graph
+ * constants read in place) the graph's own bytes at the same offset within
+ * the constant the value views. */
+static void *value_address(const cge__instance *inst, const cge_plan_value *vals, int32_t vi)
+{
+    const cge_plan_value *v = &vals[vi];
+    if (v->storage != CGE_STORAGE_CONSTANT)
+        return (char *)inst->arena + v->offset;
+    if (!inst->consts_in_graph)
+        return (char *)inst->consts + v->offset;
+    const cge_plan_value *root = v;
+    while (root->alias_of >= 0)
+        root = &vals[root->alias_of];
+    const cge_tensor *t = cge_graph_constant(inst->pg, root->name);
+    return (char *)t->data + (v->offset - root->offset);
+}
+
+/* Whether every constant the plan places has its bytes in the plan's graph
+ * (so that host memory can be read in place). */
+static bool constants_in_graph(const cge_plan *p)
+{
+    const cge_plan_value *vals = cge_plan_values(p);
+    for (int32_t v = 0; v < cge_plan_num_values(p); v++) {
+        const cge_plan_value *root = &vals[v];
+        if (root->storage != CGE_STORAGE_CONSTANT)
+            continue;
+        while (root->alias_of >= 0)
+            root = &vals[root->alias_of];
+        const cge_tensor *t = cge_graph_constant(cge_plan_graph(p), root->name);
+        if (!t || t->bytes < vals[v].offset - root->offset + vals[v].bytes)
+            return false;
+    }
+    return true;
+}
+
 static cge_status bind_plan(cge__instance *inst, const void *host_consts)
 {
     const cge_plan *p = inst->plan;
@@ -396,24 +432,29 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts)
     int32_t n = cge_plan_num_steps(p);
     inst->num_streams = cge_plan_num_streams(p);
     inst->num_events = cge_plan_num_events(p);
+    bool host = !strcmp(cge_device_name(inst->dev), "cpu");
     cge_status st = cge_mem_alloc(inst->dev, cge_plan_arena_bytes(p), &inst->arena);
-    if (!st && host_consts && !strcmp(cge_device_name(inst->dev), "cpu")) {
+    if (!st && host && host_consts) {
         /* The CPU device's memory is host memory: no copy of the weights. */
         inst->consts = (void *)host_consts;
         inst->consts_borrowed = true;
+    } else if (!st && host && constants_in_graph(p)) {
+        /* Likewise the graph's constants, which every plan compiled from one
+         * session graph shares (clones share constant data). */
+        inst->consts_in_graph = true;
     } else if (!st) {
         st = cge_mem_alloc(inst->dev, cge_plan_constant_bytes(p), &inst->consts);
     }
-    if (!st && !inst->consts_borrowed && cge_plan_constant_bytes(p)) {
-        void *host = host_consts ? (void *)host_consts : malloc(cge_plan_constant_bytes(p));
-        if (!host)
+    if (!st && inst->consts && !inst->consts_borrowed && cge_plan_constant_bytes(p)) {
+        void *blob = host_consts ? (void *)host_consts : malloc(cge_plan_constant_bytes(p));
+        if (!blob)
             return oom();
         if (!host_consts)
-            cge_plan_write_constants(p, host);
-        st = cge_memcpy(inst->dev, inst->consts, host, cge_plan_constant_bytes(p),
+            cge_plan_write_constants(p, blob);
+        st = cge_memcpy(inst->dev, inst->consts, blob, cge_plan_constant_bytes(p),
                         CGE_MEMCPY_HOST_TO_DEVICE);
         if (!host_consts)
-            free(host);
+            free(blob);
     }
     inst->steps = calloc((size_t)n + 1, sizeof *inst->steps);
     inst->streams = calloc((size_t)inst->num_streams + 1, sizeof *inst->streams);
@@ -429,8 +470,7 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts)
         value *v = &inst->io.values[i];
         int32_t pv = cge_plan_find_value(p, v->name);
         if (pv >= 0 && vals[pv].storage != CGE_STORAGE_NONE)
-            v->pdata = (char *)(vals[pv].storage == CGE_STORAGE_CONSTANT ? inst->consts : inst->arena) +
-                       vals[pv].offset;
+            v->pdata = value_address(inst, vals, pv);
     }
     for (int32_t k = 0; !st && k < n; k++) {
         plan_exec *pe = &inst->steps[k];
@@ -445,9 +485,8 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts)
             if (vi < 0)
                 continue;
             const cge_plan_value *v = &vals[vi];
-            void *base = v->storage == CGE_STORAGE_CONSTANT ? inst->consts : inst->arena;
             cge_tensor t = {.name = v->name, .dtype = v->dtype, .shape = v->shape,
-                            .data = (char *)base + v->offset, .bytes = v->bytes};
+                            .data = value_address(inst, vals, vi), .bytes = v->bytes};
             if (in)
                 pe->ins[i] = t;
             else
