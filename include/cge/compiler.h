@@ -75,8 +75,11 @@ typedef struct cge_compile_options {
     cge_device *device;
     /* When some shape is still unknown after prepare (an input is not static,
      * or a shape depends on values computed at run time), return a plan with
-     * no steps instead of failing: its graph is verified and inferred, for a
-     * caller that runs it node by node (cge_plan_is_complete() is false). */
+     * no steps instead of failing (cge_plan_is_complete() is false): its graph
+     * is verified, inferred and optimised with the dims symbolic (constant
+     * folding, fusion, weights transformed once), for a caller that compiles
+     * that graph again per concrete signature (cheap: its weight work is
+     * done, and constants are shared) or runs it node by node. */
     bool allow_incomplete;
 } cge_compile_options;
 
@@ -149,7 +152,7 @@ typedef struct cge_plan_stats {
     int32_t num_passes;
     const cge_plan_pass_stats *passes;  /* with collect_stats, else NULL */
     cge_opt_level opt_level;            /* the level compiled at (default resolved) */
-    bool incomplete;                    /* stopped after prepare (allow_incomplete) */
+    bool incomplete;                    /* stopped before partition (allow_incomplete) */
 } cge_plan_stats;
 
 /* Compile `g` for the input shapes given (NULL: the declared ones, which must
@@ -166,8 +169,8 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
 void cge_plan_destroy(cge_plan *p);               /* NULL is a no-op */
 
 const cge_graph *cge_plan_graph(const cge_plan *p);
-/* False for a plan that stopped after prepare (allow_incomplete): it has no
- * steps, and its graph's shapes depend on run-time values or dims. */
+/* False for a plan that stopped before partition (allow_incomplete): it has
+ * no steps, and its graph's shapes depend on run-time values or dims. */
 bool cge_plan_is_complete(const cge_plan *p);
 /* Whole-graph shape inferences run in this process so far (the compiler's
  * infer pass, cge_graph_infer_values): a debugging aid for tests and tools

@@ -99,6 +99,8 @@ typedef cge_status (*cge_infer_fn)(cge_infer_ctx *ctx);
 /* What a kernel sees at launch: concrete inputs and outputs (device memory,
  * static shapes already checked by meta), attributes, workspace and the state
  * its `prepare` made. Absent optional inputs have data NULL. */
+typedef struct cge_kernel_cache cge_kernel_cache;
+
 typedef struct cge_kernel_ctx {
     const char *op_type;
     const char *node_name;
@@ -112,6 +114,9 @@ typedef struct cge_kernel_ctx {
     void *state;
     cge_device *device;
     int num_threads;                   /* the core pool's size, for block counts */
+    /* Where prepare finds constant data derived once for every plan of one
+     * session graph (cge_kernel_shared_get); NULL outside a session. */
+    cge_kernel_cache *shared;
 } cge_kernel_ctx;
 
 typedef struct cge_kernel_def {
@@ -236,6 +241,29 @@ cge_status cge_op_infer(const cge_op_def *def, const char *node_name, const cge_
                         const cge_tensor_desc *inputs, const void *const *input_values,
                         const cge_symbolic_value *const *input_symbolic, int32_t num_inputs,
                         cge_tensor_desc *outputs, int32_t num_outputs);
+
+/* ---- constant data shared between plans -------------------------------- */
+
+/* Data a kernel's prepare derives from a constant input (packed weights),
+ * made once and shared by every plan of one session graph, so that each new
+ * input signature does not pack the weights again. `src` is the constant's
+ * data (ctx->inputs[i].data); `key` (key_bytes, may be 0) holds everything
+ * else the derived bytes depend on (sizes, strides, layout). The first call
+ * for (src, key) gets `bytes` fresh 64-byte-aligned bytes and fill(dst,
+ * user) writes them; later calls get the same block. Blocks are read-only
+ * once filled. The kernel calls cge_kernel_shared_release from its release.
+ * Outside a session, or when `src` is not constant data the session keeps
+ * for the graph's life, the block is the caller's alone (made and filled all
+ * the same). */
+cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, const void *key,
+                                 size_t key_bytes, size_t bytes,
+                                 cge_status (*fill)(void *dst, void *user), void *user,
+                                 void **out);
+void cge_kernel_shared_release(void *block);   /* NULL is a no-op */
+/* Blocks made (filled) and lookups answered with an existing block, in this
+ * process so far: a debugging aid for tests and tools that check a new
+ * signature packs nothing again. */
+void cge_kernel_shared_counts(int64_t *made, int64_t *shared);
 
 /* Helpers for infer functions: record a [meta] error naming the node. */
 cge_status cge_meta_error(const cge_infer_ctx *ctx, cge_status status, const char *fmt, ...)

@@ -356,14 +356,21 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
     cge_plan_stats *ps = cge__plan_stats_mut(p);
     ps->nodes_in = cge_graph_num_nodes(pg);
     int32_t dumped = 0;
-    bool incomplete = false;
+    bool incomplete = false, symbolic = false;
     for (int32_t i = 0; !st && !incomplete && i < NUM_PASSES; i++) {
         const pass_entry *pe = &passes[i];
         if (!pass_enabled(&ctx, pe))
             continue;
-        if (ctx.opts.allow_incomplete && !strcmp(ctx.stage ? ctx.stage : "", "prepare") &&
-            strcmp(pe->stage, "prepare") && !shapes_known(pg)) {
-            incomplete = true;   /* prepared: the caller runs it node by node */
+        /* Shapes still unknown after prepare: the graph is optimised as it
+         * is, dims symbolic, once for every size (folding and fusion work on
+         * the weights happen here, not per signature); partition and build
+         * need sizes, so the plan stops there, for a caller that compiles it
+         * again per signature or runs it node by node. */
+        if (ctx.opts.allow_incomplete && !symbolic && ctx.stage &&
+            !strcmp(ctx.stage, "prepare") && strcmp(pe->stage, "prepare"))
+            symbolic = !shapes_known(pg);
+        if (symbolic && (!strcmp(pe->stage, "partition") || !strcmp(pe->stage, "build"))) {
+            incomplete = true;
             break;
         }
         ctx.stage = pe->stage;

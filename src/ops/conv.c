@@ -835,7 +835,7 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
         /* A constant W is in place already (plans write their constants
          * before preparing): reorder it now, not in the first run. */
         if (p.w_const && ctx->inputs[1].data &&
-            cge__dnnl_conv_prepack(dc, ctx->inputs[1].data) != CGE_OK) {
+            cge__dnnl_conv_prepack(dc, ctx, ctx->inputs[1].data) != CGE_OK) {
             cge__dnnl_conv_destroy(dc);
             *state = NULL;
             return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "oneDNN could not reorder W");

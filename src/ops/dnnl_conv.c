@@ -3,6 +3,8 @@
  * kernels. */
 #include "ops/dnnl_conv.h"
 
+#include "cge/op.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -24,6 +26,7 @@ struct cge__dnnl_conv {
     dnnl_memory_t src_user, wei_user, dst_user;
     dnnl_primitive_t r_src, r_wei, r_dst, r_z;
     const void *wei_from; /* the W last reordered */
+    void *wei_block;      /* shared W in the chosen layout (cge_kernel_shared_get), or NULL */
     size_t scratch_bytes, dst_bytes;
     int post;
     int threads; /* OpenMP threads it was made for and runs with */
@@ -74,6 +77,7 @@ void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
     dnnl_primitive_destroy(c->r_z);
     dnnl_primitive_destroy(c->prim);
     dnnl_primitive_desc_destroy(c->pd);
+    cge_kernel_shared_release(c->wei_block);
     dnnl_stream_destroy(c->stream);
     dnnl_engine_destroy(c->engine);
     free(c);
@@ -226,26 +230,82 @@ static int set(dnnl_memory_t own, dnnl_memory_t user, dnnl_primitive_t r, const 
     return dnnl_memory_set_data_handle(r ? user : own, (void *)p) == dnnl_success;
 }
 
-/* Reorder w into the primitive's weights buffer unless it is there already. */
+/* The weights memory over `handle` (DNNL_MEMORY_ALLOCATE: a buffer of its
+ * own), replacing the one there. */
+static int weights_memory(cge__dnnl_conv *c, void *handle)
+{
+    const dnnl_memory_desc_t *cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
+    dnnl_memory_t m = NULL;
+    if (!cw || dnnl_memory_create(&m, cw, c->engine, handle) != dnnl_success)
+        return 0;
+    dnnl_memory_destroy(c->wei);
+    c->wei = m;
+    return 1;
+}
+
+/* Reorder w into the primitive's weights buffer unless it is there already.
+ * A shared block is never written: another W gets a buffer of its own. */
 static int ensure_weights(cge__dnnl_conv *c, const float *w)
 {
     if (!c->r_wei)
         return set(c->wei, c->wei_user, NULL, w);
     if (w == c->wei_from)
         return 1;
+    if (c->wei_block) {
+        if (!weights_memory(c, DNNL_MEMORY_ALLOCATE))
+            return 0;
+        cge_kernel_shared_release(c->wei_block);
+        c->wei_block = NULL;
+    }
     int ok = set(c->wei, c->wei_user, c->r_wei, w) && run_reorder(c, c->r_wei, c->wei_user, c->wei);
     c->wei_from = ok ? w : NULL;
     return ok;
 }
 
-cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const float *w)
+typedef struct pack_job {
+    cge__dnnl_conv *c;
+    const float *w;
+} pack_job;
+
+static cge_status pack_fill(void *dst, void *user)
+{
+    pack_job *j = user;
+    cge__dnnl_conv *c = j->c;
+    const dnnl_memory_desc_t *cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
+    dnnl_memory_t to = NULL;
+    int ok = cw && dnnl_memory_create(&to, cw, c->engine, dst) == dnnl_success &&
+             set(c->wei, c->wei_user, c->r_wei, j->w) && run_reorder(c, c->r_wei, c->wei_user, to) &&
+             dnnl_stream_wait(c->stream) == dnnl_success;
+    dnnl_memory_destroy(to);
+    return ok ? CGE_OK : CGE_ERR_INTERNAL;
+}
+
+cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, const float *w)
 {
     if (!c || !w || !c->r_wei)
         return CGE_OK;
+    /* The reordered W depends on W's address (its bytes) and on the layout
+     * oneDNN chose, which the memory descriptor holds entirely. */
+    const dnnl_memory_desc_t *cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
+    if (!cw)
+        return CGE_ERR_INTERNAL;
     omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
-    int ok = ensure_weights(c, w) && dnnl_stream_wait(c->stream) == dnnl_success;
+    pack_job job = {c, w};
+    void *block = NULL;
+    cge_status st = cge_kernel_shared_get(ctx, w, cw, sizeof *cw, dnnl_memory_desc_get_size(cw),
+                                          pack_fill, &job, &block);
+    if (!st && !weights_memory(c, block)) {
+        cge_kernel_shared_release(block);
+        st = CGE_ERR_INTERNAL;
+    }
+    if (!st) {
+        /* The buffer oneDNN allocated at creation went with the old memory. */
+        cge_kernel_shared_release(c->wei_block);
+        c->wei_block = block;
+        c->wei_from = w;
+    }
     omp_leave(omp);
-    return ok ? CGE_OK : CGE_ERR_INTERNAL;
+    return st;
 }
 
 cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
@@ -303,9 +363,9 @@ int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)
     return 0;
 }
 
-cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const float *w)
+cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, const float *w)
 {
-    (void)c, (void)w;
+    (void)c, (void)ctx, (void)w;
     return CGE_ERR_UNSUPPORTED;
 }
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cge/op.h"
 #include "cge/status.h"
 
 /* The primitive runs on the calling thread with oneDNN's OpenMP team limited
@@ -60,8 +61,10 @@ cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w,
                              const float *z, float *y, void *scratch);
 /* Reorder a constant W into the primitive's layout now (when the plan is
  * prepared) rather than on the first run; later runs with the same W reuse
- * it. Nothing to do for plain weights. */
-cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const float *w);
+ * it. The reordered copy comes from ctx's shared cache (cge_kernel_shared_get):
+ * primitives of one session graph that chose the same layout share one. Nothing
+ * to do for plain weights. */
+cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, const float *w);
 void cge__dnnl_conv_destroy(cge__dnnl_conv *c);
 
 #endif

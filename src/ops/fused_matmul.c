@@ -170,18 +170,28 @@ static size_t fmm_workspace(const cge_kernel_ctx *ctx)
 
 /* With b_const (set by the compiler when B is a graph constant) B is packed
  * once here, from the constant's buffer the plan bound, instead of on every
- * run. The source address is kept: a launch with another B packs as usual. */
+ * run; the packed copy is shared by every plan of the session's graph (each
+ * input signature's). The source address is kept: a launch with another B
+ * packs as usual. */
 typedef struct fmm_state {
     const void *src;
-    float *packed;
+    float *packed;          /* a cge_kernel_shared_get block */
 } fmm_state;
 
 static void fmm_release(void *state)
 {
     fmm_state *s = state;
     if (s)
-        free(s->packed);
+        cge_kernel_shared_release(s->packed);
     free(s);
+}
+
+static cge_status fmm_fill(void *dst, void *user)
+{
+    const fmm_args *a = user;
+    cge__gemm_pack_b(a->b, a->b_rs, a->b_cs, a->K, a->N, 0, (a->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+                    dst);
+    return CGE_OK;
 }
 
 static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
@@ -192,17 +202,17 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
         a.K <= 0 || a.N <= 0)
         return CGE_OK;
     fmm_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "packing B: out of memory");
     size_t bytes = (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float);
-    if (s)
-        s->packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    if (!s || !s->packed) {
+    int64_t key[4] = {a.K, a.N, a.b_rs, a.b_cs};
+    s->src = a.b = ctx->inputs[1].data;
+    cge_status st = cge_kernel_shared_get(ctx, s->src, key, sizeof key, bytes, fmm_fill, &a,
+                                          (void **)&s->packed);
+    if (st) {
         fmm_release(s);
-        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "packing B (%zu bytes): out of memory",
-                                bytes);
+        return st;
     }
-    s->src = ctx->inputs[1].data;
-    cge__gemm_pack_b(s->src, a.b_rs, a.b_cs, a.K, a.N, 0, (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
-                    s->packed);
     *state = s;
     return CGE_OK;
 }

@@ -90,6 +90,7 @@ struct cge__instance {
     bool prebuilt;          /* plan, graph and constants are borrowed */
     bool consts_borrowed;   /* consts points at the caller's host memory */
     bool consts_in_graph;   /* constants are read in place from the plan's graph */
+    cge_kernel_cache *shared; /* kernels' prepared constant data, the session graph's */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
     cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
     cge_profile_fn prof;    /* set for the duration of a profiled run */
@@ -499,7 +500,8 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts)
             .attrs = cge_node_attrs_const(s->node),
             .workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL,
             .workspace_size = s->workspace_bytes,
-            .device = inst->dev, .num_threads = cge_device_num_threads(inst->dev)};
+            .device = inst->dev, .num_threads = cge_device_num_threads(inst->dev),
+            .shared = inst->shared};
         if (s->kernel->prepare)
             st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
         pe->step = s;
@@ -537,12 +539,14 @@ static cge__instance *instance_new(cge_device *dev, int32_t num_inputs)
 }
 
 cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
-                               const cge_compile_options *copts, cge__instance **out)
+                               const cge_compile_options *copts, cge_kernel_cache *shared,
+                               cge__instance **out)
 {
     cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
         return oom();
     inst->src = g;
+    inst->shared = shared;
     memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
     /* The compiler does all the graph work, once: verify, infer, optimize,
      * plan; a graph whose shapes depend on computed values comes back

@@ -6,15 +6,19 @@
 
 #include "cge/compiler.h"
 #include "cge/graph.h"
+#include "cge/op.h"
 #include "cge/runtime.h"
 #include "cge/session.h"
 
 typedef struct cge__instance cge__instance;
 
 /* Compiles `g` (the session's graph, which must outlive the instance) for
- * the concrete `input_shapes`; `copts` (may be NULL) is how. */
+ * the concrete `input_shapes`; `copts` (may be NULL) is how. Kernels find
+ * constant data prepared by other instances in `shared` (may be NULL; it
+ * must outlive the instance). */
 cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
-                               const cge_compile_options *copts, cge__instance **out);
+                               const cge_compile_options *copts, cge_kernel_cache *shared,
+                               cge__instance **out);
 void cge__instance_destroy(cge__instance *inst);
 bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */

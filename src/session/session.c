@@ -9,6 +9,7 @@
 #include "cge/compiler.h"
 #include "cge/op.h"
 #include "cge/session.h"
+#include "ops/kernel_cache.h"
 #include "session/instance.h"
 
 /* The instances are the session's one plan cache. Inputs and outputs are
@@ -21,9 +22,13 @@ typedef struct graph_entry {
     cge_graph *g;           /* the session's copy, as the user built it (a plan's
                                graph, borrowed, for cge_session_add_plan) */
     bool compiled;
-    /* Symbolic inputs: the compiler's prepared graph (verified, inferred
-     * symbolically), which answers descriptor queries until a run. */
+    /* Symbolic inputs: the compiler's graph, verified, inferred and
+     * optimised with symbolic dims, which every signature's instance compiles
+     * from and which answers descriptor queries. */
     cge_plan *prepared;
+    /* Constant data kernels prepare (packed weights), shared by the
+     * instances: a new signature packs nothing the graph's others did. */
+    cge_kernel_cache *shared;
     cge__instance *inst[MAX_INSTANCES];
     uint64_t used[MAX_INSTANCES];   /* clock of each instance's last run */
     int32_t num_inst;
@@ -115,6 +120,7 @@ static void entry_free(graph_entry *e)
 {
     for (int32_t i = 0; i < e->num_inst; i++)
         cge__instance_destroy(e->inst[i]);
+    cge__kernel_cache_destroy(e->shared);
     if (e->release)
         e->release(e->owner);
     if (!e->plan)
@@ -235,6 +241,20 @@ cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id)
     return CGE_OK;
 }
 
+/* The constants of `g` stay as they are while the entry lives (its own
+ * graph, or the optimised one it keeps): kernels may share what they derive
+ * from them. */
+static cge_status add_stable_constants(cge_kernel_cache *c, const cge_graph *g)
+{
+    cge_status st = CGE_OK;
+    for (int32_t id = 0; !st && id < cge_graph_num_values(g); id++) {
+        const cge_tensor *t = cge_graph_value_constant(g, id);
+        if (t)
+            st = cge__kernel_cache_add_stable(c, t->data, t->bytes);
+    }
+    return st;
+}
+
 static cge_status compile_locked(cge_session *s, graph_entry *e)
 {
     if (e->compiled)
@@ -248,11 +268,21 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         e->compiled = true;
         return CGE_OK;
     }
-    /* The compiler does the graph's work (verify, infer, plan), once per
-     * signature. With static inputs the one instance is built now, so that
-     * kernel and allocation errors surface at compile time; with symbolic
-     * ones the graph is only prepared, and each signature compiles at its
-     * first run. */
+    /* The compiler does the graph's work (verify, infer, optimise, plan).
+     * With static inputs the one instance is built now, so that kernel and
+     * allocation errors surface at compile time; with symbolic ones the graph
+     * is prepared and optimised once, and each signature compiles that graph
+     * (partition and build, its weight work done) at its first run. */
+    if (!e->shared) {
+        cge_status st = cge__kernel_cache_create(&e->shared);
+        if (!st)
+            st = add_stable_constants(e->shared, e->g);
+        if (st) {
+            cge__kernel_cache_destroy(e->shared);
+            e->shared = NULL;
+            return st;
+        }
+    }
     int32_t ni = cge_graph_num_inputs(e->g);
     cge_shape *shapes = calloc((size_t)ni + 1, sizeof *shapes);
     if (!shapes)
@@ -267,7 +297,7 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
     cge_status st = CGE_OK;
     if (all_static && e->num_inst == 0) {
         cge__instance *inst = NULL;
-        st = cge__instance_create(s->dev, e->g, shapes, &s->copts, &inst);
+        st = cge__instance_create(s->dev, e->g, shapes, &s->copts, e->shared, &inst);
         if (!st)
             e->inst[e->num_inst++] = inst;
     } else if (!all_static && !e->prepared) {
@@ -275,6 +305,8 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         o.device = s->dev;
         o.allow_incomplete = true;
         st = cge_compile(e->g, NULL, 0, &o, &e->prepared);
+        if (!st)
+            st = add_stable_constants(e->shared, cge_plan_graph(e->prepared));
     }
     free(shapes);
     if (!st)
@@ -470,8 +502,11 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     if (e->plan)   /* unreachable: check_inputs holds inputs to the static shapes */
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
                          "graph %u is a compiled model; its input shapes are fixed", e->id);
+    /* A symbolic graph was optimised once (its weights folded and fused):
+     * each signature compiles that graph, sharing its constants. */
+    const cge_graph *g = e->prepared ? cge_plan_graph(e->prepared) : e->g;
     cge__instance *inst = NULL;
-    cge_status st = cge__instance_create(s->dev, e->g, shapes, &s->copts, &inst);
+    cge_status st = cge__instance_create(s->dev, g, shapes, &s->copts, e->shared, &inst);
     if (st)
         return st;
     int32_t slot = e->num_inst;

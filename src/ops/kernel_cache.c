@@ -1,0 +1,232 @@
+/* Constant data derived by kernels at prepare, shared by the plans of one
+ * session graph: blocks by (source address, key), reference counted, and the
+ * address ranges whose bytes stay put for the cache's life. */
+#include "ops/kernel_cache.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A block is a 64-byte header holding its count, then the data. */
+#define HEADER 64
+
+typedef struct entry {
+    const void *src;
+    uint64_t hash;
+    void *key;
+    size_t key_bytes, bytes;
+    void *block;            /* data pointer of the block (one reference held) */
+} entry;
+
+typedef struct range {
+    uintptr_t lo, hi;
+} range;
+
+struct cge_kernel_cache {
+    pthread_mutex_t lock;
+    entry *entries;
+    int32_t num, cap;
+    range *ranges;
+    int32_t num_ranges, cap_ranges;
+    bool sorted;
+};
+
+static cge_status oom(const char *what)
+{
+    return cge_error(CGE_LAYER_KERNEL, CGE_ERR_NO_MEMORY, "kernel cache: out of memory (%s)", what);
+}
+
+cge_status cge__kernel_cache_create(cge_kernel_cache **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return oom("cache");
+    pthread_mutex_init(&(*out)->lock, NULL);
+    return CGE_OK;
+}
+
+void cge__kernel_cache_destroy(cge_kernel_cache *c)
+{
+    if (!c)
+        return;
+    for (int32_t i = 0; i < c->num; i++) {
+        cge_kernel_shared_release(c->entries[i].block);
+        free(c->entries[i].key);
+    }
+    free(c->entries);
+    free(c->ranges);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+cge_status cge__kernel_cache_add_stable(cge_kernel_cache *c, const void *data, size_t bytes)
+{
+    if (!c || !data || !bytes)
+        return CGE_OK;
+    pthread_mutex_lock(&c->lock);
+    cge_status st = CGE_OK;
+    if (c->num_ranges == c->cap_ranges) {
+        int32_t cap = c->cap_ranges ? 2 * c->cap_ranges : 64;
+        range *r = realloc(c->ranges, sizeof *r * (size_t)cap);
+        if (r) {
+            c->ranges = r;
+            c->cap_ranges = cap;
+        } else {
+            st = oom("ranges");
+        }
+    }
+    if (!st) {
+        c->ranges[c->num_ranges++] = (range){(uintptr_t)data, (uintptr_t)data + bytes};
+        c->sorted = false;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* Process-wide, for cge_kernel_shared_counts. */
+static int64_t made_count, shared_count;
+
+void cge_kernel_shared_counts(int64_t *made, int64_t *shared)
+{
+    if (made)
+        *made = __atomic_load_n(&made_count, __ATOMIC_RELAXED);
+    if (shared)
+        *shared = __atomic_load_n(&shared_count, __ATOMIC_RELAXED);
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+    const range *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Whether src lies in a stable range (the lock held). */
+static bool stable(cge_kernel_cache *c, const void *src)
+{
+    if (!c->sorted) {
+        qsort(c->ranges, (size_t)c->num_ranges, sizeof *c->ranges, range_cmp);
+        c->sorted = true;
+    }
+    uintptr_t p = (uintptr_t)src;
+    int32_t lo = 0, hi = c->num_ranges - 1, found = -1;
+    while (lo <= hi) {   /* the last range starting at or before p */
+        int32_t mid = lo + (hi - lo) / 2;
+        if (c->ranges[mid].lo <= p) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found >= 0 && p < c->ranges[found].hi;
+}
+
+static uint64_t hash_key(const void *src, const void *key, size_t n)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)src;
+    const unsigned char *k = key;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ k[i]) * 1099511628211ull;
+    return h;
+}
+
+static void *block_new(size_t bytes)
+{
+    size_t size = bytes ? bytes : 1;
+    if (size > SIZE_MAX - 2 * HEADER)
+        return NULL;
+    size = ((size + 63) & ~(size_t)63) + HEADER;
+    char *p = aligned_alloc(64, size);
+    if (!p)
+        return NULL;
+    __atomic_store_n((int64_t *)p, 1, __ATOMIC_RELAXED);
+    return p + HEADER;
+}
+
+static void *block_ref(void *b)
+{
+    __atomic_fetch_add((int64_t *)((char *)b - HEADER), 1, __ATOMIC_RELAXED);
+    return b;
+}
+
+void cge_kernel_shared_release(void *block)
+{
+    if (block && __atomic_sub_fetch((int64_t *)((char *)block - HEADER), 1, __ATOMIC_ACQ_REL) == 0)
+        free((char *)block - HEADER);
+}
+
+static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
+                       cge_status (*fill)(void *, void *), void *user, void **out)
+{
+    void *b = block_new(bytes);
+    if (!b)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "prepared constant data (%zu bytes): out of memory",
+                                bytes);
+    cge_status st = fill(b, user);
+    if (st) {
+        cge_kernel_shared_release(b);
+        return st;
+    }
+    __atomic_fetch_add(&made_count, 1, __ATOMIC_RELAXED);
+    *out = b;
+    return CGE_OK;
+}
+
+cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, const void *key,
+                                 size_t key_bytes, size_t bytes,
+                                 cge_status (*fill)(void *dst, void *user), void *user,
+                                 void **out)
+{
+    if (!ctx || !fill || !out || (key_bytes && !key))
+        return cge_error(CGE_LAYER_KERNEL, CGE_ERR_INVALID_ARG,
+                         "cge_kernel_shared_get: NULL context, fill, out or key");
+    *out = NULL;
+    cge_kernel_cache *c = ctx->shared;
+    if (!c)
+        return make(ctx, bytes, fill, user, out);
+    pthread_mutex_lock(&c->lock);
+    cge_status st = CGE_OK;
+    if (!src || !stable(c, src)) {
+        pthread_mutex_unlock(&c->lock);
+        return make(ctx, bytes, fill, user, out);
+    }
+    uint64_t h = hash_key(src, key, key_bytes);
+    for (int32_t i = 0; i < c->num; i++) {
+        entry *e = &c->entries[i];
+        if (e->hash == h && e->src == src && e->bytes == bytes && e->key_bytes == key_bytes &&
+            (!key_bytes || !memcmp(e->key, key, key_bytes))) {
+            *out = block_ref(e->block);
+            __atomic_fetch_add(&shared_count, 1, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&c->lock);
+            return CGE_OK;
+        }
+    }
+    /* Made under the lock: two plans preparing at once pack once. */
+    void *b = NULL;
+    if (c->num == c->cap) {
+        int32_t cap = c->cap ? 2 * c->cap : 32;
+        entry *n = realloc(c->entries, sizeof *n * (size_t)cap);
+        if (!n)
+            st = oom("entries");
+        else {
+            c->entries = n;
+            c->cap = cap;
+        }
+    }
+    void *k = NULL;
+    if (!st && key_bytes && !(k = malloc(key_bytes)))
+        st = oom("key");
+    if (!st)
+        st = make(ctx, bytes, fill, user, &b);
+    if (!st) {
+        if (key_bytes)
+            memcpy(k, key, key_bytes);
+        c->entries[c->num++] = (entry){src, h, k, key_bytes, bytes, b};
+        *out = block_ref(b);
+    } else {
+        free(k);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
