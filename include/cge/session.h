@@ -162,6 +162,10 @@ cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *
 /* The mode the last run of the graph used (what DEFAULT resolved to). */
 cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
                                      cge_run_mode *mode);
+/* Bytes of the arena the graph's compiled signatures share: as large as the
+ * largest of their plans' arenas (signatures take turns in it), 0 before the
+ * first compile. */
+cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * the compiler or from a prebuilt plan, and their runs (planned, node by node,
  * EAGER, profiled, captured). */
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -91,6 +92,9 @@ struct cge__instance {
     bool consts_borrowed;   /* consts points at the caller's host memory */
     bool consts_in_graph;   /* constants are read in place from the plan's graph */
     cge_kernel_cache *shared; /* kernels' prepared constant data, the session graph's */
+    bool arena_borrowed;    /* the arena is the session graph's, shared */
+    size_t arena_bytes;
+    cge_event *after;       /* another instance's `done` the next run waits for */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
     cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
     cge_profile_fn prof;    /* set for the duration of a profiled run */
@@ -366,7 +370,8 @@ static void plan_release(cge__instance *inst)
     for (int32_t i = 1; inst->streams && i < inst->num_streams; i++)
         cge_stream_destroy(inst->streams[i]);
     free(inst->streams);
-    cge_mem_free(inst->dev, inst->arena);
+    if (!inst->arena_borrowed)
+        cge_mem_free(inst->dev, inst->arena);
     if (!inst->consts_borrowed)
         cge_mem_free(inst->dev, inst->consts);
     if (!inst->prebuilt)
@@ -426,7 +431,8 @@ static bool constants_in_graph(const cge_plan *p)
     return true;
 }
 
-static cge_status bind_plan(cge__instance *inst, const void *host_consts)
+static cge_status bind_plan(cge__instance *inst, const void *host_consts,
+                            const cge__arena_source *arena)
 {
     const cge_plan *p = inst->plan;
     const cge_plan_value *vals = cge_plan_values(p);
@@ -434,7 +440,10 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts)
     inst->num_streams = cge_plan_num_streams(p);
     inst->num_events = cge_plan_num_events(p);
     bool host = !strcmp(cge_device_name(inst->dev), "cpu");
-    cge_status st = cge_mem_alloc(inst->dev, cge_plan_arena_bytes(p), &inst->arena);
+    inst->arena_bytes = cge_plan_arena_bytes(p);
+    inst->arena_borrowed = arena != NULL;
+    cge_status st = arena ? arena->get(arena->user, inst->arena_bytes, &inst->arena)
+                          : cge_mem_alloc(inst->dev, inst->arena_bytes, &inst->arena);
     if (!st && host && host_consts) {
         /* The CPU device's memory is host memory: no copy of the weights. */
         inst->consts = (void *)host_consts;
@@ -509,6 +518,36 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts)
     return st;
 }
 
+static void *moved(void *p, const void *from, size_t bytes, void *to)
+{
+    uintptr_t a = (uintptr_t)p, f = (uintptr_t)from;
+    return p && a >= f && a < f + bytes ? (char *)to + (a - f) : p;
+}
+
+void cge__instance_relocate(cge__instance *inst, const void *from, void *to)
+{
+    if (inst->eager || !inst->steps || inst->arena != from)
+        return;
+    size_t b = inst->arena_bytes;
+    for (int32_t k = 0; k < cge_plan_num_steps(inst->plan); k++) {
+        plan_exec *pe = &inst->steps[k];
+        for (int32_t i = 0; i < pe->step->num_inputs; i++)
+            pe->ins[i].data = moved(pe->ins[i].data, from, b, to);
+        for (int32_t i = 0; i < pe->step->num_outputs; i++)
+            pe->outs[i].data = moved(pe->outs[i].data, from, b, to);
+        pe->ctx.workspace = moved(pe->ctx.workspace, from, b, to);
+    }
+    for (int32_t i = 0; i < inst->io.num; i++)
+        inst->io.values[i].pdata = moved(inst->io.values[i].pdata, from, b, to);
+    inst->arena = to;
+    cge__instance_drop_capture(inst);
+}
+
+void cge__instance_after(cge__instance *inst, const cge__instance *prev)
+{
+    inst->after = prev && prev != inst ? prev->done : NULL;
+}
+
 /* The plan's graph inputs and outputs by name, at the plan's shapes. */
 static cge_status io_table(cge__instance *inst)
 {
@@ -540,7 +579,7 @@ static cge__instance *instance_new(cge_device *dev, int32_t num_inputs)
 
 cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
                                const cge_compile_options *copts, cge_kernel_cache *shared,
-                               cge__instance **out)
+                               const cge__arena_source *arena, cge__instance **out)
 {
     cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
@@ -561,7 +600,7 @@ cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_s
         st = inst->eager ? eager_build(inst, &inst->ex, inst->pg) : io_table(inst);
     }
     if (!st && !inst->eager)
-        st = bind_plan(inst, NULL);
+        st = bind_plan(inst, NULL, arena);
     if (!st)
         st = cge_event_create(inst->dev, &inst->done);
     if (st) {
@@ -586,7 +625,7 @@ cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
     for (int32_t i = 0; !st && i < inst->num_inputs; i++)
         inst->input_shapes[i] = input_value(&inst->io, i)->desc.shape;
     if (!st)
-        st = bind_plan(inst, constants);
+        st = bind_plan(inst, constants, NULL);
     if (!st)
         st = cge_event_create(inst->dev, &inst->done);
     if (st) {
@@ -934,6 +973,8 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
         st = check_outputs(&inst->io, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_event_synchronize(inst->done);
+        if (!st && inst->after)
+            st = cge_event_synchronize(inst->after);
         if (!st)
             st = copy_inputs_now(inst, inputs, in_pos, num_inputs);
         if (!st)
@@ -948,6 +989,8 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
         st = check_outputs(&inst->io, outputs, out_pos, num_outputs);
         if (!st)
             st = cge_stream_wait_event(stream, inst->done);
+        if (!st && inst->after)
+            st = cge_stream_wait_event(stream, inst->after);
         if (!st)
             st = copy_inputs(inst, &inst->io, stream, inputs, in_pos, num_inputs, true);
         if (!st)

@@ -16,9 +16,24 @@ typedef struct cge__instance cge__instance;
  * the concrete `input_shapes`; `copts` (may be NULL) is how. Kernels find
  * constant data prepared by other instances in `shared` (may be NULL; it
  * must outlive the instance). */
+typedef struct cge__arena_source {
+    /* The arena for a plan needing `bytes`: memory the caller owns, shared
+     * with other instances whose runs it orders (cge__instance_after). */
+    cge_status (*get)(void *user, size_t bytes, void **arena);
+    void *user;
+} cge__arena_source;
+
 cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
                                const cge_compile_options *copts, cge_kernel_cache *shared,
-                               cge__instance **out);
+                               const cge__arena_source *arena, cge__instance **out);
+/* The plan's arena moved from `from` to `to` (the same bytes, a larger
+ * block): every address into it follows, and a recording is dropped (it
+ * holds the old addresses; the next replay captures again). No run of the
+ * instance may be in flight. */
+void cge__instance_relocate(cge__instance *inst, const void *from, void *to);
+/* The next run of `inst` starts after the last run of `prev` ends (they
+ * share an arena); NULL or `inst` itself: no extra wait. */
+void cge__instance_after(cge__instance *inst, const cge__instance *prev);
 void cge__instance_destroy(cge__instance *inst);
 bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */

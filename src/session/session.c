@@ -29,6 +29,12 @@ typedef struct graph_entry {
     /* Constant data kernels prepare (packed weights), shared by the
      * instances: a new signature packs nothing the graph's others did. */
     cge_kernel_cache *shared;
+    /* One arena for every instance, as large as the largest plan seen: runs
+     * of the graph are ordered one after another, so signatures take turns
+     * in the same memory instead of each keeping its own. */
+    void *arena;
+    size_t arena_bytes;
+    cge_session *session;
     cge__instance *inst[MAX_INSTANCES];
     uint64_t used[MAX_INSTANCES];   /* clock of each instance's last run */
     int32_t num_inst;
@@ -121,6 +127,8 @@ static void entry_free(graph_entry *e)
     for (int32_t i = 0; i < e->num_inst; i++)
         cge__instance_destroy(e->inst[i]);
     cge__kernel_cache_destroy(e->shared);
+    if (e->arena)
+        cge_mem_free(e->session->dev, e->arena);
     if (e->release)
         e->release(e->owner);
     if (!e->plan)
@@ -181,6 +189,7 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
         return st;
     }
     e->id = graph_id;
+    e->session = s;
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_lock(&s->lock);
     e->next = s->graphs;
@@ -209,6 +218,7 @@ cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_pla
      * inputs have the plan's static shapes. */
     e->g = (cge_graph *)cge_plan_graph(plan);
     e->id = graph_id;
+    e->session = s;
     e->plan = plan;
     e->consts = constants;
     e->release = release;
@@ -238,6 +248,30 @@ cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id)
     /* Runs in flight still use the instances' buffers. */
     cge_device_synchronize(s->dev);
     entry_free(e);
+    return CGE_OK;
+}
+
+/* The entry's arena for a plan of `bytes`: grown (never past the largest
+ * plan seen) by moving every instance to the new block once the runs in
+ * flight are done. */
+static cge_status entry_arena(void *user, size_t bytes, void **out)
+{
+    graph_entry *e = user;
+    if (bytes > e->arena_bytes || !e->arena) {
+        void *grown = NULL;
+        cge_status st = cge_mem_alloc(e->session->dev, bytes, &grown);
+        if (st)
+            return st;
+        if (e->arena) {
+            cge_device_synchronize(e->session->dev);
+            for (int32_t i = 0; i < e->num_inst; i++)
+                cge__instance_relocate(e->inst[i], e->arena, grown);
+            cge_mem_free(e->session->dev, e->arena);
+        }
+        e->arena = grown;
+        e->arena_bytes = bytes;
+    }
+    *out = e->arena;
     return CGE_OK;
 }
 
@@ -297,7 +331,8 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
     cge_status st = CGE_OK;
     if (all_static && e->num_inst == 0) {
         cge__instance *inst = NULL;
-        st = cge__instance_create(s->dev, e->g, shapes, &s->copts, e->shared, &inst);
+        cge__arena_source src = {entry_arena, e};
+        st = cge__instance_create(s->dev, e->g, shapes, &s->copts, e->shared, &src, &inst);
         if (!st)
             e->inst[e->num_inst++] = inst;
     } else if (!all_static && !e->prepared) {
@@ -506,7 +541,8 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
      * each signature compiles that graph, sharing its constants. */
     const cge_graph *g = e->prepared ? cge_plan_graph(e->prepared) : e->g;
     cge__instance *inst = NULL;
-    cge_status st = cge__instance_create(s->dev, g, shapes, &s->copts, e->shared, &inst);
+    cge__arena_source src = {entry_arena, e};
+    cge_status st = cge__instance_create(s->dev, g, shapes, &s->copts, e->shared, &src, &inst);
     if (st)
         return st;
     int32_t slot = e->num_inst;
@@ -593,8 +629,11 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     cge__instance *inst = NULL;
     if (!st)
         st = get_instance(s, e, shapes, &inst);
-    if (!st)
+    if (!st) {
+        /* Instances share the arena: this run starts after the last one. */
+        cge__instance_after(inst, e->last_inst);
         e->last_inst = inst;
+    }
     cge_stream *on = stream ? stream : s->stream;
     if (!st && prof) {
         /* Profiled runs go step by step: a replay cannot be split. */
@@ -634,6 +673,20 @@ cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *
     return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, !stream,
                opts ? opts->mode : CGE_RUN_DEFAULT, opts ? opts->profile : NULL,
                opts ? opts->profile_user : NULL);
+}
+
+cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes)
+{
+    graph_entry *e = s ? find_entry((cge_session *)s, graph_id) : NULL;
+    if (!e || !bytes)
+        return e ? cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "arena_bytes: bytes is NULL")
+                 : (s ? no_graph(graph_id)
+                      : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                                  "arena_bytes: session is NULL"));
+    pthread_mutex_lock(&e->lock);
+    *bytes = e->arena ? e->arena_bytes : 0;
+    pthread_mutex_unlock(&e->lock);
+    return CGE_OK;
 }
 
 cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,

@@ -81,8 +81,10 @@ static void test_one_compile_serves_every_batch(void **state)
     (void)state;
     static const int64_t sizes[] = {1, 2, 3, 5, 8, 2, 1};
     const int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int rep = 0; rep < 2; rep++)
     for (cge_opt_level level = CGE_OPT_NONE; level <= CGE_OPT_LAYOUT; level++) {
-        cge_session_options so = {.opt_level = level, .run_mode = CGE_RUN_PLAN};
+        cge_session_options so = {.opt_level = level,
+                                  .run_mode = rep ? CGE_RUN_REPLAY : CGE_RUN_PLAN};
         cge_session *s = NULL;
         assert_int_equal(cge_session_create(&so, &s), CGE_OK);
         cge_graph *g = build(0);
@@ -110,8 +112,53 @@ static void test_one_compile_serves_every_batch(void **state)
             for (int64_t i = 0; i < sizes[k] * NOUT; i++)
                 assert_float_equal(y[i], want[i], 1e-5f * (1.0f + (want[i] < 0 ? -want[i] : want[i])));
         }
+        /* Every signature ran in one arena: the largest plan's. */
+        cge_plan *big = NULL;
+        cge_graph *gb = build(MAXN);
+        cge_compile_options co = {.opt_level = level};
+        assert_int_equal(cge_compile(gb, NULL, 0, &co, &big), CGE_OK);
+        size_t arena = 0;
+        assert_int_equal(cge_session_arena_bytes(s, 1, &arena), CGE_OK);
+        assert_int_equal(arena, cge_plan_arena_bytes(big));
+        cge_plan_destroy(big);
+        cge_graph_destroy(gb);
         cge_session_destroy(s);
     }
+}
+
+/* Runs alternating between sizes after the arena grew read and write the
+ * moved arena (replays captured before the move are captured again). */
+static void test_signatures_share_a_grown_arena(void **state)
+{
+    (void)state;
+    cge_session_options so = {.run_mode = CGE_RUN_REPLAY};
+    cge_session *s = NULL, *r = NULL;
+    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
+    assert_int_equal(cge_session_create(&so, &r), CGE_OK);
+    cge_graph *g = build(0);
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    assert_int_equal(cge_session_add_graph(r, 1, g), CGE_OK);
+    cge_graph_destroy(g);
+    float want[2][MAXN * NOUT], y[MAXN * NOUT];
+    run(r, 1, want[0]);
+    cge_session_destroy(r);
+    assert_int_equal(cge_session_create(&so, &r), CGE_OK);
+    g = build(0);
+    assert_int_equal(cge_session_add_graph(r, 1, g), CGE_OK);
+    cge_graph_destroy(g);
+    run(r, MAXN, want[1]);
+    cge_session_destroy(r);
+    size_t before = 0, after = 0;
+    run(s, 1, y);
+    assert_int_equal(cge_session_arena_bytes(s, 1, &before), CGE_OK);
+    for (int k = 0; k < 6; k++) {
+        int64_t n = k % 2 ? 1 : MAXN;
+        run(s, n, y);
+        assert_memory_equal(y, want[k % 2 ? 0 : 1], sizeof(float) * (size_t)(n * NOUT));
+    }
+    assert_int_equal(cge_session_arena_bytes(s, 1, &after), CGE_OK);
+    assert_true(after > before);
+    cge_session_destroy(s);
 }
 
 /* A size given where the graph fixes a dim is refused before any run. */
@@ -137,6 +184,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_compile_serves_every_batch),
+        cmocka_unit_test(test_signatures_share_a_grown_arena),
         cmocka_unit_test(test_wrong_static_dim_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
