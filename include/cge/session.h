@@ -88,6 +88,14 @@ typedef struct cge_run_options {
     cge_stream *stream;      /* NULL: run synchronously on the session's stream */
     cge_profile_fn profile;  /* NULL: no profile; else a synchronous profiled run */
     void *profile_user;
+    /* I/O binding: the kernels read the inputs from, and write the outputs
+     * into, the caller's buffers themselves, with no copy in or out (where
+     * the plan keeps a value apart, which is the common case; an output that
+     * is a view of another value is still copied). The buffers must stay
+     * valid, and the inputs unchanged, until the run ends. Replays keep
+     * their recording while the same buffers come back; other buffers mean
+     * one new capture. Eager runs copy as usual. */
+    bool bind_buffers;
 } cge_run_options;
 
 cge_status cge_session_create(const cge_session_options *opts, cge_session **out);

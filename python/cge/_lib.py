@@ -47,7 +47,7 @@ PROFILE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ProfileEvent), c_void_p)
 class RunOptions(ctypes.Structure):
     # Mirrors cge_run_options (session.h).
     _fields_ = [("mode", c_enum), ("stream", c_void_p), ("profile", PROFILE_FN),
-                ("profile_user", c_void_p)]
+                ("profile_user", c_void_p), ("bind_buffers", ctypes.c_bool)]
 
 
 class CompileOptions(ctypes.Structure):

@@ -212,10 +212,14 @@ class OrtValue:
 
 
 class IOBinding:
-    """ORT's IOBinding over copies: bound inputs are read when the run starts
-    (a buffer_ptr is viewed, not copied, so it must stay valid until then);
-    outputs are computed into buffers of their own and then copied into a
-    bound buffer_ptr or OrtValue, if any. Zero-copy binding is not done."""
+    """ORT's IOBinding. When every output is bound to a buffer (an OrtValue,
+    or a buffer_ptr with its type and shape), the run is zero-copy: the
+    kernels read the bound inputs and write the bound outputs in place
+    (cge_run_options.bind_buffers), and a replay keeps its recording while
+    the same buffers come back, so a decode loop that binds its caches once
+    copies nothing per step. Outputs bound without a buffer are allocated per
+    run (then the run copies, as a plain run does). Bound buffers must stay
+    valid, and inputs unchanged, until the run ends."""
 
     def __init__(self, session):
         self._session = session
@@ -285,6 +289,11 @@ class IOBinding:
 
     def _run(self, run_options):
         names = list(self._outputs)
+        if names and all(self._outputs[n] is not None for n in names):
+            dests = {n: self._outputs[n].numpy() for n in names}
+            self._session._run_bound(self._inputs, dests, run_options)
+            self._results = [self._outputs[n] for n in names]
+            return
         arrays = self._session.run(names, self._inputs, run_options)
         results = []
         for name, arr in zip(names, arrays):

@@ -412,7 +412,8 @@ class InferenceSession:
         return _lib.PROFILE_FN(on_event)
 
     def io_binding(self):
-        """An IOBinding (ORT's), backed by copies: see cge._ort.IOBinding."""
+        """An IOBinding (ORT's): outputs bound to buffers are written in place
+        by the kernels, with no copy (see cge._ort.IOBinding)."""
         from . import _ort
         return _ort.IOBinding(self)
 
@@ -517,6 +518,52 @@ class InferenceSession:
             result.append(arr)
         self._shape_cache[key] = [(outs[j].dtype, tuple(r.shape)) for j, r in enumerate(result)]
         return result
+
+    def _run_bound(self, input_feed, output_arrays, run_options=None):
+        """One run with I/O binding (cge_run_options.bind_buffers): the kernels
+        read ``input_feed``'s arrays and write ``output_arrays`` ({name:
+        array}, each C-contiguous, of the output's exact dtype and shape)
+        themselves, with no copy. The arrays must not change during the run
+        (it is synchronous)."""
+        if run_options is not None and getattr(run_options, "terminate", False):
+            raise Error("[session] the run was refused: RunOptions.terminate is set", "session",
+                        "CGE_ERR_STATE")
+        keep = []
+        ins = (_lib.Tensor * max(1, len(input_feed)))()
+        for i, (name, a) in enumerate(input_feed.items()):
+            if not isinstance(a, np.ndarray) or not a.flags["C_CONTIGUOUS"]:
+                a = np.ascontiguousarray(a)
+            nb = name.encode()
+            keep += [a, nb]
+            ins[i].name, ins[i].dtype = nb, numpy_to_dtype(a.dtype)
+            ins[i].shape = _make_shape(a.shape)
+            ins[i].data, ins[i].bytes = (a.ctypes.data if a.nbytes else None), a.nbytes
+        outs = (_lib.Tensor * max(1, len(output_arrays)))()
+        for j, (name, a) in enumerate(output_arrays.items()):
+            if name not in self._out_index:
+                raise Error("[session] the model has no output named '%s' (its outputs: %s)"
+                            % (name, ", ".join(o.name for o in self._outputs)), "session",
+                            "CGE_ERR_NOT_FOUND")
+            if not isinstance(a, np.ndarray) or not a.flags["C_CONTIGUOUS"] or \
+                    not a.flags["WRITEABLE"]:
+                raise Error("[session] the buffer bound for output '%s' must be a writable "
+                            "C-contiguous numpy array" % name, "session", "CGE_ERR_INVALID_ARG")
+            nb = name.encode()
+            keep.append(nb)
+            outs[j].name = nb
+            outs[j].data, outs[j].bytes = (a.ctypes.data if a.nbytes else None), a.nbytes
+        ro = _lib.RunOptions()
+        ro.bind_buffers = True
+        _check(lib.cge_session_run(self._session, _GRAPH_ID, ins, len(input_feed), outs,
+                                   len(output_arrays), ctypes.byref(ro)), "run")
+        for j, (name, a) in enumerate(output_arrays.items()):
+            t = outs[j]
+            shape = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))
+            if dtype_to_numpy(t.dtype) != a.dtype or shape != a.shape:
+                raise Error("[session] output '%s' is %s %s; the buffer bound for it is %s %s"
+                            % (name, dtype_to_numpy(t.dtype), list(shape), a.dtype,
+                               list(a.shape)), "session", "CGE_ERR_SHAPE")
+        return [output_arrays[n] for n in output_arrays]
 
     def _retry_shapes(self, err, outs, n, guess):
         """Output shapes to retry with when the failed run was only short of

@@ -221,6 +221,36 @@ def test_io_binding_with_buffer_pointers(model_path):
         io_binding.bind_output("y", "cuda", 0)
 
 
+def test_io_binding_zero_copy_loop(model_path, monkeypatch):
+    """Every output bound to a buffer: the kernels read the bound input array
+    and write the bound output arrays in place (runs go through the zero-copy
+    path), and a loop that changes the input in place sees each new value."""
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    bound = []
+    real = sess._run_bound
+    monkeypatch.setattr(sess, "_run_bound", lambda *a: bound.append(1) or real(*a))
+    x = X.copy()
+    y = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, "cpu", 0)
+    z = ort.OrtValue.ortvalue_from_shape_and_type([2, 2], np.float32, "cpu", 0)
+    io_binding = sess.io_binding()
+    io_binding.bind_cpu_input("x", x)
+    io_binding.bind_ortvalue_output("y", y)
+    io_binding.bind_ortvalue_output("z", z)
+    y_array = y.numpy()
+    for step in range(4):
+        x[...] = X + step  # in place: the bound buffer itself
+        sess.run_with_iobinding(io_binding)
+        want = expected(x)
+        np.testing.assert_allclose(y.numpy(), want[0], rtol=1e-6)
+        np.testing.assert_allclose(z.numpy(), want[1], rtol=1e-6)
+    assert y.numpy() is y_array and len(bound) == 4
+    # A wrong buffer is refused with the output's real shape.
+    bad = ort.OrtValue.ortvalue_from_shape_and_type([3, 2], np.float32, "cpu", 0)
+    io_binding.bind_ortvalue_output("y", bad)
+    with pytest.raises(ort.Error, match="output 'y'"):
+        sess.run_with_iobinding(io_binding)
+
+
 def test_run_with_ort_values(model_path):
     sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     outs = sess.run_with_ort_values(["z"], {"x": ort.OrtValue.ortvalue_from_numpy(X)})

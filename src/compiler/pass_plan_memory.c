@@ -322,9 +322,11 @@ static cge_status make_groups(mp *m)
             int32_t in = s->inputs[s->kernel->inplace_input];
             const cge_plan_value *iv = &m->vals[in];
             int32_t root = find(m->parent, in);
+            /* Never into a graph input's memory: a run may hand the caller's
+             * own buffer to the kernels (I/O binding), which must stay as given. */
             bool ok = iv->storage == CGE_STORAGE_ARENA && iv->memory_space == ov->memory_space &&
                       m->vals[root].bytes == ov->bytes && iv->bytes == ov->bytes &&
-                      !m->has_output[root];
+                      !m->has_output[root] && m->vals[root].input_index < 0;
             /* Another operand in the same memory would be overwritten under it. */
             for (int32_t k = 0; ok && k < s->num_inputs; k++)
                 ok = s->inputs[k] < 0 || s->inputs[k] == in || find(m->parent, s->inputs[k]) != root;

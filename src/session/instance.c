@@ -23,6 +23,12 @@
  * Profiled runs time every step and copy, synchronizing after each, so that
  * host dispatch and kernel time can be told apart. */
 
+/* A kernel tensor in a bindable value's memory, `delta` bytes into it. */
+struct value_ref {
+    cge_tensor *t;
+    size_t delta;
+};
+
 typedef struct value {
     const char *name;
     cge_tensor_desc desc;
@@ -30,6 +36,13 @@ typedef struct value {
     size_t bytes;           /* allocated bytes */
     bool is_const;
     void *pdata;            /* where the plan keeps it (arena or constants), or NULL */
+    /* Binding (plan inputs and outputs): the kernels' tensors that name this
+     * value, the address they hold now (pdata or a caller's buffer), whether
+     * a caller's buffer may stand in for it, and whether this run's does. */
+    struct value_ref *refs;
+    int32_t num_refs;
+    void *cur;
+    bool bindable, bound;
 } value;
 
 /* Values by name: a graph's, for eager runs, or a plan's inputs and outputs. */
@@ -161,8 +174,10 @@ static cge_status table_index_io(value_table *t, const cge_graph *g)
 
 static void table_free(cge_device *dev, value_table *t)
 {
-    for (int32_t i = 0; i < t->num; i++)
+    for (int32_t i = 0; i < t->num; i++) {
         cge_mem_free(dev, t->values[i].data);
+        free(t->values[i].refs);
+    }
     free(t->values);
     free(t->in_idx);
     free(t->out_idx);
@@ -431,6 +446,133 @@ static bool constants_in_graph(const cge_plan *p)
     return true;
 }
 
+/* Which graph inputs and outputs a caller's buffer can stand in for, and
+ * the kernels' tensors that follow it: the value's memory group (itself,
+ * its views, the values it reuses in place) lies in the arena within the
+ * value's own bytes, from its start, and holds no other graph input or
+ * output, so kernels working there touch nothing else. (The planner never
+ * writes in place into an input's memory, so an input's group is views.) */
+static int32_t root_of(const cge_plan_value *vals, int32_t v)
+{
+    while (vals[v].alias_of >= 0)
+        v = vals[v].alias_of;
+    return v;
+}
+
+static cge_status binding_table(cge__instance *inst)
+{
+    const cge_plan *p = inst->plan;
+    const cge_plan_value *vals = cge_plan_values(p);
+    int32_t nv = cge_plan_num_values(p), ns = cge_plan_num_steps(p);
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        int32_t pv = cge_plan_find_value(p, v->name);
+        v->cur = v->pdata;
+        if (pv < 0 || vals[pv].storage != CGE_STORAGE_ARENA)
+            continue;
+        int32_t root = root_of(vals, pv);
+        const cge_plan_value *rv = &vals[root];
+        bool ok = rv->storage == CGE_STORAGE_ARENA && vals[pv].offset == rv->offset;
+        for (int32_t w = 0; ok && w < nv; w++) {
+            const cge_plan_value *x = &vals[w];
+            if (root_of(vals, w) != root)
+                continue;
+            ok = x->offset >= rv->offset && x->offset + x->bytes <= rv->offset + vals[pv].bytes;
+            /* Another graph input or output in the group, or this one at two
+             * positions, would get this buffer too. */
+            if (ok && w != pv)
+                ok = x->input_index < 0 && x->output_index < 0;
+        }
+        /* Plans made before inputs were kept apart (an older model file)
+         * may write in place into an input's memory: not the caller's. */
+        for (int32_t k = 0; ok && vals[pv].input_index >= 0 && k < ns; k++) {
+            const cge_plan_step *st = inst->steps[k].step;
+            int32_t ip = st->kernel->inplace_input;
+            ok = !(ip >= 0 && ip < st->num_inputs && st->inputs[ip] >= 0 &&
+                   root_of(vals, st->inputs[ip]) == root && st->num_outputs > 0 &&
+                   st->outputs[0] >= 0 && root_of(vals, st->outputs[0]) == root);
+        }
+        int32_t uses = 0;
+        for (int32_t k = 0; ok && k < cge_graph_num_inputs(inst->pg); k++)
+            uses += !strcmp(cge_graph_input(inst->pg, k), v->name);
+        for (int32_t k = 0; ok && k < cge_graph_num_outputs(inst->pg); k++)
+            uses += !strcmp(cge_graph_output(inst->pg, k), v->name);
+        if (!ok || uses != 1)
+            continue;
+        int32_t n = 0;
+        for (int32_t pass = 0; pass < 2; pass++) {
+            if (pass && !(v->refs = malloc(sizeof *v->refs * ((size_t)n + 1))))
+                return oom();
+            for (int32_t k = 0; k < ns; k++) {
+                plan_exec *pe = &inst->steps[k];
+                for (int32_t j = 0; j < pe->step->num_inputs + pe->step->num_outputs; j++) {
+                    bool in = j < pe->step->num_inputs;
+                    int32_t x = in ? pe->step->inputs[j] : pe->step->outputs[j - pe->step->num_inputs];
+                    if (x < 0 || root_of(vals, x) != root)
+                        continue;
+                    if (pass)
+                        v->refs[v->num_refs++] = (struct value_ref){
+                            in ? &pe->ins[j] : &pe->outs[j - pe->step->num_inputs],
+                            vals[x].offset - rv->offset};
+                    else
+                        n++;
+                }
+            }
+        }
+        v->bindable = true;
+    }
+    return CGE_OK;
+}
+
+static void point_value(value *v, void *to)
+{
+    if (v->cur == to)
+        return;
+    for (int32_t r = 0; r < v->num_refs; r++)
+        v->refs[r].t->data = (char *)to + v->refs[r].delta;
+    v->cur = to;
+}
+
+void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
+                                const int32_t *in_pos, int32_t num_inputs,
+                                const cge_tensor *outputs, const int32_t *out_pos,
+                                int32_t num_outputs, bool bind)
+{
+    if (inst->eager || !inst->steps)
+        return;
+    bool moved_any = false;
+    for (int32_t i = 0; i < inst->io.num; i++)
+        inst->io.values[i].bound = false;
+    for (int32_t i = 0; bind && i < num_inputs; i++) {
+        value *v = input_value(&inst->io, in_pos[i]);
+        if (v->bindable && inputs[i].data &&
+            inputs[i].bytes >= cge_tensor_nbytes(v->desc.dtype, &v->desc.shape)) {
+            moved_any |= v->cur != inputs[i].data;
+            point_value(v, inputs[i].data);
+            v->bound = true;
+        }
+    }
+    for (int32_t i = 0; bind && i < num_outputs; i++) {
+        value *v = output_value(&inst->io, out_pos[i]);
+        if (v->bindable && outputs[i].data &&
+            outputs[i].bytes >= cge_tensor_nbytes(v->desc.dtype, &v->desc.shape)) {
+            moved_any |= v->cur != outputs[i].data;
+            point_value(v, outputs[i].data);
+            v->bound = true;
+        }
+    }
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        if (!v->bound && v->cur != v->pdata) {
+            point_value(v, v->pdata);
+            moved_any = true;
+        }
+    }
+    /* A recording holds the addresses it was captured with. */
+    if (moved_any)
+        cge__instance_drop_capture(inst);
+}
+
 static cge_status bind_plan(cge__instance *inst, const void *host_consts,
                             const cge__arena_source *arena)
 {
@@ -515,7 +657,7 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
             st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
         pe->step = s;
     }
-    return st;
+    return st ? st : binding_table(inst);
 }
 
 static void *moved(void *p, const void *from, size_t bytes, void *to)
@@ -537,8 +679,11 @@ void cge__instance_relocate(cge__instance *inst, const void *from, void *to)
             pe->outs[i].data = moved(pe->outs[i].data, from, b, to);
         pe->ctx.workspace = moved(pe->ctx.workspace, from, b, to);
     }
-    for (int32_t i = 0; i < inst->io.num; i++)
-        inst->io.values[i].pdata = moved(inst->io.values[i].pdata, from, b, to);
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        v->pdata = moved(v->pdata, from, b, to);
+        v->cur = moved(v->cur, from, b, to);
+    }
     inst->arena = to;
     cge__instance_drop_capture(inst);
 }
@@ -710,6 +855,8 @@ static cge_status copy_outputs(cge__instance *inst, value_table *t, cge_stream *
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
         const value *v = output_value(t, out_pos[i]);
+        if (plan && v->bound)
+            continue;
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && inst->prof)
             st = profiled_copy(inst, stream, outputs[i].data, plan ? v->pdata : v->data, need,
@@ -728,6 +875,8 @@ static cge_status copy_inputs(cge__instance *inst, value_table *t, cge_stream *s
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < n; i++) {
         value *v = input_value(t, in_pos[i]);
+        if (plan && v->bound)
+            continue;
         size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
         if (need && (plan ? v->pdata != NULL : v->bytes >= need) && inst->prof)
             st = profiled_copy(inst, stream, plan ? v->pdata : v->data, inputs[i].data, need,
@@ -894,7 +1043,7 @@ static cge_status copy_inputs_now(cge__instance *inst, const cge_tensor *inputs,
     for (int32_t i = 0; !st && i < num_inputs; i++) {
         value *v = input_value(&inst->io, in_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-        if (need && v->pdata)
+        if (need && v->pdata && !v->bound)
             st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
     }
     return st;
@@ -907,7 +1056,7 @@ static cge_status copy_outputs_now(cge__instance *inst, cge_tensor *outputs,
     for (int32_t i = 0; !st && i < num_outputs; i++) {
         const value *v = output_value(&inst->io, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-        if (need)
+        if (need && !v->bound)
             st = cge_memcpy(inst->dev, outputs[i].data, v->pdata, need, CGE_MEMCPY_DEVICE_TO_HOST);
     }
     return st;

@@ -54,6 +54,16 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
                             const int32_t *out_pos, int32_t num_outputs, cge_run_mode mode,
                             bool sync);
 
+/* The caller's buffers stand in for the graph inputs and outputs of the
+ * next run (bind) where the plan allows (see binding_table), so kernels
+ * read and write them with no copy; the others, and every one without
+ * bind, are the plan's own and copied. A change of addresses drops the
+ * recording (captured again at the next replay). */
+void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
+                                const int32_t *in_pos, int32_t num_inputs,
+                                const cge_tensor *outputs, const int32_t *out_pos,
+                                int32_t num_outputs, bool bind);
+
 /* The compiled graph this instance runs (its plan's). */
 const cge_graph *cge__instance_graph(const cge__instance *inst);
 /* Dtype and shape of graph output `pos` as this instance last computed it. */

@@ -598,7 +598,7 @@ static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *
 static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                       int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
                       cge_stream *stream, bool sync, cge_run_mode want, cge_profile_fn prof,
-                      void *prof_user)
+                      void *prof_user, bool bind_buffers)
 {
     if ((int)want < CGE_RUN_DEFAULT || want > CGE_RUN_REPLAY)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run: invalid run mode %d",
@@ -644,6 +644,9 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
         sync = true;
     }
     if (!st) {
+        /* Before a capture: a recording keeps the addresses it saw. */
+        cge__instance_bind_buffers(inst, inputs, in_pos, num_inputs, outputs, out_pos,
+                                   num_outputs, bind_buffers);
         cge_run_mode mode = resolve_mode(s, e, inst, want, on);
         e->last_mode = mode;
         cge__instance_set_profile(inst, prof, prof_user);
@@ -662,7 +665,7 @@ cge_status cge_session_run_graph(cge_session *s, uint32_t graph_id, const cge_te
                                  int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs)
 {
     return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, NULL, true,
-               CGE_RUN_DEFAULT, NULL, NULL);
+               CGE_RUN_DEFAULT, NULL, NULL, false);
 }
 
 cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
@@ -672,7 +675,7 @@ cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *
     cge_stream *stream = opts ? opts->stream : NULL;
     return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, !stream,
                opts ? opts->mode : CGE_RUN_DEFAULT, opts ? opts->profile : NULL,
-               opts ? opts->profile_user : NULL);
+               opts ? opts->profile_user : NULL, opts && opts->bind_buffers);
 }
 
 cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes)
@@ -712,7 +715,7 @@ cge_status cge_session_run_graph_async(cge_session *s, uint32_t graph_id,
     if (!stream)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "run_graph_async: stream is NULL");
     return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, false,
-               CGE_RUN_DEFAULT, NULL, NULL);
+               CGE_RUN_DEFAULT, NULL, NULL, false);
 }
 
 cge_status cge_session_last_output_desc(const cge_session *s, uint32_t graph_id, int32_t i,
