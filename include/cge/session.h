@@ -33,6 +33,19 @@ const char *cge_run_mode_name(cge_run_mode mode);     /* "eager", ... */
 /* Parse "eager" | "plan" | "replay" | "default"; -1 if unknown. */
 int cge_run_mode_from_name(const char *name);
 
+/* Shape buckets for one symbolic dim (by its name, "batch") whose rows are
+ * independent, so that padding it changes no real row: a run's size is
+ * rounded up to the next of `sizes` (sizes past the largest run as they
+ * are), its inputs padded with zeros and its outputs cut back, so a few
+ * compiled and captured signatures serve every size (as vLLM's capture
+ * sizes 1, 2, 4, 8, ...). The caller never sees a padded row. Only
+ * synchronous runs pad, and only where every graph output carries the dim. */
+typedef struct cge_dim_buckets {
+    const char *dim;
+    const int64_t *sizes;
+    int32_t num_sizes;
+} cge_dim_buckets;
+
 typedef struct cge_session_options {
     /* Device to run on; NULL creates a CPU device owned by the session. */
     cge_device *device;
@@ -55,6 +68,9 @@ typedef struct cge_session_options {
     cge_opt_level opt_level;
     /* Streams a plan may spread independent branches over (0: 1). */
     int num_streams;
+    /* Shape buckets (copied at create): see cge_dim_buckets. */
+    const cge_dim_buckets *buckets;
+    int32_t num_buckets;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step

@@ -26,11 +26,18 @@ class TensorDesc(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("dtype", c_enum), ("shape", Shape), ("format", c_enum)]
 
 
+class DimBuckets(ctypes.Structure):
+    # Mirrors cge_dim_buckets (session.h).
+    _fields_ = [("dim", c_char_p), ("sizes", ctypes.POINTER(ctypes.c_int64)),
+                ("num_sizes", c_int32)]
+
+
 class SessionOptions(ctypes.Structure):
     # Mirrors cge_session_options; opt_level 0 is CGE_OPT_DEFAULT.
     _fields_ = [("device", c_void_p), ("num_threads", ctypes.c_int), ("run_mode", c_enum),
                 ("capture_limit", ctypes.c_int), ("opt_level", c_enum),
-                ("num_streams", ctypes.c_int)]
+                ("num_streams", ctypes.c_int), ("buckets", ctypes.POINTER(DimBuckets)),
+                ("num_buckets", c_int32)]
 
 
 class ProfileEvent(ctypes.Structure):

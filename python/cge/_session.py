@@ -138,6 +138,26 @@ def _model_protos():
         fn.restype, fn.argtypes = res, args
 
 
+def _buckets(so, capture_sizes):
+    """Fill so's buckets from {dim: [sizes]}; returns what must stay alive
+    until the session is created (it copies them)."""
+    if not capture_sizes:
+        return None
+    if not isinstance(capture_sizes, dict):
+        raise Error("[session] capture_sizes must be {dim name: [sizes]}", "session",
+                    "CGE_ERR_INVALID_ARG")
+    arr = (_lib.DimBuckets * len(capture_sizes))()
+    keep = [arr]
+    for i, (dim, sizes) in enumerate(capture_sizes.items()):
+        sizes = [int(x) for x in sizes]
+        name = str(dim).encode()
+        vals = (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
+        keep += [name, vals]
+        arr[i].dim, arr[i].sizes, arr[i].num_sizes = name, vals, len(sizes)
+    so.buckets, so.num_buckets = arr, len(capture_sizes)
+    return keep
+
+
 class InferenceSession:
     """Load an ONNX model or a compiled model (.cgm, from `cge compile`; a path or
     the model's bytes) and run it.
@@ -153,11 +173,16 @@ class InferenceSession:
     ``num_threads`` 0 uses $CGE_NUM_THREADS or every core;
     ``opt_level`` 0-3 is the compiler's optimisation level (None: cge's
     default, 3, or $CGE_OPT_LEVEL; a compiled .cgm keeps the level it was
-    compiled at)."""
+    compiled at);
+    ``capture_sizes`` ({dim_param: [sizes]}, e.g. {"batch": [1, 2, 4, 8]})
+    declares symbolic dims whose rows are independent: a run's size is
+    rounded up to the next listed size (inputs padded with zeros, outputs cut
+    back; padded rows are never visible), so a few compiled and captured
+    signatures serve every size."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
                  input_shapes=None, dim_values=None, run_mode=None, num_threads=0, base_dir=None,
-                 opt_level=None, **kwargs):
+                 opt_level=None, capture_sizes=None, **kwargs):
         from . import _ort
         self._session = ctypes.c_void_p()
         self._shape_cache = {}
@@ -220,7 +245,9 @@ class InferenceSession:
                             "session", "CGE_ERR_INVALID_ARG")
             so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0,
                                      0 if opt_level is None else opt_level + 1)
+            held = _buckets(so, capture_sizes)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
+            del held
             _check(lib.cge_session_add_graph(self._session, _GRAPH_ID, graph))
             if self._save_path:
                 self._save_compiled(graph, 0 if opt_level is None else opt_level + 1)

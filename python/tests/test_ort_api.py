@@ -263,3 +263,21 @@ def test_session_options_config_entries():
     assert so.get_session_config_entry("session.load_model_format") == "ONNX"
     assert so.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     assert so.intra_op_num_threads == 0 and not so.enable_profiling
+
+
+def test_capture_sizes_pad_and_cut(model_path):
+    """Declared buckets for the symbolic batch: every size gives the exact
+    rows of a plain session (padded rows never show), and a bad declaration
+    is refused."""
+    plain = ort.InferenceSession(model_path)
+    sess = ort.InferenceSession(model_path, capture_sizes={"N": [2, 4, 8]})
+    rng = np.random.default_rng(3)
+    for n in (1, 3, 2, 5, 8, 11, 1):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        got = sess.run(None, {"x": x})
+        want = plain.run(None, {"x": x})
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.shape[0] == n
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    with pytest.raises(ort.Error, match="not positive"):
+        ort.InferenceSession(model_path, capture_sizes={"N": [0]})

@@ -10,6 +10,7 @@
 #include "cge/op.h"
 #include "cge/session.h"
 #include "ops/kernel_cache.h"
+#include "session/buckets.h"
 #include "session/instance.h"
 
 /* The instances are the session's one plan cache. Inputs and outputs are
@@ -34,6 +35,9 @@ typedef struct graph_entry {
      * in the same memory instead of each keeping its own. */
     void *arena;
     size_t arena_bytes;
+    /* Host memory for padded runs' inputs and outputs (shape buckets). */
+    void *stage;
+    size_t stage_bytes;
     cge_session *session;
     cge__instance *inst[MAX_INSTANCES];
     uint64_t used[MAX_INSTANCES];   /* clock of each instance's last run */
@@ -58,6 +62,7 @@ struct cge_session {
     cge_run_mode mode;      /* default run mode */
     int capture_limit;
     cge_compile_options copts;  /* how instances compile their plans */
+    cge__buckets *buckets;  /* paddable dims' sizes, or NULL */
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
 };
@@ -70,7 +75,12 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     cge_session *s = calloc(1, sizeof *s);
     if (!s)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "session_create: out of memory");
-    cge_status st = CGE_OK;
+    cge_status st = opts ? cge__buckets_create(opts->buckets, opts->num_buckets, &s->buckets)
+                         : CGE_OK;
+    if (st) {
+        free(s);
+        return st;
+    }
     if (opts && opts->device) {
         s->dev = opts->device;
     } else {
@@ -83,6 +93,7 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     if (st) {
         if (s->owns_device)
             cge_device_destroy(s->dev);
+        cge__buckets_destroy(s->buckets);
         free(s);
         return st;
     }
@@ -129,6 +140,7 @@ static void entry_free(graph_entry *e)
     cge__kernel_cache_destroy(e->shared);
     if (e->arena)
         cge_mem_free(e->session->dev, e->arena);
+    free(e->stage);
     if (e->release)
         e->release(e->owner);
     if (!e->plan)
@@ -151,6 +163,7 @@ void cge_session_destroy(cge_session *s)
     cge_stream_destroy(s->stream);
     if (s->owns_device)
         cge_device_destroy(s->dev);
+    cge__buckets_destroy(s->buckets);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -595,6 +608,91 @@ static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *
     return CGE_RUN_REPLAY;
 }
 
+/* A padded run's tensors: inputs at the padded shapes (zeros past the
+ * caller's rows) and outputs at the instance's, in the entry's stage. */
+static cge_status stage_padded(graph_entry *e, cge__instance *inst, const cge_tensor *inputs,
+                               const int32_t *in_pos, int32_t ni, const cge_shape *padded,
+                               const int32_t *out_pos, int32_t no, cge_tensor *pin,
+                               cge_tensor *pout)
+{
+    size_t need = 0;
+    cge_tensor_desc od;
+    for (int32_t i = 0; i < ni; i++)
+        need += (cge_tensor_nbytes(inputs[i].dtype, &padded[in_pos[i]]) + 63) & ~(size_t)63;
+    for (int32_t j = 0; j < no; j++) {
+        cge_status st = cge__instance_output_desc(inst, out_pos[j], &od);
+        if (st)
+            return st;
+        need += (cge_tensor_nbytes(od.dtype, &od.shape) + 63) & ~(size_t)63;
+    }
+    if (need > e->stage_bytes) {
+        void *grown = aligned_alloc(64, need);
+        if (!grown)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY,
+                             "graph %u: out of memory padding a run (%zu bytes)", e->id, need);
+        free(e->stage);
+        e->stage = grown;
+        e->stage_bytes = need;
+    }
+    char *at = e->stage;
+    for (int32_t i = 0; i < ni; i++) {
+        pin[i] = inputs[i];
+        pin[i].shape = padded[in_pos[i]];
+        pin[i].data = at;
+        pin[i].bytes = cge_tensor_nbytes(inputs[i].dtype, &pin[i].shape);
+        cge__copy_box(at, &pin[i].shape, inputs[i].data, &inputs[i].shape,
+                      cge_dtype_size(inputs[i].dtype));
+        at += (pin[i].bytes + 63) & ~(size_t)63;
+    }
+    for (int32_t j = 0; j < no; j++) {
+        cge__instance_output_desc(inst, out_pos[j], &od);
+        pout[j] = (cge_tensor){.name = cge_graph_output(e->g, out_pos[j]), .data = at,
+                               .bytes = cge_tensor_nbytes(od.dtype, &od.shape)};
+        at += (pout[j].bytes + 63) & ~(size_t)63;
+    }
+    return CGE_OK;
+}
+
+/* The caller's outputs from a padded run's: each symbolic dim of an output
+ * back at the size the caller's inputs gave it. */
+static cge_status cut_padded(graph_entry *e, const cge_graph *dg, const cge_shape *shapes,
+                             const cge_tensor *pout, cge_tensor *outputs, const int32_t *out_pos,
+                             int32_t no)
+{
+    char sh[CGE_SHAPE_STR_MAX];
+    for (int32_t j = 0; j < no; j++) {
+        cge_tensor_desc d;
+        cge_graph_get_desc(dg, cge_graph_output(dg, out_pos[j]), &d);
+        cge_shape real = pout[j].shape;
+        for (int32_t k = 0; k < real.rank && k < d.shape.rank; k++) {
+            if (!cge_dim_is_symbol(d.shape.dims[k]))
+                continue;
+            for (int32_t i = 0; i < cge_graph_num_inputs(e->g); i++) {
+                cge_tensor_desc id;
+                cge_graph_get_desc(e->g, cge_graph_input(e->g, i), &id);
+                for (int32_t a = 0; a < id.shape.rank; a++)
+                    if (id.shape.dims[a] == d.shape.dims[k])
+                        real.dims[k] = shapes[i].dims[a];
+            }
+        }
+        outputs[j].dtype = pout[j].dtype;
+        outputs[j].shape = real;
+    }
+    for (int32_t j = 0; j < no; j++) {
+        size_t need = cge_tensor_nbytes(outputs[j].dtype, &outputs[j].shape);
+        if (outputs[j].bytes < need || (need && !outputs[j].data))
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                             "output '%s' is %s %s and needs %zu bytes; the buffer given has "
+                             "%zu%s",
+                             cge_graph_output(e->g, out_pos[j]), cge_dtype_name(outputs[j].dtype),
+                             cge_shape_str(&outputs[j].shape, sh, sizeof sh), need,
+                             outputs[j].bytes, outputs[j].data ? "" : " (data is NULL)");
+        cge__copy_box(outputs[j].data, &outputs[j].shape, pout[j].data, &pout[j].shape,
+                      cge_dtype_size(outputs[j].dtype));
+    }
+    return CGE_OK;
+}
+
 static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                       int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
                       cge_stream *stream, bool sync, cge_run_mode want, cge_profile_fn prof,
@@ -626,9 +724,31 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
         st = bind(e->g, graph_id, false, outputs, num_outputs, out_pos);
     if (!st)
         st = check_inputs(e, inputs, num_inputs, in_pos, shapes);
+    /* Shape buckets: a synchronous run at a paddable size runs at its bucket. */
+    cge_shape *padded = NULL;
+    cge_tensor *pin = NULL, *pout = NULL;
+    bool pad = false;
+    if (!st && s->buckets && (sync || !stream) && !prof && !bind_buffers) {
+        padded = calloc((size_t)ni + 1, sizeof *padded);
+        pin = calloc((size_t)ni + 1, sizeof *pin);
+        pout = calloc((size_t)no + 1, sizeof *pout);
+        if (!padded || !pin || !pout)
+            st = cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "run_graph: out of memory");
+        else
+            pad = cge__buckets_round(s->buckets, e->g, described_graph(e), shapes, padded);
+    }
     cge__instance *inst = NULL;
     if (!st)
+        st = get_instance(s, e, pad ? padded : shapes, &inst);
+    if (!st && pad && cge__instance_value_dependent(inst)) {
+        pad = false;   /* output shapes known only after the run: no padding */
         st = get_instance(s, e, shapes, &inst);
+    }
+    if (!st && pad)
+        st = stage_padded(e, inst, inputs, in_pos, num_inputs, padded, out_pos, num_outputs, pin,
+                          pout);
+    const cge_tensor *run_in = pad ? pin : inputs;
+    cge_tensor *run_out = pad ? pout : outputs;
     if (!st) {
         /* Instances share the arena: this run starts after the last one. */
         cge__instance_after(inst, e->last_inst);
@@ -645,19 +765,24 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     }
     if (!st) {
         /* Before a capture: a recording keeps the addresses it saw. */
-        cge__instance_bind_buffers(inst, inputs, in_pos, num_inputs, outputs, out_pos,
+        cge__instance_bind_buffers(inst, run_in, in_pos, num_inputs, run_out, out_pos,
                                    num_outputs, bind_buffers);
         cge_run_mode mode = resolve_mode(s, e, inst, want, on);
         e->last_mode = mode;
         cge__instance_set_profile(inst, prof, prof_user);
-        st = cge__instance_run(inst, on, inputs, in_pos, num_inputs, outputs, out_pos,
+        st = cge__instance_run(inst, on, run_in, in_pos, num_inputs, run_out, out_pos,
                               num_outputs, mode, sync || !stream);
         cge__instance_set_profile(inst, NULL, NULL);
     }
+    if (!st && pad)
+        st = cut_padded(e, described_graph(e), shapes, pout, outputs, out_pos, num_outputs);
     pthread_mutex_unlock(&e->lock);
     free(in_pos);
     free(out_pos);
     free(shapes);
+    free(padded);
+    free(pin);
+    free(pout);
     return st;
 }
 

@@ -161,6 +161,48 @@ static void test_signatures_share_a_grown_arena(void **state)
     cge_session_destroy(s);
 }
 
+/* Shape buckets: sizes round up to 2, 4 or 8 (inputs padded, outputs cut
+ * back), so seven sizes compile three signatures, and every result equals an
+ * unpadded run's. */
+static void test_buckets_pad_and_cut(void **state)
+{
+    (void)state;
+    static const int64_t sizes[] = {2, 4, 8};
+    cge_dim_buckets b = {.dim = "batch", .sizes = sizes, .num_sizes = 3};
+    cge_session_options so = {.buckets = &b, .num_buckets = 1};
+    cge_session_options plain = {0};
+    cge_session *s = NULL, *r = NULL;
+    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
+    assert_int_equal(cge_session_create(&plain, &r), CGE_OK);
+    cge_graph *g = build(0);
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    assert_int_equal(cge_session_add_graph(r, 1, g), CGE_OK);
+    cge_graph_destroy(g);
+    static const int64_t runs[] = {1, 2, 3, 4, 5, 7, 8, 1};
+    int64_t clones = 0;
+    for (int k = 0; k < 8; k++) {
+        float y[MAXN * NOUT], want[MAXN * NOUT];
+        memset(y, 0x7f, sizeof y);
+        int64_t c0 = cge_graph_clone_count();
+        run(s, runs[k], y);
+        if (k > 0)
+            clones += cge_graph_clone_count() - c0;
+        run(r, runs[k], want);
+        for (int64_t i = 0; i < runs[k] * NOUT; i++)
+            assert_float_equal(y[i], want[i], 1e-5f * (1.0f + (want[i] < 0 ? -want[i] : want[i])));
+    }
+    /* After the first (bucket 2): buckets 4 and 8 compiled, nothing else. */
+    assert_int_equal(clones, 2);
+    cge_session_destroy(s);
+    cge_session_destroy(r);
+    /* Bad declarations are refused at create. */
+    static const int64_t zero[] = {0};
+    cge_dim_buckets bad = {.dim = "batch", .sizes = zero, .num_sizes = 1};
+    so.buckets = &bad;
+    assert_int_equal(cge_session_create(&so, &s), CGE_ERR_INVALID_ARG);
+    assert_non_null(strstr(cge_last_error(), "[session]"));
+}
+
 /* A size given where the graph fixes a dim is refused before any run. */
 static void test_wrong_static_dim_is_refused(void **state)
 {
@@ -185,6 +227,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_compile_serves_every_batch),
         cmocka_unit_test(test_signatures_share_a_grown_arena),
+        cmocka_unit_test(test_buckets_pad_and_cut),
         cmocka_unit_test(test_wrong_static_dim_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
