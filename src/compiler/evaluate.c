@@ -17,8 +17,11 @@ static cge_status ensure_device(cc_ctx *ctx)
             return st;
         ctx->own_dev = true;
     }
+    /* Immediate: each fold runs on this thread as it is launched, with no
+     * worker to wake and wait for per node (folding a graph's shape
+     * computations is hundreds of tiny kernels). */
     if (!ctx->stream)
-        return cge_stream_create(ctx->dev, &ctx->stream);
+        return cge_stream_create_immediate(ctx->dev, &ctx->stream);
     return CGE_OK;
 }
 
