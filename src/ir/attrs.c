@@ -37,38 +37,6 @@ void *cge__ir_aligned_copy(const void *data, size_t bytes)
     return p;
 }
 
-/* A shared block is a 64-byte header holding the count, then the data. */
-#define SHARED_HEADER 64
-
-void *cge__ir_shared_copy(const void *data, size_t bytes)
-{
-    size_t size = bytes ? bytes : 1;
-    if (size > SIZE_MAX - 127)
-        return NULL;
-    size = ((size + 63) & ~(size_t)63) + SHARED_HEADER;
-    char *p = aligned_alloc(64, size);
-    if (!p)
-        return NULL;
-    __atomic_store_n((int64_t *)p, 1, __ATOMIC_RELAXED);
-    if (bytes)
-        memcpy(p + SHARED_HEADER, data, bytes);
-    return p + SHARED_HEADER;
-}
-
-void *cge__ir_shared_ref(void *data)
-{
-    if (data)
-        __atomic_fetch_add((int64_t *)((char *)data - SHARED_HEADER), 1, __ATOMIC_RELAXED);
-    return data;
-}
-
-void cge__ir_shared_unref(void *data)
-{
-    if (data &&
-        __atomic_sub_fetch((int64_t *)((char *)data - SHARED_HEADER), 1, __ATOMIC_ACQ_REL) == 0)
-        free((char *)data - SHARED_HEADER);
-}
-
 static cge_status attr_error(const cge_attrs *a, const char *attr, cge_status st, const char *what)
 {
     if (a && a->owner)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/shared_block.h"
 #include "ir/graph_internal.h"
 
 #define NONE_STR ""
@@ -68,7 +69,7 @@ void cge_graph_destroy(cge_graph *g)
         node_free(g->nodes[i]);
     free(g->nodes);
     for (int32_t i = 0; i < g->num_consts; i++) {
-        cge__ir_shared_unref(g->consts[i]->t.data);
+        cge__block_unref(g->consts[i]->t.data);
         free(g->consts[i]);
     }
     free(g->consts);
@@ -230,14 +231,14 @@ cge_status cge_graph_add_constant(cge_graph *g, const char *name, cge_dtype dtyp
     cge__ir_const *c = calloc(1, sizeof *c);
     if (!c)
         return oom("adding constant", name);
-    c->t.data = cge__ir_shared_copy(data, bytes);
+    c->t.data = cge__block_new(data, bytes);
     int32_t idx = -1;
     if (!c->t.data)
         st = oom("copying constant", name);
     else
         st = value_intern(g, name, &idx);
     if (st != CGE_OK) {
-        cge__ir_shared_unref(c->t.data);
+        cge__block_unref(c->t.data);
         free(c);
         return st;
     }
@@ -634,7 +635,7 @@ static cge_status clone_into(const cge_graph *g, cge_graph *c)
             return oom("cloning graph", g->name);
         *k = *src;
         k->t.name = c->values[src->value].name;
-        k->t.data = cge__ir_shared_ref(src->t.data);
+        k->t.data = cge__block_ref(src->t.data);
         c->consts[c->num_consts++] = k;
     }
 

@@ -55,8 +55,9 @@ typedef struct cge__ir_value {
 
 typedef struct cge__ir_const {
     int32_t value;
-    cge_tensor t;          /* t.name is the value's name; t.data 64-byte aligned, a
-                              shared block (cge__ir_shared_*): clones share it */
+    cge_tensor t;          /* t.name is the value's name; t.data a shared block
+                              (base/shared_block.h): immutable, clones share it, so
+                              a compile's copy of the graph copies no weights */
     bool removed;          /* detached by cge_graph_remove_constant, dropped by compact */
 } cge__ir_const;
 
@@ -136,13 +137,7 @@ CGE_IR_HIDDEN void cge__ir_attrs_release(cge_attrs *a);
 CGE_IR_HIDDEN cge_status cge__ir_attrs_copy(cge_attrs *dst, const cge_attrs *src);
 /* 64-byte aligned copy of `bytes` bytes (a valid pointer even for 0 bytes). */
 CGE_IR_HIDDEN void *cge__ir_aligned_copy(const void *data, size_t bytes);
-/* Constant data, immutable once made and shared between a graph and its
- * clones by reference count (so that a compile's private copy of the graph
- * costs no copy of the weights, and every plan made from one graph reads the
- * same bytes). 64-byte aligned; never NULL for 0 bytes. */
-CGE_IR_HIDDEN void *cge__ir_shared_copy(const void *data, size_t bytes);
-CGE_IR_HIDDEN void *cge__ir_shared_ref(void *data);
-CGE_IR_HIDDEN void cge__ir_shared_unref(void *data);
+
 
 /* Kahn's algorithm shared by verify and topo order; writes a [graph] error
  * with the cycle path when there is one. */

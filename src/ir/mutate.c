@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/shared_block.h"
 #include "ir/graph_internal.h"
 
 static cge_status bad_arg(const char *fn, const char *what)
@@ -221,7 +222,7 @@ cge_status cge_graph_remove_constant(cge_graph *g, const char *name)
                          g->name, name);
     cge__ir_value *v = &g->values[id];
     cge__ir_const *c = g->consts[v->def];
-    cge__ir_shared_unref(c->t.data);
+    cge__block_unref(c->t.data);
     c->t.data = NULL;
     c->t.bytes = 0;
     c->removed = true;
@@ -260,7 +261,7 @@ cge_status cge_graph_compact(cge_graph *g)
     for (int32_t i = 0; i < g->num_consts; i++) {
         cge__ir_const *c = g->consts[i];
         if (c->removed) {
-            cge__ir_shared_unref(c->t.data);
+            cge__block_unref(c->t.data);
             free(c);
             continue;
         }

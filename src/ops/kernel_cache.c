@@ -3,13 +3,12 @@
  * address ranges whose bytes stay put for the cache's life. */
 #include "ops/kernel_cache.h"
 
+#include "base/shared_block.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A block is a 64-byte header holding its count, then the data. */
-#define HEADER 64
 
 typedef struct entry {
     const void *src;
@@ -131,35 +130,12 @@ static uint64_t hash_key(const void *src, const void *key, size_t n)
     return h;
 }
 
-static void *block_new(size_t bytes)
-{
-    size_t size = bytes ? bytes : 1;
-    if (size > SIZE_MAX - 2 * HEADER)
-        return NULL;
-    size = ((size + 63) & ~(size_t)63) + HEADER;
-    char *p = aligned_alloc(64, size);
-    if (!p)
-        return NULL;
-    __atomic_store_n((int64_t *)p, 1, __ATOMIC_RELAXED);
-    return p + HEADER;
-}
-
-static void *block_ref(void *b)
-{
-    __atomic_fetch_add((int64_t *)((char *)b - HEADER), 1, __ATOMIC_RELAXED);
-    return b;
-}
-
-void cge_kernel_shared_release(void *block)
-{
-    if (block && __atomic_sub_fetch((int64_t *)((char *)block - HEADER), 1, __ATOMIC_ACQ_REL) == 0)
-        free((char *)block - HEADER);
-}
+void cge_kernel_shared_release(void *block) { cge__block_unref(block); }
 
 static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
                        cge_status (*fill)(void *, void *), void *user, void **out)
 {
-    void *b = block_new(bytes);
+    void *b = cge__block_new(NULL, bytes);
     if (!b)
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "prepared constant data (%zu bytes): out of memory",
                                 bytes);
@@ -196,7 +172,7 @@ cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, con
         entry *e = &c->entries[i];
         if (e->hash == h && e->src == src && e->bytes == bytes && e->key_bytes == key_bytes &&
             (!key_bytes || !memcmp(e->key, key, key_bytes))) {
-            *out = block_ref(e->block);
+            *out = cge__block_ref(e->block);
             __atomic_fetch_add(&shared_count, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&c->lock);
             return CGE_OK;
@@ -223,7 +199,7 @@ cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, con
         if (key_bytes)
             memcpy(k, key, key_bytes);
         c->entries[c->num++] = (entry){src, h, k, key_bytes, bytes, b};
-        *out = block_ref(b);
+        *out = cge__block_ref(b);
     } else {
         free(k);
     }
