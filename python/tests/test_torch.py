@@ -66,8 +66,8 @@ def test_multiple_outputs_and_modes():
         assert c.last_run_modes() == [mode]
     with pytest.raises(ValueError, match="mode"):
         cge.torch.compile(m, (x,), mode="fast")
-    with pytest.raises(NotImplementedError, match="dynamic=True"):
-        cge.torch.compile(m, (x,), dynamic=True)
+    with pytest.raises(TypeError, match="dynamic is False, True or a dict"):
+        cge.torch.compile(m, (x,), dynamic="batch")
 
 
 def erfinv_model(x):

@@ -1,7 +1,8 @@
 # Converters from aten ops (as make_fx traces them) onto cge operators: every
 # op of resnet18, mobilenet_v2 and nn.TransformerEncoder, and the common
 # elementwise, shape and reduction ops around them. Converters map; they never
-# compute (shapes they need come from the traced node or the cge values).
+# compute (shapes they need come from the traced node or the cge values; under
+# compile(dynamic=...), sizes that vary come from the runtime shapes).
 import operator
 
 import numpy as np
@@ -64,13 +65,15 @@ def _identity(ctx, node, x, *args, **kwargs):
 @register_converter(*filter(None, [_opt(n) for n in (
     "view", "_reshape_alias", "reshape", "_unsafe_view", "flatten.using_ints", "view_copy")]))
 def _reshape(ctx, node, x, *args, **kwargs):
-    return ctx.op("Reshape", data=x, shape=ctx.ints(ctx.out_shape()))
+    return ctx.op("Reshape", data=x, shape=ctx.shape_value(ctx.out_dims(), like=[x],
+                                                           infer_one=True))
 
 
 @register_converter(*filter(None, [_opt(n) for n in (
     "squeeze.dim", "squeeze", "unsqueeze", "squeeze.dims")]))
 def _squeeze(ctx, node, x, *args):
-    return ctx.op("Reshape", data=x, shape=ctx.ints(ctx.out_shape()))
+    return ctx.op("Reshape", data=x, shape=ctx.shape_value(ctx.out_dims(), like=[x],
+                                                           infer_one=True))
 
 
 @register_converter(aten.t.default)
@@ -97,7 +100,13 @@ def _permute(ctx, node, x, dims):
 
 @register_converter(aten.expand.default)
 def _expand(ctx, node, x, size, implicit=False):
-    return ctx.op("Expand", input=x, shape=ctx.ints(ctx.out_shape()))
+    dims = ctx.out_dims()
+    if any(ctx.is_sym(d) for d in dims):
+        # Where x already has the size, Expand's 1 keeps it (whatever it is).
+        xd = ctx.dims_of(node.args[0])
+        off = len(dims) - len(xd)
+        dims = [1 if i >= off and xd[i - off] == d else d for i, d in enumerate(dims)]
+    return ctx.op("Expand", input=x, shape=ctx.shape_value(dims, like=[x]))
 
 
 @register_converter(aten.cat.default)
@@ -117,12 +126,22 @@ def _stack(ctx, node, tensors, dim=0):
 @register_converter(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(ctx, node, x, split, dim=0):
     d = _axis(dim, ctx.rank(x))
-    n = x.shape[d]
-    if isinstance(split, int):
-        sizes = [split] * (n // split) + ([n % split] if n % split else [])
+    metas = node.meta.get("tensor_meta")
+    if isinstance(metas, (tuple, list)):    # the traced pieces
+        sizes = [ctx.out_dims(k)[d] for k in range(len(metas))]
     else:
-        sizes = list(split)
-    outs = ctx.op("Split", input=x, split=ctx.ints(sizes), axis=d, outputs=len(sizes))
+        n = ctx.dims_of(node.args[0])[d]
+        if isinstance(split, int):
+            sizes = [split] * (n // split) + ([n % split] if n % split else [])
+        else:
+            sizes = list(split)
+    if any(ctx.is_sym(s) for s in sizes):
+        if not all(s == sizes[0] for s in sizes):
+            raise ctx.not_expressible("a split into unequal pieces of a varying dim", sizes)
+        # Equal pieces of a varying dim: Split without sizes splits evenly.
+        outs = ctx.op("Split", input=x, axis=d, outputs=len(sizes))
+    else:
+        outs = ctx.op("Split", input=x, split=ctx.ints(sizes), axis=d, outputs=len(sizes))
     return outs if isinstance(outs, tuple) else (outs,)
 
 
@@ -131,6 +150,17 @@ def _slice(ctx, node, x, dim=0, start=None, end=None, step=1):
     d = _axis(dim, ctx.rank(x))
     start = 0 if start is None else start
     end = INT64_MAX if end is None or end > INT64_MAX else end
+    if ctx.dynamic:
+        size = ctx.dims_of(node.args[0])[d]
+        if len(node.args) > 2 and node.args[2] is not None:
+            start = ctx.literal(lambda n: n.args[2])
+        if len(node.args) > 3 and node.args[3] is not None and end != INT64_MAX:
+            end = ctx.literal(lambda n: min(n.args[3], INT64_MAX))
+            if ctx.is_sym(end) and end == size:
+                end = INT64_MAX             # x[:n] with n = x's size: to the end
+        return ctx.op("Slice", data=x, starts=ctx.dim_value(start, like=[x]),
+                      ends=ctx.dim_value(end, like=[x]), axes=ctx.ints([d]),
+                      steps=ctx.ints([step]))
     return ctx.op("Slice", data=x, starts=ctx.ints([start]), ends=ctx.ints([end]),
                   axes=ctx.ints([d]), steps=ctx.ints([step]))
 
@@ -307,7 +337,7 @@ def _batch_norm(ctx, node, x, w, b, mean, var, *rest):
     eps = rest[-1]
     if training:
         raise ctx.error("batch normalisation in training mode (call module.eval())")
-    c = x.shape[1]
+    c = ctx.dims_of(node.args[0])[1]
     w = w if w is not None else ctx.const(np.ones(c), like=x)
     b = b if b is not None else ctx.const(np.zeros(c), like=x)
     y = ctx.op("BatchNormalization", X=x, scale=w, B=b, input_mean=mean, input_var=var,
@@ -346,10 +376,10 @@ def _avg_pool(ctx, node, x, kernel, stride=(), padding=0, ceil_mode=False,
 
 @register_converter(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def _adaptive_avg_pool(ctx, node, x, size):
-    h, w = x.shape[2], x.shape[3]
     oh, ow = _pair(size, 2)
     if (oh, ow) == (1, 1):
         return ctx.op("GlobalAveragePool", X=x)
+    h, w = (int(v) for v in ctx.dims_of(node.args[0])[2:4])
     if h % oh or w % ow:
         raise ctx.error("adaptive pooling from %dx%d to %dx%d (not a whole stride)"
                         % (h, w, oh, ow))
@@ -389,3 +419,4 @@ register_converter(aten.amax.default)(_reduce("ReduceMax"))
 def _reduce_all(ctx, node, x, dtype=None):
     op_type = "ReduceMean" if node.target is aten.mean.default else "ReduceSum"
     return _reduce(op_type)(ctx, node, x, None, False, dtype)
+
