@@ -8,7 +8,7 @@ import operator
 import numpy as np
 import torch
 
-from ._registry import Missing, cge_dtype, register_converter
+from ._registry import Missing, cge_dtype, register_converter, torch_dtype
 
 aten = torch.ops.aten
 INT64_MAX = 2 ** 63 - 1
@@ -189,6 +189,15 @@ def _binary(op_type):
     def conv(ctx, node, a, b, alpha=1):
         like = a if not isinstance(a, (int, float, bool)) else b
         a, b = _scalar(ctx, a, like), _scalar(ctx, b, like)
+        if a.dtype_code != b.dtype_code:
+            # PyTorch promotes mixed dtypes (float + int64): cge's operators
+            # take one dtype, so both go to the promoted one first.
+            tm = node.meta.get("tensor_meta")
+            to = cge_dtype(tm.dtype) if op_type in ("Add", "Sub", "Mul", "Div") and \
+                hasattr(tm, "dtype") else cge_dtype(torch.promote_types(
+                    torch_dtype(a.dtype_code), torch_dtype(b.dtype_code)))
+            a, b = (v if v.dtype_code == to else ctx.op("Cast", input=v, to=to) for v in (a, b))
+            like = a
         if alpha != 1:
             b = ctx.op("Mul", A=b, B=ctx.const(alpha, like=like))
         return ctx.op(op_type, A=a, B=b)
@@ -420,3 +429,75 @@ def _reduce_all(ctx, node, x, dtype=None):
     op_type = "ReduceMean" if node.target is aten.mean.default else "ReduceSum"
     return _reduce(op_type)(ctx, node, x, None, False, dtype)
 
+
+# ---- tensors made from sizes (masks, positions) --------------------------------------
+# Under compile(dynamic=...) their sizes may vary: they come from the runtime
+# shapes (shape_value / dim_value), so a causal mask of the sequence length
+# needs no graph break.
+
+def _np_dtype(node):
+    dt = node.meta["tensor_meta"].dtype
+    if dt == torch.bfloat16:
+        raise ValueError("bfloat16 fills")  # pragma: no cover - numpy has no bfloat16
+    return torch.empty(0, dtype=dt).numpy().dtype
+
+
+def _fill(ctx, node, value, like=()):
+    dt = _np_dtype(node)
+    return ctx.op("ConstantOfShape", input=ctx.shape_value(ctx.out_dims(), like=like),
+                  value=np.asarray([value], dtype=dt))
+
+
+@register_converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
+def _arange(ctx, node, *nums, dtype=None, layout=None, device=None, pin_memory=None):
+    nums = list(nums)
+    bounds = [0, nums[0], 1] if len(nums) == 1 else nums + [1] * (3 - len(nums))
+    pos = [None, 0, None] if len(nums) == 1 else list(range(len(nums))) + [None] * (3 - len(nums))
+    dt = _np_dtype(node)
+    vals = []
+    for v, p in zip(bounds, pos):
+        if p is not None and isinstance(v, int) and not isinstance(v, bool):
+            v = ctx.literal(lambda n, p=p: n.args[p])
+        if ctx.is_sym(v):
+            s = ctx.op("Reshape", data=ctx.dim_value(v), shape=ctx.ints([]))
+            vals.append(s if dt == np.int64 else ctx.op("Cast", input=s, to=cge_dtype(
+                node.meta["tensor_meta"].dtype)))
+        else:
+            vals.append(ctx.const(np.asarray(v, dtype=dt)))
+    return ctx.op("Range", start=vals[0], limit=vals[1], delta=vals[2])
+
+
+@register_converter(aten.full.default)
+def _full(ctx, node, size, fill_value, **kwargs):
+    return _fill(ctx, node, fill_value)
+
+
+@register_converter(aten.zeros.default, aten.ones.default)
+def _zeros_ones(ctx, node, size, **kwargs):
+    return _fill(ctx, node, 0 if node.target is aten.zeros.default else 1)
+
+
+@register_converter(aten.full_like.default)
+def _full_like(ctx, node, x, fill_value, **kwargs):
+    return _fill(ctx, node, fill_value, like=[x])
+
+
+@register_converter(aten.zeros_like.default, aten.ones_like.default)
+def _zeros_ones_like(ctx, node, x, **kwargs):
+    return _fill(ctx, node, 0 if node.target is aten.zeros_like.default else 1, like=[x])
+
+
+@register_converter(aten.new_zeros.default, aten.new_ones.default)
+def _new_zeros_ones(ctx, node, x, size, **kwargs):
+    return _fill(ctx, node, 0 if node.target is aten.new_zeros.default else 1, like=[x])
+
+
+@register_converter(aten.new_full.default)
+def _new_full(ctx, node, x, size, fill_value, **kwargs):
+    return _fill(ctx, node, fill_value, like=[x])
+
+
+@register_converter(aten.triu.default, aten.tril.default)
+def _triu(ctx, node, x, diagonal=0):
+    return ctx.op("Trilu", input=x, k=ctx.const(np.int64(diagonal)),
+                  upper=int(node.target is aten.triu.default))
