@@ -557,6 +557,7 @@ class CompiledModule:
         self.recompiles = 0
         self.eager_calls = 0
         self._warned = False
+        self._warned_notes = set()
         self._lock = threading.Lock()
         self._compile(list(example_inputs))
 
@@ -596,8 +597,11 @@ class CompiledModule:
         kept = spec.symbols if spec is not None else []
         if not auto:
             for s, why in notes:
-                warnings.warn("cge.torch.compile(dynamic=...): " + why, RuntimeWarning,
-                              stacklevel=4)
+                key = tuple(s.dims)     # once per module and dims, not per recompile
+                if key not in self._warned_notes:
+                    self._warned_notes.add(key)
+                    warnings.warn("cge.torch.compile(dynamic=...): " + why, RuntimeWarning,
+                                  stacklevel=4)
         c.dynamic_notes = [why for _, why in notes]
         c.dynamic_dims = {}
         for s in kept:
