@@ -368,17 +368,17 @@ static int parse_sweep(const cli_opts *o, cge_session *s, sweep *w)
     w->shapes = calloc(MAX_SWEEP, sizeof *w->shapes);
     if (!w->shapes)
         return cli_fail("bench", "out of memory");
-    bool named = false, listed = false;
+    bool per_input = false, per_symbol = false;
     for (int j = 0; j < o->num_sweeps; j++) {
         const char *v = o->sweeps[j];
-        bool is_list = strchr(v, ':') == NULL && strchr(v, '=') != NULL;
-        named |= !is_list;
-        listed |= is_list;
+        bool sym = strchr(v, ':') == NULL && strchr(v, '=') != NULL;
+        per_input |= !sym;
+        per_symbol |= sym;
     }
-    if (named && listed)
+    if (per_input && per_symbol)
         return cli_usage("bench", "--shapes: give either sizes per input (NAME:D0,D1;...) or "
                                   "values of symbolic dims (SYMBOL=N1,N2,...), not both");
-    if (named) {
+    if (per_input) {
         for (int j = 0; j < o->num_sweeps; j++) {
             const char *p = o->sweeps[j];
             while (*p) {

@@ -148,8 +148,8 @@ def request(dynamic, module, example_inputs):
         dims = groups[key]
         sizes = {int(example_inputs[i].shape[d]) for i, d in dims}
         if len(sizes) > 1:
-            raise ValueError("cge.torch.compile: the dims named %r have different example "
-                             "sizes (%s)" % (key[1], sorted(sizes)))
+            raise ValueError("cge.torch.compile: the dims named %r have different sizes (%s) "
+                             "in these inputs" % (key[1], sorted(sizes)))
         symbols.append(Symbol(key[1] if key[0] == "name" else None, dims, sizes.pop()))
     used = {s.name for s in symbols if s.name}
     k = 0
