@@ -38,7 +38,7 @@ static const char inspect_help[] =
     "                             engines, streams, weight_bytes, arena_bytes,\n"
     "                             lower_bound_bytes, naive_bytes, ...)\n"
     "  --verify                   .cgm: also check the weights' checksum\n"
-    "  --input-shape NAME:D0,D1   (.onnx) fix an input's shape\n"
+    "  --input-shape NAME:D0,D1   (.onnx) set an input's shape (a dim may be a name)\n"
     "  --opt-level 0-3, --disable-pass NAME, --streams N, --custom-op-lib LIB.so\n";
 
 static const char dot_help[] =

@@ -22,7 +22,8 @@ static const char run_help[] =
     "  --mode eager|plan|replay   run mode (default: replay where possible)\n"
     "  --seed N                   seed of the random inputs (default 0)\n"
     "  --threads N                compute threads (default: all cores)\n"
-    "  --input-shape NAME:D0,D1   (.onnx) fix an input's shape\n"
+    "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
+    "                             name (ids:1,batch: symbolic)\n"
     "  --opt-level 0-3, --streams N, --custom-op-lib LIB.so\n"
     "\n"
     ".npy: every cge dtype; bfloat16 is read and written as '<u2' (its bits).\n";
@@ -53,7 +54,9 @@ static const char bench_help[] =
     "                             repeats; other symbolic dims are 1).\n"
     "                             Repeatable; sizes repeat as given (1,2,1 runs\n"
     "                             size 1 again: cached).\n"
-    "  --input NAME=FILE.npy, --seed N, --input-shape NAME:D0,D1, --opt-level 0-3,\n"
+    "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
+    "                             name (ids:1,batch: a symbol for --shapes)\n"
+    "  --input NAME=FILE.npy, --seed N, --opt-level 0-3,\n"
     "  --streams N, --custom-op-lib LIB.so\n";
 
 static const char profile_help[] =
