@@ -290,3 +290,15 @@ def test_bad_dynamic_arguments():
     with pytest.raises(ValueError, match="different sizes"):
         cge.torch.compile(lambda a, b: a + b.sum(), (x, torch.randn(3)),
                           dynamic={0: {0: "n"}, 1: {0: "n"}})
+
+
+def test_select_keeps_rank():
+    # A rank-0 constant (select's index) stays rank 0: the output has the
+    # traced rank at every size (the builder once made it [1]).
+    b = cge.GraphBuilder("scalar")
+    assert b.constant(np.float32(3)).shape == ()
+    f = lambda x: x[:, 0] * 2  # noqa: E731
+    c = cge.torch.compile(f, (torch.randn(3, 7, 4),), fullgraph=True, dynamic=True)
+    for shape in ((3, 7, 4), (1, 2, 4), (5, 9, 2), (2, 1, 1), (4, 3, 8)):
+        check(c, f, torch.randn(*shape))
+    assert c.recompiles == 0
