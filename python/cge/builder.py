@@ -383,7 +383,8 @@ class GraphBuilder:
 
     def constant(self, value, dtype=None, name=None):
         """A constant from an array-like (copied)."""
-        a = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+        a = np.asarray(value, dtype=dtype)
+        a = np.ascontiguousarray(a) if a.ndim else a.copy()  # ascontiguousarray makes rank >= 1
         h = lib.cge_es_constant(self._b, name.encode() if name else None,
                                 numpy_to_dtype(a.dtype), _make_shape(a.shape),
                                 a.ctypes.data if a.nbytes else None)
@@ -452,7 +453,8 @@ class GraphBuilder:
             keep.extend([bs, arr])
             a.strings, a.n = arr, len(bs)
         elif kind == ATTR_TENSOR:
-            t = np.ascontiguousarray(np.asarray(value))
+            t = np.asarray(value)
+            t = np.ascontiguousarray(t) if t.ndim else t.copy()
             tt = _lib.Tensor(None, numpy_to_dtype(t.dtype), _make_shape(t.shape),
                              t.ctypes.data if t.nbytes else None, t.nbytes)
             keep.extend([t, tt])

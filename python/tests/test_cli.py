@@ -115,7 +115,7 @@ def test_compile_and_its_bad_arguments(mlp, tmp_path):
     assert "give -o" in err
     _, err = cge("compile", tmp_path / "missing.onnx", "-o", out, rc=1)
     assert "[io]" in err and "missing.onnx" in err
-    for bad in ("x:2,a", "x", "x:-1,4", ":2,4", "x:1,2,3,4,5,6,7,8,9"):
+    for bad in ("x:2,3a", "x:2,-a", "x", "x:-1,4", ":2,4", "x:1,2,3,4,5,6,7,8,9", "x:2,,4"):
         _, err = cge("compile", mlp, "-o", out, "--input-shape", bad, rc=2)
         assert "--input-shape" in err
     _, err = cge("compile", mlp, "-o", out, "--opt-level", "7", rc=2)
@@ -137,6 +137,29 @@ def test_compile_and_its_bad_arguments(mlp, tmp_path):
     dump = tmp_path / "dump"
     cge("compile", mlp, "-o", out, "--input-shape", "x:2,4", "--dump", dump)
     assert any(n.endswith("_infer.dot") for n in os.listdir(dump))
+
+
+def test_compile_refuses_symbolic_dims_saying_why(mlp, tmp_path):
+    """A .cgm (model format 1) records fixed shapes: a dim left symbolic, by the
+    model (dim_param) or by --input-shape NAME:D0,batch, is refused before
+    compiling, naming the input and dims and what to do instead."""
+    out = tmp_path / "m.cgm"
+    for args, shown in (((), "'x' [batch,4]"), (("--input-shape", "x:batch,4"), "'x' [batch,4]"),
+                        (("--input-shape", "x:n,4"), "'x' [n,4]")):
+        _, err = cge("compile", mlp, "-o", out, *args, rc=1)
+        assert err.startswith("cge compile: [io] %s: the inputs keep dims that are not sizes "
+                              "(%s)" % (mlp, shown)), err
+        assert "cannot hold a plan for symbolic dims yet" in err
+        assert "--input-shape" in err and "cge bench --shapes" in err
+        assert not out.exists()
+    _, err = cge("compile", mlp, "-o", out, "--input-shape", "nope:batch,4", rc=1)
+    assert "--input-shape names 'nope', which is not an input of the model" in err
+    # Sizes for every dim still compile.
+    cge("compile", mlp, "-o", out, "--input-shape", "x:5,4")
+    assert out.read_bytes()[:8] == b"CGEMODEL"
+    # inspect (which compiles) says which inputs need sizes.
+    _, err = cge("inspect", mlp, rc=1)
+    assert "inputs with dims that are not sizes: 'x' [batch,4]" in err
 
 
 # ---- run ------------------------------------------------------------------------------
@@ -278,6 +301,86 @@ def test_bench(mlp, mlp_cgm):
         cge("bench", mlp_cgm, *bad, rc=2)
     _, err = cge("bench", "/nonexistent.cgm", rc=1)
     assert "[io]" in err
+
+
+@pytest.fixture(scope="module")
+def add2(tmp_path_factory):
+    """z = x + y, both [batch, seq]."""
+    d = tmp_path_factory.mktemp("cli_add2")
+    g = helper.make_graph(
+        [helper.make_node("Add", ["x", "y"], ["z"])], "add2",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", "seq"])])
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+                 d / "add2.onnx")
+
+
+SWEEP_KEYS = {"model", "format", "threads", "import_ms", "prepare_ms", "iterations", "warmup",
+              "total_ms", "sizes"}
+SIZE_KEYS = {"inputs", "mode", "first_run_ms", "min_ms", "p50_ms", "p90_ms", "runs",
+             "first_over_p50"}
+
+
+def test_bench_shapes_sweeps_sizes_in_one_session(mlp, add2):
+    out, _ = cge("bench", "--help")
+    assert "--shapes SIZES" in out and "SYMBOL=N1,N2,..." in out
+    out, _ = cge("bench", mlp, "--shapes", "batch=1,2,4,2", "--iterations", 4, "--warmup", 1,
+                 "--json", "--threads", 1)
+    r = json.loads(out)
+    assert SWEEP_KEYS <= set(r) and r["format"] == "onnx" and r["iterations"] == 4
+    assert [s["inputs"] for s in r["sizes"]] == [{"x": [b, 4]} for b in (1, 2, 4, 2)]
+    for s in r["sizes"]:
+        assert SIZE_KEYS <= set(s) and s["runs"] == 4 and s["mode"] == "replay"
+        assert 0 < s["min_ms"] <= s["p50_ms"] <= s["p90_ms"] and s["first_run_ms"] > 0
+    # The table: one row per size, first run and steady latency.
+    out, _ = cge("bench", mlp, "--shapes", "x:1,4; x:3,4", "--iterations", 2)
+    lines = out.splitlines()
+    assert "2 size(s) in one session" in lines[0]
+    assert lines[1].split() == ["size", "mode", "first", "run", "ms", "p50", "ms", "p90", "ms",
+                                "first/p50"]
+    assert lines[2].split()[:2] == ["x:1,4", "replay"] and lines[3].split()[0] == "x:3,4"
+    assert "first run: the first run at that size" in lines[4]
+    # Two symbols: zipped, a single value repeated; an input not given takes
+    # its symbolic dims from one that is.
+    out, _ = cge("bench", add2, "--shapes", "batch=2", "--shapes", "seq=1,5,7", "--json",
+                 "--iterations", 1)
+    assert [s["inputs"] for s in json.loads(out)["sizes"]] == [
+        {"x": [2, s], "y": [2, s]} for s in (1, 5, 7)]
+    out, _ = cge("bench", add2, "--shapes", "x:2,3;x:4,1 y:4,1", "--json", "--iterations", 1)
+    assert [s["inputs"] for s in json.loads(out)["sizes"]] == [
+        {"x": [2, 3], "y": [2, 3]}, {"x": [4, 1], "y": [4, 1]}]
+    # --input-shape with a name makes a symbolic dim to sweep.
+    out, _ = cge("bench", add2, "--input-shape", "x:b,3", "--input-shape", "y:b,3", "--shapes",
+                 "b=1,6", "--json", "--iterations", 1)
+    assert [s["inputs"]["y"] for s in json.loads(out)["sizes"]] == [[1, 3], [6, 3]]
+
+
+def test_bench_shapes_bad_arguments(mlp, mlp_cgm, add2, tmp_path):
+    _, err = cge("bench", mlp, "--shapes", "nope=1,2", rc=2)
+    assert "no symbolic dim named 'nope' (theirs: batch)" in err
+    _, err = cge("bench", add2, "--shapes", "batch=1,2", "--shapes", "seq=1,2,3", rc=2)
+    assert "different lengths (2 and 3)" in err
+    _, err = cge("bench", add2, "--shapes", "batch=1", "--shapes", "x:1,2", rc=2)
+    assert "not both" in err
+    _, err = cge("bench", mlp, "--shapes", "q:1,4", rc=2)
+    assert "no input named 'q'" in err
+    _, err = cge("bench", mlp, "--shapes", "batch=0", rc=2)
+    assert "sizes >= 1" in err
+    _, err = cge("bench", mlp, "--shapes", "x:1,a", rc=2)
+    assert "dimensions are integers" in err
+    np.save(tmp_path / "x.npy", np.ones((2, 4), np.float32))
+    _, err = cge("bench", mlp, "--shapes", "batch=1", "--input", "x=%s" % (tmp_path / "x.npy"),
+                 rc=2)
+    assert "does not take --input" in err
+    # A .cgm was compiled for one shape: another is the session's error, naming the size.
+    _, err = cge("bench", mlp_cgm, "--shapes", "x:2,4;x:3,4", "--iterations", 1, rc=1)
+    assert err.startswith("cge bench: x:3,4: [session]") and "declares [2,4]" in err
+
+
+def test_run_with_a_named_dim(add2):
+    out, _ = cge("run", add2, "--input-shape", "x:n,3", "--input-shape", "y:n,3")
+    assert "output 'z': float32 [1,3]" in out
 
 
 # ---- inspect ---------------------------------------------------------------------------

@@ -66,8 +66,8 @@ def test_multiple_outputs_and_modes():
         assert c.last_run_modes() == [mode]
     with pytest.raises(ValueError, match="mode"):
         cge.torch.compile(m, (x,), mode="fast")
-    with pytest.raises(NotImplementedError, match="dynamic=True"):
-        cge.torch.compile(m, (x,), dynamic=True)
+    with pytest.raises(TypeError, match="dynamic is False, True or a dict"):
+        cge.torch.compile(m, (x,), dynamic="batch")
 
 
 def erfinv_model(x):
@@ -195,3 +195,19 @@ def test_torch_compile_backend():  # pragma: no cover - PyTorch >= 2 only
 def test_backend_registration_is_skipped_here():
     from cge.torch import _backend
     assert _backend.register_backend() == _backend.has_torch_compile()
+
+
+def test_factory_ops_and_mixed_dtypes_convert():
+    def f(x):
+        s = x.shape[1]
+        mask = torch.triu(torch.full((s, s), float("-inf")), 1)
+        pos = torch.arange(1, s + 1) * 2                 # int64, promoted by the add
+        return ((x @ x.t()).softmax(-1) + torch.zeros_like(x[:, :1]) +
+                torch.ones(x.shape[0], 1), (x + pos).tril(), mask)
+    x = torch.randn(5, 5)
+    c = cge.torch.compile(f, (x,), fullgraph=True)
+    for got, ref in zip(c(x), f(x)):
+        assert got.dtype == ref.dtype
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    ops = {op for _, op, _ in c.graph_nodes()}
+    assert {"Trilu", "Range", "ConstantOfShape", "Cast"} <= ops

@@ -22,7 +22,12 @@ typedef struct cli_opts {
     const char *out;                        /* -o */
     cge_onnx_input_shape shapes[CLI_MAX_LIST];
     char *shape_names[CLI_MAX_LIST];
+    /* --input-shape ids:1,batch: a named dim (symbolic; NULL for a size). */
+    char *shape_syms[CLI_MAX_LIST][CGE_MAX_RANK];
+    bool shape_symbolic[CLI_MAX_LIST];
     int num_shapes;
+    const char *sweeps[CLI_MAX_LIST];       /* --shapes (bench) */
+    int num_sweeps;
     int opt_level;                          /* 0-3, -1: default */
     const char *disable[CLI_MAX_LIST];
     int num_disable;
@@ -60,8 +65,15 @@ int cli_fail_last(const char *cmd, const char *context);
 
 double cli_now_ms(void);
 
-/* Load the --custom-op-lib libraries, then open opts->model. */
+/* Frees what cli_parse allocated. */
+void cli_opts_free(cli_opts *o);
+
+/* Load the --custom-op-lib libraries, then open opts->model (.onnx: with the
+ * --input-shape overrides, named dims made symbols of the graph). */
 int cli_open(const char *cmd, const cli_opts *o, cli_model *m);
+/* The graph inputs with dims that are not sizes, as "x [batch,4], ..." (an
+ * empty string when every input is static). */
+void cli_symbolic_inputs(const cge_graph *g, char *buf, size_t size);
 void cli_close(cli_model *m);
 /* The compile options the flags describe (disable list joined into buf). */
 cge_compile_options cli_compile_options(const cli_opts *o, char *buf, size_t size);
@@ -77,6 +89,9 @@ typedef struct cli_tensors {
     char *names[CLI_MAX_LIST];
 } cli_tensors;
 int cli_make_inputs(const char *cmd, const cli_opts *o, cge_session *s, cli_tensors *in);
+/* The same at given shapes (shapes[i] for input i; no --input files). */
+int cli_make_inputs_at(const char *cmd, const cli_opts *o, cge_session *s,
+                       const cge_shape *shapes, cli_tensors *in);
 /* Output buffers for graph 1, sized from the compiled shapes (dynamic ones
  * after a first run that reports them). */
 int cli_make_outputs(const char *cmd, cge_session *s, cli_tensors *out);

@@ -15,8 +15,10 @@ static const char compile_help[] =
     "Compile an ONNX model for fixed input shapes and write the offline model.\n"
     "\n"
     "  -o FILE                    the .cgm to write (required)\n"
-    "  --input-shape NAME:D0,D1   fix an input's shape (repeatable; needed for\n"
-    "                             dynamic dimensions)\n"
+    "  --input-shape NAME:D0,D1   set an input's shape (repeatable; needed for\n"
+    "                             dynamic dimensions). A dim may be a name\n"
+    "                             (ids:1,batch): a symbolic dim, which a .cgm\n"
+    "                             cannot hold yet (refused, saying so)\n"
     "  --opt-level 0-3            0: as written, 1: exact rewrites, 2: + fusions,\n"
     "                             3: + layout changes (default)\n"
     "  --disable-pass NAME        skip a compiler pass (repeatable)\n"
@@ -36,7 +38,7 @@ static const char inspect_help[] =
     "                             engines, streams, weight_bytes, arena_bytes,\n"
     "                             lower_bound_bytes, naive_bytes, ...)\n"
     "  --verify                   .cgm: also check the weights' checksum\n"
-    "  --input-shape NAME:D0,D1   (.onnx) fix an input's shape\n"
+    "  --input-shape NAME:D0,D1   (.onnx) set an input's shape (a dim may be a name)\n"
     "  --opt-level 0-3, --disable-pass NAME, --streams N, --custom-op-lib LIB.so\n";
 
 static const char dot_help[] =
@@ -51,11 +53,7 @@ static const char dot_help[] =
     "  --input-shape NAME:D0,D1, --opt-level 0-3, --disable-pass NAME, --streams N,\n"
     "  --custom-op-lib LIB.so\n";
 
-static void opts_free(cli_opts *o)
-{
-    for (int i = 0; i < o->num_shapes; i++)
-        free(o->shape_names[i]);
-}
+static void opts_free(cli_opts *o) { cli_opts_free(o); }
 
 /* The plan of the model: compiled (owned, *own set) or the .cgm's. */
 static int get_plan(const char *cmd, const cli_opts *o, cli_model *m, cge_plan **own,
@@ -71,8 +69,16 @@ static int get_plan(const char *cmd, const cli_opts *o, cli_model *m, cge_plan *
     char dis[1024];
     cge_compile_options co = cli_compile_options(o, dis, sizeof dis);
     double t0 = cli_now_ms();
-    if (cge_compile(m->graph, NULL, 0, &co, own))
-        return cli_fail_last(cmd, NULL);
+    if (cge_compile(m->graph, NULL, 0, &co, own)) {
+        char sym[1024];
+        cli_symbolic_inputs(m->graph, sym, sizeof sym);
+        if (!sym[0] || !strcmp(cmd, "compile"))
+            return cli_fail_last(cmd, NULL);
+        char e[2048];
+        snprintf(e, sizeof e, "%s", cge_last_error());
+        return cli_fail(cmd, "%s\n(inputs with dims that are not sizes: %s; give them sizes "
+                             "with --input-shape NAME:D0,D1,...)", e, sym);
+    }
     if (compile_ms)
         *compile_ms = cli_now_ms() - t0;
     *plan = *own;
@@ -112,6 +118,21 @@ int cmd_compile(int argc, char **argv)
     cge_plan *p = NULL;
     const cge_plan *cp = NULL;
     double ms = 0;
+    /* A .cgm (format 1) records every value with a static shape and an
+     * arena offset: no symbol table, no shape program. A symbolic dim is
+     * refused here, before compiling, with what to do instead. */
+    char sym[1024] = "";
+    if (!rc)
+        cli_symbolic_inputs(m.graph, sym, sizeof sym);
+    if (!rc && sym[0])
+        rc = cli_fail("compile",
+                      "[io] %s: the inputs keep dims that are not sizes (%s): a .cgm (model "
+                      "format %d) records every value with a fixed shape, so it cannot hold a "
+                      "plan for symbolic dims yet. Give every dim a size (--input-shape "
+                      "NAME:D0,D1,...; one .cgm per shape), or run the .onnx itself (cge run, "
+                      "cge bench --shapes, cge.InferenceSession: a session compiles each new "
+                      "input shape at its first run)",
+                      o.model, sym, CGE_MODEL_FORMAT_VERSION);
     if (!rc)
         rc = get_plan("compile", &o, &m, &p, &cp, &ms);
     if (!rc) {

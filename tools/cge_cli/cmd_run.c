@@ -22,7 +22,8 @@ static const char run_help[] =
     "  --mode eager|plan|replay   run mode (default: replay where possible)\n"
     "  --seed N                   seed of the random inputs (default 0)\n"
     "  --threads N                compute threads (default: all cores)\n"
-    "  --input-shape NAME:D0,D1   (.onnx) fix an input's shape\n"
+    "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
+    "                             name (ids:1,batch: symbolic)\n"
     "  --opt-level 0-3, --streams N, --custom-op-lib LIB.so\n"
     "\n"
     ".npy: every cge dtype; bfloat16 is read and written as '<u2' (its bits).\n";
@@ -34,13 +35,28 @@ static const char bench_help[] =
     "first run, min/p50/p90/p99/max latency, throughput, peak memory.\n"
     "\n"
     "  --iterations N             timed runs (default 100, or as many as\n"
-    "                             --duration allows)\n"
-    "  --warmup N                 untimed runs first (default 10)\n"
-    "  --duration S               stop timing after S seconds\n"
+    "                             --duration allows; 20 per size with --shapes)\n"
+    "  --warmup N                 untimed runs first (default 10; 2 with --shapes)\n"
+    "  --duration S               stop timing after S seconds (per size)\n"
     "  --mode eager|plan|replay   run mode (default: replay where possible)\n"
     "  --threads N                compute threads (default: all cores)\n"
     "  --json                     one JSON object\n"
-    "  --input NAME=FILE.npy, --seed N, --input-shape NAME:D0,D1, --opt-level 0-3,\n"
+    "  --shapes SIZES             sweep input sizes in ONE session: per size, the\n"
+    "                             first run (which compiles a new shape) and the\n"
+    "                             steady latency (p50, p90). SIZES is either\n"
+    "                               NAME:D0,D1,... [NAME2:...];NAME:...;...\n"
+    "                             (';' between sizes, spaces between inputs; an\n"
+    "                             input not given takes its symbolic dims from\n"
+    "                             those that are), or\n"
+    "                               SYMBOL=N1,N2,...   (the values of a symbolic\n"
+    "                             dim, as 'cge inspect' names it: batch=1,2,4,8;\n"
+    "                             several such options are zipped, a single value\n"
+    "                             repeats; other symbolic dims are 1).\n"
+    "                             Repeatable; sizes repeat as given (1,2,1 runs\n"
+    "                             size 1 again: cached).\n"
+    "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
+    "                             name (ids:1,batch: a symbol for --shapes)\n"
+    "  --input NAME=FILE.npy, --seed N, --opt-level 0-3,\n"
     "  --streams N, --custom-op-lib LIB.so\n";
 
 static const char profile_help[] =
@@ -58,11 +74,7 @@ static const char profile_help[] =
     "  --input NAME=FILE.npy, --seed N, --threads N, --input-shape NAME:D0,D1,\n"
     "  --opt-level 0-3, --disable-pass NAME, --streams N, --custom-op-lib LIB.so\n";
 
-static void opts_free(cli_opts *o)
-{
-    for (int i = 0; i < o->num_shapes; i++)
-        free(o->shape_names[i]);
-}
+static void opts_free(cli_opts *o) { cli_opts_free(o); }
 
 static double value_at(const cge_tensor *t, size_t i)
 {
@@ -221,15 +233,397 @@ static double pct(const double *v, long n, double q)
     return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
+/* ---- bench --shapes: a sweep of input sizes in one session ----------------------- */
+
+#define MAX_SWEEP 256
+
+typedef struct sweep {
+    int n;                                  /* sizes */
+    int num_inputs;
+    cge_tensor_desc decl[CLI_MAX_LIST];     /* declared (compiled) descriptors */
+    cge_shape (*shapes)[CLI_MAX_LIST];      /* [n][num_inputs] */
+} sweep;
+
+static const char *sym_name(cge_session *s, int64_t d)
+{
+    const char *n = cge_dim_is_symbol(d) ? cge_session_dim_symbol_name(s, 1, d) : NULL;
+    return n ? n : "";
+}
+
+/* The symbolic dims of the model's inputs, as "batch, seq" (for messages). */
+static void list_symbols(cge_session *s, const sweep *w, char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < w->num_inputs; i++)
+        for (int32_t r = 0; r < w->decl[i].shape.rank; r++) {
+            const char *n = sym_name(s, w->decl[i].shape.dims[r]);
+            if (!n[0] || (k && strstr(buf, n)))
+                continue;
+            if (k < size)
+                k += (size_t)snprintf(buf + k, size - k, "%s%s", k ? ", " : "", n);
+        }
+    if (!k)
+        snprintf(buf, size, "none");
+}
+
+/* Every input's shape at one size: given shapes as given; the others from
+ * their declared shapes, symbolic dims from `vals` (by symbol id; -1: not
+ * known) else 1. */
+static void fill_size(const sweep *w, const bool *given, cge_shape *shapes, const int64_t *vals,
+                      int nvals)
+{
+    for (int i = 0; i < w->num_inputs; i++) {
+        if (given[i])
+            continue;
+        shapes[i] = w->decl[i].shape;
+        for (int32_t r = 0; r < shapes[i].rank; r++) {
+            int64_t d = shapes[i].dims[r];
+            if (d >= 0)
+                continue;
+            int64_t k = cge_dim_symbol_id(d);
+            shapes[i].dims[r] = k >= 0 && k < nvals && vals[k] >= 0 ? vals[k] : 1;
+        }
+    }
+}
+
+static int input_index(const sweep *w, const char *name, size_t len)
+{
+    for (int i = 0; i < w->num_inputs; i++)
+        if (strlen(w->decl[i].name) == len && !strncmp(w->decl[i].name, name, len))
+            return i;
+    return -1;
+}
+
+#define MAX_SYMS 64
+
+/* "NAME:D0,D1 NAME2:..." (one size) into shapes; symbol values learnt. */
+static int parse_size_item(const char *item, size_t len, sweep *w, cge_shape *shapes,
+                           bool *given, int64_t *vals)
+{
+    const char *p = item, *end = item + len;
+    int count = 0;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end)
+            break;
+        const char *tok = p;
+        while (p < end && *p != ' ' && *p != '\t')
+            p++;
+        size_t tl = (size_t)(p - tok);
+        const char *colon = memchr(tok, ':', tl);
+        if (!colon || colon == tok)
+            return cli_usage("bench", "--shapes: '%.*s': want NAME:D0,D1,... (e.g. "
+                                      "input:1,3,224,224)", (int)tl, tok);
+        int i = input_index(w, tok, (size_t)(colon - tok));
+        if (i < 0)
+            return cli_usage("bench", "--shapes: the model has no input named '%.*s'",
+                             (int)(colon - tok), tok);
+        if (given[i])
+            return cli_usage("bench", "--shapes: '%s' is given twice in one size",
+                             w->decl[i].name);
+        cge_shape sh = {0};
+        const char *q = colon + 1;
+        while (q < p) {
+            char *e;
+            errno = 0;
+            long long d = strtoll(q, &e, 10);
+            if (e == q || d < 0 || errno || e > p || sh.rank == CGE_MAX_RANK)
+                return cli_usage("bench", "--shapes: '%.*s': dimensions are integers >= 0",
+                                 (int)tl, tok);
+            sh.dims[sh.rank++] = d;
+            if (e == p)
+                break;
+            if (*e != ',')
+                return cli_usage("bench", "--shapes: '%.*s': separate dimensions with ','",
+                                 (int)tl, tok);
+            q = e + 1;
+        }
+        shapes[i] = sh;
+        given[i] = true;
+        count++;
+        const cge_shape *decl = &w->decl[i].shape;
+        for (int32_t r = 0; decl->rank == sh.rank && r < sh.rank; r++) {
+            int64_t k = cge_dim_symbol_id(decl->dims[r]);
+            if (k >= 0 && k < MAX_SYMS)
+                vals[k] = sh.dims[r];
+        }
+    }
+    if (!count)
+        return cli_usage("bench", "--shapes: an empty size");
+    return CLI_OK;
+}
+
+static int parse_sweep(const cli_opts *o, cge_session *s, sweep *w)
+{
+    memset(w, 0, sizeof *w);
+    int32_t ni = 0, no = 0;
+    if (cge_session_num_io(s, 1, &ni, &no))
+        return cli_fail_last("bench", NULL);
+    if (ni > CLI_MAX_LIST)
+        return cli_fail("bench", "the model has %d inputs; this tool handles %d", ni,
+                        CLI_MAX_LIST);
+    w->num_inputs = ni;
+    for (int32_t i = 0; i < ni; i++)
+        if (cge_session_input_desc(s, 1, i, &w->decl[i]))
+            return cli_fail_last("bench", NULL);
+    w->shapes = calloc(MAX_SWEEP, sizeof *w->shapes);
+    if (!w->shapes)
+        return cli_fail("bench", "out of memory");
+    bool per_input = false, per_symbol = false;
+    for (int j = 0; j < o->num_sweeps; j++) {
+        const char *v = o->sweeps[j];
+        bool sym = strchr(v, ':') == NULL && strchr(v, '=') != NULL;
+        per_input |= !sym;
+        per_symbol |= sym;
+    }
+    if (per_input && per_symbol)
+        return cli_usage("bench", "--shapes: give either sizes per input (NAME:D0,D1;...) or "
+                                  "values of symbolic dims (SYMBOL=N1,N2,...), not both");
+    if (per_input) {
+        for (int j = 0; j < o->num_sweeps; j++) {
+            const char *p = o->sweeps[j];
+            while (*p) {
+                const char *e = strchr(p, ';');
+                size_t len = e ? (size_t)(e - p) : strlen(p);
+                bool blank = true;
+                for (size_t q = 0; q < len; q++)
+                    blank &= p[q] == ' ' || p[q] == '\t';
+                if (!blank) {
+                    if (w->n == MAX_SWEEP)
+                        return cli_usage("bench", "--shapes: at most %d sizes", MAX_SWEEP);
+                    bool given[CLI_MAX_LIST] = {0};
+                    int64_t vals[MAX_SYMS];
+                    for (int k = 0; k < MAX_SYMS; k++)
+                        vals[k] = -1;
+                    int rc = parse_size_item(p, len, w, w->shapes[w->n], given, vals);
+                    if (rc)
+                        return rc;
+                    fill_size(w, given, w->shapes[w->n], vals, MAX_SYMS);
+                    w->n++;
+                }
+                p += len + (e ? 1 : 0);
+            }
+        }
+        return CLI_OK;
+    }
+    /* SYMBOL=N1,N2,...: each option a symbol's values, zipped. */
+    int64_t sym_id[CLI_MAX_LIST];
+    long long *vals[CLI_MAX_LIST] = {0};
+    int counts[CLI_MAX_LIST] = {0}, n = 1, rc = CLI_OK;
+    char known[512];
+    list_symbols(s, w, known, sizeof known);
+    for (int j = 0; !rc && j < o->num_sweeps; j++) {
+        const char *v = o->sweeps[j], *eq = strchr(v, '=');
+        size_t len = (size_t)(eq - v);
+        sym_id[j] = -1;
+        for (int i = 0; i < w->num_inputs && sym_id[j] < 0; i++)
+            for (int32_t r = 0; r < w->decl[i].shape.rank; r++) {
+                const char *nm = sym_name(s, w->decl[i].shape.dims[r]);
+                if (strlen(nm) == len && !strncmp(nm, v, len)) {
+                    sym_id[j] = cge_dim_symbol_id(w->decl[i].shape.dims[r]);
+                    break;
+                }
+            }
+        if (sym_id[j] < 0) {
+            rc = cli_usage("bench", "--shapes '%s': the model's inputs have no symbolic dim "
+                                    "named '%.*s' (theirs: %s)", v, (int)len, v, known);
+            break;
+        }
+        for (int q = 0; q < j; q++)
+            if (sym_id[q] == sym_id[j])
+                rc = cli_usage("bench", "--shapes: '%.*s' is given twice", (int)len, v);
+        if (!rc && !(vals[j] = malloc(sizeof(long long) * MAX_SWEEP)))
+            rc = cli_fail("bench", "out of memory");
+        for (const char *p = eq + 1; !rc;) {
+            char *e;
+            errno = 0;
+            long long d = strtoll(p, &e, 10);
+            if (e == p || d < 1 || errno || counts[j] == MAX_SWEEP) {
+                rc = cli_usage("bench", "--shapes '%s': want SYMBOL=N1,N2,... (sizes >= 1, at "
+                                        "most %d)", v, MAX_SWEEP);
+                break;
+            }
+            vals[j][counts[j]++] = d;
+            if (!*e)
+                break;
+            if (*e != ',') {
+                rc = cli_usage("bench", "--shapes '%s': separate values with ','", v);
+                break;
+            }
+            p = e + 1;
+        }
+        if (!rc && counts[j] > 1) {
+            if (n > 1 && counts[j] != n)
+                rc = cli_usage("bench", "--shapes: the symbols' lists have different lengths "
+                                        "(%d and %d); they are zipped", n, counts[j]);
+            n = counts[j];
+        }
+    }
+    for (int k = 0; !rc && k < n; k++) {
+        int64_t sv[MAX_SYMS];
+        for (int q = 0; q < MAX_SYMS; q++)
+            sv[q] = -1;
+        for (int j = 0; j < o->num_sweeps; j++)
+            if (sym_id[j] < MAX_SYMS)
+                sv[sym_id[j]] = vals[j][counts[j] > 1 ? k : 0];
+        bool given[CLI_MAX_LIST] = {0};
+        fill_size(w, given, w->shapes[w->n++], sv, MAX_SYMS);
+    }
+    for (int j = 0; j < o->num_sweeps; j++)
+        free(vals[j]);
+    return rc;
+}
+
+static void size_str(const sweep *w, int k, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < w->num_inputs && n < size; i++) {
+        n += (size_t)snprintf(buf + n, size - n, "%s%s:", i ? " " : "", w->decl[i].name);
+        for (int32_t r = 0; r < w->shapes[k][i].rank && n < size; r++)
+            n += (size_t)snprintf(buf + n, size - n, "%s%lld", r ? "," : "",
+                                  (long long)w->shapes[k][i].dims[r]);
+    }
+}
+
+typedef struct size_result {
+    double first, p50, p90, min;
+    long n;
+    cge_run_mode mode;
+} size_result;
+
+static int bench_sweep(const cli_opts *o, prepared *p)
+{
+    if (o->num_inputs)
+        return cli_usage("bench", "--shapes makes random inputs of each size; it does not "
+                                  "take --input files");
+    sweep w;
+    int rc = parse_sweep(o, p->s, &w);
+    long iters = o->iterations > 0 ? o->iterations : o->duration_s > 0 ? 100000000 : 20;
+    long warm = o->warmup >= 0 ? o->warmup : 2;
+    size_result *res = rc ? NULL : calloc((size_t)w.n, sizeof *res);
+    double *lat = rc ? NULL : malloc(sizeof(double) * (size_t)(iters < 100000 ? iters : 100000));
+    if (!rc && (!res || !lat))
+        rc = cli_fail("bench", "out of memory");
+    cge_run_options ro = {.mode = o->mode};
+    double sweep0 = cli_now_ms();
+    for (int k = 0; !rc && k < w.n; k++) {
+        cli_tensors in, out;
+        memset(&out, 0, sizeof out);
+        rc = cli_make_inputs_at("bench", o, p->s, w.shapes[k], &in);
+        if (!rc)
+            rc = cli_make_outputs("bench", p->s, &out);
+        char sz[512];
+        size_str(&w, k, sz, sizeof sz);
+        double t0 = cli_now_ms();
+        if (!rc && cli_run_once(p->s, &in, &out, &ro))
+            rc = cli_fail_last("bench", sz);
+        res[k].first = cli_now_ms() - t0;
+        for (long i = 0; !rc && i < warm; i++)
+            if (cge_session_run(p->s, 1, in.t, in.n, out.t, out.n, &ro))
+                rc = cli_fail_last("bench", sz);
+        long n = 0;
+        double start = cli_now_ms();
+        while (!rc && n < iters && n < 100000) {
+            double a = cli_now_ms();
+            if (cge_session_run(p->s, 1, in.t, in.n, out.t, out.n, &ro)) {
+                rc = cli_fail_last("bench", sz);
+                break;
+            }
+            double b = cli_now_ms();
+            lat[n++] = b - a;
+            if (o->duration_s > 0 && b - start >= o->duration_s * 1e3)
+                break;
+        }
+        if (!rc) {
+            qsort(lat, (size_t)n, sizeof(double), cmp_double);
+            res[k].n = n;
+            res[k].min = lat[0];
+            res[k].p50 = pct(lat, n, 0.5);
+            res[k].p90 = pct(lat, n, 0.9);
+            cge_session_last_run_mode(p->s, 1, &res[k].mode);
+        }
+        cli_tensors_free(&in);
+        cli_tensors_free(&out);
+    }
+    double total = cli_now_ms() - sweep0;
+    int threads = o->threads ? o->threads : cge_device_num_threads(cge_session_device(p->s));
+    if (!rc && o->json) {
+        printf("{\"model\": ");
+        cli_json_str(stdout, o->model);
+        printf(", \"format\": \"%s\", \"threads\": %d, \"%s_ms\": %.3f, \"prepare_ms\": %.3f, "
+               "\"iterations\": %ld, \"warmup\": %ld, \"total_ms\": %.3f, \"sizes\": [",
+               p->m.is_cgm ? "cgm" : "onnx", threads, p->m.is_cgm ? "load" : "import",
+               p->m.open_ms, p->prepare_ms, iters, warm, total);
+        for (int k = 0; k < w.n; k++) {
+            printf("%s{\"inputs\": {", k ? ", " : "");
+            for (int i = 0; i < w.num_inputs; i++) {
+                printf("%s", i ? ", " : "");
+                cli_json_str(stdout, w.decl[i].name);
+                printf(": [");
+                for (int32_t r = 0; r < w.shapes[k][i].rank; r++)
+                    printf("%s%lld", r ? ", " : "", (long long)w.shapes[k][i].dims[r]);
+                printf("]");
+            }
+            printf("}, \"mode\": \"%s\", \"first_run_ms\": %.4f, \"min_ms\": %.4f, "
+                   "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"runs\": %ld, "
+                   "\"first_over_p50\": %.3f}",
+                   cge_run_mode_name(res[k].mode), res[k].first, res[k].min, res[k].p50,
+                   res[k].p90, res[k].n, res[k].p50 > 0 ? res[k].first / res[k].p50 : 0.0);
+        }
+        printf("]}\n");
+    } else if (!rc) {
+        printf("%s (%s, %d threads): %d size(s) in one session; %s %.1f ms, prepare %.1f ms\n",
+               o->model, p->m.is_cgm ? "compiled model" : "ONNX", threads, w.n,
+               p->m.is_cgm ? "load" : "import", p->m.open_ms, p->prepare_ms);
+        int width = 24;
+        for (int k = 0; k < w.n; k++) {
+            char sz[512];
+            size_str(&w, k, sz, sizeof sz);
+            int l = (int)strlen(sz);
+            width = l > width ? (l < 60 ? l : 60) : width;
+        }
+        printf("  %-*s %-6s %13s %10s %10s %9s\n", width, "size", "mode", "first run ms",
+               "p50 ms", "p90 ms", "first/p50");
+        for (int k = 0; k < w.n; k++) {
+            char sz[512];
+            size_str(&w, k, sz, sizeof sz);
+            printf("  %-*s %-6s %13.3f %10.3f %10.3f %8.1fx\n", width, sz,
+                   cge_run_mode_name(res[k].mode), res[k].first, res[k].p50, res[k].p90,
+                   res[k].p50 > 0 ? res[k].first / res[k].p50 : 0.0);
+        }
+        printf("  (first run: the first run at that size, with any compile of a new shape; "
+               "p50/p90 over %ld runs after %ld warm-up; total %.1f ms)\n", iters, warm, total);
+    }
+    free(lat);
+    free(res);
+    free(w.shapes);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     cli_opts o;
     bool done;
     int rc = cli_parse("bench", argc, argv,
                        "iterations,warmup,duration,mode,threads,json,input,seed,input-shape,"
-                       "opt-level,streams,custom-op-lib",
+                       "opt-level,streams,custom-op-lib,shapes",
                        bench_help, &o, &done);
     if (rc || done) {
+        opts_free(&o);
+        return rc;
+    }
+    if (o.num_sweeps) {
+        prepared p;
+        memset(&p, 0, sizeof p);
+        rc = cli_open("bench", &o, &p.m);
+        if (!rc)
+            rc = cli_session("bench", &o, &p.m, &p.s, &p.prepare_ms);
+        if (!rc)
+            rc = bench_sweep(&o, &p);
+        prepared_free(&p);
         opts_free(&o);
         return rc;
     }

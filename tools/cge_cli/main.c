@@ -84,7 +84,14 @@ static bool parse_long(const char *s, long lo, long hi, long *out)
     return true;
 }
 
-/* "name:d0,d1,..." */
+static bool is_ident_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+
+/* "name:d0,d1,...": each d a size, or a name (a symbolic dim: "ids:1,batch"). */
 static int parse_shape(const char *cmd, const char *arg, cli_opts *o)
 {
     const char *colon = strrchr(arg, ':');
@@ -93,17 +100,32 @@ static int parse_shape(const char *cmd, const char *arg, cli_opts *o)
                          arg);
     if (o->num_shapes == CLI_MAX_LIST)
         return cli_usage(cmd, "too many --input-shape options");
+    int k = o->num_shapes;
     cge_shape s = {0};
     const char *p = colon + 1;
     if (*p) {
         for (;;) {
-            char *end;
-            errno = 0;
-            long long d = strtoll(p, &end, 10);
-            if (end == p || d < 0 || errno || s.rank == CGE_MAX_RANK)
-                return cli_usage(cmd, "--input-shape '%s': dimensions must be integers >= 0, "
-                                      "at most %d of them", arg, CGE_MAX_RANK);
-            s.dims[s.rank++] = d;
+            const char *end;
+            if (s.rank == CGE_MAX_RANK)
+                return cli_usage(cmd, "--input-shape '%s': at most %d dimensions", arg,
+                                 CGE_MAX_RANK);
+            if (is_ident_start(*p)) {
+                end = p;
+                while (is_ident_char(*end))
+                    end++;
+                o->shape_syms[k][s.rank] = strndup(p, (size_t)(end - p));
+                o->shape_symbolic[k] = true;
+                s.dims[s.rank++] = CGE_DIM_DYNAMIC;
+            } else {
+                char *e;
+                errno = 0;
+                long long d = strtoll(p, &e, 10);
+                end = e;
+                if (end == p || d < 0 || errno)
+                    return cli_usage(cmd, "--input-shape '%s': each dimension is an integer >= 0 "
+                                          "or a name (a symbolic dim, e.g. ids:1,batch)", arg);
+                s.dims[s.rank++] = d;
+            }
             if (*end == '\0')
                 break;
             if (*end != ',')
@@ -112,9 +134,23 @@ static int parse_shape(const char *cmd, const char *arg, cli_opts *o)
         }
     }
     char *name = strndup(arg, (size_t)(colon - arg));
-    o->shape_names[o->num_shapes] = name;
-    o->shapes[o->num_shapes++] = (cge_onnx_input_shape){.name = name, .shape = s};
+    o->shape_names[k] = name;
+    o->shapes[k] = (cge_onnx_input_shape){.name = name, .shape = s};
+    o->num_shapes++;
     return CLI_OK;
+}
+
+void cli_opts_free(cli_opts *o)
+{
+    for (int i = 0; i < CLI_MAX_LIST; i++) {
+        if (i < o->num_shapes)
+            free(o->shape_names[i]);
+        for (int r = 0; r < CGE_MAX_RANK; r++) {
+            free(o->shape_syms[i][r]);
+            o->shape_syms[i][r] = NULL;
+        }
+    }
+    o->num_shapes = 0;
 }
 
 static int add_list(const char *cmd, const char *opt, const char **list, int *n, const char *v)
@@ -184,6 +220,8 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
             o->out = val;
         } else if (!strcmp(name, "input-shape")) {
             rc = parse_shape(cmd, val, o);
+        } else if (!strcmp(name, "shapes")) {
+            rc = add_list(cmd, name, o->sweeps, &o->num_sweeps, val);
         } else if (!strcmp(name, "opt-level")) {
             if (!parse_long(val, 0, 3, &n))
                 return cli_usage(cmd, "--opt-level '%s': want 0, 1, 2 or 3", val);
@@ -282,12 +320,60 @@ int cli_open(const char *cmd, const cli_opts *o, cli_model *m)
         if (cge_model_load(o->model, &lo, &m->model))
             return cli_fail_last(cmd, NULL);
     } else {
-        cge_onnx_options oo = {.input_shapes = o->shapes, .num_input_shapes = o->num_shapes};
+        /* Sizes go to the importer; shapes with named dims are set after the
+         * import, where the names become the graph's symbols (the model's
+         * own dim_param of that name, or a new one). */
+        cge_onnx_input_shape fixed[CLI_MAX_LIST];
+        int nf = 0;
+        for (int i = 0; i < o->num_shapes; i++)
+            if (!o->shape_symbolic[i])
+                fixed[nf++] = o->shapes[i];
+        cge_onnx_options oo = {.input_shapes = fixed, .num_input_shapes = nf};
         if (cge_onnx_import_file(o->model, &oo, &m->graph))
             return cli_fail_last(cmd, NULL);
+        for (int i = 0; i < o->num_shapes; i++) {
+            if (!o->shape_symbolic[i])
+                continue;
+            const char *name = o->shapes[i].name;
+            cge_tensor_desc d;
+            bool is_input = false;
+            for (int32_t k = 0; k < cge_graph_num_inputs(m->graph); k++)
+                is_input |= !strcmp(cge_graph_input(m->graph, k), name);
+            if (!is_input || cge_graph_get_desc(m->graph, name, &d)) {
+                cge_clear_error();
+                cli_close(m);
+                return cli_fail(cmd, "[io] %s: --input-shape names '%s', which is not an input "
+                                     "of the model", o->model, name);
+            }
+            cge_shape sh = o->shapes[i].shape;
+            for (int32_t r = 0; r < sh.rank; r++)
+                if (o->shape_syms[i][r])
+                    sh.dims[r] = cge_graph_dim_symbol(m->graph, o->shape_syms[i][r]);
+            if (cge_graph_set_desc(m->graph, name, d.dtype, &sh)) {
+                int rc = cli_fail_last(cmd, NULL);
+                cli_close(m);
+                return rc;
+            }
+        }
     }
     m->open_ms = cli_now_ms() - t0;
     return CLI_OK;
+}
+
+void cli_symbolic_inputs(const cge_graph *g, char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; g && i < cge_graph_num_inputs(g); i++) {
+        cge_tensor_desc d;
+        const char *name = cge_graph_input(g, i);
+        if (cge_graph_get_desc(g, name, &d) || cge_shape_is_static(&d.shape))
+            continue;
+        char sh[CGE_SHAPE_STR_MAX];
+        cge_graph_shape_str(g, &d.shape, sh, sizeof sh);
+        if (k < size)
+            k += (size_t)snprintf(buf + k, size - k, "%s'%s' %s", k ? ", " : "", name, sh);
+    }
 }
 
 void cli_close(cli_model *m)
@@ -380,6 +466,12 @@ static void fill_random(cge_tensor *t, uint64_t *rng)
 
 int cli_make_inputs(const char *cmd, const cli_opts *o, cge_session *s, cli_tensors *in)
 {
+    return cli_make_inputs_at(cmd, o, s, NULL, in);
+}
+
+int cli_make_inputs_at(const char *cmd, const cli_opts *o, cge_session *s,
+                       const cge_shape *shapes, cli_tensors *in)
+{
     memset(in, 0, sizeof *in);
     int32_t ni = 0, no = 0;
     if (cge_session_num_io(s, 1, &ni, &no))
@@ -431,7 +523,7 @@ int cli_make_inputs(const char *cmd, const cli_opts *o, cge_session *s, cli_tens
             if (t->dtype == CGE_U16 && d[i].dtype == CGE_BF16)
                 t->dtype = CGE_BF16;
         } else {
-            cge_shape sh = d[i].shape;
+            cge_shape sh = shapes ? shapes[i] : d[i].shape;
             for (int32_t r = 0; r < sh.rank; r++)
                 if (sh.dims[r] < 0)
                     sh.dims[r] = 1;   /* dynamic dims of random inputs: 1 */

@@ -3,6 +3,9 @@
 # convertible nodes; the rest run in PyTorch between them: graph breaks),
 # compile them in cge sessions, and return a callable guarded on the inputs'
 # shapes, dtypes and strides that recompiles, or past a limit runs eagerly.
+# dynamic=...: one compiled module for every size of the marked dims
+# (_dynamic.py: traced at several sizes, generalised where they agree).
+import ctypes
 import operator
 import threading
 import warnings
@@ -13,6 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from .. import _lib
 from .. import builder as _b
 from ..errors import ConverterError, Error
+from . import _dynamic
 from ._registry import ConversionContext, cge_dtype, find_converter, op_name
 
 _MODES = ("replay", "plan", "eager")
@@ -76,13 +80,48 @@ class _Segment:
         self.out_meta = []     # (torch dtype, shape) per output
 
 
-def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False):
+class _DynFailure(Exception):
+    """A dynamic conversion that cannot hold for every size: the symbols it
+    depends on (``deps``) become static. ``node``: trace 0's fx node."""
+
+    def __init__(self, node, deps, why):
+        super().__init__(why)
+        self.node, self.deps, self.why = node, frozenset(deps), why
+
+
+def _input_dims(spec, node0):
+    """A segment input's declared dims under a Spec: sizes, CGE_DIM_SYMBOL(k)
+    where the dim is symbol k in every trace, else -1 (unknown)."""
+    out = []
+    for d in spec.node_dims(node0):
+        if not isinstance(d, _dynamic.Sym):
+            out.append(int(d))
+            continue
+        k = next((k for k in range(len(spec.symbols)) if d.values == spec.symbol_values(k)),
+                 None)
+        out.append(_lib.DIM_DYNAMIC if k is None else _dynamic.dim_symbol(k))
+    return out
+
+
+def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False, spec=None, trace=0):
     """Build a cge graph from `nodes` (in order). Values read from outside
     become graph inputs (their traced shapes), get_attr nodes constants.
-    Returns (graph, inputs, outputs); with `probe`, only converts."""
-    b = _b.GraphBuilder(name)
+    Returns (graph, inputs, outputs); with `probe`, only converts. With a
+    Spec: a dynamic conversion at trace `trace` (`nodes` are trace 0's; the
+    builder records what it builds in .log); returns (graph, inputs,
+    outputs, log) (graph None but at trace 0)."""
+    if spec is not None:
+        m = spec.maps[trace]
+        nodes = [m[n] for n in nodes]
+        if outputs_wanted is not None:
+            outputs_wanted = [m[n] for n in outputs_wanted]
+        gm = spec.gms[trace]
+        b = _dynamic.RecordingBuilder(name)
+    else:
+        b = _b.GraphBuilder(name)
     env, inputs = {}, []
     inside = set(nodes)
+    dyn = None
 
     def value_of(a):
         if isinstance(a, torch.fx.Node):
@@ -99,7 +138,10 @@ def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False):
                 raise ConverterError("[converter] node '%s' reads '%s', which is not a tensor "
                                      "cge can take as an input" % (n.name, a.name), "converter",
                                      "CGE_ERR_UNSUPPORTED")
-            v = b.input(a.name, cge_dtype(tm.dtype), [int(d) for d in tm.shape])
+            dims = [int(d) for d in tm.shape] if spec is None else \
+                _input_dims(spec, spec.to0[trace][a])
+            v = b.input(a.name if spec is None else spec.to0[trace][a].name,
+                        cge_dtype(tm.dtype), dims)
             env[a] = v
             inputs.append(a)
             return v
@@ -109,16 +151,30 @@ def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False):
             return {k: value_of(x) for k, x in a.items()}
         return a
 
+    if spec is not None:
+        dyn = _dynamic.SegmentDyn(spec, trace, env, inputs, value_of)
     for n in nodes:
         conv = find_converter(n.target)
         if conv is None:
             raise ConverterError("[converter] no converter for %s (node '%s')"
                                  % (op_name(n.target), n.name), "converter",
                                  "CGE_ERR_UNSUPPORTED")
-        args = value_of(n.args)
-        kwargs = value_of(n.kwargs)
-        ctx = ConversionContext(b, n)
-        env[n] = conv(ctx, n, *args, **kwargs)
+        if dyn is None:
+            args = value_of(n.args)
+            kwargs = value_of(n.kwargs)
+            env[n] = conv(ConversionContext(b, n), n, *args, **kwargs)
+            continue
+        n0 = spec.to0[trace][n]
+        b.node = n0.name
+        try:
+            args = value_of(n.args)
+            kwargs = value_of(n.kwargs)
+            env[n] = conv(ConversionContext(b, n, dyn), n, *args, **kwargs)
+        except _dynamic.NotExpressible as e:
+            raise _DynFailure(n0, e.deps or spec.deps_of_node(n0), str(e)) from None
+        except Exception as e:  # a converter or meta that cannot take the varying sizes
+            raise _DynFailure(n0, spec.deps_of_node(n0), "%s (%s): %s" % (
+                n0.name, op_name(n0.target), e)) from None
     if probe:
         return None, inputs, []
     outs = []
@@ -130,7 +186,36 @@ def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False):
                                  "CGE_ERR_UNSUPPORTED")
         b.output(v, "out_%d" % len(outs))
         outs.append(n)
-    return b.build(), inputs, outs
+    if spec is None:
+        return b.build(), inputs, outs
+    to0 = spec.to0[trace]
+    inputs, outs = [to0[n] for n in inputs], [to0[n] for n in outs]
+    if trace:
+        return None, inputs, outs, b.log
+    g = b.build()
+    _name_symbols(g, spec)
+    return g, inputs, outs, b.log
+
+
+def _name_symbols(g, spec):
+    """Names the graph's symbols (CGE_DIM_SYMBOL(k), in order) "s0", ...:
+    naming gives ids in order, from 0, in a graph with none named yet."""
+    if lib_graph_num_dim_symbols(g.ptr) != 0:
+        return
+    for s in spec.symbols:
+        lib_graph_dim_symbol(g.ptr, s.name.encode())
+
+
+def lib_graph_dim_symbol(ptr, name):
+    f = _lib.lib.cge_graph_dim_symbol
+    f.restype, f.argtypes = ctypes.c_int64, [ctypes.c_void_p, ctypes.c_char_p]
+    return f(ptr, name)
+
+
+def lib_graph_num_dim_symbols(ptr):
+    f = _lib.lib.cge_graph_num_dim_symbols
+    f.restype, f.argtypes = ctypes.c_int32, [ctypes.c_void_p]
+    return f(ptr)
 
 
 def _fetch_attr(gm, target):
@@ -196,10 +281,12 @@ def _plan_steps(gm, reasons):
 # ---- the compiled callable -----------------------------------------------------------
 
 class _Compiled:
-    """One specialisation: steps with their cge sessions, for one signature."""
+    """One specialisation: steps with their cge sessions, for one signature
+    or, with a Spec (dynamic=...), for every size of the spec's symbols."""
 
-    def __init__(self, module, example_inputs, fullgraph, mode):
-        self.gm = capture(module, example_inputs)
+    def __init__(self, module, example_inputs, fullgraph, mode, spec=None):
+        self.spec = spec
+        self.gm = spec.gms[0] if spec is not None else capture(module, example_inputs)
         self.placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         self.output_node = next(n for n in self.gm.graph.nodes if n.op == "output")
         if fullgraph:
@@ -212,13 +299,19 @@ class _Compiled:
         else:
             self.reasons = _probe(self.gm)
             self.steps = _plan_steps(self.gm, self.reasons)
+        if spec is not None:
+            self._check_literals()
         mode_code = {"replay": 3, "plan": 2, "eager": 1}[mode]
         for i, (kind, s) in enumerate(self.steps):
             if kind != "cge":
                 continue
             if not s.outputs:
                 continue
-            g, s.inputs, s.outputs = _convert_nodes(s.nodes, self.gm, "torch_%d" % i, s.outputs)
+            if spec is None:
+                g, s.inputs, s.outputs = _convert_nodes(s.nodes, self.gm, "torch_%d" % i,
+                                                        s.outputs)
+            else:
+                g = self._convert_dynamic(s, "torch_%d" % i)
             s.graph = g
             s.session = _b.Session(g, run_mode=mode)
             s.mode = mode_code
@@ -229,7 +322,9 @@ class _Compiled:
             s.in_meta = []
             for n in s.inputs:
                 tm = n.meta["tensor_meta"]
-                s.in_meta.append((tm.dtype, tuple(int(d) for d in tm.shape)))
+                dims = tuple(int(d) for d in tm.shape) if spec is None else \
+                    tuple(_input_dims(spec, n))
+                s.in_meta.append((tm.dtype, dims))
             s.ins = (_lib.Tensor * max(1, len(s.inputs)))()
             s.outs = (_lib.Tensor * max(1, len(s.outputs)))()
             for k, (dt, shape) in enumerate(s.in_meta):
@@ -237,33 +332,128 @@ class _Compiled:
                 s.ins[k].shape = _b._make_shape(shape)
             for k, (dt, shape) in enumerate(s.out_meta):
                 s.outs[k].dtype = cge_dtype(dt)
+            s.out_shapes = {}   # dynamic: input shapes -> output shapes, as cge said
         self.steps = [st for st in self.steps if st[0] != "cge" or st[1].session is not None]
         self.lock = threading.Lock()
         self.num_segments = sum(1 for k, _ in self.steps if k == "cge")
 
+    def _convert_dynamic(self, s, name):
+        """The segment's graph at trace 0, with symbolic input dims; the same
+        conversion at every other trace must build the same thing (else a
+        converter baked a size of its trace into the graph)."""
+        spec = self.spec
+        g, s.inputs, s.outputs, log0 = _convert_nodes(s.nodes, self.gm, name, s.outputs,
+                                                      spec=spec, trace=0)
+        for t in range(1, spec.num_traces):
+            _, _, _, log = _convert_nodes(s.nodes, self.gm, name, s.outputs, spec=spec, trace=t)
+            diff = _dynamic.first_difference(log0, log)
+            if diff is not None:
+                node = next((n for n in s.nodes if n.name == diff[0]), s.nodes[0])
+                deps = spec.deps_of_node(node) or set(range(len(spec.symbols)))
+                raise _DynFailure(node, deps, "%s (%s): its conversion builds a different %s "
+                                  "at another size (the converter uses a size of the trace)"
+                                  % (node.name, op_name(node.target), diff[1]))
+        return g
+
+    def _check_literals(self):
+        """Nodes that run in PyTorch (graph breaks) and the module's outputs
+        replay trace 0's arguments: numbers there must not vary."""
+        spec = self.spec
+        for kind, n in self.steps:
+            if kind == "torch":
+                self._same_numbers(n, spec, "runs in PyTorch with a size of the trace as an "
+                                   "argument")
+        self._same_numbers(self.output_node, spec, "is returned: a size as a Python number")
+
+    @staticmethod
+    def _same_numbers(n, spec, why):
+        def walk(a, path):
+            if isinstance(a, (list, tuple)):
+                for i, x in enumerate(a):
+                    walk(x, path + (i,))
+            elif isinstance(a, dict):
+                for k, x in a.items():
+                    walk(x, path + (k,))
+            elif isinstance(a, (int, float)) and not isinstance(a, bool):
+                def get(node, path=path):
+                    v = (node.args, node.kwargs)
+                    for p in path:
+                        v = v[p]
+                    return v
+                vals = [get(m[n]) for m in spec.maps]
+                if any(v != vals[0] for v in vals):
+                    deps = spec.value([int(v) for v in vals]).deps if all(
+                        float(v).is_integer() for v in vals) else range(len(spec.symbols))
+                    raise _DynFailure(n, deps, "%s (%s) %s" % (n.name, op_name(n.target)
+                                                                if n.op != "output" else
+                                                                "output", why))
+        walk((n.args, n.kwargs), ())
+
     def _run_segment(self, s, env):
         keep = []
+        dynamic = self.spec is not None
         for k, n in enumerate(s.inputs):
             t = env[n]
             dt, shape = s.in_meta[k]
-            if t.dtype != dt or tuple(t.shape) != shape:
+            if t.dtype != dt or (tuple(t.shape) != shape if not dynamic else (
+                    t.dim() != len(shape) or
+                    any(d >= 0 and d != e for d, e in zip(shape, t.shape)))):
                 raise ConverterError("[converter] '%s' reached cge as %s%s, traced as %s%s"
                                      % (n.name, t.dtype, list(t.shape), dt, list(shape)),
                                      "converter", "CGE_ERR_SHAPE")
             if not t.is_contiguous() or t.device.type != "cpu":
                 t = t.detach().cpu().contiguous()
             keep.append(t)
+            if dynamic:
+                s.ins[k].shape = _b._make_shape(t.shape)
             s.ins[k].data = t.data_ptr() if t.numel() else None
             s.ins[k].bytes = t.numel() * t.element_size()
+        if dynamic:
+            key = tuple(tuple(t.shape) for t in keep)
+            shapes = s.out_shapes.get(key)
+            if shapes is None:
+                shapes = self._learn_shapes(s)
+                self._check_shapes(s, shapes)
+                s.out_shapes[key] = shapes
+        else:
+            shapes = [shape for _, shape in s.out_meta]
         results = []
-        for k, (dt, shape) in enumerate(s.out_meta):
-            o = torch.empty(shape, dtype=dt)
+        for k, (dt, _) in enumerate(s.out_meta):
+            o = torch.empty(shapes[k], dtype=dt)
             results.append(o)
             s.outs[k].data = o.data_ptr() if o.numel() else None
             s.outs[k].bytes = o.numel() * o.element_size()
         s.session.run_raw(s.ins, len(s.inputs), s.outs, len(s.outputs), s.mode)
         for n, o in zip(s.outputs, results):
             env[n] = o
+
+    @staticmethod
+    def _learn_shapes(s):
+        """Output shapes at new input sizes: a run without output space fails
+        at once, before any work, writing what each output needs."""
+        for k in range(len(s.outputs)):
+            s.outs[k].data, s.outs[k].bytes = None, 0
+        try:
+            s.session.run_raw(s.ins, len(s.inputs), s.outs, len(s.outputs), s.mode)
+        except Error as e:
+            if e.layer != "session" or "the buffer given has" not in e.message:
+                raise
+        shapes = []
+        for k in range(len(s.outputs)):
+            sh = s.outs[k].shape
+            shapes.append(tuple(int(sh.dims[i]) for i in range(sh.rank)))
+        return shapes
+
+    def _check_shapes(self, s, shapes):
+        """What cge computes at new sizes keeps the traced ranks and static dims."""
+        for n, shape in zip(s.outputs, shapes):
+            dims = self.spec.node_dims(n)
+            if dims is None or len(dims) != len(shape) or any(
+                    not isinstance(d, _dynamic.Sym) and d != e for d, e in zip(dims, shape)):
+                raise ConverterError("[converter] cge computes %s for '%s' (%s) at these sizes; "
+                                     "the traces say %s" % (list(shape), n.name,
+                                                            op_name(n.target), dims),
+                                     "converter", "CGE_ERR_SHAPE")
 
     def __call__(self, *args):
         env = dict(zip(self.placeholders, args))
@@ -299,52 +489,175 @@ def _signature(args):
     return tuple(sig)
 
 
+class _DynamicGuard:
+    """Whether a call fits a dynamic specialisation: same dtypes, devices,
+    ranks, contiguity and static dims as its example; each symbol's dims
+    equal to each other and at least the symbol's min_size (1, or 2 where
+    size 1 traces another graph); other arguments equal."""
+
+    def __init__(self, args, symbols):
+        sym = {}
+        for k, s in enumerate(symbols):
+            for i, d in s.dims:
+                sym[(i, d)] = k
+        self.entries = []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                static = tuple((d, int(a.shape[d])) for d in range(a.dim()) if (i, d) not in sym)
+                self.entries.append((True, (a.dtype, a.device.type, a.requires_grad, a.dim(),
+                                            a.is_contiguous(),
+                                            None if a.is_contiguous() else tuple(a.stride())),
+                                     static))
+            else:
+                self.entries.append((False, (type(a).__name__, repr(a)), None))
+        self.ties = [(list(s.dims), s.min_size) for s in symbols]
+
+    def __call__(self, args):
+        if len(args) != len(self.entries):
+            return False
+        for a, (is_t, key, static) in zip(args, self.entries):
+            if is_t:
+                if not isinstance(a, torch.Tensor) or key[3] != a.dim() or \
+                        key != (a.dtype, a.device.type, a.requires_grad, a.dim(),
+                                a.is_contiguous(),
+                                None if a.is_contiguous() else tuple(a.stride())):
+                    return False
+                shape = a.shape
+                for d, n in static:
+                    if shape[d] != n:
+                        return False
+            elif isinstance(a, torch.Tensor) or key != (type(a).__name__, repr(a)):
+                return False
+        for dims, lo in self.ties:
+            i, d = dims[0]
+            n = args[i].shape[d]
+            if n < lo or any(args[j].shape[e] != n for j, e in dims[1:]):
+                return False
+        return True
+
+
 class CompiledModule:
     """What cge.torch.compile returns: call it as the module. Guarded on the
     inputs' shapes, dtypes, strides and devices (and other arguments' values):
     a call that breaks every guard compiles a new specialisation; past
-    ``recompile_limit`` new signatures run in eager PyTorch (one warning)."""
+    ``recompile_limit`` new signatures run in eager PyTorch (one warning).
+    With ``dynamic``, a specialisation serves every size of its symbolic dims
+    (``dynamic_dims``); ``dynamic_notes`` says why other dims stayed static."""
 
     def __init__(self, module, example_inputs, fullgraph=False, mode="replay",
-                 recompile_limit=8):
+                 recompile_limit=8, dynamic=False):
         self.module = module
         self.fullgraph = fullgraph
         self.mode = mode
         self.recompile_limit = recompile_limit
-        self.cache = {}
+        self.dynamic = dynamic
+        self.cache = {}          # static specialisations by signature
+        self._dyn = []           # dynamic ones: (guard, compiled), newest last
+        self._first = None
         self.recompiles = 0
         self.eager_calls = 0
         self._warned = False
+        self._warned_notes = set()
         self._lock = threading.Lock()
-        first = _Compiled(module, list(example_inputs), fullgraph, mode)
-        self.cache[_signature(example_inputs)] = first
+        self._compile(list(example_inputs))
+
+    def _compile(self, args):
+        if self.dynamic is False:
+            c = _Compiled(self.module, args, self.fullgraph, self.mode)
+            self.cache[_signature(args)] = c
+        else:
+            c = self._compile_dynamic(args)
+        if self._first is None:
+            self._first = c
+        return c
+
+    def _compile_dynamic(self, args, exclude=()):
+        """Trace at the example sizes and at others, drop the symbols that do
+        not generalise (with a note, a warning for dims the user named), and
+        compile one specialisation for the rest. Where a size-1 dim had to be
+        generalised from size 2, a second specialisation serves the example
+        (that dim static at 1). ``exclude``: dims kept static."""
+        symbols, auto = _dynamic.request(self.dynamic, self.module, args)
+        symbols = [s for s in symbols if not any(d in exclude for d in s.dims)]
+        names = _dynamic._param_names(self.module)
+        notes, traces = [], {}
+        while True:
+            spec = _dynamic.generalise(capture, self.module, args, symbols, traces, notes, names)
+            try:
+                c = _Compiled(self.module, spec.base_inputs if spec else args, self.fullgraph,
+                              self.mode, spec=spec)
+                break
+            except _DynFailure as f:
+                drop = [spec.symbols[k] for k in sorted(f.deps)] or list(spec.symbols)
+                for s in drop:
+                    notes.append((s, "%s stays static: %s" % (_dynamic.describe(s, names),
+                                                              f.why)))
+                    s.base, s.alt, s.joint, s.min_size = s.size, None, None, 1
+                symbols = [s for s in spec.symbols if s not in drop]
+        kept = spec.symbols if spec is not None else []
+        if not auto:
+            for s, why in notes:
+                key = tuple(s.dims)     # once per module and dims, not per recompile
+                if key not in self._warned_notes:
+                    self._warned_notes.add(key)
+                    warnings.warn("cge.torch.compile(dynamic=...): " + why, RuntimeWarning,
+                                  stacklevel=4)
+        c.dynamic_notes = [why for _, why in notes]
+        c.dynamic_dims = {}
+        for s in kept:
+            for i, d in s.dims:
+                c.dynamic_dims.setdefault(i, {})[d] = s.name
+        self._dyn.append((_DynamicGuard(spec.base_inputs if spec else args, kept), c))
+        rebased = [d for s in kept if s.min_size > 1 for d in s.dims]
+        if rebased:
+            self._compile_dynamic(args, exclude=tuple(exclude) + tuple(rebased))
+        return c
+
+    @property
+    def dynamic_dims(self):
+        """{input position: {dim: symbol name}} of the first specialisation's
+        symbolic dims (empty when dynamic=False)."""
+        return dict(getattr(self._first, "dynamic_dims", {}))
+
+    @property
+    def dynamic_notes(self):
+        """Why dims asked to be dynamic stayed static (first specialisation)."""
+        return list(getattr(self._first, "dynamic_notes", []))
 
     @property
     def graph_breaks(self):
         """(node, op, reason) of the nodes that run in PyTorch, first specialisation."""
-        c = next(iter(self.cache.values()))
-        return [(n.name, op_name(n.target), r) for n, r in c.reasons.items()]
+        return [(n.name, op_name(n.target), r) for n, r in self._first.reasons.items()]
 
     @property
     def num_segments(self):
-        return next(iter(self.cache.values())).num_segments
+        return self._first.num_segments
 
     def graph_nodes(self):
         """(name, op, domain) of every cge node, first specialisation."""
-        c = next(iter(self.cache.values()))
-        return [n for k, s in c.steps if k == "cge" for n in s.graph.nodes()]
+        return [n for k, s in self._first.steps if k == "cge" for n in s.graph.nodes()]
+
+    def graphs(self):
+        """The cge graphs (cge.Graph) of the first specialisation, one per subgraph."""
+        return [s.graph for k, s in self._first.steps if k == "cge"]
 
     def last_run_modes(self):
         """The run mode each cge subgraph used last ("replay", "plan", ...)."""
-        c = next(iter(self.cache.values()))
-        return [s.session.last_run_mode() for k, s in c.steps if k == "cge"]
+        return [s.session.last_run_mode() for k, s in self._first.steps if k == "cge"]
+
+    def _find(self, args):
+        if self.dynamic is False:
+            return self.cache.get(_signature(args))
+        for guard, c in reversed(self._dyn):
+            if guard(args):
+                return c
+        return None
 
     def __call__(self, *args):
-        sig = _signature(args)
-        c = self.cache.get(sig)
+        c = self._find(args)
         if c is None:
             with self._lock:
-                c = self.cache.get(sig)
+                c = self._find(args)
                 if c is None:
                     if self.recompiles >= self.recompile_limit:
                         if not self._warned:
@@ -358,8 +671,7 @@ class CompiledModule:
                         with torch.no_grad():
                             return self.module(*args)
                     self.recompiles += 1
-                    c = _Compiled(self.module, list(args), self.fullgraph, self.mode)
-                    self.cache[sig] = c
+                    c = self._compile(list(args))
         return c(*args)
 
 
@@ -373,22 +685,35 @@ def compile(module, example_inputs, fullgraph=False, dynamic=False, mode="replay
     node that cannot convert is a ConverterError naming its aten op and node;
     otherwise such nodes run in PyTorch between cge subgraphs (see
     ``explain``). ``mode``: cge's run mode, "replay" (captured once, then
-    replayed), "plan" or "eager". Shapes are specialised and guarded
-    (``dynamic=True`` is not supported: PyTorch 1.13's tracer gives no
-    symbolic shapes); a call with new shapes, dtypes or strides recompiles, up
-    to ``recompile_limit`` times, then runs in eager PyTorch with one warning.
-    Weights are copied into cge at compile time: recompile after changing them.
+    replayed), "plan" or "eager". A call with new shapes, dtypes or strides
+    recompiles (``recompiles`` counts), up to ``recompile_limit`` times, then
+    runs in eager PyTorch with one warning. Weights are copied into cge at
+    compile time: recompile after changing them.
+
+    ``dynamic``: False specialises every shape. True makes every input dim
+    that can vary symbolic; a dict ``{input: dims}`` (input by position or
+    parameter name; dims a list, or ``{dim: name}``) marks dims. PyTorch
+    1.13's tracer has no symbolic shapes, so the module is traced at the
+    example sizes and once more per symbol (that symbol's size doubled, or
+    +1), plus once with all changed; dims where the traces agree become
+    symbols (dims of equal example size share one, as TorchDynamo's duck
+    sizing; dims named alike share one), sizes inside the graph (reshape
+    targets) come from the runtime shapes, and one cge graph serves all sizes:
+    new sizes of symbolic dims do not recompile. A dim whose traces differ
+    (another graph, a failing trace, a size baked into a converter or a
+    graph break) stays static, listed in ``dynamic_notes`` (and warned about
+    when the dict asked for it). A call that changes a static dim, a rank or
+    a dtype, or gives dims of one symbol different sizes, recompiles.
     """
     if mode not in _MODES:
         raise ValueError("cge.torch.compile: mode must be one of %s, not %r" % (_MODES, mode))
-    if dynamic:
-        raise NotImplementedError("cge.torch.compile: dynamic=True needs symbolic shapes, which "
-                                  "PyTorch %s's make_fx does not provide; shapes are specialised "
-                                  "and guarded (dynamic=False)" % torch.__version__)
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
+    if dynamic is not False and dynamic is not True and not isinstance(dynamic, dict):
+        raise TypeError("cge.torch.compile: dynamic is False, True or a dict {input: dims}, "
+                        "not %r" % (dynamic,))
     return CompiledModule(module, example_inputs, fullgraph=fullgraph, mode=mode,
-                          recompile_limit=recompile_limit)
+                          recompile_limit=recompile_limit, dynamic=dynamic)
 
 
 class Explanation:

@@ -83,10 +83,13 @@ class ConversionContext:
     """What a converter sees: ``op`` (emit a cge operator, arguments by schema
     name), ``const``, ``shape``/``dtype`` of values, and the FX ``node``."""
 
-    def __init__(self, builder, node=None):
+    def __init__(self, builder, node=None, dyn=None):
         self.b = builder
         self.node = node
+        self.dyn = dyn      # compile(dynamic=...): the traces' sizes (see out_dims)
         self._k = 0
+        self._aux = 0       # > 0 while building sizes (shape_value, dim_value)
+        self._ka = 0
 
     def _where(self):
         if self.node is None:
@@ -154,8 +157,15 @@ class ConversionContext:
             raise self.error("operator %s: %d outputs asked" % (op_type, n_out))
         name = None
         if self.node is not None:
-            name = self.node.name if self._k == 0 else "%s_%d" % (self.node.name, self._k)
-            self._k += 1
+            # The node's first operator takes its name; the others a suffix
+            # no fx name has ('.'), sizes ('.size') apart, so that the
+            # operator a message names is the node's own.
+            if self._aux:
+                name = "%s.size%d" % (self.node.name, self._ka)
+                self._ka += 1
+            else:
+                name = self.node.name if self._k == 0 else "%s.%d" % (self.node.name, self._k)
+                self._k += 1
         res = self.b.op(op_type, *args, domain=domain, num_outputs=n_out, name=name, **attrs)
         if isinstance(outputs, (list, tuple)):
             res = res if isinstance(res, tuple) else (res,)
@@ -188,3 +198,120 @@ class ConversionContext:
         if tm is None or not hasattr(tm, "shape"):
             raise self.error("no traced shape for this node")
         return tuple(int(d) for d in tm.shape)
+
+    # ---- sizes that vary (compile(dynamic=...)) ------------------------------------
+    # Under dynamic=..., the module was traced at several sizes: a size the
+    # traces disagree on is a Sym (int(sym) is the example's), and a converter
+    # that needs it in the graph asks for a value computed from the runtime
+    # shapes (shape_value / dim_value) instead of baking a constant. A
+    # converter that bakes one anyway is caught (its graphs differ between the
+    # traces) and the dims it depends on stay static.
+
+    @property
+    def dynamic(self):
+        """True in a conversion under compile(dynamic=...)."""
+        return self.dyn is not None
+
+    def out_dims(self, index=None):
+        """The node's output dims: ints, and under dynamic=... a Sym for each
+        dim that differs between the traces. ``index``: of a tuple output."""
+        if self.dyn is None:
+            if index is None:
+                return list(self.out_shape())
+            return [int(d) for d in self.node.meta["tensor_meta"][index].shape]
+        dims = self.dyn.dims_of_node(self.node, index)
+        if dims is None:
+            raise self.error("no traced shape for this node")
+        return list(dims)
+
+    def dims_of(self, fx_node, index=None):
+        """The traced dims of another node (an input of this one), as out_dims."""
+        if self.dyn is None:
+            tm = fx_node.meta.get("tensor_meta")
+            if tm is None and fx_node.op == "get_attr":
+                tm = fx_node.graph.owning_module
+                for part in fx_node.target.split("."):
+                    tm = getattr(tm, part)
+            if index is not None:
+                tm = tm[index]
+            return [int(d) for d in tm.shape]
+        dims = self.dyn.dims_of_node(fx_node, index)
+        if dims is None:
+            raise self.error("no traced shape for '%s'" % fx_node.name)
+        return list(dims)
+
+    def literal(self, get):
+        """A number of the node's arguments, ``get(node)`` (``lambda n:
+        n.args[3]``): an int, or a Sym where the traces disagree."""
+        if self.dyn is None:
+            return get(self.node)
+        return self.dyn.literal(self.node, get)
+
+    @staticmethod
+    def is_sym(d):
+        from ._dynamic import Sym
+        return isinstance(d, Sym)
+
+    def not_expressible(self, what, dims):
+        """The error that makes the symbols ``dims`` (Syms) depend on static."""
+        from ._dynamic import NotExpressible
+        deps = set()
+        for d in dims:
+            if self.is_sym(d):
+                deps |= d.deps
+        return NotExpressible("[converter] %s%s" % (what, self._where()), deps)
+
+    def dim_value(self, d, like=()):
+        """An int64 [1] value holding size ``d`` (an int or a Sym) at run time;
+        a Sym comes from the runtime shape of a value (those in ``like``
+        first) that has it as a dim, or from the symbols' dims."""
+        if not self.is_sym(d):
+            return self.ints([int(d)])
+        self._aux += 1
+        try:
+            return self.dyn.dim_value(self, d, like)
+        finally:
+            self._aux -= 1
+
+    def shape_value(self, dims, like=(), infer_one=False):
+        """An int64 vector value of ``dims`` (ints and Syms): a constant when
+        every dim is an int. ``infer_one``: a Reshape target, where one
+        varying dim may be -1 (inferred by Reshape from the element count)."""
+        from ._dynamic import NotExpressible
+        syms = [i for i, d in enumerate(dims) if self.is_sym(d)]
+        if not syms:
+            return self.ints([int(d) for d in dims])
+        if infer_one and len(syms) == 1:
+            return self.ints([-1 if i == syms[0] else int(d) for i, d in enumerate(dims)])
+        pieces, failed = {}, []
+        for i in syms:
+            if infer_one and not failed and i == syms[-1]:
+                failed.append(i)        # the last one left: -1
+                break
+            try:
+                pieces[i] = self.dim_value(dims[i], like)
+            except NotExpressible:
+                if not infer_one or failed:
+                    raise
+                failed.append(i)
+        self._aux += 1
+        try:
+            return self._concat_shape(dims, pieces, failed)
+        finally:
+            self._aux -= 1
+
+    def _concat_shape(self, dims, pieces, failed):
+        parts, run = [], []
+        for i, d in enumerate(dims):
+            if i in failed:
+                run.append(-1)
+            elif i in pieces:
+                if run:
+                    parts.append(self.ints(run))
+                    run = []
+                parts.append(pieces[i])
+            else:
+                run.append(int(d))
+        if run:
+            parts.append(self.ints(run))
+        return parts[0] if len(parts) == 1 else self.op("Concat", inputs=parts, axis=0)

@@ -1,13 +1,14 @@
 # Converters from aten ops (as make_fx traces them) onto cge operators: every
 # op of resnet18, mobilenet_v2 and nn.TransformerEncoder, and the common
 # elementwise, shape and reduction ops around them. Converters map; they never
-# compute (shapes they need come from the traced node or the cge values).
+# compute (shapes they need come from the traced node or the cge values; under
+# compile(dynamic=...), sizes that vary come from the runtime shapes).
 import operator
 
 import numpy as np
 import torch
 
-from ._registry import Missing, cge_dtype, register_converter
+from ._registry import Missing, cge_dtype, register_converter, torch_dtype
 
 aten = torch.ops.aten
 INT64_MAX = 2 ** 63 - 1
@@ -64,13 +65,15 @@ def _identity(ctx, node, x, *args, **kwargs):
 @register_converter(*filter(None, [_opt(n) for n in (
     "view", "_reshape_alias", "reshape", "_unsafe_view", "flatten.using_ints", "view_copy")]))
 def _reshape(ctx, node, x, *args, **kwargs):
-    return ctx.op("Reshape", data=x, shape=ctx.ints(ctx.out_shape()))
+    return ctx.op("Reshape", data=x, shape=ctx.shape_value(ctx.out_dims(), like=[x],
+                                                           infer_one=True))
 
 
 @register_converter(*filter(None, [_opt(n) for n in (
     "squeeze.dim", "squeeze", "unsqueeze", "squeeze.dims")]))
 def _squeeze(ctx, node, x, *args):
-    return ctx.op("Reshape", data=x, shape=ctx.ints(ctx.out_shape()))
+    return ctx.op("Reshape", data=x, shape=ctx.shape_value(ctx.out_dims(), like=[x],
+                                                           infer_one=True))
 
 
 @register_converter(aten.t.default)
@@ -97,7 +100,13 @@ def _permute(ctx, node, x, dims):
 
 @register_converter(aten.expand.default)
 def _expand(ctx, node, x, size, implicit=False):
-    return ctx.op("Expand", input=x, shape=ctx.ints(ctx.out_shape()))
+    dims = ctx.out_dims()
+    if any(ctx.is_sym(d) for d in dims):
+        # Where x already has the size, Expand's 1 keeps it (whatever it is).
+        xd = ctx.dims_of(node.args[0])
+        off = len(dims) - len(xd)
+        dims = [1 if i >= off and xd[i - off] == d else d for i, d in enumerate(dims)]
+    return ctx.op("Expand", input=x, shape=ctx.shape_value(dims, like=[x]))
 
 
 @register_converter(aten.cat.default)
@@ -117,12 +126,22 @@ def _stack(ctx, node, tensors, dim=0):
 @register_converter(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(ctx, node, x, split, dim=0):
     d = _axis(dim, ctx.rank(x))
-    n = x.shape[d]
-    if isinstance(split, int):
-        sizes = [split] * (n // split) + ([n % split] if n % split else [])
+    metas = node.meta.get("tensor_meta")
+    if isinstance(metas, (tuple, list)):    # the traced pieces
+        sizes = [ctx.out_dims(k)[d] for k in range(len(metas))]
     else:
-        sizes = list(split)
-    outs = ctx.op("Split", input=x, split=ctx.ints(sizes), axis=d, outputs=len(sizes))
+        n = ctx.dims_of(node.args[0])[d]
+        if isinstance(split, int):
+            sizes = [split] * (n // split) + ([n % split] if n % split else [])
+        else:
+            sizes = list(split)
+    if any(ctx.is_sym(s) for s in sizes):
+        if not all(s == sizes[0] for s in sizes):
+            raise ctx.not_expressible("a split into unequal pieces of a varying dim", sizes)
+        # Equal pieces of a varying dim: Split without sizes splits evenly.
+        outs = ctx.op("Split", input=x, axis=d, outputs=len(sizes))
+    else:
+        outs = ctx.op("Split", input=x, split=ctx.ints(sizes), axis=d, outputs=len(sizes))
     return outs if isinstance(outs, tuple) else (outs,)
 
 
@@ -131,6 +150,17 @@ def _slice(ctx, node, x, dim=0, start=None, end=None, step=1):
     d = _axis(dim, ctx.rank(x))
     start = 0 if start is None else start
     end = INT64_MAX if end is None or end > INT64_MAX else end
+    if ctx.dynamic:
+        size = ctx.dims_of(node.args[0])[d]
+        if len(node.args) > 2 and node.args[2] is not None:
+            start = ctx.literal(lambda n: n.args[2])
+        if len(node.args) > 3 and node.args[3] is not None and end != INT64_MAX:
+            end = ctx.literal(lambda n: min(n.args[3], INT64_MAX))
+            if ctx.is_sym(end) and end == size:
+                end = INT64_MAX             # x[:n] with n = x's size: to the end
+        return ctx.op("Slice", data=x, starts=ctx.dim_value(start, like=[x]),
+                      ends=ctx.dim_value(end, like=[x]), axes=ctx.ints([d]),
+                      steps=ctx.ints([step]))
     return ctx.op("Slice", data=x, starts=ctx.ints([start]), ends=ctx.ints([end]),
                   axes=ctx.ints([d]), steps=ctx.ints([step]))
 
@@ -159,6 +189,15 @@ def _binary(op_type):
     def conv(ctx, node, a, b, alpha=1):
         like = a if not isinstance(a, (int, float, bool)) else b
         a, b = _scalar(ctx, a, like), _scalar(ctx, b, like)
+        if a.dtype_code != b.dtype_code:
+            # PyTorch promotes mixed dtypes (float + int64): cge's operators
+            # take one dtype, so both go to the promoted one first.
+            tm = node.meta.get("tensor_meta")
+            to = cge_dtype(tm.dtype) if op_type in ("Add", "Sub", "Mul", "Div") and \
+                hasattr(tm, "dtype") else cge_dtype(torch.promote_types(
+                    torch_dtype(a.dtype_code), torch_dtype(b.dtype_code)))
+            a, b = (v if v.dtype_code == to else ctx.op("Cast", input=v, to=to) for v in (a, b))
+            like = a
         if alpha != 1:
             b = ctx.op("Mul", A=b, B=ctx.const(alpha, like=like))
         return ctx.op(op_type, A=a, B=b)
@@ -307,7 +346,7 @@ def _batch_norm(ctx, node, x, w, b, mean, var, *rest):
     eps = rest[-1]
     if training:
         raise ctx.error("batch normalisation in training mode (call module.eval())")
-    c = x.shape[1]
+    c = ctx.dims_of(node.args[0])[1]
     w = w if w is not None else ctx.const(np.ones(c), like=x)
     b = b if b is not None else ctx.const(np.zeros(c), like=x)
     y = ctx.op("BatchNormalization", X=x, scale=w, B=b, input_mean=mean, input_var=var,
@@ -346,10 +385,10 @@ def _avg_pool(ctx, node, x, kernel, stride=(), padding=0, ceil_mode=False,
 
 @register_converter(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def _adaptive_avg_pool(ctx, node, x, size):
-    h, w = x.shape[2], x.shape[3]
     oh, ow = _pair(size, 2)
     if (oh, ow) == (1, 1):
         return ctx.op("GlobalAveragePool", X=x)
+    h, w = (int(v) for v in ctx.dims_of(node.args[0])[2:4])
     if h % oh or w % ow:
         raise ctx.error("adaptive pooling from %dx%d to %dx%d (not a whole stride)"
                         % (h, w, oh, ow))
@@ -389,3 +428,76 @@ register_converter(aten.amax.default)(_reduce("ReduceMax"))
 def _reduce_all(ctx, node, x, dtype=None):
     op_type = "ReduceMean" if node.target is aten.mean.default else "ReduceSum"
     return _reduce(op_type)(ctx, node, x, None, False, dtype)
+
+
+# ---- tensors made from sizes (masks, positions) --------------------------------------
+# Under compile(dynamic=...) their sizes may vary: they come from the runtime
+# shapes (shape_value / dim_value), so a causal mask of the sequence length
+# needs no graph break.
+
+def _np_dtype(node):
+    dt = node.meta["tensor_meta"].dtype
+    if dt == torch.bfloat16:
+        raise ValueError("bfloat16 fills")  # pragma: no cover - numpy has no bfloat16
+    return torch.empty(0, dtype=dt).numpy().dtype
+
+
+def _fill(ctx, node, value, like=()):
+    dt = _np_dtype(node)
+    return ctx.op("ConstantOfShape", input=ctx.shape_value(ctx.out_dims(), like=like),
+                  value=np.asarray([value], dtype=dt))
+
+
+@register_converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
+def _arange(ctx, node, *nums, dtype=None, layout=None, device=None, pin_memory=None):
+    nums = list(nums)
+    bounds = [0, nums[0], 1] if len(nums) == 1 else nums + [1] * (3 - len(nums))
+    pos = [None, 0, None] if len(nums) == 1 else list(range(len(nums))) + [None] * (3 - len(nums))
+    dt = _np_dtype(node)
+    vals = []
+    for v, p in zip(bounds, pos):
+        if p is not None and isinstance(v, int) and not isinstance(v, bool):
+            v = ctx.literal(lambda n, p=p: n.args[p])
+        if ctx.is_sym(v):
+            s = ctx.op("Reshape", data=ctx.dim_value(v), shape=ctx.ints([]))
+            vals.append(s if dt == np.int64 else ctx.op("Cast", input=s, to=cge_dtype(
+                node.meta["tensor_meta"].dtype)))
+        else:
+            vals.append(ctx.const(np.asarray(v, dtype=dt)))
+    return ctx.op("Range", start=vals[0], limit=vals[1], delta=vals[2])
+
+
+@register_converter(aten.full.default)
+def _full(ctx, node, size, fill_value, **kwargs):
+    return _fill(ctx, node, fill_value)
+
+
+@register_converter(aten.zeros.default, aten.ones.default)
+def _zeros_ones(ctx, node, size, **kwargs):
+    return _fill(ctx, node, 0 if node.target is aten.zeros.default else 1)
+
+
+@register_converter(aten.full_like.default)
+def _full_like(ctx, node, x, fill_value, **kwargs):
+    return _fill(ctx, node, fill_value, like=[x])
+
+
+@register_converter(aten.zeros_like.default, aten.ones_like.default)
+def _zeros_ones_like(ctx, node, x, **kwargs):
+    return _fill(ctx, node, 0 if node.target is aten.zeros_like.default else 1, like=[x])
+
+
+@register_converter(aten.new_zeros.default, aten.new_ones.default)
+def _new_zeros_ones(ctx, node, x, size, **kwargs):
+    return _fill(ctx, node, 0 if node.target is aten.new_zeros.default else 1, like=[x])
+
+
+@register_converter(aten.new_full.default)
+def _new_full(ctx, node, x, size, fill_value, **kwargs):
+    return _fill(ctx, node, fill_value, like=[x])
+
+
+@register_converter(aten.triu.default, aten.tril.default)
+def _triu(ctx, node, x, diagonal=0):
+    return ctx.op("Trilu", input=x, k=ctx.const(np.int64(diagonal)),
+                  upper=int(node.target is aten.triu.default))
