@@ -64,7 +64,8 @@ static cge_status add_value(mp *m, int32_t id)
                          "value '%s' is %s %s when the plan is built: every shape must be known "
                          "(compile with concrete input shapes; shapes that depend on computed "
                          "values need eager runs)",
-                         d.name, cge_dtype_name(d.dtype), cge_graph_shape_str(m->g, &d.shape, sh, sizeof sh));
+                         d.name, cge_dtype_name(d.dtype),
+                         cge_graph_shape_str(m->g, &d.shape, sh, sizeof sh));
     cge_node *prod = cge_graph_value_producer(m->g, id);
     cge_plan_value pv = {
         .dtype = d.dtype, .shape = d.shape,
