@@ -164,6 +164,8 @@ static const cge_converter_def converters[] = {
     COMPAT("GlobalAveragePool", 1), COMPAT("GlobalMaxPool", 1), COMPAT("BatchNormalization", 7),
     COMPAT("InstanceNormalization", 6), COMPAT("LRN", 1), COMPAT("Dropout", 7),
     COMPAT("Resize", 11),
+    /* recurrent: 14 added only `layout` (default 0, sequence first) */
+    COMPAT("RNN", 7), COMPAT("GRU", 7), COMPAT("LSTM", 7),
     /* control flow */
     COMPAT("If", 1), COMPAT("Loop", 1), COMPAT("Scan", 9),
     /* semantic changes */
