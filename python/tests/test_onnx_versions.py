@@ -1,6 +1,7 @@
 # Older opsets through the importer's version converters: attributes that
 # later became inputs (axes, split, starts/ends), Softmax's 2-D coercion
-# before opset 13, and elementwise ops below their current definition.
+# before opset 13, elementwise ops below their current definition, and
+# versions that later changed only dtypes or documentation.
 import numpy as np
 import pytest
 
@@ -114,3 +115,75 @@ def test_opset_newer_than_supported_is_refused():
         run(helper.make_node("Relu", ["x"], ["y"]), {"x": X}, None, 19)
     assert e.value.layer == "converter"
     assert "opset 19" in str(e.value) and "up to 18" in str(e.value)
+
+
+def run_model(nodes, inputs, outputs, opset, inits=()):
+    """Run nodes at `opset`; inputs {name: array}, outputs [(name, TensorProto type)]."""
+    ins = [helper.make_tensor_value_info(n, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[a.dtype],
+                                         list(a.shape)) for n, a in inputs.items()]
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
+    g = helper.make_graph(nodes, "g", ins, outs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    return cge.InferenceSession(m.SerializeToString()).run(None, inputs)
+
+
+@pytest.mark.parametrize("opset", [6, 7])
+def test_variadic_version_6_equal_shapes(opset):
+    # Max/Min/Sum/Mean 6: no broadcasting, every input has the output's shape.
+    a, b, c = X, X[::-1].copy(), np.full_like(X, 0.5)
+    for op, want in (("Max", np.maximum(np.maximum(a, b), c)),
+                     ("Min", np.minimum(np.minimum(a, b), c)),
+                     ("Sum", a + b + c), ("Mean", (a + b + c) / 3)):
+        (y,) = run_model([helper.make_node(op, ["a", "b", "c"], ["y"])],
+                         {"a": a, "b": b, "c": c}, [("y", F)], opset)
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+def test_mean_variance_normalization_9():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5), dtype=np.float32)
+    (y,) = run_model([helper.make_node("MeanVarianceNormalization", ["x"], ["y"])], {"x": x},
+                     [("y", F)], 9)
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    std = np.sqrt(((x - mean) ** 2).mean(axis=(0, 2, 3), keepdims=True))
+    np.testing.assert_allclose(y, (x - mean) / (std + 1e-9), rtol=1e-4, atol=1e-5)
+
+
+def test_compress_9():
+    cond = np.array([True, False, True])
+    for axis in (1, None):
+        kw = {} if axis is None else {"axis": axis}
+        (y,) = run_model([helper.make_node("Compress", ["x", "c"], ["y"], **kw)],
+                         {"x": X, "c": cond}, [("y", F)], 9)
+        np.testing.assert_array_equal(y, np.compress(cond, X, axis=axis))
+
+
+def test_lp_pool_2():
+    x = np.random.default_rng(1).standard_normal((1, 2, 5, 5), dtype=np.float32)
+    node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], p=3)
+    (y,) = run_model([node], {"x": x}, [("y", F)], 7)
+    win = np.abs(x[:, :, :4, :4]).reshape(1, 2, 2, 2, 2, 2) ** 3
+    np.testing.assert_allclose(y, win.sum(axis=(3, 5)) ** (1 / 3), rtol=1e-5)
+
+
+def test_max_unpool_9():
+    x = np.array([[[[5.0, 6.0], [7.0, 8.0]]]], np.float32)
+    idx = np.array([[[[5, 7], [13, 15]]]], np.int64)
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    (y,) = run_model([node], {"x": x, "i": idx}, [("y", F)], 9)
+    want = np.zeros(16, np.float32)
+    want[idx.ravel()] = x.ravel()
+    np.testing.assert_array_equal(y, want.reshape(1, 1, 4, 4))
+
+
+def test_non_max_suppression_10():
+    boxes = np.array([[[0.0, 0.0, 1.0, 1.0], [0.0, 0.1, 1.0, 1.1], [0.0, -0.1, 1.0, 0.9],
+                       [0.0, 10.0, 1.0, 11.0], [0.0, 10.1, 1.0, 11.1],
+                       [0.0, 100.0, 1.0, 101.0]]], np.float32)
+    scores = np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3]]], np.float32)
+    limits = [helper.make_tensor("k", TensorProto.INT64, [1], [3]),
+              helper.make_tensor("iou", F, [1], [0.5]),
+              helper.make_tensor("thr", F, [1], [0.0])]
+    node = helper.make_node("NonMaxSuppression", ["b", "s", "k", "iou", "thr"], ["sel"])
+    (sel,) = run_model([node], {"b": boxes, "s": scores}, [("sel", TensorProto.INT64)], 10,
+                       limits)
+    np.testing.assert_array_equal(sel, [[0, 0, 3], [0, 0, 0], [0, 0, 5]])

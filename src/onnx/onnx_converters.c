@@ -129,8 +129,8 @@ static const cge_converter_def converters[] = {
     COMPAT("Add", 7), COMPAT("Sub", 7), COMPAT("Mul", 7), COMPAT("Div", 7), COMPAT("Pow", 7),
     COMPAT("Equal", 7), COMPAT("Less", 7), COMPAT("Greater", 7), COMPAT("LessOrEqual", 12),
     COMPAT("GreaterOrEqual", 12), COMPAT("And", 7), COMPAT("Or", 7), COMPAT("Xor", 7),
-    COMPAT("Not", 1), COMPAT("Mod", 10), COMPAT("BitShift", 11), COMPAT("Max", 8),
-    COMPAT("Min", 8), COMPAT("Sum", 8), COMPAT("Mean", 8), COMPAT("Where", 9), COMPAT("PRelu", 7),
+    COMPAT("Not", 1), COMPAT("Mod", 10), COMPAT("BitShift", 11), COMPAT("Where", 9),
+    COMPAT("PRelu", 7),
     COMPAT("Abs", 6), COMPAT("Neg", 6), COMPAT("Exp", 6), COMPAT("Log", 6), COMPAT("Sqrt", 6),
     COMPAT("Reciprocal", 6), COMPAT("Sigmoid", 6), COMPAT("Tanh", 6), COMPAT("Relu", 6),
     COMPAT("Floor", 6), COMPAT("Ceil", 6), COMPAT("Erf", 9), COMPAT("Sign", 9), COMPAT("Sin", 7),
@@ -140,6 +140,9 @@ static const cge_converter_def converters[] = {
     COMPAT("LeakyRelu", 6), COMPAT("Elu", 6), COMPAT("Selu", 6), COMPAT("HardSigmoid", 6),
     COMPAT("Softplus", 1), COMPAT("Softsign", 1), COMPAT("ThresholdedRelu", 10),
     COMPAT("Identity", 1), COMPAT("Cast", 6), COMPAT("Clip", 6), COMPAT("Shrink", 9),
+    /* variadic: before 8 every input has the output's shape, which the
+     * broadcasting definition computes alike */
+    COMPAT("Max", 6), COMPAT("Min", 6), COMPAT("Sum", 6), COMPAT("Mean", 6),
     /* matrix */
     COMPAT("MatMul", 1), COMPAT("Gemm", 7), COMPAT("Einsum", 12),
     /* reductions (axes attribute promoted to the input where it moved) */
@@ -164,6 +167,9 @@ static const cge_converter_def converters[] = {
     COMPAT("GlobalAveragePool", 1), COMPAT("GlobalMaxPool", 1), COMPAT("BatchNormalization", 7),
     COMPAT("InstanceNormalization", 6), COMPAT("LRN", 1), COMPAT("Dropout", 7),
     COMPAT("Resize", 11),
+    /* later versions only added dtypes, negative axes or documentation */
+    COMPAT("MeanVarianceNormalization", 9), COMPAT("LpPool", 2), COMPAT("MaxUnpool", 9),
+    COMPAT("NonMaxSuppression", 10), COMPAT("Compress", 9),
     /* recurrent: 14 added only `layout` (default 0, sequence first) */
     COMPAT("RNN", 7), COMPAT("GRU", 7), COMPAT("LSTM", 7),
     /* control flow */
