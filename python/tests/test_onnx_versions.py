@@ -187,3 +187,38 @@ def test_non_max_suppression_10():
     (sel,) = run_model([node], {"b": boxes, "s": scores}, [("sel", TensorProto.INT64)], 10,
                        limits)
     np.testing.assert_array_equal(sel, [[0, 0, 3], [0, 0, 0], [0, 0, 5]])
+
+
+def test_roi_align_10_has_no_half_pixel_shift():
+    # RoiAlign 10's coordinates are 16's "output_half_pixel", not 16's default.
+    rng = np.random.default_rng(2)
+    x = rng.random((1, 2, 10, 10), dtype=np.float32)
+    rois = np.array([[0, 0, 9, 9], [0, 5, 4, 9], [5, 5, 9, 9]], np.float32)
+    bi = np.array([0, 0, 0], np.int64)
+    feed = {"x": x, "rois": rois, "bi": bi}
+
+    def roi(opset, **mode):
+        node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=5,
+                                output_width=5, sampling_ratio=2, **mode)
+        return run_model([node], feed, [("y", F)], opset)[0]
+    y10 = roi(10)
+    np.testing.assert_array_equal(y10, roi(16, coordinate_transformation_mode="output_half_pixel"))
+    assert np.abs(y10 - roi(16)).max() > 1e-3
+    with pytest.raises(cge.Error, match="from opset 16 on"):
+        roi(10, coordinate_transformation_mode="half_pixel")
+
+
+@pytest.mark.parametrize("opset", [7, 9, 10, 12])
+def test_dropout_mask_type(opset):
+    # Inference: the output is the data and the mask all ones; Dropout 7..9's
+    # mask has the data's type, 10's on is bool.
+    mask_type = F if opset < 10 else TensorProto.BOOL
+    y, mask = run_model([helper.make_node("Dropout", ["x"], ["y", "mask"])], {"x": X},
+                        [("y", F), ("mask", mask_type)], opset)
+    np.testing.assert_array_equal(y, X)
+    assert mask.dtype == (np.float32 if opset < 10 else np.bool_)
+    np.testing.assert_array_equal(mask, np.ones_like(X))
+    if opset < 12:  # ratio became an input at 12
+        (y,) = run_model([helper.make_node("Dropout", ["x"], ["y"], ratio=0.3)], {"x": X},
+                         [("y", F)], opset)
+        np.testing.assert_array_equal(y, X)

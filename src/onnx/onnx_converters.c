@@ -9,7 +9,8 @@
 
 /* Older opsets whose semantics match the current definitions map 1:1
  * (attributes that became inputs are promoted by the importer); the rest
- * (Softmax < 13, Upsample, Resize 10, Scatter) map onto equivalent nodes. */
+ * (Softmax < 13, Upsample, Resize 10, Scatter, Dropout < 10, RoiAlign < 16) map
+ * onto equivalent nodes. */
 
 static bool has_value(const cge_graph *g, const char *name)
 {
@@ -114,6 +115,49 @@ static cge_status convert_to_resize(const cge_node *src, int64_t opset, cge_grap
     return st;
 }
 
+/* RoiAlign before 16 had no coordinate_transformation_mode; its coordinates
+ * are 16's "output_half_pixel" (no half-pixel shift), not 16's default. */
+static cge_status convert_roi_align10(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    if (cge_attrs_find(cge_node_attrs_const(src), "coordinate_transformation_mode"))
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "RoiAlign '%s' (opset %lld): coordinate_transformation_mode is an "
+                         "attribute from opset 16 on", cge_node_name(src), (long long)opset);
+    const cge_converter_def same = {.target_op = "RoiAlign", .target_domain = ""};
+    cge_status st = cge_converter_apply(&same, src, opset, dst);
+    if (st)
+        return st;
+    cge_node *n = cge_graph_node(dst, cge_graph_num_nodes(dst) - 1);
+    return cge_node_set_string(n, "coordinate_transformation_mode", "output_half_pixel");
+}
+
+/* Dropout 7..9's mask has the data's type (10 made it bool), and these
+ * versions have no training mode: the output is the data and the mask ones.
+ * Dropout(data) -> output, bool mask; CastLike(bool mask, data) -> mask. The
+ * ratio attribute only matters in training, so it is not carried over. */
+static cge_status convert_dropout7(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    const char *node = cge_node_name(src);
+    if (cge_node_num_inputs(src) != 1 || cge_node_num_outputs(src) < 1 ||
+        cge_node_num_outputs(src) > 2)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "Dropout '%s' (opset %lld): wants 1 input and 1 or 2 outputs", node,
+                         (long long)opset);
+    const char *x = cge_node_input(src, 0), *y = cge_node_output(src, 0);
+    if (cge_node_num_outputs(src) == 1)
+        return add1(dst, "Dropout", node, &x, 1, y, NULL);
+    const char *mask = cge_node_output(src, 1);
+    char bmask[512], nname[512];
+    fresh_name(dst, mask, "bool", bmask, sizeof bmask);
+    const char *outs[2] = {y, bmask};
+    cge_status st = cge_graph_add_node(dst, "Dropout", "", node, &x, 1, outs, 2, NULL);
+    const char *cin[2] = {bmask, x};
+    snprintf(nname, sizeof nname, "%s/mask_like_data", node);
+    if (!st)
+        st = add1(dst, "CastLike", nname, cin, 2, mask, NULL);
+    return st;
+}
+
 #define COMPAT(OP, SINCE)                                                                   \
     {.front_end = "onnx", .source_op = OP, .source_domain = "", .since_version = SINCE,     \
      .target_op = OP, .target_domain = ""}
@@ -165,7 +209,7 @@ static const cge_converter_def converters[] = {
     /* neural network */
     COMPAT("Conv", 1), COMPAT("ConvTranspose", 1), COMPAT("MaxPool", 1), COMPAT("AveragePool", 1),
     COMPAT("GlobalAveragePool", 1), COMPAT("GlobalMaxPool", 1), COMPAT("BatchNormalization", 7),
-    COMPAT("InstanceNormalization", 6), COMPAT("LRN", 1), COMPAT("Dropout", 7),
+    COMPAT("InstanceNormalization", 6), COMPAT("LRN", 1), COMPAT("Dropout", 10),
     COMPAT("Resize", 11),
     /* later versions only added dtypes, negative axes or documentation */
     COMPAT("MeanVarianceNormalization", 9), COMPAT("LpPool", 2), COMPAT("MaxUnpool", 9),
@@ -181,6 +225,8 @@ static const cge_converter_def converters[] = {
     RANGE("Upsample", 7, 9, "Resize", convert_to_resize),
     RANGE("Resize", 10, 10, "Resize", convert_to_resize),
     RANGE("Scatter", 9, 10, "ScatterElements", NULL),
+    RANGE("Dropout", 7, 9, "Dropout", convert_dropout7),
+    RANGE("RoiAlign", 10, 15, "RoiAlign", convert_roi_align10),
 };
 
 static const cge_op_library library = {
