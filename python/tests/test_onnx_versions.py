@@ -222,3 +222,46 @@ def test_dropout_mask_type(opset):
         (y,) = run_model([helper.make_node("Dropout", ["x"], ["y"], ratio=0.3)], {"x": X},
                          [("y", F)], opset)
         np.testing.assert_array_equal(y, X)
+
+
+@pytest.mark.parametrize("level", [None, 1])
+def test_split_18_num_outputs(level):
+    # Split 18: num_outputs pieces of ceil(dim / n), the last smaller; fed by a
+    # convolution the Split runs on channels-last data at the default level.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 7, 3, 3), dtype=np.float32)
+    w = rng.standard_normal((7, 7, 1, 1), dtype=np.float32)
+    c = np.einsum("nchw,oc->nohw", x, w[:, :, 0, 0])
+    for n, sizes in ((3, [3, 3, 1]), (4, [2, 2, 2, 1]), (7, [1] * 7)):
+        outs = ["y%d" % i for i in range(n)]
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+                 helper.make_node("Split", ["c"], outs, axis=1, num_outputs=n)]
+        ins = [helper.make_tensor_value_info("x", F, list(x.shape))]
+        g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(o, F, None)
+                                                for o in outs],
+                              [helper.make_tensor("w", F, w.shape, w.ravel())])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        got = cge.InferenceSession(m.SerializeToString(), opt_level=level).run(None, {"x": x})
+        assert [a.shape[1] for a in got] == sizes
+        np.testing.assert_allclose(np.concatenate(got, axis=1), c, rtol=1e-5, atol=1e-5)
+
+
+def test_split_18_num_outputs_dynamic_axis_and_errors():
+    ins = [helper.make_tensor_value_info("x", F, ["n", 2])]
+    node = helper.make_node("Split", ["x"], ["a", "b"], num_outputs=2)
+    g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info(o, F, None)
+                                             for o in ("a", "b")])
+    s = cge.InferenceSession(helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    for rows in (5, 4, 1):
+        x = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
+        a, b = s.run(None, {"x": x})
+        np.testing.assert_array_equal(a, x[:(rows + 1) // 2])
+        np.testing.assert_array_equal(b, x[(rows + 1) // 2:])
+    with pytest.raises(cge.Error, match="num_outputs is 3"):
+        run_model([helper.make_node("Split", ["x"], ["a", "b"], axis=2, num_outputs=3)],
+                  {"x": X}, [("a", F), ("b", F)], 18)
+    with pytest.raises(cge.Error, match="exclusive"):
+        run_model([helper.make_node("Split", ["x", "s"], ["a", "b"], axis=2, num_outputs=2)],
+                  {"x": X}, [("a", F), ("b", F)], 18,
+                  [helper.make_tensor("s", TensorProto.INT64, [2], [1, 3])])

@@ -56,11 +56,15 @@ static cge_status clcat_infer(cge_infer_ctx *ctx)
     return st ? st : cge__concat_infer(ctx);
 }
 
+/* The layout pass makes this node from a Split that meta already accepted,
+ * and drops Split-18's num_outputs on the way: an axis that n outputs do not
+ * divide evenly can then only come from num_outputs, so its pieces are
+ * num_outputs' (ceil(dim / n), the last smaller). */
 static cge_status clsplit_infer(cge_infer_ctx *ctx)
 {
     cge_status st = ctx->num_inputs > 0 ? nhwc_parts_check(ctx, &ctx->inputs[0], ctx->num_outputs)
                                         : CGE_OK;
-    return st ? st : cge__split_infer(ctx);
+    return st ? st : cge__split_infer_pieces(ctx, true);
 }
 
 static const cge_arg_def clcat_in[] = {

@@ -593,6 +593,11 @@ static cge_status concat_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 cge_status cge__split_infer(cge_infer_ctx *ctx)
 {
+    return cge__split_infer_pieces(ctx, cge_attrs_find(ctx->attrs, "num_outputs") != NULL);
+}
+
+cge_status cge__split_infer_pieces(cge_infer_ctx *ctx, bool ceil_pieces)
+{
     const cge_tensor_desc *in = &ctx->inputs[0];
     int32_t r = in->shape.rank, axis, n = ctx->num_outputs;
     int64_t ax = cge_attrs_get_int(ctx->attrs, "axis", 0);
@@ -608,6 +613,9 @@ cge_status cge__split_infer(cge_infer_ctx *ctx)
         ctx->outputs[i].shape.dims[axis] = CGE_DIM_DYNAMIC;
     }
     if (cge__meta_has_input(ctx, 1)) {
+        if (cge_attrs_find(ctx->attrs, "num_outputs"))
+            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                                  "input 'split' and attribute num_outputs are exclusive");
         const cge_tensor_desc *sd = &ctx->inputs[1];
         if (sd->shape.rank != 1)
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "input 'split' must be 1-D, got rank %d",
@@ -631,9 +639,24 @@ cge_status cge__split_infer(cge_infer_ctx *ctx)
                                   (long long)sum, (int)axis, (long long)dim);
         return CGE_OK;
     }
+    /* Split-18's num_outputs: pieces of ceil(dim / n), the last one smaller. */
+    const cge_attr *num = cge_attrs_find(ctx->attrs, "num_outputs");
+    if (num && num->i != n)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "num_outputs is %lld, the node has %d outputs",
+                              (long long)num->i, (int)n);
     if (dim < 0) {
         if (n == 1)
             ctx->outputs[0].shape.dims[axis] = dim;   /* a symbol passes whole */
+        return CGE_OK;
+    }
+    if (ceil_pieces) {
+        int64_t piece = (dim + n - 1) / n, last = dim - piece * (n - 1);
+        if (last < 0)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "axis %d of size %lld has no %d pieces of %lld (num_outputs)",
+                                  (int)axis, (long long)dim, (int)n, (long long)piece);
+        for (int32_t i = 0; i < n; i++)
+            ctx->outputs[i].shape.dims[axis] = i < n - 1 ? piece : last;
         return CGE_OK;
     }
     if (dim % n != 0)
@@ -1034,6 +1057,8 @@ static const cge_arg_def split_in[] = {
 static const cge_arg_def split_out[] = {{"outputs", CGE_ARG_VARIADIC, CGE_DT_ALL, "the pieces"}};
 static const cge_attr_def split_attrs[] = {
     {"axis", CGE_ATTR_INT, false, 0, 0.0f, NULL, "axis to split; negative counts from the end"},
+    {"num_outputs", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "18: pieces of ceil(dim / num_outputs), the last smaller (without 'split')"},
 };
 
 static const cge_arg_def slice_in[] = {
@@ -1063,9 +1088,12 @@ static const cge_op_def transform_ops[] = {
     {"Concat", CGE_DOMAIN_DEFAULT, 13, 0, concat_in, N(concat_in), concat_out, N(concat_out),
      concat_attrs, N(concat_attrs), cge__concat_infer, concat_kernels, N(concat_kernels),
      "Join tensors along an axis (ONNX Concat-13)"},
-    {"Split", CGE_DOMAIN_DEFAULT, 13, 0, split_in, N(split_in), split_out, N(split_out), split_attrs,
-     N(split_attrs), cge__split_infer, split_kernels, N(split_kernels),
+    {"Split", CGE_DOMAIN_DEFAULT, 13, 17, split_in, N(split_in), split_out, N(split_out), split_attrs,
+     1, cge__split_infer, split_kernels, N(split_kernels),
      "Split a tensor along an axis (ONNX Split-13)"},
+    {"Split", CGE_DOMAIN_DEFAULT, 18, 0, split_in, N(split_in), split_out, N(split_out), split_attrs,
+     N(split_attrs), cge__split_infer, split_kernels, N(split_kernels),
+     "Split a tensor along an axis into given sizes or num_outputs pieces (ONNX Split-18)"},
     {"Slice", CGE_DOMAIN_DEFAULT, 13, 0, slice_in, N(slice_in), slice_out, N(slice_out), NULL, 0,
      slice_infer, slice_kernels, N(slice_kernels), "Strided slice (ONNX Slice-13)"},
     {"Gather", CGE_DOMAIN_DEFAULT, 13, 0, gather_in, N(gather_in), gather_out, N(gather_out),

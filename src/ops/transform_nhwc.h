@@ -18,6 +18,9 @@ cge_status cge__transpose_infer(cge_infer_ctx *ctx);
  * a view of the input; a copy otherwise. */
 cge_status cge__layout_view_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 cge_status cge__split_infer(cge_infer_ctx *ctx);
+/* Split's meta; without 'split', ceil_pieces gives Split-18's num_outputs
+ * pieces (ceil(dim / n), the last smaller) instead of n equal ones. */
+cge_status cge__split_infer_pieces(cge_infer_ctx *ctx, bool ceil_pieces);
 cge_status cge__concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 cge_status cge__split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 

@@ -94,7 +94,7 @@ static void test_generated_calls(void **state)
     cge_t cat = cge_es_concat(b, parts, 3, 1);
     assert_desc(b, cat, CGE_F32, CGE_SHAPE(2, 12));
     cge_t halves[2];
-    assert_int_equal(cge_es_split(b, cat, CGE_NONE, 1, halves, 2), CGE_OK);
+    assert_int_equal(cge_es_split(b, cat, CGE_NONE, 1, 0, halves, 2), CGE_OK);
     assert_desc(b, halves[0], CGE_F32, CGE_SHAPE(2, 6));
     assert_desc(b, halves[1], CGE_F32, CGE_SHAPE(2, 6));
     cge_t sm = cge_es_softmax(b, halves[1], -1);
