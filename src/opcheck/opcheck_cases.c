@@ -60,6 +60,8 @@ static const oc_spec builtin_specs[] = {
     {"GlobalLpPool", {"f32[2,3,4,5]"}},
     {"BatchNormalization", {"f32[2,3,4,4]; f32[3]; f32[3]; f32[3]; f32[3]"}},
     {"InstanceNormalization", {"f32[2,3,4,4]; f32[3]; f32[3]"}},
+    {"GroupNormalization", {"f32[2,6,3,3]; f32[3]; f32[3] | num_groups=3",
+                            "f32[3,4]; f32[2]; f32[2] | num_groups=2 epsilon=0.01"}},
     {"LayerNormalization", {"f32[2,3,8]; f32[8]; f32[8] | axis=-1"}},
     {"LRN", {"f32[1,5,3,3] | size=3"}},
     {"MaxUnpool", {"f32[1,1,2,2]; i64[1,1,2,2]={0,3,10,15} | kernel_shape=2,2 strides=2,2"}},

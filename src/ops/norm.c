@@ -1,6 +1,6 @@
 /* Normalisation: BatchNormalization (inference and training mode),
- * InstanceNormalization, LayerNormalization (with Mean/InvStdDev), LRN and
- * MeanVarianceNormalization. */
+ * InstanceNormalization, GroupNormalization, LayerNormalization (with
+ * Mean/InvStdDev), LRN and MeanVarianceNormalization. */
 #include <math.h>
 #include <string.h>
 
@@ -336,6 +336,73 @@ static cge_status in_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         cge_shape_numel(&ctx->inputs[2].shape) != p.C ||
         !cge_shape_equal(&X->shape, &ctx->outputs[0].shape))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "scale and B need C elements, Y X's shape");
+    if (p.NC == 0 || p.S == 0)
+        return CGE_OK;
+    return cge_launch(stream, in_fn,
+                      cge__blocks_for(p.NC, p.S >= 8192 ? 1 : 8192 / p.S, ctx->num_threads), &p,
+                      sizeof p);
+}
+
+/* ---- GroupNormalization ---------------------------------------------------------- */
+
+/* Opset 18: the C channels form num_groups groups of consecutive channels;
+ * each (n, group) is normalised over its channels and spatial positions, then
+ * scaled and shifted by that group's scale and bias (18's are [num_groups];
+ * 21 made them per channel). Each (n, group) is one contiguous row, so it is
+ * InstanceNormalization's loop with groups for channels. */
+static cge_status gn_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 3 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs X, scale, bias");
+    const cge_tensor_desc *X = &ctx->inputs[0];
+    int64_t G = cge_attrs_get_int(ctx->attrs, "num_groups", 0);
+    if (X->shape.rank < 2)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "X must have rank >= 2 ([N, C, D1, ...])");
+    int64_t C = X->shape.dims[1];
+    if (G < 1 || (C >= 0 && C % G != 0))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "num_groups %lld must be >= 1 and divide the %lld channels",
+                              (long long)G, (long long)C);
+    for (int32_t i = 1; i < 3; i++) {
+        if (ctx->inputs[i].dtype != X->dtype)
+            return cge_meta_error(ctx, CGE_ERR_DTYPE, "input %d must be %s", i,
+                                  cge_dtype_name(X->dtype));
+        if (!channel_vec(&ctx->inputs[i], G))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "input %d must be a vector of num_groups (%lld) elements", i,
+                                  (long long)G);
+    }
+    ctx->outputs[0].dtype = X->dtype;
+    ctx->outputs[0].shape = X->shape;
+    return CGE_OK;
+}
+
+static cge_status gn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs < 3 || ctx->num_outputs < 1 || ctx->inputs[0].shape.rank < 2)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs X (rank >= 2), scale, bias");
+    const cge_tensor *X = &ctx->inputs[0];
+    in_args p = {.t = X->dtype, .x = X->data, .scale = ctx->inputs[1].data,
+                 .bias = ctx->inputs[2].data, .y = ctx->outputs[0].data,
+                 .eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f)};
+    if (!is_float(p.t) || ctx->inputs[1].dtype != p.t || ctx->inputs[2].dtype != p.t ||
+        ctx->outputs[0].dtype != p.t)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
+    int64_t G = cge_attrs_get_int(ctx->attrs, "num_groups", 0), C = X->shape.dims[1];
+    if (G < 1 || C % G != 0)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "num_groups %lld must be >= 1 and divide the %lld channels",
+                                (long long)G, (long long)C);
+    p.C = G;
+    p.NC = X->shape.dims[0] * G;
+    p.S = C / G;
+    for (int32_t i = 2; i < X->shape.rank; i++)
+        p.S *= X->shape.dims[i];
+    if (cge_shape_numel(&ctx->inputs[1].shape) != G ||
+        cge_shape_numel(&ctx->inputs[2].shape) != G ||
+        !cge_shape_equal(&X->shape, &ctx->outputs[0].shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE,
+                                "scale and bias need num_groups elements, Y X's shape");
     if (p.NC == 0 || p.S == 0)
         return CGE_OK;
     return cge_launch(stream, in_fn,
@@ -785,6 +852,19 @@ static const cge_attr_def eps_attr[] = {
 static const cge_kernel_def in_kernels[] = {
     {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = in_launch, .inplace_input = 0}};
 
+static const cge_arg_def gn_inputs[] = {
+    {"X", 0, NORM_DTYPES, "[N, C, D1, ...]"},
+    {"scale", 0, NORM_DTYPES, "[num_groups]"},
+    {"bias", 0, NORM_DTYPES, "[num_groups]"},
+};
+static const cge_arg_def gn_outputs[] = {{"Y", 0, NORM_DTYPES, "X's shape"}};
+static const cge_attr_def gn_attrs[] = {
+    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"},
+    {"num_groups", CGE_ATTR_INT, true, 0, 0.0f, NULL, "groups of consecutive channels"},
+};
+static const cge_kernel_def gn_kernels[] = {
+    {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = gn_launch, .inplace_input = 0}};
+
 static const cge_arg_def ln_inputs[] = {
     {"X", 0, NORM_DTYPES, "any rank >= 1"},
     {"Scale", 0, NORM_DTYPES, "the normalised shape X.shape[axis:]"},
@@ -830,6 +910,11 @@ static const cge_op_def norm_ops[] = {
      .inputs = in_inputs, .num_inputs = 3, .outputs = one_output, .num_outputs = 1,
      .attrs = eps_attr, .num_attrs = 1, .infer = in_infer, .kernels = in_kernels,
      .num_kernels = 1, .doc = "Normalise each (n, c) plane, then scale and shift per channel."},
+    {.name = "GroupNormalization", .domain = CGE_DOMAIN_DEFAULT, .since_version = 18,
+     .inputs = gn_inputs, .num_inputs = 3, .outputs = gn_outputs, .num_outputs = 1,
+     .attrs = gn_attrs, .num_attrs = 2, .infer = gn_infer, .kernels = gn_kernels,
+     .num_kernels = 1,
+     .doc = "Normalise each group of channels (and positions), then scale and shift per group."},
     {.name = "LayerNormalization", .domain = CGE_DOMAIN_DEFAULT, .since_version = 17,
      .inputs = ln_inputs, .num_inputs = 3, .outputs = ln_outputs, .num_outputs = 3,
      .attrs = ln_attrs, .num_attrs = 3, .infer = ln_infer, .kernels = ln_kernels,

