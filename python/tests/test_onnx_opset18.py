@@ -82,3 +82,46 @@ def test_group_normalization_errors():
             run([node], {"x": x}, [("y", F)],
                 [const("s", np.ones(s, np.float32)), const("b", np.zeros(s, np.float32))])
         assert e.value.layer == "meta"
+
+
+# ---- LpPool 18: ceil_mode and dilations ----------------------------------------
+
+def lp_pool_ref(x, k, s, d, pads, p, ceil_mode):
+    # 2-D; taps outside the input (padding, or past the end with ceil_mode)
+    # add |0|^p = 0.
+    n, c, h, w = x.shape
+    outs = []
+    for i, size in enumerate((h, w)):
+        span = size + pads[i] + pads[i + 2] - d[i] * (k[i] - 1) - 1
+        o = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
+        if ceil_mode and (o - 1) * s[i] >= size + pads[i]:
+            o -= 1
+        outs.append(o)
+    y = np.zeros((n, c, *outs), np.float64)
+    for oy in range(outs[0]):
+        for ox in range(outs[1]):
+            acc = np.zeros((n, c))
+            for ky in range(k[0]):
+                for kx in range(k[1]):
+                    iy = oy * s[0] - pads[0] + ky * d[0]
+                    ix = ox * s[1] - pads[1] + kx * d[1]
+                    if 0 <= iy < h and 0 <= ix < w:
+                        acc += np.abs(x[:, :, iy, ix].astype(np.float64)) ** p
+            y[:, :, oy, ox] = acc ** (1.0 / p)
+    return y.astype(np.float32)
+
+
+@pytest.mark.parametrize("k,s,d,pads,p,ceil_mode", [
+    ((3, 3), (1, 1), (2, 2), (0, 0, 0, 0), 2, 0),
+    ((2, 2), (2, 2), (1, 1), (0, 0, 0, 0), 3, 1),
+    ((3, 2), (2, 3), (2, 1), (1, 0, 1, 1), 1, 1),
+    ((2, 2), (1, 2), (1, 2), (0, 0, 0, 0), 2, 0),
+])
+def test_lp_pool_18(k, s, d, pads, p, ceil_mode):
+    x = np.random.default_rng(6).standard_normal((2, 3, 7, 8), dtype=np.float32)
+    node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=list(k), strides=list(s),
+                            dilations=list(d), pads=list(pads), p=p, ceil_mode=ceil_mode)
+    (y,) = run([node], {"x": x}, [("y", F)])
+    ref = lp_pool_ref(x, k, s, d, pads, p, ceil_mode)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)

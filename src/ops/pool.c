@@ -1,5 +1,5 @@
 /* Pooling: MaxPool (with optional Indices), AveragePool (count_include_pad,
- * ceil_mode), LpPool, and their Global forms. */
+ * ceil_mode), LpPool (ceil_mode and dilations from 18), and their Global forms. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -472,6 +472,12 @@ static const cge_attr_def lp_attrs[] = {
     {"p", CGE_ATTR_INT, false, 2, 0.0f, NULL, "the norm's order"},
     ATTR_PADS, ATTR_STRIDES,
 };
+/* 18 added ceil_mode and dilations, which the geometry already handles. */
+static const cge_attr_def lp18_attrs[] = {
+    ATTR_AUTO_PAD, ATTR_CEIL, ATTR_DIL, ATTR_KERNEL,
+    {"p", CGE_ATTR_INT, false, 2, 0.0f, NULL, "the norm's order"},
+    ATTR_PADS, ATTR_STRIDES,
+};
 static const cge_attr_def glp_attrs[] = {
     {"p", CGE_ATTR_INT, false, 2, 0.0f, NULL, "the norm's order"},
 };
@@ -491,13 +497,20 @@ KDEF(glp_kernels, POOL_FLOAT, glp_launch);
      .num_inputs = 1, .outputs = OUTS, .num_outputs = NOUT, .attrs = ATTRS,                \
      .num_attrs = NATTR, .infer = INFER, .kernels = KS, .num_kernels = 1, .doc = DOC}
 
+#define POOL_OP_RANGE(NAME, VER, END, INS, OUTS, NOUT, ATTRS, NATTR, INFER, KS, DOC)     \
+    {.name = NAME, .domain = CGE_DOMAIN_DEFAULT, .since_version = VER, .end_version = END, \
+     .inputs = INS, .num_inputs = 1, .outputs = OUTS, .num_outputs = NOUT, .attrs = ATTRS, \
+     .num_attrs = NATTR, .infer = INFER, .kernels = KS, .num_kernels = 1, .doc = DOC}
+
 static const cge_op_def pool_ops[] = {
     POOL_OP("MaxPool", 12, max_inputs, max_outputs, 2, max_attrs, 7, pool_infer, max_kernels,
             "Maximum over each window; Indices flatten over the whole input."),
     POOL_OP("AveragePool", 11, flt_inputs, flt_outputs, 1, avg_attrs, 6, pool_infer,
             avg_kernels, "Mean over each window."),
-    POOL_OP("LpPool", 11, flt_inputs, flt_outputs, 1, lp_attrs, 5, pool_infer, lp_kernels,
-            "p-norm over each window."),
+    POOL_OP_RANGE("LpPool", 11, 17, flt_inputs, flt_outputs, 1, lp_attrs, 5, pool_infer,
+                  lp_kernels, "p-norm over each window."),
+    POOL_OP("LpPool", 18, flt_inputs, flt_outputs, 1, lp18_attrs, 7, pool_infer, lp_kernels,
+            "p-norm over each (dilated) window; ceil_mode for output sizes."),
     POOL_OP("GlobalAveragePool", 1, flt_inputs, flt_outputs, 1, NULL, 0, global_infer,
             gavg_kernels, "Mean over all spatial positions."),
     POOL_OP("GlobalMaxPool", 1, flt_inputs, flt_outputs, 1, NULL, 0, global_infer, gmax_kernels,
