@@ -125,3 +125,66 @@ def test_lp_pool_18(k, s, d, pads, p, ceil_mode):
     ref = lp_pool_ref(x, k, s, d, pads, p, ceil_mode)
     assert y.shape == ref.shape
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+# ---- Col2Im ----------------------------------------------------------------------
+
+def col2im_ref(x, image, block, strides, dilations, pads):
+    n, ck, _ = x.shape
+    sp = len(image)
+    k = int(np.prod(block))
+    c = ck // k
+    blocks = [(image[i] + pads[i] + pads[sp + i] - dilations[i] * (block[i] - 1) - 1)
+              // strides[i] + 1 for i in range(sp)]
+    y = np.zeros((n, c, *image), np.float64)
+    cols = x.reshape(n, c, *block, *blocks)
+    for kk in np.ndindex(*block):
+        for ll in np.ndindex(*blocks):
+            pos = [ll[i] * strides[i] - pads[i] + kk[i] * dilations[i] for i in range(sp)]
+            if all(0 <= pos[i] < image[i] for i in range(sp)):
+                y[(slice(None), slice(None), *pos)] += cols[(slice(None), slice(None), *kk, *ll)]
+    return y.astype(x.dtype)
+
+
+@pytest.mark.parametrize("image,block,strides,dilations,pads", [
+    ((5, 5), (1, 5), (1, 1), (1, 1), (0, 0, 0, 0)),   # onnx 1.13's col2im case
+    ((3, 4), (2, 2), (1, 1), (1, 1), (0, 0, 0, 0)),
+    ((6, 7), (3, 2), (2, 1), (1, 2), (1, 0, 1, 1)),
+    ((4, 4), (2, 2), (2, 2), (1, 1), (1, 1, 1, 1)),
+    ((7,), (3,), (2,), (2,), (1, 2)),
+    ((3, 4, 5), (2, 1, 3), (1, 2, 1), (1, 1, 2), (0, 1, 0, 0, 0, 1)),
+])
+def test_col2im(image, block, strides, dilations, pads):
+    sp = len(image)
+    blocks = [(image[i] + pads[i] + pads[sp + i] - dilations[i] * (block[i] - 1) - 1)
+              // strides[i] + 1 for i in range(sp)]
+    x = np.random.default_rng(7).standard_normal(
+        (2, 3 * int(np.prod(block)), int(np.prod(blocks))), dtype=np.float32)
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], strides=list(strides),
+                            dilations=list(dilations), pads=list(pads))
+    (y,) = run([node], {"x": x}, [("y", F)],
+               [const("image", np.int64(image)), const("block", np.int64(block))])
+    ref = col2im_ref(x, image, block, strides, dilations, pads)
+    assert y.shape == ref.shape == (2, 3, *image)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_col2im_matches_torch_fold():
+    import torch
+    x = torch.randn(2, 3 * 3 * 2, 18)
+    ref = torch.nn.functional.fold(x, (5, 6), (3, 2), dilation=(1, 2), padding=1,
+                                   stride=(2, 1)).numpy()
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], strides=[2, 1],
+                            dilations=[1, 2], pads=[1, 1, 1, 1])
+    (y,) = run([node], {"x": x.numpy()}, [("y", F)],
+               [const("image", np.int64([5, 6])), const("block", np.int64([3, 2]))])
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_col2im_errors():
+    x = np.zeros((1, 4, 5), np.float32)
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"])
+    with pytest.raises(cge.Error, match="number of blocks") as e:
+        run([node], {"x": x}, [("y", F)],
+            [const("image", np.int64([3, 4])), const("block", np.int64([2, 2]))])
+    assert e.value.layer == "meta"

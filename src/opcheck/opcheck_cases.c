@@ -64,6 +64,8 @@ static const oc_spec builtin_specs[] = {
                             "f32[3,4]; f32[2]; f32[2] | num_groups=2 epsilon=0.01"}},
     {"LayerNormalization", {"f32[2,3,8]; f32[8]; f32[8] | axis=-1"}},
     {"LRN", {"f32[1,5,3,3] | size=3"}},
+    {"Col2Im", {"f32[1,4,6]; i64[2]={3,4}; i64[2]={2,2}",
+                "f32[2,6,4]; i64[2]={4,4}; i64[2]={1,3} | strides=2,1 pads=0,1,0,1 dilations=1,2"}},
     {"MaxUnpool", {"f32[1,1,2,2]; i64[1,1,2,2]={0,3,10,15} | kernel_shape=2,2 strides=2,2"}},
     {"Resize", {"f32[1,1,2,3]; -; f32[4]={1,1,2,2} | mode=nearest"}},
     {"Upsample", {"f32[1,1,2,3]; f32[4]={1,1,2,2}"}},

@@ -1,6 +1,6 @@
 /* Spatial resampling of feature maps: GridSample (values at arbitrary grid
- * points, PyTorch's grid_sample) and MaxUnpool (values put back where
- * MaxPool found them, the rest zero). */
+ * points, PyTorch's grid_sample), MaxUnpool (values put back where MaxPool
+ * found them, the rest zero) and Col2Im (sliding-block columns summed back). */
 #include <math.h>
 #include <string.h>
 
@@ -377,11 +377,277 @@ static cge_status maxunpool_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     return cge_launch(stream, unpool_scatter, 1, &a, sizeof a);
 }
 
+/* ---- Col2Im --------------------------------------------------------------------------- */
+
+/* Opset 18: the inverse of im2col. input [N, C * prod(block_shape), L] holds,
+ * for each of the L block positions of a sliding window over the image (with
+ * strides, dilations and pads), the C * prod(block) values of that window;
+ * they are summed back into the image [N, C, image_shape...] where windows
+ * overlap. image_shape and block_shape are values (constant for a static
+ * output shape). */
+
+#define C2I_MAX_SP (CGE_MAX_RANK - 2)
+
+typedef struct c2i_geom {
+    int32_t sp;
+    int64_t image[C2I_MAX_SP], block[C2I_MAX_SP], blocks[C2I_MAX_SP];
+    int64_t stride[C2I_MAX_SP], dil[C2I_MAX_SP], pad[C2I_MAX_SP];
+    int64_t K, L; /* prod(block), prod(blocks) */
+} c2i_geom;
+
+/* strides, dilations and pads, copied out of the attributes (counts -1 when
+ * absent, -2 when too long), so that the kernel's blocks need no attributes. */
+typedef struct c2i_attr_vals {
+    int64_t ns, nd, np;
+    int64_t st[C2I_MAX_SP], dl[C2I_MAX_SP], pd[2 * C2I_MAX_SP];
+} c2i_attr_vals;
+
+static int64_t c2i_copy(const cge_attrs *attrs, const char *name, int64_t *dst, int64_t cap)
+{
+    const int64_t *v = NULL;
+    int64_t n = cge_attrs_get_ints(attrs, name, &v);
+    if (n > cap)
+        return -2;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = v[i];
+    return n;
+}
+
+static void c2i_read_attrs(const cge_attrs *attrs, c2i_attr_vals *at)
+{
+    at->ns = c2i_copy(attrs, "strides", at->st, C2I_MAX_SP);
+    at->nd = c2i_copy(attrs, "dilations", at->dl, C2I_MAX_SP);
+    at->np = c2i_copy(attrs, "pads", at->pd, 2 * C2I_MAX_SP);
+}
+
+/* The attributes and the two shape vectors (values) into g; false with `err`. */
+static bool c2i_geometry(const c2i_attr_vals *at, int64_t sp, cge_dtype it, const void *image,
+                         cge_dtype bt, const void *block, c2i_geom *g, char *err, size_t errsz)
+{
+    if (sp < 1 || sp > C2I_MAX_SP) {
+        snprintf(err, errsz, "image_shape and block_shape need 1 to %d values, not %lld",
+                 C2I_MAX_SP, (long long)sp);
+        return false;
+    }
+    int64_t ns = at->ns, nd = at->nd, np = at->np;
+    const int64_t *st = at->st, *dl = at->dl, *pd = at->pd;
+    if ((ns != -1 && ns != sp) || (nd != -1 && nd != sp) || (np != -1 && np != 2 * sp)) {
+        snprintf(err, errsz, "%lld spatial dims: strides and dilations need %lld values, pads "
+                 "%lld", (long long)sp, (long long)sp, (long long)(2 * sp));
+        return false;
+    }
+    g->sp = (int32_t)sp;
+    g->K = g->L = 1;
+    for (int32_t i = 0; i < g->sp; i++) {
+        g->image[i] = cge__load_as_i64(it, image, i);
+        g->block[i] = cge__load_as_i64(bt, block, i);
+        g->stride[i] = ns >= 0 ? st[i] : 1;
+        g->dil[i] = nd >= 0 ? dl[i] : 1;
+        g->pad[i] = np >= 0 ? pd[i] : 0;
+        int64_t pe = np >= 0 ? pd[sp + i] : 0;
+        if (g->image[i] < 0 || g->block[i] < 1 || g->stride[i] < 1 || g->dil[i] < 1 ||
+            g->pad[i] < 0 || pe < 0) {
+            snprintf(err, errsz, "dim %d: image_shape must be >= 0, block_shape, strides and "
+                     "dilations >= 1, pads >= 0", (int)i);
+            return false;
+        }
+        int64_t span = g->image[i] + g->pad[i] + pe - g->dil[i] * (g->block[i] - 1) - 1;
+        if (span < 0) {
+            snprintf(err, errsz, "dim %d: the dilated block (%lld) is larger than the padded "
+                     "image (%lld)", (int)i, (long long)(g->dil[i] * (g->block[i] - 1) + 1),
+                     (long long)(g->image[i] + g->pad[i] + pe));
+            return false;
+        }
+        g->blocks[i] = span / g->stride[i] + 1;
+        g->K *= g->block[i];
+        g->L *= g->blocks[i];
+    }
+    return true;
+}
+
+static cge_status col2im_infer(cge_infer_ctx *ctx)
+{
+    const cge_tensor_desc *x = &ctx->inputs[0], *im = &ctx->inputs[1], *bl = &ctx->inputs[2];
+    cge_status st = cge__meta_need_float(ctx, 0, "input");
+    if (st)
+        return st;
+    if (x->shape.rank != 3)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                              "input must have rank 3 ([N, C * prod(block_shape), L]), not %d",
+                              (int)x->shape.rank);
+    for (int32_t i = 1; i < 3; i++) {
+        const cge_tensor_desc *d = &ctx->inputs[i];
+        if (d->shape.rank != 1 || !(CGE__IDX_DT & CGE_DT(d->dtype)))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "%s must be a 1-D integer tensor",
+                                  i == 1 ? "image_shape" : "block_shape");
+    }
+    int64_t sp = im->shape.dims[0];
+    if (!cge_dim_is_known(sp))
+        sp = bl->shape.dims[0];
+    if (!cge_dim_is_known(sp))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                              "image_shape or block_shape must have a known length");
+    if ((cge_dim_is_known(im->shape.dims[0]) && im->shape.dims[0] != sp) ||
+        (cge_dim_is_known(bl->shape.dims[0]) && bl->shape.dims[0] != sp) || sp < 1 ||
+        sp > C2I_MAX_SP)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                              "image_shape and block_shape need the same length, 1 to %d",
+                              C2I_MAX_SP);
+    ctx->outputs[0].dtype = x->dtype;
+    cge_shape out = {.rank = (int32_t)(2 + sp)};
+    for (int32_t i = 0; i < out.rank; i++)
+        out.dims[i] = CGE_DIM_DYNAMIC;
+    out.dims[0] = x->shape.dims[0];
+    const void *iv = cge__meta_input_value(ctx, 1), *bv = cge__meta_input_value(ctx, 2);
+    if (iv && bv) {
+        c2i_geom g;
+        c2i_attr_vals at;
+        char err[256];
+        c2i_read_attrs(ctx->attrs, &at);
+        if (!c2i_geometry(&at, sp, im->dtype, iv, bl->dtype, bv, &g, err, sizeof err))
+            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "%s", err);
+        int64_t ck = x->shape.dims[1], l = x->shape.dims[2];
+        if ((cge_dim_is_known(ck) && ck % g.K != 0) || (cge_dim_is_known(l) && l != g.L))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "input dim 1 (%lld) must be a multiple of prod(block_shape) "
+                                  "(%lld) and dim 2 (%lld) the number of blocks (%lld)",
+                                  (long long)ck, (long long)g.K, (long long)l, (long long)g.L);
+        out.dims[1] = cge_dim_is_known(ck) ? ck / g.K : CGE_DIM_DYNAMIC;
+        for (int32_t i = 0; i < g.sp; i++)
+            out.dims[2 + i] = g.image[i];
+    }
+    ctx->outputs[0].shape = out;
+    return CGE_OK;
+}
+
+/* image_shape and block_shape are read when the kernel runs, not at launch:
+ * they may come from earlier work on the stream, and a replay reads them
+ * afresh. If they no longer fit the planned shapes, the output stays zero and
+ * the run fails. */
+typedef struct c2i_args {
+    const void *x, *image, *block;
+    void *y;
+    cge_dtype dt, image_t, block_t;
+    int64_t sp, x_dims[3];
+    cge_shape y_shape;
+    c2i_attr_vals at;
+    char node[96];
+} c2i_args;
+
+/* The geometry from the values, checked against the planned shapes. */
+static bool c2i_fits(const c2i_args *a, c2i_geom *g, int64_t istride[C2I_MAX_SP])
+{
+    char err[256];
+    if (!c2i_geometry(&a->at, a->sp, a->image_t, a->image, a->block_t, a->block, g, err,
+                      sizeof err)) {
+        cge_kernel_fail(CGE_ERR_INVALID_ARG, "%s: %s", a->node, err);
+        return false;
+    }
+    bool ok = a->x_dims[1] == a->y_shape.dims[1] * g->K && a->x_dims[2] == g->L;
+    for (int32_t i = 0; ok && i < g->sp; i++)
+        ok = a->y_shape.dims[2 + i] == g->image[i];
+    if (!ok) {
+        cge_kernel_fail(CGE_ERR_SHAPE, "%s: image_shape and block_shape do not give the planned "
+                        "input and output shapes", a->node);
+        return false;
+    }
+    for (int32_t i = 0; i < g->sp; i++)
+        istride[i] = cge__dims_prod(g->image, i + 1, g->sp);
+    return true;
+}
+
+/* Blocks over (n, c) planes: each output plane is written by one block. */
+static void col2im_block(int64_t b, int64_t nb, void *p)
+{
+    const c2i_args *a = p;
+    c2i_geom geom;
+    int64_t istride[C2I_MAX_SP];
+    int64_t planes = a->y_shape.dims[0] * a->y_shape.dims[1], lo, hi;
+    cge__block_range(planes, b, nb, &lo, &hi);
+    if (lo >= hi || !c2i_fits(a, &geom, istride))
+        return;
+    const c2i_geom *g = &geom;
+    int64_t image_numel = cge__dims_prod(g->image, 0, g->sp);
+    for (int64_t pl = lo; pl < hi; pl++) {
+        int64_t ybase = pl * image_numel;
+        for (int64_t k = 0; k < g->K; k++) {
+            int64_t kk[C2I_MAX_SP], rem = k;
+            for (int32_t i = g->sp - 1; i >= 0; i--) {
+                kk[i] = rem % g->block[i];
+                rem /= g->block[i];
+            }
+            int64_t xrow = (pl * g->K + k) * g->L;
+            for (int64_t l = 0; l < g->L; l++) {
+                int64_t off = 0;
+                bool inside = true;
+                rem = l;
+                for (int32_t i = g->sp - 1; i >= 0 && inside; i--) {
+                    int64_t li = rem % g->blocks[i];
+                    rem /= g->blocks[i];
+                    int64_t c = li * g->stride[i] - g->pad[i] + kk[i] * g->dil[i];
+                    inside = c >= 0 && c < g->image[i];
+                    off += c * istride[i];
+                }
+                if (!inside)
+                    continue;
+                if (a->dt == CGE_F32)
+                    ((float *)a->y)[ybase + off] += ((const float *)a->x)[xrow + l];
+                else
+                    cge__store_from_double(a->dt, a->y, ybase + off,
+                                           cge__load_as_double(a->dt, a->y, ybase + off) +
+                                               cge__load_as_double(a->dt, a->x, xrow + l));
+            }
+        }
+    }
+}
+
+static cge_status col2im_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const cge_tensor *x = &ctx->inputs[0], *im = &ctx->inputs[1], *bl = &ctx->inputs[2];
+    const cge_tensor *y = &ctx->outputs[0];
+    int64_t sp = im->shape.rank == 1 ? im->shape.dims[0] : -1;
+    if (x->shape.rank != 3 || sp < 1 || sp > C2I_MAX_SP || bl->shape.rank != 1 ||
+        bl->shape.dims[0] != sp || !(CGE__IDX_DT & CGE_DT(im->dtype)) ||
+        !(CGE__IDX_DT & CGE_DT(bl->dtype)) || y->dtype != x->dtype ||
+        !cge_dtype_is_float(x->dtype) || y->shape.rank != 2 + sp ||
+        y->shape.dims[0] != x->shape.dims[0])
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "inputs the meta did not accept");
+    c2i_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x->data;
+    a.image = im->data;
+    a.block = bl->data;
+    a.y = y->data;
+    a.dt = x->dtype;
+    a.image_t = im->dtype;
+    a.block_t = bl->dtype;
+    a.sp = sp;
+    memcpy(a.x_dims, x->shape.dims, sizeof a.x_dims);
+    a.y_shape = y->shape;
+    c2i_read_attrs(ctx->attrs, &a.at);
+    cge__kernel_label(ctx, a.node, sizeof a.node);
+    int64_t numel_y = cge_shape_numel(&y->shape);
+    if (numel_y == 0)
+        return CGE_OK;
+    if (!a.y || !a.image || !a.block || (cge_shape_numel(&x->shape) > 0 && !a.x))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    cge_status s = cge_memset_async(stream, a.y, 0, (size_t)numel_y * cge_dtype_size(a.dt));
+    if (s)
+        return s;
+    int64_t planes = y->shape.dims[0] * y->shape.dims[1];
+    int64_t per = cge_shape_numel(&x->shape) / (planes > 0 ? planes : 1);
+    return cge_launch(stream, col2im_block,
+                      cge__blocks_for(planes, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / (per ? per : 1),
+                                      ctx->num_threads),
+                      &a, sizeof a);
+}
+
 /* ---- definitions ---------------------------------------------------------------------- */
 
 static const cge_kernel_def k_gridsample[] =
     CGE__KDEF(CGE_DT_FLOAT, gridsample_launch, NULL, -1);
 static const cge_kernel_def k_maxunpool[] = CGE__KDEF(CGE_DT_FLOAT, maxunpool_launch, NULL, -1);
+static const cge_kernel_def k_col2im[] = CGE__KDEF(CGE_DT_FLOAT, col2im_launch, NULL, -1);
 
 static const cge_arg_def float_y_out[] = {{"Y", 0, CGE_DT_FLOAT, "result"}};
 static const cge_arg_def gs_in[] = {
@@ -394,6 +660,17 @@ static const cge_arg_def unpool_in[] = {
     {"output_shape", CGE_ARG_OPTIONAL, CGE__IDX_DT, "output shape (values needed)"},
 };
 
+static const cge_arg_def c2i_in[] = {
+    {"input", 0, CGE_DT_FLOAT, "[N, C * prod(block_shape), L] columns"},
+    {"image_shape", 0, CGE__IDX_DT, "spatial dims of the image (values needed)"},
+    {"block_shape", 0, CGE__IDX_DT, "spatial dims of the sliding block (values needed)"},
+};
+static const cge_arg_def c2i_out[] = {{"output", 0, CGE_DT_FLOAT, "[N, C, image_shape...]"}};
+static const cge_attr_def c2i_attrs[] = {
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim (default 1)"},
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends (default 0)"},
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial dim (default 1)"},
+};
 static const cge_attr_def gs_attrs[] = {
     {"align_corners", CGE_ATTR_INT, false, 0, 0.0f, NULL, "1: -1 and 1 are the corner centres"},
     {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "bilinear", "bilinear, nearest or bicubic"},
@@ -413,6 +690,9 @@ static const cge_op_def sampling_ops[] = {
     CGE__OPDEF("MaxUnpool", 11, unpool_in, 3, float_y_out, 1, unpool_attrs,
                CGE__NATTR(unpool_attrs), maxunpool_infer, k_maxunpool,
                "Zeros with X's values put back at MaxPool's indices."),
+    CGE__OPDEF("Col2Im", 18, c2i_in, 3, c2i_out, 1, c2i_attrs, CGE__NATTR(c2i_attrs),
+               col2im_infer, k_col2im,
+               "Sums sliding-block columns back into an image (the inverse of im2col)."),
 };
 
 const cge_op_def *cge__ops_sampling(int32_t *count)
