@@ -188,3 +188,66 @@ def test_col2im_errors():
         run([node], {"x": x}, [("y", F)],
             [const("image", np.int64([3, 4])), const("block", np.int64([2, 2]))])
     assert e.value.layer == "meta"
+
+
+# ---- CenterCropPad -----------------------------------------------------------------
+
+def center_crop_pad_ref(x, shape, axes=None):
+    axes = list(range(x.ndim)) if axes is None else [a % x.ndim for a in axes]
+    out_shape = list(x.shape)
+    src, dst = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+    for a, t in zip(axes, shape):
+        n = x.shape[a]
+        out_shape[a] = t
+        if t < n:
+            src[a] = slice((n - t) // 2, (n - t) // 2 + t)
+        elif t > n:
+            dst[a] = slice((t - n) // 2, (t - n) // 2 + n)
+    y = np.zeros(out_shape, x.dtype)
+    y[tuple(dst)] = x[tuple(src)]
+    return y
+
+
+@pytest.mark.parametrize("in_shape,shape,axes", [
+    ((20, 10, 3), (10, 7, 3), None),       # onnx 1.13's center_crop_pad_crop
+    ((10, 7, 3), (20, 10, 3), None),       # ..._pad
+    ((20, 8, 3), (10, 10, 3), None),       # ..._crop_and_pad
+    ((3, 20, 8), (10, 9), (1, 2)),         # ..._crop_axes_chw
+    ((20, 8, 3), (10, 9), (0, 1)),         # ..._crop_axes_hwc
+    ((20, 8, 3), (10, 9), (-3, -2)),       # ..._crop_negative_axes_hwc
+    ((5, 6), (5, 6), None),
+    ((2, 3, 5, 4), (1, 8), (1, 3)),
+])
+def test_center_crop_pad(in_shape, shape, axes):
+    x = np.random.default_rng(8).standard_normal(in_shape, dtype=np.float32)
+    kw = {} if axes is None else {"axes": list(axes)}
+    node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"], **kw)
+    (y,) = run([node], {"x": x}, [("y", F)], [const("shape", np.int64(shape))])
+    ref = center_crop_pad_ref(x, shape, axes)
+    assert y.shape == ref.shape
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_center_crop_pad_runtime_shape_and_int_data():
+    ins = [helper.make_tensor_value_info("x", TensorProto.INT32, [6, 5]),
+           helper.make_tensor_value_info("shape", TensorProto.INT64, [2])]
+    node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"])
+    g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", TensorProto.INT32,
+                                                                           None)])
+    s = cge.InferenceSession(helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    x = np.arange(30, dtype=np.int32).reshape(6, 5)
+    for shape in ((3, 8), (7, 2), (6, 5)):
+        (y,) = s.run(None, {"x": x, "shape": np.int64(shape)})
+        np.testing.assert_array_equal(y, center_crop_pad_ref(x, shape))
+
+
+def test_center_crop_pad_errors():
+    x = np.zeros((4, 5), np.float32)
+    for shape, axes, match in (((3,), None, "one per axis"), ((3, 3), (0, 0), "listed twice"),
+                               ((3, 3), (0, 2), "out of range")):
+        kw = {} if axes is None else {"axes": list(axes)}
+        node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"], **kw)
+        with pytest.raises(cge.Error, match=match) as e:
+            run([node], {"x": x}, [("y", F)], [const("shape", np.int64(shape))])
+        assert e.value.layer == "meta"

@@ -1,9 +1,11 @@
 /* Pad (13: pads as an input; 18: plus optional axes): constant, reflect and
- * edge modes, negative pads crop. Works on bytes for every dtype; each output
- * row along the last axis is a fill, one contiguous copy and a fill. */
+ * edge modes, negative pads crop; and CenterCropPad (18), a zero Pad with
+ * centring pads. Works on bytes for every dtype; each output row along the
+ * last axis is a fill, one contiguous copy and a fill. */
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/family_util.h"
 #include "ops/kernel_util.h"
 
 #define PAD_DTYPES CGE_DT_ALL
@@ -19,7 +21,10 @@ typedef struct pad_args {
     cge_dtype pads_t, axes_t;
     int64_t npads, naxes;
     int mode;
+    bool center;            /* CenterCropPad: pads holds the target shape */
+    int64_t axes_copy[CGE_MAX_RANK]; /* CenterCropPad's axes attribute */
     cge_shape in, out;
+    char node[96];
 } pad_args;
 
 static int pad_mode(const cge_attrs *a)
@@ -51,6 +56,48 @@ static bool pad_amounts(int32_t rank, const void *pads, cge_dtype pt, int64_t np
         }
         pb[ax] = cge__load_as_i64(pt, pads, i);
         pe[ax] = cge__load_as_i64(pt, pads, na + i);
+    }
+    return true;
+}
+
+/* CenterCropPad's per-axis pads (negative: crops) that centre the input (of
+ * known dims) in the target shape: the odd element of a difference goes to
+ * the end, as in onnx's reference. Axes from the attribute (all when absent);
+ * the output's dims are the targets. */
+static bool center_amounts(const cge_shape *in, const void *shape, cge_dtype st, int64_t nshape,
+                           const int64_t *axes, int64_t naxes, int64_t *pb, int64_t *pe,
+                           char *err, size_t errsz)
+{
+    int32_t rank = in->rank;
+    for (int32_t d = 0; d < rank; d++)
+        pb[d] = pe[d] = 0;
+    int64_t na = naxes >= 0 ? naxes : rank;
+    if (nshape != na) {
+        snprintf(err, errsz, "shape has %lld values; %lld expected (one per %s)",
+                 (long long)nshape, (long long)na, naxes >= 0 ? "listed axis" : "axis");
+        return false;
+    }
+    bool seen[CGE_MAX_RANK] = {false};
+    for (int64_t i = 0; i < na; i++) {
+        int32_t ax = (int32_t)i;
+        if (naxes >= 0 && !cge_axis_normalize(axes[i], rank, false, &ax)) {
+            snprintf(err, errsz, "axes value %lld is out of range for rank %d",
+                     (long long)axes[i], (int)rank);
+            return false;
+        }
+        if (seen[ax]) {
+            snprintf(err, errsz, "axis %d is listed twice", (int)ax);
+            return false;
+        }
+        seen[ax] = true;
+        int64_t t = cge__load_as_i64(st, shape, i), x = in->dims[ax];
+        if (t < 0) {
+            snprintf(err, errsz, "shape value %lld (axis %d) is negative", (long long)t, (int)ax);
+            return false;
+        }
+        int64_t diff = t >= x ? t - x : x - t, lo = diff / 2, hi = diff - lo;
+        pb[ax] = t >= x ? lo : -lo;
+        pe[ax] = t >= x ? hi : -hi;
     }
     return true;
 }
@@ -163,9 +210,23 @@ static void pad_fn(int64_t blk, int64_t nblk, void *args)
     int32_t r = p->out.rank;
     int64_t pb[CGE_MAX_RANK], pe[CGE_MAX_RANK];
     char err[1024];
-    if (!pad_amounts(r, p->pads, p->pads_t, p->npads, p->axes, p->axes_t, p->naxes, pb, pe, err,
-                     sizeof err))
-        return; /* checked against the output shape at launch by the same values */
+    if (p->center ? !center_amounts(&p->in, p->pads, p->pads_t, p->npads, p->axes_copy, p->naxes,
+                                    pb, pe, err, sizeof err)
+                  : !pad_amounts(r, p->pads, p->pads_t, p->npads, p->axes, p->axes_t, p->naxes,
+                                 pb, pe, err, sizeof err)) {
+        /* Checked against the output shape at launch by the same values, unless they
+         * come from earlier work on the stream: then the run fails. */
+        if (blk == 0)
+            cge_kernel_fail(CGE_ERR_SHAPE, "%s: %s", p->node, err);
+        return;
+    }
+    for (int32_t d = 0; d < r; d++)
+        if (p->in.dims[d] + pb[d] + pe[d] != p->out.dims[d]) {
+            if (blk == 0)
+                cge_kernel_fail(CGE_ERR_SHAPE, "%s: the pads do not give the planned output "
+                                "shape", p->node);
+            return;
+        }
     unsigned char cv[16] = {0};
     if (p->cval)
         memcpy(cv, p->cval, p->es);
@@ -242,6 +303,7 @@ static cge_status pad_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         p.axes_t = A->dtype;
         p.naxes = cge_shape_numel(&A->shape);
     }
+    cge__kernel_label(ctx, p.node, sizeof p.node);
     if (cge_shape_numel(&p.out) == 0)
         return CGE_OK;
     if (cge_shape_numel(&X->shape) == 0 && p.mode != PAD_CONSTANT)
@@ -250,6 +312,85 @@ static cge_status pad_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!p.y || (!p.x && cge_shape_numel(&X->shape) > 0) || (!p.pads && p.npads > 0))
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int32_t r = p.out.rank;
+    int64_t W = r > 0 ? p.out.dims[r - 1] : 1;
+    int64_t rows = cge_shape_numel(&p.out) / W;
+    int64_t per = W * (int64_t)p.es;
+    return cge_launch(stream, pad_fn,
+                      cge__blocks_for(rows, per >= 32768 ? 1 : 32768 / per, ctx->num_threads), &p,
+                      sizeof p);
+}
+
+/* ---- CenterCropPad (18) ---------------------------------------------------- */
+
+static cge_status ccp_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 2 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs input_data, shape");
+    const cge_tensor_desc *X = &ctx->inputs[0], *S = &ctx->inputs[1];
+    int32_t rank = X->shape.rank;
+    const int64_t *axes = NULL;
+    int64_t naxes = cge_attrs_get_ints(ctx->attrs, "axes", &axes), na = naxes >= 0 ? naxes : rank;
+    if (S->shape.rank != 1 || (cge_dim_is_known(S->shape.dims[0]) && S->shape.dims[0] != na))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "shape must be 1-D with %lld values (one per %s)",
+                              (long long)na, naxes >= 0 ? "listed axis" : "axis");
+    int32_t ax[CGE_MAX_RANK];
+    bool seen[CGE_MAX_RANK] = {false};
+    if (na > rank)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "%lld axes for rank %d", (long long)na,
+                              (int)rank);
+    for (int64_t i = 0; i < na; i++) {
+        ax[i] = (int32_t)i;
+        if (naxes >= 0 && !cge_axis_normalize(axes[i], rank, false, &ax[i]))
+            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "axes value %lld is out of range for "
+                                  "rank %d", (long long)axes[i], (int)rank);
+        if (seen[ax[i]])
+            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "axis %d is listed twice",
+                                  (int)ax[i]);
+        seen[ax[i]] = true;
+    }
+    ctx->outputs[0].dtype = X->dtype;
+    cge_shape out = X->shape;
+    const void *sv = cge__meta_input_value(ctx, 1);
+    for (int64_t i = 0; i < na; i++) {
+        int64_t t = sv ? cge__load_as_i64(S->dtype, sv, i) : CGE_DIM_DYNAMIC;
+        if (sv && t < 0)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "shape value %lld (axis %d) is negative",
+                                  (long long)t, (int)ax[i]);
+        out.dims[ax[i]] = t;
+    }
+    ctx->outputs[0].shape = out;
+    return CGE_OK;
+}
+
+/* Pad's kernel with centring pads, read on the stream from the shape values. */
+static cge_status ccp_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs < 2 || ctx->num_outputs < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs input_data, shape");
+    const cge_tensor *X = &ctx->inputs[0], *S = &ctx->inputs[1];
+    pad_args p = {.dtype = X->dtype, .es = cge_dtype_size(X->dtype), .x = X->data,
+                  .y = ctx->outputs[0].data, .pads = S->data, .pads_t = S->dtype,
+                  .npads = cge_shape_numel(&S->shape), .mode = PAD_CONSTANT, .center = true,
+                  .in = X->shape, .out = ctx->outputs[0].shape, .naxes = -1};
+    if (p.es == 0 || p.es > 16 || ctx->outputs[0].dtype != X->dtype || !cge_dtype_is_int(S->dtype))
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
+    if (X->shape.rank != p.out.rank || !cge_shape_is_static(&p.out) ||
+        !cge_shape_is_static(&X->shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "output rank differs from the input's");
+    const int64_t *axes = NULL;
+    int64_t naxes = cge_attrs_get_ints(ctx->attrs, "axes", &axes);
+    if (naxes > CGE_MAX_RANK)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "%lld axes", (long long)naxes);
+    if (naxes >= 0) {
+        memcpy(p.axes_copy, axes, sizeof(int64_t) * (size_t)naxes);
+        p.naxes = naxes;
+    }
+    cge__kernel_label(ctx, p.node, sizeof p.node);
+    int32_t r = p.out.rank;
+    if (cge_shape_numel(&p.out) == 0)
+        return CGE_OK;
+    if (!p.y || (!p.x && cge_shape_numel(&X->shape) > 0) || (!p.pads && p.npads > 0))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     int64_t W = r > 0 ? p.out.dims[r - 1] : 1;
     int64_t rows = cge_shape_numel(&p.out) / W;
     int64_t per = W * (int64_t)p.es;
@@ -271,6 +412,17 @@ static const cge_attr_def pad_attrs[] = {
 static const cge_kernel_def pad_kernels[] = {
     {.engine = "cpu", .dtypes = PAD_DTYPES, .launch = pad_launch, .inplace_input = -1}};
 
+static const cge_arg_def ccp_inputs[] = {
+    {"input_data", 0, PAD_DTYPES, "any rank"},
+    {"shape", 0, CGE_DT(CGE_I64) | CGE_DT(CGE_I32), "target size per listed axis"},
+};
+static const cge_arg_def ccp_outputs[] = {{"output_data", 0, PAD_DTYPES, "cropped or padded"}};
+static const cge_attr_def ccp_attrs[] = {
+    {"axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axes shape applies to (default: all)"},
+};
+static const cge_kernel_def ccp_kernels[] = {
+    {.engine = "cpu", .dtypes = PAD_DTYPES, .launch = ccp_launch, .inplace_input = -1}};
+
 static const cge_op_def pad_ops[] = {
     {.name = "Pad", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .end_version = 17,
      .inputs = pad_inputs, .num_inputs = 3, .outputs = pad_outputs, .num_outputs = 1,
@@ -280,6 +432,10 @@ static const cge_op_def pad_ops[] = {
      .num_inputs = 4, .outputs = pad_outputs, .num_outputs = 1, .attrs = pad_attrs,
      .num_attrs = 1, .infer = pad_infer, .kernels = pad_kernels, .num_kernels = 1,
      .doc = "Pad with a constant, a reflection or the edge values, on the given axes."},
+    {.name = "CenterCropPad", .domain = CGE_DOMAIN_DEFAULT, .since_version = 18,
+     .inputs = ccp_inputs, .num_inputs = 2, .outputs = ccp_outputs, .num_outputs = 1,
+     .attrs = ccp_attrs, .num_attrs = 1, .infer = ccp_infer, .kernels = ccp_kernels,
+     .num_kernels = 1, .doc = "Crop or zero-pad each listed axis to its target size, centred."},
 };
 
 const cge_op_def *cge__ops_pad(int32_t *count)
