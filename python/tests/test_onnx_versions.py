@@ -265,3 +265,22 @@ def test_split_18_num_outputs_dynamic_axis_and_errors():
         run_model([helper.make_node("Split", ["x", "s"], ["a", "b"], axis=2, num_outputs=2)],
                   {"x": X}, [("a", F), ("b", F)], 18,
                   [helper.make_tensor("s", TensorProto.INT64, [2], [1, 3])])
+
+
+def test_scatter_max_min_reductions_18():
+    data = np.array([[1, 2, 3, 4, 5]], np.float32)
+    feeds = {"d": data, "i": np.array([[1, 1]], np.int64),
+             "u": np.array([[1.1, 2.1]], np.float32)}
+    for red, want in (("max", 2.1), ("min", 1.1)):
+        node = helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=1, reduction=red)
+        (y,) = run_model([node], feeds, [("y", F)], 18)
+        np.testing.assert_allclose(y, [[1, want, 3, 4, 5]], rtol=1e-6)
+    data = np.arange(1, 9, dtype=np.float32).reshape(2, 2, 2)
+    upd = np.array([[[5, 1], [1, 5]], [[0, 9], [9, 0]]], np.float32)
+    feeds = {"d": data, "i": np.array([[0], [0]], np.int64), "u": upd}
+    for red, fn in (("max", np.maximum), ("min", np.minimum)):
+        (y,) = run_model([helper.make_node("ScatterND", ["d", "i", "u"], ["y"], reduction=red)],
+                         feeds, [("y", F)], 18)
+        want = data.copy()
+        want[0] = fn(fn(data[0], upd[0]), upd[1])
+        np.testing.assert_array_equal(y, want)

@@ -203,6 +203,8 @@ static const cge_converter_def converters[] = {
     COMPAT("Range", 11), COMPAT("NonZero", 9), COMPAT("TopK", 1), COMPAT("OneHot", 9),
     COMPAT("CumSum", 11), COMPAT("DepthToSpace", 1), COMPAT("SpaceToDepth", 1),
     COMPAT("Trilu", 14),
+    /* 18 added the max and min reductions, which the 16 definitions have */
+    COMPAT("ScatterElements", 18), COMPAT("ScatterND", 18),
     /* quantization (13 adds per-axis scales to 10's definition) and losses */
     COMPAT("QuantizeLinear", 10), COMPAT("DequantizeLinear", 10),
     COMPAT("NegativeLogLikelihoodLoss", 12), COMPAT("SoftmaxCrossEntropyLoss", 12),
