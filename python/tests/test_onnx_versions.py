@@ -284,3 +284,27 @@ def test_scatter_max_min_reductions_18():
         want = data.copy()
         want[0] = fn(fn(data[0], upd[0]), upd[1])
         np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "floor", "ceil"])
+@pytest.mark.parametrize("scale", [0.6, 1.7, 3.0])
+def test_resize_11_tf_half_pixel_for_nn(nearest_mode, scale):
+    # Resize 11-12: x_original = (x_resized + 0.5) / scale, no -0.5 shift.
+    x = np.arange(1 * 2 * 5 * 4, dtype=np.float32).reshape(1, 2, 5, 4)
+    scales = np.float32([1, 1, scale, scale])
+    node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="nearest",
+                            coordinate_transformation_mode="tf_half_pixel_for_nn",
+                            nearest_mode=nearest_mode)
+    inits = [helper.make_tensor("roi", F, [0], []), helper.make_tensor("scales", F, [4], scales)]
+    (y,) = run_model([node], {"x": x}, [("y", F)], 11, inits)
+
+    def src(n_in, s):
+        # every axis, those of scale 1 too (ceil moves them by one, as the
+        # formula says)
+        n_out = int(np.floor(n_in * s))
+        pos = (np.arange(n_out) + 0.5) / s
+        idx = {"floor": np.floor(pos), "ceil": np.ceil(pos),
+               "round_prefer_floor": np.ceil(pos - 0.5)}[nearest_mode]
+        return np.clip(idx.astype(np.int64), 0, n_in - 1)
+    want = x[src(1, 1.0)][:, src(2, 1.0)][:, :, src(5, scale)][:, :, :, src(4, scale)]
+    np.testing.assert_array_equal(y, want)

@@ -18,7 +18,10 @@
 #define RZ_MAX_COMBOS 1024 /* taps of all axes but the last, per output row */
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
-enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_CROP };
+enum {
+    CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_CROP,
+    CT_TF_HALF_PIXEL_NN /* Resize 11-12 only; 13 dropped it */
+};
 enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL };
 
 typedef struct rz_args {
@@ -57,13 +60,14 @@ static bool rz_modes(const cge_attrs *a, bool upsample, rz_args *p, char *err, s
 {
     static const char *const modes[] = {"nearest", "linear", "cubic"};
     static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
-                                       "asymmetric", "tf_crop_and_resize"};
+                                       "asymmetric", "tf_crop_and_resize",
+                                       "tf_half_pixel_for_nn"};
     static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     const char *m = cge_attrs_get_string(a, "mode", "nearest");
     const char *c = cge_attrs_get_string(a, "coordinate_transformation_mode", "half_pixel");
     const char *n = cge_attrs_get_string(a, "nearest_mode", "round_prefer_floor");
     p->mode = lookup(m, modes, upsample ? 2 : 3);
-    p->ctm = upsample ? CT_ASYMMETRIC : lookup(c, ctms, 5);
+    p->ctm = upsample ? CT_ASYMMETRIC : lookup(c, ctms, 6);
     p->nearest = upsample ? NM_FLOOR : lookup(n, nms, 4);
     if (p->mode < 0 || p->ctm < 0 || p->nearest < 0) {
         snprintf(err, errsz, "unsupported mode '%s', coordinate_transformation_mode '%s' or "
@@ -225,6 +229,7 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
                                 : (double)o * (r1 - r0) * (double)(in - 1) / (owidth - 1);
                 x += r0 * (double)(in - 1);
                 break;
+            case CT_TF_HALF_PIXEL_NN: x = ((double)o + 0.5) / scale; break;
             case CT_PYTORCH_HALF_PIXEL:
                 x = owidth == 1 ? -0.5 : ((double)o + 0.5) / scale - 0.5;
                 break;
@@ -594,7 +599,8 @@ const cge_arg_def cge__resize_inputs[CGE_RESIZE_NUM_INPUTS] = {
 static const cge_arg_def rz_outputs[] = {{"Y", 0, RZ_DTYPES, "resized"}};
 const cge_attr_def cge__resize_attrs[CGE_RESIZE_NUM_ATTRS] = {
     {"coordinate_transformation_mode", CGE_ATTR_STRING, false, 0, 0.0f, "half_pixel",
-     "half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize"},
+     "half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize, "
+     "tf_half_pixel_for_nn (Resize 11-12)"},
     {"cubic_coeff_a", CGE_ATTR_FLOAT, false, 0, -0.75f, NULL, "cubic kernel's a"},
     {"exclude_outside", CGE_ATTR_INT, false, 0, 0.0f, NULL, "drop taps outside and renormalise"},
     {"extrapolation_value", CGE_ATTR_FLOAT, false, 0, 0.0f, NULL, "tf_crop_and_resize outside"},
