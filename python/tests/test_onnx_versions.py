@@ -308,3 +308,23 @@ def test_resize_11_tf_half_pixel_for_nn(nearest_mode, scale):
         return np.clip(idx.astype(np.int64), 0, n_in - 1)
     want = x[src(1, 1.0)][:, src(2, 1.0)][:, :, src(5, scale)][:, :, :, src(4, scale)]
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("opset", [7, 8])
+@pytest.mark.parametrize("spatial", [None, 1, 0])
+def test_batch_normalization_7_spatial(opset, spatial):
+    # spatial=0: scale, B, mean and var hold one value per element of [C, D1, ...].
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 4, 5), dtype=np.float32)
+    pshape = (3, 4, 5) if spatial == 0 else (3,)
+    scale, bias, mean = (rng.standard_normal(pshape, dtype=np.float32) for _ in range(3))
+    var = rng.random(pshape, dtype=np.float32) + 0.5
+    kw = {} if spatial is None else {"spatial": spatial}
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                            epsilon=1e-3, **kw)
+    inits = [helper.make_tensor(n, F, a.shape, a.ravel())
+             for n, a in (("s", scale), ("b", bias), ("m", mean), ("v", var))]
+    (y,) = run_model([node], {"x": x}, [("y", F)], opset, inits)
+    bc = (lambda a: a) if spatial == 0 else (lambda a: a.reshape(3, 1, 1))
+    want = (x - bc(mean)) / np.sqrt(bc(var) + 1e-3) * bc(scale) + bc(bias)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)

@@ -9,8 +9,8 @@
 
 /* Older opsets whose semantics match the current definitions map 1:1
  * (attributes that became inputs are promoted by the importer); the rest
- * (Softmax < 13, Upsample, Resize 10, Scatter, Dropout < 10, RoiAlign < 16) map
- * onto equivalent nodes. */
+ * (Softmax < 13, Upsample, Resize 10, Scatter, Dropout < 10, RoiAlign < 16,
+ * BatchNormalization's spatial=0) map onto equivalent nodes. */
 
 static bool has_value(const cge_graph *g, const char *name)
 {
@@ -158,6 +158,64 @@ static cge_status convert_dropout7(const cge_node *src, int64_t opset, cge_graph
     return st;
 }
 
+/* BatchNormalization 7..8. spatial=1 (the default) is what later versions
+ * always do: 1:1, less the attributes later versions dropped. spatial=0 has
+ * scale, B, mean and var of [C, D1, ...], one value per element rather than
+ * per channel, which broadcasting elementwise nodes compute:
+ * Y = (X - mean) / sqrt(var + epsilon) * scale + B. Inference only: the
+ * training outputs (mean, var, saved_*) are not produced. */
+static cge_status convert_batch_norm7(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    const char *node = cge_node_name(src);
+    const cge_attrs *a = cge_node_attrs_const(src);
+    if (cge_node_num_inputs(src) != 5 || cge_node_num_outputs(src) < 1)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "BatchNormalization '%s' (opset %lld): wants 5 inputs and an output",
+                         node, (long long)opset);
+    if (cge_attrs_get_int(a, "spatial", 1) != 0) {
+        const cge_converter_def same = {.target_op = "BatchNormalization", .target_domain = ""};
+        cge_status st = cge_converter_apply(&same, src, opset, dst);
+        cge_node *n = st ? NULL : cge_graph_node(dst, cge_graph_num_nodes(dst) - 1);
+        static const char *const dropped[] = {"spatial", "is_test", "consumed_inputs"};
+        for (size_t i = 0; !st && i < sizeof dropped / sizeof dropped[0]; i++)
+            if (cge_attrs_find(cge_node_attrs(n), dropped[i]))
+                st = cge_attrs_remove(cge_node_attrs(n), dropped[i]);
+        return st;
+    }
+    if (cge_node_num_outputs(src) > 1)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_UNSUPPORTED,
+                         "BatchNormalization '%s' (opset %lld): spatial=0 in training mode "
+                         "(outputs beyond Y) is not supported", node, (long long)opset);
+    const char *x = cge_node_input(src, 0), *scale = cge_node_input(src, 1);
+    const char *bias = cge_node_input(src, 2), *mean = cge_node_input(src, 3);
+    const char *var = cge_node_input(src, 4), *y = cge_node_output(src, 0);
+    float eps = cge_attrs_get_float(a, "epsilon", 1e-5f);
+    char v[6][512], nn[512];
+    static const char *const names[6] = {"eps_f32", "eps", "var_eps", "std", "centred", "normed"};
+    for (int i = 0; i < 6; i++)
+        fresh_name(dst, y, names[i], v[i], sizeof v[i]);
+    cge_shape scalar = {.rank = 0};
+    cge_status st = cge_graph_add_constant(dst, v[0], CGE_F32, &scalar, &eps, sizeof eps);
+    /* op, its two inputs, its output and a node-name suffix, in order */
+    const char *steps[7][5] = {
+        {"CastLike", v[0], var, v[1], "eps"},   {"Add", var, v[1], v[2], "var_eps"},
+        {"Sqrt", v[2], NULL, v[3], "std"},     {"Sub", x, mean, v[4], "centre"},
+        {"Div", v[4], v[3], v[5], "normalise"}, {"Mul", v[5], scale, NULL, "scale"},
+        {"Add", NULL, bias, y, "shift"},
+    };
+    char scaled[512];
+    fresh_name(dst, y, "scaled", scaled, sizeof scaled);
+    steps[5][3] = scaled;
+    steps[6][1] = scaled;
+    for (int i = 0; i < 7 && !st; i++) {
+        const char *ins[2] = {steps[i][1], steps[i][2]};
+        snprintf(nn, sizeof nn, "%s/%s", node, steps[i][4]);
+        st = add1(dst, steps[i][0], i == 6 ? node : nn, ins, steps[i][2] ? 2 : 1, steps[i][3],
+                  NULL);
+    }
+    return st;
+}
+
 #define COMPAT(OP, SINCE)                                                                   \
     {.front_end = "onnx", .source_op = OP, .source_domain = "", .since_version = SINCE,     \
      .target_op = OP, .target_domain = ""}
@@ -210,7 +268,7 @@ static const cge_converter_def converters[] = {
     COMPAT("NegativeLogLikelihoodLoss", 12), COMPAT("SoftmaxCrossEntropyLoss", 12),
     /* neural network */
     COMPAT("Conv", 1), COMPAT("ConvTranspose", 1), COMPAT("MaxPool", 1), COMPAT("AveragePool", 1),
-    COMPAT("GlobalAveragePool", 1), COMPAT("GlobalMaxPool", 1), COMPAT("BatchNormalization", 7),
+    COMPAT("GlobalAveragePool", 1), COMPAT("GlobalMaxPool", 1), COMPAT("BatchNormalization", 9),
     COMPAT("InstanceNormalization", 6), COMPAT("LRN", 1), COMPAT("Dropout", 10),
     COMPAT("Resize", 11),
     /* later versions only added dtypes, negative axes or documentation */
@@ -228,6 +286,7 @@ static const cge_converter_def converters[] = {
     RANGE("Resize", 10, 10, "Resize", convert_to_resize),
     RANGE("Scatter", 9, 10, "ScatterElements", NULL),
     RANGE("Dropout", 7, 9, "Dropout", convert_dropout7),
+    RANGE("BatchNormalization", 7, 8, "BatchNormalization", convert_batch_norm7),
     RANGE("RoiAlign", 10, 15, "RoiAlign", convert_roi_align10),
 };
 
