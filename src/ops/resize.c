@@ -1,4 +1,4 @@
-/* Resize (opset 13), Upsample (9-10) and the kernel of cge.fused
+/* Resize (opsets 13 and 18), Upsample (9-10) and the kernel of cge.fused
  * ChannelsLastResize: a table of taps per axis, and the output as a separable
  * sum over them. */
 #include <math.h>
@@ -9,7 +9,8 @@
 #include "ops/resize_nhwc.h"
 
 /* Resize: nearest/linear/cubic, every coordinate transformation and nearest
- * mode, exclude_outside, tf_crop_and_resize extrapolation; Upsample:
+ * mode, exclude_outside, tf_crop_and_resize extrapolation, and 18's
+ * antialias, axes and keep_aspect_ratio_policy; Upsample:
  * asymmetric nearest-floor or linear. Each axis's table of taps (source index
  * and weight per output index) is built on the stream from the scales; the
  * output is a separable sum over the taps of all axes. */
@@ -23,22 +24,27 @@ enum {
     CT_TF_HALF_PIXEL_NN /* Resize 11-12 only; 13 dropped it */
 };
 enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL };
+enum { KAR_STRETCH, KAR_NOT_LARGER, KAR_NOT_SMALLER };
 
 typedef struct rz_args {
     cge_dtype dtype;
     const void *x;
     void *y;
     const void *roi, *scales, *sizes;
-    cge_dtype roi_t, scales_t;
-    int64_t nroi, nscales;
+    cge_dtype roi_t, scales_t, sizes_t;
+    int64_t nroi, nscales, nsizes;
     int mode, ctm, nearest, exclude_outside;
+    int antialias, policy;    /* 18: antialias, keep_aspect_ratio_policy */
     double cubic_a, extrapolation;
     cge_shape in, out;
-    int64_t maxt;             /* taps per output index: 1, 2 or 4 */
+    int64_t maxt;             /* the mode's taps per output index: 1, 2 or 4 */
+    /* 18's axes: scales, sizes and roi list these axes only (all when absent) */
+    int32_t naxes, axis_of[CGE_MAX_RANK], list_of[CGE_MAX_RANK];
+    int64_t mt[CGE_MAX_RANK]; /* tap slots per output index, per axis */
     unsigned char *ws;        /* tables */
 } rz_args;
 
-/* Workspace: per axis its tap count, then idx[out][maxt], w[out][maxt],
+/* Workspace: per axis its tap count, then idx[out][mt], w[out][mt],
  * outside[out]. */
 typedef struct rz_tab {
     int64_t ntaps[CGE_MAX_RANK];
@@ -74,6 +80,17 @@ static bool rz_modes(const cge_attrs *a, bool upsample, rz_args *p, char *err, s
                              "nearest_mode '%s'", m, upsample ? "asymmetric" : c, n);
         return false;
     }
+    static const char *const kars[] = {"stretch", "not_larger", "not_smaller"};
+    const char *k = cge_attrs_get_string(a, "keep_aspect_ratio_policy", "stretch");
+    p->policy = upsample ? KAR_STRETCH : lookup(k, kars, 3);
+    int64_t aa = upsample ? 0 : cge_attrs_get_int(a, "antialias", 0);
+    if (p->policy < 0 || (aa != 0 && aa != 1)) {
+        snprintf(err, errsz, "keep_aspect_ratio_policy '%s' is not stretch, not_larger or "
+                 "not_smaller, or antialias %lld not 0 or 1", k, (long long)aa);
+        return false;
+    }
+    /* antialiasing stretches linear and cubic filters; nearest has none */
+    p->antialias = aa && p->mode != RZ_NEAREST;
     p->cubic_a = upsample ? -0.75 : cge_attrs_get_float(a, "cubic_coeff_a", -0.75f);
     p->exclude_outside = upsample ? 0 : cge_attrs_get_int(a, "exclude_outside", 0) != 0;
     p->extrapolation = upsample ? 0.0 : cge_attrs_get_float(a, "extrapolation_value", 0.0f);
@@ -81,12 +98,65 @@ static bool rz_modes(const cge_attrs *a, bool upsample, rz_args *p, char *err, s
     return true;
 }
 
+/* 18's axes attribute (every axis in order when absent) for rank r. */
+static bool rz_axes(const cge_attrs *a, int32_t r, rz_args *p, char *err, size_t errsz)
+{
+    const int64_t *v = NULL;
+    int64_t n = a ? cge_attrs_get_ints(a, "axes", &v) : -1;
+    for (int32_t d = 0; d < r; d++)
+        p->list_of[d] = n < 0 ? d : -1;
+    p->naxes = n < 0 ? r : (int32_t)n;
+    for (int32_t k = 0; k < r; k++)
+        p->axis_of[k] = k;
+    if (n < 0)
+        return true;
+    if (n > r) {
+        snprintf(err, errsz, "%lld axes for rank %d", (long long)n, (int)r);
+        return false;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        int32_t d;
+        if (!cge_axis_normalize(v[k], r, false, &d) || p->list_of[d] >= 0) {
+            snprintf(err, errsz, "axes value %lld is out of range for rank %d or repeated",
+                     (long long)v[k], (int)r);
+            return false;
+        }
+        p->list_of[d] = (int32_t)k;
+        p->axis_of[k] = d;
+    }
+    return true;
+}
+
+/* Tap slots per output index of each axis (p->in, p->out known): the mode's
+ * taps, 1 for an unlisted axis (identity), and with antialias the filter
+ * stretched by 1 / scale for a downscaled axis: 2 ceil(1 / s) (linear) or
+ * 2 ceil(2 / s) (cubic) taps, bounded by base * ceil(in / (out - 0.5)), since
+ * the scale is more than (out - 0.5) / in whether it comes from scales
+ * (out = floor(in s)) or from a kept aspect ratio (out = round(in s)). An
+ * axis that keeps its size has a scale of at least 1 unless an aspect ratio
+ * is kept. */
+static void rz_taps(rz_args *p)
+{
+    for (int32_t d = 0; d < p->out.rank; d++) {
+        int64_t in = p->in.dims[d], out = p->out.dims[d], t = p->maxt;
+        if (p->list_of[d] < 0)
+            t = 1;
+        else if (in == out && p->policy == KAR_STRETCH)
+            t = p->maxt; /* scale >= 1 (scales: floor(in s) = in) or exactly 1 (sizes) */
+        else if (p->antialias && out >= 1 && in > out - 1) {
+            int64_t f = (2 * in + 2 * out - 2) / (2 * out - 1); /* ceil(in / (out - 0.5)) */
+            t = p->maxt * (f > 1 ? f : 1);
+        }
+        p->mt[d] = t;
+    }
+}
+
 /* Outer axes' combined taps must fit the kernel's per-row buffer. */
 static bool rz_combos_ok(const rz_args *p, int32_t rank)
 {
     int64_t c = 1;
     for (int32_t d = 0; d + 1 < rank; d++) {
-        c *= p->maxt;
+        c *= p->mt[d];
         if (c > RZ_MAX_COMBOS)
             return false;
     }
@@ -107,49 +177,83 @@ static cge_status rz_infer_common(cge_infer_ctx *ctx, bool upsample)
     int32_t r = X->shape.rank;
     rz_args p;
     char err[1024];
+    memset(&p, 0, sizeof p);
     if (!rz_modes(ctx->attrs, upsample, &p, err, sizeof err))
         return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED, "%s", err);
-    if (!rz_combos_ok(&p, r))
-        return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED, "rank %d is too high for %s resizing",
-                              (int)r, p.mode == RZ_CUBIC ? "cubic" : "linear");
+    if (!rz_axes(upsample ? NULL : ctx->attrs, r, &p, err, sizeof err))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "%s", err);
+    int32_t na = p.naxes;
     int32_t si = upsample ? 1 : 2, zi = upsample ? -1 : 3;
     bool has_sizes = zi > 0 && present(ctx, zi), has_scales = present(ctx, si);
     if (has_sizes == has_scales)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
                               "exactly one of scales and sizes must be given (non-empty)");
     const cge_tensor_desc *S = &ctx->inputs[has_sizes ? zi : si];
-    if (S->shape.rank != 1 || (S->shape.dims[0] >= 0 && S->shape.dims[0] != r))
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "%s must be 1-D with %d values (one per axis)",
-                              has_sizes ? "sizes" : "scales", (int)r);
+    if (S->shape.rank != 1 || (S->shape.dims[0] >= 0 && S->shape.dims[0] != na))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "%s must be 1-D with %d values (one per %s)",
+                              has_sizes ? "sizes" : "scales", (int)na,
+                              na == r && p.list_of[0] == 0 ? "axis" : "listed axis");
     if (has_sizes ? !cge_dtype_is_int(S->dtype) : !cge_dtype_is_float(S->dtype))
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "%s has dtype %s",
                               has_sizes ? "sizes" : "scales", cge_dtype_name(S->dtype));
+    if (p.policy != KAR_STRETCH && !has_sizes)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "keep_aspect_ratio_policy applies to sizes, not scales");
     if (p.ctm == CT_TF_CROP && !present(ctx, 1))
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "tf_crop_and_resize needs roi");
     if (p.ctm == CT_TF_CROP && cge_shape_numel(&ctx->inputs[1].shape) >= 0 &&
-        cge_shape_numel(&ctx->inputs[1].shape) != 2 * r)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "roi must have %d values", (int)(2 * r));
+        cge_shape_numel(&ctx->inputs[1].shape) != 2 * na)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "roi must have %d values", (int)(2 * na));
     ctx->outputs[0].dtype = X->dtype;
     cge_shape out = X->shape;
     const void *v = ctx->input_values ? ctx->input_values[has_sizes ? zi : si] : NULL;
-    for (int32_t d = 0; d < r; d++) {
+    /* keep_aspect_ratio_policy: one scale for the listed axes, the smallest
+     * (not_larger) or largest (not_smaller) of sizes / input dims */
+    double kept = p.policy == KAR_NOT_LARGER ? INFINITY : -INFINITY;
+    bool kept_known = v != NULL;
+    for (int32_t k = 0; v && has_sizes && k < na; k++) {
+        int64_t z = cge__load_as_i64(S->dtype, v, k), in = X->shape.dims[p.axis_of[k]];
+        if (z < 0)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "sizes[%d] is negative", (int)k);
+        if (in < 0)
+            kept_known = false;
+        else if (in > 0)
+            kept = p.policy == KAR_NOT_LARGER ? fmin(kept, (double)z / (double)in)
+                                              : fmax(kept, (double)z / (double)in);
+    }
+    for (int32_t k = 0; k < na; k++) {
+        int32_t d = p.axis_of[k];
         if (!v) {
             out.dims[d] = CGE_DIM_DYNAMIC;
+        } else if (has_sizes && p.policy != KAR_STRETCH) {
+            out.dims[d] = kept_known && X->shape.dims[d] >= 0 && isfinite(kept)
+                              ? (int64_t)(kept * (double)X->shape.dims[d] + 0.5)
+                              : CGE_DIM_DYNAMIC;
         } else if (has_sizes) {
-            out.dims[d] = cge__load_as_i64(S->dtype, v, d);
-            if (out.dims[d] < 0)
-                return cge_meta_error(ctx, CGE_ERR_SHAPE, "sizes[%d] is negative", (int)d);
+            out.dims[d] = cge__load_as_i64(S->dtype, v, k);
         } else {
-            double s = cge__load_as_double(S->dtype, v, d);
-            if (!(s > 0))
-                return cge_meta_error(ctx, CGE_ERR_SHAPE, "scales[%d] = %g must be > 0", (int)d,
-                                      s);
+            double sc = cge__load_as_double(S->dtype, v, k);
+            if (!(sc > 0))
+                return cge_meta_error(ctx, CGE_ERR_SHAPE, "scales[%d] = %g must be > 0", (int)k,
+                                      sc);
             if (X->shape.dims[d] >= 0)
-                out.dims[d] = (int64_t)floor((double)X->shape.dims[d] * s);
-            else if (s != 1.0)
+                out.dims[d] = (int64_t)floor((double)X->shape.dims[d] * sc);
+            else if (sc != 1.0)
                 out.dims[d] = CGE_DIM_DYNAMIC;   /* a scaled symbol is a new size */
         }
     }
+    p.in = X->shape;
+    p.out = out;
+    if (cge_shape_is_static(&p.in) && cge_shape_is_static(&p.out)) {
+        rz_taps(&p);
+    } else {
+        for (int32_t d = 0; d < r; d++)
+            p.mt[d] = p.list_of[d] < 0 ? 1 : p.maxt; /* the launch checks antialias's */
+    }
+    if (!rz_combos_ok(&p, r))
+        return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED, "rank %d is too high for %s resizing%s",
+                              (int)r, p.mode == RZ_CUBIC ? "cubic" : "linear",
+                              p.antialias ? " with antialias at these scales" : "");
     ctx->outputs[0].shape = out;
     return CGE_OK;
 }
@@ -170,7 +274,7 @@ static size_t rz_tab_bytes(const rz_args *p)
 {
     size_t b = 64;
     for (int32_t d = 0; d < p->out.rank; d++)
-        b += (size_t)(p->out.dims[d] * p->maxt) * (sizeof(int64_t) + sizeof(double)) +
+        b += (size_t)(p->out.dims[d] * p->mt[d]) * (sizeof(int64_t) + sizeof(double)) +
              (size_t)p->out.dims[d] + 16;
     return b;
 }
@@ -179,7 +283,7 @@ static void rz_tab_layout(const rz_args *p, rz_tab *t)
 {
     unsigned char *q = p->ws;
     for (int32_t d = 0; d < p->out.rank; d++) {
-        size_t n = (size_t)(p->out.dims[d] * p->maxt);
+        size_t n = (size_t)(p->out.dims[d] * p->mt[d]);
         t->idx[d] = (int64_t *)q;
         q += n * sizeof(int64_t);
         t->w[d] = (double *)q;
@@ -198,6 +302,52 @@ static void cubic_coeffs(double r, double A, double c[4])
     c[3] = ((A * z - 5 * A) * z + 8 * A) * z - 4 * A;
 }
 
+/* The scale of axis d (1 for an unlisted one): from scales, from sizes
+ * (out / in), or keep_aspect_ratio_policy's one scale for the listed axes. */
+static double rz_axis_scale(const rz_args *p, int32_t d)
+{
+    int32_t k = p->list_of[d];
+    if (k < 0)
+        return 1.0;
+    if (!p->sizes)
+        return cge__load_as_double(p->scales_t, p->scales, k);
+    if (p->policy == KAR_STRETCH) {
+        int64_t in = p->in.dims[d];
+        return in > 0 ? (double)p->out.dims[d] / (double)in : 1.0;
+    }
+    double kept = p->policy == KAR_NOT_LARGER ? INFINITY : -INFINITY;
+    for (int32_t j = 0; j < p->naxes; j++) {
+        int64_t in = p->in.dims[p->axis_of[j]];
+        double q = in > 0 ? (double)cge__load_as_i64(p->sizes_t, p->sizes, j) / (double)in : 0;
+        if (in > 0)
+            kept = p->policy == KAR_NOT_LARGER ? fmin(kept, q) : fmax(kept, q);
+    }
+    return isfinite(kept) ? kept : 1.0;
+}
+
+/* onnx's filters stretched for downscaling (scale < 1): taps i = start ..
+ * start + n - 1 around the left neighbour, weights of (i - ratio) * scale,
+ * normalised by the caller. Returns n, or -1 if more than `cap`. */
+static int64_t rz_antialias_coeffs(int mode, double ratio, double scale, double A, double *c,
+                                   int64_t cap)
+{
+    double s = scale < 1 ? scale : 1;
+    int64_t start = (int64_t)floor((mode == RZ_LINEAR ? -1.0 : -2.0) / s) + 1;
+    int64_t n = 2 - 2 * start;
+    if (n > cap)
+        return -1;
+    for (int64_t k = 0; k < n; k++) {
+        double x = fabs(((double)(start + k) - ratio) * s);
+        if (mode == RZ_LINEAR)
+            c[k] = x < 1 ? 1 - x : 0;
+        else
+            c[k] = x <= 1   ? ((A + 2) * x - (A + 3)) * x * x + 1
+                   : x < 2 ? ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+                           : 0;
+    }
+    return n;
+}
+
 /* One block: the taps of every axis (the tap counts go into the last bytes
  * of the workspace header, read back by the main kernel). */
 static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
@@ -207,14 +357,14 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
     rz_tab_layout(p, &t);
     int32_t r = p->out.rank;
     for (int32_t d = 0; d < r; d++) {
-        int64_t in = p->in.dims[d], out = p->out.dims[d];
-        double scale = p->sizes ? (in > 0 ? (double)out / (double)in : 1.0)
-                                : cge__load_as_double(p->scales_t, p->scales, d);
+        int64_t in = p->in.dims[d], out = p->out.dims[d], mt = p->mt[d];
+        int32_t k = p->list_of[d];
+        double scale = rz_axis_scale(p, d);
         double owidth = scale * (double)in;
         double r0 = 0, r1 = 1;
-        if (p->ctm == CT_TF_CROP) {
-            r0 = cge__load_as_double(p->roi_t, p->roi, d);
-            r1 = cge__load_as_double(p->roi_t, p->roi, r + d);
+        if (p->ctm == CT_TF_CROP && k >= 0) {
+            r0 = cge__load_as_double(p->roi_t, p->roi, k);
+            r1 = cge__load_as_double(p->roi_t, p->roi, p->naxes + k);
         }
         bool identity = in == out;
         for (int64_t o = 0; o < out; o++) {
@@ -237,14 +387,20 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
             }
             if (x != (double)o)
                 identity = false;
+            if (k < 0)
+                continue; /* an unlisted axis is the identity */
             t.outside[d][o] = p->ctm == CT_TF_CROP && (x < 0 || x > (double)(in - 1));
-            int64_t *ix = t.idx[d] + o * p->maxt;
-            double *w = t.w[d] + o * p->maxt;
+            int64_t *ix = t.idx[d] + o * mt;
+            double *w = t.w[d] + o * mt;
             double xf = floor(x), ratio = x - xf;
             int64_t xi = (int64_t)xf;
             if (ratio == 0) { /* prefer the left neighbour with ratio 1 */
                 xi -= 1;
                 ratio = 1;
+            }
+            for (int64_t j = 0; j < mt; j++) {
+                ix[j] = 0;
+                w[j] = 0;
             }
             if (p->mode == RZ_NEAREST) {
                 int up;
@@ -259,35 +415,44 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
                 ix[0] = xi + up;
                 w[0] = 1.0;
             } else {
-                double c[4];
-                int n = (int)p->maxt;
-                if (p->mode == RZ_LINEAR) {
+                double cbuf[4], *c = p->antialias ? w : cbuf;
+                int64_t n = p->maxt;
+                if (p->antialias) {
+                    n = rz_antialias_coeffs(p->mode, ratio, scale, p->cubic_a, w, mt);
+                    if (n < 0) {
+                        /* scales changed on the stream beyond the planned taps */
+                        cge_kernel_fail(CGE_ERR_SHAPE, "Resize: antialias needs more taps "
+                                        "than the plan made room for (scales changed)");
+                        return;
+                    }
+                } else if (p->mode == RZ_LINEAR) {
                     c[0] = 1 - ratio;
                     c[1] = ratio;
                 } else {
                     cubic_coeffs(ratio, p->cubic_a, c);
                 }
                 double sum = 0;
-                for (int k = 0; k < n; k++) {
-                    ix[k] = xi - n / 2 + 1 + k;
-                    if (p->exclude_outside && (ix[k] < 0 || ix[k] >= in))
-                        c[k] = 0;
-                    sum += c[k];
+                for (int64_t j = 0; j < n; j++) {
+                    ix[j] = xi - n / 2 + 1 + j;
+                    if (p->exclude_outside && (ix[j] < 0 || ix[j] >= in))
+                        c[j] = 0;
+                    sum += c[j];
                 }
-                for (int k = 0; k < n; k++)
-                    w[k] = p->exclude_outside && sum != 0 ? c[k] / sum : c[k];
+                bool norm = (p->exclude_outside || p->antialias) && sum != 0;
+                for (int64_t j = 0; j < n; j++)
+                    w[j] = norm ? c[j] / sum : c[j];
             }
-            for (int k = 0; k < p->maxt; k++)
-                ix[k] = ix[k] < 0 ? 0 : ix[k] >= in ? in - 1 : ix[k];
+            for (int64_t j = 0; j < mt; j++)
+                ix[j] = ix[j] < 0 ? 0 : ix[j] >= in ? in - 1 : ix[j];
         }
-        if (identity) {
+        if (identity || k < 0) {
             for (int64_t o = 0; o < out; o++) {
-                t.idx[d][o * p->maxt] = o;
-                t.w[d][o * p->maxt] = 1.0;
+                t.idx[d][o * mt] = o;
+                t.w[d][o * mt] = 1.0;
                 t.outside[d][o] = 0;
             }
         }
-        t.ntaps[d] = identity ? 1 : p->maxt;
+        t.ntaps[d] = identity || k < 0 ? 1 : mt;
     }
     memcpy(p->ws + rz_tab_bytes(p) - 64, t.ntaps, sizeof(int64_t) * (size_t)r);
 }
@@ -298,12 +463,13 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
 static int64_t rz_combos(const rz_args *p, const rz_tab *t, const int64_t *o, int32_t skip,
                          const int64_t *str, int64_t *coff, double *cw, int *outside)
 {
-    int64_t nc = 1, mt = p->maxt;
+    int64_t nc = 1;
     coff[0] = 0;
     cw[0] = 1.0;
     for (int32_t d = p->out.rank - 2; d >= 0; d--) {
         if (d == skip)
             continue;
+        int64_t mt = p->mt[d];
         *outside |= t->outside[d][o[d]];
         int64_t k = t->ntaps[d], n2 = 0;
         for (int64_t c = 0; c < nc; c++)
@@ -337,7 +503,7 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
     cge_shape_strides(&p->in, str);
     int64_t coff[2 * RZ_MAX_COMBOS];
     double cw[2 * RZ_MAX_COMBOS];
-    int64_t L = r - 1, nt = t.ntaps[L], mt = p->maxt;
+    int64_t L = r - 1, nt = t.ntaps[L], mt = p->mt[L];
     for (int64_t row = r0; row < r1; row++) {
         int64_t o[CGE_MAX_RANK] = {0}, rem = row;
         for (int32_t d = r - 2; d >= 0; d--) {
@@ -413,7 +579,7 @@ static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
     str[0] = acc_str;
     int64_t coff[2 * RZ_MAX_COMBOS];
     double cw[2 * RZ_MAX_COMBOS];
-    int64_t L = r - 1, nt = t.ntaps[L], mt = p->maxt;
+    int64_t L = r - 1, nt = t.ntaps[L], mt = p->mt[L];
     const float *x = p->x;
     for (int64_t pos = r0; pos < r1; pos++) {
         int64_t o[CGE_MAX_RANK] = {0}, rem = pos;
@@ -474,6 +640,14 @@ static bool rz_args_make(const cge_kernel_ctx *ctx, bool upsample, rz_args *p, c
         snprintf(err, errsz, "X and Y need the same rank (>= 1) and static shapes");
         return false;
     }
+    if (!rz_axes(upsample ? NULL : ctx->attrs, p->in.rank, p, err, errsz))
+        return false;
+    for (int32_t d = 0; d < p->in.rank; d++)
+        if (p->list_of[d] < 0 && p->in.dims[d] != p->out.dims[d]) {
+            snprintf(err, errsz, "axis %d is not listed in axes but changes size", (int)d);
+            return false;
+        }
+    rz_taps(p);
     if (!rz_combos_ok(p, p->in.rank)) {
         snprintf(err, errsz, "rank too high for this mode");
         return false;
@@ -485,6 +659,8 @@ static bool rz_args_make(const cge_kernel_ctx *ctx, bool upsample, rz_args *p, c
             continue;
         if (i == zi) {
             p->sizes = t->data;
+            p->sizes_t = t->dtype;
+            p->nsizes = cge_shape_numel(&t->shape);
         } else if (i == si) {
             p->scales = t->data;
             p->scales_t = t->dtype;
@@ -495,14 +671,16 @@ static bool rz_args_make(const cge_kernel_ctx *ctx, bool upsample, rz_args *p, c
             p->nroi = cge_shape_numel(&t->shape);
         }
     }
-    if (!p->sizes && (!p->scales || p->nscales != p->in.rank || !cge_dtype_is_float(p->scales_t))) {
-        snprintf(err, errsz, "scales (float, one per axis) or sizes must be given");
+    if (p->sizes ? p->nsizes != p->naxes || !cge_dtype_is_int(p->sizes_t)
+                 : !p->scales || p->nscales != p->naxes || !cge_dtype_is_float(p->scales_t)) {
+        snprintf(err, errsz, "scales (float) or sizes (integer), one per listed axis, must be "
+                 "given");
         return false;
     }
-    if (p->ctm == CT_TF_CROP && (!p->roi || p->nroi != 2 * p->in.rank ||
+    if (p->ctm == CT_TF_CROP && (!p->roi || p->nroi != 2 * p->naxes ||
                                  !cge_dtype_is_float(p->roi_t))) {
         snprintf(err, errsz, "tf_crop_and_resize needs a float roi of %d values",
-                 (int)(2 * p->in.rank));
+                 (int)(2 * p->naxes));
         return false;
     }
     return true;
@@ -518,8 +696,13 @@ static size_t rz_workspace_common(const cge_kernel_ctx *ctx, bool upsample)
     if (ctx->num_outputs < 1 || !rz_modes(ctx->attrs, upsample, &p, err, sizeof err))
         return 0;
     p.out = ctx->outputs[0].shape;
-    if (p.out.rank < 1 || !cge_shape_is_static(&p.out))
+    if (p.out.rank < 1 || !cge_shape_is_static(&p.out) || ctx->num_inputs < 1)
         return 0;
+    p.in = ctx->inputs[0].shape;
+    if (p.in.rank != p.out.rank || !cge_shape_is_static(&p.in) ||
+        !rz_axes(upsample ? NULL : ctx->attrs, p.in.rank, &p, err, sizeof err))
+        return 0;
+    rz_taps(&p);
     return rz_tab_bytes(&p);
 }
 
@@ -562,14 +745,14 @@ static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream
             return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
                                     "channels-last: float32, rank >= 3, channels kept");
         int64_t positions = n / p.out.dims[1];
-        int64_t per_pos = p.out.dims[1] * p.maxt * p.maxt;
+        int64_t per_pos = p.out.dims[1] * p.maxt * p.mt[p.out.rank - 1];
         return cge_launch(stream, rz_nhwc_fn,
                           cge__blocks_for(positions, per_pos >= 4096 ? 1 : 4096 / per_pos,
                                          ctx->num_threads),
                           &p, sizeof p);
     }
     int64_t W = p.out.dims[p.out.rank - 1], rows = n / W;
-    int64_t per = W * p.maxt * p.maxt;
+    int64_t per = W * p.maxt * p.mt[p.out.rank - 1];
     return cge_launch(stream, rz_fn,
                       cge__blocks_for(rows, per >= 4096 ? 1 : 4096 / per, ctx->num_threads), &p,
                       sizeof p);
@@ -607,6 +790,12 @@ const cge_attr_def cge__resize_attrs[CGE_RESIZE_NUM_ATTRS] = {
     {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "nearest", "nearest, linear or cubic"},
     {"nearest_mode", CGE_ATTR_STRING, false, 0, 0.0f, "round_prefer_floor",
      "round_prefer_floor, round_prefer_ceil, floor, ceil"},
+    /* 18 (the first six are 13's) */
+    {"antialias", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "1: linear and cubic filters stretched by 1 / scale when downscaling"},
+    {"axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axes scales, sizes and roi list"},
+    {"keep_aspect_ratio_policy", CGE_ATTR_STRING, false, 0, 0.0f, "stretch",
+     "with sizes: stretch, not_larger or not_smaller (one scale for the listed axes)"},
 };
 static const cge_kernel_def rz_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPES,
                                              .launch = resize_launch,
@@ -626,10 +815,17 @@ static const cge_kernel_def up_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPE
                                              .inplace_input = -1}};
 
 static const cge_op_def resize_ops[] = {
-    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = cge__resize_inputs,
-     .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1, .attrs = cge__resize_attrs,
-     .num_attrs = 6, .infer = cge__resize_infer, .kernels = rz_kernels, .num_kernels = 1,
+    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .end_version = 17,
+     .inputs = cge__resize_inputs, .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1,
+     .attrs = cge__resize_attrs, .num_attrs = 6, .infer = cge__resize_infer,
+     .kernels = rz_kernels, .num_kernels = 1,
      .doc = "Resize by scales or to sizes with nearest, linear or cubic interpolation."},
+    {.name = "Resize", .domain = CGE_DOMAIN_DEFAULT, .since_version = 18,
+     .inputs = cge__resize_inputs, .num_inputs = 4, .outputs = rz_outputs, .num_outputs = 1,
+     .attrs = cge__resize_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS, .infer = cge__resize_infer,
+     .kernels = rz_kernels, .num_kernels = 1,
+     .doc = "Resize by scales or to sizes with nearest, linear or cubic interpolation; "
+            "antialias, axes and keep_aspect_ratio_policy."},
     {.name = "Upsample", .domain = CGE_DOMAIN_DEFAULT, .since_version = 9, .end_version = 10,
      .inputs = up_inputs, .num_inputs = 2, .outputs = rz_outputs, .num_outputs = 1,
      .attrs = up_attrs, .num_attrs = 1, .infer = upsample_infer, .kernels = up_kernels,

@@ -10,7 +10,7 @@
  * NCHW kernel's. */
 
 #define CGE_RESIZE_NUM_INPUTS 4
-#define CGE_RESIZE_NUM_ATTRS 6
+#define CGE_RESIZE_NUM_ATTRS 9
 extern const cge_arg_def cge__resize_inputs[CGE_RESIZE_NUM_INPUTS];
 extern const cge_attr_def cge__resize_attrs[CGE_RESIZE_NUM_ATTRS];
 
