@@ -328,3 +328,19 @@ def test_batch_normalization_7_spatial(opset, spatial):
     bc = (lambda a: a) if spatial == 0 else (lambda a: a.reshape(3, 1, 1))
     want = (x - bc(mean)) / np.sqrt(bc(var) + 1e-3) * bc(scale) + bc(bias)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p,axis", [(2, None), (1, 1), (2, 0), (1, -2)])
+def test_lp_normalization(p, axis):
+    x = np.random.default_rng(14).standard_normal((3, 4, 5), dtype=np.float32)
+    kw = {"p": p} if axis is None else {"p": p, "axis": axis}
+    for opset in (7, 17):
+        (y,) = run_model([helper.make_node("LpNormalization", ["x"], ["y"], **kw)], {"x": x},
+                         [("y", F)], opset)
+        ax = -1 if axis is None else axis
+        norm = np.linalg.norm(x, ord=p, axis=ax, keepdims=True) if p == 2 else \
+            np.abs(x).sum(axis=ax, keepdims=True)
+        np.testing.assert_allclose(y, x / norm, rtol=1e-5, atol=1e-6)
+    with pytest.raises(cge.Error, match="1 or 2 expected"):
+        run_model([helper.make_node("LpNormalization", ["x"], ["y"], p=3)], {"x": x},
+                  [("y", F)], 11)

@@ -10,7 +10,8 @@
 /* Older opsets whose semantics match the current definitions map 1:1
  * (attributes that became inputs are promoted by the importer); the rest
  * (Softmax < 13, Upsample, Resize 10, Scatter, Dropout < 10, RoiAlign < 16,
- * BatchNormalization's spatial=0) map onto equivalent nodes. */
+ * BatchNormalization's spatial=0) map onto equivalent nodes, and so does
+ * LpNormalization, which has no operator of its own. */
 
 static bool has_value(const cge_graph *g, const char *name)
 {
@@ -216,6 +217,42 @@ static cge_status convert_batch_norm7(const cge_node *src, int64_t opset, cge_gr
     return st;
 }
 
+/* LpNormalization (1): x / ||x||_p along axis (p 1 or 2), as
+ * ReduceL1 / ReduceL2 (keepdims) and a broadcasting Div. A zero vector gives
+ * NaN, as the division in the definition does. */
+static cge_status convert_lp_normalization(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    const char *node = cge_node_name(src);
+    const cge_attrs *a = cge_node_attrs_const(src);
+    int64_t p = cge_attrs_get_int(a, "p", 2), axis = cge_attrs_get_int(a, "axis", -1);
+    if (cge_node_num_inputs(src) != 1 || cge_node_num_outputs(src) != 1)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "LpNormalization '%s' (opset %lld): wants 1 input and 1 output", node,
+                         (long long)opset);
+    if (p != 1 && p != 2)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "LpNormalization '%s' (opset %lld): p is %lld; 1 or 2 expected", node,
+                         (long long)opset, (long long)p);
+    const char *x = cge_node_input(src, 0), *y = cge_node_output(src, 0);
+    char axes[512], norm[512], nn[512];
+    fresh_name(dst, y, "axes", axes, sizeof axes);
+    fresh_name(dst, y, "norm", norm, sizeof norm);
+    cge_shape one = CGE_SHAPE(1);
+    cge_status st = cge_graph_add_constant(dst, axes, CGE_I64, &one, &axis, sizeof axis);
+    const char *rin[2] = {x, axes};
+    cge_node *n = NULL;
+    snprintf(nn, sizeof nn, "%s/norm", node);
+    if (!st)
+        st = cge_graph_add_node(dst, p == 1 ? "ReduceL1" : "ReduceL2", "", nn, rin, 2,
+                                (const char *[]){norm}, 1, &n);
+    if (!st)
+        st = cge_node_set_int(n, "keepdims", 1);
+    const char *din[2] = {x, norm};
+    if (!st)
+        st = add1(dst, "Div", node, din, 2, y, NULL);
+    return st;
+}
+
 #define COMPAT(OP, SINCE)                                                                   \
     {.front_end = "onnx", .source_op = OP, .source_domain = "", .since_version = SINCE,     \
      .target_op = OP, .target_domain = ""}
@@ -287,6 +324,7 @@ static const cge_converter_def converters[] = {
     RANGE("Scatter", 9, 10, "ScatterElements", NULL),
     RANGE("Dropout", 7, 9, "Dropout", convert_dropout7),
     RANGE("BatchNormalization", 7, 8, "BatchNormalization", convert_batch_norm7),
+    RANGE("LpNormalization", 1, 0, "Div", convert_lp_normalization),
     RANGE("RoiAlign", 10, 15, "RoiAlign", convert_roi_align10),
 };
 
