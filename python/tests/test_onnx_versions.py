@@ -344,3 +344,20 @@ def test_lp_normalization(p, axis):
     with pytest.raises(cge.Error, match="1 or 2 expected"):
         run_model([helper.make_node("LpNormalization", ["x"], ["y"], p=3)], {"x": x},
                   [("y", F)], 11)
+
+
+def test_max_roi_pool_matches_torchvision():
+    # MaxRoiPool (1) is Fast R-CNN's RoI pooling, which torchvision's roi_pool computes.
+    import torch
+    import torchvision
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((2, 3, 12, 10), dtype=np.float32)
+    rois = np.array([[0, 1, 1, 8, 9], [1, 0, 0, 9, 11], [1, 3.4, 2.6, 3.6, 2.4],
+                     [0, -2, -3, 4, 5], [1, 6, 7, 30, 30]], np.float32)
+    for scale, shape in ((1.0, [3, 2]), (0.5, [2, 4]), (0.25, [1, 1])):
+        node = helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=shape,
+                                spatial_scale=scale)
+        (y,) = run_model([node], {"x": x, "rois": rois}, [("y", F)], 7)
+        ref = torchvision.ops.roi_pool(torch.from_numpy(x), torch.from_numpy(rois), shape,
+                                       spatial_scale=scale).numpy()
+        np.testing.assert_array_equal(y, ref)

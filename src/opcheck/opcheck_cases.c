@@ -92,6 +92,8 @@ static const oc_spec builtin_specs[] = {
     {"Det", {"f32[2,3,3]"}},
     {"GridSample", {"f32[1,2,4,4]; f32[1,3,3,2]"}},
     {"RoiAlign", {"f32[1,2,8,8]; f32[2,4]={0,0,4,4,1,1,6,7}; i64[2]={0} | output_height=2 output_width=2"}},
+    {"MaxRoiPool", {"f32[2,3,8,8]; f32[2,5]={0,0,0,4,4,1,1,2,6,7} | pooled_shape=2,2",
+                    "f32[1,2,6,5]; f32[1,5]={0,1,1,3,2} | pooled_shape=3,2 spatial_scale=0.5"}},
     {"NonMaxSuppression", {"f32[1,3,4]={0,0,1,1,0,0.1,1,1.1,0,5,1,6}; f32[1,1,3]={0.9,0.8,0.7}; i64[1]={3}; f32[1]={0.5}"}},
     {"TfIdfVectorizer", {"i64[2,4]={1,2,3,1} | max_gram_length=2 max_skip_count=0 min_gram_length=1 mode=TF ngram_counts=0,3 ngram_indexes=0,1,2,3 pool_int64s=1,2,3,1,2"}},
     {"RandomUniformLike", {"f32[2,3] | seed=1"}},

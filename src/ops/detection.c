@@ -1,6 +1,7 @@
 /* Object detection: RoiAlign (pooled, bilinearly sampled regions of interest,
- * as ONNX Runtime computes them) and NonMaxSuppression (greedy box selection
- * per batch and class; its output count comes from the values). */
+ * as ONNX Runtime computes them), MaxRoiPool (max over roi bins) and
+ * NonMaxSuppression (greedy box selection per batch and class; its output
+ * count comes from the values). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,127 @@ static cge_status roialign_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X has an empty feature map");
     int64_t per = a.oh * a.ow * 16;
     return cge_launch(stream, roi_block,
+                      cge__blocks_for(a.r * a.c, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
+                                     ctx->num_threads),
+                      &a, sizeof a);
+}
+
+/* ---- MaxRoiPool ----------------------------------------------------------------------- */
+
+/* Opset 1's region-of-interest max pooling (Fast R-CNN's), as ONNX Runtime
+ * computes it: roi corners scaled and rounded half away from zero, a
+ * malformed roi made 1x1, bins of roi_size / pooled_size (float32
+ * arithmetic), floor and ceil bin edges clamped to the map; an empty bin is 0. */
+static cge_status maxroipool_infer(cge_infer_ctx *ctx)
+{
+    const cge_tensor_desc *x = &ctx->inputs[0], *rois = &ctx->inputs[1];
+    cge_status st = cge__meta_need_float(ctx, 0, "X");
+    if (st)
+        return st;
+    const int64_t *ps = NULL;
+    if (cge_attrs_get_ints(ctx->attrs, "pooled_shape", &ps) != 2 || ps[0] < 1 || ps[1] < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "pooled_shape must be two values >= 1 (height, width)");
+    if (x->shape.rank != 4 || rois->shape.rank != 2 || rois->dtype != x->dtype ||
+        (cge_dim_is_known(rois->shape.dims[1]) && rois->shape.dims[1] != 5))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "expects X [N, C, H, W] and rois [R, 5] "
+                              "(batch index, x1, y1, x2, y2) of X's dtype");
+    ctx->outputs[0].dtype = x->dtype;
+    ctx->outputs[0].shape = CGE_SHAPE(rois->shape.dims[0], x->shape.dims[1], ps[0], ps[1]);
+    return CGE_OK;
+}
+
+typedef struct mrp_args {
+    const void *x, *rois;
+    void *y;
+    cge_dtype dt;
+    int64_t n, c, h, w, r, ph, pw;
+    float scale;
+    char node[96];
+} mrp_args;
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Blocks over (roi, channel) planes of the output. */
+static void maxroipool_block(int64_t b, int64_t nb, void *p)
+{
+    const mrp_args *a = p;
+    int64_t lo, hi;
+    cge__block_range(a->r * a->c, b, nb, &lo, &hi);
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t ri = u / a->c, ch = u % a->c, obase = u * a->ph * a->pw;
+        double bv = cge__load_as_double(a->dt, a->rois, ri * 5);
+        if (!(bv >= 0) || bv >= (double)a->n) {
+            if (ch == 0)
+                cge_kernel_fail(CGE_ERR_INVALID_ARG, "%s: batch index %g of roi %lld is outside "
+                                "[0, %lld)", a->node, bv, (long long)ri, (long long)a->n);
+            for (int64_t k = 0; k < a->ph * a->pw; k++)
+                cge__store_from_double(a->dt, a->y, obase + k, 0.0);
+            continue;
+        }
+        int64_t bidx = (int64_t)bv;
+        float cr[4];
+        for (int k = 0; k < 4; k++)
+            cr[k] = (float)cge__load_as_double(a->dt, a->rois, ri * 5 + 1 + k);
+        int64_t x1 = (int64_t)roundf(cr[0] * a->scale), y1 = (int64_t)roundf(cr[1] * a->scale);
+        int64_t x2 = (int64_t)roundf(cr[2] * a->scale), y2 = (int64_t)roundf(cr[3] * a->scale);
+        int64_t rh = y2 - y1 + 1 > 1 ? y2 - y1 + 1 : 1, rw = x2 - x1 + 1 > 1 ? x2 - x1 + 1 : 1;
+        float bh = (float)rh / (float)a->ph, bw = (float)rw / (float)a->pw;
+        int64_t plane = (bidx * a->c + ch) * a->h * a->w;
+        for (int64_t oy = 0; oy < a->ph; oy++) {
+            int64_t hs = clamp64((int64_t)floorf((float)oy * bh) + y1, 0, a->h);
+            int64_t he = clamp64((int64_t)ceilf((float)(oy + 1) * bh) + y1, 0, a->h);
+            for (int64_t ox = 0; ox < a->pw; ox++) {
+                int64_t ws = clamp64((int64_t)floorf((float)ox * bw) + x1, 0, a->w);
+                int64_t we = clamp64((int64_t)ceilf((float)(ox + 1) * bw) + x1, 0, a->w);
+                double m = 0.0;
+                bool first = true;
+                for (int64_t yy = hs; yy < he; yy++)
+                    for (int64_t xx = ws; xx < we; xx++) {
+                        double v = cge__load_as_double(a->dt, a->x, plane + yy * a->w + xx);
+                        if (first || v > m)
+                            m = v;
+                        first = false;
+                    }
+                cge__store_from_double(a->dt, a->y, obase + oy * a->pw + ox, m);
+            }
+        }
+    }
+}
+
+static cge_status maxroipool_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const cge_tensor *x = &ctx->inputs[0], *rois = &ctx->inputs[1];
+    const int64_t *ps = NULL;
+    if (cge_attrs_get_ints(ctx->attrs, "pooled_shape", &ps) != 2 || ps[0] < 1 || ps[1] < 1 ||
+        x->shape.rank != 4 || rois->shape.rank != 2 || rois->shape.dims[1] != 5 ||
+        rois->dtype != x->dtype || !cge_dtype_is_float(x->dtype) ||
+        ctx->outputs[0].dtype != x->dtype)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "inputs the meta did not accept");
+    mrp_args a;
+    memset(&a, 0, sizeof a);
+    a.n = x->shape.dims[0];
+    a.c = x->shape.dims[1];
+    a.h = x->shape.dims[2];
+    a.w = x->shape.dims[3];
+    a.r = rois->shape.dims[0];
+    a.ph = ps[0];
+    a.pw = ps[1];
+    a.scale = cge_attrs_get_float(ctx->attrs, "spatial_scale", 1.0f);
+    a.x = x->data;
+    a.rois = rois->data;
+    a.y = ctx->outputs[0].data;
+    a.dt = x->dtype;
+    cge__kernel_label(ctx, a.node, sizeof a.node);
+    if (a.r * a.c == 0)
+        return CGE_OK;
+    if (!a.y || !a.rois || (a.h * a.w > 0 && !a.x))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    int64_t per = a.ph * a.pw * 16;
+    return cge_launch(stream, maxroipool_block,
                       cge__blocks_for(a.r * a.c, per >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / per,
                                      ctx->num_threads),
                       &a, sizeof a);
@@ -482,6 +604,16 @@ static cge_status nms_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 static const cge_kernel_def k_roialign[] = CGE__KDEF(CGE_DT_FLOAT, roialign_launch, NULL, -1);
 static const cge_kernel_def k_nms[] = CGE__KDEF(CGE_DT_FLOAT, nms_launch, nms_workspace, -1);
+static const cge_kernel_def k_maxroipool[] = CGE__KDEF(CGE_DT_FLOAT, maxroipool_launch, NULL, -1);
+
+static const cge_arg_def mrp_in[] = {
+    {"X", 0, CGE_DT_FLOAT, "[N, C, H, W] feature map"},
+    {"rois", 0, CGE_DT_FLOAT, "[R, 5] (batch index, x1, y1, x2, y2) in input coordinates"},
+};
+static const cge_attr_def mrp_attrs[] = {
+    {"pooled_shape", CGE_ATTR_INTS, true, 0, 0.0f, NULL, "output height and width"},
+    {"spatial_scale", CGE_ATTR_FLOAT, false, 0, 1.0f, NULL, "rois to input coordinates"},
+};
 
 static const cge_arg_def roi_in[] = {
     {"X", 0, CGE_DT_FLOAT, "[N, C, H, W] feature map"},
@@ -519,6 +651,9 @@ static const cge_op_def detection_ops[] = {
     CGE__OPDEF("NonMaxSuppression", 11, nms_in, 5, nms_out, 1, nms_attrs, CGE__NATTR(nms_attrs),
                nms_infer, k_nms,
                "Greedy selection of boxes by score, dropping those overlapping a kept box."),
+    CGE__OPDEF("MaxRoiPool", 1, mrp_in, 2, roi_out, 1, mrp_attrs, CGE__NATTR(mrp_attrs),
+               maxroipool_infer, k_maxroipool,
+               "Max over each bin of regions of interest (Fast R-CNN's RoI pooling)."),
 };
 
 const cge_op_def *cge__ops_detection(int32_t *count)
