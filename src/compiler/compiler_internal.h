@@ -51,6 +51,12 @@ typedef struct cc_ctx {
     int32_t node_cap;
     cc_build build;
     uint64_t inferred_rev;        /* graph revision the descriptors were last inferred at */
+    /* Values the last whole-graph inference computed (value id -> host data,
+     * owned), valid while the graph is at known_rev: folding takes them
+     * instead of evaluating the same nodes again. */
+    void **known;
+    int32_t num_known;
+    uint64_t known_rev;
     /* Counters of the pass running, for statistics. */
     int32_t removed, fused, added;
     uint64_t uniq;                /* fresh names */
@@ -74,6 +80,8 @@ bool cc_is_view_op(const cge_node *n);
 
 cge_status cc_pass_verify(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g);
+/* Drop the values the last inference kept (ctx->known). */
+void cc_forget_known(cc_ctx *ctx);
 cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g);

@@ -40,11 +40,44 @@ static bool fold_shape(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
     return true;
 }
 
-static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n)
+/* Every output of `n` computed by the inference this pass follows: they
+ * become constants as they are (the same kernels made them), no evaluation. */
+static bool fold_known(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
+{
+    int32_t no = cge_node_num_outputs(n);
+    cge_tensor_desc outs[MAX_IO];
+    size_t total = 0;
+    for (int32_t i = 0; i < no; i++) {
+        int32_t id = cge_node_output_id(n, i);
+        if (id < 0 || id >= ctx->num_known || !ctx->known[id])
+            return false;
+        outs[i] = cc_out_desc(g, n, i);
+        if (!cge_dtype_valid(outs[i].dtype) || !cge_shape_is_static(&outs[i].shape))
+            return false;
+        total += cge_tensor_nbytes(outs[i].dtype, &outs[i].shape);
+    }
+    if (total > ctx->opts.fold_limit_bytes)
+        return false;
+    const void *data[MAX_IO];
+    for (int32_t i = 0; i < no; i++)
+        data[i] = ctx->known[cge_node_output_id(n, i)];
+    *st = cge_graph_remove_node(g, n);
+    for (int32_t i = 0; !*st && i < no; i++)
+        *st = cge_graph_add_constant(g, outs[i].name, outs[i].dtype, &outs[i].shape, data[i],
+                                     cge_tensor_nbytes(outs[i].dtype, &outs[i].shape));
+    if (!*st)
+        ctx->removed++;
+    return true;
+}
+
+static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n, bool use_known)
 {
     int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
     if (ni > MAX_IO || no > MAX_IO || no == 0 || cc_is_nondeterministic(n))
         return CGE_OK;
+    cge_status kst = CGE_OK;
+    if (use_known && fold_known(ctx, g, n, &kst))
+        return kst;
     if (cc_is_op(n, "Shape")) {
         cge_status st = CGE_OK;
         if (fold_shape(ctx, g, n, &st))
@@ -116,11 +149,15 @@ cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g)
     if (!order)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "fold: out of memory");
     cge_status st = cge_graph_topo_order(g, order);
+    /* The inference's values hold while the graph is as it saw it; folding
+     * replaces nodes by exactly those values, so they hold for the pass. */
+    bool use_known = ctx->known && ctx->known_rev == cge_graph_revision(g);
     for (int32_t k = 0; !st && k < nn; k++) {
         cge_node *n = cge_graph_node(g, order[k]);
         if (!cge_node_is_removed(n))
-            st = fold_node(ctx, g, n);
+            st = fold_node(ctx, g, n, use_known);
     }
     free(order);
+    cc_forget_known(ctx);
     return st;
 }

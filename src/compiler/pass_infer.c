@@ -453,6 +453,15 @@ static cge_status infer_node(cc_ctx *ctx, cge_graph *g, cge_node *n, propagation
     return st;
 }
 
+void cc_forget_known(cc_ctx *ctx)
+{
+    for (int32_t i = 0; ctx->known && i < ctx->num_known; i++)
+        free(ctx->known[i]);
+    free(ctx->known);
+    ctx->known = NULL;
+    ctx->num_known = 0;
+}
+
 cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g)
 {
     __atomic_fetch_add(&inference_count, 1, __ATOMIC_RELAXED);
@@ -468,15 +477,21 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g)
         if (!cge_node_is_removed(n))
             st = infer_node(ctx, g, n, &p, true);
     }
-    for (int32_t i = 0; p.known && i < p.num_values; i++)
-        free(p.known[i]);
     for (int32_t i = 0; p.sym && i < p.num_values; i++)
         free(p.sym[i]);
-    free(p.known);
     free(p.sym);
     free(order);
-    if (!st)
+    cc_forget_known(ctx);
+    if (!st) {
         ctx->inferred_rev = cge_graph_revision(g);
+        ctx->known = p.known;
+        ctx->num_known = p.num_values;
+        ctx->known_rev = ctx->inferred_rev;
+    } else {
+        for (int32_t i = 0; p.known && i < p.num_values; i++)
+            free(p.known[i]);
+        free(p.known);
+    }
     return st;
 }
 
@@ -534,6 +549,7 @@ cge_status cge_graph_infer_values(cge_graph *g)
     if (!ctx)
         return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "infer: out of memory");
     cge_status st = cc_pass_infer(ctx, g);
+    cc_forget_known(ctx);
     /* Only the compile-time device may exist here (made when a value was
      * evaluated). */
     cge_stream_destroy(ctx->stream);

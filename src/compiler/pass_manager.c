@@ -306,6 +306,7 @@ static cge_status resolve_options(cc_ctx *ctx, const cge_compile_options *opts)
 
 static void ctx_release(cc_ctx *ctx)
 {
+    cc_forget_known(ctx);
     cge_stream_destroy(ctx->stream);
     if (ctx->own_dev)
         cge_device_destroy(ctx->dev);
