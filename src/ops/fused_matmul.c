@@ -160,10 +160,13 @@ static bool fmm_make(const cge_kernel_ctx *ctx, fmm_args *a)
     return a->act >= 0;
 }
 
+/* Room to pack B on every run; none for a constant B, which prepare packs
+ * once into memory of its own (shared by the graph's plans): the arena holds
+ * activations, not a second copy of the weights. */
 static size_t fmm_workspace(const cge_kernel_ctx *ctx)
 {
     fmm_args a;
-    if (!fmm_make(ctx, &a))
+    if (!fmm_make(ctx, &a) || cge_attrs_get_int(ctx->attrs, "b_const", 0))
         return 0;
     return (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float) + 64;
 }
@@ -176,13 +179,16 @@ static size_t fmm_workspace(const cge_kernel_ctx *ctx)
 typedef struct fmm_state {
     const void *src;
     float *packed;          /* a cge_kernel_shared_get block */
+    float *own;             /* room of its own for another B (made when one comes) */
 } fmm_state;
 
 static void fmm_release(void *state)
 {
     fmm_state *s = state;
-    if (s)
+    if (s) {
         cge_kernel_shared_release(s->packed);
+        free(s->own);
+    }
     free(s);
 }
 
@@ -222,22 +228,35 @@ static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     fmm_args a;
     if (!fmm_make(ctx, &a))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "inputs do not form a matrix product");
-    if (ctx->workspace_size < fmm_workspace(ctx) || !ctx->workspace)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "workspace of %zu bytes is too small",
-                                ctx->workspace_size);
     if (a.M == 0 || a.N == 0)
         return CGE_OK;
     a.a = ctx->inputs[0].data;
     a.b = ctx->inputs[1].data;
+    fmm_state *pre = ctx->state;
+    bool packed = pre && pre->src == a.b;
+    size_t need = (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float) + 64;
+    if (!packed && pre && a.K > 0 && ctx->workspace_size < need) {
+        /* A constant B packed at prepare, then another B (the constant's
+         * memory rebound): packed on every run, into room of the node's own,
+         * made once (the shared block stays as other plans read it). */
+        if (!pre->own && !(pre->own = aligned_alloc(64, (need + 63) & ~(size_t)63)))
+            return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "packing B (%zu bytes): out of memory",
+                                    need);
+        a.bp = pre->own;
+    } else if (!packed && a.K > 0 && (ctx->workspace_size < need || !ctx->workspace)) {
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "workspace of %zu bytes is too small (%zu needed to pack B)",
+                                ctx->workspace_size, need);
+    }
     a.bias = ctx->num_inputs > 2 ? ctx->inputs[2].data : NULL;
     a.c = ctx->outputs[0].data;
-    a.bp = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
+    if (!a.bp)
+        a.bp = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
     a.isa = cge__gemm_isa_best();
     if (a.K == 0)
         return cge_launch(stream, fmm_empty, 1, &a, sizeof a);
     cge__gemm_plan(1, a.M, a.N, ctx->num_threads, &a.tiling);
-    const fmm_state *pre = ctx->state;
-    if (pre && pre->src == a.b) {
+    if (packed) {
         a.bp = pre->packed;
     } else {
         int64_t panels = (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
