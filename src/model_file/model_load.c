@@ -225,6 +225,12 @@ static cge_status check_shape(const loader *L, const char *what, int32_t dtype, 
             return bad(L, "%s has dimension %d of size %lld", what, (int)k, (long long)dims[k]);
         shape->dims[k] = dims[k];
     }
+    if (cge_tensor_too_large((cge_dtype)dtype, shape)) {
+        char sh[CGE_SHAPE_STR_MAX], sz[64];
+        return bad(L, "%s is %s %s: %s, too large (a tensor holds at most 2^56 bytes)", what,
+                   cge_dtype_name((cge_dtype)dtype), cge_shape_str(shape, sh, sizeof sh),
+                   cge_tensor_size_str((cge_dtype)dtype, shape, sz, sizeof sz));
+    }
     size_t need = cge_tensor_nbytes((cge_dtype)dtype, shape);
     if (need == SIZE_MAX || need != bytes)
         return bad(L, "%s is %s of %zu bytes; the file says %llu", what,

@@ -199,6 +199,33 @@ static void test_every_record_word(void **state)
     free(data);
 }
 
+/* A crafted value whose size overflows (each dim within the loader's limit)
+ * is refused as too large, not as a size of 18446744073709551615 bytes. */
+static void test_value_too_large(void **state)
+{
+    (void)state;
+    size_t size;
+    char *data = saved(mf_mixed_graph(4), &size);
+    cgm_header h;
+    memcpy(&h, data, sizeof h);
+    const cgm_section *tab = (const cgm_section *)(data + h.section_table);
+    const cgm_section *vs = NULL;
+    for (uint32_t s = 0; s < h.num_sections; s++)
+        if (tab[s].kind == CGM_SEC_VALUES)
+            vs = &tab[s];
+    assert_non_null(vs);
+    cgm_value *v = (cgm_value *)(data + vs->offset);
+    v->rank = 3;
+    v->dims[0] = v->dims[1] = v->dims[2] = (int64_t)1 << 32;
+    mf_fix_crc(data, size);
+    cge_model *m = NULL;
+    assert_int_not_equal(cge_model_load_buffer(data, size, NULL, &m), CGE_OK);
+    assert_null(m);
+    if (cge_last_error_layer() != CGE_LAYER_IO || !strstr(cge_last_error(), "too large"))
+        fail_msg("unexpected message: %s", cge_last_error());
+    free(data);
+}
+
 static void test_random_flips(void **state)
 {
     (void)state;
@@ -247,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_section_table_entries),
         cmocka_unit_test(test_every_record_word),
+        cmocka_unit_test(test_value_too_large),
         cmocka_unit_test(test_random_flips),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
