@@ -73,6 +73,12 @@ class ModelSaveOptions(ctypes.Structure):
                 ("opt_level", c_enum)]
 
 
+class ModelLoadOptions(ctypes.Structure):
+    # Mirrors cge_model_load_options (model_file.h): weights_check 0 default
+    # (check unless $CGE_VERIFY_WEIGHTS=0), 1 always check, 2 trust.
+    _fields_ = [("weights_check", c_enum), ("cpu_features", ctypes.c_uint64)]
+
+
 class OnnxInputShape(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("shape", Shape)]
 

@@ -178,11 +178,15 @@ class InferenceSession:
     declares symbolic dims whose rows are independent: a run's size is
     rounded up to the next listed size (inputs padded with zeros, outputs cut
     back; padded rows are never visible), so a few compiled and captured
-    signatures serve every size."""
+    signatures serve every size;
+    ``verify_weights`` (a .cgm): True checks the weights' checksum, False
+    trusts the file (a faster load), None (default) checks unless
+    $CGE_VERIFY_WEIGHTS=0 — a damaged or replaced weights section raises the
+    [io] error."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
                  input_shapes=None, dim_values=None, run_mode=None, num_threads=0, base_dir=None,
-                 opt_level=None, capture_sizes=None, **kwargs):
+                 opt_level=None, capture_sizes=None, verify_weights=None, **kwargs):
         from . import _ort
         self._session = ctypes.c_void_p()
         self._shape_cache = {}
@@ -218,7 +222,7 @@ class InferenceSession:
             if opt_level is not None:
                 raise Error("[session] a compiled model (.cgm) keeps the level it was compiled "
                             "at (cge compile --opt-level)", "session", "CGE_ERR_INVALID_ARG")
-            self._open_cgm(path_or_bytes, run_mode, num_threads)
+            self._open_cgm(path_or_bytes, run_mode, num_threads, verify_weights)
             return
         self._is_cgm = False
         if opt_level is None and sess_options is not None:
@@ -278,15 +282,19 @@ class InferenceSession:
         _check(lib.cge_model_save(plan, os.fsencode(os.fspath(self._save_path)),
                                   ctypes.byref(mo)), "model save")
 
-    def _open_cgm(self, path_or_bytes, run_mode, num_threads):
+    def _open_cgm(self, path_or_bytes, run_mode, num_threads, verify_weights=None):
         """A compiled model (cge compile): mapped from its file, or loaded from bytes."""
         _model_protos()
+        if verify_weights not in (None, True, False):
+            raise Error("[session] verify_weights %r is not True, False or None"
+                        % (verify_weights,), "session", "CGE_ERR_INVALID_ARG")
+        lo = _lib.ModelLoadOptions({None: 0, True: 1, False: 2}[verify_weights], 0)
         model = ctypes.c_void_p()
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             buf = bytes(path_or_bytes)
-            st = lib.cge_model_load_buffer(buf, len(buf), None, ctypes.byref(model))
+            st = lib.cge_model_load_buffer(buf, len(buf), ctypes.byref(lo), ctypes.byref(model))
         else:
-            st = lib.cge_model_load(os.fsencode(os.fspath(path_or_bytes)), None,
+            st = lib.cge_model_load(os.fsencode(os.fspath(path_or_bytes)), ctypes.byref(lo),
                                     ctypes.byref(model))
         _check(st, "model load")
         try:
