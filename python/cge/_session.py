@@ -5,6 +5,7 @@ import ctypes
 import datetime
 import json
 import os
+import threading
 
 import numpy as np
 
@@ -189,6 +190,7 @@ class InferenceSession:
                  opt_level=None, capture_sizes=None, verify_weights=None, **kwargs):
         from . import _ort
         self._session = ctypes.c_void_p()
+        self._init_lifecycle()
         self._shape_cache = {}
         if isinstance(sess_options, dict) and input_shapes is None:
             sess_options, input_shapes = None, sess_options  # cge's older positional form
@@ -357,11 +359,92 @@ class InferenceSession:
                 dims[i] = name.decode() if name is not None else None
         return dims
 
-    def __del__(self):
-        s = getattr(self, "_session", None)
+    # ---- lifetime: close() against runs in flight ----------------------------
+    #
+    # Runs enter and leave under a condition variable; close() stops new runs
+    # at once, waits for those in flight, then destroys the C session, so no
+    # call can reach a destroyed session (that corrupted the heap). A thread
+    # inside a run of this session (a profiling callback) cannot wait for its
+    # own run: close() refuses there. After close(), calls that need the C
+    # session raise SessionError; get_inputs() and the like keep answering
+    # from what was read at creation.
+
+    def _init_lifecycle(self):
+        self._life = threading.Condition()
+        self._active = {}          # thread id -> runs it has in flight
+        self._closed = False
+
+    def _closed_error(self, what):
+        return _LAYER_ERRORS.get("session", Error)(
+            "[session] %s: the session is closed" % what, "session", "CGE_ERR_STATE")
+
+    def _enter(self, what):
+        """Mark a run in flight; the C session it may use (until _leave)."""
+        with self._life:
+            if self._closed or not self._session:
+                raise self._closed_error(what)
+            me = threading.get_ident()
+            self._active[me] = self._active.get(me, 0) + 1
+            return self._session
+
+    def _leave(self):
+        with self._life:
+            me = threading.get_ident()
+            self._active[me] -= 1
+            if not self._active[me]:
+                del self._active[me]
+            if not self._active:
+                self._life.notify_all()
+                if self._closed:
+                    self._destroy()   # the last run of a close() that timed out
+
+    def _destroy(self):
+        s, self._session = self._session, ctypes.c_void_p()
         if s:
             lib.cge_session_destroy(s)
-            self._session = ctypes.c_void_p()
+
+    def close(self, timeout=None):
+        """Release the session: new runs are refused from now (SessionError
+        "the session is closed"), runs in flight in other threads finish
+        first. ``timeout`` (seconds; None waits as long as they take): if runs
+        are still in flight then, SessionError is raised and the session is
+        released when the last of them ends. Closing twice is a no-op.
+        ``with InferenceSession(...) as s:`` closes at the end of the block."""
+        life = getattr(self, "_life", None)
+        if life is None:  # __init__ failed before the lifecycle existed
+            if getattr(self, "_session", None):
+                self._destroy()
+            return
+        with life:
+            if threading.get_ident() in self._active:
+                raise _LAYER_ERRORS.get("session", Error)(
+                    "[session] close() was called from inside a run of this session (a "
+                    "callback): it would wait for itself", "session", "CGE_ERR_STATE")
+            self._closed = True
+            if not life.wait_for(lambda: not self._active, timeout):
+                n = sum(self._active.values())
+                raise _LAYER_ERRORS.get("session", Error)(
+                    "[session] close(): %d run%s still in flight after %g s; the session is "
+                    "released when %s" % (n, "" if n == 1 else "s", timeout,
+                                           "it ends" if n == 1 else "they end"),
+                    "session", "CGE_ERR_STATE")
+            self._destroy()
+
+    @property
+    def closed(self):
+        return bool(getattr(self, "_closed", False))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        # Unreachable objects have no runs in flight (a run holds a reference).
+        if getattr(self, "_session", None):
+            self._destroy()
 
     def get_inputs(self):
         return list(self._inputs)
@@ -468,6 +551,13 @@ class InferenceSession:
         if run_options is not None and getattr(run_options, "terminate", False):
             raise Error("[session] the run was refused: RunOptions.terminate is set", "session",
                         "CGE_ERR_STATE")
+        session = self._enter("run")
+        try:
+            return self._run(session, output_names, input_feed)
+        finally:
+            self._leave()
+
+    def _run(self, session, output_names, input_feed):
         if output_names is None:
             output_names = [o.name for o in self._outputs]
         for n in output_names:
@@ -526,10 +616,10 @@ class InferenceSession:
             if profiling:
                 ro = _lib.RunOptions()
                 ro.profile = profile_fn
-                st = lib.cge_session_run(self._session, _GRAPH_ID, ins, len(arrays), outs,
+                st = lib.cge_session_run(session, _GRAPH_ID, ins, len(arrays), outs,
                                          len(idx), ctypes.byref(ro))
             else:
-                st = lib.cge_session_run_graph(self._session, _GRAPH_ID, ins, len(arrays),
+                st = lib.cge_session_run_graph(session, _GRAPH_ID, ins, len(arrays),
                                                outs, len(idx))
             if st == 0:
                 break
