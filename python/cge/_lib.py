@@ -178,6 +178,13 @@ _protos = {
     "cge_plan_destroy": (None, [c_void_p]),
     "cge_model_save": (c_enum, [c_void_p, c_char_p, _P(ModelSaveOptions)]),
     "cge_model_plan": (c_void_p, [c_void_p]),
+    "cge_cancel_create": (c_enum, [_P(c_void_p)]),
+    "cge_cancel_request": (None, [c_void_p]),
+    "cge_cancel_set_timeout": (None, [c_void_p, ctypes.c_double]),
+    "cge_cancel_reset": (None, [c_void_p]),
+    "cge_cancel_scope": (c_void_p, [c_void_p]),
+    "cge_cancel_watch_sigint": (c_enum, [c_void_p]),
+    "cge_cancel_unwatch_sigint": (None, []),
 }
 for _name, (_res, _args) in _protos.items():
     _fn = getattr(lib, _name)

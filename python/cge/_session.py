@@ -5,6 +5,7 @@ import ctypes
 import datetime
 import json
 import os
+import signal
 import threading
 
 import numpy as np
@@ -109,6 +110,60 @@ def _make_shape(dims):
 
 
 _RUN_MODES = {None: 0, "default": 0, "eager": 1, "plan": 2, "replay": 3}
+
+# One cancel token per thread (cge_cancel, reset before each run), never
+# freed: the SIGINT watch may point at it, and a thread runs one run at a time.
+_tokens = threading.local()
+
+
+def _thread_token():
+    t = getattr(_tokens, "token", None)
+    if t is None:
+        t = ctypes.c_void_p()
+        _check(lib.cge_cancel_create(ctypes.byref(t)), "cancel token")
+        _tokens.token = t
+    return t
+
+
+class _RunScope:
+    """A run's cancellation: the thread's token bound to what the run
+    enqueues (cge_cancel_scope), with a deadline for ``timeout``, reachable
+    from RunOptions.terminate, and requested by Ctrl-C when the run is on the
+    main thread with Python's own SIGINT handler (KeyboardInterrupt follows
+    once the run has stopped; the session stays usable)."""
+
+    def __init__(self, run_options, timeout):
+        self.run_options, self.timeout = run_options, timeout
+
+    def __enter__(self):
+        self.token = _thread_token()
+        lib.cge_cancel_reset(self.token)
+        if self.timeout is not None:
+            t = float(self.timeout)
+            if not t >= 0:
+                raise Error("[session] timeout %r is not a number of seconds >= 0"
+                            % (self.timeout,), "session", "CGE_ERR_INVALID_ARG")
+            lib.cge_cancel_set_timeout(self.token, t * 1000.0)
+        self.registered = False
+        ro = self.run_options
+        if ro is not None and hasattr(ro, "_add_run"):
+            if not ro._add_run(self.token.value):
+                raise Error("[session] the run was refused: RunOptions.terminate is set",
+                            "session", "CGE_ERR_STATE")
+            self.registered = True
+        self.watching = (threading.current_thread() is threading.main_thread() and
+                         signal.getsignal(signal.SIGINT) is signal.default_int_handler and
+                         lib.cge_cancel_watch_sigint(self.token) == 0)
+        self.prev = lib.cge_cancel_scope(self.token)
+        return self
+
+    def __exit__(self, *exc):
+        lib.cge_cancel_scope(self.prev)
+        if self.watching:
+            lib.cge_cancel_unwatch_sigint()
+        if self.registered:
+            self.run_options._remove_run(self.token.value)
+        return False
 
 _CGM_MAGIC = b"CGEMODEL"
 
@@ -543,17 +598,22 @@ class InferenceSession:
         return [_ort.OrtValue(a) for a in self.run(output_names, input_dict_ort_values,
                                                    run_options)]
 
-    def run(self, output_names, input_feed, run_options=None):
+    def run(self, output_names, input_feed, run_options=None, timeout=None):
         """Run the model: ``output_names`` (None: all outputs) and ``input_feed``
         ({input name: array or OrtValue}); returns a list of numpy arrays.
-        ``run_options``: a cge.RunOptions (terminate=True refuses the run;
-        the logging fields are accepted)."""
+        ``run_options``: a cge.RunOptions (terminate=True, from another
+        thread, stops the run; set before, it refuses it; the logging fields
+        are accepted). ``timeout``: seconds after which the run stops with
+        the [runtime] "deadline exceeded" error (cge's; None: no limit).
+        Ctrl-C during a run on the main thread stops it and raises
+        KeyboardInterrupt; the session stays usable."""
         if run_options is not None and getattr(run_options, "terminate", False):
             raise Error("[session] the run was refused: RunOptions.terminate is set", "session",
                         "CGE_ERR_STATE")
         session = self._enter("run")
         try:
-            return self._run(session, output_names, input_feed)
+            with _RunScope(run_options, timeout):
+                return self._run(session, output_names, input_feed)
         finally:
             self._leave()
 
