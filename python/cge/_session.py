@@ -739,8 +739,13 @@ class InferenceSession:
             outs[j].data, outs[j].bytes = (a.ctypes.data if a.nbytes else None), a.nbytes
         ro = _lib.RunOptions()
         ro.bind_buffers = True
-        _check(lib.cge_session_run(self._session, _GRAPH_ID, ins, len(input_feed), outs,
-                                   len(output_arrays), ctypes.byref(ro)), "run")
+        session = self._enter("run")
+        try:
+            with _RunScope(run_options, None):
+                _check(lib.cge_session_run(session, _GRAPH_ID, ins, len(input_feed), outs,
+                                           len(output_arrays), ctypes.byref(ro)), "run")
+        finally:
+            self._leave()
         for j, (name, a) in enumerate(output_arrays.items()):
             t = outs[j]
             shape = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))

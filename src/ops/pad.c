@@ -207,7 +207,7 @@ static void fill(unsigned char *d, const unsigned char *v, size_t es, int64_t n)
  * was sized by meta from the pads it saw, so pads that say otherwise now (a
  * value changed since: a bug elsewhere, or memory changed under the plan)
  * fail the run instead of writing past a row. Every block checks the same
- * values; the first failure is the one reported. */
+ * values and stops; block 0 reports. */
 static void pad_fn(int64_t blk, int64_t nblk, void *args)
 {
     const pad_args *p = args;
