@@ -7,9 +7,10 @@
 #include "cge/compiler.h"
 #include "cge/session.h"
 
-/* Loading maps the file: weights are used in place, every offset, size and
- * count is checked first, and a truncated, corrupt or foreign file is an [io]
- * error. */
+/* Loading maps the file: large weights are used in place, every offset,
+ * size and count is checked first, the weights' checksum too (by default),
+ * and a truncated, corrupt or foreign file is an [io] error. What the
+ * mapping asks of the file afterwards: docs/model_file.md, "A mapped file". */
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,10 +40,20 @@ cge_status cge_model_save(const cge_plan *plan, const char *path,
 cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_options *opts,
                                  void **data, size_t *size);
 
+/* Whether the load checks the weights' CRC-32 (the header's checksum always
+ * covers everything else). Checking reads every weight byte once: a load of
+ * resnet18 (45 MiB) takes 3-8 ms with it, 0.6 ms without (docs/model_file.md,
+ * "The weights' checksum"). */
+typedef enum cge_weights_check {
+    CGE_WEIGHTS_CHECK_DEFAULT = 0,  /* check, unless CGE_VERIFY_WEIGHTS=0 is set */
+    CGE_WEIGHTS_CHECK_VERIFY = 1,   /* check, whatever the environment says */
+    CGE_WEIGHTS_CHECK_SKIP = 2      /* trust the weights (a file you wrote): fastest load */
+} cge_weights_check;
+
 typedef struct cge_model_load_options {
-    /* Also check the weights' CRC-32 (reads every weight byte once; the
-     * header's checksum always covers everything else). */
-    bool verify_weights;
+    /* A damaged or replaced weights section is an [io] error naming the
+     * checksum, unless this is CGE_WEIGHTS_CHECK_SKIP. */
+    cge_weights_check weights_check;
     /* CPU features to check the model's requirements against (CGE_CPU_*
      * bits); 0: this machine's. For tests and for "would it load there?". */
     uint64_t cpu_features;
@@ -80,6 +91,11 @@ typedef struct cge_model_info {
     double load_ms;                 /* map + validate + rebuild */
     int32_t opt_level;              /* cge_opt_level the plan was compiled at */
     int32_t num_op_libraries;
+    bool weights_verified;          /* the weights' checksum was checked at load */
+    /* Bytes of the mapping the loader made private (copied) at load: the
+     * metadata and the small constants kernels read as values, so that a
+     * file changed under the mapping cannot change them. */
+    uint64_t private_bytes;
 } cge_model_info;
 cge_status cge_model_get_info(const cge_model *m, cge_model_info *out);
 /* Custom operator library i the model needs: its name and the path it was

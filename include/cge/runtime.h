@@ -101,13 +101,56 @@ cge_status cge_launch_host_func(cge_stream *stream, cge_host_fn fn, void *user);
  * bad index found while reading data that only exists on the stream): the
  * first failure on the stream that runs the task is kept, and that stream's
  * next cge_stream_synchronize (or cge_ri_execute) returns it as a [kernel]
- * error and forgets it. Later failures before then are dropped. Called
- * outside a running task it does nothing. Safe from any block. */
+ * error and forgets it (a [runtime] one for CGE_ERR_CANCELLED and
+ * CGE_ERR_TIMEOUT: a kernel that stopped at cge_cancel_check). Later failures
+ * before then are dropped. Called outside a running task it does nothing.
+ * Safe from any block. */
 void cge_kernel_fail(cge_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* ---- cancellation ------------------------------------------------------ */
+
+/* A cancel token stops work that was enqueued under it, from any thread:
+ * kernels and copies that have not started are skipped, a kernel's blocks
+ * stop being handed out, and Loop and Scan check it before every iteration.
+ * Event records and waits still happen (other streams are never left
+ * waiting) and host callbacks still run. The stream that skipped work
+ * reports it at its next synchronize (or cge_ri_execute) as a [runtime]
+ * error, CGE_ERR_CANCELLED ("run cancelled") or, past the token's deadline,
+ * CGE_ERR_TIMEOUT ("deadline of 50 ms exceeded"), and forgets it, as for
+ * cge_kernel_fail. Work binds to a token through the enqueuing thread's
+ * scope: everything a thread enqueues between cge_cancel_scope(t) and
+ * cge_cancel_scope(previous) carries t, so a synchronous session run made
+ * in the scope can be stopped, its replays and control flow included. */
+typedef struct cge_cancel cge_cancel;
+cge_status cge_cancel_create(cge_cancel **out);
+/* After the work enqueued under it has finished. NULL is a no-op. */
+void cge_cancel_destroy(cge_cancel *c);
+/* Cancel now. Safe from any thread and from a signal handler. */
+void cge_cancel_request(cge_cancel *c);
+/* Cancel once `timeout_ms` have passed from now (< 0: no deadline). */
+void cge_cancel_set_timeout(cge_cancel *c, double timeout_ms);
+/* Clears the request and the deadline, for the token's next use. */
+void cge_cancel_reset(cge_cancel *c);
+/* Requested, or past its deadline. */
+bool cge_cancel_requested(const cge_cancel *c);
+/* Binds this thread's later enqueues to `c` (NULL: to none); returns the
+ * token bound before, to restore. */
+cge_cancel *cge_cancel_scope(cge_cancel *c);
+/* For long-running kernels and host callbacks (Loop checks it per
+ * iteration): CGE_OK, or the [runtime] error of the token of the task this
+ * thread runs. */
+cge_status cge_cancel_check(void);
+/* While watched, SIGINT (Ctrl-C) requests `c` and then reaches the handler
+ * that was installed before (Python's, which raises KeyboardInterrupt once
+ * the call returns; the default one, which ends the process). One token at a
+ * time: CGE_ERR_STATE while another is watched. For interactive front ends;
+ * unwatch restores the previous handler. */
+cge_status cge_cancel_watch_sigint(cge_cancel *c);
+void cge_cancel_unwatch_sigint(void);
 
 /* ---- events ------------------------------------------------------------ */
 

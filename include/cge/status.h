@@ -20,8 +20,9 @@ typedef enum cge_status {
     CGE_ERR_NO_MEMORY,     /* allocation failed */
     CGE_ERR_IO,            /* malformed or unreadable file */
     CGE_ERR_STATE,         /* call not allowed in the current state */
-    CGE_ERR_TIMEOUT,       /* a wait ran past its limit */
-    CGE_ERR_INTERNAL       /* broken invariant: a bug in cge */
+    CGE_ERR_TIMEOUT,       /* a wait, or a run's deadline, ran past its limit */
+    CGE_ERR_INTERNAL,      /* broken invariant: a bug in cge */
+    CGE_ERR_CANCELLED      /* the work was cancelled (cge_cancel_request) */
 } cge_status;
 
 /* The layer that reported an error; its name opens the message: "[meta] ...". */

@@ -164,6 +164,20 @@ typedef struct cge_tensor {
  * shape is dynamic or the dtype invalid. Saturates to SIZE_MAX on overflow. */
 size_t cge_tensor_nbytes(cge_dtype dtype, const cge_shape *shape);
 
+/* The largest tensor cge describes: 2^56 bytes (64 PiB, beyond any address
+ * space of today), so that element counts, byte sizes, byte offsets and sums
+ * of a few of them never overflow int64 or size_t wherever they are taken. */
+#define CGE_MAX_TENSOR_BYTES ((uint64_t)1 << 56)
+
+/* Whether a dense tensor of this dtype and static shape is larger than
+ * CGE_MAX_TENSOR_BYTES (computed without overflow); false for dynamic shapes
+ * (checked once their dims are known) and for empty ones. Callers report it
+ * in their layer; cge_tensor_size_str writes the size for that message. */
+bool cge_tensor_too_large(cge_dtype dtype, const cge_shape *shape);
+/* "1.2e+24 elements, 4.8e+24 bytes" for a static shape, in floating point so
+ * that an overflowing size prints as what it is. Returns buf. */
+char *cge_tensor_size_str(cge_dtype dtype, const cge_shape *shape, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

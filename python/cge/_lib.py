@@ -73,6 +73,12 @@ class ModelSaveOptions(ctypes.Structure):
                 ("opt_level", c_enum)]
 
 
+class ModelLoadOptions(ctypes.Structure):
+    # Mirrors cge_model_load_options (model_file.h): weights_check 0 default
+    # (check unless $CGE_VERIFY_WEIGHTS=0), 1 always check, 2 trust.
+    _fields_ = [("weights_check", c_enum), ("cpu_features", ctypes.c_uint64)]
+
+
 class OnnxInputShape(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("shape", Shape)]
 
@@ -172,6 +178,13 @@ _protos = {
     "cge_plan_destroy": (None, [c_void_p]),
     "cge_model_save": (c_enum, [c_void_p, c_char_p, _P(ModelSaveOptions)]),
     "cge_model_plan": (c_void_p, [c_void_p]),
+    "cge_cancel_create": (c_enum, [_P(c_void_p)]),
+    "cge_cancel_request": (None, [c_void_p]),
+    "cge_cancel_set_timeout": (None, [c_void_p, ctypes.c_double]),
+    "cge_cancel_reset": (None, [c_void_p]),
+    "cge_cancel_scope": (c_void_p, [c_void_p]),
+    "cge_cancel_watch_sigint": (c_enum, [c_void_p]),
+    "cge_cancel_unwatch_sigint": (None, []),
 }
 for _name, (_res, _args) in _protos.items():
     _fn = getattr(lib, _name)

@@ -4,6 +4,7 @@
 # `onnxruntime` runs with `import cge as ort`. docs/python.md has the table.
 import ctypes
 import enum
+import threading
 import warnings
 
 import numpy as np
@@ -98,16 +99,45 @@ class SessionOptions:
 
 class RunOptions:
     """ORT's RunOptions: log_severity_level, log_verbosity_level, logid and
-    run config entries are accepted and kept, not used; terminate=True makes
-    runs with these options fail before they start."""
+    run config entries are accepted and kept, not used. ``terminate = True``
+    (from any thread) stops the runs using these options that are in flight
+    (they raise the [runtime] "run cancelled" error) and refuses new ones
+    until it is set back to False, as in ONNX Runtime."""
 
     def __init__(self):
         self.log_severity_level = 2
         self.log_verbosity_level = 0
         self.logid = ""
-        self.terminate = False
+        self._terminate = False
+        self._runs = set()       # cancel tokens of the runs in flight with these options
+        self._lock = threading.Lock()
         self.only_execute_path_to_fetches = False
         self._config = {}
+
+    @property
+    def terminate(self):
+        return self._terminate
+
+    @terminate.setter
+    def terminate(self, value):
+        from ._lib import lib
+        with self._lock:
+            self._terminate = bool(value)
+            if self._terminate:
+                for token in self._runs:
+                    lib.cge_cancel_request(token)
+
+    def _add_run(self, token):
+        """Under the lock, so that terminate either refuses the run or reaches it."""
+        with self._lock:
+            if self._terminate:
+                return False
+            self._runs.add(token)
+            return True
+
+    def _remove_run(self, token):
+        with self._lock:
+            self._runs.discard(token)
 
     def add_run_config_entry(self, key, value):
         self._config[str(key)] = str(value)

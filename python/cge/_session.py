@@ -5,6 +5,8 @@ import ctypes
 import datetime
 import json
 import os
+import signal
+import threading
 
 import numpy as np
 
@@ -109,6 +111,60 @@ def _make_shape(dims):
 
 _RUN_MODES = {None: 0, "default": 0, "eager": 1, "plan": 2, "replay": 3}
 
+# One cancel token per thread (cge_cancel, reset before each run), never
+# freed: the SIGINT watch may point at it, and a thread runs one run at a time.
+_tokens = threading.local()
+
+
+def _thread_token():
+    t = getattr(_tokens, "token", None)
+    if t is None:
+        t = ctypes.c_void_p()
+        _check(lib.cge_cancel_create(ctypes.byref(t)), "cancel token")
+        _tokens.token = t
+    return t
+
+
+class _RunScope:
+    """A run's cancellation: the thread's token bound to what the run
+    enqueues (cge_cancel_scope), with a deadline for ``timeout``, reachable
+    from RunOptions.terminate, and requested by Ctrl-C when the run is on the
+    main thread with Python's own SIGINT handler (KeyboardInterrupt follows
+    once the run has stopped; the session stays usable)."""
+
+    def __init__(self, run_options, timeout):
+        self.run_options, self.timeout = run_options, timeout
+
+    def __enter__(self):
+        self.token = _thread_token()
+        lib.cge_cancel_reset(self.token)
+        if self.timeout is not None:
+            t = float(self.timeout)
+            if not t >= 0:
+                raise Error("[session] timeout %r is not a number of seconds >= 0"
+                            % (self.timeout,), "session", "CGE_ERR_INVALID_ARG")
+            lib.cge_cancel_set_timeout(self.token, t * 1000.0)
+        self.registered = False
+        ro = self.run_options
+        if ro is not None and hasattr(ro, "_add_run"):
+            if not ro._add_run(self.token.value):
+                raise Error("[session] the run was refused: RunOptions.terminate is set",
+                            "session", "CGE_ERR_STATE")
+            self.registered = True
+        self.watching = (threading.current_thread() is threading.main_thread() and
+                         signal.getsignal(signal.SIGINT) is signal.default_int_handler and
+                         lib.cge_cancel_watch_sigint(self.token) == 0)
+        self.prev = lib.cge_cancel_scope(self.token)
+        return self
+
+    def __exit__(self, *exc):
+        lib.cge_cancel_scope(self.prev)
+        if self.watching:
+            lib.cge_cancel_unwatch_sigint()
+        if self.registered:
+            self.run_options._remove_run(self.token.value)
+        return False
+
 _CGM_MAGIC = b"CGEMODEL"
 
 
@@ -178,13 +234,18 @@ class InferenceSession:
     declares symbolic dims whose rows are independent: a run's size is
     rounded up to the next listed size (inputs padded with zeros, outputs cut
     back; padded rows are never visible), so a few compiled and captured
-    signatures serve every size."""
+    signatures serve every size;
+    ``verify_weights`` (a .cgm): True checks the weights' checksum, False
+    trusts the file (a faster load), None (default) checks unless
+    $CGE_VERIFY_WEIGHTS=0 — a damaged or replaced weights section raises the
+    [io] error."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
                  input_shapes=None, dim_values=None, run_mode=None, num_threads=0, base_dir=None,
-                 opt_level=None, capture_sizes=None, **kwargs):
+                 opt_level=None, capture_sizes=None, verify_weights=None, **kwargs):
         from . import _ort
         self._session = ctypes.c_void_p()
+        self._init_lifecycle()
         self._shape_cache = {}
         if isinstance(sess_options, dict) and input_shapes is None:
             sess_options, input_shapes = None, sess_options  # cge's older positional form
@@ -218,7 +279,7 @@ class InferenceSession:
             if opt_level is not None:
                 raise Error("[session] a compiled model (.cgm) keeps the level it was compiled "
                             "at (cge compile --opt-level)", "session", "CGE_ERR_INVALID_ARG")
-            self._open_cgm(path_or_bytes, run_mode, num_threads)
+            self._open_cgm(path_or_bytes, run_mode, num_threads, verify_weights)
             return
         self._is_cgm = False
         if opt_level is None and sess_options is not None:
@@ -278,15 +339,19 @@ class InferenceSession:
         _check(lib.cge_model_save(plan, os.fsencode(os.fspath(self._save_path)),
                                   ctypes.byref(mo)), "model save")
 
-    def _open_cgm(self, path_or_bytes, run_mode, num_threads):
+    def _open_cgm(self, path_or_bytes, run_mode, num_threads, verify_weights=None):
         """A compiled model (cge compile): mapped from its file, or loaded from bytes."""
         _model_protos()
+        if verify_weights not in (None, True, False):
+            raise Error("[session] verify_weights %r is not True, False or None"
+                        % (verify_weights,), "session", "CGE_ERR_INVALID_ARG")
+        lo = _lib.ModelLoadOptions({None: 0, True: 1, False: 2}[verify_weights], 0)
         model = ctypes.c_void_p()
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             buf = bytes(path_or_bytes)
-            st = lib.cge_model_load_buffer(buf, len(buf), None, ctypes.byref(model))
+            st = lib.cge_model_load_buffer(buf, len(buf), ctypes.byref(lo), ctypes.byref(model))
         else:
-            st = lib.cge_model_load(os.fsencode(os.fspath(path_or_bytes)), None,
+            st = lib.cge_model_load(os.fsencode(os.fspath(path_or_bytes)), ctypes.byref(lo),
                                     ctypes.byref(model))
         _check(st, "model load")
         try:
@@ -349,11 +414,92 @@ class InferenceSession:
                 dims[i] = name.decode() if name is not None else None
         return dims
 
-    def __del__(self):
-        s = getattr(self, "_session", None)
+    # ---- lifetime: close() against runs in flight ----------------------------
+    #
+    # Runs enter and leave under a condition variable; close() stops new runs
+    # at once, waits for those in flight, then destroys the C session, so no
+    # call can reach a destroyed session (that corrupted the heap). A thread
+    # inside a run of this session (a profiling callback) cannot wait for its
+    # own run: close() refuses there. After close(), calls that need the C
+    # session raise SessionError; get_inputs() and the like keep answering
+    # from what was read at creation.
+
+    def _init_lifecycle(self):
+        self._life = threading.Condition()
+        self._active = {}          # thread id -> runs it has in flight
+        self._closed = False
+
+    def _closed_error(self, what):
+        return _LAYER_ERRORS.get("session", Error)(
+            "[session] %s: the session is closed" % what, "session", "CGE_ERR_STATE")
+
+    def _enter(self, what):
+        """Mark a run in flight; the C session it may use (until _leave)."""
+        with self._life:
+            if self._closed or not self._session:
+                raise self._closed_error(what)
+            me = threading.get_ident()
+            self._active[me] = self._active.get(me, 0) + 1
+            return self._session
+
+    def _leave(self):
+        with self._life:
+            me = threading.get_ident()
+            self._active[me] -= 1
+            if not self._active[me]:
+                del self._active[me]
+            if not self._active:
+                self._life.notify_all()
+                if self._closed:
+                    self._destroy()   # the last run of a close() that timed out
+
+    def _destroy(self):
+        s, self._session = self._session, ctypes.c_void_p()
         if s:
             lib.cge_session_destroy(s)
-            self._session = ctypes.c_void_p()
+
+    def close(self, timeout=None):
+        """Release the session: new runs are refused from now (SessionError
+        "the session is closed"), runs in flight in other threads finish
+        first. ``timeout`` (seconds; None waits as long as they take): if runs
+        are still in flight then, SessionError is raised and the session is
+        released when the last of them ends. Closing twice is a no-op.
+        ``with InferenceSession(...) as s:`` closes at the end of the block."""
+        life = getattr(self, "_life", None)
+        if life is None:  # __init__ failed before the lifecycle existed
+            if getattr(self, "_session", None):
+                self._destroy()
+            return
+        with life:
+            if threading.get_ident() in self._active:
+                raise _LAYER_ERRORS.get("session", Error)(
+                    "[session] close() was called from inside a run of this session (a "
+                    "callback): it would wait for itself", "session", "CGE_ERR_STATE")
+            self._closed = True
+            if not life.wait_for(lambda: not self._active, timeout):
+                n = sum(self._active.values())
+                raise _LAYER_ERRORS.get("session", Error)(
+                    "[session] close(): %d run%s still in flight after %g s; the session is "
+                    "released when %s" % (n, "" if n == 1 else "s", timeout,
+                                           "it ends" if n == 1 else "they end"),
+                    "session", "CGE_ERR_STATE")
+            self._destroy()
+
+    @property
+    def closed(self):
+        return bool(getattr(self, "_closed", False))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        # Unreachable objects have no runs in flight (a run holds a reference).
+        if getattr(self, "_session", None):
+            self._destroy()
 
     def get_inputs(self):
         return list(self._inputs)
@@ -452,14 +598,26 @@ class InferenceSession:
         return [_ort.OrtValue(a) for a in self.run(output_names, input_dict_ort_values,
                                                    run_options)]
 
-    def run(self, output_names, input_feed, run_options=None):
+    def run(self, output_names, input_feed, run_options=None, timeout=None):
         """Run the model: ``output_names`` (None: all outputs) and ``input_feed``
         ({input name: array or OrtValue}); returns a list of numpy arrays.
-        ``run_options``: a cge.RunOptions (terminate=True refuses the run;
-        the logging fields are accepted)."""
+        ``run_options``: a cge.RunOptions (terminate=True, from another
+        thread, stops the run; set before, it refuses it; the logging fields
+        are accepted). ``timeout``: seconds after which the run stops with
+        the [runtime] "deadline exceeded" error (cge's; None: no limit).
+        Ctrl-C during a run on the main thread stops it and raises
+        KeyboardInterrupt; the session stays usable."""
         if run_options is not None and getattr(run_options, "terminate", False):
             raise Error("[session] the run was refused: RunOptions.terminate is set", "session",
                         "CGE_ERR_STATE")
+        session = self._enter("run")
+        try:
+            with _RunScope(run_options, timeout):
+                return self._run(session, output_names, input_feed)
+        finally:
+            self._leave()
+
+    def _run(self, session, output_names, input_feed):
         if output_names is None:
             output_names = [o.name for o in self._outputs]
         for n in output_names:
@@ -518,10 +676,10 @@ class InferenceSession:
             if profiling:
                 ro = _lib.RunOptions()
                 ro.profile = profile_fn
-                st = lib.cge_session_run(self._session, _GRAPH_ID, ins, len(arrays), outs,
+                st = lib.cge_session_run(session, _GRAPH_ID, ins, len(arrays), outs,
                                          len(idx), ctypes.byref(ro))
             else:
-                st = lib.cge_session_run_graph(self._session, _GRAPH_ID, ins, len(arrays),
+                st = lib.cge_session_run_graph(session, _GRAPH_ID, ins, len(arrays),
                                                outs, len(idx))
             if st == 0:
                 break
@@ -581,8 +739,13 @@ class InferenceSession:
             outs[j].data, outs[j].bytes = (a.ctypes.data if a.nbytes else None), a.nbytes
         ro = _lib.RunOptions()
         ro.bind_buffers = True
-        _check(lib.cge_session_run(self._session, _GRAPH_ID, ins, len(input_feed), outs,
-                                   len(output_arrays), ctypes.byref(ro)), "run")
+        session = self._enter("run")
+        try:
+            with _RunScope(run_options, None):
+                _check(lib.cge_session_run(session, _GRAPH_ID, ins, len(input_feed), outs,
+                                           len(output_arrays), ctypes.byref(ro)), "run")
+        finally:
+            self._leave()
         for j, (name, a) in enumerate(output_arrays.items()):
             t = outs[j]
             shape = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))

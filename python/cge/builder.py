@@ -538,6 +538,7 @@ class Session(InferenceSession):
             raise errors.SessionError("[session] unknown run mode %r (want eager, plan or replay)"
                                       % run_mode, "session", "CGE_ERR_INVALID_ARG")
         self._session = c_void_p()
+        self._init_lifecycle()
         self._shape_cache = {}
         self.run_mode = run_mode
         so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], int(capture_limit))
@@ -554,7 +555,11 @@ class Session(InferenceSession):
     def last_run_mode(self):
         """The mode the last run used: "eager", "plan" or "replay"."""
         m = c_enum()
-        _check(lib.cge_session_last_run_mode(self._session, _GRAPH_ID, ctypes.byref(m)))
+        session = self._enter("last_run_mode")
+        try:
+            _check(lib.cge_session_last_run_mode(session, _GRAPH_ID, ctypes.byref(m)))
+        finally:
+            self._leave()
         return {1: "eager", 2: "plan", 3: "replay"}.get(m.value, "default")
 
     def run_raw(self, inputs, num_inputs, outputs, num_outputs, mode=0):
@@ -562,10 +567,14 @@ class Session(InferenceSession):
         zero-copy path); raises the layer's exception on failure."""
         opts = RunOptions()
         opts.mode = mode
-        st = lib.cge_session_run(self._session, _GRAPH_ID, inputs, num_inputs, outputs,
-                                 num_outputs, ctypes.byref(opts))
-        if st:
-            raise _last_error("run")
+        session = self._enter("run")
+        try:
+            st = lib.cge_session_run(session, _GRAPH_ID, inputs, num_inputs, outputs,
+                                     num_outputs, ctypes.byref(opts))
+            if st:
+                raise _last_error("run")
+        finally:
+            self._leave()
 
 
 __all__ = ["GraphBuilder", "Graph", "Value", "Session", "Schema", "load_op_library", "schema",

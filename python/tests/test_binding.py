@@ -59,6 +59,8 @@ int main(void) {
     O(cge_compile_options, device); O(cge_compile_options, allow_incomplete);
     S(cge_model_save_options); O(cge_model_save_options, num_op_libraries);
     O(cge_model_save_options, opt_level);
+    S(cge_model_load_options); O(cge_model_load_options, weights_check);
+    O(cge_model_load_options, cpu_features);
     return 0;
 }
 """
@@ -86,7 +88,8 @@ def test_struct_layouts_match_the_c_headers(tmp_path):
                "cge_onnx_input_shape": _lib.OnnxInputShape, "cge_onnx_dim_value": _lib.OnnxDimValue,
                "cge_onnx_options": _lib.OnnxOptions, "cge_run_options": _lib.RunOptions,
                "cge_profile_event": _lib.ProfileEvent, "cge_compile_options": _lib.CompileOptions,
-               "cge_model_save_options": _lib.ModelSaveOptions}
+               "cge_model_save_options": _lib.ModelSaveOptions,
+               "cge_model_load_options": _lib.ModelLoadOptions}
     assert c["cge_shape size"] == 72
     for key, value in c.items():
         if key.endswith(" size"):
@@ -94,7 +97,7 @@ def test_struct_layouts_match_the_c_headers(tmp_path):
         else:
             struct, field = key.split(".")
             assert getattr(structs[struct], field).offset == value, key
-    assert len(c) == 25 + 26
+    assert len(c) == 26 + 28
 
 
 def test_inputs_outputs_metadata():

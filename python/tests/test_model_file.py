@@ -65,6 +65,41 @@ def test_corrupt_and_misused(tmp_path):
     assert e.value.layer == "session"
 
 
+def test_weights_checked_by_default(tmp_path, monkeypatch):
+    """A .cgm whose weights hold other bytes of the same length (the header's
+    metadata checksum still right) is refused by default with the [io] error
+    naming the checksum; verify_weights=False or CGE_VERIFY_WEIGHTS=0 trust
+    it, verify_weights=True checks whatever the environment says."""
+    import struct
+    cgm = compile_cgm(SMALL_CNN, tmp_path / "cnn.cgm")
+    data = bytearray(open(cgm, "rb").read())
+    # cgm_header: weights_offset at byte 56, weights_bytes at 64 (format.h)
+    woff, wbytes = struct.unpack_from("<QQ", data, 56)
+    assert woff + wbytes == len(data) and wbytes > 1024
+    # the first float weights (a convolution's): reversed, same length
+    lo, hi = woff, woff + 1024
+    data[lo:hi] = bytes(reversed(data[lo:hi]))
+    bad = tmp_path / "swapped.cgm"
+    bad.write_bytes(bytes(data))
+    x = np.zeros((1, 3, 64, 64), np.float32)
+    for src in (str(bad), bytes(data)):
+        with pytest.raises(cge.Error) as e:
+            cge.InferenceSession(src)
+        assert e.value.layer == "io" and "weights checksum mismatch" in str(e.value)
+    s = cge.InferenceSession(str(bad), verify_weights=False)
+    assert s.run(None, {"image": x})[0].shape == (1, 10)
+    monkeypatch.setenv("CGE_VERIFY_WEIGHTS", "0")
+    cge.InferenceSession(str(bad))
+    with pytest.raises(cge.Error) as e:
+        cge.InferenceSession(str(bad), verify_weights=True)
+    assert "weights checksum" in str(e.value)
+    monkeypatch.delenv("CGE_VERIFY_WEIGHTS")
+    cge.InferenceSession(cgm, verify_weights=True)
+    with pytest.raises(cge.Error) as e:
+        cge.InferenceSession(cgm, verify_weights="yes")
+    assert e.value.layer == "session"
+
+
 def cli_outputs(model, x_path, out_dir, mode):
     subprocess.run([CLI, "run", model, "--input", "input=%s" % x_path, "--output-dir",
                     str(out_dir), "--mode", mode], check=True, capture_output=True)

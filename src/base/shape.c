@@ -176,3 +176,32 @@ size_t cge_tensor_nbytes(cge_dtype dtype, const cge_shape *shape)
     }
     return n;
 }
+
+bool cge_tensor_too_large(cge_dtype dtype, const cge_shape *shape)
+{
+    uint64_t es = cge_dtype_size(dtype);
+    if (!es || !shape || shape->rank < 0 || shape->rank > CGE_MAX_RANK ||
+        !cge_shape_is_static(shape))
+        return false;
+    for (int32_t i = 0; i < shape->rank; i++)
+        if (shape->dims[i] == 0)
+            return false;
+    uint64_t n = es; /* n <= CGE_MAX_TENSOR_BYTES throughout: no overflow */
+    for (int32_t i = 0; i < shape->rank; i++) {
+        if ((uint64_t)shape->dims[i] > CGE_MAX_TENSOR_BYTES / n)
+            return true;
+        n *= (uint64_t)shape->dims[i];
+    }
+    return false;
+}
+
+char *cge_tensor_size_str(cge_dtype dtype, const cge_shape *shape, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return buf;
+    double n = 1;
+    for (int32_t i = 0; shape && i < shape->rank && i < CGE_MAX_RANK; i++)
+        n *= shape->dims[i] > 0 ? (double)shape->dims[i] : 0.0;
+    snprintf(buf, size, "%.3g elements, %.3g bytes", n, n * (double)cge_dtype_size(dtype));
+    return buf;
+}

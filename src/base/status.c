@@ -41,6 +41,7 @@ const char *cge_status_name(cge_status status)
     case CGE_ERR_STATE: return "CGE_ERR_STATE";
     case CGE_ERR_TIMEOUT: return "CGE_ERR_TIMEOUT";
     case CGE_ERR_INTERNAL: return "CGE_ERR_INTERNAL";
+    case CGE_ERR_CANCELLED: return "CGE_ERR_CANCELLED";
     }
     return "CGE_ERR_UNKNOWN";
 }

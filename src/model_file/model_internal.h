@@ -13,6 +13,7 @@ struct cge_model {
     void *base;                   /* the file's bytes: a mapping or a buffer */
     size_t size;
     bool mapped;
+    uint64_t private_bytes;       /* of the mapping, copied at load (model_load.c) */
     cge_plan *plan;
     const void *weights;          /* base + weights_offset */
     size_t weight_bytes;

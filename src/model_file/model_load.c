@@ -1,12 +1,14 @@
-/* The loader: map a .cgm, check the header, checksum, machine and every
- * offset, size, count and reference before use, then rebuild the plan and
- * check each step's shapes with its operator's meta. */
+/* The loader: map a .cgm, make private what must not change under it, check
+ * the header, checksums, machine and every offset, size, count and reference
+ * before use, then rebuild the plan and check each step's shapes with its
+ * operator's meta. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,11 +19,27 @@
 #include "model_file/model_internal.h"
 
 /* The plan is rebuilt the way the compiler's plan_memory pass lays it out
- * (compiler_internal.h), looking operators and kernels up again. The weights
- * stay in the mapping. */
+ * (compiler_internal.h), looking operators and kernels up again. Large
+ * weights stay in the mapping.
+ *
+ * What is checked once must stay as checked: the mapping is MAP_PRIVATE, but
+ * a page the process has not written still shows the file, so a file
+ * rewritten in place after loading would change values under the checks.
+ * Before anything is checked the loader therefore copies into private memory
+ * (copy-on-write, forced page by page) the metadata and every constant of at
+ * most PRIVATE_CONST_MAX bytes. That covers every constant a meta reads as a
+ * value and a kernel reads again at run time (pads, axes, shapes, starts and
+ * ends, split sizes, scales, K, depths, Range's scalars, small index tables):
+ * these are a few numbers each; the limit is far above them and far below a
+ * weight matrix, so deciding by size needs no list of which operator reads
+ * which input as a value, and a custom operator's values are covered too.
+ * Larger constants are weights, which kernels read as numbers: a change to
+ * those gives wrong numbers, not a wrong address (the weights' checksum
+ * catches a file changed before loading). */
 
 #define MAX_STEP_IO 1024
 #define MAX_COUNT (1 << 24)
+#define PRIVATE_CONST_MAX ((uint64_t)64 << 10)
 
 typedef struct loader {
     const char *what;             /* the path, or "model buffer" */
@@ -224,6 +242,12 @@ static cge_status check_shape(const loader *L, const char *what, int32_t dtype, 
         if (dims[k] < 0 || dims[k] > ((int64_t)1 << 32))
             return bad(L, "%s has dimension %d of size %lld", what, (int)k, (long long)dims[k]);
         shape->dims[k] = dims[k];
+    }
+    if (cge_tensor_too_large((cge_dtype)dtype, shape)) {
+        char sh[CGE_SHAPE_STR_MAX], sz[64];
+        return bad(L, "%s is %s %s: %s, too large (a tensor holds at most 2^56 bytes)", what,
+                   cge_dtype_name((cge_dtype)dtype), cge_shape_str(shape, sh, sizeof sh),
+                   cge_tensor_size_str((cge_dtype)dtype, shape, sz, sizeof sz));
     }
     size_t need = cge_tensor_nbytes((cge_dtype)dtype, shape);
     if (need == SIZE_MAX || need != bytes)
@@ -739,6 +763,121 @@ static cge_status build_plan(loader *L, cge_plan **out)
     return CGE_OK;
 }
 
+/* ---- private copies ------------------------------------------------------------ */
+
+typedef struct span {
+    uint64_t lo, hi;              /* page-aligned offsets into the mapping */
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const span *)a)->lo, y = ((const span *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t page_bytes(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (uint64_t)p : 4096;
+}
+
+/* Pages covering [off, off + len) of the mapping, clipped to it. */
+static span page_span(const cge_model *M, uint64_t off, uint64_t len)
+{
+    uint64_t pg = page_bytes(), end = (M->size + pg - 1) / pg * pg;
+    span r = {off / pg * pg, (off + len + pg - 1) / pg * pg};
+    if (r.hi > end)
+        r.hi = end;
+    return r;
+}
+
+/* Copies the pages of `sp` into private memory now (each written once, so
+ * that MAP_PRIVATE's copy-on-write detaches it from the file); adds the
+ * bytes made private to M->private_bytes. */
+static cge_status make_private(cge_model *M, const char *what, span *sp, size_t n)
+{
+    if (!M->mapped || n == 0)
+        return CGE_OK;
+    qsort(sp, n, sizeof *sp, span_cmp);
+    uint64_t pg = page_bytes();
+    for (size_t i = 0; i < n;) {
+        span r = sp[i++];
+        while (i < n && sp[i].lo <= r.hi) {
+            if (sp[i].hi > r.hi)
+                r.hi = sp[i].hi;
+            i++;
+        }
+        if (r.hi <= r.lo)
+            continue;
+        char *p = (char *)M->base + r.lo;
+        bool done = false;
+#ifdef MADV_POPULATE_WRITE
+        /* Linux 5.14+: one call, and a page past the end of a file truncated
+         * meanwhile is an error here rather than a SIGBUS. */
+        if (madvise(p, r.hi - r.lo, MADV_POPULATE_WRITE) == 0)
+            done = true;
+        else if (errno != EINVAL)
+            return cge_error(CGE_LAYER_IO, CGE_ERR_IO,
+                             "%s: cannot read %llu bytes at %llu: %s (was the file truncated "
+                             "while loading?)",
+                             what, (unsigned long long)(r.hi - r.lo), (unsigned long long)r.lo,
+                             strerror(errno));
+#endif
+        for (uint64_t o = 0; !done && o < r.hi - r.lo; o += pg) {
+            volatile char *c = p + o;
+            *c = *c;
+        }
+        M->private_bytes += r.hi - r.lo;
+    }
+    return CGE_OK;
+}
+
+/* The metadata, before its checksum is computed: the header's own claim of
+ * where it ends is read from the file once, and only when the file begins
+ * like a model (a large file of something else is not copied). */
+static cge_status private_metadata(cge_model *M, const char *what)
+{
+    const cgm_header *h = M->base;
+    if (M->size < sizeof *h || memcmp(h->magic, CGM_MAGIC, 8))
+        return CGE_OK;
+    uint64_t end = h->weights_offset;
+    span sp = page_span(M, 0, end >= sizeof *h && end <= M->size ? end : sizeof *h);
+    return make_private(M, what, &sp, 1);
+}
+
+/* Constants of at most PRIVATE_CONST_MAX bytes (the values were checked to
+ * lie inside the weights). */
+static cge_status private_constants(const loader *L, cge_model *M)
+{
+    const cgm_model *m = L->m;
+    span *sp = calloc((size_t)m->num_values + 1, sizeof *sp);
+    if (!sp)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model load: out of memory");
+    size_t n = 0;
+    for (int32_t v = 0; v < m->num_values; v++) {
+        const cgm_value *r = &L->values[v];
+        if (r->storage == CGE_STORAGE_CONSTANT && r->bytes > 0 && r->bytes <= PRIVATE_CONST_MAX)
+            sp[n++] = page_span(M, L->h->weights_offset + r->offset, r->bytes);
+    }
+    cge_status st = make_private(M, L->what, sp, n);
+    free(sp);
+    return st;
+}
+
+/* Checked unless the caller or CGE_VERIFY_WEIGHTS=0 (or false, no, off) says
+ * to trust them. */
+static bool want_weights_check(const cge_model_load_options *opts)
+{
+    cge_weights_check w = opts ? opts->weights_check : CGE_WEIGHTS_CHECK_DEFAULT;
+    if (w == CGE_WEIGHTS_CHECK_VERIFY)
+        return true;
+    if (w == CGE_WEIGHTS_CHECK_SKIP)
+        return false;
+    const char *e = getenv("CGE_VERIFY_WEIGHTS");
+    return !(e && (!strcmp(e, "0") || !strcasecmp(e, "false") || !strcasecmp(e, "no") ||
+                   !strcasecmp(e, "off")));
+}
+
 /* ---- the model ------------------------------------------------------------------ */
 
 static void model_free(cge_model *m)
@@ -770,6 +909,10 @@ static cge_status parse(cge_model *M, const char *what, const cge_model_load_opt
                         double t0)
 {
     loader L = {.what = what, .base = M->base, .size = M->size};
+    if (opts && (unsigned)opts->weights_check > CGE_WEIGHTS_CHECK_SKIP)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG,
+                         "%s: load options: weights_check %d is not DEFAULT, VERIFY or SKIP",
+                         what, (int)opts->weights_check);
     cge_status st = check_header(&L, opts);
     if (!st)
         st = check_sections(&L);
@@ -777,11 +920,15 @@ static cge_status parse(cge_model *M, const char *what, const cge_model_load_opt
         st = check_model(&L);
     if (!st)
         st = check_steps(&L);
-    if (!st && opts && opts->verify_weights) {
+    /* Before the checksum and meta read them. */
+    if (!st)
+        st = private_constants(&L, M);
+    bool verify = want_weights_check(opts);
+    if (!st && verify) {
         uint32_t crc = cgm_crc32(0, L.weights, L.h->weights_bytes);
         if (crc != L.h->weights_crc32)
-            st = bad(&L, "weights checksum mismatch (stored %08x, computed %08x): the file is "
-                         "corrupt", L.h->weights_crc32, crc);
+            st = bad(&L, "weights checksum mismatch (stored %08x, computed %08x): the weights "
+                         "section is damaged or was replaced", L.h->weights_crc32, crc);
     }
     if (!st)
         st = build_plan(&L, &M->plan);
@@ -805,7 +952,8 @@ static cge_status parse(cge_model *M, const char *what, const cge_model_load_opt
         .cpu_compiled_on = L.h->cpu_compiled_on, .file_bytes = L.h->file_bytes,
         .weights_offset = L.h->weights_offset, .meta_crc32 = L.h->meta_crc32,
         .weights_crc32 = L.h->weights_crc32, .mapped = M->mapped,
-        .opt_level = L.m->opt_level, .num_op_libraries = M->num_libs};
+        .opt_level = L.m->opt_level, .num_op_libraries = M->num_libs,
+        .weights_verified = verify, .private_bytes = M->private_bytes};
     M->info.load_ms = cge_profile_clock_ms() - t0;
     return CGE_OK;
 }
@@ -845,7 +993,9 @@ cge_status cge_model_load(const char *path, const cge_model_load_options *opts, 
     }
     M->base = base;
     M->mapped = true;
-    cge_status st = parse(M, path, opts, t0);
+    cge_status st = private_metadata(M, path);
+    if (!st)
+        st = parse(M, path, opts, t0);
     if (st) {
         model_free(M);
         return st;

@@ -314,8 +314,33 @@ static cge_status cf_launch(const cge_kernel_ctx *ctx, cge_stream *stream, cge_h
 
 static void cf_fail(const cf_state *s, cge_status st)
 {
+    /* A cancelled loop is already a [runtime] error naming node and
+     * iteration (cancel_point): reported as it is. */
+    if (st == CGE_ERR_CANCELLED || st == CGE_ERR_TIMEOUT) {
+        const char *m = cge_last_error();
+        const char *p = strncmp(m, "[runtime] ", 10) ? m : m + 10;
+        cge_kernel_fail(st, "%s", p);
+        return;
+    }
     cge_kernel_fail(st ? st : CGE_ERR_INTERNAL, "%s '%s': %s", s->op_type, s->node_name,
                     cge_last_error());
+}
+
+/* Before each iteration of a Loop or Scan, and when its body stopped: the
+ * run's cancel token (a trip count of 10^12 would otherwise run for days).
+ * `body_st` is the body's status (CGE_OK before the iteration). */
+static cge_status cancel_point(const char *op, const char *node, int64_t it, cge_status body_st)
+{
+    if (body_st && body_st != CGE_ERR_CANCELLED && body_st != CGE_ERR_TIMEOUT)
+        return body_st;
+    cge_status st = cge_cancel_check();
+    if (!st)
+        return body_st;
+    char m[256];
+    const char *e = cge_last_error();
+    snprintf(m, sizeof m, "%s", strncmp(e, "[runtime] ", 10) ? e : e + 10);
+    return cge_error(CGE_LAYER_RUNTIME, st, "%s '%s': stopped at iteration %lld: %s", op,
+                     node, (long long)it, m);
 }
 
 /* Copies a body result into a node output of exactly that size. */
@@ -552,6 +577,8 @@ static cge_status loop_exec(const char *op, const char *node, const cge_attrs *a
         st = copy_owned(dev, &init, &state[i]);
     }
     for (int64_t it = 0; !st && (!has_m || it < m) && cond; it++, iters++) {
+        if ((st = cancel_point(op, node, it, CGE_OK)))
+            break;
         cge_tensor_desc bd[CF_MAX_ARGS];
         const void *bv[CF_MAX_ARGS];
         bd[0] = (cge_tensor_desc){.name = "", .dtype = CGE_I64, .shape = CGE_SCALAR};
@@ -564,7 +591,8 @@ static cge_status loop_exec(const char *op, const char *node, const cge_attrs *a
             bv[2 + i] = state[i].data;
         }
         body_run r;
-        st = body_exec(op, node, body, dev, imm, 2 + n_state, bd, bv, &ob, &r);
+        st = cancel_point(op, node, it, body_exec(op, node, body, dev, imm, 2 + n_state, bd, bv,
+                                                  &ob, &r));
         if (!st) {
             const body_val *cv = body_output(&r, 0);
             cond = cv->data && *(const uint8_t *)cv->data != 0;
@@ -821,6 +849,8 @@ static void scan_host(void *user)
         sl->owned = !st;
     }
     for (int64_t t = 0; !st && t < g.len; t++) {
+        if ((st = cancel_point(s->op_type, s->node_name, t, CGE_OK)))
+            break;
         cge_tensor_desc bd[CF_MAX_ARGS];
         const void *bv[CF_MAX_ARGS];
         for (int32_t i = 0; i < g.n_state; i++) {
@@ -840,8 +870,9 @@ static void scan_host(void *user)
             bv[g.n_state + j] = slices[j].data;
         }
         body_run r;
-        st = body_exec(s->op_type, s->node_name, body, s->dev, imm, g.n_state + g.n_scan_in, bd, bv,
-                       &ob, &r);
+        st = cancel_point(s->op_type, s->node_name, t,
+                          body_exec(s->op_type, s->node_name, body, s->dev, imm,
+                                    g.n_state + g.n_scan_in, bd, bv, &ob, &r));
         for (int32_t i = 0; !st && i < g.n_state; i++)
             st = copy_owned(s->dev, body_output(&r, i), &state[i]);
         for (int32_t k = 0; !st && k < g.n_scan_out; k++) {

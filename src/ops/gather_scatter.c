@@ -8,8 +8,11 @@
 
 /* Index values are read only inside the kernels (they may come from earlier
  * tasks on the stream); an out-of-range index never touches memory outside the
- * tensors: a gathered element reads as zero, a scattered update is skipped, a
- * one-hot row stays all "off". */
+ * tensors. For the gathers and scatters it is an error, as in ONNX Runtime:
+ * the gathered element reads as zero, the update is skipped, and the run
+ * fails at its next synchronize with a [kernel] error naming the node, the
+ * index and the valid range (cge_kernel_fail). OneHot's spec makes such an
+ * index an all-"off" row, not an error. */
 
 /* NonZero's first pass counts per block into the workspace, at most this many. */
 #define NZ_MAX_BLOCKS 256
@@ -19,6 +22,17 @@
 static inline int64_t load_idx(cge_dtype t, const void *p, int64_t i)
 {
     return t == CGE_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+/* Reports index `raw` (at element `pos` of the indices) outside [-dim, dim)
+ * on data's axis `axis`; the first report of a run is the one kept. */
+static void index_fail(const char *op, const char *node, int64_t raw, int64_t pos, int64_t dim,
+                       int32_t axis)
+{
+    cge_kernel_fail(CGE_ERR_SHAPE,
+                    "%s '%s': index %lld (position %lld) is out of range [%lld, %lld) on axis %d",
+                    op, node ? node : "", (long long)raw, (long long)pos, (long long)-dim,
+                    (long long)dim, (int)axis);
 }
 
 /* One element of `esize` bytes; constant sizes become single moves. */
@@ -171,6 +185,7 @@ typedef struct gather_el_args {
     int64_t dstr[CGE_MAX_RANK];     /* data strides */
     int64_t axis_dim;
     int64_t numel;
+    const char *node;               /* for the failure message */
 } gather_el_args;
 
 static void gather_el_block(int64_t b, int64_t nb, void *p)
@@ -186,12 +201,13 @@ static void gather_el_block(int64_t b, int64_t nb, void *p)
         rem /= a->idims[d];
     }
     for (int64_t e = lo; e < hi; e++) {
-        int64_t k = load_idx(a->idx_dtype, a->idx, e);
+        int64_t raw = load_idx(a->idx_dtype, a->idx, e), k = raw;
         if (k < 0)
             k += a->axis_dim;
         char *dst = a->out + e * (int64_t)a->esize;
         if (k < 0 || k >= a->axis_dim) {
             memset(dst, 0, a->esize);
+            index_fail("GatherElements", a->node, raw, e, a->axis_dim, a->axis);
         } else {
             int64_t off = 0;
             for (int32_t d = 0; d < a->rank; d++)
@@ -238,6 +254,7 @@ static cge_status gather_el_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     memcpy(a.idims, idx->shape.dims, sizeof a.idims);
     cge_shape_strides(&data->shape, a.dstr);
     a.axis_dim = data->shape.dims[axis];
+    a.node = ctx->node_name;
     return cge_launch(stream, gather_el_block,
                       cge__blocks_for(a.numel, CGE__MIN_BLOCK, ctx->num_threads), &a, sizeof a);
 }
@@ -286,6 +303,7 @@ static cge_status gather_nd_infer(cge_infer_ctx *ctx)
  * addresses a slice of `slice` elements of data. */
 typedef struct nd_view {
     int32_t m;                      /* index tuple length */
+    int32_t batch_dims;             /* data's axis of tuple element 0 */
     int64_t rows;                   /* number of tuples */
     int64_t rows_per_batch;
     int64_t batch_stride;           /* elements of data per batch entry */
@@ -301,6 +319,7 @@ static void nd_make(const cge_shape *data, const cge_shape *idx, int32_t b, nd_v
     cge_shape_strides(data, st);
     memset(v, 0, sizeof *v);
     v->m = (int32_t)idx->dims[q - 1];
+    v->batch_dims = b;
     v->rows = cge__dims_prod(idx->dims, 0, q - 1);
     v->rows_per_batch = cge__dims_prod(idx->dims, b, q - 1);
     v->batch_stride = cge__dims_prod(data->dims, b, data->rank);
@@ -311,16 +330,20 @@ static void nd_make(const cge_shape *data, const cge_shape *idx, int32_t b, nd_v
     v->slice = cge__dims_prod(data->dims, b + v->m, data->rank);
 }
 
-/* Element offset in data of tuple `row`, or -1 if an index is out of range. */
-static int64_t nd_offset(const nd_view *v, cge_dtype it, const void *idx, int64_t row)
+/* Element offset in data of tuple `row`, or -1 if an index is out of range
+ * (reported for `op` and `node`). */
+static int64_t nd_offset(const nd_view *v, cge_dtype it, const void *idx, int64_t row,
+                         const char *op, const char *node)
 {
     int64_t off = (v->rows_per_batch ? row / v->rows_per_batch : 0) * v->batch_stride;
     for (int32_t j = 0; j < v->m; j++) {
-        int64_t k = load_idx(it, idx, row * v->m + j);
+        int64_t raw = load_idx(it, idx, row * v->m + j), k = raw;
         if (k < 0)
             k += v->dims[j];
-        if (k < 0 || k >= v->dims[j])
+        if (k < 0 || k >= v->dims[j]) {
+            index_fail(op, node, raw, row * v->m + j, v->dims[j], v->batch_dims + j);
             return -1;
+        }
         off += k * v->strides[j];
     }
     return off;
@@ -333,6 +356,7 @@ typedef struct gather_nd_args {
     cge_dtype idx_dtype;
     size_t esize;
     nd_view v;
+    const char *node;
 } gather_nd_args;
 
 static void gather_nd_block(int64_t b, int64_t nb, void *p)
@@ -342,7 +366,7 @@ static void gather_nd_block(int64_t b, int64_t nb, void *p)
     cge__block_range(a->v.rows, b, nb, &lo, &hi);
     size_t bytes = (size_t)a->v.slice * a->esize;
     for (int64_t row = lo; row < hi; row++) {
-        int64_t off = nd_offset(&a->v, a->idx_dtype, a->idx, row);
+        int64_t off = nd_offset(&a->v, a->idx_dtype, a->idx, row, "GatherND", a->node);
         char *dst = a->out + row * (int64_t)bytes;
         if (off < 0)
             memset(dst, 0, bytes);
@@ -379,6 +403,7 @@ static cge_status gather_nd_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     a.out = out->data;
     a.idx = idx->data;
     a.idx_dtype = idx->dtype;
+    a.node = ctx->node_name;
     int64_t min_rows = a.v.slice >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.v.slice;
     return cge_launch(stream, gather_nd_block, cge__blocks_for(a.v.rows, min_rows, ctx->num_threads),
                       &a, sizeof a);
@@ -422,6 +447,7 @@ typedef struct scatter_common {
     cge_dtype idx_dtype, dtype;
     int red;
     size_t esize;
+    const char *node;
 } scatter_common;
 
 /* After a scatter kernel's own checks: copies data into the output (its
@@ -444,7 +470,7 @@ static cge_status scatter_start(const cge_kernel_ctx *ctx, cge_stream *stream, i
         return st;
     *c = (scatter_common){.out = out->data, .upd = upd->data, .idx = idx->data,
                           .idx_dtype = idx->dtype, .dtype = data->dtype, .red = red,
-                          .esize = esize};
+                          .esize = esize, .node = ctx->node_name};
     *go = true;
     return CGE_OK;
 }
@@ -504,7 +530,7 @@ static void scatter_nd_block(int64_t b, int64_t nb, void *p)
     const scatter_common *c = &a->c;
     int64_t es = (int64_t)c->esize;
     for (int64_t row = 0; row < a->v.rows; row++) {
-        int64_t off = nd_offset(&a->v, c->idx_dtype, c->idx, row);
+        int64_t off = nd_offset(&a->v, c->idx_dtype, c->idx, row, "ScatterND", c->node);
         if (off < 0)
             continue;
         apply_reduction(c->dtype, c->red, c->out + (off + lo) * es,
@@ -609,11 +635,13 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
         int64_t first = o * a->n * a->inner + i;
         for (int64_t j = 0; j < a->n; j++) {
             int64_t e = first + j * a->inner;
-            int64_t k = load_idx(c->idx_dtype, c->idx, e);
+            int64_t raw = load_idx(c->idx_dtype, c->idx, e), k = raw;
             if (k < 0)
                 k += a->axis_dim;
-            if (k < 0 || k >= a->axis_dim)
+            if (k < 0 || k >= a->axis_dim) {
+                index_fail("ScatterElements", c->node, raw, e, a->axis_dim, a->axis);
                 continue;
+            }
             apply_reduction(c->dtype, c->red, c->out + (base + k * a->dstr[a->axis]) * es,
                             c->upd + e * es, 1);
         }

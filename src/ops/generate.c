@@ -37,30 +37,57 @@ static inline void elem_copy(char *dst, const char *src, size_t esize)
 
 /* ---- Range --------------------------------------------------------------------------- */
 
-/* Number of elements of Range(start, limit, delta), or -1 (delta 0) or -2
- * (too many). Integers count exactly; floats as ceil((limit - start) / delta). */
-static int64_t range_count(cge_dtype t, const void *s, const void *l, const void *d)
+/* Number of elements of Range(start, limit, delta), or -1 when there is no
+ * such number (*why says which input is wrong: a NaN, a zero delta, a length
+ * that is undefined (inf - inf) or too large). Integers count exactly; floats
+ * as max(ceil((limit - start) / delta), 0), the spec's formula. */
+static int64_t range_count(cge_dtype t, const void *s, const void *l, const void *d,
+                           char *why, size_t whysz)
 {
     if (cge_dtype_is_float(t)) {
-        double a = cge__load_as_double(t, s, 0), b = cge__load_as_double(t, l, 0),
-               dl = cge__load_as_double(t, d, 0);
-        if (dl == 0 || dl != dl)
+        double v[3] = {cge__load_as_double(t, s, 0), cge__load_as_double(t, l, 0),
+                       cge__load_as_double(t, d, 0)};
+        static const char *const names[3] = {"start", "limit", "delta"};
+        for (int i = 0; i < 3; i++)
+            if (isnan(v[i])) {
+                snprintf(why, whysz, "%s is NaN; start, limit and delta must be numbers",
+                         names[i]);
+                return -1;
+            }
+        if (v[2] == 0) {
+            snprintf(why, whysz, "delta is 0; it must be nonzero");
             return -1;
-        double n = ceil((b - a) / dl);
-        if (n != n || n > 4.0e15)
-            return n != n ? -1 : -2;
+        }
+        double n = ceil((v[1] - v[0]) / v[2]);
+        if (isnan(n)) { /* inf - inf, or inf / inf */
+            snprintf(why, whysz, "the range from %g to %g by %g has no defined length", v[0],
+                     v[1], v[2]);
+            return -1;
+        }
+        if (n > 4.0e15) {
+            snprintf(why, whysz, "the range from %g to %g by %g has too many elements", v[0],
+                     v[1], v[2]);
+            return -1;
+        }
         return n > 0 ? (int64_t)n : 0;
     }
     int64_t a = cge__load_as_i64(t, s, 0), b = cge__load_as_i64(t, l, 0),
             dl = cge__load_as_i64(t, d, 0);
-    if (dl == 0)
+    if (dl == 0) {
+        snprintf(why, whysz, "delta is 0; it must be nonzero");
         return -1;
+    }
     if ((dl > 0 && b <= a) || (dl < 0 && b >= a))
         return 0;
     uint64_t diff = dl > 0 ? (uint64_t)b - (uint64_t)a : (uint64_t)a - (uint64_t)b;
     uint64_t step = dl > 0 ? (uint64_t)dl : (uint64_t)0 - (uint64_t)dl;
     uint64_t n = diff / step + (diff % step != 0);
-    return n > ((uint64_t)1 << 52) ? -2 : (int64_t)n;
+    if (n > ((uint64_t)1 << 52)) {
+        snprintf(why, whysz, "the range from %lld to %lld by %lld has too many elements",
+                 (long long)a, (long long)b, (long long)dl);
+        return -1;
+    }
+    return (int64_t)n;
 }
 
 static cge_status range_infer(cge_infer_ctx *ctx)
@@ -75,11 +102,10 @@ static cge_status range_infer(cge_infer_ctx *ctx)
     const void *s = cge__meta_input_value(ctx, 0), *l = cge__meta_input_value(ctx, 1), *d = cge__meta_input_value(ctx, 2);
     int64_t n = CGE_DIM_DYNAMIC;
     if (s && l && d) {
-        n = range_count(t, s, l, d);
-        if (n == -1)
-            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "delta must be a nonzero number");
-        if (n == -2)
-            return cge_meta_error(ctx, CGE_ERR_SHAPE, "the range has too many elements");
+        char why[256];
+        n = range_count(t, s, l, d, why, sizeof why);
+        if (n < 0)
+            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "%s", why);
     }
     ctx->outputs[0].dtype = t;
     ctx->outputs[0].shape = CGE_SHAPE(n);

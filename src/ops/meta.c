@@ -97,6 +97,18 @@ cge_status cge__op_check_attrs(const cge_op_def *def, const char *node_name,
     return CGE_OK;
 }
 
+static cge_status too_large(const cge_op_def *def, const char *node_name, const char *role,
+                            int32_t i, const cge_tensor_desc *d)
+{
+    char sh[CGE_SHAPE_STR_MAX], sz[64];
+    return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                     "%s '%s': %s %d ('%s') is %s %s: %s, too large (a tensor holds at most "
+                     "2^56 bytes)",
+                     def->name, node_name, role, (int)i, d->name ? d->name : "",
+                     cge_dtype_name(d->dtype), cge_shape_str(&d->shape, sh, sizeof sh),
+                     cge_tensor_size_str(d->dtype, &d->shape, sz, sizeof sz));
+}
+
 cge_status cge__op_infer_node(const cge_op_def *def, const char *node_name,
                              const cge_attrs *attrs, const cge_tensor_desc *inputs,
                              const void *const *input_values, int32_t num_inputs,
@@ -129,6 +141,12 @@ cge_status cge__op_infer_node_symbolic(const cge_op_def *def, const char *node_n
                              node_name, i, a->name, cge_dtype_name(t), def->name, allowed);
         }
     }
+    /* A size no buffer can have is refused before any meta multiplies it
+     * (graph inputs reach here first as some node's input). */
+    for (int32_t i = 0; i < num_inputs; i++)
+        if (cge_dtype_valid(inputs[i].dtype) &&
+            cge_tensor_too_large(inputs[i].dtype, &inputs[i].shape))
+            return too_large(def, node_name, "input", i, &inputs[i]);
     for (int32_t i = 0; i < num_outputs; i++) {
         outputs[i].dtype = CGE_DTYPE_UNDEFINED;
         memset(&outputs[i].shape, 0, sizeof outputs[i].shape);
@@ -168,6 +186,8 @@ cge_status cge__op_infer_node_symbolic(const cge_op_def *def, const char *node_n
             return cge_error(CGE_LAYER_META, CGE_ERR_INTERNAL,
                              "%s '%s': meta left output %d without a dtype or shape", def->name,
                              node_name, i);
+        else if (cge_tensor_too_large(outputs[i].dtype, &outputs[i].shape))
+            return too_large(def, node_name, "output", i, &outputs[i]);
     return CGE_OK;
 }
 

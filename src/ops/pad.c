@@ -24,7 +24,7 @@ typedef struct pad_args {
     bool center;            /* CenterCropPad: pads holds the target shape */
     int64_t axes_copy[CGE_MAX_RANK]; /* CenterCropPad's axes attribute */
     cge_shape in, out;
-    char node[96];
+    char node[96];          /* "Pad 'name'", for failure messages */
 } pad_args;
 
 static int pad_mode(const cge_attrs *a)
@@ -203,7 +203,11 @@ static void fill(unsigned char *d, const unsigned char *v, size_t es, int64_t n)
 }
 
 /* Blocks over output rows (every index but the last). Pads are read here, on
- * the stream, never at launch. */
+ * the stream, never at launch (an earlier task may compute them); the output
+ * was sized by meta from the pads it saw, so pads that say otherwise now (a
+ * value changed since: a bug elsewhere, or memory changed under the plan)
+ * fail the run instead of writing past a row. Every block checks the same
+ * values and stops; block 0 reports. */
 static void pad_fn(int64_t blk, int64_t nblk, void *args)
 {
     const pad_args *p = args;
@@ -220,13 +224,21 @@ static void pad_fn(int64_t blk, int64_t nblk, void *args)
             cge_kernel_fail(CGE_ERR_SHAPE, "%s: %s", p->node, err);
         return;
     }
-    for (int32_t d = 0; d < r; d++)
-        if (p->in.dims[d] + pb[d] + pe[d] != p->out.dims[d]) {
+    for (int32_t d = 0; d < r; d++) {
+        /* pads within +-2^62 keep the sum exact; larger ones cannot match */
+        bool small = pb[d] > -((int64_t)1 << 62) && pb[d] < ((int64_t)1 << 62) &&
+                     pe[d] > -((int64_t)1 << 62) && pe[d] < ((int64_t)1 << 62);
+        if (!small || p->in.dims[d] + pb[d] + pe[d] != p->out.dims[d]) {
             if (blk == 0)
-                cge_kernel_fail(CGE_ERR_SHAPE, "%s: the pads do not give the planned output "
-                                "shape", p->node);
+                cge_kernel_fail(CGE_ERR_SHAPE,
+                                "%s: pads %lld, %lld on axis %d of size %lld do not give the "
+                                "output's size %lld (the pads changed after the output was "
+                                "sized)",
+                                p->node, (long long)pb[d], (long long)pe[d], (int)d,
+                                (long long)p->in.dims[d], (long long)p->out.dims[d]);
             return;
         }
+    }
     unsigned char cv[16] = {0};
     if (p->cval)
         memcpy(cv, p->cval, p->es);

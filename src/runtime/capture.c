@@ -40,6 +40,7 @@ cge_status rt_task_copy_in(rt_ri_task *out, const cge__task *t)
 {
     memset(out, 0, sizeof *out);
     out->t = *t;
+    out->t.cancel = NULL; /* a replay runs under its submitter's token */
     out->group = -1;
     out->dep = -1;
     out->exec = -1;

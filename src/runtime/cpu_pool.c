@@ -279,6 +279,7 @@ static void run_shared_launch(cpu_device *d, const cge__task *task)
     }
     cpu_task t;
     t.t = *task;
+    t.t.cancel = rt_tl_cancel; /* the replay's, not the capture's */
     t.stream = NULL;
     t.fail_stream = rt_current_stream;
     t.next = NULL;
@@ -324,6 +325,13 @@ void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n)
     }
     for (size_t i = 0; i < n; i++) {
         const cge__task *t = &tasks[i];
+        /* Under the token of whoever replays (or submits to an immediate
+         * stream): the rest of a cancelled list's work is skipped. */
+        if (t->kind != CGE_TASK_HOST_FUNC && t->kind != CGE_TASK_EVENT_RECORD &&
+            t->kind != CGE_TASK_EVENT_WAIT && rt_cancel_due(rt_tl_cancel)) {
+            rt_cancel_report(rt_tl_cancel);
+            continue;
+        }
         switch (t->kind) {
         case CGE_TASK_KERNEL:
             if (t->u.launch.num_blocks == 1)

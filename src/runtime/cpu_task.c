@@ -13,15 +13,24 @@ uint64_t cpu_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A cancelled launch stops handing out chunks: whoever notices first takes
+ * the rest of the blocks (so that every participant stops) and reports it. */
 void cpu_run_blocks(cpu_task *t)
 {
     cge_stream *outer = rt_current_stream;
+    cge_cancel *outer_cancel = rt_tl_cancel;
     rt_current_stream = t->stream ? &t->stream->base : t->fail_stream;
+    rt_tl_cancel = t->t.cancel;
     cge_kernel_fn fn = t->t.u.launch.fn;
     int64_t n = t->t.u.launch.num_blocks;
     int64_t chunk = t->chunk;
     void *args = (void *)t->t.u.launch.args;
     for (;;) {
+        if (t->t.cancel && rt_cancel_due(t->t.cancel)) {
+            if (atomic_exchange_explicit(&t->next_block, n, memory_order_relaxed) < n)
+                rt_cancel_report(t->t.cancel);
+            break;
+        }
         int64_t b = atomic_fetch_add_explicit(&t->next_block, chunk, memory_order_relaxed);
         if (b >= n)
             break;
@@ -30,13 +39,29 @@ void cpu_run_blocks(cpu_task *t)
             fn(b, n, args);
     }
     rt_current_stream = outer;
+    rt_tl_cancel = outer_cancel;
 }
 
+/* Kernels and copies under a cancelled token are skipped (reported once per
+ * stream: the first failure is the one kept); event tasks and host callbacks
+ * always run, callbacks with the token bound so that what they run inside
+ * (a replay, a Loop's body) stops too. */
 void cpu_run_task(cpu_task *t)
 {
     cge_stream *outer = rt_current_stream;
+    cge_cancel *outer_cancel = rt_tl_cancel;
     if (t->stream)
         rt_current_stream = &t->stream->base;
+    if (t->t.cancel)
+        rt_tl_cancel = t->t.cancel;
+    if ((t->t.kind == CGE_TASK_KERNEL || t->t.kind == CGE_TASK_MEMCPY ||
+         t->t.kind == CGE_TASK_MEMSET) &&
+        rt_cancel_due(rt_tl_cancel)) {
+        rt_cancel_report(rt_tl_cancel);
+        rt_current_stream = outer;
+        rt_tl_cancel = outer_cancel;
+        return;
+    }
     switch (t->t.kind) {
     case CGE_TASK_KERNEL: {
         cge_kernel_fn fn = t->t.u.launch.fn;
@@ -65,6 +90,7 @@ void cpu_run_task(cpu_task *t)
         break;
     }
     rt_current_stream = outer;
+    rt_tl_cancel = outer_cancel;
 }
 
 cpu_task *cpu_task_get(cpu_device *d)

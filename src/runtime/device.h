@@ -45,6 +45,9 @@ typedef struct cge__task {
             cge_event *event;
         } event; /* RECORD and WAIT */
     } u;
+    /* The token of the scope it was enqueued in (NULL: none); captured
+     * tasks keep none, a replay runs under its own submitter's. */
+    cge_cancel *cancel;
 } cge__task;
 
 /* What a device implements. The public functions in runtime.h validate their
@@ -135,6 +138,7 @@ struct cge_stream {
      * claimed by a compare-and-swap on kfail_status, so one writer fills
      * the message; synchronize reads it after the stream's work is done. */
     atomic_int kfail_status;
+    int kfail_layer;          /* CGE_LAYER_KERNEL, or RUNTIME for cancellation */
     char kfail_msg[512];
     /* cge_stream_create_immediate: every submission runs on the calling
      * thread before the submit call returns (set once, before any use). */
@@ -144,9 +148,22 @@ struct cge_stream {
 /* The stream whose task this thread is running (NULL outside tasks), so that
  * cge_kernel_fail knows where a failure belongs. Set by the device's workers. */
 extern _Thread_local cge_stream *rt_current_stream;
-/* Hand a failure recorded on `stream` to the caller as a [kernel] error (and
- * clear it); CGE_OK if none. */
+/* Hand a failure recorded on `stream` to the caller as a [kernel] error (a
+ * [runtime] one for cancellation) and clear it; CGE_OK if none. */
 cge_status rt_stream_take_failure(cge_stream *stream);
+/* Records the first failure on `stream` with its layer (cge_kernel_fail's
+ * work); later ones are dropped. */
+void rt_stream_fail(cge_stream *stream, cge_layer layer, cge_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The cancel token of the scope this thread enqueues in, and while a worker
+ * runs a task, that task's (cancel.c). */
+extern _Thread_local cge_cancel *rt_tl_cancel;
+/* Whether work under `c` must stop: one relaxed load, and a clock read only
+ * when the token has a deadline. */
+bool rt_cancel_due(const cge_cancel *c);
+/* Records on rt_current_stream that work under `c` was skipped. */
+void rt_cancel_report(const cge_cancel *c);
 
 struct cge_event {
     cge_device *dev;

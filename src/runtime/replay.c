@@ -196,6 +196,7 @@ static cge_status execute_locked(cge_ri *ri, cge_stream *stream, uint64_t *ticke
         cge__task h = {.kind = CGE_TASK_HOST_FUNC};
         h.u.host.fn = tracked ? replay_run_tracked : replay_run;
         h.u.host.user = ri;
+        h.cancel = rt_tl_cancel; /* the replayed work stops with the submitter's token */
         st = dev->ops->stream_submit(stream, &h);
     }
     if (st != CGE_OK) {

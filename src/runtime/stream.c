@@ -71,19 +71,35 @@ cge_status cge_stream_synchronize(cge_stream *stream)
 
 _Thread_local cge_stream *rt_current_stream;
 
-void cge_kernel_fail(cge_status status, const char *fmt, ...)
+static void stream_fail_v(cge_stream *s, cge_layer layer, cge_status status, const char *fmt,
+                          va_list ap)
 {
-    cge_stream *s = rt_current_stream;
     if (!s || status == CGE_OK)
         return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&s->kfail_status, &expected, -1))
         return; /* an earlier failure is kept */
+    s->kfail_layer = (int)layer;
+    vsnprintf(s->kfail_msg, sizeof s->kfail_msg, fmt ? fmt : "kernel failed", ap);
+    atomic_store(&s->kfail_status, (int)status);
+}
+
+void rt_stream_fail(cge_stream *stream, cge_layer layer, cge_status status, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->kfail_msg, sizeof s->kfail_msg, fmt ? fmt : "kernel failed", ap);
+    stream_fail_v(stream, layer, status, fmt, ap);
     va_end(ap);
-    atomic_store(&s->kfail_status, (int)status);
+}
+
+void cge_kernel_fail(cge_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    bool cancel = status == CGE_ERR_CANCELLED || status == CGE_ERR_TIMEOUT;
+    stream_fail_v(rt_current_stream, cancel ? CGE_LAYER_RUNTIME : CGE_LAYER_KERNEL, status, fmt,
+                  ap);
+    va_end(ap);
 }
 
 cge_status rt_stream_take_failure(cge_stream *stream)
@@ -91,7 +107,8 @@ cge_status rt_stream_take_failure(cge_stream *stream)
     int st = atomic_load(&stream->kfail_status);
     if (st == 0)
         return CGE_OK;
-    cge_error(CGE_LAYER_KERNEL, (cge_status)(st > 0 ? st : CGE_ERR_INTERNAL), "%s", stream->kfail_msg);
+    cge_layer layer = st > 0 ? (cge_layer)stream->kfail_layer : CGE_LAYER_KERNEL;
+    cge_error(layer, (cge_status)(st > 0 ? st : CGE_ERR_INTERNAL), "%s", stream->kfail_msg);
     atomic_store(&stream->kfail_status, 0);
     return (cge_status)(st > 0 ? st : CGE_ERR_INTERNAL);
 }
@@ -108,7 +125,13 @@ cge_status cge_stream_query(cge_stream *stream, bool *idle)
     return stream->dev->ops->stream_query(stream, idle);
 }
 
-static cge_status submit(cge_stream *stream, const cge__task *task) { return rt_submit(stream, task); }
+/* Work tasks carry the enqueuing thread's cancel token (event tasks never
+ * stop, so they need none). */
+static cge_status submit(cge_stream *stream, cge__task *task)
+{
+    task->cancel = rt_tl_cancel;
+    return rt_submit(stream, task);
+}
 
 cge_status cge_memcpy_async(cge_stream *stream, void *dst, const void *src, size_t bytes,
                             cge_memcpy_kind kind)

@@ -510,6 +510,10 @@ static cge_status check_inputs(const graph_entry *e, const cge_tensor *inputs, i
                              "graph %u: input '%s' has shape %s; the graph declares %s", e->id,
                              name, cge_shape_str(&t->shape, a, sizeof a),
                              cge_shape_str(&d.shape, b, sizeof b));
+        if (cge_tensor_too_large(t->dtype, &t->shape))
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
+                             "graph %u: input '%s' has shape %s: too large", e->id, name,
+                             cge_shape_str(&t->shape, a, sizeof a));
         size_t need = cge_tensor_nbytes(t->dtype, &t->shape);
         if (t->bytes < need || (need && !t->data))
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,

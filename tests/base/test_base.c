@@ -183,6 +183,22 @@ static void test_shapes(void **state)
     cge_shape huge = CGE_SHAPE(INT64_MAX / 2, 4);
     assert_int_equal(cge_shape_numel(&huge), -1);
     assert_int_equal(cge_tensor_nbytes(CGE_F64, &huge), SIZE_MAX);
+    /* too large: beyond 2^56 bytes, computed without overflow */
+    assert_true(cge_tensor_too_large(CGE_F64, &huge));
+    cge_shape sq = CGE_SHAPE((int64_t)1 << 40, (int64_t)1 << 40);
+    assert_true(cge_tensor_too_large(CGE_U8, &sq));
+    cge_shape wrap = CGE_SHAPE((int64_t)1 << 32, (int64_t)1 << 32, 1); /* 2^64: wraps to 0 */
+    assert_true(cge_tensor_too_large(CGE_U8, &wrap));
+    cge_shape edge = CGE_SHAPE((int64_t)1 << 27, (int64_t)1 << 27); /* 2^54 elements */
+    assert_false(cge_tensor_too_large(CGE_F32, &edge));               /* 2^56 bytes */
+    assert_true(cge_tensor_too_large(CGE_F64, &edge));
+    cge_shape empty = CGE_SHAPE((int64_t)1 << 40, 0, (int64_t)1 << 40);
+    assert_false(cge_tensor_too_large(CGE_F32, &empty));
+    cge_shape dyn = CGE_SHAPE(CGE_DIM_DYNAMIC, (int64_t)1 << 40, (int64_t)1 << 40);
+    assert_false(cge_tensor_too_large(CGE_F32, &dyn));
+    char szbuf[64];
+    assert_string_equal(cge_tensor_size_str(CGE_F32, &sq, szbuf, sizeof szbuf),
+                        "1.21e+24 elements, 4.84e+24 bytes");
 }
 
 /* Symbolic dims: encoding, equality, broadcasting and printing. */

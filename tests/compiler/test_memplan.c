@@ -1,7 +1,7 @@
 /* Memory planning: both strategies on random and adversarial lifetimes, the
  * verifier (it must catch overlaps, out-of-arena blocks and unsafe in-place
  * writes), the lower bound, and plans: in-place chains, views sharing memory,
- * workspaces. */
+ * workspaces; sizes that overflow are refused before planning. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -260,6 +260,47 @@ static void test_workspace_in_arena(void **state)
     cge_graph_destroy(g);
 }
 
+/* [2^40, 2^40] float32 has 2^80 elements: meta refuses it as too large, naming
+ * the node and the value (it reached the memory plan as an overflowed size,
+ * "block 0 [0, +18446744073709551615) lies outside the arena"). */
+static void test_overflowing_sizes_refused(void **state)
+{
+    static const struct {
+        cge_shape s;
+        const char *op;
+    } cases[] = {
+        {CGE_SHAPE((int64_t)1 << 40, (int64_t)1 << 40), "Relu"},
+        {CGE_SHAPE((int64_t)1 << 31, (int64_t)1 << 31, 4), "Relu"},
+        {CGE_SHAPE((int64_t)1 << 32, (int64_t)1 << 32, (int64_t)1 << 32), "Neg"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cge_graph *g = ct_graph("huge");
+        ct_input(g, "x", cases[c].s);
+        ct_node(g, cases[c].op, "x", NULL, "y");
+        ct_output(g, "y");
+        cge_plan *p = NULL;
+        cge_compile_options o = ct_opts(CGE_OPT_NONE);
+        assert_int_equal(cge_compile(g, NULL, 0, &o, &p), CGE_ERR_SHAPE);
+        assert_null(p);
+        const char *msg = cge_last_error();
+        if (!strstr(msg, "[meta]") || !strstr(msg, "input 0 ('x')") || !strstr(msg, "too large") ||
+            !strstr(msg, cases[c].op))
+            fail_msg("unexpected message: %s", msg);
+        cge_graph_destroy(g);
+    }
+    /* the largest size described still compiles (2^54 float32 = 2^56 bytes) */
+    cge_graph *g = ct_graph("largest");
+    ct_input(g, "x", CGE_SHAPE((int64_t)1 << 27, (int64_t)1 << 27));
+    ct_node(g, "Relu", "x", NULL, "y");
+    ct_output(g, "y");
+    cge_plan *p = NULL;
+    cge_compile_options o = ct_opts(CGE_OPT_NONE);
+    if (cge_compile(g, NULL, 0, &o, &p) != CGE_OK)
+        fail_msg("%s", cge_last_error());
+    cge_plan_destroy(p);
+    cge_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_views_share_memory),
         cmocka_unit_test(test_plan_verifier_catches_tampering),
         cmocka_unit_test(test_workspace_in_arena),
+        cmocka_unit_test(test_overflowing_sizes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,11 +22,12 @@ typedef struct tally {
 
 static cge_session *session;
 
-/* Load (and, if it loads and is small, run) one variant. */
-static void try_variant(const void *data, size_t size, tally *t)
+/* Load with `opts` (and, if it loads and is small, run) one variant. */
+static void try_variant_with(const void *data, size_t size, const cge_model_load_options *opts,
+                             tally *t)
 {
     cge_model *m = (cge_model *)1;
-    cge_status st = cge_model_load_buffer(data, size, NULL, &m);
+    cge_status st = cge_model_load_buffer(data, size, opts, &m);
     if (st) {
         if (cge_last_error_layer() != CGE_LAYER_IO)
             fail_msg("not an [io] error: %s", cge_last_error());
@@ -44,6 +45,11 @@ static void try_variant(const void *data, size_t size, tally *t)
         cge_session_remove_graph(session, 1);
     }
     cge_model_destroy(m);
+}
+
+static void try_variant(const void *data, size_t size, tally *t)
+{
+    try_variant_with(data, size, NULL, t);
 }
 
 static void *saved(cge_graph *g, size_t *size)
@@ -199,6 +205,33 @@ static void test_every_record_word(void **state)
     free(data);
 }
 
+/* A crafted value whose size overflows (each dim within the loader's limit)
+ * is refused as too large, not as a size of 18446744073709551615 bytes. */
+static void test_value_too_large(void **state)
+{
+    (void)state;
+    size_t size;
+    char *data = saved(mf_mixed_graph(4), &size);
+    cgm_header h;
+    memcpy(&h, data, sizeof h);
+    const cgm_section *tab = (const cgm_section *)(data + h.section_table);
+    const cgm_section *vs = NULL;
+    for (uint32_t s = 0; s < h.num_sections; s++)
+        if (tab[s].kind == CGM_SEC_VALUES)
+            vs = &tab[s];
+    assert_non_null(vs);
+    cgm_value *v = (cgm_value *)(data + vs->offset);
+    v->rank = 3;
+    v->dims[0] = v->dims[1] = v->dims[2] = (int64_t)1 << 32;
+    mf_fix_crc(data, size);
+    cge_model *m = NULL;
+    assert_int_not_equal(cge_model_load_buffer(data, size, NULL, &m), CGE_OK);
+    assert_null(m);
+    if (cge_last_error_layer() != CGE_LAYER_IO || !strstr(cge_last_error(), "too large"))
+        fail_msg("unexpected message: %s", cge_last_error());
+    free(data);
+}
+
 static void test_random_flips(void **state)
 {
     (void)state;
@@ -220,12 +253,14 @@ static void test_random_flips(void **state)
             copy[at] ^= (char)(1u << (seed >> 28 & 7));
         }
         if (in_weights) {
-            /* Weights are not checked by default: they load and run. */
-            try_variant(copy, size, &weights);
+            /* Damaged weights are refused by default; trusted (SKIP), they
+             * load and run: wrong numbers, never a wrong address. */
             cge_model *m = NULL;
-            cge_model_load_options vo = {.verify_weights = true};
-            assert_int_not_equal(cge_model_load_buffer(copy, size, &vo, &m), CGE_OK);
+            assert_int_not_equal(cge_model_load_buffer(copy, size, NULL, &m), CGE_OK);
             assert_int_equal(cge_last_error_layer(), CGE_LAYER_IO);
+            assert_non_null(strstr(cge_last_error(), "weights checksum mismatch"));
+            cge_model_load_options skip = {.weights_check = CGE_WEIGHTS_CHECK_SKIP};
+            try_variant_with(copy, size, &skip, &weights);
             continue;
         }
         try_variant(copy, size, &plain);
@@ -247,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_section_table_entries),
         cmocka_unit_test(test_every_record_word),
+        cmocka_unit_test(test_value_too_large),
         cmocka_unit_test(test_random_flips),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

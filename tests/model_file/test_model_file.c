@@ -343,17 +343,23 @@ static void test_version_arch_and_features(void **state)
     lo.cpu_features = ~(uint64_t)0;
     assert_int_equal(cge_model_load_buffer(data, size, &lo, &m), CGE_OK);
     cge_model_destroy(m);
-    /* Corrupt weights load (only metadata is always checked) unless asked. */
+    /* Corrupt weights are refused by default; trusted on request. */
     memcpy(copy, data, size);
     copy[size - 1] ^= 1;
-    assert_int_equal(cge_model_load_buffer(copy, size, NULL, &m), CGE_OK);
+    expect_io(cge_model_load_buffer(copy, size, NULL, &m), "weights checksum mismatch");
+    assert_null(m);
+    cge_model_load_options skip = {.weights_check = CGE_WEIGHTS_CHECK_SKIP};
+    assert_int_equal(cge_model_load_buffer(copy, size, &skip, &m), CGE_OK);
     cge_model_destroy(m);
     m = NULL;
-    cge_model_load_options vw = {.verify_weights = true};
+    cge_model_load_options vw = {.weights_check = CGE_WEIGHTS_CHECK_VERIFY};
     expect_io(cge_model_load_buffer(copy, size, &vw, &m), "weights checksum mismatch");
     assert_null(m);
     assert_int_equal(cge_model_load_buffer(data, size, &vw, &m), CGE_OK);
     cge_model_destroy(m);
+    cge_model_load_options odd = {.weights_check = (cge_weights_check)7};
+    expect_io(cge_model_load_buffer(data, size, &odd, &m), "weights_check 7");
+    assert_null(m);
     free(copy);
     free(data);
 }

@@ -2,6 +2,8 @@
  * SpaceToDepth and ReverseSequence: every ONNX 1.12 node test case
  * (generate_fixtures.h), then large shapes against naive loops, round trips,
  * clamped lengths and offsets, dtypes, and meta without values. */
+#include <math.h>
+
 #include "generate_fixtures.h"
 #include "onnx_node_case.h"
 #include "op_runner.h"
@@ -227,7 +229,40 @@ static void test_meta_dynamic_and_errors(void **state)
     op_assert_shape(&(cge_tensor){.shape = out[0].shape}, CGE_SHAPE(CGE_DIM_DYNAMIC));
     float s = 0, l = 1, d = 0;
     const void *vals[3] = {&s, &l, &d};
-    op_assert_error(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), "[meta]", "nonzero");
+    op_assert_error(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), "[meta]",
+                    "delta is 0; it must be nonzero");
+    /* A NaN is named as the input it is (it was reported as a zero delta). */
+    d = 1;
+    l = NAN;
+    op_assert_error(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), "[meta]",
+                    "limit is NaN; start, limit and delta must be numbers");
+    l = 1;
+    s = NAN;
+    op_assert_error(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), "[meta]", "start is NaN");
+    s = 0;
+    d = NAN;
+    op_assert_error(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), "[meta]", "delta is NaN");
+    s = -INFINITY;
+    l = INFINITY;
+    d = 1;
+    op_assert_error(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), "[meta]",
+                    "from -inf to inf by 1 has too many elements");
+    s = l = INFINITY;
+    op_assert_error(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), "[meta]",
+                    "has no defined length");
+    /* an infinite step: the spec's max(ceil((limit - start) / delta), 0) is 0 */
+    s = 0;
+    l = 1;
+    d = INFINITY;
+    assert_int_equal(op_infer("Range", rg, vals, 3, NULL, 0, out, 1), CGE_OK);
+    op_assert_shape(&(cge_tensor){.shape = out[0].shape}, CGE_SHAPE(0));
+    int64_t is = 0, il = INT64_MAX, id = 1;
+    const void *ivals[3] = {&is, &il, &id};
+    cge_tensor_desc irg[3] = {{.name = "", .dtype = CGE_I64, .shape = CGE_SCALAR},
+                              {.name = "", .dtype = CGE_I64, .shape = CGE_SCALAR},
+                              {.name = "", .dtype = CGE_I64, .shape = CGE_SCALAR}};
+    op_assert_error(op_infer("Range", irg, ivals, 3, NULL, 0, out, 1), "[meta]",
+                    "too many elements");
     rg[2].dtype = CGE_F64;
     op_assert_error(op_infer("Range", rg, NULL, 3, NULL, 0, out, 1), "[meta]", "share");
     cge_tensor_desc cs = {.name = "", .dtype = CGE_I64, .shape = CGE_SHAPE(3)};

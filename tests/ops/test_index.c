@@ -1,7 +1,8 @@
 /* Tests of GatherElements, GatherND, ScatterND, ScatterElements, OneHot,
  * NonZero, TopK, CumSum, Trilu and Compress: every ONNX 1.12 node test case
  * (index_fixtures.h), then large shapes (several blocks) against naive loops,
- * out-of-range indices (never out of bounds), dtypes, and meta without values. */
+ * negative indices, out-of-range indices ([kernel] errors naming the node,
+ * index and range; OneHot's "off" rows), dtypes, and meta without values. */
 #include "index_fixtures.h"
 #include "onnx_node_case.h"
 #include "op_runner.h"
@@ -83,7 +84,7 @@ static float *seq_f32(int64_t n, int seed)
 
 /* ---- gathers ------------------------------------------------------------------------- */
 
-static void test_gather_elements_large_and_out_of_range(void **state)
+static void test_gather_elements_large_and_negative(void **state)
 {
     enum { A = 40, B = 50, C = 30, BI = 70 };
     float *x = seq_f32(A * B * C, 1);
@@ -93,10 +94,10 @@ static void test_gather_elements_large_and_out_of_range(void **state)
         for (int j = 0; j < BI; j++)
             for (int c = 0; c < C; c++) {
                 int e = (a * BI + j) * C + c;
-                int k = (e * 7) % (2 * B + 6) - B - 3; /* [-B-3, B+2]: some out of range */
+                int k = (e * 7) % (2 * B) - B; /* [-B, B-1] */
                 idx[e] = k;
                 int kk = k < 0 ? k + B : k;
-                want[e] = kk < 0 || kk >= B ? 0.0f : x[(a * B + kk) * C + c];
+                want[e] = x[(a * B + kk) * C + c];
             }
     fx_tensor in[2] = {fxt(CGE_F32, CGE_SHAPE(A, B, C), x), fxt(CGE_I32, CGE_SHAPE(A, BI, C), idx)};
     fx_tensor out[1] = {fxt(CGE_F32, CGE_SHAPE(A, BI, C), want)};
@@ -107,11 +108,11 @@ static void test_gather_elements_large_and_out_of_range(void **state)
     free(want);
 }
 
-static void test_gather_nd_batch_and_out_of_range(void **state)
+static void test_gather_nd_batch_and_negative(void **state)
 {
     /* data [2,3,4,5], batch_dims 1, tuples of 2 -> slices of 5 */
     float *x = seq_f32(120, 2);
-    int64_t idx[2 * 3 * 2] = {0, 1, 2, 3, -1, -1, /* batch 1: */ 1, 0, 3, 0, 0, 4};
+    int64_t idx[2 * 3 * 2] = {0, 1, 2, 3, -1, -1, /* batch 1: */ 1, 0, -3, 0, 0, -4};
     float want[2 * 3 * 5];
     for (int b = 0; b < 2; b++)
         for (int t = 0; t < 3; t++) {
@@ -119,8 +120,7 @@ static void test_gather_nd_batch_and_out_of_range(void **state)
             i0 = i0 < 0 ? i0 + 3 : i0;
             i1 = i1 < 0 ? i1 + 4 : i1;
             for (int e = 0; e < 5; e++)
-                want[(b * 3 + t) * 5 + e] = i0 >= 3 || i1 >= 4 ? 0.0f
-                                                              : x[((b * 3 + i0) * 4 + i1) * 5 + e];
+                want[(b * 3 + t) * 5 + e] = x[((b * 3 + i0) * 4 + i1) * 5 + e];
         }
     fx_tensor in[2] = {fxt(CGE_F32, CGE_SHAPE(2, 3, 4, 5), x),
                        fxt(CGE_I64, CGE_SHAPE(2, 3, 2), idx)};
@@ -137,14 +137,12 @@ static void test_scatter_nd_large_duplicates(void **state)
     enum { R = 6, S = 40000, U = 5 };
     float *x = seq_f32(R * S, 3), *upd = seq_f32(U * S, 4);
     float *want = malloc(sizeof(float) * R * S);
-    int64_t idx[U] = {2, -1, 2, 9, 0}; /* a duplicate, a negative, one out of range */
+    int64_t idx[U] = {2, -1, 2, -6, 0}; /* duplicates (2, and -6 is 0), a negative */
     static const char *const reds[] = {"add", "mul", "max", "none"};
     for (int r = 0; r < 4; r++) {
         memcpy(want, x, sizeof(float) * R * S);
         for (int u = 0; u < U; u++) {
             int64_t k = idx[u] < 0 ? idx[u] + R : idx[u];
-            if (k >= R)
-                continue;
             for (int e = 0; e < S; e++) {
                 float *d = &want[k * S + e], v = upd[u * S + e];
                 *d = r == 0 ? *d + v : r == 1 ? *d * v : r == 2 ? (v > *d ? v : *d) : v;
@@ -173,11 +171,10 @@ static void test_scatter_elements_dtypes(void **state)
     for (int a = 0; a < A; a++)
         for (int j = 0; j < BI; j++) {
             int e = a * BI + j;
-            idx[e] = (e * 13) % (B + 4) - 2; /* -2..B+1 */
+            idx[e] = (e * 13) % (B + 4) - 4; /* -4..B-1 */
             upd[e] = e % 11 - 5;
             int64_t k = idx[e] < 0 ? idx[e] + B : idx[e];
-            if (k < B)
-                want[a * B + k] += upd[e];
+            want[a * B + k] += upd[e];
         }
     fx_tensor in[3] = {fxt(CGE_I32, CGE_SHAPE(A, B), x), fxt(CGE_I64, CGE_SHAPE(A, BI), idx),
                        fxt(CGE_I32, CGE_SHAPE(A, BI), upd)};
@@ -202,6 +199,57 @@ static void test_scatter_elements_dtypes(void **state)
     free(want);
     free(idx);
     free(upd);
+}
+
+/* An index outside [-dim, dim) is a [kernel] error naming the node, the
+ * index, its position and the range, as in ONNX Runtime (these gave zeros or
+ * skipped the update before); both signs, int32 and int64 indices. */
+static void test_out_of_range_indices_are_errors(void **state)
+{
+    float x[3 * 4] = {0};
+    cge_tensor y;
+    cge_attr ax1 = CGE_ATTR_I("axis", 1);
+    /* GatherElements on axis 1 (size 4) */
+    int64_t ge_hi[3 * 2] = {0, 1, 2, 3, 4, 0}, ge_lo[3 * 2] = {0, -5, 0, 0, 0, 0};
+    cge_tensor gin[2] = {op_tensor(CGE_F32, CGE_SHAPE(3, 4), x),
+                         op_tensor(CGE_I64, CGE_SHAPE(3, 2), ge_hi)};
+    cge_status st = op_run("GatherElements", gin, 2, &ax1, 1, &y, 1);
+    op_assert_error(st, "[kernel]", "GatherElements 'node0': index 4 (position 4) is out of "
+                                    "range [-4, 4) on axis 1");
+    gin[1] = op_tensor(CGE_I64, CGE_SHAPE(3, 2), ge_lo);
+    op_assert_error(op_run("GatherElements", gin, 2, &ax1, 1, &y, 1), "[kernel]",
+                    "index -5 (position 1) is out of range [-4, 4)");
+    /* GatherND: tuples of 2 into [3, 4]; component 1 of tuple 1 is bad */
+    int32_t nd[2 * 2] = {2, 3, 1, -5};
+    cge_tensor nin[2] = {op_tensor(CGE_F32, CGE_SHAPE(3, 4), x),
+                         op_tensor(CGE_I32, CGE_SHAPE(2, 2), nd)};
+    op_assert_error(op_run("GatherND", nin, 2, NULL, 0, &y, 1), "[kernel]",
+                    "GatherND 'node0': index -5 (position 3) is out of range [-4, 4) on axis 1");
+    nd[3] = 0;
+    nd[0] = 3;
+    op_assert_error(op_run("GatherND", nin, 2, NULL, 0, &y, 1), "[kernel]",
+                    "index 3 (position 0) is out of range [-3, 3) on axis 0");
+    /* ScatterND: rows of [3, 4] */
+    int64_t sn[2] = {1, 7};
+    float upd[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8};
+    cge_tensor sin[3] = {op_tensor(CGE_F32, CGE_SHAPE(3, 4), x),
+                         op_tensor(CGE_I64, CGE_SHAPE(2, 1), sn),
+                         op_tensor(CGE_F32, CGE_SHAPE(2, 4), upd)};
+    op_assert_error(op_run("ScatterND", sin, 3, NULL, 0, &y, 1), "[kernel]",
+                    "ScatterND 'node0': index 7 (position 1) is out of range [-3, 3) on axis 0");
+    /* ScatterElements on axis 1 */
+    int32_t se[3 * 2] = {0, 1, 2, -4, -9, 3};
+    float supd[3 * 2] = {1, 2, 3, 4, 5, 6};
+    cge_tensor ein[3] = {op_tensor(CGE_F32, CGE_SHAPE(3, 4), x),
+                         op_tensor(CGE_I32, CGE_SHAPE(3, 2), se),
+                         op_tensor(CGE_F32, CGE_SHAPE(3, 2), supd)};
+    op_assert_error(op_run("ScatterElements", ein, 3, &ax1, 1, &y, 1), "[kernel]",
+                    "ScatterElements 'node0': index -9 (position 4) is out of range [-4, 4) on "
+                    "axis 1");
+    /* the same inputs with every index in range run */
+    se[4] = -1;
+    assert_int_equal(op_run("ScatterElements", ein, 3, &ax1, 1, &y, 1), CGE_OK);
+    op_free_outputs(&y, 1);
 }
 
 /* ---- OneHot, NonZero ----------------------------------------------------------------- */
@@ -438,8 +486,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_onnx_cases),
-        cmocka_unit_test(test_gather_elements_large_and_out_of_range),
-        cmocka_unit_test(test_gather_nd_batch_and_out_of_range),
+        cmocka_unit_test(test_gather_elements_large_and_negative),
+        cmocka_unit_test(test_gather_nd_batch_and_negative),
+        cmocka_unit_test(test_out_of_range_indices_are_errors),
         cmocka_unit_test(test_scatter_nd_large_duplicates),
         cmocka_unit_test(test_scatter_elements_dtypes),
         cmocka_unit_test(test_onehot_axis0_and_out_of_range),

@@ -130,6 +130,27 @@ static void test_mismatched_symbol_refused(void **state)
     cge_graph_destroy(g);
 }
 
+/* An input whose size overflows is refused as too large (it was "needs
+ * 18446744073709551615 bytes of data"), and the session still runs. */
+static void test_input_too_large(void **state)
+{
+    (void)state;
+    cge_graph *g = build();
+    cge_session *s = NULL;
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    io t;
+    int64_t big = (int64_t)1 << 40;
+    set_sizes(&t, 2, 2, big, big);
+    assert_int_equal(cge_session_run_graph(s, 1, t.in, 3, t.out, 2), CGE_ERR_SHAPE);
+    assert_int_equal(cge_last_error_layer(), CGE_LAYER_SESSION);
+    if (!strstr(cge_last_error(), "input 'x'") || !strstr(cge_last_error(), "too large"))
+        fail_msg("unexpected message: %s", cge_last_error());
+    run_n(s, 3);
+    cge_session_destroy(s);
+    cge_graph_destroy(g);
+}
+
 /* Unnamed symbols (CGE_DIM_SYMBOL(k) without a name) are checked too. */
 static void test_unnamed_symbol(void **state)
 {
@@ -164,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_plan_cache_by_symbol_value),
         cmocka_unit_test(test_mismatched_symbol_refused),
         cmocka_unit_test(test_unnamed_symbol),
+        cmocka_unit_test(test_input_too_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

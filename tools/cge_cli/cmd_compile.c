@@ -37,7 +37,8 @@ static const char inspect_help[] =
     "  --json                     one JSON object (keys: inputs, outputs, nodes, ops,\n"
     "                             engines, streams, weight_bytes, arena_bytes,\n"
     "                             lower_bound_bytes, naive_bytes, ...)\n"
-    "  --verify                   .cgm: also check the weights' checksum\n"
+    "  --verify                   .cgm: check the weights' checksum even where\n"
+    "                             CGE_VERIFY_WEIGHTS=0 (it is checked by default)\n"
     "  --input-shape NAME:D0,D1   (.onnx) set an input's shape (a dim may be a name)\n"
     "  --opt-level 0-3, --disable-pass NAME, --streams N, --custom-op-lib LIB.so\n";
 

@@ -316,7 +316,8 @@ int cli_open(const char *cmd, const cli_opts *o, cli_model *m)
         if (o->num_shapes)
             return cli_usage(cmd, "--input-shape applies to .onnx models; '%s' was compiled for "
                                   "fixed input shapes", o->model);
-        cge_model_load_options lo = {.verify_weights = o->verify};
+        cge_model_load_options lo = {.weights_check = o->verify ? CGE_WEIGHTS_CHECK_VERIFY
+                                                                : CGE_WEIGHTS_CHECK_DEFAULT};
         if (cge_model_load(o->model, &lo, &m->model))
             return cli_fail_last(cmd, NULL);
     } else {
