@@ -12,11 +12,20 @@ cge beside ONNX Runtime (and PyTorch eager), in one run. Not a test.
       token (median, mean), tokens/s, and whether the tokens equal PyTorch's.
       The prefill's argmax is the first token, each step adds one (steps + 1
       tokens); each timing includes the argmax. tokens/s = 1000 / mean.
+  (d) decoder_static: the same decoder (same weights) with a static cache of
+      MAX_LEN slots (make_dynamic_models.StaticDecoder): the prompt in one run
+      at pos 0 (seq 16), then the same greedy steps, each one token at the
+      next pos with the presents fed back: every step has the same shapes,
+      so cge compiles one plan and replays one capture. Reported as (c), the
+      tokens against PyTorch's concat decoder (c's reference), and the ratio
+      to ONNX Runtime on this form and on the concat form (c) (ORT's (c) run
+      when (c) ran in this invocation, else ORT on the concat model here).
 
 Targets (printed beside the ratios; '*' marks a miss): cge's first run at a
 new shape <= 1.5x its steady run at that shape; cge's steady run <= 0.9x ONNX
 Runtime's; cge's decode ms/token <= 0.8x ONNX Runtime's, on the mean (every
-step counts: a step that recompiles is what a user waits for).
+step counts: a step that recompiles is what a user waits for); cge's
+static-cache ms/token <= 0.5x ONNX Runtime's concat form's (d against c).
 
 cge runs through python/cge (CGE_LIBRARY=$BUILD/libcge.so, CGE_NUM_THREADS)
 in each mode of BENCH_CGE_MODES ("default": cge's own choice; "plan": as
@@ -27,7 +36,7 @@ in a process of its own, with a fresh session; an error (or a crash) is
 reported in the table, as its first line. Models: scripts/make_dynamic_models.py
 (into BENCH_MODEL_DIR, once).
 
-Usage: dynamic.py [--json OUT] [--workloads resnet18,encoder,decoder]"""
+Usage: dynamic.py [--json OUT] [--workloads resnet18,encoder,decoder,decoder_static]"""
 import argparse
 import json
 import os
@@ -56,11 +65,13 @@ WORKLOADS = {
     "resnet18": ("resnet18_dyn", "batch", [[b, 3, 224, 224] for b in RESNET_BATCHES]),
     "encoder": ("encoder_dyn", "seq", [[1, s, 256] for s in ENCODER_SEQS]),
     "decoder": ("decoder_dyn", None, None),
+    "decoder_static": ("decoder_static", None, None),
 }
 # The issue's targets.
 FIRST_OVER_STEADY = 1.5  # first run at a new shape <= 1.5x that shape's steady run
 STEADY_OVER_ORT = 0.9    # steady <= 0.9x ONNX Runtime
 TOKEN_OVER_ORT = 0.8     # decode ms/token <= 0.8x ONNX Runtime
+STATIC_OVER_CONCAT = 0.5  # static-cache ms/token <= 0.5x ONNX Runtime's concat form's
 
 
 def first_line(e):
@@ -101,7 +112,8 @@ def time_shapes(run, shapes, runs, warmup):
 
 def greedy(step, prompt, past, steps, repeat):
     """One generation: step(ids, past) -> (logits, presents). Timings include the
-    argmax. Then the last step again, `repeat` times, at its (now seen) shape."""
+    argmax. Then the last step again, `repeat` times, at its (now seen) shape.
+    For the static cache, past is (pos, past_k, past_v) (static_step)."""
     t0 = time.perf_counter()
     logits, past = step(prompt, past)
     tokens = [int(logits[0, -1].argmax())]
@@ -134,6 +146,26 @@ def generations(step, empty_past, spec, repeat):
     return out
 
 
+def static_step(run):
+    """A greedy() step for the static-cache decoder: run(ids, pos [1] int64,
+    past_k, past_v) -> (logits, present_k, present_v); the state carried is
+    (the next pos, present_k, present_v)."""
+    import numpy as np
+
+    def step(ids, state):
+        pos, k, v = state
+        ids = np.asarray(ids, np.int64)
+        logits, k, v = run(ids, np.array([pos], np.int64), k, v)
+        return logits, (pos + ids.shape[1], k, v)
+    return step
+
+
+def static_empty(spec):
+    """The static decoder's initial state: pos 0 and zeroed caches."""
+    import numpy as np
+    return lambda: (0,) + tuple(np.zeros(c[2], np.float32) for c in spec["cache"])
+
+
 def cge_child(spec_path):
     """Runs in its own process (the CGE_* environment set by the parent)."""
     import numpy as np
@@ -157,6 +189,16 @@ def cge_child(spec_path):
             ref = np.load(spec["npz"])
             y = s.run(None, {name: ref["input"]})[0]
             result["max_abs_diff"] = float(np.abs(y - ref["output"]).max())
+        except Exception as e:  # noqa: BLE001
+            result["check_error"] = first_line(e)
+    elif spec["kind"] == "static_decode":
+        names = [spec["ids"], spec["pos"]] + [c[0] for c in spec["cache"]]
+        step = static_step(lambda *a: s.run(None, dict(zip(names, a))))
+        result["generations"] = generations(step, static_empty(spec), spec, spec["runs"])
+        try:  # the prefill's logits against the PyTorch static module's
+            ref = np.load(spec["npz"])
+            logits, _ = step(ref["ids"], static_empty(spec)())
+            result["max_abs_diff"] = float(np.abs(logits - ref["logits"]).max())
         except Exception as e:  # noqa: BLE001
             result["check_error"] = first_line(e)
     else:
@@ -220,6 +262,10 @@ def run_torch(name, spec):
                 rows = time_shapes(lambda x: model(torch.from_numpy(x)), spec["shapes"],
                                    min(TORCH_RUNS, spec["runs"]), min(1, spec["warmup"]))
                 return {"rows": rows}
+            if spec["kind"] == "static_decode":
+                return {"generations": generations(static_step(mdm.torch_static_step(model)),
+                                                   static_empty(spec), spec,
+                                                   min(TORCH_RUNS, spec["runs"]))}
 
             def step(ids, past):
                 out = model(torch.tensor(ids, dtype=torch.long), *past)
@@ -324,10 +370,10 @@ def same_tokens(a, b):
     return f"no: from token {first} ({n}/{len(b)} equal)"
 
 
-def decode_table(engines, reference):
-    print(f"\n(c) GPT-like decoder (4 layers, d 256, 4 heads, vocabulary 1000), batch 1: "
-          f"prompt {mdm.PROMPT_LEN} tokens (prefill, empty past), then {STEPS} greedy steps; "
-          f"{GENERATIONS} generation(s) in one session")
+def decode_table(title, engines, reference, peers):
+    """peers: [(engine label, mean ms/token target or None)], each a block of
+    cge/peer ratios."""
+    print("\n" + title)
     print(f"{'engine':>10} {'gen':>3} | {'prefill':>8} {'ms/token':>9} {'ms/token':>9} {'tokens/s':>9} "
           f"{'seen-shape':>10} | {'tokens == PyTorch':<28}")
     print(f"{'':>10} {'':>3} | {'ms':>8} {'median':>9} {'mean':>9} {'':>9} {'step ms':>10} |")
@@ -343,19 +389,22 @@ def decode_table(engines, reference):
             print(f"{lb:>10} {gi:>3} | {fmt(s['prefill_ms'], 8)} {fmt(s['median'], 9)} {fmt(s['mean'], 9)} "
                   f"{fmt(s['tps'], 9, 1)} {fmt(s['seen'], 10)} | "
                   f"{same_tokens(g['tokens'], reference) if reference else '-'}")
-    print(f"{'cge/ORT':>10} {'gen':>3} | {'prefill':>8} {'median':>9} {'mean':>9} {'':>9} {'seen':>10} |")
-    print(f"{'target':>10} {'':>3} | {'':>8} {'':>9} {'<=%.1f' % TOKEN_OVER_ORT:>9} {'':>9} {'':>10} |")
-    for lb, r, c in engines:
-        if not c:
-            continue
-        for gi in range(1, GENERATIONS + 1):
-            a, o = stats.get((lb, gi)), stats.get(("ORT", gi))
-            if not a or not o:
+    for peer, target in peers:
+        goal = "<=%.1f" % target if target else ""
+        print(f"{'cge/' + peer:>14} | {'prefill':>8} {'median':>9} {'mean':>9} {'':>9} "
+              f"{'seen':>10} |")
+        print(f"{'target':>14} | {'':>8} {'':>9} {goal:>9} {'':>9} {'':>10} |")
+        for lb, r, c in engines:
+            if not c:
                 continue
-            print(f"{lb:>10} {gi:>3} | {ratio(a['prefill_ms'], o['prefill_ms'], None, 8)} "
-                  f"{ratio(a['median'], o['median'], None, 9)} "
-                  f"{ratio(a['mean'], o['mean'], TOKEN_OVER_ORT, 9)} "
-                  f"{'':>9} {ratio(a['seen'], o['seen'], None, 10)} |")
+            for gi in range(1, GENERATIONS + 1):
+                a, o = stats.get((lb, gi)), stats.get((peer, gi))
+                if not a or not o:
+                    continue
+                print(f"{lb:>10} {gi:>3} | {ratio(a['prefill_ms'], o['prefill_ms'], None, 8)} "
+                      f"{ratio(a['median'], o['median'], None, 9)} "
+                      f"{ratio(a['mean'], o['mean'], target, 9)} "
+                      f"{'':>9} {ratio(a['seen'], o['seen'], None, 10)} |")
     print(f"{'':>10}       seen-shape step: the last step run again at its shape ({RUNS} runs, median; "
           f"PyTorch {min(TORCH_RUNS, RUNS)}),\n{'':>10}       what each step would cost with no "
           f"per-shape work")
@@ -366,6 +415,16 @@ def decode_table(engines, reference):
             print(f"{'':>10}       {lb}: the prefill's reference check failed: {r['check_error']}")
 
 
+def concat_spec(out_dir):
+    """The spec of workload (c), the concat-cache decoder."""
+    model, npz = mdm.make("decoder_dyn", out_dir)
+    ins, _ = mdm.decoder_io_names()
+    return {"kind": "decode", "model": model, "npz": npz, "inputs": ins, "steps": STEPS,
+            "runs": RUNS, "generations": GENERATIONS, "threads": THREADS,
+            "prompt": mdm.prompt().tolist(),
+            "past_shape": [mdm.DECODER["heads"], mdm.DECODER["d_model"] // mdm.DECODER["heads"]]}
+
+
 def torch_version():
     import torch
     return torch.__version__
@@ -374,7 +433,7 @@ def torch_version():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write every measurement to this file")
-    ap.add_argument("--workloads", default="resnet18,encoder,decoder")
+    ap.add_argument("--workloads", default="resnet18,encoder,decoder,decoder_static")
     ap.add_argument("--cge-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cge_child:
@@ -397,13 +456,15 @@ def main():
             if shapes:
                 spec = {"kind": "shapes", "model": model, "npz": npz, "input": "input",
                         "shapes": shapes, "runs": RUNS, "warmup": WARMUP, "threads": THREADS}
+            elif wl == "decoder_static":
+                k_shape, v_shape = mdm.static_cache_shapes(mdm.build(name)[0])  # seeded, ~0.1 s
+                spec = {"kind": "static_decode", "model": model, "npz": npz, "steps": STEPS,
+                        "runs": RUNS, "generations": GENERATIONS, "threads": THREADS,
+                        "prompt": mdm.prompt().tolist(), "ids": "ids", "pos": "pos",
+                        "cache": [["past_k", "present_k", list(k_shape)],
+                                  ["past_v", "present_v", list(v_shape)]]}
             else:
-                ins, _ = mdm.decoder_io_names()
-                spec = {"kind": "decode", "model": model, "npz": npz, "inputs": ins, "steps": STEPS, "runs": RUNS,
-                        "generations": GENERATIONS, "threads": THREADS,
-                        "prompt": mdm.prompt().tolist(),
-                        "past_shape": [mdm.DECODER["heads"],
-                                       mdm.DECODER["d_model"] // mdm.DECODER["heads"]]}
+                spec = concat_spec(out_dir)
             engines = []
             for lb, mode in labels:
                 r, n = run_cge(mode, spec, tmp)
@@ -420,15 +481,40 @@ def main():
                 title = ("(a) resnet18, dynamic batch" if wl == "resnet18" else
                          "(b) TransformerEncoder (4 layers, d_model 256), dynamic sequence, batch 1")
                 shapes_table(title, dim_name, 0 if wl == "resnet18" else 1, shapes, engines)
-            else:
+            elif wl == "decoder":
                 pt = dict((lb, r) for lb, r, _ in engines)["PyTorch"]
                 ref = (pt.get("generations") or [{}])[0].get("tokens")
                 report["workloads"][wl]["reference_tokens"] = ref
-                decode_table(engines, ref)
+                decode_table(f"(c) GPT-like decoder (4 layers, d 256, 4 heads, vocabulary "
+                             f"1000), batch 1: prompt {mdm.PROMPT_LEN} tokens (prefill, empty "
+                             f"past), then {STEPS} greedy steps; {GENERATIONS} generation(s) in "
+                             f"one session", engines, ref, [("ORT", TOKEN_OVER_ORT)])
+            else:
+                # The reference is PyTorch's concat decoder (c's), and the peer
+                # to beat ONNX Runtime's concat form: c's run, or one here.
+                concat = report["workloads"].get("decoder", {})
+                ref = concat.get("reference_tokens")
+                if ref is None:
+                    ref, _ = mdm.torch_greedy(mdm.build("decoder_dyn")[0], mdm.prompt(), STEPS)
+                ort_concat = concat.get("ORT")
+                where = "(c)'s run above"
+                if ort_concat is None:
+                    ort_concat, _ = run_ort(concat_spec(out_dir), tmp)
+                    where = "run here on decoder_dyn"
+                engines.append(("ORT concat", ort_concat, False))
+                report["workloads"][wl]["reference_tokens"] = ref
+                report["workloads"][wl]["ORT concat"] = ort_concat
+                decode_table(f"(d) the same decoder with a static cache ({mdm.MAX_LEN} "
+                             f"slots; past_k, past_v {spec['cache'][0][2]}): the prompt in one "
+                             f"run (seq {mdm.PROMPT_LEN}, pos 0), then {STEPS} steps of seq 1 "
+                             f"(one shape);\n    tokens against PyTorch's concat decoder; ORT "
+                             f"concat: ONNX Runtime on the concat form (c), {where}",
+                             engines, ref, [("ORT", None), ("ORT concat", STATIC_OVER_CONCAT)])
     print(f"\nONNX Runtime {report.get('ort_version', '?')}; PyTorch eager {torch_version()} for reference "
           f"(no target; steady = median of {min(TORCH_RUNS, RUNS)} runs).")
     print(f"targets: first run at a new shape <= {FIRST_OVER_STEADY}x that shape's steady run; steady "
-          f"<= {STEADY_OVER_ORT}x ORT; decode ms/token <= {TOKEN_OVER_ORT}x ORT")
+          f"<= {STEADY_OVER_ORT}x ORT; decode ms/token <= {TOKEN_OVER_ORT}x ORT; static-cache "
+          f"ms/token <= {STATIC_OVER_CONCAT}x ORT's concat form")
     report["load_at_end"] = os.getloadavg()[0]
     print("load average at the end: %.2f" % report["load_at_end"])
     if notes:

@@ -13,6 +13,11 @@
 //     first token, then `steps` steps, each feeding the last token and the
 //     presents back as the past (steps + 1 tokens; each timing includes the
 //     argmax); then the last step `runs` times more at its shape (seen_step_ms).
+//   {"kind": "static_decode", "model", "threads", "prompt", "steps", "runs", "generations",
+//    "ids", "pos", "cache": [[input name, output name, [dims]]...]}
+//     a static-cache decoder: per generation, zeroed caches, the prompt in one
+//     run at pos 0 (prefill), then `steps` runs of one token at pos n, n+1, ...,
+//     each feeding the present caches back; then the last step `runs` times more.
 const fs = require('fs');
 const ort = require('onnxruntime-node');
 
@@ -106,6 +111,51 @@ async function decode(session, spec) {
   return { generations: gens };
 }
 
+function int64(values, dims) {
+  return new ort.Tensor('int64', BigInt64Array.from(values.map(BigInt)), dims);
+}
+
+async function staticDecode(session, spec) {
+  const gens = [];
+  for (let g = 0; g < spec.generations; g++) {
+    try {
+      const prompt = spec.prompt.flat();
+      const feeds = { [spec.ids]: int64(prompt, [1, prompt.length]), [spec.pos]: int64([0], [1]) };
+      for (const [name, , dims] of spec.cache) {
+        const n = dims.reduce((a, b) => a * b, 1);
+        feeds[name] = new ort.Tensor('float32', new Float32Array(n), dims);
+      }
+      let t0 = now();
+      let out = await session.run(feeds);
+      const tokens = [argmaxLast(out.logits)];
+      const prefill = ms(t0);
+      const times = [];
+      let f = null;
+      for (let s = 0; s < spec.steps; s++) {
+        t0 = now();
+        f = { [spec.ids]: int64([tokens[tokens.length - 1]], [1, 1]),
+              [spec.pos]: int64([prompt.length + s], [1]) };
+        for (const [name, present] of spec.cache) f[name] = out[present];
+        out = await session.run(f);
+        tokens.push(argmaxLast(out.logits));
+        times.push(ms(t0));
+      }
+      const seen = [];
+      for (let i = 0; f && i < spec.runs; i++) {
+        t0 = now();
+        argmaxLast((await session.run(f)).logits);
+        seen.push(ms(t0));
+      }
+      seen.sort((a, b) => a - b);
+      gens.push({ prefill_ms: prefill, token_ms: times, tokens,
+                  seen_step_ms: seen.length ? seen[Math.floor(seen.length / 2)] : null });
+    } catch (e) {
+      gens.push({ error: firstLine(e) });
+    }
+  }
+  return { generations: gens };
+}
+
 async function main() {
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
   const t0 = now();
@@ -117,7 +167,8 @@ async function main() {
   });
   const result = { peer: 'onnxruntime', version: ort.env.versions ? ort.env.versions.common : 'unknown',
                    threads: Number(spec.threads), create_ms: ms(t0) };
-  Object.assign(result, spec.kind === 'decode' ? await decode(session, spec) : await shapes(session, spec));
+  const run = { decode, static_decode: staticDecode }[spec.kind] || shapes;
+  Object.assign(result, await run(session, spec));
   console.log(JSON.stringify(result));
 }
 

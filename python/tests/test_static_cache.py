@@ -1,0 +1,142 @@
+# The static-cache decoder (scripts/make_dynamic_models.py's StaticDecoder, at
+# tiny sizes, exported into tmp_path): cge's greedy tokens equal PyTorch's
+# concat-cache decoder with the same weights, the caches hold the concat
+# form's keys and values at their slots, and the decoding steps (one shape,
+# only pos's value changing) compile nothing after the first and replay.
+import ctypes
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import cge
+from cge._lib import lib
+from cge._session import _GRAPH_ID
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TINY = dict(layers=2, d_model=32, heads=2, vocab=50, max_pos=64, ff=64)
+MAX_LEN = 24
+PROMPT = np.array([[7, 3, 41, 0, 18]], np.int64)
+STEPS = 12
+
+
+def _load_maker():
+    spec = importlib.util.spec_from_file_location(
+        "make_dynamic_models", os.path.join(ROOT, "scripts", "make_dynamic_models.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mdm = _load_maker()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    dec = mdm.decoder(**TINY)
+    return dec, mdm.static_decoder(dec, MAX_LEN)
+
+
+@pytest.fixture(scope="module")
+def exported(tiny, tmp_path_factory):
+    """{opset: path of the tiny static decoder exported at that opset}."""
+    d = tmp_path_factory.mktemp("static_cache")
+    paths = {}
+    for opset in (13, 17):
+        paths[opset] = str(d / ("decoder_static_%d.onnx" % opset))
+        mdm.export_static(tiny[1], paths[opset], opset=opset)
+    return paths
+
+
+def _step(sess):
+    def step(ids, pos, k, v):
+        return sess.run(None, {"ids": ids, "pos": pos, "past_k": k, "past_v": v})
+    return step
+
+
+def _last_run_mode(sess):
+    # InferenceSession has no public accessor (builder.Session's last_run_mode
+    # is the same call).
+    m = ctypes.c_int()
+    assert lib.cge_session_last_run_mode(sess._session, _GRAPH_ID, ctypes.byref(m)) == 0
+    return {1: "eager", 2: "plan", 3: "replay"}.get(m.value, "default")
+
+
+def test_static_module_matches_concat_decoder(tiny):
+    """The PyTorch modules themselves agree: the static form is the same model."""
+    dec, static = tiny
+    ref, logits = mdm.torch_greedy(dec, PROMPT, STEPS)
+    got, first = mdm.static_greedy(mdm.torch_static_step(static), static, PROMPT, STEPS)
+    assert got == ref
+    np.testing.assert_allclose(first, logits, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("mode", [None, "plan"])
+def test_tokens_equal_pytorch(tiny, exported, opset, mode):
+    dec, static = tiny
+    sess = cge.InferenceSession(exported[opset], run_mode=mode)
+    assert [i.name for i in sess.get_inputs()] == list(mdm.STATIC_INPUTS)
+    shapes = mdm.static_cache_shapes(static)
+    assert [i.shape for i in sess.get_inputs()] == [[1, "seq"], [1], list(shapes[0]),
+                                                    list(shapes[1])]
+    ref, logits = mdm.torch_greedy(dec, PROMPT, STEPS)
+    got, first = mdm.static_greedy(_step(sess), static, PROMPT, STEPS)
+    assert got == ref
+    np.testing.assert_allclose(first, logits, rtol=1e-4, atol=1e-4)
+
+
+def test_caches_hold_the_concat_presents(tiny, exported):
+    """Slot t of the static caches holds the concat decoder's key/value of
+    position t; the slots not yet written keep the caller's zeros."""
+    import torch
+    dec, static = tiny
+    sess = cge.InferenceSession(exported[13])
+    step = _step(sess)
+    k, v = mdm.static_cache(static)
+    n = PROMPT.shape[1]
+    _, k, v = step(PROMPT, np.array([0], np.int64), k, v)
+    _, k, v = step(np.array([[5]], np.int64), np.array([n], np.int64), k, v)
+    blk = dec.blocks[0]
+    past = [torch.zeros(1, blk.heads, 0, blk.head_dim) for _ in range(2 * len(dec.blocks))]
+    with torch.no_grad():
+        out = dec(torch.from_numpy(PROMPT), *past)
+        out = dec(torch.tensor([[5]]), *out[1:])
+    for i in range(len(dec.blocks)):
+        ck, cv = out[1 + 2 * i].numpy(), out[2 + 2 * i].numpy()   # [1, heads, n + 1, head_dim]
+        np.testing.assert_allclose(k[i][:, :, :n + 1], ck, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(v[i][:, :, :n + 1], cv, rtol=1e-4, atol=1e-5)
+    assert not k[:, :, :, n + 1:].any() and not v[:, :, :, n + 1:].any()
+
+
+def test_decoding_compiles_once_and_replays(tiny, exported, monkeypatch, tmp_path):
+    """After the first decoding step, no step compiles: every compile writes
+    the pass manager's dumps into $CGE_DUMP_DIR, and none appear. (No public
+    compile counter exists; the dumps are the observable trace of one.)"""
+    dump = tmp_path / "dump"
+    monkeypatch.setenv("CGE_DUMP_DIR", str(dump))
+    monkeypatch.delenv("CGE_RUN_MODE", raising=False)
+
+    def compiled():
+        files = list(dump.iterdir()) if dump.exists() else []
+        for f in files:
+            f.unlink()
+        return len(files)
+
+    _, static = tiny
+    sess = cge.InferenceSession(exported[13])
+    step = _step(sess)
+    k, v = mdm.static_cache(static)
+    n = PROMPT.shape[1]
+    logits, k, v = step(PROMPT, np.array([0], np.int64), k, v)
+    token = int(logits[0, -1].argmax())
+    logits, k, v = step(np.array([[token]], np.int64), np.array([n], np.int64), k, v)
+    # Creation, prefill or the first step compiled (so the check below can see one).
+    assert compiled() > 0
+    assert _last_run_mode(sess) == "replay"
+    for i in range(1, STEPS):
+        token = int(logits[0, -1].argmax())
+        logits, k, v = step(np.array([[token]], np.int64), np.array([n + i], np.int64), k, v)
+        assert _last_run_mode(sess) == "replay"
+        assert compiled() == 0, "decoding step %d compiled again" % i
