@@ -28,7 +28,9 @@ step counts: a step that recompiles is what a user waits for); cge's
 static-cache ms/token <= 0.5x ONNX Runtime's concat form's (d against c).
 
 cge runs through python/cge (CGE_LIBRARY=$BUILD/libcge.so, CGE_NUM_THREADS)
-in each mode of BENCH_CGE_MODES ("default": cge's own choice; "plan": as
+in each mode of BENCH_CGE_MODES ("default": cge's own choice; "bound": the
+default with I/O binding where the workload has a bound form (the static
+decoder: caches read and written in place, io_binding); "plan": as
 CGE_RUN_MODE=plan), ONNX Runtime through bench/ort_dynamic.js (all
 optimizations, BENCH_THREADS intra-op threads), PyTorch eager in this process
 (BENCH_TORCH_RUNS runs per shape: it is slow here). Every engine and workload runs
@@ -55,7 +57,7 @@ STEPS = int(os.environ.get("BENCH_STEPS", "64"))
 GENERATIONS = int(os.environ.get("BENCH_GENERATIONS", "2"))
 TORCH_RUNS = int(os.environ.get("BENCH_TORCH_RUNS", "10"))  # PyTorch eager (Debian's, no MKL) is slow
 TIMEOUT = float(os.environ.get("BENCH_TIMEOUT", "300"))  # seconds per engine and workload
-CGE_MODES = [m for m in os.environ.get("BENCH_CGE_MODES", "default,plan").split(",") if m]
+CGE_MODES = [m for m in os.environ.get("BENCH_CGE_MODES", "default,plan,bound").split(",") if m]
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import make_dynamic_models as mdm  # noqa: E402
 
@@ -166,6 +168,48 @@ def static_empty(spec):
     return lambda: (0,) + tuple(np.zeros(c[2], np.float32) for c in spec["cache"])
 
 
+def static_bound_step(s, spec):
+    """A greedy() step for the static-cache decoder through I/O binding
+    (cge's mode "bound"): per sequence length, fixed ids/pos/logits buffers
+    and a present buffer per cache are bound once; the kernels read the past
+    caches and write the presents in place, with no copy, and the present is
+    copied into the past in numpy (one copy per cache per step). The same
+    buffers each step keep the replay's recording."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import cge
+    vocab = s.get_outputs()[0].shape[-1]
+    pasts, presents = [c[0] for c in spec["cache"]], [c[1] for c in spec["cache"]]
+    bound = {}
+
+    def step(ids, state):
+        pos, caches = state[0], list(state[1:])
+        ids = np.asarray(ids, np.int64)
+        key = (ids.shape[1],) + tuple(id(c) for c in caches)
+        b = bound.get(key)
+        if b is None:
+            b = {"ids": np.empty(ids.shape, np.int64), "pos": np.empty(1, np.int64),
+                 "logits": np.empty((1, ids.shape[1], vocab), np.float32),
+                 "present": [np.empty_like(c) for c in caches]}
+            io = s.io_binding()
+            io.bind_cpu_input(spec["ids"], b["ids"])
+            io.bind_cpu_input(spec["pos"], b["pos"])
+            for name, c in zip(pasts, caches):
+                io.bind_cpu_input(name, c)
+            io.bind_ortvalue_output(s.get_outputs()[0].name, cge.OrtValue(b["logits"]))
+            for name, c in zip(presents, b["present"]):
+                io.bind_ortvalue_output(name, cge.OrtValue(c))
+            b["io"] = io
+            bound[key] = b
+        b["ids"][...] = ids
+        b["pos"][0] = pos
+        s.run_with_iobinding(b["io"])
+        for past, present in zip(caches, b["present"]):
+            past[...] = present
+        return b["logits"], (pos + ids.shape[1],) + tuple(caches)
+    return step
+
+
 def cge_child(spec_path):
     """Runs in its own process (the CGE_* environment set by the parent)."""
     import numpy as np
@@ -193,7 +237,10 @@ def cge_child(spec_path):
             result["check_error"] = first_line(e)
     elif spec["kind"] == "static_decode":
         names = [spec["ids"], spec["pos"]] + [c[0] for c in spec["cache"]]
-        step = static_step(lambda *a: s.run(None, dict(zip(names, a))))
+        if os.environ.get("BENCH_CGE_BIND"):
+            step = static_bound_step(s, spec)
+        else:
+            step = static_step(lambda *a: s.run(None, dict(zip(names, a))))
         result["generations"] = generations(step, static_empty(spec), spec, spec["runs"])
         try:  # the prefill's logits against the PyTorch static module's
             ref = np.load(spec["npz"])
@@ -235,7 +282,9 @@ def run_cge(mode, spec, tmp):
     env = dict(os.environ, CGE_NUM_THREADS=str(THREADS), OMP_NUM_THREADS=str(THREADS),
                CGE_LIBRARY=os.path.join(BUILD, "libcge.so"))
     env.pop("CGE_RUN_MODE", None)
-    if mode != "default":
+    if mode == "bound":
+        env["BENCH_CGE_BIND"] = "1"   # default mode, I/O binding where the workload has it
+    elif mode != "default":
         env["CGE_RUN_MODE"] = mode
     path = os.path.join(tmp, "spec-cge.json")
     with open(path, "w") as f:
@@ -467,6 +516,8 @@ def main():
                 spec = concat_spec(out_dir)
             engines = []
             for lb, mode in labels:
+                if mode == "bound" and spec["kind"] != "static_decode":
+                    continue   # no bound form: it would be the default mode again
                 r, n = run_cge(mode, spec, tmp)
                 if "error" not in r:  # a crash's last line is its error
                     notes.extend(f"[{lb}, {wl}] {x}" for x in n if f"[{lb}, {wl}] {x}" not in notes)
