@@ -1156,6 +1156,14 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
         cge_status s2 = cge_stream_synchronize(stream);
         if (!st)
             st = s2;
+        /* A kernel failure is reported by the stream it ran on: the plan's
+         * other streams joined this one, but their errors stay with them. */
+        for (int32_t i = 1; !inst->last_eager && i < inst->num_streams; i++) {
+            s2 = inst->streams && inst->streams[i] ? cge_stream_synchronize(inst->streams[i])
+                                                    : CGE_OK;
+            if (!st)
+                st = s2;
+        }
     }
     return st;
 }
