@@ -169,6 +169,8 @@ _protos = {
     "cge_session_last_output_desc": (c_enum, [c_void_p, ctypes.c_uint32, c_int32,
                                               _P(TensorDesc)]),
     "cge_session_dim_symbol_name": (c_char_p, [c_void_p, ctypes.c_uint32, ctypes.c_int64]),
+    "cge_session_last_run_mode": (c_enum, [c_void_p, ctypes.c_uint32, _P(c_enum)]),
+    "cge_session_arena_bytes": (c_enum, [c_void_p, ctypes.c_uint32, _P(c_size_t)]),
     "cge_session_run_graph": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,
                                        _P(Tensor), c_int32]),
     "cge_session_run": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,

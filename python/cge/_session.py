@@ -584,6 +584,28 @@ class InferenceSession:
                            "args": args})
         return _lib.PROFILE_FN(on_event)
 
+    def last_run_mode(self):
+        """The mode the last run used: "eager", "plan" or "replay" (what the
+        default resolved to: a replay once the signature is captured)."""
+        m = _lib.c_enum()
+        session = self._enter("last_run_mode")
+        try:
+            _check(lib.cge_session_last_run_mode(session, _GRAPH_ID, ctypes.byref(m)))
+        finally:
+            self._leave()
+        return {1: "eager", 2: "plan", 3: "replay"}.get(m.value, "default")
+
+    def arena_bytes(self):
+        """Bytes of the arena the model's compiled signatures share (as large
+        as the largest plan's; 0 before the first compile)."""
+        n = ctypes.c_size_t()
+        session = self._enter("arena_bytes")
+        try:
+            _check(lib.cge_session_arena_bytes(session, _GRAPH_ID, ctypes.byref(n)))
+        finally:
+            self._leave()
+        return n.value
+
     def io_binding(self):
         """An IOBinding (ORT's): outputs bound to buffers are written in place
         by the kernels, with no copy (see cge._ort.IOBinding)."""

@@ -96,7 +96,6 @@ _protos = {
     "cge_node_op_type": (c_char_p, [c_void_p]),
     "cge_node_domain": (c_char_p, [c_void_p]),
     "cge_node_name": (c_char_p, [c_void_p]),
-    "cge_session_last_run_mode": (c_enum, [c_void_p, ctypes.c_uint32, _P(c_enum)]),
 }
 for _name, (_res, _args) in _protos.items():
     _fn = getattr(lib, _name)
@@ -551,16 +550,6 @@ class Session(InferenceSession):
         self._inputs = [self._desc(lib.cge_session_input_desc, i) for i in range(ni.value)]
         self._outputs = [self._desc(lib.cge_session_output_desc, i) for i in range(no.value)]
         self._out_index = {o.name: i for i, o in enumerate(self._outputs)}
-
-    def last_run_mode(self):
-        """The mode the last run used: "eager", "plan" or "replay"."""
-        m = c_enum()
-        session = self._enter("last_run_mode")
-        try:
-            _check(lib.cge_session_last_run_mode(session, _GRAPH_ID, ctypes.byref(m)))
-        finally:
-            self._leave()
-        return {1: "eager", 2: "plan", 3: "replay"}.get(m.value, "default")
 
     def run_raw(self, inputs, num_inputs, outputs, num_outputs, mode=0):
         """Run with prepared ctypes arrays of cge_tensor (the torch front end's

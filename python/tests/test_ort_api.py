@@ -281,3 +281,16 @@ def test_capture_sizes_pad_and_cut(model_path):
             np.testing.assert_allclose(g, w, rtol=1e-6)
     with pytest.raises(ort.Error, match="not positive"):
         ort.InferenceSession(model_path, capture_sizes={"N": [0]})
+
+
+def test_last_run_mode_and_shared_arena(model_path):
+    """The default mode replays once a signature is captured; every batch size
+    runs in one arena, as large as the largest plan's."""
+    sess = ort.InferenceSession(model_path)
+    assert sess.arena_bytes() == 0
+    sizes = []
+    for n in (4, 1, 16, 2):
+        sess.run(None, {"x": np.ones((n, 3), np.float32)})
+        assert sess.last_run_mode() == "replay"
+        sizes.append(sess.arena_bytes())
+    assert sizes[0] > 0 and sizes[1] == sizes[0] and sizes[2] > sizes[0] and sizes[3] == sizes[2]

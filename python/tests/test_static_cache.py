@@ -3,7 +3,6 @@
 # concat-cache decoder with the same weights, the caches hold the concat
 # form's keys and values at their slots, and the decoding steps (one shape,
 # only pos's value changing) compile nothing after the first and replay.
-import ctypes
 import importlib.util
 import os
 
@@ -11,8 +10,6 @@ import numpy as np
 import pytest
 
 import cge
-from cge._lib import lib
-from cge._session import _GRAPH_ID
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TINY = dict(layers=2, d_model=32, heads=2, vocab=50, max_pos=64, ff=64)
@@ -53,14 +50,6 @@ def _step(sess):
     def step(ids, pos, k, v):
         return sess.run(None, {"ids": ids, "pos": pos, "past_k": k, "past_v": v})
     return step
-
-
-def _last_run_mode(sess):
-    # InferenceSession has no public accessor (builder.Session's last_run_mode
-    # is the same call).
-    m = ctypes.c_int()
-    assert lib.cge_session_last_run_mode(sess._session, _GRAPH_ID, ctypes.byref(m)) == 0
-    return {1: "eager", 2: "plan", 3: "replay"}.get(m.value, "default")
 
 
 def test_static_module_matches_concat_decoder(tiny):
@@ -134,9 +123,9 @@ def test_decoding_compiles_once_and_replays(tiny, exported, monkeypatch, tmp_pat
     logits, k, v = step(np.array([[token]], np.int64), np.array([n], np.int64), k, v)
     # Creation, prefill or the first step compiled (so the check below can see one).
     assert compiled() > 0
-    assert _last_run_mode(sess) == "replay"
+    assert sess.last_run_mode() == "replay"
     for i in range(1, STEPS):
         token = int(logits[0, -1].argmax())
         logits, k, v = step(np.array([[token]], np.int64), np.array([n + i], np.int64), k, v)
-        assert _last_run_mode(sess) == "replay"
+        assert sess.last_run_mode() == "replay"
         assert compiled() == 0, "decoding step %d compiled again" % i
