@@ -52,8 +52,14 @@ typedef enum cge_weights_check {
 
 typedef struct cge_model_load_options {
     /* A damaged or replaced weights section is an [io] error naming the
-     * checksum, unless this is CGE_WEIGHTS_CHECK_SKIP. */
-    cge_weights_check weights_check;
+     * checksum, unless this is CGE_WEIGHTS_CHECK_SKIP. verify_weights is the
+     * 0.1 name, kept so that programs written against it still build: true
+     * there is CGE_WEIGHTS_CHECK_VERIFY (set one or the other on zeroed
+     * options). */
+    union {
+        cge_weights_check weights_check;
+        bool verify_weights;
+    };
     /* CPU features to check the model's requirements against (CGE_CPU_*
      * bits); 0: this machine's. For tests and for "would it load there?". */
     uint64_t cpu_features;
