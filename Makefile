@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch
+        bench-kernels bench-torch soak
 
 all: build
 
@@ -107,6 +107,15 @@ test-tsan: deps test-models
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCGE_SANITIZE=thread
 	ninja -C $(TSAN_BUILD) -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 CGE_MODEL_DIR=$(TEST_MODELS) ctest --test-dir $(TSAN_BUILD) --output-on-failure -L "runtime|session|model_file"
+
+# Soak (not part of `make test`): several sessions of small generated models in
+# SOAK_THREADS threads for SOAK_SECONDS, random shapes, plan/bucket/I/O-binding
+# runs, timeouts and cancellations; every result checked, RSS growth bounded.
+SOAK_SECONDS ?= 120
+SOAK_THREADS ?= 6
+soak: build
+	CGE_LIBRARY=$(CURDIR)/$(BUILD)/libcge.so $(PYTHON) scripts/soak.py \
+	  --seconds $(SOAK_SECONDS) --threads $(SOAK_THREADS)
 
 # What CI runs: the README's test command, then the sanitizer builds.
 ci: test test-sanitize test-tsan
