@@ -126,13 +126,14 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
  * memory of cge_plan_constant_bytes(), used in place on the CPU device;
  * NULL: written from the plan's graph, as for a cge_compile plan) stay the
  * caller's; release(owner) is called once the session no longer uses them
- * (release may be NULL). A plan that stopped after prepare is refused. */
+ * (release may be NULL). An incomplete plan (cge_plan_is_complete) is refused. */
 cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
                                 const void *constants, void (*release)(void *), void *owner);
 /* Compiles the graph (cge_compile: verify, infer, optimize, plan) for its
  * declared input shapes when they are static, so that errors surface now;
- * with symbolic inputs it checks and infers the graph, and each new input
- * signature compiles at its first run. */
+ * with symbolic inputs it checks, infers and optimises the graph once, and
+ * each new input signature compiles that graph (partition and build, a few
+ * ms) at its first run. */
 cge_status cge_session_compile_graph(cge_session *s, uint32_t graph_id);
 cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id);
 
