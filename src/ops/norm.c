@@ -316,16 +316,25 @@ static void in_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+/* X, scale, bias, Y and epsilon of InstanceNormalization and
+ * GroupNormalization; false unless all four tensors share one float dtype. */
+static bool norm_args(const cge_kernel_ctx *ctx, in_args *p)
+{
+    const cge_tensor *X = &ctx->inputs[0];
+    *p = (in_args){.t = X->dtype, .x = X->data, .scale = ctx->inputs[1].data,
+                   .bias = ctx->inputs[2].data, .y = ctx->outputs[0].data,
+                   .eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f)};
+    return is_float(p->t) && ctx->inputs[1].dtype == p->t && ctx->inputs[2].dtype == p->t &&
+           ctx->outputs[0].dtype == p->t;
+}
+
 static cge_status in_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     if (ctx->num_inputs < 3 || ctx->num_outputs < 1 || ctx->inputs[0].shape.rank < 3)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs input, scale, B (rank >= 3)");
     const cge_tensor *X = &ctx->inputs[0];
-    in_args p = {.t = X->dtype, .x = X->data, .scale = ctx->inputs[1].data,
-                 .bias = ctx->inputs[2].data, .y = ctx->outputs[0].data,
-                 .eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f)};
-    if (!is_float(p.t) || ctx->inputs[1].dtype != p.t || ctx->inputs[2].dtype != p.t ||
-        ctx->outputs[0].dtype != p.t)
+    in_args p;
+    if (!norm_args(ctx, &p))
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
     p.C = X->shape.dims[1];
     p.NC = X->shape.dims[0] * p.C;
@@ -382,11 +391,8 @@ static cge_status gn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (ctx->num_inputs < 3 || ctx->num_outputs < 1 || ctx->inputs[0].shape.rank < 2)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs X (rank >= 2), scale, bias");
     const cge_tensor *X = &ctx->inputs[0];
-    in_args p = {.t = X->dtype, .x = X->data, .scale = ctx->inputs[1].data,
-                 .bias = ctx->inputs[2].data, .y = ctx->outputs[0].data,
-                 .eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f)};
-    if (!is_float(p.t) || ctx->inputs[1].dtype != p.t || ctx->inputs[2].dtype != p.t ||
-        ctx->outputs[0].dtype != p.t)
+    in_args p;
+    if (!norm_args(ctx, &p))
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
     int64_t G = cge_attrs_get_int(ctx->attrs, "num_groups", 0), C = X->shape.dims[1];
     if (G < 1 || C % G != 0)
