@@ -112,6 +112,12 @@ typedef struct cge_run_options {
      * their recording while the same buffers come back; other buffers mean
      * one new capture. Eager runs copy as usual. */
     bool bind_buffers;
+    /* The run's work carries this token (cge/runtime.h, "cancellation"), as
+     * if run inside cge_cancel_scope(cancel): cge_cancel_request from any
+     * thread, or its deadline, stops it with a [runtime] CGE_ERR_CANCELLED or
+     * CGE_ERR_TIMEOUT error, naming the plan step where a step-by-step run
+     * stopped. NULL: the calling thread's scope. */
+    cge_cancel *cancel;
 } cge_run_options;
 
 cge_status cge_session_create(const cge_session_options *opts, cge_session **out);

@@ -54,7 +54,8 @@ PROFILE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ProfileEvent), c_void_p)
 class RunOptions(ctypes.Structure):
     # Mirrors cge_run_options (session.h).
     _fields_ = [("mode", c_enum), ("stream", c_void_p), ("profile", PROFILE_FN),
-                ("profile_user", c_void_p), ("bind_buffers", ctypes.c_bool)]
+                ("profile_user", c_void_p), ("bind_buffers", ctypes.c_bool),
+                ("cancel", c_void_p)]
 
 
 class CompileOptions(ctypes.Structure):

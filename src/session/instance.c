@@ -979,6 +979,17 @@ static cge_status launch_all(cge__instance *inst, cge_stream *stream)
         for (int32_t w = 0; !st && w < pe->step->num_waits; w++)
             st = cge_stream_wait_event(on, inst->events[pe->step->waits[w]]);
         double t0 = inst->prof ? cge_profile_clock_ms() : 0.0;
+        /* A run stopped (cge_cancel) between its steps says where: steps
+         * run as launched on an immediate stream or step by step. */
+        if (!st && (st = cge_cancel_check()) != CGE_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", cge_last_error());
+            st = cge_error(CGE_LAYER_RUNTIME, st, "%s, at step %d of %d (%s '%s')",
+                           strncmp(why, "[runtime] ", 10) ? why : why + 10, (int)k,
+                           (int)cge_plan_num_steps(inst->plan), cge_node_op_type(pe->step->node),
+                           cge_node_name(pe->step->node));
+            break;
+        }
         if (!st)
             st = pe->step->kernel->launch(&pe->ctx, on);
         if (!st && pe->step->record >= 0)
@@ -998,10 +1009,14 @@ static cge_status launch_all(cge__instance *inst, cge_stream *stream)
                 inst->prof(&ev, inst->prof_user);
         }
     }
-    for (int32_t i = 1; !st && i < ns; i++) {
-        st = cge_event_record(fork_join[i], inst->streams[i]);
+    /* The other streams join even after a failure: the run's stream must
+     * not end before work it forked. */
+    for (int32_t i = 1; i < ns; i++) {
+        cge_status j = cge_event_record(fork_join[i], inst->streams[i]);
+        if (!j)
+            j = cge_stream_wait_event(stream, fork_join[i]);
         if (!st)
-            st = cge_stream_wait_event(stream, fork_join[i]);
+            st = j;
     }
     return st;
 }

@@ -802,9 +802,13 @@ cge_status cge_session_run(cge_session *s, uint32_t graph_id, const cge_tensor *
                            const cge_run_options *opts)
 {
     cge_stream *stream = opts ? opts->stream : NULL;
-    return run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, !stream,
-               opts ? opts->mode : CGE_RUN_DEFAULT, opts ? opts->profile : NULL,
-               opts ? opts->profile_user : NULL, opts && opts->bind_buffers);
+    cge_cancel *prev = opts && opts->cancel ? cge_cancel_scope(opts->cancel) : NULL;
+    cge_status st = run(s, graph_id, inputs, num_inputs, outputs, num_outputs, stream, !stream,
+                        opts ? opts->mode : CGE_RUN_DEFAULT, opts ? opts->profile : NULL,
+                        opts ? opts->profile_user : NULL, opts && opts->bind_buffers);
+    if (opts && opts->cancel)
+        cge_cancel_scope(prev);
+    return st;
 }
 
 cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes)

@@ -136,10 +136,59 @@ static void test_cancel_and_deadline_in_every_mode(void **state)
     free(y);
 }
 
+/* cge_run_options.cancel binds the run to a token without a scope; a plan
+ * run step by step names the step it stopped at. */
+static void test_run_option_names_the_step(void **state)
+{
+    (void)state;
+    float *w = malloc(sizeof(float) * N * N), *x = malloc(sizeof(float) * N * N);
+    float *ref = malloc(sizeof(float) * N * N), *y = malloc(sizeof(float) * N * N);
+    for (int i = 0; i < N * N; i++) {
+        w[i] = (float)((i * 7) % 13 - 6) / (6.0f * N);
+        x[i] = (float)((i * 5) % 11 - 5);
+    }
+    cge_graph *g = chain_graph(w);
+    cge_session *s = NULL;
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    assert_int_equal(run(s, CGE_RUN_PLAN, x, ref), CGE_OK);
+    cge_cancel *c = NULL;
+    assert_int_equal(cge_cancel_create(&c), CGE_OK);
+    cge_tensor in = {.name = "x", .dtype = CGE_F32, .shape = CGE_SHAPE(N, N), .data = x,
+                     .bytes = sizeof(float) * N * N};
+    cge_tensor out = {.name = "y", .data = y, .bytes = sizeof(float) * N * N};
+    cge_run_options o = {.mode = CGE_RUN_PLAN, .cancel = c};
+    cge_cancel_request(c);
+    assert_int_equal(cge_session_run(s, 1, &in, 1, &out, 1, &o), CGE_ERR_CANCELLED);
+    if (!strstr(cge_last_error(), "[runtime] run cancelled") ||
+        !strstr(cge_last_error(), "at step 0 of ") || !strstr(cge_last_error(), "MatMul"))
+        fail_msg("unexpected message: %s", cge_last_error());
+    /* The thread's scope is as it was: a run without the option runs. */
+    assert_int_equal(run(s, CGE_RUN_PLAN, x, y), CGE_OK);
+    cge_cancel_reset(c);
+    cge_cancel_set_timeout(c, 1);
+    usleep(2000);
+    assert_int_equal(cge_session_run(s, 1, &in, 1, &out, 1, &o), CGE_ERR_TIMEOUT);
+    if (!strstr(cge_last_error(), "deadline of 1 ms exceeded, at step "))
+        fail_msg("unexpected message: %s", cge_last_error());
+    cge_cancel_reset(c);
+    memset(y, 0, sizeof(float) * N * N);
+    assert_int_equal(cge_session_run(s, 1, &in, 1, &out, 1, &o), CGE_OK);
+    assert_memory_equal(y, ref, sizeof(float) * N * N);
+    cge_cancel_destroy(c);
+    cge_session_destroy(s);
+    cge_graph_destroy(g);
+    free(w);
+    free(x);
+    free(ref);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cancel_and_deadline_in_every_mode),
+        cmocka_unit_test(test_run_option_names_the_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
