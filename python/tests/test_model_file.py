@@ -26,6 +26,8 @@ def same_outputs(onnx_path, cgm_path, x):
     assert [o.name for o in a.get_outputs()] == [o.name for o in b.get_outputs()]
     name = a.get_inputs()[0].name
     ya = a.run(None, {name: x})
+    # The same plan memory whether compiled here or loaded.
+    assert b.arena_bytes() == a.arena_bytes() > 0
     for mode in ("plan", "replay", "eager"):
         s = cge.InferenceSession(cgm_path, run_mode=mode)
         yb = s.run(None, {name: x})

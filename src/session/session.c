@@ -820,7 +820,8 @@ cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size
                       : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
                                   "arena_bytes: session is NULL"));
     pthread_mutex_lock(&e->lock);
-    *bytes = e->arena ? e->arena_bytes : 0;
+    /* A loaded model's one instance keeps the plan's arena of its own. */
+    *bytes = e->arena ? e->arena_bytes : e->plan && e->compiled ? cge_plan_arena_bytes(e->plan) : 0;
     pthread_mutex_unlock(&e->lock);
     return CGE_OK;
 }
