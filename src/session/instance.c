@@ -408,9 +408,6 @@ void cge__instance_destroy(cge__instance *inst)
     free(inst);
 }
 
-/* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
- * used in place on the CPU device; NULL: written from the plan's graph), bind
- * every step's tensors and prepare its kernel once. */
 /* Where plan value `vi` lives: the arena, the constants block, or (graph
  * constants read in place) the graph's own bytes at the same offset within
  * the constant the value views. */
@@ -573,6 +570,10 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
         cge__instance_drop_capture(inst);
 }
 
+/* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
+ * used in place on the CPU device; NULL: written from the plan's graph), bind
+ * every step's tensors and prepare its kernel once. The arena comes
+ * from `arena` when given (shared with the session graph's other instances). */
 static cge_status bind_plan(cge__instance *inst, const void *host_consts,
                             const cge__arena_source *arena)
 {
