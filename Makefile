@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch soak
+        bench-kernels bench-torch bench-ops soak
 
 all: build
 
@@ -141,6 +141,14 @@ bench-dynamic: bench-deps deps build
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/torch_models.py
+
+# Time per op type for one model, cge (`cge profile`) next to ONNX Runtime's
+# own profiler (enableProfiling), 2 threads: MODEL=path.onnx (default resnet18
+# from scripts/make_test_models.py); BENCH_OPS_ARGS=--json for JSON.
+MODEL ?=
+BENCH_OPS_ARGS ?=
+bench-ops: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/ops.py $(MODEL) $(BENCH_OPS_ARGS)
 
 # Offline models: .cgm load time vs ONNX Runtime's session creation and vs
 # cge compiling from ONNX, as ratios.
