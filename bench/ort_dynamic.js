@@ -19,7 +19,7 @@
 //     run at pos 0 (prefill), then `steps` runs of one token at pos n, n+1, ...,
 //     each feeding the present caches back; then the last step `runs` times more.
 const fs = require('fs');
-const ort = require('onnxruntime-node');
+const { ort, createSession, version } = require('./ort_common');
 
 const now = () => process.hrtime.bigint();
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
@@ -66,76 +66,26 @@ function argmaxLast(logits) {
   return best;
 }
 
-async function decode(session, spec) {
-  const [ids, ...pastNames] = spec.inputs;
-  const [heads, headDim] = spec.past_shape;
-  const gens = [];
-  for (let g = 0; g < spec.generations; g++) {
-    try {
-      const prompt = spec.prompt.flat();  // [[ids]]: batch 1
-      const feeds = {
-        [ids]: new ort.Tensor('int64', BigInt64Array.from(prompt.map(BigInt)), [1, prompt.length]),
-      };
-      for (const n of pastNames) {
-        feeds[n] = new ort.Tensor('float32', new Float32Array(0), [1, heads, 0, headDim]);
-      }
-      let t0 = now();
-      let out = await session.run(feeds);
-      const tokens = [argmaxLast(out.logits)];
-      const prefill = ms(t0);
-      const times = [];
-      let f = null;
-      for (let s = 0; s < spec.steps; s++) {
-        t0 = now();
-        const last = BigInt(tokens[tokens.length - 1]);
-        f = { [ids]: new ort.Tensor('int64', BigInt64Array.from([last]), [1, 1]) };
-        pastNames.forEach((n) => { f[n] = out[n.replace('past_', 'present_')]; });
-        out = await session.run(f);
-        tokens.push(argmaxLast(out.logits));
-        times.push(ms(t0));
-      }
-      // The last step again at its (now seen) shape.
-      const seen = [];
-      for (let i = 0; f && i < spec.runs; i++) {
-        t0 = now();
-        argmaxLast((await session.run(f)).logits);
-        seen.push(ms(t0));
-      }
-      seen.sort((a, b) => a - b);
-      gens.push({ prefill_ms: prefill, token_ms: times, tokens,
-                  seen_step_ms: seen.length ? seen[Math.floor(seen.length / 2)] : null });
-    } catch (e) {
-      gens.push({ error: firstLine(e) });
-    }
-  }
-  return { generations: gens };
-}
-
 function int64(values, dims) {
   return new ort.Tensor('int64', BigInt64Array.from(values.map(BigInt)), dims);
 }
 
-async function staticDecode(session, spec) {
+// Greedy decoding, spec.generations times: the prompt's feeds (first()),
+// then spec.steps steps, each fed by step(token, s, previous outputs), then
+// the last step again at its (now seen) shape.
+async function greedy(session, spec, first, step) {
   const gens = [];
   for (let g = 0; g < spec.generations; g++) {
     try {
-      const prompt = spec.prompt.flat();
-      const feeds = { [spec.ids]: int64(prompt, [1, prompt.length]), [spec.pos]: int64([0], [1]) };
-      for (const [name, , dims] of spec.cache) {
-        const n = dims.reduce((a, b) => a * b, 1);
-        feeds[name] = new ort.Tensor('float32', new Float32Array(n), dims);
-      }
       let t0 = now();
-      let out = await session.run(feeds);
+      let out = await session.run(first());
       const tokens = [argmaxLast(out.logits)];
       const prefill = ms(t0);
       const times = [];
       let f = null;
       for (let s = 0; s < spec.steps; s++) {
         t0 = now();
-        f = { [spec.ids]: int64([tokens[tokens.length - 1]], [1, 1]),
-              [spec.pos]: int64([prompt.length + s], [1]) };
-        for (const [name, present] of spec.cache) f[name] = out[present];
+        f = step(tokens[tokens.length - 1], s, out);
         out = await session.run(f);
         tokens.push(argmaxLast(out.logits));
         times.push(ms(t0));
@@ -154,18 +104,48 @@ async function staticDecode(session, spec) {
     }
   }
   return { generations: gens };
+}
+
+// The concat form: 0-length pasts for the prompt, the presents fed back.
+function decode(session, spec) {
+  const [ids, ...pastNames] = spec.inputs;
+  const [heads, headDim] = spec.past_shape;
+  const prompt = spec.prompt.flat();  // [[ids]]: batch 1
+  return greedy(session, spec, () => {
+    const feeds = { [ids]: int64(prompt, [1, prompt.length]) };
+    for (const n of pastNames) {
+      feeds[n] = new ort.Tensor('float32', new Float32Array(0), [1, heads, 0, headDim]);
+    }
+    return feeds;
+  }, (token, s, out) => {
+    const f = { [ids]: int64([token], [1, 1]) };
+    pastNames.forEach((n) => { f[n] = out[n.replace('past_', 'present_')]; });
+    return f;
+  });
+}
+
+// The static-cache form: zeroed caches, `pos` the slot the step writes.
+function staticDecode(session, spec) {
+  const prompt = spec.prompt.flat();
+  return greedy(session, spec, () => {
+    const feeds = { [spec.ids]: int64(prompt, [1, prompt.length]), [spec.pos]: int64([0], [1]) };
+    for (const [name, , dims] of spec.cache) {
+      const n = dims.reduce((a, b) => a * b, 1);
+      feeds[name] = new ort.Tensor('float32', new Float32Array(n), dims);
+    }
+    return feeds;
+  }, (token, s, out) => {
+    const f = { [spec.ids]: int64([token], [1, 1]), [spec.pos]: int64([prompt.length + s], [1]) };
+    for (const [name, present] of spec.cache) f[name] = out[present];
+    return f;
+  });
 }
 
 async function main() {
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
   const t0 = now();
-  const session = await ort.InferenceSession.create(spec.model, {
-    intraOpNumThreads: Number(spec.threads),
-    interOpNumThreads: 1,
-    graphOptimizationLevel: 'all',
-    executionMode: 'sequential',
-  });
-  const result = { peer: 'onnxruntime', version: ort.env.versions ? ort.env.versions.common : 'unknown',
+  const session = await createSession(spec.model, spec.threads);
+  const result = { peer: 'onnxruntime', version: version(),
                    threads: Number(spec.threads), create_ms: ms(t0) };
   const run = { decode, static_decode: staticDecode }[spec.kind] || shapes;
   Object.assign(result, await run(session, spec));
