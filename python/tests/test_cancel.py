@@ -2,6 +2,7 @@
 # stops at run(..., timeout=) with the [runtime] "deadline exceeded" error,
 # at RunOptions.terminate = True from another thread with "run cancelled",
 # and at Ctrl-C with KeyboardInterrupt; each time the session stays usable.
+import importlib.util
 import os
 import signal
 import threading
@@ -13,29 +14,21 @@ import pytest
 import cge
 
 import onnx  # noqa: F401  (required: conftest.REQUIRED)
-from onnx import TensorProto, helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _load_soak():
+    spec = importlib.util.spec_from_file_location("soak", os.path.join(ROOT, "scripts", "soak.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _loop_model():
-    """y = x + M (a Loop of M iterations adding 1; M is a graph input)."""
-    body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-         helper.make_node("Add", ["x_in", "one"], ["x_out"])],
-        "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("x_in", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("x_out", TensorProto.FLOAT, [4])],
-        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
-    g = helper.make_graph(
-        [helper.make_node("Loop", ["M", "cond", "x"], ["y"], body=body)], "loop",
-        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
-    return m.SerializeToString()
+    """y = x + M (a Loop of M iterations adding 1; M is a graph input): the
+    soak test's model."""
+    return _load_soak().loop_model(None)[0]
 
 
 def _feed(m):
