@@ -66,22 +66,51 @@ static cge_status run(cge_session *s, cge_run_mode mode, const float *x, float *
     return cge_session_run(s, 1, &in, 1, &out, 1, &o);
 }
 
+/* A session over chain_graph, its input and its uninterrupted result. */
+typedef struct chain {
+    float *w, *x, *ref, *y;
+    cge_graph *g;
+    cge_session *s;
+    double full_ms;         /* one uninterrupted plan run */
+} chain;
+
+static void chain_open(chain *c)
+{
+    c->w = malloc(sizeof(float) * N * N);
+    c->x = malloc(sizeof(float) * N * N);
+    c->ref = malloc(sizeof(float) * N * N);
+    c->y = malloc(sizeof(float) * N * N);
+    for (int i = 0; i < N * N; i++) {
+        c->w[i] = (float)((i * 7) % 13 - 6) / (6.0f * N);
+        c->x[i] = (float)((i * 5) % 11 - 5);
+    }
+    c->g = chain_graph(c->w);
+    c->s = NULL;
+    assert_int_equal(cge_session_create(NULL, &c->s), CGE_OK);
+    assert_int_equal(cge_session_add_graph(c->s, 1, c->g), CGE_OK);
+    double t0 = now_ms();
+    assert_int_equal(run(c->s, CGE_RUN_PLAN, c->x, c->ref), CGE_OK);
+    c->full_ms = now_ms() - t0;
+}
+
+static void chain_close(chain *c)
+{
+    cge_session_destroy(c->s);
+    cge_graph_destroy(c->g);
+    free(c->w);
+    free(c->x);
+    free(c->ref);
+    free(c->y);
+}
+
 static void test_cancel_and_deadline_in_every_mode(void **state)
 {
     (void)state;
-    float *w = malloc(sizeof(float) * N * N), *x = malloc(sizeof(float) * N * N);
-    float *ref = malloc(sizeof(float) * N * N), *y = malloc(sizeof(float) * N * N);
-    for (int i = 0; i < N * N; i++) {
-        w[i] = (float)((i * 7) % 13 - 6) / (6.0f * N);
-        x[i] = (float)((i * 5) % 11 - 5);
-    }
-    cge_graph *g = chain_graph(w);
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
-    double t0 = now_ms();
-    assert_int_equal(run(s, CGE_RUN_PLAN, x, ref), CGE_OK);
-    double full = now_ms() - t0;
+    chain ch;
+    chain_open(&ch);
+    cge_session *s = ch.s;
+    float *x = ch.x, *ref = ch.ref, *y = ch.y;
+    double full = ch.full_ms;
     cge_cancel *c = NULL;
     assert_int_equal(cge_cancel_create(&c), CGE_OK);
     static const cge_run_mode modes[3] = {CGE_RUN_PLAN, CGE_RUN_REPLAY, CGE_RUN_EAGER};
@@ -128,12 +157,7 @@ static void test_cancel_and_deadline_in_every_mode(void **state)
         assert_memory_equal(y, ref, sizeof(float) * N * N);
     }
     cge_cancel_destroy(c);
-    cge_session_destroy(s);
-    cge_graph_destroy(g);
-    free(w);
-    free(x);
-    free(ref);
-    free(y);
+    chain_close(&ch);
 }
 
 /* cge_run_options.cancel binds the run to a token without a scope; a plan
@@ -141,17 +165,10 @@ static void test_cancel_and_deadline_in_every_mode(void **state)
 static void test_run_option_names_the_step(void **state)
 {
     (void)state;
-    float *w = malloc(sizeof(float) * N * N), *x = malloc(sizeof(float) * N * N);
-    float *ref = malloc(sizeof(float) * N * N), *y = malloc(sizeof(float) * N * N);
-    for (int i = 0; i < N * N; i++) {
-        w[i] = (float)((i * 7) % 13 - 6) / (6.0f * N);
-        x[i] = (float)((i * 5) % 11 - 5);
-    }
-    cge_graph *g = chain_graph(w);
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
-    assert_int_equal(run(s, CGE_RUN_PLAN, x, ref), CGE_OK);
+    chain ch;
+    chain_open(&ch);
+    cge_session *s = ch.s;
+    float *x = ch.x, *ref = ch.ref, *y = ch.y;
     cge_cancel *c = NULL;
     assert_int_equal(cge_cancel_create(&c), CGE_OK);
     cge_tensor in = {.name = "x", .dtype = CGE_F32, .shape = CGE_SHAPE(N, N), .data = x,
@@ -176,12 +193,7 @@ static void test_run_option_names_the_step(void **state)
     assert_int_equal(cge_session_run(s, 1, &in, 1, &out, 1, &o), CGE_OK);
     assert_memory_equal(y, ref, sizeof(float) * N * N);
     cge_cancel_destroy(c);
-    cge_session_destroy(s);
-    cge_graph_destroy(g);
-    free(w);
-    free(x);
-    free(ref);
-    free(y);
+    chain_close(&ch);
 }
 
 int main(void)
