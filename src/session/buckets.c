@@ -113,30 +113,114 @@ static bool every_output_carries(const cge_graph *g, const char *name)
     return true;
 }
 
-bool cge__buckets_round(const cge__buckets *b, const cge_graph *g, const cge_graph *out_graph,
-                        const cge_shape *shapes, cge_shape *padded)
+/* An input axis that rounds up to bucket dim `bd`, and an output axis that
+ * takes back the size of input `in`'s axis `in_axis`. */
+typedef struct pad_in {
+    int32_t input, axis;
+    const bucket_dim *bd;
+} pad_in;
+
+typedef struct pad_out {
+    int32_t output, axis, in, in_axis;
+} pad_out;
+
+struct cge__pad_plan {
+    pad_in *ins;
+    int32_t num_ins;
+    pad_out *outs;
+    int32_t num_outs;
+};
+
+void cge__pad_plan_destroy(cge__pad_plan *p)
 {
-    int32_t ni = cge_graph_num_inputs(g);
-    bool changed = false;
+    if (!p)
+        return;
+    free(p->ins);
+    free(p->outs);
+    free(p);
+}
+
+cge_status cge__pad_plan_create(const cge__buckets *b, const cge_graph *g,
+                                const cge_graph *out_graph, cge__pad_plan **out)
+{
+    *out = NULL;
+    if (!b)
+        return CGE_OK;
+    int32_t ni = cge_graph_num_inputs(g), no = cge_graph_num_outputs(out_graph);
+    cge__pad_plan *p = calloc(1, sizeof *p);
+    if (p) {
+        p->ins = calloc((size_t)ni * CGE_MAX_RANK + 1, sizeof *p->ins);
+        p->outs = calloc((size_t)no * CGE_MAX_RANK + 1, sizeof *p->outs);
+    }
+    if (!p || !p->ins || !p->outs) {
+        cge__pad_plan_destroy(p);
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "shape buckets: out of memory");
+    }
     for (int32_t i = 0; i < ni; i++) {
-        padded[i] = shapes[i];
         cge_tensor_desc d;
-        if (!b || cge_graph_get_desc(g, cge_graph_input(g, i), &d))
+        if (cge_graph_get_desc(g, cge_graph_input(g, i), &d))
             continue;
-        for (int32_t k = 0; k < d.shape.rank && k < shapes[i].rank; k++) {
+        for (int32_t k = 0; k < d.shape.rank; k++) {
             const bucket_dim *bd = cge_dim_is_symbol(d.shape.dims[k]) ? find(b, g, d.shape.dims[k])
                                                                        : NULL;
-            if (!bd || !every_output_carries(out_graph, bd->name))
-                continue;
-            for (int32_t s = 0; s < bd->n; s++)
-                if (bd->sizes[s] >= shapes[i].dims[k]) {
-                    changed |= bd->sizes[s] != shapes[i].dims[k];
-                    padded[i].dims[k] = bd->sizes[s];
-                    break;
-                }
+            if (bd && every_output_carries(out_graph, bd->name))
+                p->ins[p->num_ins++] = (pad_in){i, k, bd};
         }
     }
+    /* Each output axis of a padded symbol takes the size of the first input
+     * axis declared with it. */
+    for (int32_t o = 0; o < no && p->num_ins; o++) {
+        cge_tensor_desc d;
+        if (cge_graph_get_desc(out_graph, cge_graph_output(out_graph, o), &d))
+            continue;
+        for (int32_t k = 0; k < d.shape.rank; k++) {
+            for (int32_t q = 0; q < p->num_ins; q++) {
+                cge_tensor_desc id;
+                cge_graph_get_desc(g, cge_graph_input(g, p->ins[q].input), &id);
+                if (id.shape.dims[p->ins[q].axis] == d.shape.dims[k]) {
+                    p->outs[p->num_outs++] = (pad_out){o, k, p->ins[q].input, p->ins[q].axis};
+                    break;
+                }
+            }
+        }
+    }
+    if (!p->num_ins) {
+        cge__pad_plan_destroy(p);
+        p = NULL;
+    }
+    *out = p;
+    return CGE_OK;
+}
+
+bool cge__pad_round(const cge__pad_plan *p, const cge_shape *shapes, int32_t ni,
+                    cge_shape *padded)
+{
+    for (int32_t i = 0; i < ni; i++)
+        padded[i] = shapes[i];
+    bool changed = false;
+    for (int32_t q = 0; p && q < p->num_ins; q++) {
+        const pad_in *a = &p->ins[q];
+        if (a->input >= ni || a->axis >= shapes[a->input].rank)
+            continue;
+        int64_t n = shapes[a->input].dims[a->axis];
+        for (int32_t s = 0; s < a->bd->n; s++)
+            if (a->bd->sizes[s] >= n) {
+                changed |= a->bd->sizes[s] != n;
+                padded[a->input].dims[a->axis] = a->bd->sizes[s];
+                break;
+            }
+    }
     return changed;
+}
+
+void cge__pad_cut_shape(const cge__pad_plan *p, int32_t output, const cge_shape *shapes,
+                        cge_shape *shape)
+{
+    for (int32_t q = 0; p && q < p->num_outs; q++) {
+        const pad_out *c = &p->outs[q];
+        if (c->output == output && c->axis < shape->rank)
+            shape->dims[c->axis] = shapes[c->in].dims[c->in_axis];
+    }
 }
 
 /* dst/src strides in elements for the box walk. */

@@ -35,7 +35,10 @@ typedef struct graph_entry {
      * in the same memory instead of each keeping its own. */
     void *arena;
     size_t arena_bytes;
-    /* Host memory for padded runs' inputs and outputs (shape buckets). */
+    /* Shape buckets: where the graph pads (NULL: nowhere), once made, and
+     * host memory for padded runs' inputs and outputs. */
+    cge__pad_plan *pad;
+    bool pad_made;
     void *stage;
     size_t stage_bytes;
     cge_session *session;
@@ -141,6 +144,7 @@ static void entry_free(graph_entry *e)
     if (e->arena)
         cge_mem_free(e->session->dev, e->arena);
     free(e->stage);
+    cge__pad_plan_destroy(e->pad);
     if (e->release)
         e->release(e->owner);
     if (!e->plan)
@@ -657,28 +661,15 @@ static cge_status stage_padded(graph_entry *e, cge__instance *inst, const cge_te
     return CGE_OK;
 }
 
-/* The caller's outputs from a padded run's: each symbolic dim of an output
+/* The caller's outputs from a padded run's: each padded axis of an output
  * back at the size the caller's inputs gave it. */
-static cge_status cut_padded(graph_entry *e, const cge_graph *dg, const cge_shape *shapes,
-                             const cge_tensor *pout, cge_tensor *outputs, const int32_t *out_pos,
-                             int32_t no)
+static cge_status cut_padded(graph_entry *e, const cge_shape *shapes, const cge_tensor *pout,
+                             cge_tensor *outputs, const int32_t *out_pos, int32_t no)
 {
     char sh[CGE_SHAPE_STR_MAX];
     for (int32_t j = 0; j < no; j++) {
-        cge_tensor_desc d;
-        cge_graph_get_desc(dg, cge_graph_output(dg, out_pos[j]), &d);
         cge_shape real = pout[j].shape;
-        for (int32_t k = 0; k < real.rank && k < d.shape.rank; k++) {
-            if (!cge_dim_is_symbol(d.shape.dims[k]))
-                continue;
-            for (int32_t i = 0; i < cge_graph_num_inputs(e->g); i++) {
-                cge_tensor_desc id;
-                cge_graph_get_desc(e->g, cge_graph_input(e->g, i), &id);
-                for (int32_t a = 0; a < id.shape.rank; a++)
-                    if (id.shape.dims[a] == d.shape.dims[k])
-                        real.dims[k] = shapes[i].dims[a];
-            }
-        }
+        cge__pad_cut_shape(e->pad, out_pos[j], shapes, &real);
         outputs[j].dtype = pout[j].dtype;
         outputs[j].shape = real;
     }
@@ -738,8 +729,13 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
         pout = calloc((size_t)no + 1, sizeof *pout);
         if (!padded || !pin || !pout)
             st = cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "run_graph: out of memory");
-        else
-            pad = cge__buckets_round(s->buckets, e->g, described_graph(e), shapes, padded);
+        /* Where the graph pads is worked out once, from its descriptors. */
+        if (!st && !e->pad_made) {
+            st = cge__pad_plan_create(s->buckets, e->g, described_graph(e), &e->pad);
+            e->pad_made = !st;
+        }
+        if (!st)
+            pad = cge__pad_round(e->pad, shapes, ni, padded);
     }
     cge__instance *inst = NULL;
     if (!st)
@@ -779,7 +775,7 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
         cge__instance_set_profile(inst, NULL, NULL);
     }
     if (!st && pad)
-        st = cut_padded(e, described_graph(e), shapes, pout, outputs, out_pos, num_outputs);
+        st = cut_padded(e, shapes, pout, outputs, out_pos, num_outputs);
     pthread_mutex_unlock(&e->lock);
     free(in_pos);
     free(out_pos);
