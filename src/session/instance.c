@@ -106,7 +106,6 @@ struct cge__instance {
     bool consts_in_graph;   /* constants are read in place from the plan's graph */
     cge_kernel_cache *shared; /* kernels' prepared constant data, the session graph's */
     bool arena_borrowed;    /* the arena is the session graph's, shared */
-    size_t arena_bytes;
     cge_event *after;       /* another instance's `done` the next run waits for */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
     cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
@@ -583,10 +582,9 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
     inst->num_streams = cge_plan_num_streams(p);
     inst->num_events = cge_plan_num_events(p);
     bool host = !strcmp(cge_device_name(inst->dev), "cpu");
-    inst->arena_bytes = cge_plan_arena_bytes(p);
     inst->arena_borrowed = arena != NULL;
-    cge_status st = arena ? arena->get(arena->user, inst->arena_bytes, &inst->arena)
-                          : cge_mem_alloc(inst->dev, inst->arena_bytes, &inst->arena);
+    cge_status st = arena ? arena->get(arena->user, cge_plan_arena_bytes(p), &inst->arena)
+                          : cge_mem_alloc(inst->dev, cge_plan_arena_bytes(p), &inst->arena);
     if (!st && host && host_consts) {
         /* The CPU device's memory is host memory: no copy of the weights. */
         inst->consts = (void *)host_consts;
@@ -671,7 +669,7 @@ void cge__instance_relocate(cge__instance *inst, const void *from, void *to)
 {
     if (inst->eager || !inst->steps || inst->arena != from)
         return;
-    size_t b = inst->arena_bytes;
+    size_t b = cge_plan_arena_bytes(inst->plan);
     for (int32_t k = 0; k < cge_plan_num_steps(inst->plan); k++) {
         plan_exec *pe = &inst->steps[k];
         for (int32_t i = 0; i < pe->step->num_inputs; i++)
