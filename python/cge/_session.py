@@ -647,27 +647,7 @@ class InferenceSession:
                 raise Error("[session] the model has no output named '%s' (its outputs: %s)"
                             % (n, ", ".join(o.name for o in self._outputs)), "session",
                             "CGE_ERR_NOT_FOUND")
-        arrays, names = [], []
-        ins = (_lib.Tensor * max(1, len(input_feed)))()
-        declared = {a.name: a.dtype for a in self._inputs}
-        for i, (name, value) in enumerate(input_feed.items()):
-            if hasattr(value, "ortvalue_from_numpy"):
-                value = value.numpy()
-            a = np.asarray(value)  # keeps rank 0 (ascontiguousarray would not)
-            if not a.flags["C_CONTIGUOUS"]:
-                a = np.ascontiguousarray(a)
-            if a.dtype == np.uint16 and declared.get(name) == BFLOAT16:
-                dt = BFLOAT16  # bfloat16 travels as its uint16 bits
-            else:
-                dt = numpy_to_dtype(a.dtype)
-            nb = name.encode()
-            arrays.append(a)
-            names.append(nb)
-            ins[i].name = nb
-            ins[i].dtype = dt
-            ins[i].shape = _make_shape(a.shape)
-            ins[i].data = a.ctypes.data if a.nbytes else None
-            ins[i].bytes = a.nbytes
+        ins, arrays, names = self._input_tensors(input_feed)
         key = (tuple((n, a.shape, a.dtype.str) for n, a in zip(names, arrays)), tuple(output_names))
         idx = [self._out_index[n] for n in output_names]
         guess = self._shape_cache.get(key)
@@ -726,6 +706,33 @@ class InferenceSession:
         self._shape_cache[key] = [(outs[j].dtype, tuple(r.shape)) for j, r in enumerate(result)]
         return result
 
+    def _input_tensors(self, input_feed):
+        """The C tensors of ``input_feed`` ({name: array or OrtValue}), read
+        in place where the array is C-contiguous; with the arrays and the
+        encoded names they point into (keep them until the run ends)."""
+        arrays, names = [], []
+        ins = (_lib.Tensor * max(1, len(input_feed)))()
+        declared = {a.name: a.dtype for a in self._inputs}
+        for i, (name, value) in enumerate(input_feed.items()):
+            if hasattr(value, "ortvalue_from_numpy"):
+                value = value.numpy()
+            a = np.asarray(value)  # keeps rank 0 (ascontiguousarray would not)
+            if not a.flags["C_CONTIGUOUS"]:
+                a = np.ascontiguousarray(a)
+            if a.dtype == np.uint16 and declared.get(name) == BFLOAT16:
+                dt = BFLOAT16  # bfloat16 travels as its uint16 bits
+            else:
+                dt = numpy_to_dtype(a.dtype)
+            nb = name.encode()
+            arrays.append(a)
+            names.append(nb)
+            ins[i].name = nb
+            ins[i].dtype = dt
+            ins[i].shape = _make_shape(a.shape)
+            ins[i].data = a.ctypes.data if a.nbytes else None
+            ins[i].bytes = a.nbytes
+        return ins, arrays, names
+
     def _run_bound(self, input_feed, output_arrays, run_options=None):
         """One run with I/O binding (cge_run_options.bind_buffers): the kernels
         read ``input_feed``'s arrays and write ``output_arrays`` ({name:
@@ -735,16 +742,7 @@ class InferenceSession:
         if run_options is not None and getattr(run_options, "terminate", False):
             raise Error("[session] the run was refused: RunOptions.terminate is set", "session",
                         "CGE_ERR_STATE")
-        keep = []
-        ins = (_lib.Tensor * max(1, len(input_feed)))()
-        for i, (name, a) in enumerate(input_feed.items()):
-            if not isinstance(a, np.ndarray) or not a.flags["C_CONTIGUOUS"]:
-                a = np.ascontiguousarray(a)
-            nb = name.encode()
-            keep += [a, nb]
-            ins[i].name, ins[i].dtype = nb, numpy_to_dtype(a.dtype)
-            ins[i].shape = _make_shape(a.shape)
-            ins[i].data, ins[i].bytes = (a.ctypes.data if a.nbytes else None), a.nbytes
+        ins, keep, names = self._input_tensors(input_feed)
         outs = (_lib.Tensor * max(1, len(output_arrays)))()
         for j, (name, a) in enumerate(output_arrays.items()):
             if name not in self._out_index:
@@ -756,7 +754,7 @@ class InferenceSession:
                 raise Error("[session] the buffer bound for output '%s' must be a writable "
                             "C-contiguous numpy array" % name, "session", "CGE_ERR_INVALID_ARG")
             nb = name.encode()
-            keep.append(nb)
+            names.append(nb)
             outs[j].name = nb
             outs[j].data, outs[j].bytes = (a.ctypes.data if a.nbytes else None), a.nbytes
         ro = _lib.RunOptions()

@@ -176,6 +176,13 @@ def test_bfloat16_travels_as_uint16_bits():
     (y,) = s.run(None, {"x": bits})
     assert y.dtype == np.uint16
     np.testing.assert_array_equal(y, bits)
+    # The same through zero-copy I/O binding (it shares run's input handling).
+    out = cge.OrtValue(np.zeros(2, np.uint16))
+    io = s.io_binding()
+    io.bind_cpu_input("x", bits)
+    io.bind_ortvalue_output("y", out)
+    s.run_with_iobinding(io)
+    np.testing.assert_array_equal(out.numpy(), bits)
 
 
 def test_scalar_input_keeps_rank_zero():
