@@ -490,9 +490,9 @@ static cge_status binding_table(cge__instance *inst)
         }
         int32_t uses = 0;
         for (int32_t k = 0; ok && k < cge_graph_num_inputs(inst->pg); k++)
-            uses += !strcmp(cge_graph_input(inst->pg, k), v->name);
+            uses += inst->io.in_idx[k] == i;
         for (int32_t k = 0; ok && k < cge_graph_num_outputs(inst->pg); k++)
-            uses += !strcmp(cge_graph_output(inst->pg, k), v->name);
+            uses += inst->io.out_idx[k] == i;
         if (!ok || uses != 1)
             continue;
         int32_t n = 0;
