@@ -687,6 +687,12 @@ void cge__instance_relocate(cge__instance *inst, const void *from, void *to)
     cge__instance_drop_capture(inst);
 }
 
+void cge__instance_wait(const cge__instance *inst)
+{
+    if (inst->done)
+        cge_event_synchronize(inst->done);
+}
+
 void cge__instance_after(cge__instance *inst, const cge__instance *prev)
 {
     inst->after = prev && prev != inst ? prev->done : NULL;

@@ -31,6 +31,8 @@ cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_s
  * holds the old addresses; the next replay captures again). No run of the
  * instance may be in flight. */
 void cge__instance_relocate(cge__instance *inst, const void *from, void *to);
+/* Wait until the instance's last run has ended (on whatever stream). */
+void cge__instance_wait(const cge__instance *inst);
 /* The next run of `inst` starts after the last run of `prev` ends (they
  * share an arena); NULL or `inst` itself: no extra wait. */
 void cge__instance_after(cge__instance *inst, const cge__instance *prev);

@@ -280,7 +280,9 @@ static cge_status entry_arena(void *user, size_t bytes, void **out)
         if (st)
             return st;
         if (e->arena) {
-            cge_device_synchronize(e->session->dev);
+            /* The graph's runs are ordered: the last one's end is them all. */
+            if (e->last_inst)
+                cge__instance_wait(e->last_inst);
             for (int32_t i = 0; i < e->num_inst; i++)
                 cge__instance_relocate(e->inst[i], e->arena, grown);
             cge_mem_free(e->session->dev, e->arena);
@@ -574,7 +576,7 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
         for (int32_t i = 1; i < e->num_inst; i++)
             if (e->used[i] < e->used[slot])
                 slot = i;
-        cge_device_synchronize(s->dev);
+        cge__instance_wait(e->inst[slot]);
         if (e->last_inst == e->inst[slot])
             e->last_inst = NULL;
         cge__instance_destroy(e->inst[slot]);
