@@ -11,6 +11,21 @@
 
 #define MAX_IO 16
 
+/* `n` replaced by constants of its outputs' names: data[i] holds output i's
+ * bytes at its descriptor (`outs`). */
+static cge_status replace_by_constants(cc_ctx *ctx, cge_graph *g, cge_node *n,
+                                       const cge_tensor_desc *outs, const void *const *data)
+{
+    int32_t no = cge_node_num_outputs(n);
+    cge_status st = cge_graph_remove_node(g, n);
+    for (int32_t i = 0; !st && i < no; i++)
+        st = cge_graph_add_constant(g, outs[i].name, outs[i].dtype, &outs[i].shape, data[i],
+                                    cge_tensor_nbytes(outs[i].dtype, &outs[i].shape));
+    if (!st)
+        ctx->removed++;
+    return st;
+}
+
 /* Shape(x) with x static: [start, end) of x's dims as int64. */
 static bool fold_shape(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
 {
@@ -29,14 +44,10 @@ static bool fold_shape(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
     s = s < 0 ? 0 : (s > r ? r : s);
     e = e < 0 ? 0 : (e > r ? r : e);
     int64_t cnt = e > s ? e - s : 0;
-    cge_shape shp = CGE_SHAPE(cnt);
-    const char *name = cge_node_output(n, 0);
-    *st = cge_graph_remove_node(g, n);
-    if (!*st)
-        *st = cge_graph_add_constant(g, name, CGE_I64, &shp, in.shape.dims + s,
-                                     sizeof(int64_t) * (size_t)cnt);
-    if (!*st)
-        ctx->removed++;
+    cge_tensor_desc out = {.name = cge_node_output(n, 0), .dtype = CGE_I64,
+                           .shape = CGE_SHAPE(cnt)};
+    const void *data[1] = {in.shape.dims + s};
+    *st = replace_by_constants(ctx, g, n, &out, data);
     return true;
 }
 
@@ -61,12 +72,7 @@ static bool fold_known(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
     const void *data[MAX_IO];
     for (int32_t i = 0; i < no; i++)
         data[i] = ctx->known[cge_node_output_id(n, i)];
-    *st = cge_graph_remove_node(g, n);
-    for (int32_t i = 0; !*st && i < no; i++)
-        *st = cge_graph_add_constant(g, outs[i].name, outs[i].dtype, &outs[i].shape, data[i],
-                                     cge_tensor_nbytes(outs[i].dtype, &outs[i].shape));
-    if (!*st)
-        ctx->removed++;
+    *st = replace_by_constants(ctx, g, n, outs, data);
     return true;
 }
 
@@ -131,14 +137,9 @@ static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n, bool use_kno
     cge_tensor_desc outs[MAX_IO];
     for (int32_t i = 0; i < no; i++)
         outs[i] = cc_out_desc(g, n, i);
-    st = cge_graph_remove_node(g, n);
-    for (int32_t i = 0; !st && i < no; i++)
-        st = cge_graph_add_constant(g, outs[i].name, outs[i].dtype, &outs[i].shape, host[i],
-                                    cge_tensor_nbytes(outs[i].dtype, &outs[i].shape));
+    st = replace_by_constants(ctx, g, n, outs, (const void *const *)host);
     for (int32_t i = 0; i < no; i++)
         free(host[i]);
-    if (!st)
-        ctx->removed++;
     return st;
 }
 
