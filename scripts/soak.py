@@ -35,7 +35,6 @@ import faulthandler
 import gc
 import heapq
 import os
-import random
 import sys
 import threading
 import time

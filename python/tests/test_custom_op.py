@@ -4,7 +4,6 @@
 # custom-domain node, the `cge` command line, PyTorch (torch.library op +
 # converter), and a captured replay; op-check catching the broken variant.
 import os
-import shutil
 import subprocess
 
 import numpy as np
