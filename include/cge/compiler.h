@@ -30,6 +30,25 @@ typedef enum cge_opt_level {
     CGE_OPT_LAYOUT = 4   /* 3: + layout changes (channels-last convolutions) */
 } cge_opt_level;
 
+/* Precision of the heavy float32 operators. FP32 (0, the default) computes
+ * as the model says. BF16 runs Conv, MatMul, Gemm and their fused forms
+ * (FusedConv, FusedMatMul) with bfloat16 inputs and weights and float32
+ * accumulation and outputs, on oneDNN's AVX512-BF16 / AMX kernels: weights
+ * are converted once when a plan is made, activations as they are read.
+ * The compiler's "precision" pass does it (the plan and model files carry
+ * it); on a CPU or build without bfloat16 kernels it changes nothing.
+ * Results differ from float32 by bfloat16's rounding (8 significant bits:
+ * relative errors near 1e-3 to 1e-2). */
+typedef enum cge_precision {
+    CGE_PRECISION_FP32 = 0,
+    CGE_PRECISION_BF16 = 1
+} cge_precision;
+const char *cge_precision_name(cge_precision p);   /* "fp32", "bf16" */
+/* Parse "fp32" | "float32" | "bf16" | "bfloat16"; -1 if unknown. */
+int cge_precision_from_name(const char *name);
+/* Whether this build and CPU run bfloat16 kernels (BF16 changes anything). */
+bool cge_precision_bf16_available(void);
+
 /* An engine: a kernel provider. Its kernels are the cge_kernel_def entries
  * whose `engine` field equals `name`. Partition gives every node to the
  * engine of highest priority that has a kernel for the node's dtype and, if
@@ -81,6 +100,9 @@ typedef struct cge_compile_options {
      * that graph again per concrete signature (cheap: its weight work is
      * done, and constants are shared) or runs it node by node. */
     bool allow_incomplete;
+    /* Arithmetic of the heavy float32 operators (see cge_precision). Last,
+     * so that a zeroed struct keeps float32. */
+    cge_precision precision;
 } cge_compile_options;
 
 /* ---- the plan ------------------------------------------------------------ */

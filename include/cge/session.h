@@ -71,6 +71,11 @@ typedef struct cge_session_options {
     /* Shape buckets (copied at create): see cge_dim_buckets. */
     const cge_dim_buckets *buckets;
     int32_t num_buckets;
+    /* Arithmetic of the heavy float32 operators (cge/compiler.h,
+     * cge_precision): 0 is float32; CGE_PRECISION_BF16 runs Conv, MatMul and
+     * Gemm in bfloat16 with float32 accumulation. $CGE_PRECISION (fp32,
+     * bf16) overrides a zero field, for experiments. */
+    cge_precision precision;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step

@@ -6,7 +6,8 @@
 PyTorch modules. ONNX Runtime's Python API is followed where it applies
 (``import cge as ort``: SessionOptions, RunOptions, io_binding, ...;
 docs/python.md). Errors are ``cge.Error`` subclasses, one per layer."""
-from ._session import Error, InferenceSession, NodeArg, dtype_to_numpy, numpy_to_dtype
+from ._session import (Error, InferenceSession, NodeArg, dtype_to_numpy, numpy_to_dtype,
+                       precision_bf16_available)
 from . import _lib
 from .errors import (CgeIOError, CgeRuntimeError, ConverterError, EngineError, GraphError,
                      KernelError, MetaError, SchemaError, SessionError)

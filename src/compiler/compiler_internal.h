@@ -95,6 +95,9 @@ cge_status cc_pass_fuse_gelu(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);
+/* Runs only with precision bf16: Conv/MatMul/Gemm and their fused forms
+ * marked (or rewritten) to run in bfloat16. */
+cge_status cc_pass_precision(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);

@@ -35,6 +35,7 @@ static const pass_entry passes[] = {
     {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "precision", cc_pass_precision, CGE_OPT_NONE, false, NULL, NULL},
     {"optimize", "channels_last_ops", cc_pass_channels_last_ops, CGE_OPT_LAYOUT, false, NULL, NULL},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "infer", cc_pass_infer_changes, CGE_OPT_NONE, true, "infer", "inferred descriptors"},

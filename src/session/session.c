@@ -75,6 +75,10 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     if (!out)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "session_create: out is NULL");
     *out = NULL;
+    if (opts && (opts->precision < CGE_PRECISION_FP32 || opts->precision > CGE_PRECISION_BF16))
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "session_create: precision %d is not fp32 (0) or bf16 (1)",
+                         (int)opts->precision);
     cge_session *s = calloc(1, sizeof *s);
     if (!s)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "session_create: out of memory");
@@ -105,6 +109,15 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     s->capture_limit = opts && opts->capture_limit > 0 ? opts->capture_limit : 8;
     s->copts.opt_level = opts ? opts->opt_level : CGE_OPT_DEFAULT;
     s->copts.num_streams = opts && opts->num_streams > 0 ? opts->num_streams : 1;
+    s->copts.precision = opts ? opts->precision : CGE_PRECISION_FP32;
+    const char *penv = getenv("CGE_PRECISION");
+    if (s->copts.precision == CGE_PRECISION_FP32 && penv && penv[0]) {
+        int p = cge_precision_from_name(penv);
+        if (p >= 0)
+            s->copts.precision = (cge_precision)p;
+        else
+            fprintf(stderr, "cge: ignoring CGE_PRECISION='%s' (want fp32 or bf16)\n", penv);
+    }
     const char *env = getenv("CGE_RUN_MODE");
     if (env && env[0]) {
         int m = cge_run_mode_from_name(env);

@@ -46,6 +46,8 @@ typedef struct cli_opts {
     const char *after;
     unsigned seed;
     bool verify;
+    cge_precision precision;                /* --precision fp32|bf16 */
+    bool compare_precision;                 /* bench --compare-precision */
 } cli_opts;
 
 /* A model opened for a subcommand. */

@@ -199,14 +199,17 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
         }
         if (!allowed_opt(allowed, name))
             return cli_usage(cmd, "unknown option '%s'", a);
-        bool flag = !strcmp(name, "json") || !strcmp(name, "verify");
+        bool flag = !strcmp(name, "json") || !strcmp(name, "verify") ||
+                    !strcmp(name, "compare-precision");
         if (flag) {
             if (val)
                 return cli_usage(cmd, "--%s takes no value", name);
             if (!strcmp(name, "json"))
                 o->json = true;
-            else
+            else if (!strcmp(name, "verify"))
                 o->verify = true;
+            else
+                o->compare_precision = true;
             continue;
         }
         if (!val) {
@@ -226,6 +229,11 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
             if (!parse_long(val, 0, 3, &n))
                 return cli_usage(cmd, "--opt-level '%s': want 0, 1, 2 or 3", val);
             o->opt_level = (int)n;
+        } else if (!strcmp(name, "precision")) {
+            int p = cge_precision_from_name(val);
+            if (p < 0)
+                return cli_usage(cmd, "--precision '%s': want fp32 or bf16", val);
+            o->precision = (cge_precision)p;
         } else if (!strcmp(name, "disable-pass")) {
             bool known = false;
             const char *pn;
@@ -389,7 +397,7 @@ cge_compile_options cli_compile_options(const cli_opts *o, char *buf, size_t siz
     cge_compile_options c = {.opt_level = o->opt_level < 0 ? CGE_OPT_DEFAULT
                                                            : (cge_opt_level)(o->opt_level + 1),
                              .dump_dir = o->dump_dir, .collect_stats = true,
-                             .num_streams = o->streams};
+                             .num_streams = o->streams, .precision = o->precision};
     size_t k = 0;
     buf[0] = '\0';
     for (int i = 0; i < o->num_disable && k < size; i++)
@@ -404,7 +412,7 @@ int cli_session(const char *cmd, const cli_opts *o, cli_model *m, cge_session **
     cge_session_options so = {.num_threads = o->threads,
                               .opt_level = o->opt_level < 0 ? CGE_OPT_DEFAULT
                                                             : (cge_opt_level)(o->opt_level + 1),
-                              .num_streams = o->streams};
+                              .num_streams = o->streams, .precision = o->precision};
     cge_session *s = NULL;
     if (cge_session_create(&so, &s))
         return cli_fail_last(cmd, NULL);
