@@ -41,6 +41,7 @@ const cge_op_def *cge__ops_fused_elementwise(int32_t *count); /* cge.fused Eleme
 const cge_op_def *cge__ops_fused_matmul(int32_t *count); /* cge.fused FusedMatMul */
 const cge_op_def *cge__ops_fused_conv(int32_t *count); /* cge.fused FusedConv */
 const cge_op_def *cge__ops_matmul_bf16(int32_t *count); /* cge.fused MatMulBF16 */
+const cge_op_def *cge__ops_matmul_nbits(int32_t *count); /* com.microsoft MatMulNBits */
 const cge_op_def *cge__ops_channels_last(int32_t *count); /* cge.fused ChannelsLast* LayoutView */
 const cge_op_def *cge__ops_copy(int32_t *count); /* cge Copy Reorder */
 

@@ -1,0 +1,391 @@
+/* com.microsoft MatMulNBits (ONNX Runtime's contrib operator): Y = A B^T
+ * (+ bias) with B [N, K] quantized to 4 or 8 bits in blocks along K, each
+ * block with a scale and a zero point, dequantised in registers inside the
+ * product: float weights never exist in memory. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/kernel_util.h"
+
+/* The layout is ONNX Runtime's, so files are interchangeable:
+ *   B            uint8 [N, n_blocks, blob], blob = block_size * bits / 8,
+ *                n_blocks = ceil(K / block_size); codes packed low bits
+ *                first along K (4 bits: element 2i in the low nibble of
+ *                byte i, 2i+1 in the high one); the last block is padded.
+ *   scales       float32 [N * n_blocks] (or [N, n_blocks])
+ *   zero_points  optional: uint8 packed as B's codes, per column
+ *                ceil(n_blocks * bits / 8) bytes ([N * that]); or float32
+ *                [N * n_blocks]. Absent: 2^(bits-1) (8 or 128).
+ *   g_idx        optional int32 [K]: must be k / block_size (the act-order
+ *                permutations it could describe are refused)
+ *   bias         optional float32 [N]
+ * W(n, k) = (code(n, k) - zp(n, k / bs)) * scale(n, k / bs).
+ *
+ * The kernel reads each weight byte once per group of rows: for a decode
+ * step (M = 1, memory bound) that is the whole point, bytes read per token
+ * are bits/32 of float32's. Zero points come out of the inner loop:
+ *   sum_k (q - z) s a = s (sum_k q a - z sum_k a),
+ * with sum_k a per block computed once per run. A is repacked once per run
+ * (padded to whole blocks; for 4 bits each 32-element chunk as 16 even then
+ * 16 odd elements, the order in which nibbles unpack). accuracy_level is
+ * accepted and ignored: products are float32. */
+
+typedef struct nb_args {
+    int64_t M, N, K, bs, nb, blob, kp;   /* kp = nb * bs */
+    int bits;
+    const float *a;
+    const uint8_t *b;
+    const float *scales;
+    const uint8_t *zp_u8;
+    const float *zp_f32;
+    const float *bias;
+    float *y;
+    float *ap;          /* [M][kp] repacked A */
+    float *asum;        /* [M][nb] */
+    int64_t col_blocks; /* column groups the blocks split N into */
+    int fast;           /* the AVX-512 inner loop applies */
+} nb_args;
+
+/* ---- meta ------------------------------------------------------------------------ */
+
+static bool nb_attrs(const cge_attrs *at, int64_t *K, int64_t *N, int *bits, int64_t *bs)
+{
+    *K = cge_attrs_get_int(at, "K", -1);
+    *N = cge_attrs_get_int(at, "N", -1);
+    *bits = (int)cge_attrs_get_int(at, "bits", 4);
+    *bs = cge_attrs_get_int(at, "block_size", 0);
+    return *K > 0 && *N > 0 && (*bits == 4 || *bits == 8) && *bs >= 16 && (*bs & (*bs - 1)) == 0;
+}
+
+static cge_status nb_infer(cge_infer_ctx *ctx)
+{
+    int64_t K, N, bs;
+    int bits;
+    if (!nb_attrs(ctx->attrs, &K, &N, &bits, &bs))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "K and N must be positive, bits 4 or 8 (2-bit codes are not "
+                              "supported) and block_size a power of two >= 16");
+    const cge_tensor_desc *A = &ctx->inputs[0], *B = &ctx->inputs[1], *S = &ctx->inputs[2];
+    if (A->dtype != CGE_F32)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "A is %s; only float32 is supported",
+                              cge_dtype_name(A->dtype));
+    if (A->shape.rank < 1 || (A->shape.dims[A->shape.rank - 1] >= 0 &&
+                              A->shape.dims[A->shape.rank - 1] != K))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "A's last dim must be K = %lld", (long long)K);
+    int64_t nb = (K + bs - 1) / bs, blob = bs * bits / 8;
+    if (B->dtype != CGE_U8 || (cge_shape_is_static(&B->shape) &&
+                               cge_shape_numel(&B->shape) != N * nb * blob))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                              "B must be uint8 [N, n_blocks, blob] = [%lld, %lld, %lld]",
+                              (long long)N, (long long)nb, (long long)blob);
+    if (S->dtype != CGE_F32 || (cge_shape_is_static(&S->shape) && cge_shape_numel(&S->shape) != N * nb))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "scales must be float32 with N * n_blocks = %lld "
+                              "elements", (long long)(N * nb));
+    if (cge__meta_has_input(ctx, 3)) {
+        const cge_tensor_desc *Z = &ctx->inputs[3];
+        int64_t want = Z->dtype == CGE_U8 ? N * ((nb * bits + 7) / 8) : N * nb;
+        if ((Z->dtype != CGE_U8 && Z->dtype != CGE_F32) ||
+            (cge_shape_is_static(&Z->shape) && cge_shape_numel(&Z->shape) != want))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "zero_points must be uint8 (packed: %lld bytes) or float32 "
+                                  "(%lld elements)", (long long)(N * ((nb * bits + 7) / 8)),
+                                  (long long)(N * nb));
+    }
+    if (cge__meta_has_input(ctx, 4)) {
+        const cge_tensor_desc *G = &ctx->inputs[4];
+        if (G->dtype != CGE_I32 || (cge_shape_is_static(&G->shape) && cge_shape_numel(&G->shape) != K))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "g_idx must be int32 [K]");
+        const int32_t *g = cge__meta_input_value(ctx, 4);
+        for (int64_t k = 0; g && k < K; k++)
+            if (g[k] != (int32_t)(k / bs))
+                return cge_meta_error(ctx, CGE_ERR_UNSUPPORTED,
+                                      "g_idx[%lld] = %d: only g_idx = k / block_size is supported "
+                                      "(act-order permutations are not)", (long long)k, (int)g[k]);
+    }
+    if (cge__meta_has_input(ctx, 5)) {
+        const cge_tensor_desc *Bi = &ctx->inputs[5];
+        if (Bi->dtype != CGE_F32 || (cge_shape_is_static(&Bi->shape) && cge_shape_numel(&Bi->shape) != N))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "bias must be float32 [N]");
+    }
+    ctx->outputs[0].dtype = CGE_F32;
+    ctx->outputs[0].shape = A->shape;
+    ctx->outputs[0].shape.dims[A->shape.rank - 1] = N;
+    return CGE_OK;
+}
+
+/* ---- kernel ------------------------------------------------------------------------ */
+
+static float zp_at(const nb_args *a, int64_t n, int64_t blk)
+{
+    if (a->zp_f32)
+        return a->zp_f32[n * a->nb + blk];
+    if (!a->zp_u8)
+        return (float)(1 << (a->bits - 1));
+    if (a->bits == 8)
+        return (float)a->zp_u8[n * a->nb + blk];
+    uint8_t z = a->zp_u8[n * ((a->nb + 1) / 2) + blk / 2];
+    return (float)((blk & 1) ? z >> 4 : z & 15);
+}
+
+/* Rows [m0, m1) of A into ap (zero-padded to kp, 4-bit chunks deinterleaved)
+ * and their per-block sums (of the real elements; padding adds nothing). */
+static void nb_pack_fn(int64_t blk, int64_t nblk, void *p)
+{
+    const nb_args *a = p;
+    int64_t m0, m1;
+    cge__block_range(a->M, blk, nblk, &m0, &m1);
+    for (int64_t m = m0; m < m1; m++) {
+        const float *src = a->a + m * a->K;
+        float *dst = a->ap + m * a->kp;
+        if (a->bits == 4 && a->fast) {
+            for (int64_t c = 0; c < a->kp; c += 32)
+                for (int64_t j = 0; j < 16; j++) {
+                    int64_t e = c + 2 * j, o = e + 1;
+                    dst[c + j] = e < a->K ? src[e] : 0.0f;
+                    dst[c + 16 + j] = o < a->K ? src[o] : 0.0f;
+                }
+        } else {
+            for (int64_t k = 0; k < a->kp; k++)
+                dst[k] = k < a->K ? src[k] : 0.0f;
+        }
+        for (int64_t b = 0; b < a->nb; b++) {
+            double s = 0;
+            for (int64_t k = b * a->bs; k < (b + 1) * a->bs && k < a->K; k++)
+                s += src[k];
+            a->asum[m * a->nb + b] = (float)s;
+        }
+    }
+}
+
+/* The portable path: any block size, any CPU. A is in plain order here. */
+static void nb_ref_cols(const nb_args *a, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
+{
+    for (int64_t m = m0; m < m1; m++) {
+        const float *ap = a->ap + m * a->kp;
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *bn = a->b + n * a->nb * a->blob;
+            float acc = 0.0f;
+            for (int64_t blk = 0; blk < a->nb; blk++) {
+                const uint8_t *q = bn + blk * a->blob;
+                const float *x = ap + blk * a->bs;
+                float s = 0.0f;
+                if (a->bits == 8) {
+                    for (int64_t k = 0; k < a->bs; k++)
+                        s += (float)q[k] * x[k];
+                } else {
+                    for (int64_t k = 0; k < a->bs / 2; k++)
+                        s += (float)(q[k] & 15) * x[2 * k] + (float)(q[k] >> 4) * x[2 * k + 1];
+                }
+                float sc = a->scales[n * a->nb + blk];
+                acc += sc * (s - zp_at(a, n, blk) * a->asum[m * a->nb + blk]);
+            }
+            a->y[m * a->N + n] = acc + (a->bias ? a->bias[n] : 0.0f);
+        }
+    }
+}
+
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#include <immintrin.h>
+#define NB_HAVE_AVX512 1
+
+/* Up to 4 rows at once: each 16-byte chunk of codes is unpacked once into
+ * float vectors and multiplied into every row's block accumulator. */
+#define NB_R 4
+
+__attribute__((target("avx512f,avx512bw"))) static void nb_avx512_cols(const nb_args *a,
+                                                                      int64_t m0, int64_t m1,
+                                                                      int64_t n0, int64_t n1)
+{
+    const __m512i lo4 = _mm512_set1_epi32(15);
+    for (int64_t mg = m0; mg < m1; mg += NB_R) {
+        int r = (int)(m1 - mg < NB_R ? m1 - mg : NB_R);
+        const float *ap[NB_R];
+        for (int i = 0; i < NB_R; i++)
+            ap[i] = a->ap + (mg + (i < r ? i : 0)) * a->kp;
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *bn = a->b + n * a->nb * a->blob;
+            __m512 acc[NB_R];
+            float corr[NB_R] = {0};
+            for (int i = 0; i < NB_R; i++)
+                acc[i] = _mm512_setzero_ps();
+            for (int64_t blk = 0; blk < a->nb; blk++) {
+                const uint8_t *q = bn + blk * a->blob;
+                int64_t k0 = blk * a->bs;
+                __m512 vb[NB_R];
+                for (int i = 0; i < NB_R; i++)
+                    vb[i] = _mm512_setzero_ps();
+                if (a->bits == 4) {
+                    for (int64_t c = 0; c < a->blob; c += 16) {
+                        __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + c)));
+                        __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, lo4));
+                        __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4));
+                        int64_t k = k0 + 2 * c;
+                        for (int i = 0; i < r; i++) {
+                            vb[i] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(ap[i] + k), vb[i]);
+                            vb[i] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(ap[i] + k + 16), vb[i]);
+                        }
+                    }
+                } else {
+                    for (int64_t c = 0; c < a->blob; c += 16) {
+                        __m512 v = _mm512_cvtepi32_ps(
+                            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + c))));
+                        for (int i = 0; i < r; i++)
+                            vb[i] = _mm512_fmadd_ps(v, _mm512_loadu_ps(ap[i] + k0 + c), vb[i]);
+                    }
+                }
+                float sc = a->scales[n * a->nb + blk], z = zp_at(a, n, blk);
+                __m512 vs = _mm512_set1_ps(sc);
+                for (int i = 0; i < r; i++) {
+                    acc[i] = _mm512_fmadd_ps(vb[i], vs, acc[i]);
+                    corr[i] += sc * z * a->asum[(mg + i) * a->nb + blk];
+                }
+            }
+            float bias = a->bias ? a->bias[n] : 0.0f;
+            for (int i = 0; i < r; i++)
+                a->y[(mg + i) * a->N + n] = _mm512_reduce_add_ps(acc[i]) - corr[i] + bias;
+        }
+    }
+}
+
+static int cpu_avx512(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    }
+    return known;
+}
+#endif
+
+/* Work items: (row group, column group); a decode step (M = 1) splits N. */
+static void nb_main_fn(int64_t blk, int64_t nblk, void *p)
+{
+    const nb_args *a = p;
+    int64_t row_groups = (a->M + 31) / 32, w0, w1;
+    cge__block_range(row_groups * a->col_blocks, blk, nblk, &w0, &w1);
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t rg = w / a->col_blocks, cg = w % a->col_blocks, n0, n1;
+        cge__block_range(a->N, cg, a->col_blocks, &n0, &n1);
+        int64_t m0 = rg * 32, m1 = m0 + 32 < a->M ? m0 + 32 : a->M;
+#ifdef NB_HAVE_AVX512
+        if (a->fast) {
+            nb_avx512_cols(a, m0, m1, n0, n1);
+            continue;
+        }
+#endif
+        nb_ref_cols(a, m0, m1, n0, n1);
+    }
+}
+
+static bool nb_make(const cge_kernel_ctx *ctx, nb_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (ctx->num_inputs < 3 || !nb_attrs(ctx->attrs, &a->K, &a->N, &a->bits, &a->bs))
+        return false;
+    const cge_shape *as = &ctx->inputs[0].shape;
+    if (as->rank < 1 || as->dims[as->rank - 1] != a->K)
+        return false;
+    a->M = 1;
+    for (int32_t d = 0; d < as->rank - 1; d++)
+        a->M *= as->dims[d];
+    a->nb = (a->K + a->bs - 1) / a->bs;
+    a->blob = a->bs * a->bits / 8;
+    a->kp = a->nb * a->bs;
+#ifdef NB_HAVE_AVX512
+    /* 16-byte code chunks: 32 4-bit or 16 8-bit elements. */
+    a->fast = cpu_avx512() && a->blob % 16 == 0;
+#endif
+    return a->M >= 0;
+}
+
+static size_t nb_workspace(const cge_kernel_ctx *ctx)
+{
+    nb_args a;
+    if (!nb_make(ctx, &a))
+        return 0;
+    return (size_t)(a.M * (a.kp + a.nb)) * sizeof(float) + 64;
+}
+
+static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    nb_args a;
+    if (!nb_make(ctx, &a))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "A's last dim is not K");
+    if (a.M == 0)
+        return CGE_OK;
+    size_t need = nb_workspace(ctx);
+    if (!ctx->workspace || ctx->workspace_size < need)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "workspace of %zu bytes is too small (%zu needed)",
+                                ctx->workspace_size, need);
+    const int32_t *g = cge__kernel_has_input(ctx, 4) ? ctx->inputs[4].data : NULL;
+    for (int64_t k = 0; g && k < a.K; k++)
+        if (g[k] != (int32_t)(k / a.bs))
+            return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                    "g_idx[%lld] = %d: only g_idx = k / block_size is supported",
+                                    (long long)k, (int)g[k]);
+    a.a = ctx->inputs[0].data;
+    a.b = ctx->inputs[1].data;
+    a.scales = ctx->inputs[2].data;
+    if (cge__kernel_has_input(ctx, 3)) {
+        if (ctx->inputs[3].dtype == CGE_U8)
+            a.zp_u8 = ctx->inputs[3].data;
+        else
+            a.zp_f32 = ctx->inputs[3].data;
+    }
+    a.bias = cge__kernel_has_input(ctx, 5) ? ctx->inputs[5].data : NULL;
+    a.y = ctx->outputs[0].data;
+    a.ap = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
+    a.asum = a.ap + a.M * a.kp;
+    int threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    int64_t row_groups = (a.M + 31) / 32;
+    /* Enough column groups for every thread, each at least 16 columns. */
+    int64_t want = (4 * threads + row_groups - 1) / row_groups;
+    a.col_blocks = a.N / 16 < want ? (a.N / 16 > 0 ? a.N / 16 : 1) : want;
+    cge_status st = cge_launch(stream, nb_pack_fn, cge__blocks_for(a.M, 4, threads), &a, sizeof a);
+    if (st)
+        return st;
+    return cge_launch(stream, nb_main_fn,
+                      cge__blocks_for(row_groups * a.col_blocks, 1, threads), &a, sizeof a);
+}
+
+/* ---- registration ------------------------------------------------------------------- */
+
+static const cge_arg_def nb_in[] = {
+    {"A", 0, CGE_DT(CGE_F32), "[..., K]"},
+    {"B", 0, CGE_DT(CGE_U8), "[N, n_blocks, blob] packed codes (low bits first)"},
+    {"scales", 0, CGE_DT(CGE_F32), "[N * n_blocks]"},
+    {"zero_points", CGE_ARG_OPTIONAL, CGE_DT(CGE_U8) | CGE_DT(CGE_F32),
+     "uint8 packed like B, or float32 [N * n_blocks]; absent: 2^(bits-1)"},
+    {"g_idx", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[K]; only k / block_size is supported"},
+    {"bias", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "[N]"},
+};
+static const cge_arg_def nb_out[] = {{"Y", 0, CGE_DT(CGE_F32), "[..., N]"}};
+static const cge_attr_def nb_attr_defs[] = {
+    {.name = "K", .kind = CGE_ATTR_INT, .required = true, .doc = "A's last dim"},
+    {.name = "N", .kind = CGE_ATTR_INT, .required = true, .doc = "output columns"},
+    {.name = "bits", .kind = CGE_ATTR_INT, .default_i = 4, .doc = "4 or 8"},
+    {.name = "block_size", .kind = CGE_ATTR_INT, .required = true,
+     .doc = "elements per quantization block along K (a power of two >= 16)"},
+    {.name = "accuracy_level", .kind = CGE_ATTR_INT,
+     .doc = "accepted, ignored: products are float32"},
+};
+static const cge_kernel_def nb_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = nb_launch,
+     .workspace_size = nb_workspace, .inplace_input = -1}};
+
+static const cge_op_def nb_ops[] = {
+    {.name = "MatMulNBits", .domain = "com.microsoft", .since_version = 1, .inputs = nb_in,
+     .num_inputs = 6, .outputs = nb_out, .num_outputs = 1, .attrs = nb_attr_defs,
+     .num_attrs = 5, .infer = nb_infer, .kernels = nb_kernels, .num_kernels = 1,
+     .doc = "A times block-quantized (4 or 8 bit) B transposed, dequantized in registers"},
+};
+
+const cge_op_def *cge__ops_matmul_nbits(int32_t *count)
+{
+    *count = (int32_t)(sizeof nb_ops / sizeof nb_ops[0]);
+    return nb_ops;
+}
