@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops soak
+        bench-kernels bench-torch bench-ops bench-lowprec soak
 
 all: build
 
@@ -137,6 +137,12 @@ bench-models: bench-deps deps build
 # the targets for compiling symbolic shapes once. BENCH_JSON=FILE keeps it all.
 bench-dynamic: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dynamic.py
+
+# Low precision: bf16 vs float32 on GEMM-heavy models (speed-up, relative
+# error) and weight-only int4/int8 (MatMulNBits) decoding of a GPT-like
+# decoder (bytes of weights per token, ms/token vs ONNX Runtime).
+bench-lowprec: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/lowprec.py
 
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build

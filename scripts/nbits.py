@@ -94,3 +94,56 @@ def node(helper, numpy_helper, a, w, y, name, bits=4, block_size=32, zero_points
     n = helper.make_node("MatMulNBits", ins, [y], name=name, domain="com.microsoft", K=K, N=N,
                          bits=bits, block_size=block_size, accuracy_level=0)
     return n, inits
+
+
+def to_matmul_nbits(model, bits=4, block_size=32):
+    """Rewrite every MatMul of `model` (an onnx ModelProto, changed in place)
+    whose B is a 2-D float32 initializer into a MatMulNBits with B quantized
+    (the form ONNX Runtime's weight-only quantizer writes). Returns the number
+    of products rewritten."""
+    from onnx import helper, numpy_helper
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    uses = {}
+    for n in g.node:
+        for x in n.input:
+            uses[x] = uses.get(x, 0) + 1
+    nodes, done, dropped = [], 0, set()
+    for k, n in enumerate(g.node):
+        t = inits.get(n.input[1]) if n.op_type == "MatMul" and len(n.input) == 2 else None
+        if t is None or len(t.dims) != 2 or t.data_type != 1:
+            nodes.append(n)
+            continue
+        w = numpy_helper.to_array(t).astype(np.float32)
+        q, new_inits = node(helper, numpy_helper, n.input[0], w, n.output[0],
+                            (n.name or "matmul") + "_q%d" % k, bits, block_size)
+        nodes.append(q)
+        g.initializer.extend(new_inits)
+        uses[t.name] -= 1
+        if uses[t.name] == 0:
+            dropped.add(t.name)
+        done += 1
+    del g.node[:]
+    g.node.extend(nodes)
+    keep = [i for i in g.initializer if i.name not in dropped]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return done
+
+
+def weight_bytes(model):
+    """Bytes of weights the matrix products read per run: float32 B of
+    MatMul/Gemm initializers, or MatMulNBits' codes, scales and zero points."""
+    inits = {i.name: i for i in model.graph.initializer}
+    total = 0
+    for n in model.graph.node:
+        names = n.input[1:2] if n.op_type in ("MatMul", "Gemm") else \
+            n.input[1:4] if n.op_type == "MatMulNBits" else []
+        for x in names:
+            if x in inits:
+                t = inits[x]
+                size = {1: 4, 2: 1, 3: 1, 10: 2, 16: 2}.get(t.data_type, 4)
+                total += int(np.prod(t.dims)) * size
+    return total

@@ -300,33 +300,50 @@ static bool b_const(const cge_kernel_ctx *ctx)
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
+/* Threads: cge's own. The rows of a product with a 2-D B are cut into
+ * slices, one per SPMD block, and each block runs a one-thread primitive on
+ * its slice (converting its rows of A first, while they are hot). oneDNN's
+ * OpenMP team is never started: on this 2-core machine, shared, its workers
+ * spinning after each product took the cores from cge's pool and made whole
+ * models 10-30x slower than the kernels' own time. Batched products (two
+ * activations) run as one block. */
+
+#define BMM_MAX_BLOCKS 64
+
+typedef struct bmm_slot {       /* what one block touches: nothing is shared */
+    dnnl_stream_t stream;
+    dnnl_memory_t src, wei, bias, dst, scratch;
+} bmm_slot;
+
 typedef struct bmm_prim {
     dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t prim, r_wei;
-    dnnl_memory_t src, wei, bias, dst, scratch, wei_user;
-    size_t scratch_bytes;
-    bool packed_b;          /* weights in oneDNN's own layout (constant B) */
-    const void *wei_from;   /* the B now in `wei` (packed_b) */
-    void *wei_block;        /* cge_kernel_shared_get block, or NULL */
-    void *wei_own;          /* room for another B (made when one comes) */
-    int threads;
+    dnnl_primitive_desc_t pd[2];    /* slices of rows_q rows, and the last of rows_r */
+    dnnl_primitive_t prim[2], r_wei;
+    dnnl_memory_t wei_user, wei_pack;
+    dnnl_stream_t stream;           /* weight reorders */
+    bmm_slot slot[BMM_MAX_BLOCKS];
+    int32_t nblk;
+    int64_t rows_q, rows_r;
+    size_t scratch_bytes;           /* per block */
+    bool packed_b;                  /* weights in oneDNN's own layout (constant B) */
+    const void *wei_from;           /* the B the block below holds */
+    void *wei_block;                /* cge_kernel_shared_get block, or NULL */
+    void *wei_own;                  /* room for another B (made when one comes) */
     void (*omp_set)(int);
     int (*omp_get)(void);
 } bmm_prim;
 
-/* oneDNN's OpenMP team sized to the engine's threads for one call, the
+/* oneDNN's OpenMP at one thread on the calling thread for one call, the
  * caller's setting given back after (as dnnl_conv.c does). */
-static int omp_enter(const bmm_prim *p)
+static int omp_one(const bmm_prim *p)
 {
     int saved = p->omp_get ? p->omp_get() : 0;
     if (p->omp_set)
-        p->omp_set(p->threads);
+        p->omp_set(1);
     return saved;
 }
 
-static void omp_leave(const bmm_prim *p, int saved)
+static void omp_back(const bmm_prim *p, int saved)
 {
     if (p->omp_set && saved > 0)
         p->omp_set(saved);
@@ -336,12 +353,20 @@ static void prim_destroy(bmm_prim *p)
 {
     if (!p)
         return;
-    dnnl_memory_t mems[] = {p->src, p->wei, p->bias, p->dst, p->scratch, p->wei_user};
-    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
-        dnnl_memory_destroy(mems[i]);
+    for (int32_t b = 0; b < BMM_MAX_BLOCKS; b++) {
+        bmm_slot *s = &p->slot[b];
+        dnnl_memory_t mems[] = {s->src, s->wei, s->bias, s->dst, s->scratch};
+        for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+            dnnl_memory_destroy(mems[i]);
+        dnnl_stream_destroy(s->stream);
+    }
+    dnnl_memory_destroy(p->wei_user);
+    dnnl_memory_destroy(p->wei_pack);
     dnnl_primitive_destroy(p->r_wei);
-    dnnl_primitive_destroy(p->prim);
-    dnnl_primitive_desc_destroy(p->pd);
+    for (int i = 0; i < 2; i++) {
+        dnnl_primitive_destroy(p->prim[i]);
+        dnnl_primitive_desc_destroy(p->pd[i]);
+    }
     cge_kernel_shared_release(p->wei_block);
     free(p->wei_own);
     dnnl_stream_destroy(p->stream);
@@ -362,9 +387,64 @@ static dnnl_alg_kind_t act_alg(int act)
     }
 }
 
-/* The primitive for k's product; `packed` lets oneDNN choose B's layout (B
- * is reordered, once per address). */
-static cge_status prim_create(const bmm_call *k, bool has_bias, bool packed, int threads,
+static const dnnl_format_tag_t plain_tags[] = {dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde,
+                                               dnnl_abcdef, dnnl_abcdefg, dnnl_abcdefgh};
+
+/* The primitive descriptor for `rows` rows of A (2-D B) or the whole batched
+ * product (rows < 0); `wmd` NULL lets oneDNN choose B's layout (packed) or
+ * takes B plain. */
+static int make_pd(const bmm_prim *p, const bmm_call *k, int64_t rows, bool has_bias, bool packed,
+                   const dnnl_memory_desc_t *wmd, dnnl_primitive_desc_t *out)
+{
+    const bmm_geom *g = &k->g;
+    int r = g->rank;
+    dnnl_dims_t ad, bd, cd, bs, biasd;
+    for (int d = 0; d < r; d++) {
+        ad[d] = g->a[d];
+        bd[d] = g->b[d];
+        cd[d] = g->c[d];
+        bs[d] = g->b_strides[d];
+        biasd[d] = d == r - 1 ? g->N : 1;
+    }
+    if (rows >= 0)
+        ad[0] = cd[0] = rows;
+    dnnl_memory_desc_t amd, bmd, cmd, biasmd;
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_alg_kind_t alg = act_alg(k->act);
+    float alpha = k->act == ACT_LEAKY ? k->alpha : k->act == ACT_CLIP ? k->lo : 0.0f;
+    float beta = k->act == ACT_CLIP ? k->hi : 0.0f;
+    int ok =
+        dnnl_memory_desc_init_by_tag(&amd, r, ad, dnnl_bf16, plain_tags[r - 1]) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&cmd, r, cd, dnnl_f32, plain_tags[r - 1]) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&biasmd, r, biasd, dnnl_f32, plain_tags[r - 1]) ==
+            dnnl_success &&
+        (wmd ? (bmd = *wmd, 1)
+             : (packed ? dnnl_memory_desc_init_by_tag(&bmd, r, bd, dnnl_bf16, dnnl_format_tag_any)
+                       : dnnl_memory_desc_init_by_strides(&bmd, r, bd, dnnl_bf16, bs)) ==
+                   dnnl_success) &&
+        dnnl_matmul_desc_init(&md, &amd, &bmd, has_bias ? &biasmd : NULL, &cmd) == dnnl_success &&
+        dnnl_primitive_attr_create(&attr) == dnnl_success &&
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+        dnnl_post_ops_create(&po) == dnnl_success &&
+        (alg == dnnl_alg_kind_undef ||
+         dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, beta) == dnnl_success) &&
+        dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
+        dnnl_primitive_desc_create(out, &md, attr, p->engine, NULL) == dnnl_success;
+    dnnl_primitive_attr_destroy(attr);
+    dnnl_post_ops_destroy(po);
+    return ok;
+}
+
+static const dnnl_memory_desc_t *pd_md(dnnl_primitive_desc_t pd, dnnl_query_t what)
+{
+    return dnnl_primitive_desc_query_md(pd, what, 0);
+}
+
+/* The primitives for k's product over up to `blocks` row slices; `packed`
+ * lets oneDNN choose B's layout (B is then reordered, once per address). */
+static cge_status prim_create(const bmm_call *k, bool has_bias, bool packed, int blocks,
                               bmm_prim **out)
 {
     *out = NULL;
@@ -373,68 +453,68 @@ static cge_status prim_create(const bmm_call *k, bool has_bias, bool packed, int
         return CGE_ERR_NO_MEMORY;
     *(void **)&p->omp_set = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
     *(void **)&p->omp_get = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
-    p->threads = threads > 0 ? threads : 1;
     p->packed_b = packed;
-    int saved = omp_enter(p);
+    int saved = omp_one(p);
     const bmm_geom *g = &k->g;
-    int r = g->rank;
-    dnnl_dims_t ad, bd, cd, bs, biasd;
-    static const dnnl_format_tag_t plain[] = {dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde,
-                                              dnnl_abcdef, dnnl_abcdefg, dnnl_abcdefgh};
-    for (int d = 0; d < r; d++) {
-        ad[d] = g->a[d];
-        bd[d] = g->b[d];
-        cd[d] = g->c[d];
-        bs[d] = g->b_strides[d];
-        biasd[d] = d == r - 1 ? g->N : 1;
+    bool sliced = g->rank == 2;
+    if (!sliced || blocks < 1)
+        blocks = 1;
+    if (blocks > BMM_MAX_BLOCKS)
+        blocks = BMM_MAX_BLOCKS;
+    int64_t M = g->M;
+    p->rows_q = sliced ? (M + blocks - 1) / blocks : -1;
+    if (p->rows_q == 0)
+        p->rows_q = 1;
+    p->nblk = sliced ? (int32_t)((M + p->rows_q - 1) / p->rows_q) : 1;
+    if (p->nblk < 1)
+        p->nblk = 1;
+    p->rows_r = sliced ? M - (int64_t)(p->nblk - 1) * p->rows_q : -1;
+    int ok = dnnl_engine_create(&p->engine, dnnl_cpu, 0) == dnnl_success &&
+             dnnl_stream_create(&p->stream, p->engine, dnnl_stream_default_flags) == dnnl_success &&
+             make_pd(p, k, p->rows_q, has_bias, packed, NULL, &p->pd[0]);
+    /* The last slice takes the first's layout of B, so one copy serves both. */
+    if (ok && p->rows_r != p->rows_q &&
+        !make_pd(p, k, p->rows_r, has_bias, packed, pd_md(p->pd[0], dnnl_query_weights_md),
+                 &p->pd[1]))
+        ok = 0;
+    for (int i = 0; ok && i < 2; i++)
+        if (p->pd[i]) {
+            ok = dnnl_primitive_create(&p->prim[i], p->pd[i]) == dnnl_success;
+            size_t sb = ok ? dnnl_memory_desc_get_size(pd_md(p->pd[i], dnnl_query_scratchpad_md)) : 0;
+            p->scratch_bytes = sb > p->scratch_bytes ? sb : p->scratch_bytes;
+        }
+    const dnnl_memory_desc_t *wmd = ok ? pd_md(p->pd[0], dnnl_query_weights_md) : NULL;
+    for (int32_t b = 0; ok && b < p->nblk; b++) {
+        bmm_slot *s = &p->slot[b];
+        dnnl_primitive_desc_t pd = p->pd[b == p->nblk - 1 && p->pd[1] ? 1 : 0];
+        dnnl_memory_desc_t sc;
+        dnnl_dims_t sd = {(dnnl_dim_t)p->scratch_bytes};
+        ok = dnnl_stream_create(&s->stream, p->engine, dnnl_stream_default_flags) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&sc, 1, sd, dnnl_u8, dnnl_a) == dnnl_success &&
+             dnnl_memory_create(&s->src, pd_md(pd, dnnl_query_src_md), p->engine,
+                                DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&s->dst, pd_md(pd, dnnl_query_dst_md), p->engine,
+                                DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&s->wei, wmd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&s->scratch, pd_md(pd, dnnl_query_scratchpad_md), p->engine,
+                                DNNL_MEMORY_NONE) == dnnl_success;
+        if (ok && has_bias)
+            ok = dnnl_memory_create(&s->bias, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
+                                    p->engine, DNNL_MEMORY_NONE) == dnnl_success;
     }
-    dnnl_memory_desc_t amd, bmd, bumd, cmd, biasmd;
-    dnnl_matmul_desc_t md;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t po = NULL;
-    const dnnl_memory_desc_t *spd = NULL, *wmd = NULL;
-    dnnl_alg_kind_t alg = act_alg(k->act);
-    float alpha = k->act == ACT_LEAKY ? k->alpha : k->act == ACT_CLIP ? k->lo : 0.0f;
-    float beta = k->act == ACT_CLIP ? k->hi : 0.0f;
-    int ok =
-        dnnl_engine_create(&p->engine, dnnl_cpu, 0) == dnnl_success &&
-        dnnl_stream_create(&p->stream, p->engine, dnnl_stream_default_flags) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&amd, r, ad, dnnl_bf16, plain[r - 1]) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&cmd, r, cd, dnnl_f32, plain[r - 1]) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&biasmd, r, biasd, dnnl_f32, plain[r - 1]) == dnnl_success &&
-        dnnl_memory_desc_init_by_strides(&bumd, r, bd, packed ? dnnl_f32 : dnnl_bf16, bs) ==
-            dnnl_success &&
-        (packed ? dnnl_memory_desc_init_by_tag(&bmd, r, bd, dnnl_bf16, dnnl_format_tag_any)
-                : dnnl_memory_desc_init_by_strides(&bmd, r, bd, dnnl_bf16, bs)) == dnnl_success &&
-        dnnl_matmul_desc_init(&md, &amd, &bmd, has_bias ? &biasmd : NULL, &cmd) == dnnl_success &&
-        dnnl_primitive_attr_create(&attr) == dnnl_success &&
-        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-        dnnl_post_ops_create(&po) == dnnl_success &&
-        (alg == dnnl_alg_kind_undef ||
-         dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, beta) == dnnl_success) &&
-        dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
-        dnnl_primitive_desc_create(&p->pd, &md, attr, p->engine, NULL) == dnnl_success &&
-        (spd = dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0)) != NULL &&
-        (wmd = dnnl_primitive_desc_query_md(p->pd, dnnl_query_weights_md, 0)) != NULL &&
-        dnnl_primitive_create(&p->prim, p->pd) == dnnl_success &&
-        dnnl_memory_create(&p->src, &amd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-        dnnl_memory_create(&p->dst, &cmd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-        dnnl_memory_create(&p->bias, &biasmd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-        dnnl_memory_create(&p->wei, wmd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-        dnnl_memory_create(&p->scratch, spd, p->engine, DNNL_MEMORY_NONE) == dnnl_success;
     if (ok && packed) {
+        dnnl_memory_desc_t bumd;
+        dnnl_dims_t bd = {g->b[0], g->b[1]}, bs = {g->b_strides[0], g->b_strides[1]};
         dnnl_primitive_desc_t rpd = NULL;
-        ok = dnnl_memory_create(&p->wei_user, &bumd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        ok = dnnl_memory_desc_init_by_strides(&bumd, 2, bd, dnnl_f32, bs) == dnnl_success &&
+             dnnl_memory_create(&p->wei_user, &bumd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&p->wei_pack, wmd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
              dnnl_reorder_primitive_desc_create(&rpd, &bumd, p->engine, wmd, p->engine, NULL) ==
                  dnnl_success &&
              dnnl_primitive_create(&p->r_wei, rpd) == dnnl_success;
         dnnl_primitive_desc_destroy(rpd);
     }
-    dnnl_primitive_attr_destroy(attr);
-    dnnl_post_ops_destroy(po);
-    if (ok)
-        p->scratch_bytes = dnnl_memory_desc_get_size(spd);
-    omp_leave(p, saved);
+    omp_back(p, saved);
     if (!ok) {
         prim_destroy(p);
         return CGE_ERR_UNSUPPORTED;
@@ -443,20 +523,17 @@ static cge_status prim_create(const bmm_call *k, bool has_bias, bool packed, int
     return CGE_OK;
 }
 
-static size_t prim_weights_bytes(const bmm_prim *p)
-{
-    const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(p->pd, dnnl_query_weights_md, 0);
-    return w ? dnnl_memory_desc_get_size(w) : 0;
-}
-
 /* Reorder the float32 B at `b` into oneDNN's bf16 layout at `dst`. */
 static int reorder_b(bmm_prim *p, const float *b, void *dst)
 {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, p->wei_user}, {DNNL_ARG_TO, p->wei}};
-    return dnnl_memory_set_data_handle(p->wei_user, (void *)b) == dnnl_success &&
-           dnnl_memory_set_data_handle(p->wei, dst) == dnnl_success &&
-           dnnl_primitive_execute(p->r_wei, p->stream, 2, a) == dnnl_success &&
-           dnnl_stream_wait(p->stream) == dnnl_success;
+    int saved = omp_one(p);
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, p->wei_user}, {DNNL_ARG_TO, p->wei_pack}};
+    int ok = dnnl_memory_set_data_handle(p->wei_user, (void *)b) == dnnl_success &&
+             dnnl_memory_set_data_handle(p->wei_pack, dst) == dnnl_success &&
+             dnnl_primitive_execute(p->r_wei, p->stream, 2, a) == dnnl_success &&
+             dnnl_stream_wait(p->stream) == dnnl_success;
+    omp_back(p, saved);
+    return ok;
 }
 
 typedef struct pack_job {
@@ -467,19 +544,19 @@ typedef struct pack_job {
 static cge_status pack_fill(void *dst, void *user)
 {
     pack_job *j = user;
-    int saved = omp_enter(j->p);
-    int ok = reorder_b(j->p, j->b, dst);
-    omp_leave(j->p, saved);
-    return ok ? CGE_OK : CGE_ERR_INTERNAL;
+    return reorder_b(j->p, j->b, dst) ? CGE_OK : CGE_ERR_INTERNAL;
+}
+
+static size_t prim_weights_bytes(const bmm_prim *p)
+{
+    return dnnl_memory_desc_get_size(pd_md(p->pd[0], dnnl_query_weights_md));
 }
 
 /* The constant B reordered once, shared by the graph's plans: the key is B's
  * layout as oneDNN chose it (the memory descriptor holds all of it). */
 static cge_status prim_prepack(bmm_prim *p, const cge_kernel_ctx *ctx, const float *b)
 {
-    const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(p->pd, dnnl_query_weights_md, 0);
-    if (!w)
-        return CGE_ERR_INTERNAL;
+    const dnnl_memory_desc_t *w = pd_md(p->pd[0], dnnl_query_weights_md);
     pack_job job = {p, b};
     cge_status st = cge_kernel_shared_get(ctx, b, w, sizeof *w, dnnl_memory_desc_get_size(w),
                                           pack_fill, &job, &p->wei_block);
@@ -488,33 +565,52 @@ static cge_status prim_prepack(bmm_prim *p, const cge_kernel_ctx *ctx, const flo
     return st;
 }
 
-static void prim_run_fn(int64_t blk, int64_t nblk, void *args)
+/* The constant's memory rebound to another B: reordered into room of the
+ * node's own (the shared block stays: other plans read it). One block, before
+ * the product. */
+static void rebind_fn(int64_t blk, int64_t nblk, void *args)
 {
     (void)blk, (void)nblk;
     const bmm_call *k = args;
     bmm_prim *p = k->prim;
-    int saved = omp_enter(p);
-    int ok = 1;
-    void *w = p->packed_b ? p->wei_block : k->b16;
-    if (p->packed_b && k->b != p->wei_from) {
-        /* The constant's memory was rebound to another B: reorder it into
-         * room of the node's own (the shared block stays: other plans read it). */
-        if (!p->wei_own)
-            p->wei_own = aligned_alloc(64, (prim_weights_bytes(p) + 63) & ~(size_t)63);
-        ok = p->wei_own && reorder_b(p, k->b, p->wei_own);
-        w = p->wei_own;
-    }
-    ok = ok && dnnl_memory_set_data_handle(p->src, k->a16) == dnnl_success &&
-         dnnl_memory_set_data_handle(p->wei, w) == dnnl_success &&
-         dnnl_memory_set_data_handle(p->dst, k->c) == dnnl_success &&
-         dnnl_memory_set_data_handle(p->bias, (void *)k->bias) == dnnl_success &&
-         dnnl_memory_set_data_handle(p->scratch, k->scratch) == dnnl_success;
-    dnnl_exec_arg_t args5[5] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei},
-                                {DNNL_ARG_DST, p->dst}, {DNNL_ARG_SCRATCHPAD, p->scratch},
-                                {DNNL_ARG_BIAS, p->bias}};
-    ok = ok && dnnl_primitive_execute(p->prim, p->stream, k->bias ? 5 : 4, args5) == dnnl_success &&
-         dnnl_stream_wait(p->stream) == dnnl_success;
-    omp_leave(p, saved);
+    if (!p->wei_own)
+        p->wei_own = aligned_alloc(64, (prim_weights_bytes(p) + 63) & ~(size_t)63);
+    if (!p->wei_own || !reorder_b(p, k->b, p->wei_own))
+        cge_kernel_fail(CGE_ERR_INTERNAL, "MatMulBF16: reordering another B failed");
+}
+
+static void prim_run_fn(int64_t blk, int64_t nblk, void *args)
+{
+    (void)nblk;
+    const bmm_call *k = args;
+    bmm_prim *p = k->prim;
+    if (blk >= p->nblk)
+        return;
+    const bmm_geom *g = &k->g;
+    bmm_slot *s = &p->slot[blk];
+    bool last = blk == p->nblk - 1 && p->prim[1];
+    int64_t m0 = p->rows_q >= 0 ? blk * p->rows_q : 0;
+    int64_t rows = p->rows_q < 0 ? 0 : last ? p->rows_r : p->rows_q;
+    int64_t a_off = p->rows_q >= 0 ? m0 * g->K : 0, a_n = p->rows_q >= 0 ? rows * g->K : g->a_numel;
+    int64_t c_off = p->rows_q >= 0 ? m0 * g->N : 0;
+    cge__f32_to_bf16_row(k->a + a_off, k->a16 + a_off, a_n);
+    if (!p->packed_b)
+        cge__f32_to_bf16_row(k->b, k->b16, g->b_numel);
+    void *w = !p->packed_b ? (void *)k->b16 : k->b == p->wei_from ? p->wei_block : p->wei_own;
+    int saved = omp_one(p);
+    int ok = dnnl_memory_set_data_handle(s->src, k->a16 + a_off) == dnnl_success &&
+             dnnl_memory_set_data_handle(s->wei, w) == dnnl_success &&
+             dnnl_memory_set_data_handle(s->dst, k->c + c_off) == dnnl_success &&
+             (!s->bias || dnnl_memory_set_data_handle(s->bias, (void *)k->bias) == dnnl_success) &&
+             dnnl_memory_set_data_handle(s->scratch, (char *)k->scratch + blk * p->scratch_bytes) ==
+                 dnnl_success;
+    dnnl_exec_arg_t args5[5] = {{DNNL_ARG_SRC, s->src}, {DNNL_ARG_WEIGHTS, s->wei},
+                                {DNNL_ARG_DST, s->dst}, {DNNL_ARG_SCRATCHPAD, s->scratch},
+                                {DNNL_ARG_BIAS, s->bias}};
+    ok = ok && dnnl_primitive_execute(p->prim[last ? 1 : 0], s->stream, k->bias ? 5 : 4, args5) ==
+                   dnnl_success &&
+         dnnl_stream_wait(s->stream) == dnnl_success;
+    omp_back(p, saved);
     if (!ok)
         cge_kernel_fail(CGE_ERR_INTERNAL, "MatMulBF16: oneDNN's matmul failed to run");
 }
@@ -543,46 +639,38 @@ static size_t align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-static void cvt_fn(int64_t blk, int64_t nblk, void *args)
+/* Row slices: one per thread, each of at least 16 rows (a decode step, M =
+ * 1, is one block). */
+static int bmm_blocks(const bmm_call *k, int threads)
 {
-    const float *const *pp = args;
-    const float *src = pp[0];
-    uint16_t *dst = (uint16_t *)pp[1];
-    int64_t n = (int64_t)(intptr_t)pp[2], i0, i1;
-    cge__block_range((n + 31) / 32, blk, nblk, &i0, &i1);
-    i0 *= 32, i1 *= 32;
-    if (i1 > n)
-        i1 = n;
-    if (i1 > i0)
-        cge__f32_to_bf16_row(src + i0, dst + i0, i1 - i0);
+    int64_t b = k->g.rank == 2 ? k->g.M / 16 : 1;
+    if (b > threads)
+        b = threads;
+    return b < 1 ? 1 : (int)b;
 }
 
-static cge_status convert(cge_stream *stream, const float *src, uint16_t *dst, int64_t n,
-                          int threads)
+/* Workspace: A (and a per-run B) in bfloat16, then each block's scratch. */
+static size_t bmm_fixed_bytes(const bmm_call *k, bool packed)
 {
-    const void *pp[3] = {src, dst, (const void *)(intptr_t)n};
-    return cge_launch(stream, cvt_fn, cge__blocks_for((n + 31) / 32, 512, threads), pp, sizeof pp);
+    return align64((size_t)k->g.a_numel * 2) + 64 + (packed ? 0 : align64((size_t)k->g.b_numel * 2));
 }
 
-/* Workspace: A (and a per-run B) in bfloat16, then oneDNN's scratch. */
 static size_t bmm_workspace(const cge_kernel_ctx *ctx)
 {
     bmm_call k;
     if (!bmm_args(ctx, &k))
         return 0;
-    size_t need = align64((size_t)k.g.a_numel * 2) + 64;
-    if (!b_const(ctx))
-        need += align64((size_t)k.g.b_numel * 2);
+    size_t need = bmm_fixed_bytes(&k, b_const(ctx));
 #ifdef CGE_HAVE_DNNL
-    /* The scratch for at least as many threads as this machine has (a plan
-     * may be compiled without the device it runs on), as Conv does. */
+    /* For at least as many threads as this machine has (a plan may be
+     * compiled without the device it runs on), as Conv does. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = ctx->num_threads > (int)cores ? ctx->num_threads : (int)(cores > 0 ? cores : 1);
     bmm_prim *p = NULL;
-    if (cge__bf16_available() &&
+    if (cge__bf16_available() && k.g.c_numel * k.g.K > 0 &&
         prim_create(&k, ctx->num_inputs > 2 && ctx->inputs[2].dtype == CGE_F32, b_const(ctx),
-                    threads, &p) == CGE_OK) {
-        need += align64(p->scratch_bytes);
+                    bmm_blocks(&k, threads), &p) == CGE_OK) {
+        need += align64(p->scratch_bytes * (size_t)p->nblk);
         prim_destroy(p);
     }
 #endif
@@ -594,22 +682,21 @@ static cge_status bmm_prepare(const cge_kernel_ctx *ctx, void **state)
     *state = NULL;
 #ifdef CGE_HAVE_DNNL
     bmm_call k;
-    if (!cge__bf16_available() || !bmm_args(ctx, &k) || k.g.M * k.g.N * k.g.K == 0)
+    if (!cge__bf16_available() || !bmm_args(ctx, &k) || k.g.c_numel * k.g.K == 0)
         return CGE_OK;
     bool has_bias = ctx->num_inputs > 2 && ctx->inputs[2].dtype == CGE_F32;
     bool packed = b_const(ctx) && ctx->inputs[1].data;
-    int threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    int blocks = bmm_blocks(&k, ctx->num_threads > 0 ? ctx->num_threads : 1);
     bmm_prim *p = NULL;
-    cge_status made = prim_create(&k, has_bias, packed, threads, &p);
-    /* A workspace sized elsewhere (a model file from a smaller machine):
-     * as many threads as its scratch fits. */
-    size_t fixed = align64((size_t)k.g.a_numel * 2) + 64 +
-                   (b_const(ctx) ? 0 : align64((size_t)k.g.b_numel * 2));
-    while (made == CGE_OK && threads > 1 && ctx->workspace_size &&
-           fixed + align64(p->scratch_bytes) > ctx->workspace_size) {
+    cge_status made = prim_create(&k, has_bias, packed, blocks, &p);
+    /* A workspace sized elsewhere (a model file from a smaller machine): as
+     * many blocks as its scratch fits. */
+    size_t fixed = bmm_fixed_bytes(&k, b_const(ctx));
+    while (made == CGE_OK && blocks > 1 && ctx->workspace_size &&
+           fixed + align64(p->scratch_bytes * (size_t)p->nblk) > ctx->workspace_size) {
         prim_destroy(p);
         p = NULL;
-        made = prim_create(&k, has_bias, packed, --threads, &p);
+        made = prim_create(&k, has_bias, packed, --blocks, &p);
     }
     if (made != CGE_OK)
         return CGE_OK; /* the reference path runs it */
@@ -646,18 +733,18 @@ static cge_status bmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (p && k.g.K > 0) {
         size_t a_bytes = align64((size_t)k.g.a_numel * 2);
         size_t b_bytes = p->packed_b ? 0 : align64((size_t)k.g.b_numel * 2);
-        size_t need = 64 + a_bytes + b_bytes + align64(p->scratch_bytes);
+        size_t need = 64 + a_bytes + b_bytes + align64(p->scratch_bytes * (size_t)p->nblk);
         if (ctx->workspace && ctx->workspace_size >= need) {
             uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
             k.a16 = (uint16_t *)base;
             k.b16 = b_bytes ? (uint16_t *)(base + a_bytes) : NULL;
-            k.scratch = p->scratch_bytes ? (void *)(base + a_bytes + b_bytes) : NULL;
+            k.scratch = (void *)(base + a_bytes + b_bytes);
             k.prim = p;
-            cge_status st = convert(stream, k.a, k.a16, k.g.a_numel, ctx->num_threads);
-            if (!st && k.b16)
-                st = convert(stream, k.b, k.b16, k.g.b_numel, ctx->num_threads);
+            cge_status st = CGE_OK;
+            if (p->packed_b && k.b != p->wei_from)
+                st = cge_launch(stream, rebind_fn, 1, &k, sizeof k);
             if (!st)
-                st = cge_launch(stream, prim_run_fn, 1, &k, sizeof k);
+                st = cge_launch(stream, prim_run_fn, p->nblk, &k, sizeof k);
             return st;
         }
     }
