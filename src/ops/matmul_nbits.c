@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 
 /* The layout is ONNX Runtime's, so files are interchangeable:
@@ -44,6 +45,7 @@ typedef struct nb_args {
     float *y;
     float *ap;          /* [M][kp] repacked A */
     float *asum;        /* [M][nb] */
+    float *sz;          /* [N][nb]: scale * zero point */
     int64_t col_blocks; /* column groups the blocks split N into */
     int fast;           /* the AVX-512 inner loop applies */
 } nb_args;
@@ -178,75 +180,141 @@ static void nb_ref_cols(const nb_args *a, int64_t m0, int64_t m1, int64_t n0, in
                     for (int64_t k = 0; k < a->bs / 2; k++)
                         s += (float)(q[k] & 15) * x[2 * k] + (float)(q[k] >> 4) * x[2 * k + 1];
                 }
-                float sc = a->scales[n * a->nb + blk];
-                acc += sc * (s - zp_at(a, n, blk) * a->asum[m * a->nb + blk]);
+                acc += a->scales[n * a->nb + blk] * s - a->sz[n * a->nb + blk] * a->asum[m * a->nb + blk];
             }
             a->y[m * a->N + n] = acc + (a->bias ? a->bias[n] : 0.0f);
         }
     }
 }
 
+/* Zero points out of the inner loop: sum over blocks of s * z * sum(a). */
+static float nb_corr(const nb_args *a, int64_t m, int64_t n)
+{
+    float c = 0.0f;
+    const float *sz = a->sz + n * a->nb, *as = a->asum + m * a->nb;
+    for (int64_t blk = 0; blk < a->nb; blk++)
+        c += sz[blk] * as[blk];
+    return c;
+}
+
+/* sz for columns of this block: once per run, O(N * n_blocks), so that no
+ * zero point is unpacked in the products' loops. */
+static void nb_sz_fn(int64_t blk, int64_t nblk, void *p)
+{
+    const nb_args *a = p;
+    int64_t n0, n1;
+    cge__block_range(a->N, blk, nblk, &n0, &n1);
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t b = 0; b < a->nb; b++)
+            a->sz[n * a->nb + b] = a->scales[n * a->nb + b] * zp_at(a, n, b);
+}
+
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #include <immintrin.h>
 #define NB_HAVE_AVX512 1
+#define NB_TARGET __attribute__((target("avx512f,avx512bw")))
 
-/* Up to 4 rows at once: each 16-byte chunk of codes is unpacked once into
- * float vectors and multiplied into every row's block accumulator. */
-#define NB_R 4
+/* One step is 32 elements of K: 16 code bytes (4 bits) or 32 (8 bits),
+ * unpacked into w0 (the elements A' holds at k .. k+15) and w1 (k+16 ..
+ * k+31), already scaled (w = q * s: the zero point is out of the loop). */
+#define NB_DEQ4(q, vs, w0, w1)                                                               \
+    do {                                                                                     \
+        __m512i x_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q)));            \
+        w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(x_, lo4)), vs);               \
+        w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(x_, 4)), vs);                \
+    } while (0)
+#define NB_DEQ8(q, vs, w0, w1)                                                               \
+    do {                                                                                     \
+        w0 = _mm512_mul_ps(                                                                  \
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q)))), \
+            vs);                                                                             \
+        w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(                          \
+                               _mm_loadu_si128((const __m128i *)((q) + 16)))),               \
+                           vs);                                                              \
+    } while (0)
 
-__attribute__((target("avx512f,avx512bw"))) static void nb_avx512_cols(const nb_args *a,
-                                                                      int64_t m0, int64_t m1,
-                                                                      int64_t n0, int64_t n1)
+static NB_TARGET float nb_result(const nb_args *a, int64_t m, int64_t n, __m512 s0, __m512 s1)
 {
-    const __m512i lo4 = _mm512_set1_epi32(15);
-    for (int64_t mg = m0; mg < m1; mg += NB_R) {
-        int r = (int)(m1 - mg < NB_R ? m1 - mg : NB_R);
-        const float *ap[NB_R];
-        for (int i = 0; i < NB_R; i++)
-            ap[i] = a->ap + (mg + (i < r ? i : 0)) * a->kp;
-        for (int64_t n = n0; n < n1; n++) {
-            const uint8_t *bn = a->b + n * a->nb * a->blob;
-            __m512 acc[NB_R];
-            float corr[NB_R] = {0};
-            for (int i = 0; i < NB_R; i++)
-                acc[i] = _mm512_setzero_ps();
-            for (int64_t blk = 0; blk < a->nb; blk++) {
-                const uint8_t *q = bn + blk * a->blob;
-                int64_t k0 = blk * a->bs;
-                __m512 vb[NB_R];
-                for (int i = 0; i < NB_R; i++)
-                    vb[i] = _mm512_setzero_ps();
-                if (a->bits == 4) {
-                    for (int64_t c = 0; c < a->blob; c += 16) {
-                        __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + c)));
-                        __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, lo4));
-                        __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4));
-                        int64_t k = k0 + 2 * c;
-                        for (int i = 0; i < r; i++) {
-                            vb[i] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(ap[i] + k), vb[i]);
-                            vb[i] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(ap[i] + k + 16), vb[i]);
-                        }
-                    }
-                } else {
-                    for (int64_t c = 0; c < a->blob; c += 16) {
-                        __m512 v = _mm512_cvtepi32_ps(
-                            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + c))));
-                        for (int i = 0; i < r; i++)
-                            vb[i] = _mm512_fmadd_ps(v, _mm512_loadu_ps(ap[i] + k0 + c), vb[i]);
-                    }
-                }
-                float sc = a->scales[n * a->nb + blk], z = zp_at(a, n, blk);
-                __m512 vs = _mm512_set1_ps(sc);
-                for (int i = 0; i < r; i++) {
-                    acc[i] = _mm512_fmadd_ps(vb[i], vs, acc[i]);
-                    corr[i] += sc * z * a->asum[(mg + i) * a->nb + blk];
-                }
-            }
-            float bias = a->bias ? a->bias[n] : 0.0f;
-            for (int i = 0; i < r; i++)
-                a->y[(mg + i) * a->N + n] = _mm512_reduce_add_ps(acc[i]) - corr[i] + bias;
-        }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) - nb_corr(a, m, n) +
+           (a->bias ? a->bias[n] : 0.0f);
+}
+
+/* Decode: one row by two columns (n1 may equal n0 for an odd last column;
+ * only n0 is written then), four independent accumulators. */
+#define NB_1X2(NAME, DEQ, STEP)                                                              \
+    static NB_TARGET void NAME(const nb_args *a, int64_t m, int64_t n0, int64_t n1)          \
+    {                                                                                        \
+        const __m512i lo4 = _mm512_set1_epi32(15);                                           \
+        (void)lo4;                                                                           \
+        __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, w00, w01, w10, w11; \
+        const uint8_t *q0 = a->b + n0 * a->nb * a->blob, *q1 = a->b + n1 * a->nb * a->blob;  \
+        const float *ap = a->ap + m * a->kp;                                                 \
+        for (int64_t blk = 0; blk < a->nb; blk++) {                                          \
+            __m512 vs0 = _mm512_set1_ps(a->scales[n0 * a->nb + blk]);                        \
+            __m512 vs1 = _mm512_set1_ps(a->scales[n1 * a->nb + blk]);                        \
+            for (int64_t k = blk * a->bs; k < (blk + 1) * a->bs; k += 32) {                  \
+                DEQ(q0, vs0, w00, w01);                                                      \
+                DEQ(q1, vs1, w10, w11);                                                      \
+                __m512 x0 = _mm512_loadu_ps(ap + k), x1 = _mm512_loadu_ps(ap + k + 16);      \
+                a00 = _mm512_fmadd_ps(w00, x0, a00);                                         \
+                a01 = _mm512_fmadd_ps(w01, x1, a01);                                         \
+                a10 = _mm512_fmadd_ps(w10, x0, a10);                                         \
+                a11 = _mm512_fmadd_ps(w11, x1, a11);                                         \
+                q0 += STEP, q1 += STEP;                                                      \
+            }                                                                                \
+        }                                                                                    \
+        a->y[m * a->N + n0] = nb_result(a, m, n0, a00, a01);                                    \
+        if (n1 != n0)                                                                        \
+            a->y[m * a->N + n1] = nb_result(a, m, n1, a10, a11);                                \
     }
+
+/* Prefill: four rows by one column, the codes unpacked once for all four. */
+#define NB_4X1(NAME, DEQ, STEP)                                                              \
+    static NB_TARGET void NAME(const nb_args *a, int64_t m, int64_t n)                       \
+    {                                                                                        \
+        const __m512i lo4 = _mm512_set1_epi32(15);                                           \
+        (void)lo4;                                                                           \
+        __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,        \
+               c21 = c00, c30 = c00, c31 = c00, w0, w1;                                      \
+        const uint8_t *q = a->b + n * a->nb * a->blob;                                       \
+        const float *p0 = a->ap + m * a->kp, *p1 = p0 + a->kp, *p2 = p1 + a->kp,             \
+                    *p3 = p2 + a->kp;                                                        \
+        for (int64_t blk = 0; blk < a->nb; blk++) {                                          \
+            __m512 vs = _mm512_set1_ps(a->scales[n * a->nb + blk]);                          \
+            for (int64_t k = blk * a->bs; k < (blk + 1) * a->bs; k += 32) {                  \
+                DEQ(q, vs, w0, w1);                                                          \
+                c00 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p0 + k), c00);                     \
+                c01 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p0 + k + 16), c01);                \
+                c10 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p1 + k), c10);                     \
+                c11 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p1 + k + 16), c11);                \
+                c20 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p2 + k), c20);                     \
+                c21 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p2 + k + 16), c21);                \
+                c30 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p3 + k), c30);                     \
+                c31 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p3 + k + 16), c31);                \
+                q += STEP;                                                                   \
+            }                                                                                \
+        }                                                                                    \
+        a->y[m * a->N + n] = nb_result(a, m, n, c00, c01);                                      \
+        a->y[(m + 1) * a->N + n] = nb_result(a, m + 1, n, c10, c11);                            \
+        a->y[(m + 2) * a->N + n] = nb_result(a, m + 2, n, c20, c21);                            \
+        a->y[(m + 3) * a->N + n] = nb_result(a, m + 3, n, c30, c31);                            \
+    }
+
+NB_1X2(nb_1x2_b4, NB_DEQ4, 16)
+NB_1X2(nb_1x2_b8, NB_DEQ8, 32)
+NB_4X1(nb_4x1_b4, NB_DEQ4, 16)
+NB_4X1(nb_4x1_b8, NB_DEQ8, 32)
+
+static NB_TARGET void nb_avx512_cols(const nb_args *a, int64_t m0, int64_t m1, int64_t n0,
+                                     int64_t n1)
+{
+    int64_t m = m0;
+    for (; m + 4 <= m1; m += 4)
+        for (int64_t n = n0; n < n1; n++)
+            (a->bits == 4 ? nb_4x1_b4 : nb_4x1_b8)(a, m, n);
+    for (; m < m1; m++)
+        for (int64_t n = n0; n < n1; n += 2)
+            (a->bits == 4 ? nb_1x2_b4 : nb_1x2_b8)(a, m, n, n + 1 < n1 ? n + 1 : n);
 }
 
 static int cpu_avx512(void)
@@ -295,10 +363,18 @@ static bool nb_make(const cge_kernel_ctx *ctx, nb_args *a)
     a->blob = a->bs * a->bits / 8;
     a->kp = a->nb * a->bs;
 #ifdef NB_HAVE_AVX512
-    /* 16-byte code chunks: 32 4-bit or 16 8-bit elements. */
-    a->fast = cpu_avx512() && a->blob % 16 == 0;
+    /* Steps of 32 elements, whole within a block. */
+    a->fast = cpu_avx512() && a->bs % 32 == 0;
 #endif
     return a->M >= 0;
+}
+
+/* A repacked, its block sums, and each column's scale * zero point per block
+ * (sz: the zero points' term comes out of the products as
+ * sum_blk sz[n, blk] * asum[m, blk]). */
+static size_t nb_bytes(const nb_args *a)
+{
+    return (size_t)(a->M * (a->kp + a->nb) + a->N * a->nb + 16) * sizeof(float) + 64;
 }
 
 static size_t nb_workspace(const cge_kernel_ctx *ctx)
@@ -306,7 +382,74 @@ static size_t nb_workspace(const cge_kernel_ctx *ctx)
     nb_args a;
     if (!nb_make(ctx, &a))
         return 0;
-    return (size_t)(a.M * (a.kp + a.nb)) * sizeof(float) + 64;
+    return nb_bytes(&a);
+}
+
+/* sz made once when the plan is made, from constant scales and zero points
+ * (the usual case: they are weights), shared by the graph's plans. */
+typedef struct nb_state {
+    const void *scales, *zp;
+    float *sz;              /* a cge_kernel_shared_get block */
+} nb_state;
+
+static void nb_release(void *state)
+{
+    nb_state *st = state;
+    if (st)
+        cge_kernel_shared_release(st->sz);
+    free(st);
+}
+
+static cge_status nb_sz_fill(void *dst, void *user)
+{
+    nb_args *a = user;
+    a->sz = dst;
+    nb_sz_fn(0, 1, a);
+    return CGE_OK;
+}
+
+static bool nb_bind(const cge_kernel_ctx *ctx, nb_args *a)
+{
+    if (!nb_make(ctx, a))
+        return false;
+    a->a = ctx->inputs[0].data;
+    a->b = ctx->inputs[1].data;
+    a->scales = ctx->inputs[2].data;
+    if (cge__kernel_has_input(ctx, 3)) {
+        if (ctx->inputs[3].dtype == CGE_U8)
+            a->zp_u8 = ctx->inputs[3].data;
+        else
+            a->zp_f32 = ctx->inputs[3].data;
+    }
+    a->bias = cge__kernel_has_input(ctx, 5) ? ctx->inputs[5].data : NULL;
+    a->y = ctx->outputs[0].data;
+    return true;
+}
+
+static cge_status nb_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    *state = NULL;
+    nb_args a;
+    bool zp_given = ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED;
+    if (!nb_bind(ctx, &a) || !a.scales || (zp_given && !ctx->inputs[3].data))
+        return CGE_OK; /* not known now: computed on every run */
+    nb_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    st->scales = a.scales;
+    st->zp = a.zp_u8 ? (const void *)a.zp_u8 : (const void *)a.zp_f32;
+    /* The block depends on the zero points as well as the scales it is keyed
+     * by: their address (constant data the session keeps) goes in the key. */
+    const void *key[2] = {st->zp, (const void *)(intptr_t)(a.bits * 65536 + a.nb)};
+    cge_status s = cge_kernel_shared_get(ctx, a.scales, key, sizeof key,
+                                         (size_t)(a.N * a.nb) * sizeof(float), nb_sz_fill, &a,
+                                         (void **)&st->sz);
+    if (s) {
+        nb_release(st);
+        return s;
+    }
+    *state = st;
+    return CGE_OK;
 }
 
 static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -316,7 +459,8 @@ static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "A's last dim is not K");
     if (a.M == 0)
         return CGE_OK;
-    size_t need = nb_workspace(ctx);
+    int threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    size_t need = nb_bytes(&a);
     if (!ctx->workspace || ctx->workspace_size < need)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
                                 "workspace of %zu bytes is too small (%zu needed)",
@@ -327,25 +471,21 @@ static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
             return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
                                     "g_idx[%lld] = %d: only g_idx = k / block_size is supported",
                                     (long long)k, (int)g[k]);
-    a.a = ctx->inputs[0].data;
-    a.b = ctx->inputs[1].data;
-    a.scales = ctx->inputs[2].data;
-    if (cge__kernel_has_input(ctx, 3)) {
-        if (ctx->inputs[3].dtype == CGE_U8)
-            a.zp_u8 = ctx->inputs[3].data;
-        else
-            a.zp_f32 = ctx->inputs[3].data;
-    }
-    a.bias = cge__kernel_has_input(ctx, 5) ? ctx->inputs[5].data : NULL;
-    a.y = ctx->outputs[0].data;
+    nb_bind(ctx, &a);
     a.ap = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
     a.asum = a.ap + a.M * a.kp;
-    int threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    a.sz = a.asum + a.M * a.nb;
     int64_t row_groups = (a.M + 31) / 32;
     /* Enough column groups for every thread, each at least 16 columns. */
     int64_t want = (4 * threads + row_groups - 1) / row_groups;
     a.col_blocks = a.N / 16 < want ? (a.N / 16 > 0 ? a.N / 16 : 1) : want;
     cge_status st = cge_launch(stream, nb_pack_fn, cge__blocks_for(a.M, 4, threads), &a, sizeof a);
+    const nb_state *pre = ctx->state;
+    const void *zp = a.zp_u8 ? (const void *)a.zp_u8 : (const void *)a.zp_f32;
+    if (pre && pre->scales == a.scales && pre->zp == zp)
+        a.sz = pre->sz;
+    else if (!st)
+        st = cge_launch(stream, nb_sz_fn, cge__blocks_for(a.N, 256, threads), &a, sizeof a);
     if (st)
         return st;
     return cge_launch(stream, nb_main_fn,
@@ -375,7 +515,8 @@ static const cge_attr_def nb_attr_defs[] = {
 };
 static const cge_kernel_def nb_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = nb_launch,
-     .workspace_size = nb_workspace, .inplace_input = -1}};
+     .workspace_size = nb_workspace, .prepare = nb_prepare, .release = nb_release,
+     .inplace_input = -1}};
 
 static const cge_op_def nb_ops[] = {
     {.name = "MatMulNBits", .domain = "com.microsoft", .since_version = 1, .inputs = nb_in,
