@@ -18,7 +18,8 @@ Runtime, in one run. Not a test.
    for cge and ONNX Runtime (bench/ort_dynamic.js), and the ratio.
    Target: int4 >= 2x fewer bytes per token than float32.
 
-Environment: BENCH_THREADS (2), BENCH_RUNS (30), BENCH_MODEL_DIR.
+Environment: BENCH_THREADS (2), BENCH_RUNS (30), BENCH_MODEL_DIR, BENCH_PARTS
+("bf16,decoder": either part alone).
 """
 import json
 import os
@@ -206,7 +207,8 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     print(f"low precision: {THREADS} threads, median of {RUNS} runs; bf16 kernels available: "
           f"{cge.precision_bf16_available()}\n")
-    models = [("transformer_encoder", make_test_models.make("transformer_encoder", out_dir)[0]),
+    parts = os.environ.get("BENCH_PARTS", "bf16,decoder").split(",")
+    models = [] if "bf16" not in parts else [("transformer_encoder", make_test_models.make("transformer_encoder", out_dir)[0]),
               ("vit_mlp", vit_mlp(os.path.join(out_dir, "vit_mlp.onnx"))),
               ("resnet18", make_test_models.make("resnet18", out_dir)[0])]
     print(f"{'model':20} {'cge fp32':>9} {'cge bf16':>9} {'ORT fp32':>9} {'bf16 speed-up':>14} "
@@ -221,6 +223,8 @@ def main():
               f"{(r['bf16_ms'] / o if o else float('nan')):9.2f} {r['max_rel_error']:12.2e} "
               f"{r['mean_rel_error']:13.2e}")
     print("target: bf16 >= 1.5x faster than fp32 on GEMM-heavy models, max rel error <= 1e-2\n")
+    if "decoder" not in parts:
+        return
 
     paths = decoder_models(out_dir)
     import make_dynamic_models as mdm
