@@ -204,7 +204,7 @@ int cmd_inspect(int argc, char **argv)
     cli_opts o;
     bool done;
     int rc = cli_parse("inspect", argc, argv,
-                       "json,verify,input-shape,opt-level,disable-pass,custom-op-lib,streams",
+                       "json,verify,input-shape,opt-level,disable-pass,custom-op-lib,streams,precision",
                        inspect_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -445,7 +445,7 @@ int cmd_dot(int argc, char **argv)
     cli_opts o;
     bool done;
     int rc = cli_parse("dot", argc, argv,
-                       "o,after,input-shape,opt-level,disable-pass,custom-op-lib,streams",
+                       "o,after,input-shape,opt-level,disable-pass,custom-op-lib,streams,precision",
                        dot_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
