@@ -130,6 +130,11 @@ static const oc_spec builtin_specs[] = {
     {"FusedMatMul", {"f32[2,3]; f32[3,4]; f32[4] | activation=relu",
                      "f32[2,2,3]; f32[4,3] | trans_b=1 activation=gelu_tanh",
                      "f32[3,5]; f32[5,2]; f32[2] | activation=clip min=-0.5 max=0.5"}},
+    {"MatMulBF16", {"f32[2,3]; f32[3,4]; f32[4] | activation=relu",
+                    "f32[2,2,3]; f32[2,3,4]", "f32[2,3]; f32[4,3] | trans_b=1 b_const=1"}},
+    /* com.microsoft MatMulNBits: 4-bit (64 = 2 blocks of 32) and 8-bit codes */
+    {"MatMulNBits", {"f32[2,64]; u8[3,2,16]; f32[6] | K=64 N=3 bits=4 block_size=32",
+                     "f32[1,32]; u8[2,1,32]; f32[2]; u8[2] | K=32 N=2 bits=8 block_size=32"}},
     {"FusedConv",
      {"f32[1,2,6,6]; f32[4,2,3,3]; f32[4]; f32[1,4,6,6] | pads=1,1,1,1 activation=relu",
       "f32[1,4,5,5]; f32[4,2,3,3] | group=2 strides=2,2 activation=leaky_relu alpha=0.1"}},
