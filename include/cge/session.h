@@ -71,6 +71,14 @@ typedef struct cge_session_options {
     /* Shape buckets (copied at create): see cge_dim_buckets. */
     const cge_dim_buckets *buckets;
     int32_t num_buckets;
+    /* A graph with symbolic inputs is partitioned and built once, dims
+     * symbolic, and each new input signature's plan comes from that plan's
+     * shape program (cge_plan_specialize: meta along the steps, offsets over
+     * fixed lifetimes), with no compile. True turns this off: each signature
+     * compiles the optimised graph instead (as does a graph the shape
+     * program cannot serve: shapes that depend on values, control flow).
+     * $CGE_SHAPE_PROGRAM=0 turns it off too. */
+    bool disable_shape_program;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step
@@ -197,6 +205,17 @@ cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
  * largest of their plans' arenas (signatures take turns in it), 0 before the
  * first compile. */
 cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes);
+
+/* What the session did for one graph so far, for tests and tools that check
+ * a path does no work twice. */
+typedef struct cge_session_graph_stats {
+    int64_t compiles;          /* cge_compile calls (the graph's, and per signature) */
+    int64_t specializations;   /* signatures planned by the shape program instead */
+    int64_t arena_grows;       /* times the shared arena moved to a larger block */
+    bool shape_program;        /* new signatures come from the shape program */
+} cge_session_graph_stats;
+cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
+                                       cge_session_graph_stats *out);
 
 #ifdef __cplusplus
 }

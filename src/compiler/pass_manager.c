@@ -370,7 +370,13 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
         if (ctx.opts.allow_incomplete && !symbolic && ctx.stage &&
             !strcmp(ctx.stage, "prepare") && strcmp(pe->stage, "prepare"))
             symbolic = !shapes_known(pg);
-        if (symbolic && (!strcmp(pe->stage, "partition") || !strcmp(pe->stage, "build"))) {
+        /* A symbolic plan (symbolic_plan) goes on with the dims symbolic:
+         * cge_plan_specialize gives its sizes per signature. One stream:
+         * the stream planner weighs branches by bytes. */
+        if (symbolic && ctx.opts.symbolic_plan)
+            ctx.opts.num_streams = 1;
+        if (symbolic && !ctx.opts.symbolic_plan &&
+            (!strcmp(pe->stage, "partition") || !strcmp(pe->stage, "build"))) {
             incomplete = true;
             break;
         }
@@ -409,6 +415,7 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
         ps->num_conversions = ctx.num_conversions;
         ps->opt_level = ctx.level;
         ps->incomplete = incomplete;
+        ps->symbolic = symbolic && !incomplete;
     }
     ctx_release(&ctx);
     if (st) {

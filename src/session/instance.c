@@ -761,6 +761,42 @@ cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_s
     return CGE_OK;
 }
 
+cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
+                                      const cge_shape *input_shapes, cge_plan *plan,
+                                      cge_kernel_cache *shared, const cge__arena_source *arena,
+                                      cge__instance **out)
+{
+    cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
+    if (!inst) {
+        cge_plan_destroy(plan);
+        return oom();
+    }
+    inst->src = g;
+    inst->shared = shared;
+    inst->plan = plan;
+    inst->pg = cge_plan_graph(plan);
+    memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
+    cge_status st = io_table(inst);
+    /* The io table describes the plan's graph, whose inputs and outputs are
+     * symbolic: this instance's sizes are the plan's. */
+    for (int32_t i = 0; !st && i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        int32_t pv = cge_plan_find_value(plan, v->name);
+        if (pv >= 0)
+            v->desc.shape = cge_plan_values(plan)[pv].shape;
+    }
+    if (!st)
+        st = bind_plan(inst, NULL, arena);
+    if (!st)
+        st = cge_event_create(inst->dev, &inst->done);
+    if (st) {
+        cge__instance_destroy(inst);
+        return st;
+    }
+    *out = inst;
+    return CGE_OK;
+}
+
 cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
                                         const void *constants, cge__instance **out)
 {
