@@ -99,7 +99,11 @@ typedef struct cge_plan cge_plan;
 typedef enum cge_plan_storage {
     CGE_STORAGE_NONE = 0,       /* not used by any step */
     CGE_STORAGE_ARENA = 1,      /* arena + offset (graph inputs and outputs included) */
-    CGE_STORAGE_CONSTANT = 2    /* constant blob + offset */
+    CGE_STORAGE_CONSTANT = 2,   /* constant blob + offset */
+    /* cge_plan_host_data() + offset: a small value a specialisation's shape
+     * program computed on the host (a shape computation), the same for every
+     * run at its sizes; host-addressable devices (CPU) only. */
+    CGE_STORAGE_HOST = 3
 } cge_plan_storage;
 
 typedef struct cge_plan_value {
@@ -136,6 +140,9 @@ typedef struct cge_plan_step {
     int32_t num_waits;
     const int32_t *waits;
     int32_t record;
+    /* Its outputs are CGE_STORAGE_HOST values the shape program computed:
+     * a run does not launch it. */
+    bool folded;
 } cge_plan_step;
 
 typedef struct cge_plan_pass_stats {
@@ -215,6 +222,8 @@ int32_t cge_plan_output_value(const cge_plan *p, int32_t i);
 /* Plan value index by name, or -1. */
 int32_t cge_plan_find_value(const cge_plan *p, const char *name);
 size_t cge_plan_arena_bytes(const cge_plan *p);
+/* The bytes of CGE_STORAGE_HOST values (NULL if none), owned by the plan. */
+const void *cge_plan_host_data(const cge_plan *p);
 size_t cge_plan_constant_bytes(const cge_plan *p);
 /* Fill a constant blob of cge_plan_constant_bytes() bytes (host memory). */
 void cge_plan_write_constants(const cge_plan *p, void *blob);

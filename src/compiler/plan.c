@@ -26,6 +26,7 @@ struct cge_plan {
     cge_plan_pass_stats *pass_stats;
     int32_t num_pass_stats, cap_pass_stats;
     int32_t *ws_last;             /* last step each step's workspace is live */
+    void *host_data;              /* CGE_STORAGE_HOST values' bytes */
 };
 
 static cge_status oom(void)
@@ -250,6 +251,7 @@ void cge_plan_destroy(cge_plan *p)
     free(p->output_values);
     free(p->pass_stats);
     free(p->ws_last);
+    free(p->host_data);
     free(p);
 }
 
@@ -267,6 +269,13 @@ const cge_plan_step *cge_plan_steps(const cge_plan *p) { return p ? p->steps : N
 int32_t cge_plan_num_values(const cge_plan *p) { return p ? p->num_values : 0; }
 const cge_plan_value *cge_plan_values(const cge_plan *p) { return p ? p->values : NULL; }
 size_t cge_plan_arena_bytes(const cge_plan *p) { return p ? p->arena_bytes : 0; }
+const void *cge_plan_host_data(const cge_plan *p) { return p ? p->host_data : NULL; }
+
+void cge__plan_set_host_data(cge_plan *p, void *blob)
+{
+    free(p->host_data);
+    p->host_data = blob;
+}
 size_t cge_plan_constant_bytes(const cge_plan *p) { return p ? p->constant_bytes : 0; }
 int32_t cge_plan_num_streams(const cge_plan *p) { return p ? p->num_streams : 0; }
 int32_t cge_plan_num_events(const cge_plan *p) { return p ? p->num_events : 0; }
@@ -307,7 +316,10 @@ void cge_plan_write_constants(const cge_plan *p, void *blob)
 
 static const char *storage_name(cge_plan_storage s)
 {
-    return s == CGE_STORAGE_ARENA ? "arena" : s == CGE_STORAGE_CONSTANT ? "const" : "none";
+    return s == CGE_STORAGE_ARENA      ? "arena"
+           : s == CGE_STORAGE_CONSTANT ? "const"
+           : s == CGE_STORAGE_HOST     ? "host"
+                                       : "none";
 }
 
 cge_status cge_plan_write_text(const cge_plan *p, FILE *f)
@@ -345,6 +357,8 @@ cge_status cge_plan_write_text(const cge_plan *p, FILE *f)
             fprintf(f, " wait e%d", (int)s->waits[w]);
         if (s->record >= 0)
             fprintf(f, " record e%d", (int)s->record);
+        if (s->folded)
+            fprintf(f, " (folded)");
         fputc('\n', f);
     }
     return CGE_OK;

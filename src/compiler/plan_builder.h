@@ -47,6 +47,9 @@ void cge__plan_set_workspace_last(cge_plan *p, int32_t t, int32_t last);
  * symbolic plan's specialisation fills in with its sizes. */
 cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out);
 
+/* The CGE_STORAGE_HOST values' bytes (malloc'ed; the plan frees them). */
+void cge__plan_set_host_data(cge_plan *p, void *blob);
+
 void cge__plan_set_sizes(cge_plan *p, size_t arena_bytes, size_t constant_bytes,
                          int32_t num_streams, int32_t num_events);
 cge_plan_stats *cge__plan_stats_mut(cge_plan *p);

@@ -33,7 +33,6 @@ typedef struct spec {
     size_t *bytes;
     const void **data;        /* per value: constant bytes, or host values made here */
     void **owned;             /* what `data` points at when made here */
-    bool *needed;             /* per value: a later meta may read its data */
     cge_device *dev;
     cge_stream *imm;
 } spec;
@@ -63,30 +62,6 @@ static const void *constant_data(const spec *s, int32_t v)
     return (const char *)t->data + (pv->offset - root->offset);
 }
 
-/* Which values a meta may read as data: the inputs of steps whose outputs
- * the symbolic plan could not size, and, backwards, the inputs of the small
- * computations that make them (Shape and Size read only a shape). */
-static void mark_needed(spec *s)
-{
-    const cge_plan_step *steps = cge_plan_steps(s->sp);
-    for (int32_t t = s->ns - 1; t >= 0; t--) {
-        const cge_plan_step *st = &steps[t];
-        bool open = false, feeds = false;
-        for (int32_t k = 0; k < st->num_outputs; k++) {
-            int32_t o = st->outputs[k];
-            open |= !cge_shape_is_static(&s->vals[o].shape);
-            feeds |= s->needed[o];
-        }
-        if (!open && !feeds)
-            continue;
-        if (feeds && (cc_is_op(st->node, "Shape") || cc_is_op(st->node, "Size")))
-            continue;
-        for (int32_t k = 0; k < st->num_inputs; k++)
-            if (st->inputs[k] >= 0)
-                s->needed[st->inputs[k]] = true;
-    }
-}
-
 /* Host value of a small computation all of whose inputs are at hand: Shape
  * and Size from the shape alone, the rest by their CPU kernel. A step that
  * cannot be evaluated leaves its outputs unknown (the run computes them). */
@@ -94,12 +69,9 @@ static cge_status evaluate(spec *s, const cge_plan_step *st, const cge_tensor_de
 {
     int32_t ni = st->num_inputs, no = st->num_outputs;
     size_t total = 0;
-    bool any = false;
-    for (int32_t k = 0; k < no; k++) {
-        any |= s->needed[st->outputs[k]];
+    for (int32_t k = 0; k < no; k++)
         total += s->bytes[st->outputs[k]];
-    }
-    if (!any || total > SMALL_BYTES || cc_is_nondeterministic(st->node))
+    if (total > SMALL_BYTES || cc_is_nondeterministic(st->node))
         return CGE_OK;
     if (cc_is_op(st->node, "Shape") || cc_is_op(st->node, "Size")) {
         const cge_shape *in = &s->shape[st->inputs[0]];
@@ -178,7 +150,7 @@ static cge_status evaluate(spec *s, const cge_plan_step *st, const cge_tensor_de
         rc = CGE_OK;
     }
     for (int32_t k = 0; k < no; k++) {
-        if (ok && s->needed[st->outputs[k]]) {
+        if (ok) {
             s->owned[st->outputs[k]] = outs[k].data;
             s->data[st->outputs[k]] = outs[k].data;
         } else {
@@ -286,12 +258,12 @@ cge_status cge_plan_specialize(const cge_plan *sym, const cge_shape *input_shape
     s.bytes = malloc(sizeof *s.bytes * nv1);
     s.data = calloc(nv1, sizeof *s.data);
     s.owned = calloc(nv1, sizeof *s.owned);
-    s.needed = calloc(nv1, sizeof *s.needed);
+    bool *host = calloc(nv1, sizeof *host);
     size_t *ws = malloc(sizeof *ws * ns1);
     cge_mem_block *blocks = malloc(sizeof *blocks * (nv1 + ns1));
     int32_t *block_of = malloc(sizeof *block_of * nv1);
     cge_plan *p = NULL;
-    cge_status st = s.shape && s.bytes && s.data && s.owned && s.needed && ws && blocks && block_of
+    cge_status st = s.shape && s.bytes && s.data && s.owned && host && ws && blocks && block_of
                         ? CGE_OK
                         : oom();
     for (int32_t v = 0; !st && v < s.nv; v++) {
@@ -306,10 +278,8 @@ cge_status cge_plan_specialize(const cge_plan *sym, const cge_shape *input_shape
         s.shape[v] = input_shapes[i];
         s.bytes[v] = cge_tensor_nbytes(s.vals[v].dtype, &input_shapes[i]);
     }
-    if (!st) {
-        mark_needed(&s);
+    if (!st)
         st = run_meta(&s, ws);
-    }
     /* The symbolic plan shares memory where sizes are equal at every size
      * (views, in-place outputs); what it promised must hold here. */
     for (int32_t v = 0; !st && v < s.nv; v++) {
@@ -319,11 +289,32 @@ cge_status cge_plan_specialize(const cge_plan *sym, const cge_shape *input_shape
                            "specialize: '%s' shares the memory of '%s' but has %zu bytes, not %zu",
                            s.vals[v].name, s.vals[r].name, s.bytes[v], s.bytes[r]);
     }
+    /* Values the host computed (shape computations: Shape, Gather, Concat,
+     * ... of sizes) are the same at every run of these sizes: the plan keeps
+     * them, and the steps that make them are not launched. A memory group
+     * moves to the host whole, or not at all. */
+    size_t host_bytes = 0;
+    for (int32_t v = 0; !st && v < s.nv; v++)
+        host[v] = s.vals[v].storage == CGE_STORAGE_ARENA && s.owned[v] &&
+                  s.vals[v].input_index < 0 && s.vals[v].output_index < 0;
+    for (int32_t v = 0; !st && v < s.nv; v++)
+        if (!host[v] && s.vals[v].storage == CGE_STORAGE_ARENA)
+            host[root_of(s.vals, v)] = false;
+    for (int32_t v = 0; !st && v < s.nv; v++)
+        if (host[v] && !host[root_of(s.vals, v)])
+            host[v] = false;
+    for (int32_t v = 0; !st && v < s.nv; v++)
+        if (host[v])
+            host_bytes += (s.bytes[v] + 63) & ~(size_t)63;
+    char *blob = !st && host_bytes ? aligned_alloc(64, host_bytes) : NULL;
+    if (host_bytes && !blob && !st)
+        st = oom();
     int32_t nb = 0;
     size_t arena = 0;
     for (int32_t v = 0; !st && v < s.nv; v++) {
         block_of[v] = -1;
-        if (s.vals[v].alias_of >= 0 || s.vals[v].storage != CGE_STORAGE_ARENA || !s.bytes[v])
+        if (s.vals[v].alias_of >= 0 || s.vals[v].storage != CGE_STORAGE_ARENA || !s.bytes[v] ||
+            host[v])
             continue;
         block_of[v] = nb;
         blocks[nb++] = (cge_mem_block){.bytes = s.bytes[v], .first = s.vals[v].first_step,
@@ -340,17 +331,32 @@ cge_status cge_plan_specialize(const cge_plan *sym, const cge_shape *input_shape
         st = cge__plan_clone_layout(sym, &p);
     if (!st) {
         cge_plan_value *pv = cge__plan_values_mut(p);
+        size_t at = 0;
         for (int32_t v = 0; v < s.nv; v++) {
             pv[v].shape = s.shape[v];
             pv[v].bytes = s.bytes[v];
             int32_t r = root_of(s.vals, v);
-            if (s.vals[v].storage == CGE_STORAGE_ARENA)
+            if (host[v]) {
+                pv[v].storage = CGE_STORAGE_HOST;
+                pv[v].alias_of = -1;
+                pv[v].offset = at;
+                if (s.bytes[v])
+                    memcpy(blob + at, s.owned[v], s.bytes[v]);
+                at += (s.bytes[v] + 63) & ~(size_t)63;
+            } else if (s.vals[v].storage == CGE_STORAGE_ARENA) {
                 pv[v].offset = block_of[r] >= 0 ? blocks[block_of[r]].offset : 0;
+            }
         }
+        cge__plan_set_host_data(p, blob);
+        blob = NULL;
         cge_plan_step *ps = cge__plan_steps_mut(p);
         for (int32_t t = 0, k = ws0; t < s.ns; t++) {
             ps[t].workspace_bytes = ws[t];
             ps[t].workspace_offset = ws[t] ? blocks[k++].offset : 0;
+            bool folded = ps[t].num_outputs > 0;
+            for (int32_t j = 0; folded && j < ps[t].num_outputs; j++)
+                folded = host[ps[t].outputs[j]];
+            ps[t].folded = folded;
         }
         cge__plan_set_sizes(p, arena, cge_plan_constant_bytes(sym), cge_plan_num_streams(sym),
                             cge_plan_num_events(sym));
@@ -368,7 +374,8 @@ cge_status cge_plan_specialize(const cge_plan *sym, const cge_shape *input_shape
     free(s.bytes);
     free(s.data);
     free(s.owned);
-    free(s.needed);
+    free(host);
+    free(blob);
     free(ws);
     free(blocks);
     free(block_of);

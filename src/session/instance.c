@@ -413,6 +413,8 @@ void cge__instance_destroy(cge__instance *inst)
 static void *value_address(const cge__instance *inst, const cge_plan_value *vals, int32_t vi)
 {
     const cge_plan_value *v = &vals[vi];
+    if (v->storage == CGE_STORAGE_HOST)   /* computed by the shape program */
+        return (char *)cge_plan_host_data(inst->plan) + v->offset;
     if (v->storage != CGE_STORAGE_CONSTANT)
         return (char *)inst->arena + v->offset;
     if (!inst->consts_in_graph)
@@ -1017,6 +1019,8 @@ static cge_status launch_all(cge__instance *inst, cge_stream *stream)
     for (int32_t k = 0; !st && k < cge_plan_num_steps(inst->plan); k++) {
         plan_exec *pe = &inst->steps[k];
         cge_stream *on = inst->streams[pe->step->stream];
+        if (pe->step->folded && !pe->step->num_waits && pe->step->record < 0)
+            continue;   /* its outputs are the plan's, computed once */
         for (int32_t w = 0; !st && w < pe->step->num_waits; w++)
             st = cge_stream_wait_event(on, inst->events[pe->step->waits[w]]);
         double t0 = inst->prof ? cge_profile_clock_ms() : 0.0;
