@@ -22,7 +22,9 @@ typedef struct cge_session cge_session;
  * REPLAY: the plan captured once per input signature into a replay instance;
  *         a run copies inputs into the bound buffers and submits it in one step.
  * DEFAULT: REPLAY where the graph allows it (every shape known before the
- *         run), otherwise PLAN (or EAGER for shapes that depend on values). */
+ *         run), otherwise PLAN (or EAGER for shapes that depend on values);
+ *         a signature a symbolic graph's shape program planned runs its
+ *         first run as PLAN and is captured at its second. */
 typedef enum cge_run_mode {
     CGE_RUN_DEFAULT = 0,
     CGE_RUN_EAGER = 1,
@@ -145,9 +147,10 @@ cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_pla
                                 const void *constants, void (*release)(void *), void *owner);
 /* Compiles the graph (cge_compile: verify, infer, optimize, plan) for its
  * declared input shapes when they are static, so that errors surface now;
- * with symbolic inputs it checks, infers and optimises the graph once, and
- * each new input signature compiles that graph (partition and build, a few
- * ms) at its first run. */
+ * with symbolic inputs it checks, infers and optimises the graph once and
+ * builds its symbolic plan, whose shape program plans each new input
+ * signature at its first run (no compile); where there is no symbolic plan,
+ * each new signature compiles the optimised graph (a few ms). */
 cge_status cge_session_compile_graph(cge_session *s, uint32_t graph_id);
 cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id);
 
