@@ -763,6 +763,22 @@ cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_s
     return CGE_OK;
 }
 
+/* The end of making a plan instance: memory and kernels bound, the event
+ * that orders its runs; on failure the instance goes. */
+static cge_status finish_plan(cge__instance *inst, const void *consts,
+                              const cge__arena_source *arena, cge__instance **out)
+{
+    cge_status st = bind_plan(inst, consts, arena);
+    if (!st)
+        st = cge_event_create(inst->dev, &inst->done);
+    if (st) {
+        cge__instance_destroy(inst);
+        return st;
+    }
+    *out = inst;
+    return CGE_OK;
+}
+
 cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
                                       const cge_shape *input_shapes, cge_plan *plan,
                                       cge_kernel_cache *shared, const cge__arena_source *arena,
@@ -787,16 +803,11 @@ cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
         if (pv >= 0)
             v->desc.shape = cge_plan_values(plan)[pv].shape;
     }
-    if (!st)
-        st = bind_plan(inst, NULL, arena);
-    if (!st)
-        st = cge_event_create(inst->dev, &inst->done);
     if (st) {
         cge__instance_destroy(inst);
         return st;
     }
-    *out = inst;
-    return CGE_OK;
+    return finish_plan(inst, NULL, arena, out);
 }
 
 cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
@@ -812,16 +823,11 @@ cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
     cge_status st = io_table(inst);
     for (int32_t i = 0; !st && i < inst->num_inputs; i++)
         inst->input_shapes[i] = input_value(&inst->io, i)->desc.shape;
-    if (!st)
-        st = bind_plan(inst, constants, NULL);
-    if (!st)
-        st = cge_event_create(inst->dev, &inst->done);
     if (st) {
         cge__instance_destroy(inst);
         return st;
     }
-    *out = inst;
-    return CGE_OK;
+    return finish_plan(inst, constants, NULL, out);
 }
 
 const cge_graph *cge__instance_graph(const cge__instance *inst) { return inst->pg; }
