@@ -3,6 +3,7 @@
 # cge and in ONNX Runtime close to the float model on the calibration data;
 # each calibration method gives the expected range on known distributions;
 # MatMulNBits packing decodes back to the weights; bad input is a clear error.
+import ctypes
 import json
 import os
 import shutil
@@ -45,8 +46,13 @@ def make_cnn(path):
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], "conv1", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"], "relu1"),
         helper.make_node("MaxPool", ["r1"], ["p1"], "pool1", kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], "conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c2"], ["r2"], "relu2"),
+        # torch routes shared constants through Identity: still a constant bias
+        helper.make_node("Identity", ["b2"], ["b2_copy"], "b2_identity"),
+        helper.make_node("Conv", ["p1", "w2", "b2_copy"], ["c2"], "conv2", pads=[1, 1, 1, 1]),
+        # ReLU6 as torch exports it: Clip with bounds from Constant nodes
+        helper.make_node("Constant", [], ["lo"], "lo", value=_t("lo_v", np.array(0.0))),
+        helper.make_node("Constant", [], ["hi"], "hi", value=_t("hi_v", np.array(6.0))),
+        helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"], "relu2"),
         helper.make_node("Add", ["r2", "p1"], ["a"], "add"),
         helper.make_node("GlobalAveragePool", ["a"], ["g"], "gap"),
         helper.make_node("Flatten", ["g"], ["f"], "flatten"),
@@ -157,8 +163,9 @@ def test_cnn_qdq_structure_checker_and_accuracy(work, per_channel, tmp_path):
     assert "nodes quantized" in stdout
     m = onnx.load(out)
     onnx.checker.check_model(m, full_check=True)
-    # Relus are folded into the range of the Conv output before them (as ORT's quantizer does).
-    assert "Relu" not in ops(m)
+    # Relu and Clip(0, 6) are folded into the range of the Conv output before them (as
+    # ORT's quantizer does).
+    assert "Relu" not in ops(m) and "Clip" not in ops(m)
     # Every Conv/Gemm reads DequantizeLinear outputs only and feeds a QuantizeLinear.
     for n in m.graph.node:
         if n.op_type not in ("Conv", "Gemm"):
@@ -186,7 +193,7 @@ def test_cnn_qdq_structure_checker_and_accuracy(work, per_channel, tmp_path):
     assert init(m, qin.input[2]) == init(m, qout.input[2])
     # The float weights are gone (replaced, not kept beside).
     names = {t.name for t in m.graph.initializer}
-    assert not names & {"w1", "w2", "wf", "b1", "b2", "bf"}
+    assert not names & {"w1", "w2", "wf", "b1", "bf"}
     # Accuracy on the calibration data: within 3% of the output range, in cge and in ORT.
     worst = 0.0
     for s in work["cnn_samples"]:
@@ -422,3 +429,49 @@ def test_errors_name_the_layer(work, tmp_path):
         cge.quantize(work["cnn"], out, calibrate=[{"y": np.zeros((1, 10), np.float32)}])
     with pytest.raises(cge.ConverterError, match="MatMul"):
         cge.quantize(work["cnn"], out, weights_only="int8")
+
+
+# ---- the binding ----------------------------------------------------------------------
+
+QUANT_LAYOUT_C = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include "cge/cge.h"
+#define S(T) printf(#T " size %zu\n", sizeof(T))
+#define O(T, f) printf(#T "." #f " %zu\n", offsetof(T, f))
+int main(void) {
+    S(cge_quantize_options); O(cge_quantize_options, samples);
+    O(cge_quantize_options, num_samples); O(cge_quantize_options, inputs_per_sample);
+    O(cge_quantize_options, method); O(cge_quantize_options, per_channel);
+    O(cge_quantize_options, percentile); O(cge_quantize_options, weights_only_bits);
+    O(cge_quantize_options, block_size); O(cge_quantize_options, exclude);
+    O(cge_quantize_options, num_exclude); O(cge_quantize_options, num_threads);
+    S(cge_quantize_report); O(cge_quantize_report, nodes_quantized);
+    O(cge_quantize_report, relu_folded); O(cge_quantize_report, nodes_left_float);
+    O(cge_quantize_report, opset_in); O(cge_quantize_report, opset_out);
+    O(cge_quantize_report, warning);
+    return 0;
+}
+"""
+
+
+def test_quantize_struct_layouts_match_the_header(tmp_path):
+    from cge import _quantize
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc, "no C compiler to read the header's layouts"
+    src = tmp_path / "layout.c"
+    src.write_text(QUANT_LAYOUT_C)
+    exe = tmp_path / "layout"
+    gen = os.path.join(os.path.dirname(os.path.abspath(cge.library_path)), "generated", "include")
+    subprocess.run([cc, "-I", os.path.join(ROOT, "include"), "-I", gen, str(src), "-o", str(exe)],
+                   check=True)
+    structs = {"cge_quantize_options": _quantize.QuantizeOptions,
+               "cge_quantize_report": _quantize.QuantizeReport}
+    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    for line in lines.splitlines():
+        key, value = line.rsplit(" ", 1)
+        if key.endswith(" size"):
+            assert ctypes.sizeof(structs[key[:-5]]) == int(value), key
+        else:
+            struct, field = key.split(".")
+            assert getattr(structs[struct], field).offset == int(value), key

@@ -25,6 +25,7 @@ typedef struct qval {
     const char *name;
     int32_t producer, producer_slot;   /* -1: none */
     int32_t init;                      /* initializer index, -1 */
+    int32_t cinit;                     /* the initializer it is, directly or through Identity */
     bool is_input, is_output;
     int32_t uses;                      /* node inputs reading it (main graph) */
     int state;
@@ -140,7 +141,7 @@ static int32_t value_of(qctx *q, const char *name)
     qval *x = &q->v[q->nv];
     memset(x, 0, sizeof *x);
     x->name = name;
-    x->producer = x->producer_slot = x->init = x->range_of = x->alias_of = x->fold_to = -1;
+    x->producer = x->producer_slot = x->init = x->cinit = x->range_of = x->alias_of = x->fold_to = -1;
     if (!cge__strmap_put(&q->vmap, name, q->nv) || !cge__strmap_put(&q->taken, name, 1))
         return -2;
     return q->nv++;
@@ -239,7 +240,7 @@ static cge_status build_values(qctx *q)
         int32_t v = value_of(q, g->initializer[i]->name);
         if (v < 0)
             return v == -1 ? cge__onnx_io_error(&q->cx, "initializer %zu has no name", i) : oom();
-        q->v[v].init = (int32_t)i;
+        q->v[v].init = q->v[v].cinit = (int32_t)i;
     }
     for (size_t i = 0; i < g->n_input; i++) {
         int32_t v = value_of(q, g->input[i]->name);
@@ -275,6 +276,18 @@ static cge_status build_values(qctx *q)
         if (v >= 0)
             q->v[v].is_output = true;
     }
+    /* Exporters route shared constants through Identity (torch: one zero
+     * bias for many Convs); they are the constant as far as QDQ goes. */
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *np = g->node[i];
+        if (is_default_domain(np->domain) && np->op_type && !strcmp(np->op_type, "Identity") &&
+            np->n_input == 1 && np->n_output == 1) {
+            int32_t a = cge__strmap_get(&q->vmap, np->input[0]);
+            int32_t b = cge__strmap_get(&q->vmap, np->output[0]);
+            if (a >= 0 && b >= 0 && q->v[a].cinit >= 0)
+                q->v[b].cinit = q->v[a].cinit;
+        }
+    }
     q->n = calloc(g->n_node + 1, sizeof *q->n);
     q->inits = calloc(g->n_initializer + 1, sizeof *q->inits);
     if (!q->n || !q->inits)
@@ -304,7 +317,7 @@ static int32_t output_value(qctx *q, const Onnx__NodeProto *np, size_t j)
 
 static void mark_act(qctx *q, int32_t v)
 {
-    if (v < 0 || q->v[v].init >= 0 || q->v[v].state != V_NONE)
+    if (v < 0 || q->v[v].cinit >= 0 || q->v[v].state != V_NONE)
         return;
     q->v[v].state = V_QDQ;
     q->v[v].range_of = v;
@@ -316,12 +329,39 @@ static void set_slot(qnode *qn, size_t j)
         qn->qslots |= (uint64_t)1 << j;
 }
 
-/* A float scalar initializer's value (Clip's min/max). */
+/* A float scalar constant's value (Clip's min/max): an initializer, or the
+ * output of a Constant node (as torch exports them). */
 static bool const_scalar(qctx *q, int32_t v, float *out)
 {
-    if (v < 0 || q->v[v].init < 0 || !init_is_float(q, q->v[v].init))
+    if (v < 0)
         return false;
-    const cge_tensor *t = init_tensor(q, q->v[v].init);
+    if (q->v[v].cinit < 0) {
+        int32_t p = q->v[v].producer;
+        const Onnx__NodeProto *np = p >= 0 ? q->g->node[p] : NULL;
+        if (!np || !is_default_domain(np->domain) || strcmp(np->op_type, "Constant"))
+            return false;
+        const Onnx__AttributeProto *a = attr(np, "value_float");
+        if (a && a->has_f) {
+            *out = a->f;
+            return true;
+        }
+        a = attr(np, "value");
+        if (!a || !a->t || !a->t->has_data_type || a->t->data_type != CGE_F32)
+            return false;
+        cge_tensor t = {0};
+        if (cge__onnx_decode_tensor(&q->cx, a->t, "Constant", &t)) {
+            cge_clear_error();
+            return false;
+        }
+        bool ok = t.bytes == sizeof(float);
+        if (ok)
+            memcpy(out, t.data, sizeof(float));
+        free(t.data);
+        return ok;
+    }
+    if (!init_is_float(q, q->v[v].cinit))
+        return false;
+    const cge_tensor *t = init_tensor(q, q->v[v].cinit);
     if (!t) {
         cge_clear_error();
         return false;
@@ -359,15 +399,15 @@ static void decide_weighted(qctx *q, int32_t i)
     const Onnx__NodeProto *np = q->g->node[i];
     qnode *qn = &q->n[i];
     int32_t x = input_value(q, np, 0), w = input_value(q, np, 1), y = output_value(q, np, 0);
-    if (x < 0 || y < 0 || w < 0 || q->v[x].init >= 0)
+    if (x < 0 || y < 0 || w < 0 || q->v[x].cinit >= 0)
         return;
     bool conv = np->op_type[0] == 'C';
-    if (q->v[w].init < 0) {
+    if (q->v[w].cinit < 0) {
         if (conv)
             return;   /* Conv with computed weights: left in float */
         mark_act(q, w);
         set_slot(qn, 1);
-    } else if (!init_is_float(q, q->v[w].init)) {
+    } else if (!init_is_float(q, q->v[w].cinit)) {
         return;
     }
     qn->kind = N_QUANT;
@@ -388,9 +428,9 @@ static void decide_general(qctx *q, int32_t i)
         int32_t x = input_value(q, np, j);
         if (x < 0)
             continue;
-        if (q->v[x].init >= 0 && !init_is_float(q, q->v[x].init))
+        if (q->v[x].cinit >= 0 && !init_is_float(q, q->v[x].cinit))
             continue;
-        if (q->v[x].init < 0) {
+        if (q->v[x].cinit < 0) {
             mark_act(q, x);
             any = true;
         }
@@ -416,7 +456,7 @@ static void decide_act(qctx *q, int32_t i, bool second_pass)
     const Onnx__NodeProto *np = q->g->node[i];
     qnode *qn = &q->n[i];
     int32_t t = input_value(q, np, 0), r = output_value(q, np, 0);
-    if (t < 0 || r < 0 || q->v[t].init >= 0 || qn->kind != N_KEEP)
+    if (t < 0 || r < 0 || q->v[t].cinit >= 0 || qn->kind != N_KEEP)
         return;
     qval *tv = &q->v[t];
     if (!second_pass && tv->state == V_QDQ && tv->producer >= 0 &&
@@ -441,7 +481,7 @@ static void decide_shared(qctx *q, int32_t i)
     const Onnx__NodeProto *np = q->g->node[i];
     qnode *qn = &q->n[i];
     int32_t x = input_value(q, np, 0), y = output_value(q, np, 0);
-    if (x < 0 || y < 0 || q->v[x].init >= 0 || q->v[x].state == V_NONE)
+    if (x < 0 || y < 0 || q->v[x].cinit >= 0 || q->v[x].state == V_NONE)
         return;
     if (q->v[y].state == V_ALIAS)
         return;
@@ -622,19 +662,19 @@ static cge_status quant_bias(qctx *q, qweight *b, const cge_tensor *t, const qwe
 static cge_status weight_for(qctx *q, int32_t v, int axis, int kind, int32_t *out)
 {
     for (int32_t k = 0; k < q->nw; k++)
-        if (q->w[k].init == q->v[v].init && q->w[k].axis == axis && q->w[k].kind == kind) {
+        if (q->w[k].init == q->v[v].cinit && q->w[k].axis == axis && q->w[k].kind == kind) {
             *out = k;
             return CGE_OK;
         }
-    const cge_tensor *t = init_tensor(q, q->v[v].init);
+    const cge_tensor *t = init_tensor(q, q->v[v].cinit);
     if (!t)
         return cge_error(cge_last_error_layer(), cge_last_error_status(), "%s", cge_last_error());
-    qweight *w = new_weight(q, q->v[v].init, axis, kind);
+    qweight *w = new_weight(q, q->v[v].cinit, axis, kind);
     if (!w)
         return oom();
     cge_status st = kind == 0 ? quant_s8(q, w, t) : quant_u8(q, w, t);
     if (!st)
-        st = name_weight(q, w, q->v[v].name, true);
+        st = name_weight(q, w, q->g->initializer[q->v[v].cinit]->name, true);
     *out = (int32_t)(w - q->w);
     return st;
 }
@@ -670,9 +710,9 @@ static cge_status apply_weighted(qctx *q, int32_t i)
         q->n[i].kind = N_KEEP;   /* its input is not float32 after all */
         return CGE_OK;
     }
-    if (q->v[wv].init < 0)
+    if (q->v[wv].cinit < 0)
         return CGE_OK;           /* MatMul of two activations */
-    const cge_tensor *t = init_tensor(q, q->v[wv].init);
+    const cge_tensor *t = init_tensor(q, q->v[wv].cinit);
     if (!t)
         return cge_error(cge_last_error_layer(), cge_last_error_status(), "%s", cge_last_error());
     int32_t wk;
@@ -683,23 +723,24 @@ static cge_status apply_weighted(qctx *q, int32_t i)
     q->rep->weights++;
     int32_t bv = input_value(q, np, 2);
     bool gemm = !strcmp(np->op_type, "Gemm");
-    if (bv < 0 || q->v[bv].init < 0 || !init_is_float(q, q->v[bv].init) || np->op_type[0] == 'M')
+    if (bv < 0 || q->v[bv].cinit < 0 || !init_is_float(q, q->v[bv].cinit) || np->op_type[0] == 'M')
         return CGE_OK;
     const Onnx__AttributeProto *beta = gemm ? attr(np, "beta") : NULL;
     if (beta && beta->has_f && beta->f != 1.0f)
         return CGE_OK;           /* a scaled bias stays float */
-    const cge_tensor *bt = init_tensor(q, q->v[bv].init);
+    const cge_tensor *bt = init_tensor(q, q->v[bv].cinit);
     if (!bt)
         return cge_error(cge_last_error_layer(), cge_last_error_status(), "%s", cge_last_error());
     int64_t nb = (int64_t)(bt->bytes / sizeof(float));
     if (bt->shape.rank != 1 || (q->w[wk].n_scales > 1 && nb != q->w[wk].n_scales))
         return CGE_OK;
-    qweight *b = new_weight(q, q->v[bv].init, -1, 2);
+    qweight *b = new_weight(q, q->v[bv].cinit, -1, 2);
     if (!b)
         return oom();
     b->x_scale = q->v[x].state == V_ALIAS ? q->v[q->v[x].alias_of].scale : q->v[x].scale;
     b->wscale_of = wk;
-    if ((st = quant_bias(q, b, bt, &q->w[wk])) || (st = name_weight(q, b, q->v[bv].name, true)))
+    if ((st = quant_bias(q, b, bt, &q->w[wk])) ||
+        (st = name_weight(q, b, q->g->initializer[q->v[bv].cinit]->name, true)))
         return st;
     use_weight(q, i, 2, bv, b);
     q->rep->weights++;
@@ -712,7 +753,7 @@ static cge_status apply_general(qctx *q, int32_t i)
     bool any = false;
     for (size_t j = 0; j < np->n_input && j < 64; j++) {
         int32_t x = input_value(q, np, j);
-        if (x >= 0 && (q->n[i].qslots >> j & 1) && q->v[x].init < 0 && q->v[x].state != V_NONE)
+        if (x >= 0 && (q->n[i].qslots >> j & 1) && q->v[x].cinit < 0 && q->v[x].state != V_NONE)
             any = true;
     }
     if (!any) {
@@ -721,7 +762,7 @@ static cge_status apply_general(qctx *q, int32_t i)
     }
     for (size_t j = 0; j < np->n_input && j < 64; j++) {
         int32_t x = input_value(q, np, j);
-        if (x < 0 || !(q->n[i].qslots >> j & 1) || q->v[x].init < 0)
+        if (x < 0 || !(q->n[i].qslots >> j & 1) || q->v[x].cinit < 0)
             continue;
         int32_t wk;
         cge_status st = weight_for(q, x, -1, 1, &wk);
@@ -892,10 +933,10 @@ static cge_status decide_nbits(qctx *q)
             continue;
         matmuls++;
         int32_t a = input_value(q, np, 0), bv = input_value(q, np, 1);
-        if (a < 0 || bv < 0 || q->v[bv].init < 0 || !init_is_float(q, q->v[bv].init) ||
+        if (a < 0 || bv < 0 || q->v[bv].cinit < 0 || !init_is_float(q, q->v[bv].cinit) ||
             output_value(q, np, 0) < 0)
             continue;
-        const cge_tensor *t = init_tensor(q, q->v[bv].init);
+        const cge_tensor *t = init_tensor(q, q->v[bv].cinit);
         if (!t)
             return cge_error(cge_last_error_layer(), cge_last_error_status(), "%s",
                              cge_last_error());
@@ -903,15 +944,15 @@ static cge_status decide_nbits(qctx *q)
             continue;
         int32_t wk = -1;
         for (int32_t k = 0; k < q->nw; k++)
-            if (q->w[k].init == q->v[bv].init)
+            if (q->w[k].init == q->v[bv].cinit)
                 wk = k;
         if (wk < 0) {
-            qweight *w = new_weight(q, q->v[bv].init, -1, 3);
+            qweight *w = new_weight(q, q->v[bv].cinit, -1, 3);
             if (!w)
                 return oom();
             cge_status st = pack_nbits(q, w, t, bits, bs);
             if (!st)
-                st = name_weight(q, w, q->v[bv].name, false);
+                st = name_weight(q, w, q->g->initializer[q->v[bv].cinit]->name, false);
             if (st)
                 return st;
             wk = q->nw - 1;
@@ -1396,9 +1437,14 @@ static cge_status quantize(qctx *q)
         if (st)
             return st;
     }
-    for (size_t i = 0; i < q->g->n_node; i++)
-        if (q->n[i].kind == N_KEEP && classify(q->g->node[i]) != OP_OTHER)
+    for (size_t i = 0; i < q->g->n_node; i++) {
+        const Onnx__NodeProto *np = q->g->node[i];
+        bool eligible = q->o->weights_only_bits
+                            ? is_default_domain(np->domain) && !strcmp(np->op_type, "MatMul")
+                            : classify(np) != OP_OTHER;
+        if (q->n[i].kind == N_KEEP && eligible)
             q->rep->nodes_left_float++;
+    }
     q->rep->opset_out = q->opset_out;
     return CGE_OK;
 }
