@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops soak
+        bench-kernels bench-torch bench-ops bench-quantize soak
 
 all: build
 
@@ -123,6 +123,12 @@ ci: test test-sanitize test-tsan
 # Benchmarks (bench/): cge beside its peers, as ratios. Not tests.
 bench-deps:
 	bash scripts/install-bench-deps.sh
+
+# `cge quantize` on resnet18 and mobilenet_v2 (random weights, random
+# calibration images, per-channel): the float and int8 files timed in ONNX
+# Runtime and cge, ratios and the int8 files' error (docs/quantization.md).
+bench-quantize: bench-deps deps build test-models
+	BUILD=$(abspath $(BUILD)) CGE_MODEL_DIR=$(TEST_MODELS) $(PYTHON) bench/quantize.py
 
 bench-dispatch: bench-deps build
 	BUILD=$(BUILD) $(PYTHON) bench/dispatch.py
