@@ -711,9 +711,15 @@ cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g)
         else if (is_unary(n))
             st = try_unary(&q, n);
     }
-    if (!st)
-        st = fold_clamps(&q);
+    /* The DQs (and Casts) the rewrites left unread go first, so that a
+     * QLookup is seen as its producer's only reader. */
     cc_uses_free(&q.u);
+    if (!st)
+        st = cc_pass_dce(ctx, g);
+    if (!st && !(st = cc_uses_build(&q.u, g))) {
+        st = fold_clamps(&q);
+        cc_uses_free(&q.u);
+    }
     /* descriptors and values the inference kept no longer describe the graph */
     cc_forget_known(ctx);
     return st;

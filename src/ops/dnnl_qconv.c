@@ -111,21 +111,16 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
              dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_s32, dnnl_x) == dnnl_success;
     if (ok && d->matmul) {
-        dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd = {d->C, d->M};
+        /* a [M] bias is [1, M] to the matmul */
+        dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd = {d->C, d->M}, b2 = {1, d->M};
         ok = dnnl_memory_desc_init_by_tag(&smd, 2, sd, xt, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&dmd, 2, dd, yt, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_s8, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any) ==
                  dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&bmd, 2, b2, dnnl_s32, dnnl_ab) == dnnl_success &&
              dnnl_matmul_desc_init(&opd.mm, &smd, &wany, d->has_bias ? &bmd : NULL, &dmd) ==
                  dnnl_success;
-        if (ok) {
-            /* a [M] bias is [1, M] to the matmul */
-            dnnl_dims_t b2 = {1, d->M};
-            ok = dnnl_memory_desc_init_by_tag(&bmd, 2, b2, dnnl_s32, dnnl_ab) == dnnl_success &&
-                 dnnl_matmul_desc_init(&opd.mm, &smd, &wany, d->has_bias ? &bmd : NULL, &dmd) ==
-                     dnnl_success;
-        }
     } else if (ok) {
         dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd, st, dil, pl, pr;
         if (d->G > 1) {

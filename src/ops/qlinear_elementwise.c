@@ -80,33 +80,73 @@ static cge_status qbin_infer(cge_infer_ctx *ctx)
 }
 
 typedef struct qbin_args {
-    float ta[256], tb[256];        /* dequantised values by byte */
-    const uint8_t *a, *b;          /* bytes; the table is indexed by them */
+    const void *a, *b;
     void *y;
     int64_t n, na, nb;
-    float sc, zc, lo, hi;
-    int mul, ysg;
+    int32_t za, zb;
+    float sa, sb, sc, zc, lo, hi;
+    int mul, asg, bsg, ysg;
 } qbin_args;
+
+/* One loop per dtype combination, so that the compiler vectorises it:
+ * (q - z) * s is DequantizeLinear's float, the rest QuantizeLinear's. */
+#define QBIN_LOOP(TA, TB, TY)                                                                \
+    do {                                                                                     \
+        const TA *a = p->a;                                                                  \
+        const TB *b = p->b;                                                                  \
+        TY *y = p->y;                                                                        \
+        int64_t ia = p->na == 1 ? 0 : 1, ib = p->nb == 1 ? 0 : 1;                            \
+        const int32_t za = p->za, zb = p->zb;                                                \
+        const float sa = p->sa, sb = p->sb, sc = p->sc, zc = p->zc, lo = p->lo, hi = p->hi;  \
+        if (p->mul)                                                                          \
+            for (int64_t i = e0; i < e1; i++) {                                              \
+                float va = (float)((int32_t)a[i * ia] - za) * sa;                            \
+                float vb = (float)((int32_t)b[i * ib] - zb) * sb;                            \
+                float v = rintf(va * vb / sc) + zc;                                          \
+                v = v < lo ? lo : v;                                                         \
+                y[i] = (TY)(v > hi ? hi : v);                                                \
+            }                                                                                \
+        else if (ia && ib)                                                                   \
+            for (int64_t i = e0; i < e1; i++) {                                              \
+                float va = (float)((int32_t)a[i] - za) * sa;                                 \
+                float vb = (float)((int32_t)b[i] - zb) * sb;                                 \
+                float v = rintf((va + vb) / sc) + zc;                                        \
+                v = v < lo ? lo : v;                                                         \
+                y[i] = (TY)(v > hi ? hi : v);                                                \
+            }                                                                                \
+        else                                                                                 \
+            for (int64_t i = e0; i < e1; i++) {                                              \
+                float va = (float)((int32_t)a[i * ia] - za) * sa;                            \
+                float vb = (float)((int32_t)b[i * ib] - zb) * sb;                            \
+                float v = rintf((va + vb) / sc) + zc;                                        \
+                v = v < lo ? lo : v;                                                         \
+                y[i] = (TY)(v > hi ? hi : v);                                                \
+            }                                                                                \
+    } while (0)
+
+#define QBIN_Y(TA, TB)                                                                       \
+    do {                                                                                     \
+        if (p->ysg)                                                                          \
+            QBIN_LOOP(TA, TB, int8_t);                                                       \
+        else                                                                                 \
+            QBIN_LOOP(TA, TB, uint8_t);                                                      \
+    } while (0)
 
 static void qbin_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qbin_args *p = args;
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
-    for (int64_t i = e0; i < e1; i++) {
-        float va = p->ta[p->a[p->na == 1 ? 0 : i]], vb = p->tb[p->b[p->nb == 1 ? 0 : i]];
-        float v = p->mul ? va * vb : va + vb;
-        q8_store(p->y, p->ysg, i, q8_clamp(rintf(v / p->sc) + p->zc, p->lo, p->hi));
-    }
-}
-
-static void fill_table(float *t, cge_dtype dt, const void *zp, const float *scale)
-{
-    int32_t z = q8_load(zp, dt == CGE_I8, 0);
-    for (int v = 0; v < 256; v++) {
-        int32_t q = dt == CGE_I8 ? (int32_t)(int8_t)(uint8_t)v : v;
-        t[v] = (float)((int64_t)q - z) * scale[0];
-    }
+    /* NaN cannot come out of int8 inputs (finite scales), so the clamp to
+     * [lo, hi], within the dtype's range, is the whole saturation. */
+    if (p->asg && p->bsg)
+        QBIN_Y(int8_t, int8_t);
+    else if (p->asg)
+        QBIN_Y(int8_t, uint8_t);
+    else if (p->bsg)
+        QBIN_Y(uint8_t, int8_t);
+    else
+        QBIN_Y(uint8_t, uint8_t);
 }
 
 static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -117,8 +157,12 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if ((A->dtype != CGE_I8 && A->dtype != CGE_U8) || (B->dtype != CGE_I8 && B->dtype != CGE_U8) ||
         (Y->dtype != CGE_I8 && Y->dtype != CGE_U8))
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "A, B and C must be int8 or uint8");
-    fill_table(p.ta, A->dtype, ctx->inputs[2].data, ctx->inputs[1].data);
-    fill_table(p.tb, B->dtype, ctx->inputs[5].data, ctx->inputs[4].data);
+    p.asg = A->dtype == CGE_I8;
+    p.bsg = B->dtype == CGE_I8;
+    p.sa = ((const float *)ctx->inputs[1].data)[0];
+    p.za = q8_load(ctx->inputs[2].data, p.asg, 0);
+    p.sb = ((const float *)ctx->inputs[4].data)[0];
+    p.zb = q8_load(ctx->inputs[5].data, p.bsg, 0);
     p.a = A->data;
     p.b = B->data;
     p.y = Y->data;
@@ -238,6 +282,65 @@ typedef struct qpool_args {
     float sx, sy, zy, lo, hi;
 } qpool_args;
 
+/* NHWC: per output position, the taps outside and the channels inside
+ * (contiguous), in chunks of int32 sums. */
+#define QP_CHUNK 256
+static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
+{
+    const nn_geom *g = &p->g;
+    int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
+    int32_t acc[QP_CHUNK];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / OH, oh = r % OH, ka0, ka1;
+        nn_tap_range(g, 1, oh, &ka0, &ka1);
+        for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t kb0, kb1;
+            nn_tap_range(g, 2, ow, &kb0, &kb1);
+            int64_t cnt = (ka1 - ka0) * (kb1 - kb0);
+            if (p->mode == 1 && p->count_pad)
+                cnt = nn_padded_taps(g, 1, oh) * nn_padded_taps(g, 2, ow);
+            for (int64_t c0 = 0; c0 < C; c0 += QP_CHUNK) {
+                int64_t nc = C - c0 < QP_CHUNK ? C - c0 : QP_CHUNK;
+                int32_t init = p->mode == 0 ? -1000 : 0;
+                for (int64_t c = 0; c < nc; c++)
+                    acc[c] = init;
+                for (int64_t ta = ka0; ta < ka1; ta++) {
+                    int64_t ih = oh * g->s[1] - g->pb[1] + ta * g->d[1];
+                    for (int64_t tb = kb0; tb < kb1; tb++) {
+                        int64_t iw = ow * g->s[2] - g->pb[2] + tb * g->d[2];
+                        int64_t base = ((n * H + ih) * W + iw) * C + c0;
+                        if (p->xsg) {
+                            const int8_t *x = (const int8_t *)p->x + base;
+                            if (p->mode == 0)
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] = x[c] > acc[c] ? x[c] : acc[c];
+                            else
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] += x[c];
+                        } else {
+                            const uint8_t *x = (const uint8_t *)p->x + base;
+                            if (p->mode == 0)
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] = x[c] > acc[c] ? x[c] : acc[c];
+                            else
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] += x[c];
+                        }
+                    }
+                }
+                int64_t yo = ((n * OH + oh) * OW + ow) * C + c0;
+                for (int64_t c = 0; c < nc; c++) {
+                    float real = p->mode == 0 ? (float)(acc[c] - p->zx) * p->sx
+                                 : cnt ? (float)(acc[c] - (int32_t)cnt * p->zx) * p->sx / (float)cnt
+                                       : 0.0f;
+                    q8_store(p->y, p->ysg, yo + c,
+                             q8_clamp(rintf(real / p->sy) + p->zy, p->lo, p->hi));
+                }
+            }
+        }
+    }
+}
+
 /* Block work: (n, output row); every channel of it. */
 static void qpool_fn(int64_t blk, int64_t nblk, void *args)
 {
@@ -246,6 +349,10 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
     int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
     int64_t r0, r1;
     cge__block_range(p->N * OH, blk, nblk, &r0, &r1);
+    if (p->nhwc) {
+        qpool_nhwc(p, r0, r1);
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         int64_t n = r / OH, oh = r % OH, ka0, ka1;
         nn_tap_range(g, 1, oh, &ka0, &ka1);

@@ -127,6 +127,22 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
     int sg = p->yt == CGE_I8;
+    if (p->nscale == 1 && p->xt == CGE_F32) {
+        /* per tensor, the common case: one loop the compiler vectorises */
+        const float *x = p->x;
+        float s = p->scale[0], z = p->zp ? (float)load_q(p->zp, p->zt, 0) : 0.0f;
+        float lo = sg ? -128.0f : 0.0f, hi = sg ? 127.0f : 255.0f;
+        for (int64_t i = e0; i < e1; i++) {
+            float v = rintf(x[i] / s) + z;
+            v = v != v ? 0.0f : v;
+            v = v < lo ? lo : (v > hi ? hi : v);
+            if (sg)
+                ((int8_t *)p->y)[i] = (int8_t)v;
+            else
+                ((uint8_t *)p->y)[i] = (uint8_t)v;
+        }
+        return;
+    }
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
         float xv = p->xt == CGE_F32 ? ((const float *)p->x)[i] : (float)((const int32_t *)p->x)[i];
