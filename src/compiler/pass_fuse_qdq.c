@@ -246,6 +246,17 @@ static cge_status replace(qctx *q, cge_node **nodes, int32_t count, cge_node *qn
     return st;
 }
 
+/* The clamp (and w_const) attributes of a new QConv / QMatMul / QAdd / QMul. */
+static cge_status set_clamp(cge_node *f, int64_t qlo, int64_t qhi, bool w_const)
+{
+    cge_status st = qlo > -1024 ? cge_node_set_int(f, "lo", qlo) : CGE_OK;
+    if (!st && qhi < 1024)
+        st = cge_node_set_int(f, "hi", qhi);
+    if (!st && w_const)
+        st = cge_node_set_int(f, "w_const", 1);
+    return st;
+}
+
 /* ---- Conv / Gemm / MatMul -------------------------------------------------------- */
 
 /* The int32 bias for a conv or gemm: DQ(int32 b) with zero point 0 and scale
@@ -330,13 +341,7 @@ static cge_status try_conv(qctx *q, cge_node *n)
     clamp_units(&yp, lo, hi, &qlo, &qhi);
     cge_node *nodes[3] = {n, act, qn}, *f = NULL;
     st = replace(q, nodes, 3, qn, "QConv", CGE_DOMAIN_FUSED, ins, bname[0] ? 9 : 8, n, &f);
-    if (!st && qlo > -1024)
-        st = cge_node_set_int(f, "lo", qlo);
-    if (!st && qhi < 1024)
-        st = cge_node_set_int(f, "hi", qhi);
-    if (!st)
-        st = cge_node_set_int(f, "w_const", 1);
-    return st;
+    return st ? st : set_clamp(f, qlo, qhi, true);
 }
 
 /* Gemm(a, w^T [, c]) with alpha = beta = 1 and w [N, K] constant, or MatMul(a,
@@ -429,13 +434,7 @@ static cge_status try_matmul(qctx *q, cge_node *n)
     clamp_units(&yp, lo, hi, &qlo, &qhi);
     cge_node *nodes[5] = {n, act, qn, add, tr}, *f = NULL;
     st = replace(q, nodes, 5, qn, "QMatMul", CGE_DOMAIN_FUSED, ins, bname[0] ? 9 : 8, NULL, &f);
-    if (!st && qlo > -1024)
-        st = cge_node_set_int(f, "lo", qlo);
-    if (!st && qhi < 1024)
-        st = cge_node_set_int(f, "hi", qhi);
-    if (!st)
-        st = cge_node_set_int(f, "w_const", 1);
-    return st;
+    return st ? st : set_clamp(f, qlo, qhi, true);
 }
 
 /* ---- elementwise, pooling, views ------------------------------------------------- */
@@ -468,11 +467,7 @@ static cge_status try_binary(qctx *q, cge_node *n, const char *op)
     clamp_units(&yp, lo, hi, &qlo, &qhi);
     cge_node *nodes[3] = {n, act, qn}, *f = NULL;
     st = replace(q, nodes, 3, qn, op, CGE_DOMAIN_FUSED, ins, 8, NULL, &f);
-    if (!st && qlo > -1024)
-        st = cge_node_set_int(f, "lo", qlo);
-    if (!st && qhi < 1024)
-        st = cge_node_set_int(f, "hi", qhi);
-    return st;
+    return st ? st : set_clamp(f, qlo, qhi, false);
 }
 
 static cge_status try_pool(qctx *q, cge_node *n, const char *mode)

@@ -916,24 +916,23 @@ static void qprim_fn(int64_t blk, int64_t nblk, void *args)
 }
 
 /* Without the primitive the loops need their int16 copies; with it, none. */
-static size_t qconv_workspace(const cge_kernel_ctx *ctx)
+static bool qprim_possible(const cge_kernel_ctx *ctx, int matmul)
 {
     cge__dnnl_qconv *dc = NULL;
-    if (qprim_make(ctx, 0, &dc) == CGE_OK) {
-        cge__dnnl_qconv_destroy(dc);
-        return 0;
-    }
-    return iconv_workspace(ctx);
+    if (qprim_make(ctx, matmul, &dc) != CGE_OK)
+        return false;
+    cge__dnnl_qconv_destroy(dc);
+    return true;
+}
+
+static size_t qconv_workspace(const cge_kernel_ctx *ctx)
+{
+    return qprim_possible(ctx, 0) ? 0 : iconv_workspace(ctx);
 }
 
 static size_t qmm_workspace(const cge_kernel_ctx *ctx)
 {
-    cge__dnnl_qconv *dc = NULL;
-    if (qprim_make(ctx, 1, &dc) == CGE_OK) {
-        cge__dnnl_qconv_destroy(dc);
-        return 0;
-    }
-    return imm_workspace(ctx);
+    return qprim_possible(ctx, 1) ? 0 : imm_workspace(ctx);
 }
 
 static cge_status qprim_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int matmul)
