@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops bench-quantize soak
+        bench-kernels bench-torch bench-ops bench-quantize bench-int8 soak
 
 all: build
 
@@ -143,6 +143,11 @@ bench-models: bench-deps deps build
 # the targets for compiling symbolic shapes once. BENCH_JSON=FILE keeps it all.
 bench-dynamic: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dynamic.py
+
+# Quantized (QDQ) resnet18, mobilenet_v2, resnet50 and an encoder from PyTorch
+# FX: cge int8 vs ONNX Runtime int8 vs cge float32, as ratios (bench/int8.py).
+bench-int8: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/int8.py
 
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build

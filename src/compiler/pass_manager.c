@@ -24,6 +24,7 @@ static const pass_entry passes[] = {
     {"prepare", "verify", cc_pass_verify, CGE_OPT_NONE, true, NULL, NULL},
     {"prepare", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
     {"prepare", "normalize", cc_pass_normalize, CGE_OPT_NONE, false, NULL, NULL},
+    {"optimize", "fuse_qdq", cc_pass_fuse_qdq, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fold_constants", cc_pass_fold_constants, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "remove_noops", cc_pass_remove_noops, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "simplify_algebra", cc_pass_simplify_algebra, CGE_OPT_EXACT, false, NULL, NULL},
