@@ -37,7 +37,8 @@ class SessionOptions(ctypes.Structure):
     _fields_ = [("device", c_void_p), ("num_threads", ctypes.c_int), ("run_mode", c_enum),
                 ("capture_limit", ctypes.c_int), ("opt_level", c_enum),
                 ("num_streams", ctypes.c_int), ("buckets", ctypes.POINTER(DimBuckets)),
-                ("num_buckets", c_int32), ("precision", c_enum)]
+                ("num_buckets", c_int32), ("disable_shape_program", ctypes.c_bool),
+                ("precision", c_enum)]
 
 
 class ProfileEvent(ctypes.Structure):
@@ -65,7 +66,8 @@ class CompileOptions(ctypes.Structure):
                 ("collect_stats", ctypes.c_bool), ("num_streams", c_int32),
                 ("fold_limit_bytes", c_size_t), ("training", ctypes.c_bool),
                 ("engines", c_void_p), ("num_engines", c_int32), ("device", c_void_p),
-                ("allow_incomplete", ctypes.c_bool), ("precision", c_enum)]
+                ("allow_incomplete", ctypes.c_bool), ("symbolic_plan", ctypes.c_bool),
+                ("precision", c_enum)]
 
 
 class ModelSaveOptions(ctypes.Structure):
