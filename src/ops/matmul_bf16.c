@@ -13,6 +13,7 @@
 #include "ops/builtin.h"
 #include "ops/fused_act.h"
 #include "ops/kernel_util.h"
+#include "ops/matmul_epilogue.h"
 
 /* Why oneDNN and not a vdpbf16ps GEMM of cge's own: on this machine's CPU
  * (AMX-BF16) oneDNN's bf16 matmul measured ~1700 GFLOP/s on one core against
@@ -71,17 +72,7 @@ void cge__f32_to_bf16_row(const float *src, uint16_t *dst, int64_t n)
 
 /* ---- geometry ------------------------------------------------------------------ */
 
-enum { ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP };
-
-static int act_from_name(const char *s)
-{
-    static const char *const names[] = {"none", "relu", "sigmoid", "tanh", "gelu", "gelu_tanh",
-                                        "leaky_relu", "clip"};
-    for (int i = 0; i < 8; i++)
-        if (!strcmp(s, names[i]))
-            return i;
-    return -1;
-}
+enum { ACT_NONE = CGE__MM_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP };
 
 /* The product as oneDNN sees it: `rank` dims each for A, B and C (batch
  * dims broadcast as in numpy). A 2-D B (the weights case) folds A's leading
@@ -194,7 +185,7 @@ static cge_status bmm_infer(cge_infer_ctx *ctx)
         if (ctx->inputs[2].dtype != CGE_F32 || (bn != N && N >= 0 && bn >= 0))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "bias must be float32 with N elements");
     }
-    if (act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none")) < 0)
+    if (cge__mm_act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none")) < 0)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "unknown activation '%s'",
                               cge_attrs_get_string(ctx->attrs, "activation", "none"));
     ctx->outputs[0].dtype = CGE_F32;
@@ -278,7 +269,7 @@ static bool bmm_args(const cge_kernel_ctx *ctx, bmm_call *k)
     bool tb = cge_attrs_get_int(ctx->attrs, "trans_b", 0) != 0;
     if (ctx->num_inputs < 2 || !bmm_geometry(&ctx->inputs[0].shape, &ctx->inputs[1].shape, tb, &k->g))
         return false;
-    k->act = act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
+    k->act = cge__mm_act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
     k->alpha = cge_attrs_get_float(ctx->attrs, "alpha", 0.01f);
     k->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
     k->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
@@ -768,12 +759,7 @@ static const cge_arg_def bmm_in[] = {
 };
 static const cge_arg_def bmm_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(A B + bias)"}};
 static const cge_attr_def bmm_attrs[] = {
-    {.name = "activation", .kind = CGE_ATTR_STRING, .default_s = "none",
-     .doc = "none relu sigmoid tanh gelu gelu_tanh leaky_relu clip"},
-    {.name = "alpha", .kind = CGE_ATTR_FLOAT, .default_f = 0.01f, .doc = "leaky_relu slope"},
-    {.name = "min", .kind = CGE_ATTR_FLOAT, .doc = "clip lower bound"},
-    {.name = "max", .kind = CGE_ATTR_FLOAT, .doc = "clip upper bound"},
-    {.name = "trans_b", .kind = CGE_ATTR_INT, .doc = "B is [N, K]"},
+    CGE__MM_EPILOGUE_ATTR_DEFS,
     {.name = "b_const", .kind = CGE_ATTR_INT,
      .doc = "B is a constant: converted to bfloat16 once when the plan is made"},
 };
