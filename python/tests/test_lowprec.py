@@ -141,3 +141,15 @@ def test_cli_precision_flags(tmp_path):
     assert r.returncode == 0, r.stderr
     r = subprocess.run([CLI, "run", str(path), "--precision", "fp16"], capture_output=True, text=True)
     assert r.returncode == 2 and "want fp32 or bf16" in r.stderr
+    # a .cgm compiled with --precision bf16 keeps it
+    cgm = tmp_path / "enc_bf16.cgm"
+    r = subprocess.run([CLI, "compile", str(path), "-o", str(cgm), "--precision", "bf16"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    x = np.random.default_rng(2).standard_normal((32, 64)).astype(np.float32)
+    y32 = cge.InferenceSession(str(path)).run(None, {"x": x})[0]
+    y16 = cge.InferenceSession(str(cgm)).run(None, {"x": x})[0]
+    rel = np.abs(y16 - y32).max() / np.abs(y32).max()
+    assert rel <= 1e-2 and (rel > 0) == cge.precision_bf16_available()
+    with pytest.raises(cge.Error, match="keeps the precision"):
+        cge.InferenceSession(str(cgm), precision="bf16")
