@@ -46,6 +46,9 @@ typedef struct nb_args {
     float *ap;          /* [M][kp] repacked A */
     float *asum;        /* [M][nb] */
     float *sz;          /* [N][nb]: scale * zero point */
+    float *apt;         /* panel path: A'^T packed as the GEMM's B */
+    float *wbuf;        /* panel path: per block, NB_WROWS rows of W and of Y^T */
+    int64_t panel_blocks;
     int64_t col_blocks; /* column groups the blocks split N into */
     int fast;           /* the AVX-512 inner loop applies */
 } nb_args;
@@ -317,6 +320,73 @@ static NB_TARGET void nb_avx512_cols(const nb_args *a, int64_t m0, int64_t m1, i
             (a->bits == 4 ? nb_1x2_b4 : nb_1x2_b8)(a, m, n, n + 1 < n1 ? n + 1 : n);
 }
 
+/* Prefill (NB_PANEL_ROWS rows or more): Y^T = W A^T on cge's float32 GEMM,
+ * W dequantised NB_WROWS rows (columns of Y) at a time into a block's own
+ * buffer — L2-sized, never the whole weights — in the same k order as A'
+ * (for 4 bits, nibble order: a dot product does not care, as long as both
+ * sides agree); the zero points go into those rows (w = q s - z s). A'^T is
+ * packed once per run as the GEMM's B; the block's Y^T tile is written back
+ * transposed, with the bias. */
+#define NB_PANEL_ROWS 16
+#define NB_WROWS 48
+
+static NB_TARGET void nb_dequant_rows(const nb_args *a, int64_t n0, int64_t n1, float *w)
+{
+    const __m512i lo4 = _mm512_set1_epi32(15);
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *q = a->b + n * a->nb * a->blob;
+        float *row = w + (n - n0) * a->kp;
+        for (int64_t blk = 0; blk < a->nb; blk++) {
+            __m512 vs = _mm512_set1_ps(a->scales[n * a->nb + blk]);
+            __m512 vz = _mm512_set1_ps(a->sz[n * a->nb + blk]);
+            for (int64_t k = blk * a->bs; k < (blk + 1) * a->bs; k += 32) {
+                __m512i x0, x1;
+                if (a->bits == 4) {
+                    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+                    x0 = _mm512_and_si512(x, lo4);
+                    x1 = _mm512_srli_epi32(x, 4);
+                    q += 16;
+                } else {
+                    x0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+                    x1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + 16)));
+                    q += 32;
+                }
+                _mm512_storeu_ps(row + k, _mm512_fmsub_ps(_mm512_cvtepi32_ps(x0), vs, vz));
+                _mm512_storeu_ps(row + k + 16, _mm512_fmsub_ps(_mm512_cvtepi32_ps(x1), vs, vz));
+            }
+        }
+    }
+}
+
+static void nb_packt_fn(int64_t blk, int64_t nblk, void *p)
+{
+    const nb_args *a = p;
+    int64_t panels = (a->M + CGE_GEMM_NR - 1) / CGE_GEMM_NR, q0, q1;
+    cge__block_range(panels, blk, nblk, &q0, &q1);
+    if (q1 > q0)
+        cge__gemm_pack_b(a->ap, 1, a->kp, a->kp, a->M, q0, q1, a->apt);
+}
+
+static void nb_panel_fn(int64_t blk, int64_t nblk, void *p)
+{
+    const nb_args *a = p;
+    int64_t groups = (a->N + NB_WROWS - 1) / NB_WROWS, g0, g1;
+    cge__block_range(groups, blk, nblk, &g0, &g1);
+    float *w = a->wbuf + blk * (NB_WROWS * a->kp + NB_WROWS * a->M);
+    float *ct = w + NB_WROWS * a->kp;
+    for (int64_t gi = g0; gi < g1; gi++) {
+        int64_t n0 = gi * NB_WROWS, n1 = n0 + NB_WROWS < a->N ? n0 + NB_WROWS : a->N;
+        nb_dequant_rows(a, n0, n1, w);
+        cge__gemm_f32 g = {.M = n1 - n0, .N = a->M, .K = a->kp, .a = w, .a_rs = a->kp, .a_cs = 1,
+                          .bp = a->apt, .c = ct, .ldc = a->M, .alpha = 1.0f,
+                          .isa = CGE_GEMM_ISA_AUTO};
+        cge__gemm_f32_tile(&g, 0, n1 - n0, 0, a->M);
+        for (int64_t m = 0; m < a->M; m++)
+            for (int64_t n = n0; n < n1; n++)
+                a->y[m * a->N + n] = ct[(n - n0) * a->M + m] + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
 static int cpu_avx512(void)
 {
     static int known = -1;
@@ -372,9 +442,37 @@ static bool nb_make(const cge_kernel_ctx *ctx, nb_args *a)
 /* A repacked, its block sums, and each column's scale * zero point per block
  * (sz: the zero points' term comes out of the products as
  * sum_blk sz[n, blk] * asum[m, blk]). */
-static size_t nb_bytes(const nb_args *a)
+static bool nb_panel(const nb_args *a)
 {
-    return (size_t)(a->M * (a->kp + a->nb) + a->N * a->nb + 16) * sizeof(float) + 64;
+#ifdef NB_HAVE_AVX512
+    return a->fast && a->M >= NB_PANEL_ROWS;
+#else
+    (void)a;
+    return false;
+#endif
+}
+
+static int64_t nb_panel_blocks(const nb_args *a, int threads)
+{
+#ifdef NB_HAVE_AVX512
+    return cge__blocks_for((a->N + NB_WROWS - 1) / NB_WROWS, 1, threads);
+#else
+    (void)a, (void)threads;
+    return 0;
+#endif
+}
+
+static size_t nb_bytes(const nb_args *a, int threads)
+{
+    size_t n = (size_t)(a->M * (a->kp + a->nb) + a->N * a->nb + 16);
+#ifdef NB_HAVE_AVX512
+    if (nb_panel(a))
+        n += (size_t)(cge__gemm_packed_b_floats(a->kp, a->M) + 16) +
+             (size_t)nb_panel_blocks(a, threads) * (size_t)(NB_WROWS * (a->kp + a->M));
+#else
+    (void)threads;
+#endif
+    return n * sizeof(float) + 64;
 }
 
 static size_t nb_workspace(const cge_kernel_ctx *ctx)
@@ -382,7 +480,7 @@ static size_t nb_workspace(const cge_kernel_ctx *ctx)
     nb_args a;
     if (!nb_make(ctx, &a))
         return 0;
-    return nb_bytes(&a);
+    return nb_bytes(&a, ctx->num_threads > 0 ? ctx->num_threads : 1);
 }
 
 /* sz made once when the plan is made, from constant scales and zero points
@@ -460,7 +558,11 @@ static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (a.M == 0)
         return CGE_OK;
     int threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
-    size_t need = nb_bytes(&a);
+    /* A workspace sized for fewer threads (a model file from a smaller
+     * machine) gets fewer panel blocks. */
+    while (threads > 1 && nb_bytes(&a, threads) > ctx->workspace_size)
+        threads--;
+    size_t need = nb_bytes(&a, threads);
     if (!ctx->workspace || ctx->workspace_size < need)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
                                 "workspace of %zu bytes is too small (%zu needed)",
@@ -488,6 +590,19 @@ static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         st = cge_launch(stream, nb_sz_fn, cge__blocks_for(a.N, 256, threads), &a, sizeof a);
     if (st)
         return st;
+#ifdef NB_HAVE_AVX512
+    if (nb_panel(&a)) {
+        a.apt = a.asum + a.M * a.nb + a.N * a.nb + 16;
+        a.apt = (float *)(((uintptr_t)a.apt + 63) & ~(uintptr_t)63);
+        a.wbuf = a.apt + cge__gemm_packed_b_floats(a.kp, a.M);
+        a.panel_blocks = nb_panel_blocks(&a, threads);
+        int64_t panels = (a.M + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
+        st = cge_launch(stream, nb_packt_fn, cge__blocks_for(panels, 1, threads), &a, sizeof a);
+        if (!st)
+            st = cge_launch(stream, nb_panel_fn, a.panel_blocks, &a, sizeof a);
+        return st;
+    }
+#endif
     return cge_launch(stream, nb_main_fn,
                       cge__blocks_for(row_groups * a.col_blocks, 1, threads), &a, sizeof a);
 }
