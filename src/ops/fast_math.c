@@ -22,6 +22,43 @@ static void sigmoid_row(float *y, const float *x, int64_t n)
         y[i] = cge__sigmoidf_fast(x[i]);
 }
 
+CGE_TARGET_CLONES
+static void erf_row(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = cge__erff_fast(x[i]);
+}
+
+CGE_TARGET_CLONES
+static void gelu_row(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = cge__gelu_erf_fast(x[i]);
+}
+
+/* x * sigmoid(x) as Sigmoid then Mul compute it: the same bits. */
+CGE_TARGET_CLONES
+static void silu_row(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * cge__sigmoidf_fast(x[i]);
+}
+
+void cge__silu_f32_row(float *y, const float *x, int64_t n)
+{
+    silu_row(y, x, n);
+}
+
+void cge__erf_f32_row(float *y, const float *x, int64_t n)
+{
+    erf_row(y, x, n);
+}
+
+void cge__gelu_f32_row(float *y, const float *x, int64_t n)
+{
+    gelu_row(y, x, n);
+}
+
 void cge__exp_f32_row(float *y, const float *x, int64_t n)
 {
     exp_row(y, x, n);

@@ -55,7 +55,7 @@ static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int6
         case ACT_RELU: for (int64_t j = j0; j < j1; j++) c[j] = c[j] < 0.0f ? 0.0f : c[j]; break;
         case ACT_SIGMOID: cge__sigmoid_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_TANH: for (int64_t j = j0; j < j1; j++) c[j] = (float)tanh((double)c[j]); break;
-        case ACT_GELU: for (int64_t j = j0; j < j1; j++) c[j] = cge__gelu_f(c[j]); break;
+        case ACT_GELU: cge__gelu_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_GELU_TANH:
             for (int64_t j = j0; j < j1; j++)
                 c[j] = cge__gelu_tanh_f(c[j]);
