@@ -555,6 +555,9 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
  * arithmetic in the same order (the C axis maps to itself with weight 1),
  * so the bits are the same. */
 #define RZ_CBLK 64
+/* Cloned per instruction set: the channel loops are the work (no
+ * contraction into FMA in C11 mode, so every clone gives the same bits). */
+CGE_TARGET_CLONES
 static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
 {
     const rz_args *p = args;
