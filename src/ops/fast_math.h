@@ -107,7 +107,13 @@ static inline float cge__erff_fast(float x)
     p = p * a2 - 3.761260860e-01f;
     p = p * a2 + 1.128379166e+00f;
     float r = a < 0.5f ? a * p : 1.0f - cge__erfcf_pos(a);
-    return x < 0.0f ? -r : r;
+    /* x's sign bit onto r (>= 0): erf(-0) is -0 */
+    uint32_t rb, xb;
+    memcpy(&rb, &r, sizeof rb);
+    memcpy(&xb, &x, sizeof xb);
+    rb |= xb & 0x80000000u;
+    memcpy(&r, &rb, sizeof r);
+    return r;
 }
 
 /* Exact GELU, 0.5 x erfc(-x / sqrt 2): written with erfc, which does not
