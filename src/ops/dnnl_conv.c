@@ -377,30 +377,6 @@ int cge__dnnl_available(void)
     return 0;
 }
 
-/* The eltwise post-op(s) for d->eltwise. oneDNN 2.6 has no HardSigmoid:
- * it is linear then clip. */
-static int append_eltwise(dnnl_post_ops_t po, const cge__dnnl_conv_desc *d)
-{
-    dnnl_alg_kind_t alg;
-    float a = 0.0f, b = 0.0f;
-    switch (d->eltwise) {
-    case CGE_DNNL_ELT_RELU: alg = dnnl_eltwise_relu, a = d->alpha; break;
-    case CGE_DNNL_ELT_CLIP: alg = dnnl_eltwise_clip, a = d->alpha, b = d->beta; break;
-    case CGE_DNNL_ELT_SWISH: alg = dnnl_eltwise_swish, a = 1.0f; break;
-    case CGE_DNNL_ELT_GELU_ERF: alg = dnnl_eltwise_gelu_erf; break;
-    case CGE_DNNL_ELT_HARDSWISH: alg = dnnl_eltwise_hardswish; break;
-    case CGE_DNNL_ELT_LOGISTIC: alg = dnnl_eltwise_logistic; break;
-    case CGE_DNNL_ELT_TANH: alg = dnnl_eltwise_tanh; break;
-    case CGE_DNNL_ELT_HARDSIGMOID:
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, d->alpha, d->beta) ==
-                   dnnl_success &&
-               dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f) ==
-                   dnnl_success;
-    default: return 0;
-    }
-    return dnnl_post_ops_append_eltwise(po, 1.0f, alg, a, b) == dnnl_success;
-}
-
 cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     (void)d;
