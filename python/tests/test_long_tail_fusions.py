@@ -155,3 +155,32 @@ def test_erf_accuracy(tmp_path):
     big = np.abs(ref_gelu) > 1e-30
     e_gelu = np.abs(y[n:] - ref_gelu)[big] / ulp(ref_gelu[big])
     assert e_gelu.max() <= 8, (e_gelu.max(), x[big][e_gelu.argmax()])
+
+
+def test_matmul_silu_epilogue(tmp_path):
+    """Linear + SiLU (a SwiGLU-style MLP): FusedMatMul takes y * Sigmoid(y) as
+    its activation, the same bits as the unfused Sigmoid and Mul."""
+    import subprocess
+    torch.manual_seed(5)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = nn.Linear(24, 40)
+            self.w3 = nn.Linear(24, 40)
+            self.w2 = nn.Linear(40, 24)
+
+        def forward(self, x):
+            return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
+
+    x = torch.randn(3, 7, 24)
+    outs = _check(M(), x, tmp_path, "swiglu")
+    np.testing.assert_array_equal(outs[2], outs[1])
+    cli = os.path.join(os.path.dirname(os.environ.get("CGE_LIBRARY", "")), "cge")
+    if not os.path.isfile(cli):
+        pytest.skip("cge CLI not beside CGE_LIBRARY")
+    out = subprocess.run([cli, "profile", str(tmp_path / "swiglu.onnx"), "--iterations", "1",
+                          "--opt-level", "2", "-o", str(tmp_path / "t.json")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "Sigmoid" not in out.stdout and "FusedMatMul" in out.stdout, out.stdout

@@ -45,37 +45,20 @@ static bool match_conv_activation(const cge_graph *g, const cge_node *n, cc_acti
     return cc_match_activation(g, n, true, av) && strcmp(av->name, "gelu_tanh") != 0;
 }
 
-/* y * Sigmoid(y) (SiLU, as exported) or y * HardSigmoid(y) (HardSwish at
- * opsets before 14): y read by exactly the gate and the Mul, the gate by the
- * Mul alone. Fills the two nodes and the activation. */
+/* The activation of a gated pair y * gate(y) (cc_match_gated). */
 static bool match_gated(const cc_uses *u, const cge_graph *g, int32_t y, cge_node **gate,
                         cge_node **mul, cc_activation *av, float *beta)
 {
-    cc_use us[2];
-    if (cge_graph_value_is_output(g, y) || cc_uses_count(u, y) != 2 ||
-        cc_uses_list(u, y, us, 2) != 2)
+    if (!cc_match_gated(u, g, y, gate, mul))
         return false;
-    for (int k = 0; k < 2; k++) {
-        cge_node *s = us[k].node, *m = us[1 - k].node;
-        if (cge_node_num_inputs(s) != 1 || cge_node_num_outputs(s) != 1 ||
-            !cc_is_op(m, "Mul") || cge_node_num_inputs(m) != 2 || cge_node_num_outputs(m) != 1)
-            continue;
-        int32_t sv = cge_node_output_id(s, 0);
-        if (cc_only_consumer(u, g, sv) != m || cc_other_input(m, sv) != y)
-            continue;
-        if (cc_is_op(s, "Sigmoid")) {
-            *av = (cc_activation){.name = "silu", .alpha = 0.01f, .lo = -INFINITY, .hi = INFINITY};
-            *beta = 0.5f;
-        } else if (cc_is_op(s, "HardSigmoid")) {
-            match_conv_activation(g, s, av, beta);
-            av->name = "hardswish";
-        } else
-            continue;
-        *gate = s;
-        *mul = m;
-        return true;
+    if (cc_is_op(*gate, "Sigmoid")) {
+        *av = (cc_activation){.name = "silu", .alpha = 0.01f, .lo = -INFINITY, .hi = INFINITY};
+        *beta = 0.5f;
+    } else {
+        match_conv_activation(g, *gate, av, beta);
+        av->name = "hardswish";
     }
-    return false;
+    return true;
 }
 
 static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv)

@@ -12,13 +12,16 @@
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 
-typedef enum act_kind { ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP } act_kind;
+typedef enum act_kind {
+    ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP,
+    ACT_SILU, ACT_COUNT
+} act_kind;
 
 static int act_from_name(const char *s)
 {
-    static const char *const names[] = {"none", "relu", "sigmoid", "tanh", "gelu", "gelu_tanh",
-                                        "leaky_relu", "clip"};
-    for (int i = 0; i < 8; i++)
+    static const char *const names[ACT_COUNT] = {"none", "relu", "sigmoid", "tanh", "gelu",
+                                                 "gelu_tanh", "leaky_relu", "clip", "silu"};
+    for (int i = 0; i < ACT_COUNT; i++)
         if (!strcmp(s, names[i]))
             return i;
     return -1;
@@ -56,6 +59,7 @@ static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int6
         case ACT_SIGMOID: cge__sigmoid_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_TANH: for (int64_t j = j0; j < j1; j++) c[j] = (float)tanh((double)c[j]); break;
         case ACT_GELU: cge__gelu_f32_row(c + j0, c + j0, j1 - j0); break;
+        case ACT_SILU: cge__silu_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_GELU_TANH:
             for (int64_t j = j0; j < j1; j++)
                 c[j] = cge__gelu_tanh_f(c[j]);
@@ -281,7 +285,7 @@ static const cge_arg_def fmm_in[] = {
 static const cge_arg_def fmm_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(A B + bias)"}};
 static const cge_attr_def fmm_attrs[] = {
     {.name = "activation", .kind = CGE_ATTR_STRING, .default_s = "none",
-     .doc = "none relu sigmoid tanh gelu gelu_tanh leaky_relu clip"},
+     .doc = "none relu sigmoid tanh gelu gelu_tanh leaky_relu clip silu (x sigmoid(x))"},
     {.name = "alpha", .kind = CGE_ATTR_FLOAT, .default_f = 0.01f, .doc = "leaky_relu slope"},
     {.name = "min", .kind = CGE_ATTR_FLOAT, .doc = "clip lower bound"},
     {.name = "max", .kind = CGE_ATTR_FLOAT, .doc = "clip upper bound"},
