@@ -667,7 +667,6 @@ typedef struct dnnl_args {
     const float *x, *w, *b, *z;
     float *y;
     void *scratch;
-    conv_args epi; /* what oneDNN's post-ops left to do (z, act) */
 } dnnl_args;
 
 /* One block: oneDNN runs its own team (the threads it was made for) while
@@ -679,8 +678,6 @@ static void conv_dnnl_fn(int64_t blk, int64_t nblk, void *args)
         cge_kernel_fail(CGE_ERR_INTERNAL, "Conv: oneDNN's primitive failed to run");
         return;
     }
-    if (a->epi.z || a->epi.act)
-        epilogue(&a->epi, a->y, a->epi.z, a->epi.N * a->epi.M * a->epi.P);
 }
 
 /* ---- launch ---------------------------------------------------------------- */
@@ -949,13 +946,21 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
             uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
             dnnl_args a = {.dc = dc, .x = p->x, .w = p->w, .b = p->b, .z = p->z, .y = p->y,
                            .scratch = need ? (void *)base : NULL};
+            /* What oneDNN's post-ops left (z, act) runs as blocks of its
+             * own right after, over every thread: sigmoid, SiLU and GELU
+             * cost too much for the primitive's one-block task. */
             int post = cge__dnnl_conv_post_ops(dc);
-            a.epi = *p;
+            conv_args rest = *p;
             if (post & CGE_DNNL_POST_SUM)
-                a.epi.z = NULL;
+                rest.z = NULL;
             if (post & CGE_DNNL_POST_ELTWISE)
-                a.epi.act = ACT_NONE;
-            return cge_launch(stream, conv_dnnl_fn, 1, &a, sizeof a);
+                rest.act = ACT_NONE;
+            st = cge_launch(stream, conv_dnnl_fn, 1, &a, sizeof a);
+            if (st || (!rest.z && !rest.act))
+                return st;
+            return cge_launch(stream, epilogue_fn,
+                              cge__blocks_for(p->N * p->M * p->P, 16384, threads), &rest,
+                              sizeof rest);
         }
     }
     if (p->channels_last)
