@@ -16,6 +16,7 @@ from ._ort import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel, IOBind
                    ModelMetadata, OrtValue, RunOptions, SessionOptions, get_all_providers,
                    get_available_providers, get_device, set_default_logger_severity, set_seed)
 from ._version import __version__
+from ._quantize import quantize
 
 # Layer names as the issue spells them; attributes of the package, so they do
 # not replace Python's builtins for code that does `from cge import *`.
@@ -31,7 +32,7 @@ __all__ = ["Error", "InferenceSession", "NodeArg", "dtype_to_numpy", "numpy_to_d
            "schema", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode",
            "ExecutionOrder", "ModelMetadata", "OrtValue", "IOBinding", "get_available_providers",
            "get_all_providers", "get_device", "set_default_logger_severity", "set_seed",
-           "library_version"]
+           "library_version", "quantize"]
 
 
 def library_version():

@@ -84,7 +84,11 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g);
 void cc_forget_known(cc_ctx *ctx);
 cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g);
+/* fold_constants leaving nodes of type keep_op (default domain) alone:
+ * fuse_qdq folds all but the DequantizeLinears it reads weights through. */
+cge_status cc_fold_constants_keeping(cc_ctx *ctx, cge_graph *g, const char *keep_op);
 cge_status cc_pass_remove_noops(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_simplify_algebra(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_cse(cc_ctx *ctx, cge_graph *g);

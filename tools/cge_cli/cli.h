@@ -118,6 +118,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_opcheck(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* Option parsing shared by the subcommands: `allowed` lists the long option
  * names the subcommand takes ("o,input-shape,opt-level"). CLI_OK, or the

@@ -596,6 +596,7 @@ static const char usage[] =
     "  dot MODEL -o FILE.dot             the graph for Graphviz (after a named pass)\n"
     "  profile MODEL -o TRACE.json       Chrome trace: compile, dispatch, kernels, copies\n"
     "  op-check [--lib LIB.so] [--op OP] check operators' schema, meta and kernels agree\n"
+    "  quantize MODEL.onnx -o OUT.onnx   QDQ int8 model (--calibrate DIR) or MatMulNBits\n"
     "\n"
     "MODEL is an ONNX file (.onnx) or a compiled model (.cgm). 'cge <command> --help'\n"
     "describes a command. Exit codes: 0 success, 1 failure, 2 usage error.\n";
@@ -620,7 +621,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"compile", cmd_compile}, {"run", cmd_run},   {"bench", cmd_bench},
                 {"inspect", cmd_inspect}, {"dot", cmd_dot},   {"profile", cmd_profile},
-                {"op-check", cmd_opcheck}};
+                {"op-check", cmd_opcheck}, {"quantize", cmd_quantize}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(c, cmds[i].name))
             return cmds[i].fn(argc - 2, argv + 2);
