@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec soak
+        bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec bench-long-tail soak
 
 all: build
 
@@ -153,6 +153,13 @@ bench-int8: bench-deps deps build
 # decoder (bytes of weights per token, ms/token vs ONNX Runtime).
 bench-lowprec: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/lowprec.py
+
+# The long tail (issue 14): a small U-Net (ConvTranspose), a wav2vec-like Conv1d
+# encoder (GroupNorm, GELU), convnext_tiny, lraspp_mobilenet_v3_large,
+# efficientnet_b0, resnet18, mobilenet_v3_small (bench/long_tail.py writes them
+# once; `bench/long_tail.py --make-only` prints their paths for bench-ops).
+bench-long-tail: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/long_tail.py
 
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build

@@ -153,3 +153,25 @@ def test_cli_precision_flags(tmp_path):
     assert rel <= 1e-2 and (rel > 0) == cge.precision_bf16_available()
     with pytest.raises(cge.Error, match="keeps the precision"):
         cge.InferenceSession(str(cgm), precision="bf16")
+
+
+def test_bf16_silu_epilogue():
+    """MatMul + bias + SiLU becomes a FusedMatMul with activation silu; under
+    bf16 it moves to MatMulBF16, which must apply the same activation."""
+    rng = np.random.default_rng(9)
+    f = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)  # noqa: E731
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["h1"]),
+             helper.make_node("Sigmoid", ["h1"], ["s"]), helper.make_node("Mul", ["h1", "s"], ["y"])]
+    g = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 48])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(f(48, 40), "w"), numpy_helper.from_array(f(40), "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = rng.standard_normal((16, 48)).astype(np.float32)
+    w = numpy_helper.to_array(g.initializer[0])
+    b = numpy_helper.to_array(g.initializer[1])
+    h = x.astype(np.float64) @ w + b
+    ref = h / (1 + np.exp(-h))
+    y32 = cge.InferenceSession(model).run(None, {"x": x})[0]
+    y16 = cge.InferenceSession(model, precision="bf16").run(None, {"x": x})[0]
+    np.testing.assert_allclose(y32, ref, rtol=1e-5, atol=1e-5)
+    assert np.abs(y16 - ref).max() / np.abs(ref).max() <= 1e-2

@@ -197,6 +197,11 @@ typedef struct cc_activation {
 } cc_activation;
 bool cc_match_activation(const cge_graph *g, const cge_node *n, bool with_gelu,
                          cc_activation *out);
+/* y * Sigmoid(y) (SiLU as exported) or y * HardSigmoid(y) (HardSwish before
+ * opset 14): y read by exactly the gate and the Mul, the gate by the Mul
+ * alone, y no graph output. Fills the two nodes. */
+bool cc_match_gated(const cc_uses *u, const cge_graph *g, int32_t y, cge_node **gate,
+                    cge_node **mul);
 /* Write the activation's attributes on fused node `f` (nothing if none). */
 cge_status cc_set_activation(cge_node *f, const cc_activation *a);
 /* Run node `n` now with kernel `k` on the compile-time CPU device: inputs are

@@ -64,7 +64,7 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         if (!f32(g, bias) || cge_shape_numel(&cd.shape) != n || cd.shape.dims[cd.shape.rank - 1] != n)
             return CGE_OK; /* Gemm's C of [M, N] stays a Gemm */
     }
-    cge_node *nodes[3] = {mm, NULL, NULL};
+    cge_node *nodes[4] = {mm, NULL, NULL, NULL};
     int32_t count = 1, cur = cge_node_output_id(mm, 0);
     cge_node *next = cc_only_consumer(u, g, cur);
     if (!gemm && next && cc_is_op(next, "Add")) {
@@ -80,15 +80,27 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         }
     }
     cc_activation av = {0};
-    const char *act = next && cc_match_activation(g, next, true, &av) ? av.name : NULL;
-    if (act) {
+    cge_node *gate = NULL, *mul = NULL;
+    const char *act = NULL;
+    if (cc_match_gated(u, g, cur, &gate, &mul) && cc_is_op(gate, "Sigmoid")) {
+        /* y * Sigmoid(y): SiLU (SwiGLU's gate, efficientnet's head) */
+        cge_tensor_desc sd = cc_out_desc(g, mul, 0);
+        if (sd.dtype == CGE_F32 && cge_shape_equal(&sd.shape, &yd.shape)) {
+            av = (cc_activation){.name = "silu", .alpha = 0.01f, .lo = -INFINITY, .hi = INFINITY};
+            act = av.name;
+            nodes[count++] = gate;
+            nodes[count++] = mul;
+            cur = cge_node_output_id(mul, 0);
+        }
+    } else if (next && cc_match_activation(g, next, true, &av)) {
+        act = av.name;
         cge_tensor_desc sd = cc_out_desc(g, next, 0);
         if (sd.dtype != CGE_F32 || !cge_shape_equal(&sd.shape, &yd.shape))
             act = NULL;
-    }
-    if (act) {
-        nodes[count++] = next;
-        cur = cge_node_output_id(next, 0);
+        if (act) {
+            nodes[count++] = next;
+            cur = cge_node_output_id(next, 0);
+        }
     }
     /* A lone product gains only when its constant B can be packed once. */
     bool b_const = cge_graph_value_constant(g, b) != NULL;

@@ -32,8 +32,9 @@ static const pass_entry passes[] = {
     {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "fuse_conv_bn", cc_pass_fuse_conv_bn, CGE_OPT_FUSE, false, NULL, NULL},
-    {"optimize", "fuse_conv_activation", cc_pass_fuse_conv_activation, CGE_OPT_FUSE, false, NULL, NULL},
+    /* fuse_gelu first: a Conv takes the Gelu it makes as its activation. */
     {"optimize", "fuse_gelu", cc_pass_fuse_gelu, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "fuse_conv_activation", cc_pass_fuse_conv_activation, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false, NULL, NULL},

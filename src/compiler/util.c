@@ -515,6 +515,29 @@ bool cc_match_activation(const cge_graph *g, const cge_node *n, bool with_gelu,
     return out->name != NULL;
 }
 
+bool cc_match_gated(const cc_uses *u, const cge_graph *g, int32_t y, cge_node **gate,
+                    cge_node **mul)
+{
+    cc_use us[2];
+    if (cge_graph_value_is_output(g, y) || cc_uses_count(u, y) != 2 ||
+        cc_uses_list(u, y, us, 2) != 2)
+        return false;
+    for (int k = 0; k < 2; k++) {
+        cge_node *s = us[k].node, *m = us[1 - k].node;
+        if (!(cc_is_op(s, "Sigmoid") || cc_is_op(s, "HardSigmoid")) ||
+            cge_node_num_inputs(s) != 1 || cge_node_num_outputs(s) != 1 || !cc_is_op(m, "Mul") ||
+            cge_node_num_inputs(m) != 2 || cge_node_num_outputs(m) != 1)
+            continue;
+        int32_t sv = cge_node_output_id(s, 0);
+        if (cc_only_consumer(u, g, sv) != m || cc_other_input(m, sv) != y)
+            continue;
+        *gate = s;
+        *mul = m;
+        return true;
+    }
+    return false;
+}
+
 cge_status cc_set_activation(cge_node *f, const cc_activation *a)
 {
     if (!a->name)

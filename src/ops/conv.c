@@ -16,8 +16,10 @@
 /* float32 Conv runs on oneDNN when the build has it (measured 1.5-5x faster
  * than the fallback on resnet/mobilenet layers), else im2col straight into the
  * GEMM's packed panels and the packed GEMM; depthwise convolutions (one input
- * channel per group) run a direct row kernel; other dtypes and ConvTranspose a
- * plain gather loop. */
+ * channel per group) run a direct row kernel; float32 ConvTranspose runs on
+ * oneDNN's deconvolution (the gather loop took 81 ms on a U-Net layer that
+ * oneDNN does in under 1), other dtypes and builds without oneDNN a plain
+ * gather loop. */
 
 #define CONV_DTYPES (CGE_DT(CGE_F32) | CGE_DT(CGE_F64) | CGE_DT(CGE_F16) | CGE_DT(CGE_BF16))
 #define NR CGE_GEMM_NR
@@ -57,18 +59,24 @@ typedef struct conv_args {
     /* FusedConv's precision "bf16": oneDNN computes in bfloat16 (the
      * builtin kernels stay float32). */
     int bf16;
-    float alpha, lo, hi;
+    float alpha, beta, lo, hi;
 } conv_args;
 
 /* ---- FusedConv's epilogue: the unfused Add's and activations' expressions,
  * so that the fallback gives the unfused bits --------------------------------- */
 
-enum { ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_COUNT };
+/* silu is x * Sigmoid(x), hardswish x * HardSigmoid(x) (alpha, beta): the
+ * unfused pairs' expressions, element for element. */
+enum {
+    ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_SILU, ACT_HSIGMOID,
+    ACT_HSWISH, ACT_GELU, ACT_COUNT
+};
 
 static int act_from_name(const char *s)
 {
     static const char *const names[ACT_COUNT] = {"none", "relu", "leaky_relu", "clip", "sigmoid",
-                                                 "tanh"};
+                                                 "tanh", "silu", "hardsigmoid", "hardswish",
+                                                 "gelu"};
     for (int i = 0; i < ACT_COUNT; i++)
         if (!strcmp(s, names[i]))
             return i;
@@ -102,6 +110,17 @@ static void epilogue(const conv_args *p, float *y, const float *z, int64_t n)
         break;
     case ACT_SIGMOID: cge__sigmoid_f32_row(y, y, n); break;
     case ACT_TANH: for (int64_t i = 0; i < n; i++) y[i] = (float)tanh((double)y[i]); break;
+    case ACT_SILU: cge__silu_f32_row(y, y, n); break;
+    case ACT_GELU: cge__gelu_f32_row(y, y, n); break;
+    case ACT_HSIGMOID:
+    case ACT_HSWISH:
+        for (int64_t i = 0; i < n; i++) {
+            float v = p->alpha * y[i] + p->beta;
+            v = v < 0.0f ? 0.0f : v;
+            v = v > 1.0f ? 1.0f : v;
+            y[i] = p->act == ACT_HSWISH ? y[i] * v : v;
+        }
+        break;
     default: break;
     }
 }
@@ -651,7 +670,6 @@ typedef struct dnnl_args {
     const float *x, *w, *b, *z;
     float *y;
     void *scratch;
-    conv_args epi; /* what oneDNN's post-ops left to do (z, act) */
 } dnnl_args;
 
 /* One block: oneDNN runs its own team (the threads it was made for) while
@@ -663,8 +681,6 @@ static void conv_dnnl_fn(int64_t blk, int64_t nblk, void *args)
         cge_kernel_fail(CGE_ERR_INTERNAL, "Conv: oneDNN's primitive failed to run");
         return;
     }
-    if (a->epi.z || a->epi.act)
-        epilogue(&a->epi, a->y, a->epi.z, a->epi.N * a->epi.M * a->epi.P);
 }
 
 /* ---- launch ---------------------------------------------------------------- */
@@ -726,15 +742,34 @@ static bool unit_window(const conv_args *p)
 
 static bool uses_dnnl(const conv_args *p)
 {
-    return p->dtype == CGE_F32 && !p->transpose && (p->cpg != 1 || p->channels_last) &&
-           p->K > 0 && p->P > 0 && p->N > 0 && p->mpg > 0 && cge__dnnl_available();
+    /* Transposed: every shape (oneDNN's deconvolution is its backward-data
+     * convolution, far ahead of the gather loop, depthwise included). */
+    return p->dtype == CGE_F32 && (p->cpg != 1 || p->channels_last || p->transpose) &&
+           p->K > 0 && p->P > 0 && p->N > 0 && p->mpg > 0 && p->in_sp > 0 &&
+           cge__dnnl_available();
 }
 
-/* The activations oneDNN applies as exact post-ops (relu, its leaky form and
- * clip compute the same as ours); others run as our epilogue afterwards. */
+/* The activations oneDNN applies as post-ops where it takes them (its own
+ * layouts): relu, its leaky form and clip compute the same as ours; sigmoid,
+ * tanh, silu, GELU, HardSigmoid and HardSwish (with ONNX's 1/6, 1/2) round
+ * differently, within a few ulp, as level 2's fusions may. Other
+ * activations run as our epilogue afterwards. */
 static int dnnl_eltwise(const conv_args *p)
 {
-    return p->act == ACT_RELU ? 1 : p->act == ACT_LEAKY ? 1 : p->act == ACT_CLIP ? 2 : 0;
+    switch (p->act) {
+    case ACT_RELU:
+    case ACT_LEAKY: return CGE_DNNL_ELT_RELU;
+    case ACT_CLIP: return CGE_DNNL_ELT_CLIP;
+    case ACT_SIGMOID: return CGE_DNNL_ELT_LOGISTIC;
+    case ACT_TANH: return CGE_DNNL_ELT_TANH;
+    case ACT_SILU: return CGE_DNNL_ELT_SWISH;
+    case ACT_GELU: return CGE_DNNL_ELT_GELU_ERF;
+    case ACT_HSIGMOID: return CGE_DNNL_ELT_HARDSIGMOID;
+    case ACT_HSWISH:
+        return p->alpha == 1.0f / 6.0f && p->beta == 0.5f ? CGE_DNNL_ELT_HARDSWISH
+                                                          : CGE_DNNL_ELT_NONE;
+    default: return CGE_DNNL_ELT_NONE;
+    }
 }
 
 /* oneDNN's own layouts (its direct JIT kernels, post-ops included) beat its
@@ -751,9 +786,12 @@ static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge_
     cge__dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
                             .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
-                            .channels_last = p->channels_last, .bf16 = p->bf16};
-    d.alpha = d.eltwise == 2 ? p->lo : p->act == ACT_LEAKY ? p->alpha : 0.0f;
-    d.beta = d.eltwise == 2 ? p->hi : 0.0f;
+                            .channels_last = p->channels_last, .bf16 = p->bf16,
+                            .transpose = p->transpose};
+    d.alpha = d.eltwise == CGE_DNNL_ELT_CLIP          ? p->lo
+              : p->act == ACT_LEAKY || p->act == ACT_HSIGMOID ? p->alpha
+                                                              : 0.0f;
+    d.beta = d.eltwise == CGE_DNNL_ELT_CLIP ? p->hi : p->act == ACT_HSIGMOID ? p->beta : 0.0f;
     for (int i = 0; i < NN_MAX_SP; i++) {
         d.in[i] = p->g.in[i];
         d.out[i] = p->g.out[i];
@@ -781,6 +819,7 @@ static bool fused_attrs(const cge_kernel_ctx *ctx, conv_args *p)
 {
     p->act = act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
     p->alpha = cge_attrs_get_float(ctx->attrs, "alpha", 0.01f);
+    p->beta = cge_attrs_get_float(ctx->attrs, "beta", 0.5f);
     p->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
     p->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
     p->w_const = cge_attrs_get_int(ctx->attrs, "w_const", 0) != 0;
@@ -790,12 +829,13 @@ static bool fused_attrs(const cge_kernel_ctx *ctx, conv_args *p)
 }
 
 /* Geometry from the descriptors alone (prepare and workspace queries). */
-static bool conv_static_args(const cge_kernel_ctx *ctx, bool fused, conv_args *p)
+static bool conv_static_args(const cge_kernel_ctx *ctx, bool fused, bool transpose,
+                             conv_args *p)
 {
     char err[1024];
     cge_shape out;
     if (ctx->num_inputs < 2 || !cge_shape_is_static(&ctx->inputs[0].shape) ||
-        !conv_shapes(ctx->attrs, &ctx->inputs[0].shape, &ctx->inputs[1].shape, NULL, false, p,
+        !conv_shapes(ctx->attrs, &ctx->inputs[0].shape, &ctx->inputs[1].shape, NULL, transpose, p,
                      &out, err, sizeof err))
         return false;
     p->dtype = ctx->inputs[0].dtype;
@@ -810,11 +850,12 @@ static bool conv_static_args(const cge_kernel_ctx *ctx, bool fused, conv_args *p
 
 /* The oneDNN primitive, made once per node when a plan is built. A node
  * oneDNN refuses keeps the builtin kernels (no state). */
-static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **state)
+static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, bool transpose,
+                                 void **state)
 {
     *state = NULL;
     conv_args p;
-    if (!conv_static_args(ctx, fused, &p))
+    if (!conv_static_args(ctx, fused, transpose, &p))
         return CGE_OK;
     if (p.channels_last && !uses_dnnl(&p))
         return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
@@ -852,7 +893,12 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, void **s
 
 static cge_status conv_prepare(const cge_kernel_ctx *ctx, void **state)
 {
-    return prepare_common(ctx, false, state);
+    return prepare_common(ctx, false, false, state);
+}
+
+static cge_status convt_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    return prepare_common(ctx, false, true, state);
 }
 
 static void conv_release(void *state)
@@ -860,10 +906,10 @@ static void conv_release(void *state)
     cge__dnnl_conv_destroy(state);
 }
 
-static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused)
+static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool transpose)
 {
     conv_args p;
-    if (!conv_static_args(ctx, fused, &p))
+    if (!conv_static_args(ctx, fused, transpose, &p))
         return 0;
     size_t need = gemm_ws(&p);
     /* oneDNN's scratch: the plan's workspace serves both paths, so no run
@@ -883,7 +929,12 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused)
 
 static size_t conv_workspace(const cge_kernel_ctx *ctx)
 {
-    return workspace_common(ctx, false);
+    return workspace_common(ctx, false, false);
+}
+
+static size_t convt_workspace(const cge_kernel_ctx *ctx)
+{
+    return workspace_common(ctx, false, true);
 }
 
 /* The convolution of p (its epilogue included) on the best path: oneDNN's
@@ -900,13 +951,21 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
             uintptr_t base = ((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63;
             dnnl_args a = {.dc = dc, .x = p->x, .w = p->w, .b = p->b, .z = p->z, .y = p->y,
                            .scratch = need ? (void *)base : NULL};
+            /* What oneDNN's post-ops left (z, act) runs as blocks of its
+             * own right after, over every thread: sigmoid, SiLU and GELU
+             * cost too much for the primitive's one-block task. */
             int post = cge__dnnl_conv_post_ops(dc);
-            a.epi = *p;
+            conv_args rest = *p;
             if (post & CGE_DNNL_POST_SUM)
-                a.epi.z = NULL;
+                rest.z = NULL;
             if (post & CGE_DNNL_POST_ELTWISE)
-                a.epi.act = ACT_NONE;
-            return cge_launch(stream, conv_dnnl_fn, 1, &a, sizeof a);
+                rest.act = ACT_NONE;
+            st = cge_launch(stream, conv_dnnl_fn, 1, &a, sizeof a);
+            if (st || (!rest.z && !rest.act))
+                return st;
+            return cge_launch(stream, epilogue_fn,
+                              cge__blocks_for(p->N * p->M * p->P, 16384, threads), &rest,
+                              sizeof rest);
         }
     }
     if (p->channels_last)
@@ -966,7 +1025,7 @@ static cge_status conv_launch_common(const cge_kernel_ctx *ctx, cge_stream *stre
         return CGE_OK;
     if (!p.y || !p.x || !p.w)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
-    return conv_compute(ctx, stream, &p, transpose ? NULL : ctx->state);
+    return conv_compute(ctx, stream, &p, ctx->state);
 }
 
 static cge_status conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -976,9 +1035,16 @@ static cge_status conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- FusedConv (cge.fused; its schema is in fused_conv.c) ------------------- */
 
+/* FusedConv made from a ConvTranspose (its output_padding and output_shape
+ * among the attributes). */
+static bool fused_transpose(const cge_attrs *a)
+{
+    return cge_attrs_get_int(a, "transpose", 0) != 0;
+}
+
 cge_status cge__fused_conv_infer(cge_infer_ctx *ctx)
 {
-    cge_status st = conv_infer_common(ctx, false);
+    cge_status st = conv_infer_common(ctx, fused_transpose(ctx->attrs));
     if (st)
         return st;
     if (ctx->inputs[0].dtype != CGE_F32)
@@ -1006,7 +1072,7 @@ bool cge_fused_conv_channels_last_available(void)
 
 cge_status cge__fused_conv_prepare(const cge_kernel_ctx *ctx, void **state)
 {
-    return prepare_common(ctx, true, state);
+    return prepare_common(ctx, true, fused_transpose(ctx->attrs), state);
 }
 
 void cge__fused_conv_release(void *state)
@@ -1016,13 +1082,13 @@ void cge__fused_conv_release(void *state)
 
 size_t cge__fused_conv_workspace(const cge_kernel_ctx *ctx)
 {
-    return workspace_common(ctx, true);
+    return workspace_common(ctx, true, fused_transpose(ctx->attrs));
 }
 
 cge_status cge__fused_conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     conv_args p;
-    cge_status st = conv_ctx_args(ctx, false, &p);
+    cge_status st = conv_ctx_args(ctx, fused_transpose(ctx->attrs), &p);
     if (st != CGE_OK)
         return st;
     if (p.dtype != CGE_F32 || !fused_attrs(ctx, &p))
@@ -1085,6 +1151,9 @@ static const cge_kernel_def convt_kernels[] = {{
     .engine = "cpu",
     .dtypes = CONV_DTYPES,
     .launch = convt_launch,
+    .workspace_size = convt_workspace,
+    .prepare = convt_prepare,
+    .release = conv_release,
     .inplace_input = -1,
 }};
 

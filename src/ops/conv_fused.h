@@ -1,6 +1,7 @@
 /* Meta and kernel entry points of cge.fused FusedConv (schema in
  * fused_conv.c), which share Conv's paths in conv.c: Y = act(Conv(X, W, B) +
- * Z), Z optional, act one of none relu leaky_relu clip sigmoid tanh. */
+ * Z), Z optional, act one of none relu leaky_relu clip sigmoid tanh silu
+ * hardsigmoid hardswish gelu. */
 #ifndef CGE_OPS_CONV_FUSED_H
 #define CGE_OPS_CONV_FUSED_H
 

@@ -37,6 +37,52 @@ typedef struct reorder_args {
  * tiles so that both sides stay in cache lines. */
 #define REORDER_TILE 16
 
+/* The sizes are locals and the pointers restrict: stores through y would
+ * otherwise make every iteration reload them from the arguments. */
+static void reorder_tile_f32(const float *restrict x, float *restrict y, int64_t C, int64_t HW,
+                             int to_nhwc, int64_t s0, int64_t s1, int64_t c0, int64_t c1)
+{
+    if (to_nhwc)
+        for (int64_t s = s0; s < s1; s++)
+            for (int64_t ch = c0; ch < c1; ch++)
+                y[s * C + ch] = x[ch * HW + s];
+    else
+        for (int64_t ch = c0; ch < c1; ch++)
+            for (int64_t s = s0; s < s1; s++)
+                y[ch * HW + s] = x[s * C + ch];
+}
+
+/* A network's input (C of 1 to 4, a whole image per block): pixel by pixel,
+ * the few channels unrolled, so that the writes run contiguously. */
+static void reorder_to_nhwc_few(const float *restrict x, float *restrict y, int64_t C, int64_t HW,
+                                int64_t s0, int64_t s1)
+{
+    const float *x0 = x, *x1 = x + HW, *x2 = x + 2 * HW, *x3 = x + 3 * HW;
+    switch (C) {
+    case 1: memcpy(y + s0, x + s0, sizeof(float) * (size_t)(s1 - s0)); break;
+    case 2:
+        for (int64_t s = s0; s < s1; s++) {
+            y[2 * s] = x0[s];
+            y[2 * s + 1] = x1[s];
+        }
+        break;
+    case 3:
+        for (int64_t s = s0; s < s1; s++) {
+            y[3 * s] = x0[s];
+            y[3 * s + 1] = x1[s];
+            y[3 * s + 2] = x2[s];
+        }
+        break;
+    default:
+        for (int64_t s = s0; s < s1; s++) {
+            y[4 * s] = x0[s];
+            y[4 * s + 1] = x1[s];
+            y[4 * s + 2] = x2[s];
+            y[4 * s + 3] = x3[s];
+        }
+    }
+}
+
 static void reorder_tile(const reorder_args *a, int64_t b, int64_t s0, int64_t s1, int64_t c0,
                          int64_t c1)
 {
@@ -44,15 +90,8 @@ static void reorder_tile(const reorder_args *a, int64_t b, int64_t s0, int64_t s
     const char *src = a->src + (size_t)(b * a->c * a->hw) * es;
     char *dst = a->dst + (size_t)(b * a->c * a->hw) * es;
     if (es == 4) {
-        const float *x = (const float *)src;
-        float *y = (float *)dst;
-        for (int64_t ch = c0; ch < c1; ch++)
-            for (int64_t s = s0; s < s1; s++) {
-                if (a->to_nhwc)
-                    y[s * a->c + ch] = x[ch * a->hw + s];
-                else
-                    y[ch * a->hw + s] = x[s * a->c + ch];
-            }
+        reorder_tile_f32((const float *)src, (float *)dst, a->c, a->hw, a->to_nhwc, s0, s1, c0,
+                         c1);
         return;
     }
     if (es == 1) { /* int8 data of quantized models */
@@ -82,6 +121,18 @@ static void reorder_block(int64_t blk, int64_t nblk, void *p)
     const reorder_args *a = p;
     int64_t strips = (a->hw + REORDER_TILE - 1) / REORDER_TILE, lo, hi;
     cge__block_range(a->n * strips, blk, nblk, &lo, &hi);
+    if (a->es == 4 && a->to_nhwc && a->c <= 4) {
+        /* runs of strips within one image at a time */
+        while (lo < hi) {
+            int64_t b = lo / strips, e = (b + 1) * strips < hi ? (b + 1) * strips : hi;
+            int64_t s0 = (lo % strips) * REORDER_TILE, s1 = (e - b * strips) * REORDER_TILE;
+            size_t off = (size_t)(b * a->c * a->hw);
+            reorder_to_nhwc_few((const float *)a->src + off, (float *)a->dst + off, a->c, a->hw,
+                                s0, s1 < a->hw ? s1 : a->hw);
+            lo = e;
+        }
+        return;
+    }
     for (int64_t r = lo; r < hi; r++) {
         int64_t b = r / strips, s0 = (r % strips) * REORDER_TILE;
         int64_t s1 = s0 + REORDER_TILE < a->hw ? s0 + REORDER_TILE : a->hw;

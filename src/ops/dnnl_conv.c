@@ -110,6 +110,30 @@ static int bind(cge__dnnl_conv *c, const dnnl_memory_desc_t *plain, const dnnl_m
            (!from_own || make_reorder(c, chosen, plain, from_own));
 }
 
+/* The eltwise post-op(s) for d->eltwise. oneDNN 2.6 has no HardSigmoid:
+ * it is linear then clip. */
+static int append_eltwise(dnnl_post_ops_t po, const cge__dnnl_conv_desc *d)
+{
+    dnnl_alg_kind_t alg;
+    float a = 0.0f, b = 0.0f;
+    switch (d->eltwise) {
+    case CGE_DNNL_ELT_RELU: alg = dnnl_eltwise_relu, a = d->alpha; break;
+    case CGE_DNNL_ELT_CLIP: alg = dnnl_eltwise_clip, a = d->alpha, b = d->beta; break;
+    case CGE_DNNL_ELT_SWISH: alg = dnnl_eltwise_swish, a = 1.0f; break;
+    case CGE_DNNL_ELT_GELU_ERF: alg = dnnl_eltwise_gelu_erf; break;
+    case CGE_DNNL_ELT_HARDSWISH: alg = dnnl_eltwise_hardswish; break;
+    case CGE_DNNL_ELT_LOGISTIC: alg = dnnl_eltwise_logistic; break;
+    case CGE_DNNL_ELT_TANH: alg = dnnl_eltwise_tanh; break;
+    case CGE_DNNL_ELT_HARDSIGMOID:
+        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, d->alpha, d->beta) ==
+                   dnnl_success &&
+               dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f) ==
+                   dnnl_success;
+    default: return 0;
+    }
+    return dnnl_post_ops_append_eltwise(po, 1.0f, alg, a, b) == dnnl_success;
+}
+
 cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     *out = NULL;
@@ -134,19 +158,28 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
         wd[1] = d->C;
     }
     for (int i = 0; i < n; i++) {
-        sd[2 + i] = d->in[off + i];
-        dd[2 + i] = d->out[off + i];
-        wd[wr - n + i] = d->k[off + i];
-        st[i] = d->s[off + i];
-        dil[i] = d->d[off + i] - 1;
-        pl[i] = d->pb[off + i];
-        pr[i] = d->pe[off + i];
+        int j = off + i;
+        sd[2 + i] = d->in[j];
+        dd[2 + i] = d->out[j];
+        wd[wr - n + i] = d->k[j];
+        st[i] = d->s[j];
+        dil[i] = d->d[j] - 1;
+        pl[i] = d->pb[j];
+        /* Transposed: oneDNN's output is (in-1)s + (k-1)d + 1 - pl - pr, so
+         * output_padding (and an output_shape past that) lowers pr. */
+        pr[i] = d->transpose ? (d->in[j] - 1) * d->s[j] + (d->k[j] - 1) * d->d[j] + 1 - d->pb[j] -
+                                   d->out[j]
+                             : d->pe[j];
     }
     static const dnnl_format_tag_t plain[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
     static const dnnl_format_tag_t last[] = {dnnl_nwc, dnnl_nhwc, dnnl_ndhwc};
     const dnnl_format_tag_t *act = d->channels_last ? last : plain;
-    static const dnnl_format_tag_t w1[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
-    static const dnnl_format_tag_t wg[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
+    /* ConvTranspose's W is [C, M/G, k...]: the logical (O, I) swapped. */
+    static const dnnl_format_tag_t w1c[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
+    static const dnnl_format_tag_t wgc[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
+    static const dnnl_format_tag_t w1t[] = {dnnl_bac, dnnl_bacd, dnnl_bacde};
+    static const dnnl_format_tag_t wgt[] = {dnnl_acbd, dnnl_acbde, dnnl_acbdef};
+    const dnnl_format_tag_t *w1 = d->transpose ? w1t : w1c, *wg = d->transpose ? wgt : wgc;
     dnnl_format_tag_t at = d->blocked && !d->channels_last ? dnnl_format_tag_any : act[n - 1];
     dnnl_format_tag_t wt = d->blocked || d->channels_last ? dnnl_format_tag_any
                            : d->G > 1                     ? wg[n - 1]
@@ -172,18 +205,18 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
         dnnl_memory_desc_init_by_tag(&wa, wr, wd, d->bf16 ? dnnl_bf16 : dnnl_f32, wt) ==
             dnnl_success &&
         dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
-        dnnl_dilated_convolution_forward_desc_init(
-            &cd, dnnl_forward_inference, dnnl_convolution_direct, &sa, &wa,
-            d->has_bias ? &bmd : NULL, &da, st, dil, pl, pr) == dnnl_success &&
+        (d->transpose ? dnnl_dilated_deconvolution_forward_desc_init(
+                            &cd, dnnl_forward_inference, dnnl_deconvolution_direct, &sa, &wa,
+                            d->has_bias ? &bmd : NULL, &da, st, dil, pl, pr)
+                      : dnnl_dilated_convolution_forward_desc_init(
+                            &cd, dnnl_forward_inference, dnnl_convolution_direct, &sa, &wa,
+                            d->has_bias ? &bmd : NULL, &da, st, dil, pl, pr)) == dnnl_success &&
         dnnl_primitive_attr_create(&attr) == dnnl_success &&
         dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
             dnnl_success &&
         dnnl_post_ops_create(&po) == dnnl_success &&
         (!(c->post & CGE_DNNL_POST_SUM) || dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success) &&
-        (!(c->post & CGE_DNNL_POST_ELTWISE) ||
-         dnnl_post_ops_append_eltwise(po, 1.0f,
-                                      d->eltwise == 1 ? dnnl_eltwise_relu : dnnl_eltwise_clip,
-                                      d->alpha, d->beta) == dnnl_success) &&
+        (!(c->post & CGE_DNNL_POST_ELTWISE) || append_eltwise(po, d)) &&
         dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
         dnnl_primitive_desc_create(&c->pd, &cd, attr, c->engine, NULL) == dnnl_success &&
         dnnl_primitive_create(&c->prim, c->pd) == dnnl_success &&

@@ -1,5 +1,5 @@
 /* float32 convolution through oneDNN's C API, when the build has it
- * (CGE_HAVE_DNNL): a primitive made once per node, over plain, "blocked" or
+ * (CGE_HAVE_DNNL), and ConvTranspose on its deconvolution: a primitive made once per node, over plain, "blocked" or
  * "channels_last" layouts. */
 #ifndef CGE_OPS_DNNL_CONV_H
 #define CGE_OPS_DNNL_CONV_H
@@ -25,8 +25,10 @@ typedef struct cge__dnnl_conv_desc {
     int32_t nsp;
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
     int has_bias;
-    /* Epilogue wanted, in this order: sum: y = conv + z; eltwise 1: relu
-     * with slope alpha below 0, 2: clip to [alpha, beta]. Taken as post-ops
+    /* Epilogue wanted, in this order: sum: y = conv + z; eltwise (a
+     * CGE_DNNL_ELT_*): relu with slope alpha below 0, clip to [alpha, beta],
+     * x sigmoid(x), exact GELU, HardSwish, sigmoid, tanh, HardSigmoid
+     * (alpha x + beta, clipped to [0, 1]). Taken as post-ops
      * only in blocked mode (with plain layouts oneDNN picks its GEMM-based
      * kernel, where post-ops measured 2x slower than a separate pass);
      * cge__dnnl_conv_post_ops says which were taken. */
@@ -43,6 +45,10 @@ typedef struct cge__dnnl_conv_desc {
     /* bfloat16 X and W (converted by reorders: X on every run, a constant W
      * once), float32 bias, accumulation and Y. */
     int bf16;
+    /* A transposed convolution (ONNX ConvTranspose: W is [C, M/G, k...],
+     * in/out the input's and output's sizes, pb/pe its pads after
+     * output_padding and output_shape are resolved): oneDNN's deconvolution. */
+    int transpose;
     /* OpenMP threads it runs with (0: 1). oneDNN sizes its scratch for the
      * threads at creation, so runs must use the same number: creation and
      * runs set it on the calling thread and restore the caller's after. */
@@ -50,6 +56,11 @@ typedef struct cge__dnnl_conv_desc {
 } cge__dnnl_conv_desc;
 
 enum { CGE_DNNL_POST_SUM = 1, CGE_DNNL_POST_ELTWISE = 2 };
+enum {
+    CGE_DNNL_ELT_NONE, CGE_DNNL_ELT_RELU, CGE_DNNL_ELT_CLIP, CGE_DNNL_ELT_SWISH,
+    CGE_DNNL_ELT_GELU_ERF, CGE_DNNL_ELT_HARDSWISH, CGE_DNNL_ELT_LOGISTIC, CGE_DNNL_ELT_TANH,
+    CGE_DNNL_ELT_HARDSIGMOID
+};
 
 /* Whether this build has oneDNN. */
 int cge__dnnl_available(void);

@@ -1,4 +1,4 @@
-/* float32 exp and sigmoid for kernels, one element at a time or over rows:
+/* float32 exp, sigmoid, erf and exact GELU for kernels, one element at a time or over rows:
  * branch-free, so that loops over them vectorise (AVX-512 / AVX2 clones of the
  * row functions). */
 #ifndef CGE_OPS_FAST_MATH_H
@@ -48,8 +48,89 @@ static inline float cge__sigmoidf_fast(float x)
     return 1.0f / (1.0f + cge__expf_fast(-x));
 }
 
+/* erf(a) = a P(a^2) for 0 <= a < 0.5 */
+static inline float cge__erf_small(float a)
+{
+    float a2 = a * a;
+    float p = 4.718033644e-03f;
+    p = p * a2 - 2.675720881e-02f;
+    p = p * a2 + 1.128282327e-01f;
+    p = p * a2 - 3.761260860e-01f;
+    p = p * a2 + 1.128379166e+00f;
+    return a * p;
+}
+
+/* erfc(a) for a >= 0 with a^2 = k m^2 (k = 1 or 1/2, m >= 0 given so that
+ * a^2 need not be rounded; NaN passes). Below 0.5: 1 - a P(a^2); above:
+ * e^-a^2 R(1/(1+a)), P and R fitted (relative minimax, Lawson) to erf(a)/a
+ * on [0, 0.5] and to erfc(a) e^(a^2) on [0.5, 9.4]. e^-a^2 is e^-kh^2
+ * e^-k(m^2-h^2) with h = m cut to 12 bits, so that h^2 is exact: the
+ * rounding of a^2 (100 ulp of the result at a = 9) never reaches it. Past
+ * 9.4 (erfc < 1e-38) 0. Within 6 ulp of erfc (measured, tests/ops). */
+static inline float cge__erfcf_split(float a, float m, float k)
+{
+    float small = 1.0f - cge__erf_small(a);
+    float ac = a > 9.4f ? 9.4f : a;
+    ac = ac < 0.5f ? 0.5f : ac;
+    float v = 1.0f / (1.0f + ac);
+    float r = -1.254350025e+00f;
+    r = r * v + 4.456052018e+00f;
+    r = r * v - 6.065508945e+00f;
+    r = r * v + 3.161261128e+00f;
+    r = r * v + 7.435376319e-01f;
+    r = r * v - 1.327539903e+00f;
+    r = r * v - 1.016459843e-01f;
+    r = r * v + 2.521768012e-01f;
+    r = r * v + 5.671221489e-01f;
+    r = r * v + 5.640316536e-01f;
+    r = r * v + 3.596764395e-06f;
+    uint32_t bits;
+    memcpy(&bits, &m, sizeof bits);
+    bits &= 0xFFFFF000u;
+    float h;
+    memcpy(&h, &bits, sizeof h);
+    float d = k * ((m - h) * (m + h)); /* a^2 - k h^2, below 0.09 where it counts */
+    float ed = 1.0f - d * (1.0f - d * (0.5f - d * (1.0f / 6.0f - d * (1.0f / 24.0f - d * (1.0f / 120.0f)))));
+    float big = cge__expf_fast(-(k * (h * h))) * ed * r;
+    big = a > 9.4f ? 0.0f : big;
+    return a < 0.5f ? small : big;
+}
+
+static inline float cge__erfcf_pos(float a)
+{
+    return cge__erfcf_split(a, a, 1.0f);
+}
+
+/* erf from the same pieces: a P(a^2) near 0 (relative accuracy kept down to
+ * the smallest floats), 1 - erfc(|x|) beyond, the sign restored. */
+static inline float cge__erff_fast(float x)
+{
+    float a = fabsf(x);
+    float r = a < 0.5f ? cge__erf_small(a) : 1.0f - cge__erfcf_pos(a);
+    /* x's sign bit onto r (>= 0): erf(-0) is -0 */
+    uint32_t rb, xb;
+    memcpy(&rb, &r, sizeof rb);
+    memcpy(&xb, &x, sizeof xb);
+    rb |= xb & 0x80000000u;
+    memcpy(&r, &rb, sizeof r);
+    return r;
+}
+
+/* Exact GELU, 0.5 x erfc(-x / sqrt 2): written with erfc, which does not
+ * cancel for x < 0 (where 1 + erf(x / sqrt 2) would lose every digit), and
+ * with e^-(x^2/2) from x itself. */
+static inline float cge__gelu_erf_fast(float x)
+{
+    float m = fabsf(x);
+    float e = cge__erfcf_split(m * 0.70710678118654752f, m, 0.5f);
+    return 0.5f * x * (x > 0.0f ? 2.0f - e : e);
+}
+
 /* y[i] = f(x[i]) for n elements (y may be x). */
 void cge__exp_f32_row(float *y, const float *x, int64_t n);
 void cge__sigmoid_f32_row(float *y, const float *x, int64_t n);
+void cge__erf_f32_row(float *y, const float *x, int64_t n);
+void cge__gelu_f32_row(float *y, const float *x, int64_t n);
+void cge__silu_f32_row(float *y, const float *x, int64_t n);
 
 #endif

@@ -6,6 +6,8 @@
 
 #include <math.h>
 
+#include "ops/fast_math.h"
+
 static inline double cge__sigmoid_d(double x)
 {
     if (x >= 0.0)
@@ -14,9 +16,10 @@ static inline double cge__sigmoid_d(double x)
     return e / (1.0 + e);
 }
 
+/* fast_math's: the unfused Gelu and Erf rows use it too. */
 static inline float cge__gelu_f(float x)
 {
-    return (float)(0.5 * (double)x * erfc(-(double)x * M_SQRT1_2));
+    return cge__gelu_erf_fast(x);
 }
 
 static inline float cge__gelu_tanh_f(float x)

@@ -49,8 +49,8 @@ static void ew_apply(const int16_t *ins, const float *imm, float r[][EW_TILE], i
     }
     case CGE_EW_SIGMOID: cge__sigmoid_f32_row(d, a, len); break;
     case CGE_EW_TANH: for (int64_t j = 0; j < len; j++) d[j] = (float)tanh((double)a[j]); break;
-    case CGE_EW_ERF: for (int64_t j = 0; j < len; j++) d[j] = (float)erf((double)a[j]); break;
-    case CGE_EW_GELU: for (int64_t j = 0; j < len; j++) d[j] = cge__gelu_f(a[j]); break;
+    case CGE_EW_ERF: cge__erf_f32_row(d, a, len); break;
+    case CGE_EW_GELU: cge__gelu_f32_row(d, a, len); break;
     case CGE_EW_GELU_TANH:
         for (int64_t j = 0; j < len; j++)
             d[j] = cge__gelu_tanh_f(a[j]);

@@ -13,7 +13,7 @@
 #include "ops/kernel_util.h"
 #include "ops/matmul_epilogue.h"
 
-typedef enum act_kind { ACT_NONE = CGE__MM_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP } act_kind;
+typedef enum act_kind { ACT_NONE = CGE__MM_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP, ACT_SILU } act_kind;
 
 typedef struct fmm_args {
     const float *a, *b, *bias;
@@ -46,7 +46,8 @@ static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int6
         case ACT_RELU: for (int64_t j = j0; j < j1; j++) c[j] = c[j] < 0.0f ? 0.0f : c[j]; break;
         case ACT_SIGMOID: cge__sigmoid_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_TANH: for (int64_t j = j0; j < j1; j++) c[j] = (float)tanh((double)c[j]); break;
-        case ACT_GELU: for (int64_t j = j0; j < j1; j++) c[j] = cge__gelu_f(c[j]); break;
+        case ACT_GELU: cge__gelu_f32_row(c + j0, c + j0, j1 - j0); break;
+        case ACT_SILU: cge__silu_f32_row(c + j0, c + j0, j1 - j0); break;
         case ACT_GELU_TANH:
             for (int64_t j = j0; j < j1; j++)
                 c[j] = cge__gelu_tanh_f(c[j]);

@@ -72,7 +72,7 @@ void cge__f32_to_bf16_row(const float *src, uint16_t *dst, int64_t n)
 
 /* ---- geometry ------------------------------------------------------------------ */
 
-enum { ACT_NONE = CGE__MM_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP };
+enum { ACT_NONE = CGE__MM_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP, ACT_SILU };
 
 /* The product as oneDNN sees it: `rank` dims each for A, B and C (batch
  * dims broadcast as in numpy). A 2-D B (the weights case) folds A's leading
@@ -216,6 +216,7 @@ static float act_apply(const bmm_call *k, float x)
     case ACT_GELU_TANH: return cge__gelu_tanh_f(x);
     case ACT_LEAKY: return x < 0.0f ? k->alpha * x : x;
     case ACT_CLIP: return x < k->lo ? k->lo : x > k->hi ? k->hi : x;
+    case ACT_SILU: return x * (float)cge__sigmoid_d(x);
     default: return x;
     }
 }
@@ -374,6 +375,7 @@ static dnnl_alg_kind_t act_alg(int act)
     case ACT_GELU: return dnnl_eltwise_gelu_erf;
     case ACT_GELU_TANH: return dnnl_eltwise_gelu_tanh;
     case ACT_CLIP: return dnnl_eltwise_clip;
+    case ACT_SILU: return dnnl_eltwise_swish;
     default: return dnnl_alg_kind_undef;
     }
 }
@@ -404,7 +406,10 @@ static int make_pd(const bmm_prim *p, const bmm_call *k, int64_t rows, bool has_
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_alg_kind_t alg = act_alg(k->act);
-    float alpha = k->act == ACT_LEAKY ? k->alpha : k->act == ACT_CLIP ? k->lo : 0.0f;
+    float alpha = k->act == ACT_LEAKY ? k->alpha
+                  : k->act == ACT_CLIP ? k->lo
+                  : k->act == ACT_SILU ? 1.0f /* swish: x sigmoid(alpha x) */
+                                       : 0.0f;
     float beta = k->act == ACT_CLIP ? k->hi : 0.0f;
     int ok =
         dnnl_memory_desc_init_by_tag(&amd, r, ad, dnnl_bf16, plain_tags[r - 1]) == dnnl_success &&

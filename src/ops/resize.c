@@ -551,10 +551,86 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
 }
 
 /* NHWC (channels-last) float32: blocks over output positions (all axes but
- * C); each position's channel vector is computed with the NCHW kernel's
- * arithmetic in the same order (the C axis maps to itself with weight 1),
- * so the bits are the same. */
+ * C). Rank 4 with N kept (every 2-D map: feature pyramids, segmentation
+ * heads, YOLO's upsampling) takes the taps of H and W straight from the
+ * tables, their weight products rounded to float once, and accumulates the
+ * channel vector in float: about 10x faster than the general loop, within
+ * float32 rounding of the NCHW kernel (which sums in double). Other ranks
+ * and filters with more than 16 taps per position (antialiased
+ * down-scaling) compute each position's channel vector with the NCHW
+ * kernel's arithmetic in the same order (the C axis maps to itself with
+ * weight 1): the same bits. */
 #define RZ_CBLK 64
+#define RZ_2D_TAPS 16
+
+/* Positions [r0, r1) of a rank-4 NHWC resize with N kept; false (nothing
+ * written) when a position has more than RZ_2D_TAPS taps. */
+CGE_TARGET_CLONES
+static bool rz_nhwc_2d(const rz_args *p, const rz_tab *t, const int64_t *str, int64_t r0,
+                       int64_t r1)
+{
+    int64_t C = p->out.dims[1], H = p->out.dims[2], W = p->out.dims[3];
+    int64_t k2 = t->ntaps[2], k3 = t->ntaps[3], m2 = p->mt[2], m3 = p->mt[3];
+    if (k2 * k3 > RZ_2D_TAPS)
+        return false;
+    const float *x = p->x;
+    float ext = (float)p->extrapolation;
+    /* the position's indices stepped, not divided out (three divisions
+     * per position cost more than its 21-channel vector) */
+    int64_t ow = r0 % W, oh = (r0 / W) % H, n = r0 / (W * H);
+    for (int64_t pos = r0; pos < r1; pos++, ow++) {
+        if (ow == W) {
+            ow = 0;
+            if (++oh == H) {
+                oh = 0;
+                n++;
+            }
+        }
+        float *restrict y = (float *)p->y + pos * C;
+        if (t->outside[0][n] || t->outside[2][oh] || t->outside[3][ow]) {
+            for (int64_t c = 0; c < C; c++)
+                y[c] = ext;
+            continue;
+        }
+        const float *src[RZ_2D_TAPS];
+        float wt[RZ_2D_TAPS];
+        int nt = 0;
+        const float *xn = x + t->idx[0][n] * str[0];
+        for (int64_t a = 0; a < k2; a++) {
+            double wy = t->w[2][oh * m2 + a];
+            if (wy == 0 && k2 > 1)
+                continue;
+            const float *xr = xn + t->idx[2][oh * m2 + a] * str[2];
+            for (int64_t b = 0; b < k3; b++) {
+                double wx = t->w[3][ow * m3 + b];
+                if (wx == 0 && k3 > 1)
+                    continue;
+                src[nt] = xr + t->idx[3][ow * m3 + b] * str[3];
+                wt[nt++] = (float)(wy * wx);
+            }
+        }
+        if (nt == 0) {
+            for (int64_t c = 0; c < C; c++)
+                y[c] = 0.0f;
+            continue;
+        }
+        const float *restrict s0 = src[0];
+        float w0 = wt[0];
+        for (int64_t c = 0; c < C; c++)
+            y[c] = w0 * s0[c];
+        for (int k = 1; k < nt; k++) {
+            const float *restrict sk = src[k];
+            float wk = wt[k];
+            for (int64_t c = 0; c < C; c++)
+                y[c] += wk * sk[c];
+        }
+    }
+    return true;
+}
+
+/* Cloned per instruction set: the channel loops are the work (no
+ * contraction into FMA in C11 mode, so every clone gives the same bits). */
+CGE_TARGET_CLONES
 static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
 {
     const rz_args *p = args;
@@ -577,6 +653,9 @@ static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
         acc_str *= p->in.dims[d];
     }
     str[0] = acc_str;
+    if (r == 4 && t.ntaps[0] == 1 && p->in.dims[0] == p->out.dims[0] &&
+        rz_nhwc_2d(p, &t, str, r0, r1))
+        return;
     int64_t coff[2 * RZ_MAX_COMBOS];
     double cw[2 * RZ_MAX_COMBOS];
     int64_t L = r - 1, nt = t.ntaps[L], mt = p->mt[L];

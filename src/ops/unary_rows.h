@@ -65,11 +65,13 @@ static inline double sigmoid_d(double x, un_par p)
 static inline float sigmoid_f(float x, un_par p) { return cge__sigmoidf_fast(x); }
 static inline float tanh_f(float x, un_par p) { return (float)tanh((double)x); }
 static inline double tanh_d(double x, un_par p) { return tanh(x); }
-static inline float erf_f(float x, un_par p) { return (float)erf((double)x); }
+/* erf and exact GELU: fast_math's vectorised forms (within 6 ulp), which the
+ * fused kernels share. */
+static inline float erf_f(float x, un_par p) { return cge__erff_fast(x); }
 static inline double erf_d(double x, un_par p) { return erf(x); }
 /* 0.5x(1+erf(x/sqrt2)) written with erfc, which does not cancel for x < 0. */
 static inline double gelu_d(double x, un_par p) { return 0.5 * x * erfc(-x * M_SQRT1_2); }
-static inline float gelu_f(float x, un_par p) { return (float)gelu_d(x, p); }
+static inline float gelu_f(float x, un_par p) { return cge__gelu_erf_fast(x); }
 /* 0.5x(1+tanh(u)) = x * sigmoid(2u), again free of cancellation for x < 0. */
 static inline double gelu_tanh_d(double x, un_par p)
 {
@@ -233,8 +235,8 @@ DEF_FLOAT_ROWS(relu)
 DEF_FLOAT_ROWS(leaky)
 DEF_VEC_FLOAT_ROWS(sigmoid, cge__sigmoid_f32_row)
 DEF_FLOAT_ROWS(tanh)
-DEF_FLOAT_ROWS(erf)
-DEF_FLOAT_ROWS(gelu)
+DEF_VEC_FLOAT_ROWS(erf, cge__erf_f32_row)
+DEF_VEC_FLOAT_ROWS(gelu, cge__gelu_f32_row)
 DEF_FLOAT_ROWS(gelu_tanh)
 DEF_FLOAT_ROWS(floor)
 DEF_FLOAT_ROWS(ceil)

@@ -99,7 +99,7 @@ def conv_ref(x, w, b, strides=None, dilations=None, pads=None, group=1, auto_pad
     return y.astype(np.float32)
 
 
-def convt_ref(x, w, b, strides, pads, group, output_padding=None):
+def convt_ref(x, w, b, strides, pads, group, output_padding=None, dilations=None):
     x = x.astype(np.float64)
     w = w.astype(np.float64)
     N, C = x.shape[:2]
@@ -108,16 +108,18 @@ def convt_ref(x, w, b, strides, pads, group, output_padding=None):
     M = mpg * group
     k = list(w.shape[2:])
     s = strides
+    d = dilations or [1] * nsp
     op = output_padding or [0] * nsp
-    full = [s[i] * (x.shape[2 + i] - 1) + op[i] + k[i] for i in range(nsp)]
-    y = np.zeros([N, M] + [f + k[i] for i, f in enumerate(full)])
+    ext = [(k[i] - 1) * d[i] + 1 for i in range(nsp)]
+    full = [s[i] * (x.shape[2 + i] - 1) + op[i] + ext[i] for i in range(nsp)]
+    y = np.zeros([N, M] + [f + ext[i] for i, f in enumerate(full)])
     cpg = C // group
     for n in range(N):
         for c in range(C):
             g = c // cpg
             for pos in np.ndindex(*x.shape[2:]):
                 v = x[(n, c) + pos]
-                sl = tuple(slice(pos[i] * s[i], pos[i] * s[i] + k[i]) for i in range(nsp))
+                sl = tuple(slice(pos[i] * s[i], pos[i] * s[i] + ext[i], d[i]) for i in range(nsp))
                 y[(n, slice(g * mpg, (g + 1) * mpg)) + sl] += v * w[c]
     sl = tuple(slice(pads[i], full[i] - pads[nsp + i]) for i in range(nsp))
     y = y[(slice(None), slice(None)) + sl]
@@ -282,6 +284,36 @@ def extra_cases():
     y = interpolate_nd(x, linear_coeffs, scale_factors=sc).astype(np.float32)
     rz.append(dict(name="cge_resize_linear_channels", op="Resize", attrs={"mode": "linear"},
                    inputs=[x, None, sc], outputs=[y]))
+
+    # ConvTranspose on oneDNN's deconvolution (drawn last: the cases above
+    # keep their random values): U-Net's 2x2 stride 2, output_padding,
+    # dilations, depthwise, 1-D, 3-D, one pixel, prime sizes.
+    def convt(name, x, w, b, strides, pads, group=1, output_padding=None, dilations=None):
+        attrs = {"strides": strides, "pads": pads}
+        if group != 1:
+            attrs["group"] = group
+        if output_padding:
+            attrs["output_padding"] = output_padding
+        if dilations:
+            attrs["dilations"] = dilations
+        cv.append(dict(name=name, op="ConvTranspose", attrs=attrs,
+                       inputs=[x, w] + ([b] if b is not None else []),
+                       outputs=[convt_ref(x, w, b, strides, pads, group, output_padding,
+                                          dilations)]))
+
+    convt("cge_convtranspose_2x2_s2", rnd(1, 8, 5, 7), rnd(8, 4, 2, 2), rnd(4), [2, 2],
+          [0, 0, 0, 0])
+    convt("cge_convtranspose_outpad_dilated", rnd(2, 3, 5, 6), rnd(3, 2, 3, 3), rnd(2), [2, 3],
+          [1, 0, 2, 1], output_padding=[1, 2], dilations=[2, 1])
+    convt("cge_convtranspose_depthwise_s2", rnd(1, 4, 6, 5), rnd(4, 1, 3, 3), rnd(4), [2, 2],
+          [1, 1, 1, 1], group=4, output_padding=[1, 1])
+    convt("cge_convtranspose_1d", rnd(2, 3, 9), rnd(3, 5, 4), None, [3], [1, 2])
+    convt("cge_convtranspose_3d", rnd(1, 2, 3, 4, 3), rnd(2, 3, 2, 3, 2), rnd(3), [2, 1, 2],
+          [0, 1, 0, 0, 0, 1])
+    convt("cge_convtranspose_one_pixel", rnd(1, 5, 1, 1), rnd(5, 3, 3, 3), rnd(3), [1, 1],
+          [0, 0, 0, 0])
+    convt("cge_convtranspose_prime", rnd(1, 7, 13, 11), rnd(7, 11, 5, 5), rnd(11), [3, 3],
+          [2, 2, 2, 2], output_padding=[2, 1])
     return out
 
 
