@@ -45,11 +45,14 @@ static bool is_fused(const cge_node *n, const char *op)
            !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED);
 }
 
-static bool static_rank_3_to_5(const cge_graph *g, int32_t id)
+/* Rank 3 to 5 with the channel dim known and every other dim known or a
+ * named symbol (a symbolic plan's batch or image size: the kernels get
+ * concrete shapes per signature), never an anonymous -1. */
+static bool sized_rank_3_to_5(const cge_graph *g, int32_t id)
 {
     cge_tensor_desc d;
     return id >= 0 && !cge_graph_value_desc(g, id, &d) && d.shape.rank >= 3 &&
-           d.shape.rank <= 5 && cge_shape_is_static(&d.shape);
+           d.shape.rank <= 5 && d.shape.dims[1] >= 0 && cge_shape_same(&d.shape, &d.shape);
 }
 
 /* Whether value x will be NHWC data (see the file comment); `depth` bounds
@@ -57,7 +60,7 @@ static bool static_rank_3_to_5(const cge_graph *g, int32_t id)
 static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
 {
     const cge_node *p = cge_graph_value_producer(g, x);
-    if (!p || !static_rank_3_to_5(g, x))
+    if (!p || !sized_rank_3_to_5(g, x))
         return false;
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
         is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine") ||
@@ -78,7 +81,7 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
         cge_tensor_desc d;
         if (v < 0 || cge_graph_value_desc(g, v, &d) || cge_shape_numel(&d.shape) == 1)
             continue;
-        if (!cge_shape_equal(&d.shape, &xd.shape) || !feeds_nhwc(g, v, depth - 1))
+        if (!cge_shape_same(&d.shape, &xd.shape) || !feeds_nhwc(g, v, depth - 1))
             return false;
         full++;
     }
@@ -94,7 +97,7 @@ static bool pool_eligible(const cge_graph *g, const cge_node *n)
         if (cge_node_output_id(n, k) >= 0)
             return false;
     int32_t x = cge_node_input_id(n, 0), y = cge_node_output_id(n, 0);
-    return x >= 0 && cc_in_desc(g, n, 0).dtype == CGE_F32 && static_rank_3_to_5(g, y) &&
+    return x >= 0 && cc_in_desc(g, n, 0).dtype == CGE_F32 && sized_rank_3_to_5(g, y) &&
            feeds_nhwc(g, x, 8);
 }
 
@@ -102,7 +105,7 @@ static bool concat_eligible(const cge_graph *g, const cge_node *n)
 {
     int32_t ni = cge_node_num_inputs(n);
     if (!cc_is_op(n, "Concat") || ni < 1 || ni > CGE_CHANNELS_LAST_MAX_PARTS ||
-        !static_rank_3_to_5(g, cge_node_output_id(n, 0)))
+        !sized_rank_3_to_5(g, cge_node_output_id(n, 0)))
         return false;
     for (int32_t k = 0; k < ni; k++)
         if (!feeds_nhwc(g, cge_node_input_id(n, k), 8))
@@ -117,7 +120,7 @@ static bool split_eligible(const cge_graph *g, const cge_node *n)
         cge_node_num_inputs(n) > 2)
         return false;
     for (int32_t k = 0; k < no; k++)
-        if (!static_rank_3_to_5(g, cge_node_output_id(n, k)))
+        if (!sized_rank_3_to_5(g, cge_node_output_id(n, k)))
             return false;
     return feeds_nhwc(g, cge_node_input_id(n, 0), 8);
 }
@@ -133,7 +136,7 @@ static bool bn_eligible(const cge_graph *g, const cge_node *n)
         if (cge_node_output_id(n, k) >= 0)
             return false;
     cge_tensor_desc x = cc_in_desc(g, n, 0);
-    if (x.dtype != CGE_F32 || !static_rank_3_to_5(g, cge_node_input_id(n, 0)))
+    if (x.dtype != CGE_F32 || !sized_rank_3_to_5(g, cge_node_input_id(n, 0)))
         return false;
     for (int32_t k = 1; k < 5; k++) {
         const cge_tensor *t = cc_input_const(g, n, k);
@@ -217,7 +220,7 @@ static bool resize_eligible(const cge_graph *g, const cge_node *n)
         return false;
     int32_t x = cge_node_input_id(n, 0), y = cge_node_output_id(n, 0);
     cge_tensor_desc xd = cc_in_desc(g, n, 0), yd = cc_out_desc(g, n, 0);
-    if (xd.dtype != CGE_F32 || !static_rank_3_to_5(g, x) || !static_rank_3_to_5(g, y) ||
+    if (xd.dtype != CGE_F32 || !sized_rank_3_to_5(g, x) || !sized_rank_3_to_5(g, y) ||
         xd.shape.dims[1] != yd.shape.dims[1] || xd.shape.dims[1] < 2)
         return false;
     const cge_attrs *a = cge_node_attrs_const(n);
@@ -248,10 +251,10 @@ static bool gate_eligible(const cge_graph *g, const cge_node *n, int32_t *xs)
         cge_tensor_desc xd = cc_in_desc(g, n, k), sd = cc_in_desc(g, n, 1 - k);
         cge_tensor_desc yd = cc_out_desc(g, n, 0);
         int32_t x = cge_node_input_id(n, k);
-        if (xd.dtype != CGE_F32 || sd.dtype != CGE_F32 || !static_rank_3_to_5(g, x) ||
-            !cge_shape_equal(&xd.shape, &yd.shape) || sd.shape.rank != xd.shape.rank ||
-            !cge_shape_is_static(&sd.shape) || sd.shape.dims[1] != xd.shape.dims[1] ||
-            (sd.shape.dims[0] != 1 && sd.shape.dims[0] != xd.shape.dims[0]))
+        if (xd.dtype != CGE_F32 || sd.dtype != CGE_F32 || !sized_rank_3_to_5(g, x) ||
+            !cge_shape_same(&xd.shape, &yd.shape) || sd.shape.rank != xd.shape.rank ||
+            !cge_shape_same(&sd.shape, &sd.shape) || sd.shape.dims[1] != xd.shape.dims[1] ||
+            (sd.shape.dims[0] != 1 && !cge_dim_same(sd.shape.dims[0], xd.shape.dims[0])))
             continue;
         bool gate = true;
         for (int32_t d = 2; gate && d < sd.shape.rank; d++)
@@ -287,7 +290,7 @@ static int transpose_view(const cge_graph *g, const cge_node *n)
         return 0;
     int32_t x = cge_node_input_id(n, 0), y = cge_node_output_id(n, 0);
     cge_tensor_desc xd = cc_in_desc(g, n, 0);
-    if (x < 0 || !static_rank_3_to_5(g, x) || !static_rank_3_to_5(g, y))
+    if (x < 0 || !sized_rank_3_to_5(g, x) || !sized_rank_3_to_5(g, y))
         return 0;
     if (channel_perm(n, xd.shape.rank, false) && feeds_nhwc(g, x, 8))
         return 1;
@@ -306,8 +309,8 @@ static bool per_channel_eligible(const cge_graph *g, const cge_node *n, int32_t 
         const cge_tensor *c = cc_input_const(g, n, 1 - k);
         int32_t x = cge_node_input_id(n, k);
         cge_tensor_desc xd = cc_in_desc(g, n, k), yd = cc_out_desc(g, n, 0);
-        if (!c || c->dtype != CGE_F32 || xd.dtype != CGE_F32 || !static_rank_3_to_5(g, x) ||
-            !cge_shape_equal(&xd.shape, &yd.shape) || c->shape.rank > xd.shape.rank)
+        if (!c || c->dtype != CGE_F32 || xd.dtype != CGE_F32 || !sized_rank_3_to_5(g, x) ||
+            !cge_shape_same(&xd.shape, &yd.shape) || c->shape.rank > xd.shape.rank)
             continue;
         /* aligned to the right: the channel axis is x's axis 1 */
         int32_t off = xd.shape.rank - c->shape.rank;

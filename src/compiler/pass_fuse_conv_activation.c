@@ -20,10 +20,13 @@
  * and a spatial kernel becomes one even alone (w_const): its kernel keeps W
  * reordered into oneDNN's layout. */
 
-static bool f32_static(const cge_graph *g, int32_t id, cge_tensor_desc *d)
+/* Float32 with every dim known or a named symbol (a symbolic plan's batch:
+ * the kernel gets concrete shapes when each signature's plan prepares it),
+ * never an anonymous -1. */
+static bool f32_sized(const cge_graph *g, int32_t id, cge_tensor_desc *d)
 {
     return id >= 0 && !cge_graph_value_desc(g, id, d) && d->dtype == CGE_F32 &&
-           cge_shape_is_static(&d->shape);
+           cge_shape_same(&d->shape, &d->shape);
 }
 
 /* The activations only FusedConv takes: HardSigmoid and HardSwish (alpha,
@@ -69,8 +72,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
     int32_t x = cge_node_input_id(conv, 0), w = cge_node_input_id(conv, 1);
     int32_t b = ni == 3 ? cge_node_input_id(conv, 2) : -1, y = cge_node_output_id(conv, 0);
     cge_tensor_desc xd, wd, bd, yd;
-    if (!f32_static(g, x, &xd) || !f32_static(g, w, &wd) || !f32_static(g, y, &yd) ||
-        (b >= 0 && !f32_static(g, b, &bd)))
+    if (!f32_sized(g, x, &xd) || !f32_sized(g, w, &wd) || !f32_sized(g, y, &yd) ||
+        (b >= 0 && !f32_sized(g, b, &bd)))
         return CGE_OK;
     cge_node *nodes[4] = {conv, NULL, NULL, NULL};
     int32_t count = 1, cur = y, z = -1;
@@ -78,9 +81,9 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
     if (next && cc_is_op(next, "Add") && cge_node_num_inputs(next) == 2) {
         int32_t o = cc_other_input(next, cur);
         cge_tensor_desc od, sd;
-        if (o >= 0 && o != cur && f32_static(g, o, &od) && cge_shape_equal(&od.shape, &yd.shape) &&
-            f32_static(g, cge_node_output_id(next, 0), &sd) &&
-            cge_shape_equal(&sd.shape, &yd.shape)) {
+        if (o >= 0 && o != cur && f32_sized(g, o, &od) && cge_shape_same(&od.shape, &yd.shape) &&
+            f32_sized(g, cge_node_output_id(next, 0), &sd) &&
+            cge_shape_same(&sd.shape, &yd.shape)) {
             z = o;
             nodes[count++] = next;
             cur = cge_node_output_id(next, 0);
@@ -93,8 +96,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
     const char *act = NULL;
     cge_tensor_desc ad;
     if (match_gated(u, g, cur, &gate, &mul, &av, &beta)) {
-        if (f32_static(g, cge_node_output_id(mul, 0), &ad) &&
-            cge_shape_equal(&ad.shape, &yd.shape)) {
+        if (f32_sized(g, cge_node_output_id(mul, 0), &ad) &&
+            cge_shape_same(&ad.shape, &yd.shape)) {
             act = av.name;
             nodes[count++] = gate;
             nodes[count++] = mul;
@@ -103,8 +106,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
     } else if (next && cge_node_num_outputs(next) == 1 &&
                match_conv_activation(g, next, &av, &beta)) {
         act = av.name;
-        if (!f32_static(g, cge_node_output_id(next, 0), &ad) ||
-            !cge_shape_equal(&ad.shape, &yd.shape))
+        if (!f32_sized(g, cge_node_output_id(next, 0), &ad) ||
+            !cge_shape_same(&ad.shape, &yd.shape))
             act = NULL;
         if (act) {
             nodes[count++] = next;

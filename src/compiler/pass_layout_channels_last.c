@@ -69,7 +69,9 @@ static bool activation_slot(const cge_graph *g, const uint8_t *kind, const cge_n
     }
 }
 
-/* Rank >= 3 with one spatial position: NCHW and NHWC bytes agree. */
+/* Rank >= 3 with one spatial position: NCHW and NHWC bytes agree. (A
+ * symbolic spatial dim is not known to be 1: such a value is reordered,
+ * which is right at every size.) */
 static bool one_position(const cge_graph *g, int32_t id)
 {
     cge_tensor_desc d;
@@ -79,6 +81,15 @@ static bool one_position(const cge_graph *g, int32_t id)
         if (d.shape.dims[i] != 1)
             return false;
     return true;
+}
+
+/* A shape a symbolic plan can run channels-last: every dim known or a named
+ * symbol (batch, height: the kernels get concrete shapes when each
+ * signature's plan prepares them), never an anonymous -1, and the channel
+ * dim known. Static shapes qualify. */
+static bool sized(const cge_shape *s)
+{
+    return s->rank >= 2 && s->dims[1] >= 0 && cge_shape_same(s, s);
 }
 
 static bool on_cpu(const cc_ctx *ctx, const cge_node *n)
@@ -96,7 +107,7 @@ static bool is_conv(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
         return false;
     cge_tensor_desc x = cc_in_desc(g, n, 0), y = cc_out_desc(g, n, 0);
     return x.dtype == CGE_F32 && x.format == CGE_FORMAT_PLAIN && x.shape.rank >= 3 &&
-           x.shape.rank <= 5 && cge_shape_is_static(&x.shape) && cge_shape_is_static(&y.shape) &&
+           x.shape.rank <= 5 && sized(&x.shape) && sized(&y.shape) &&
            cge_node_num_outputs(n) == 1;
 }
 
@@ -121,9 +132,10 @@ static bool is_q_elementwise(const cge_node *n)
     return is_fused_op(n, "QAdd") || is_fused_op(n, "QMul") || is_fused_op(n, "QLookup");
 }
 
-/* An elementwise node on the cpu engine whose outputs share one static shape
- * of rank >= 3 and whose inputs are one-element values or of that shape and
- * made by NHWC nodes (at least one of them). */
+/* An elementwise node on the cpu engine whose outputs share one shape of
+ * rank >= 3 (sized) and whose inputs are one-element values or provably of
+ * that shape (cge_shape_same: equal sizes or the same symbols) and made by
+ * NHWC nodes (at least one of them). */
 static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8_t *kind,
                               const cge_node *n)
 {
@@ -131,11 +143,11 @@ static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8
         cge_node_num_outputs(n) < 1)
         return false;
     cge_tensor_desc y0 = cc_out_desc(g, n, 0);
-    if (y0.shape.rank < 3 || !cge_shape_is_static(&y0.shape) || y0.format != CGE_FORMAT_PLAIN)
+    if (y0.shape.rank < 3 || !sized(&y0.shape) || y0.format != CGE_FORMAT_PLAIN)
         return false;
     for (int32_t k = 1; k < cge_node_num_outputs(n); k++) {
         cge_tensor_desc y = cc_out_desc(g, n, k);
-        if (cge_node_output_id(n, k) < 0 || !cge_shape_equal(&y.shape, &y0.shape))
+        if (cge_node_output_id(n, k) < 0 || !cge_shape_same(&y.shape, &y0.shape))
             return false;
     }
     int32_t full = 0;
@@ -146,7 +158,7 @@ static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8
         cge_tensor_desc d;
         cge_graph_value_desc(g, v, &d);
         const cge_node *p = cge_graph_value_producer(g, v);
-        if (!cge_shape_equal(&d.shape, &y0.shape) || !p || !makes_nhwc(kind[cge_node_index(p)]))
+        if (!cge_shape_same(&d.shape, &y0.shape) || !p || !makes_nhwc(kind[cge_node_index(p)]))
             return false;
         full++;
     }

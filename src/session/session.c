@@ -7,6 +7,7 @@
 
 #include "base/strmap.h"
 #include "cge/compiler.h"
+#include "cge/fused_ops.h"
 #include "cge/op.h"
 #include "cge/session.h"
 #include "ops/kernel_cache.h"
@@ -360,9 +361,42 @@ static bool has_control_flow(const cge_graph *g)
     return false;
 }
 
+/* Whether the symbolic plan left a convolution in the plain layout that a
+ * compile at concrete sizes makes channels-last (layout_channels_last: a
+ * float32 Conv with constant W on the cpu engine at level 3, rank 3-5, when
+ * oneDNN's NHWC kernels are there; they measured 2-10x faster). Such a plan
+ * would be slower at every size than a compile per signature, so the graph
+ * compiles per signature instead. */
+static bool loses_channels_last(const cge_plan *p)
+{
+    const cge_plan_stats *ps = cge_plan_get_stats(p);
+    if (!ps || ps->opt_level < CGE_OPT_LAYOUT || !cge_fused_conv_channels_last_available())
+        return false;
+    const cge_plan_step *steps = cge_plan_steps(p);
+    const cge_plan_value *vals = cge_plan_values(p);
+    for (int32_t t = 0; t < cge_plan_num_steps(p); t++) {
+        const cge_plan_step *st = &steps[t];
+        const cge_attrs *a = cge_node_attrs_const(st->node);
+        const char *op = cge_node_op_type(st->node), *dom = cge_node_domain(st->node);
+        bool fused = !strcmp(op, "FusedConv") && !strcmp(dom, CGE_DOMAIN_FUSED);
+        bool conv = !strcmp(op, "Conv") && !dom[0];
+        if ((!fused && !conv) || strcmp(st->engine, "cpu") || st->num_inputs < 2 ||
+            st->inputs[0] < 0 || st->inputs[1] < 0)
+            continue;
+        const cge_plan_value *x = &vals[st->inputs[0]];
+        bool w_const = fused ? cge_attrs_get_int(a, "w_const", 0) != 0
+                             : vals[st->inputs[1]].storage == CGE_STORAGE_CONSTANT;
+        if (x->dtype == CGE_F32 && x->shape.rank >= 3 && x->shape.rank <= 5 && w_const &&
+            !cge_attrs_get_int(a, "channels_last", 0))
+            return true;
+    }
+    return false;
+}
+
 /* The symbolic plan of the prepared graph: partition and build once, dims
- * symbolic. A graph the compiler cannot build that way keeps the compile
- * per signature; that is no error. */
+ * symbolic. A graph the compiler cannot build that way, or whose symbolic
+ * plan would run slower than its compiles (loses_channels_last), keeps the
+ * compile per signature; that is no error. */
 static cge_status make_symbolic(cge_session *s, graph_entry *e)
 {
     const cge_graph *pg = cge_plan_graph(e->prepared);
@@ -375,7 +409,7 @@ static cge_status make_symbolic(cge_session *s, graph_entry *e)
     cge_plan *p = NULL;
     cge_status st = cge_compile(pg, NULL, 0, &o, &p);
     e->compiles++;
-    if (st || !cge_plan_is_symbolic(p)) {
+    if (st || !cge_plan_is_symbolic(p) || loses_channels_last(p)) {
         cge_clear_error();
         cge_plan_destroy(p);
         return CGE_OK;
