@@ -5,6 +5,7 @@
 #define CGE_SESSION_H
 
 #include "cge/compiler.h"
+#include "cge/dist.h"
 #include "cge/graph.h"
 #include "cge/runtime.h"
 
@@ -71,6 +72,22 @@ typedef struct cge_session_options {
     /* Shape buckets (copied at create): see cge_dim_buckets. */
     const cge_dim_buckets *buckets;
     int32_t num_buckets;
+    /* Distribution over processes (cge/dist.h, docs/distributed.md); all
+     * zero: one process, and cge.dist operators act on a world of one.
+     * The session duplicates the communicator at create (a collective call:
+     * every rank creates its session, and then builds its plans in the same
+     * order). */
+    cge_dist_source dist;
+    const void *dist_mpi_comm;    /* CGE_DIST_MPI_COMM: address of the caller's MPI_Comm */
+    /* Nonzero: the world must have this many ranks and this process must be
+     * dist_rank ([runtime] error at create otherwise): a launcher mistake
+     * caught before any graph runs. */
+    int dist_world_size;
+    int dist_rank;
+    int dist_timeout_ms;          /* every collective's bound (0: 30000 ms) */
+    /* Tensor-parallel degree (0, 1: none): each graph added is sharded for
+     * this rank (cge_dist_tensor_parallel); it must equal the world size. */
+    int dist_tp;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step
@@ -197,6 +214,8 @@ cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
  * largest of their plans' arenas (signatures take turns in it), 0 before the
  * first compile. */
 cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes);
+/* The session's communicator (NULL without distribution). */
+cge_dist_comm *cge_session_dist_comm(const cge_session *s);
 
 #ifdef __cplusplus
 }
