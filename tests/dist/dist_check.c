@@ -227,6 +227,21 @@ static int collectives(void)
             FAIL("float16 AllReduce: want a [meta] error, got %s", st ? cge_last_error() : "success");
     }
 
+    /* Mismatched graphs: rank 0's AllReduce has 16 elements, the others 8:
+     * every rank fails at prepare, naming the node and the other ranks. */
+    if (P > 1) {
+        void *y = NULL;
+        cge_shape ys;
+        cge_status st = run_one(s, id++, "AllReduce", "sum", 0, 0, CGE_F32,
+                                rank == 0 ? CGE_SHAPE(16) : CGE_SHAPE(8), CGE_RUN_PLAN, &y, &ys, 1);
+        free(y);
+        const char *m = st ? cge_last_error() : "";
+        if (!st || !strstr(m, "[runtime]") || !strstr(m, "mismatched collective") ||
+            !strstr(m, "AllReduce 'coll0'") || !strstr(m, rank == 0 ? "rank(s) 1" : "rank(s) 0"))
+            FAIL("mismatched AllReduce: want a [runtime] mismatch naming the ranks, got %s",
+                 st ? m : "success");
+    }
+
     /* Point to point along a chain 0 -> 1 -> ... -> P-1 (a pipeline's
      * pattern): rank r receives from r-1, adds 1, sends to r+1. */
     {
