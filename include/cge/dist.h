@@ -60,14 +60,19 @@ void cge_dist_env_rank(int *rank, int *size);
  * the tensor-parallel rewrite and the CLI call it. */
 cge_status cge_dist_register_ops(void);
 
-/* Tensor parallelism, Megatron-style: rewrites `g` (shapes inferred inside)
- * for rank `rank` of `tp`: column-parallel Q/K/V and first MLP MatMuls,
- * row-parallel attention output and second MLP MatMuls, attention heads split
- * (Reshape targets adjusted), an AllReduce after each row-parallel MatMul
- * and its bias added once. Weights not this rank's are dropped from the
- * graph. Blocks it does not recognise stay replicated. *num_sharded (may be
- * NULL) gets the number of blocks rewritten. tp <= 1 changes nothing. */
-cge_status cge_dist_tensor_parallel(cge_graph *g, int tp, int rank, int32_t *num_sharded);
+/* Tensor parallelism, Megatron-style: *out gets `g` rewritten for rank
+ * `rank` of `tp`: column-parallel Q/K/V and first MLP MatMuls (their weight
+ * columns and bias split by heads), row-parallel attention output and second
+ * MLP MatMuls (weight rows split, bias on rank 0 only) with an AllReduce
+ * after each, Reshape targets and Slice bounds adjusted to the local heads.
+ * The graph is first normalised as the compiler's exact level does
+ * (constants folded, so the shapes torch.onnx computes become constants).
+ * Blocks it does not recognise (dynamic shapes, masks it cannot split, a
+ * head count not divisible by tp) stay replicated; with none recognised *out
+ * is a plain copy of `g`. Weights not this rank's are not in *out.
+ * *num_sharded (may be NULL) gets the number of regions rewritten. */
+cge_status cge_dist_tensor_parallel(const cge_graph *g, int tp, int rank, cge_graph **out,
+                                    int32_t *num_sharded);
 
 #ifdef __cplusplus
 }

@@ -216,8 +216,12 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     if (!e)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "add_graph: out of memory");
     cge_status st = cge_graph_clone(g, &e->g);
-    if (!st && s->tp > 1)
-        st = cge_dist_tensor_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), NULL);
+    if (!st && s->tp > 1) {
+        cge_graph *sharded = NULL;
+        st = cge_dist_tensor_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded, NULL);
+        cge_graph_destroy(e->g);
+        e->g = sharded;
+    }
     if (st) {
         cge_graph_destroy(e->g);
         free(e);

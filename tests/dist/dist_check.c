@@ -12,6 +12,7 @@
 
 #include "cge/cge.h"
 #include "cge/dist.h"
+#include "cge/onnx.h"
 
 static int rank, world, failures;
 
@@ -387,6 +388,99 @@ static int early_exit_prepare(void)
     return failures ? 1 : 0;
 }
 
+/* Tensor parallelism on an ONNX encoder: the tp session's output equals a
+ * single-process session's within 1e-5 (relative to the output's scale),
+ * in plan and replay runs, and each rank holds about 1/tp of the sharded
+ * weights. With a head count tp does not divide, the graph stays replicated
+ * and still matches. */
+static size_t constant_bytes(const cge_graph *g)
+{
+    size_t b = 0;
+    for (int32_t i = 0; i < cge_graph_num_constants(g); i++)
+        b += cge_graph_constant(g, cge_graph_constant_name(g, i))->bytes;
+    return b;
+}
+
+static int tensor_parallel(const char *path, int expect_sharded)
+{
+    cge_graph *g = NULL;
+    if (cge_onnx_import_file(path, NULL, &g)) {
+        FAIL("%s: %s", path, cge_last_error());
+        return 1;
+    }
+    cge_graph *sharded = NULL;
+    int32_t regions = 0;
+    if (cge_dist_tensor_parallel(g, world, rank, &sharded, &regions))
+        FAIL("tensor_parallel: %s", cge_last_error());
+    if (expect_sharded && regions < 2)
+        FAIL("%s: %d region(s) sharded, want attention and MLP of every layer", path, (int)regions);
+    if (!expect_sharded && regions)
+        FAIL("%s: %d region(s) sharded over %d ranks, want none", path, (int)regions, world);
+    size_t full = constant_bytes(g), mine = sharded ? constant_bytes(sharded) : full;
+    if (expect_sharded && (double)mine > 0.6 * (double)full)
+        FAIL("rank %d holds %zu of %zu weight bytes; want about 1/%d", rank, mine, full, world);
+    cge_graph_destroy(sharded);
+    cge_tensor_desc d;
+    cge_graph_get_desc(g, cge_graph_input(g, 0), &d);
+    int64_t n = cge_shape_numel(&d.shape);
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+    cge_session_options one = {.num_threads = 1};
+    cge_session_options tp = {.num_threads = 1, .dist = CGE_DIST_FROM_ENV, .dist_tp = world,
+                              .dist_timeout_ms = 20000};
+    cge_session *s1 = NULL, *s2 = NULL;
+    float *y1 = NULL, *y2 = NULL;
+    size_t yb = 0;
+    cge_status st = cge_session_create(&one, &s1);
+    if (!st)
+        st = cge_session_create(&tp, &s2);
+    if (!st)
+        st = cge_session_add_graph(s1, 1, g);
+    if (!st)
+        st = cge_session_add_graph(s2, 1, g);
+    cge_tensor_desc od;
+    if (!st)
+        st = cge_session_output_desc(s1, 1, 0, &od);
+    if (!st) {
+        yb = cge_tensor_nbytes(od.dtype, &od.shape);
+        y1 = malloc(yb);
+        y2 = malloc(yb);
+    }
+    for (int k = 0; !st && k < 3; k++) {
+        cge_tensor ti = {.name = d.name, .dtype = CGE_F32, .shape = d.shape, .data = x,
+                         .bytes = sizeof(float) * (size_t)n};
+        cge_tensor t1 = {.data = y1, .bytes = yb}, t2 = {.data = y2, .bytes = yb};
+        cge_run_options ro = {.mode = k ? CGE_RUN_REPLAY : CGE_RUN_PLAN};
+        st = cge_session_run(s1, 1, &ti, 1, &t1, 1, &ro);
+        if (!st)
+            st = cge_session_run(s2, 1, &ti, 1, &t2, 1, &ro);
+        if (st)
+            break;
+        double scale = 0, worst = 0;
+        int64_t m = cge_shape_numel(&od.shape);
+        for (int64_t i = 0; i < m; i++)
+            scale = fmax(scale, fabs(y1[i]));
+        for (int64_t i = 0; i < m; i++)
+            worst = fmax(worst, fabs(y1[i] - y2[i]) / (scale > 0 ? scale : 1));
+        if (!(worst <= 1e-5))
+            FAIL("%s: tp=%d output differs from one process by %.3g (relative to %.3g)", path,
+                 world, worst, scale);
+        if (k == 2)
+            printf("[rank %d of %d] tp: %d regions, %zu of %zu weight bytes here, max relative "
+                   "difference %.2g\n", rank, world, (int)regions, mine, full, worst);
+    }
+    if (st)
+        FAIL("%s: %s", path, cge_last_error());
+    free(x);
+    free(y1);
+    free(y2);
+    cge_session_destroy(s1);
+    cge_session_destroy(s2);
+    cge_graph_destroy(g);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (!cge_dist_available()) {
@@ -401,6 +495,12 @@ int main(int argc, char **argv)
         return early_exit();
     if (!strcmp(what, "early-exit-prepare"))
         return early_exit_prepare();
+    if (!strcmp(what, "tp") && argc > 2) {
+        char path[4096];
+        const char *dir = getenv("CGE_MODEL_DIR");
+        snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", argv[2]);
+        return tensor_parallel(path, argc > 3 ? atoi(argv[3]) : 1);
+    }
     fprintf(stderr, "usage: dist_check collectives | early-exit\n");
     return 2;
 }
