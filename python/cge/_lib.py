@@ -37,7 +37,12 @@ class SessionOptions(ctypes.Structure):
     _fields_ = [("device", c_void_p), ("num_threads", ctypes.c_int), ("run_mode", c_enum),
                 ("capture_limit", ctypes.c_int), ("opt_level", c_enum),
                 ("num_streams", ctypes.c_int), ("buckets", ctypes.POINTER(DimBuckets)),
-                ("num_buckets", c_int32)]
+                ("num_buckets", c_int32),
+                # distribution (cge/dist.h): source, MPI_Comm*, world size, rank,
+                # timeout, tensor-parallel degree
+                ("dist", c_enum), ("dist_mpi_comm", c_void_p), ("dist_world_size", ctypes.c_int),
+                ("dist_rank", ctypes.c_int), ("dist_timeout_ms", ctypes.c_int),
+                ("dist_tp", ctypes.c_int)]
 
 
 class ProfileEvent(ctypes.Structure):
