@@ -74,6 +74,19 @@ cge_status cge_dist_register_ops(void);
 cge_status cge_dist_tensor_parallel(const cge_graph *g, int tp, int rank, cge_graph **out,
                                     int32_t *num_sharded);
 
+/* Pipeline parallelism: *out gets stage `rank` of `pp` of `g` (normalised
+ * as above; static shapes needed): the nodes in topological order cut into
+ * pp runs of balanced estimated cost (multiply-adds of MatMul, Gemm and Conv;
+ * elements written by the rest). Values crossing a cut are received from the
+ * previous rank and sent to the next (forwarded when a later stage reads
+ * them); the last stage sends the graph outputs to every other rank, so
+ * every rank's graph has the original inputs and outputs. A graph with
+ * dynamic shapes is returned unchanged (every rank computes everything).
+ * *num_stages (may be NULL) gets pp, or 1 when unchanged; *sent_bytes (may
+ * be NULL) the bytes this rank's stage sends per run. */
+cge_status cge_dist_pipeline_parallel(const cge_graph *g, int pp, int rank, cge_graph **out,
+                                      int32_t *num_stages, int64_t *sent_bytes);
+
 #ifdef __cplusplus
 }
 #endif

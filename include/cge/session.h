@@ -88,6 +88,11 @@ typedef struct cge_session_options {
     /* Tensor-parallel degree (0, 1: none): each graph added is sharded for
      * this rank (cge_dist_tensor_parallel); it must equal the world size. */
     int dist_tp;
+    /* Pipeline-parallel degree (0, 1: none): each graph added is cut into
+     * this many stages of balanced cost, this rank keeping its stage
+     * (cge_dist_pipeline_parallel); it must equal the world size, and is
+     * not combined with dist_tp. */
+    int dist_pp;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step

@@ -39,10 +39,10 @@ class SessionOptions(ctypes.Structure):
                 ("num_streams", ctypes.c_int), ("buckets", ctypes.POINTER(DimBuckets)),
                 ("num_buckets", c_int32),
                 # distribution (cge/dist.h): source, MPI_Comm*, world size, rank,
-                # timeout, tensor-parallel degree
+                # timeout, tensor-parallel degree, pipeline stages
                 ("dist", c_enum), ("dist_mpi_comm", c_void_p), ("dist_world_size", ctypes.c_int),
                 ("dist_rank", ctypes.c_int), ("dist_timeout_ms", ctypes.c_int),
-                ("dist_tp", ctypes.c_int)]
+                ("dist_tp", ctypes.c_int), ("dist_pp", ctypes.c_int)]
 
 
 class ProfileEvent(ctypes.Structure):

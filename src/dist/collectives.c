@@ -432,7 +432,8 @@ static cge_status coll_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 static const cge_arg_def x_in[] = {{"input", 0, NUMERIC, "this rank's tensor"}};
 static const cge_arg_def y_out[] = {{"output", 0, NUMERIC, "the result on this rank"}};
 static const cge_arg_def recv_in[] = {
-    {"after", CGE_ARG_OPTIONAL, 0, "any value: the receive waits until it exists (ordering)"}};
+    {"after", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
+     "any values: the receive waits until they exist (ordering after this rank's sends)"}};
 
 #define ATTR_WORLD {.name = "world_size", .kind = CGE_ATTR_INT, .default_i = 0, \
                     .doc = "ranks the graph was made for (0: any; checked at prepare)"}

@@ -5,6 +5,7 @@
 #define CGE_DIST_INTERNAL_H
 
 #include "cge/dist.h"
+#include "cge/graph.h"
 #include "cge/types.h"
 
 typedef enum cge__dist_kind {
@@ -54,5 +55,10 @@ int cge__dist_node_comm_size(const cge__dist_node_comm *nc);
  * CGE_ERR_TIMEOUT (deadline) or CGE_ERR_STATE (MPI reported an error). */
 cge_status cge__dist_exchange(cge__dist_node_comm *nc, const cge__dist_xfer *x, char *msg,
                               size_t msg_size);
+
+/* `g` prepared and folded at the compiler's exact level (shapes that
+ * torch.onnx computes become constants), inferred: what the parallel
+ * rewrites read. */
+cge_status cge__dist_normalised(const cge_graph *g, cge_graph **out);
 
 #endif

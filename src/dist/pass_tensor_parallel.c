@@ -13,6 +13,7 @@
 #include "cge/compiler.h"
 #include "cge/dist.h"
 #include "cge/op.h"
+#include "dist/dist_internal.h"
 
 #define MAX_REGION 256
 #define MAX_EDITS 64
@@ -540,7 +541,7 @@ static bool same_outputs(const cge_graph *a, cge_graph *b)
 
 /* The graph the rewrite reads: prepared and folded at the exact level, so
  * that shapes computed with Shape/Gather are constants. */
-static cge_status normalised(const cge_graph *g, cge_graph **out)
+cge_status cge__dist_normalised(const cge_graph *g, cge_graph **out)
 {
     cge_compile_options o = {.opt_level = CGE_OPT_EXACT, .allow_incomplete = true};
     cge_plan *p = NULL;
@@ -571,7 +572,7 @@ cge_status cge_dist_tensor_parallel(const cge_graph *g, int tp, int rank, cge_gr
     if (st || tp == 1)
         return st ? st : cge_graph_clone(g, out);
     cge_graph *cur = NULL;
-    if (normalised(g, &cur)) {
+    if (cge__dist_normalised(g, &cur)) {
         cge_clear_error(); /* not compilable as is: the session reports why */
         return cge_graph_clone(g, out);
     }

@@ -70,7 +70,8 @@ struct cge_session {
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
     cge_dist_comm *comm;    /* distribution (session_dist.c), or NULL */
-    int tp;                 /* tensor-parallel degree graphs are sharded for */
+    int tp;                 /* tensor- (or with pp, pipeline-) parallel degree */
+    bool pp;                /* graphs are cut into tp pipeline stages, not sharded */
 };
 
 cge_status cge_session_create(const cge_session_options *opts, cge_session **out)
@@ -103,7 +104,7 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
         free(s);
         return st;
     }
-    st = cge__session_dist_open(opts, &s->comm, &s->tp);
+    st = cge__session_dist_open(opts, &s->comm, &s->tp, &s->pp);
     if (st) {
         cge_stream_destroy(s->stream);
         if (s->owns_device)
@@ -218,7 +219,9 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     cge_status st = cge_graph_clone(g, &e->g);
     if (!st && s->tp > 1) {
         cge_graph *sharded = NULL;
-        st = cge_dist_tensor_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded, NULL);
+        st = s->pp ? cge_dist_pipeline_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded,
+                                                NULL, NULL)
+                   : cge_dist_tensor_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded, NULL);
         cge_graph_destroy(e->g);
         e->g = sharded;
     }

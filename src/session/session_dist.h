@@ -6,8 +6,10 @@
 #include "cge/session.h"
 
 /* Registers the cge.dist operators; with opts->dist set, makes the
- * communicator and checks world size, rank and tp against it. *comm NULL and
- * *tp 1 without distribution. */
-cge_status cge__session_dist_open(const cge_session_options *opts, cge_dist_comm **comm, int *tp);
+ * communicator and checks world size, rank and tp/pp against it. *tp gets
+ * the degree graphs are split for (1: none), *pp whether as pipeline stages
+ * rather than tensor shards. */
+cge_status cge__session_dist_open(const cge_session_options *opts, cge_dist_comm **comm, int *tp,
+                                  bool *pp);
 
 #endif

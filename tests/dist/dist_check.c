@@ -388,11 +388,11 @@ static int early_exit_prepare(void)
     return failures ? 1 : 0;
 }
 
-/* Tensor parallelism on an ONNX encoder: the tp session's output equals a
- * single-process session's within 1e-5 (relative to the output's scale),
- * in plan and replay runs, and each rank holds about 1/tp of the sharded
- * weights. With a head count tp does not divide, the graph stays replicated
- * and still matches. */
+/* Tensor (or pipeline) parallelism on an ONNX encoder: the session's output
+ * equals a single-process session's within 1e-5 (relative to the output's
+ * scale), in plan and replay runs, and each rank holds about 1/tp of the
+ * sharded weights (pp: its stage's weights). With a head count tp does not
+ * divide, the graph stays replicated and still matches. */
 static size_t constant_bytes(const cge_graph *g)
 {
     size_t b = 0;
@@ -401,7 +401,7 @@ static size_t constant_bytes(const cge_graph *g)
     return b;
 }
 
-static int tensor_parallel(const char *path, int expect_sharded)
+static int tensor_parallel(const char *path, int expect_sharded, bool pipeline)
 {
     cge_graph *g = NULL;
     if (cge_onnx_import_file(path, NULL, &g)) {
@@ -410,14 +410,27 @@ static int tensor_parallel(const char *path, int expect_sharded)
     }
     cge_graph *sharded = NULL;
     int32_t regions = 0;
-    if (cge_dist_tensor_parallel(g, world, rank, &sharded, &regions))
-        FAIL("tensor_parallel: %s", cge_last_error());
+    int64_t sent = 0;
+    if (pipeline ? cge_dist_pipeline_parallel(g, world, rank, &sharded, &regions, &sent)
+                 : cge_dist_tensor_parallel(g, world, rank, &sharded, &regions))
+        FAIL("%s: %s", pipeline ? "pipeline_parallel" : "tensor_parallel", cge_last_error());
+    if (pipeline)
+        regions = regions == world ? 2 * world : 0; /* stages, counted as the tp test wants */
     if (expect_sharded && regions < 2)
         FAIL("%s: %d region(s) sharded, want attention and MLP of every layer", path, (int)regions);
     if (!expect_sharded && regions)
         FAIL("%s: %d region(s) sharded over %d ranks, want none", path, (int)regions, world);
     size_t full = constant_bytes(g), mine = sharded ? constant_bytes(sharded) : full;
-    if (expect_sharded && (double)mine > 0.6 * (double)full)
+    if (pipeline) {
+        /* A stage keeps the weights of its layers as the compiler holds them
+         * (folded, one copy per layer): compare with all of those. */
+        cge_compile_options co = {.opt_level = CGE_OPT_EXACT};
+        cge_plan *p = NULL;
+        if (!cge_compile(g, NULL, 0, &co, &p))
+            full = constant_bytes(cge_plan_graph(p));
+        cge_plan_destroy(p);
+    }
+    if (expect_sharded && (double)mine > (pipeline ? 1.5 / world : 0.6) * (double)full)
         FAIL("rank %d holds %zu of %zu weight bytes; want about 1/%d", rank, mine, full, world);
     cge_graph_destroy(sharded);
     cge_tensor_desc d;
@@ -427,7 +440,8 @@ static int tensor_parallel(const char *path, int expect_sharded)
     for (int64_t i = 0; i < n; i++)
         x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
     cge_session_options one = {.num_threads = 1};
-    cge_session_options tp = {.num_threads = 1, .dist = CGE_DIST_FROM_ENV, .dist_tp = world,
+    cge_session_options tp = {.num_threads = 1, .dist = CGE_DIST_FROM_ENV,
+                              .dist_tp = pipeline ? 0 : world, .dist_pp = pipeline ? world : 0,
                               .dist_timeout_ms = 20000};
     cge_session *s1 = NULL, *s2 = NULL;
     float *y1 = NULL, *y2 = NULL;
@@ -467,8 +481,9 @@ static int tensor_parallel(const char *path, int expect_sharded)
             FAIL("%s: tp=%d output differs from one process by %.3g (relative to %.3g)", path,
                  world, worst, scale);
         if (k == 2)
-            printf("[rank %d of %d] tp: %d regions, %zu of %zu weight bytes here, max relative "
-                   "difference %.2g\n", rank, world, (int)regions, mine, full, worst);
+            printf("[rank %d of %d] %s: %d regions, %zu of %zu weight bytes here, max relative "
+                   "difference %.2g%s\n", rank, world, pipeline ? "pp" : "tp", (int)regions, mine,
+                   full, worst, pipeline ? " (stages: regions / 2)" : "");
     }
     if (st)
         FAIL("%s: %s", path, cge_last_error());
@@ -495,11 +510,11 @@ int main(int argc, char **argv)
         return early_exit();
     if (!strcmp(what, "early-exit-prepare"))
         return early_exit_prepare();
-    if (!strcmp(what, "tp") && argc > 2) {
+    if ((!strcmp(what, "tp") || !strcmp(what, "pp")) && argc > 2) {
         char path[4096];
         const char *dir = getenv("CGE_MODEL_DIR");
         snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", argv[2]);
-        return tensor_parallel(path, argc > 3 ? atoi(argv[3]) : 1);
+        return tensor_parallel(path, argc > 3 ? atoi(argv[3]) : 1, !strcmp(what, "pp"));
     }
     fprintf(stderr, "usage: dist_check collectives | early-exit\n");
     return 2;

@@ -47,6 +47,7 @@ typedef struct cli_opts {
     unsigned seed;
     bool verify;
     int tp;                                 /* --tp: tensor-parallel degree (dist.c) */
+    int pp;                                 /* --pp: pipeline stages (dist.c) */
 } cli_opts;
 
 /* A model opened for a subcommand. */

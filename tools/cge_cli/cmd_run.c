@@ -24,6 +24,7 @@ static const char run_help[] =
     "  --threads N                compute threads (default: all cores)\n"
     "  --tp N                     tensor-parallel over N ranks: mpirun -np N cge run\n"
     "                             ... --tp N (rank 0 prints; docs/distributed.md)\n"
+    "  --pp N                     pipeline stages over N ranks (under mpirun)\n"
     "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
     "                             name (ids:1,batch: symbolic)\n"
     "  --opt-level 0-3, --streams N, --custom-op-lib LIB.so\n"
@@ -44,6 +45,7 @@ static const char bench_help[] =
     "  --threads N                compute threads (default: all cores)\n"
     "  --tp N                     tensor-parallel over N ranks (under mpirun): each\n"
     "                             rank's latency on stderr, rank 0 the whole\n"
+    "  --pp N                     pipeline stages over N ranks (under mpirun)\n"
     "  --json                     one JSON object\n"
     "  --shapes SIZES             sweep input sizes in ONE session: per size, the\n"
     "                             first run (which compiles a new shape) and the\n"
@@ -172,7 +174,7 @@ int cmd_run(int argc, char **argv)
     bool done;
     int rc = cli_parse("run", argc, argv,
                        "input,output-dir,mode,seed,threads,input-shape,opt-level,streams,"
-                       "custom-op-lib,verify,tp",
+                       "custom-op-lib,verify,tp,pp",
                        run_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -615,7 +617,7 @@ int cmd_bench(int argc, char **argv)
     bool done;
     int rc = cli_parse("bench", argc, argv,
                        "iterations,warmup,duration,mode,threads,json,input,seed,input-shape,"
-                       "opt-level,streams,custom-op-lib,shapes,tp",
+                       "opt-level,streams,custom-op-lib,shapes,tp,pp",
                        bench_help, &o, &done);
     if (rc || done) {
         opts_free(&o);

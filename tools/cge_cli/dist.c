@@ -1,4 +1,4 @@
-/* The CLI's distributed runs: --tp N under mpirun makes the session's
+/* The CLI's distributed runs: --tp N or --pp N under mpirun makes the session's
  * communicator from the environment, only rank 0 writes to stdout, and
  * bench adds each rank's latency and the bytes its collectives sent. */
 #include <stdio.h>
@@ -10,9 +10,10 @@ void cli_dist_session_options(const cli_opts *o, cge_session_options *so)
 {
     int rank, size;
     cge_dist_env_rank(&rank, &size);
-    if (o->tp > 1 || size > 1) {
+    if (o->tp > 1 || o->pp > 1 || size > 1) {
         so->dist = CGE_DIST_FROM_ENV;
         so->dist_tp = o->tp;
+        so->dist_pp = o->pp;
     }
 }
 

@@ -279,6 +279,10 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
             if (!parse_long(val, 1, 1024, &n))
                 return cli_usage(cmd, "--tp '%s': want a positive number (run under mpirun -np N)", val);
             o->tp = (int)n;
+        } else if (!strcmp(name, "pp")) {
+            if (!parse_long(val, 1, 1024, &n))
+                return cli_usage(cmd, "--pp '%s': want a positive number (run under mpirun -np N)", val);
+            o->pp = (int)n;
         } else if (!strcmp(name, "seed")) {
             if (!parse_long(val, 0, UINT32_MAX, &n))
                 return cli_usage(cmd, "--seed '%s': want a number >= 0", val);
