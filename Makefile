@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops soak
+        bench-kernels bench-torch bench-ops bench-dist soak
 
 all: build
 
@@ -137,6 +137,13 @@ bench-models: bench-deps deps build
 # the targets for compiling symbolic shapes once. BENCH_JSON=FILE keeps it all.
 bench-dynamic: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dynamic.py
+
+# Across processes (Open MPI on this host): a TransformerEncoder (d 512, 8
+# layers) and the GPT-like decoder's blocks, one process x 2 threads vs two
+# processes x 1 thread (--tp 2, --pp 2) vs ONNX Runtime; latency, tokens/s,
+# bytes sent per run against the analytical minimum (docs/distributed.md).
+bench-dist: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dist.py
 
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build

@@ -128,13 +128,69 @@ cge_status cge_dist_pipeline_parallel(const cge_graph *g, int pp, int rank, cge_
         cost[k] = cge_node_is_removed(n) ? 0 : node_cost(cur, n);
         total += cost[k];
     }
-    /* Stage of each node: where the middle of its cost falls. */
-    double acc = 0;
-    for (int32_t k = 0; !st && k < nn; k++) {
-        int32_t s = (int32_t)((acc + cost[k] / 2) * pp / (total > 0 ? total : 1));
-        stage_of_node[order[k]] = s < 0 ? 0 : s >= pp ? pp - 1 : s;
-        acc += cost[k];
+    /* Cuts: near each balanced point (within a tenth of a stage's cost), the
+     * position where the fewest bytes cross (between blocks, one residual
+     * stream, rather than inside one). cross[k]: bytes made before position
+     * k and read at or after it. */
+    double *cross = calloc((size_t)nn + 2, sizeof(double));
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)(nn + 1));
+    if (!st && (!cross || !pos))
+        st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "pipeline_parallel: out of memory");
+    for (int32_t k = 0; !st && k < nn; k++)
+        pos[order[k]] = k;
+    for (int32_t i = 0; !st && i < nn; i++) {
+        cge_node *n = cge_graph_node(cur, i);
+        if (cge_node_is_removed(n))
+            continue;
+        for (int32_t o = 0; o < cge_node_num_outputs(n); o++) {
+            int32_t id = cge_node_output_id(n, o);
+            cge_tensor_desc d;
+            if (id < 0 || cge_graph_value_desc(cur, id, &d))
+                continue;
+            int32_t use = pos[i];
+            for (int32_t j = 0; j < nn; j++) {
+                cge_node *c = cge_graph_node(cur, j);
+                for (int32_t k = 0; !cge_node_is_removed(c) && k < cge_node_num_inputs(c); k++)
+                    if (cge_node_input_id(c, k) == id && pos[j] > use)
+                        use = pos[j];
+            }
+            if (cge_graph_value_is_output(cur, id))
+                use = nn;
+            double b = (double)cge_tensor_nbytes(d.dtype, &d.shape);
+            cross[pos[i] + 1] += b;   /* crosses cuts pos+1 .. use */
+            cross[use + 1 < nn + 1 ? use + 1 : nn + 1] -= b;
+        }
     }
+    for (int32_t k = 1; !st && k <= nn; k++)
+        cross[k] += cross[k - 1];
+    int32_t cuts[64];
+    int32_t ncuts = 0;
+    double cum = 0, slack = total / pp / 10;
+    int32_t j = 1;
+    for (int32_t k = 0; !st && k < nn && j < pp && j < 64; k++) {
+        /* cum: cost before position k. */
+        if (cum >= (double)j * total / pp - slack) {
+            int32_t best = k;
+            double c2 = cum;
+            for (int32_t q = k; q < nn && c2 <= (double)j * total / pp + slack; q++) {
+                if (cross[q] < cross[best])
+                    best = q;
+                c2 += cost[q];
+            }
+            cuts[ncuts++] = best;
+            j++;
+            while (k < best) /* continue after the cut */
+                cum += cost[k++];
+        }
+        cum += cost[k];
+    }
+    for (int32_t k = 0, s = 0; !st && k < nn; k++) {
+        while (s < ncuts && k >= cuts[s])
+            s++;
+        stage_of_node[order[k]] = s;
+    }
+    free(cross);
+    free(pos);
     for (int32_t id = 0; id < nv && !st; id++) {
         prod[id] = -1;
         last[id] = -1;
