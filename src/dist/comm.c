@@ -69,13 +69,6 @@ void cge_dist_env_rank(int *rank, int *size)
         }
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 int cge_dist_comm_rank(const cge_dist_comm *c) { return c ? c->rank : 0; }
 int cge_dist_comm_size(const cge_dist_comm *c) { return c ? c->size : 1; }
 int cge_dist_comm_timeout_ms(const cge_dist_comm *c) { return c ? c->timeout_ms : DEFAULT_TIMEOUT_MS; }
@@ -84,6 +77,13 @@ int cge__dist_node_comm_rank(const cge__dist_node_comm *nc) { return nc ? nc->pa
 int cge__dist_node_comm_size(const cge__dist_node_comm *nc) { return nc ? nc->parent->size : 1; }
 
 #ifdef CGE_HAVE_MPI
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 static void finalize_at_exit(void)
 {
