@@ -50,15 +50,19 @@ def _skip_reason():
     return None
 
 
-def _mpirun(tmp_path, model, mode, np_=2):
+def _mpirun(tmp_path, model, mode, np_=2, sharded=()):
+    """Run SCRIPT under mpirun; with `sharded`, each name must start a region
+    the tp rewrite took (CGE_TP_VERBOSE says which)."""
     script = tmp_path / "dist_run.py"
     script.write_text(SCRIPT)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONPATH=os.path.join(ROOT, "python"), CGE_NUM_THREADS="1")
+               PYTHONPATH=os.path.join(ROOT, "python"), CGE_NUM_THREADS="1", CGE_TP_VERBOSE="1")
     out = str(tmp_path / ("err_" + mode))
     r = subprocess.run(["mpirun", "-np", str(np_), "--oversubscribe", sys.executable, str(script),
                         model, out, mode], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+    for name in sharded:
+        assert "sharded the region from %s " % name in r.stderr, r.stderr[-3000:]
     for rank in range(np_):
         err = float(open("%s.%d" % (out, rank)).read())
         assert err <= 1e-5, "%s: rank %d differs from one process by %g" % (mode, rank, err)
@@ -72,15 +76,16 @@ SKIP = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())
 def test_encoder_matches_one_process(tmp_path, mode):
     model = os.path.join(MODEL_DIR, "transformer_encoder.onnx")
     assert os.path.exists(model), "missing %s (make test-models)" % model
-    _mpirun(tmp_path, model, mode)
+    _mpirun(tmp_path, model, mode, sharded=("/layers.0/self_attn/MatMul", "/layers.3/linear1/MatMul")
+            if mode == "tp" else ())
 
 
 @SKIP
 @pytest.mark.parametrize("mode", ["tp", "pp"])
 def test_decoder_matches_one_process(tmp_path, mode):
-    """The GPT-like decoder's blocks (scripts/make_dynamic_models.py: causal
-    mask, GELU MLP) with an empty cache, small: tp shards its MLPs (the
-    attention, behind the mask's Where, stays replicated), pp cuts it."""
+    """The GPT-like decoder's blocks (scripts/make_dynamic_models.py: separate
+    q, k, v projections, a causal mask through Where, GELU MLP) with an empty
+    cache, small: tp shards attention and MLP of each block, pp cuts it."""
     import torch
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import make_dynamic_models as mdm
@@ -100,7 +105,8 @@ def test_decoder_matches_one_process(tmp_path, mode):
     model = str(tmp_path / "decoder.onnx")
     torch.onnx.export(Stack().eval(), (torch.randn(1, 16, 64),), model, opset_version=13,
                       input_names=["x"], output_names=["y"])
-    _mpirun(tmp_path, model, mode)
+    _mpirun(tmp_path, model, mode, sharded=("/blocks.0/q/MatMul", "/blocks.1/fc1/MatMul")
+            if mode == "tp" else ())
 
 
 def test_session_options_dist_fields_are_checked():

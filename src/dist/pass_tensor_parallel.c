@@ -194,6 +194,14 @@ static bool in_list(const char *op, const char *const *list)
     return false;
 }
 
+/* Whether constant `c`, broadcast against a rank-`rank` value, has size 1
+ * (or no dim) at axis `ax`: every slice of that axis reads the same data. */
+static bool broadcasts_over(const cge_tensor *c, int32_t rank, int32_t ax)
+{
+    int32_t k = ax - (rank - c->shape.rank);
+    return c->shape.rank <= rank && (k < 0 || c->shape.dims[k] == 1);
+}
+
 /* One node reading region values: its outputs join the region, it becomes
  * an exit, or the region is rejected. Returns false to wait for another
  * region input that is not known yet. */
@@ -261,7 +269,7 @@ static bool visit(region *R, cge_node *n)
         const cge_tensor *c = const_in(g, n, 1 - k0);
         if (!c || !cge_shape_equal(&od.shape, &xd.shape))
             goto bad;
-        if (cge_shape_numel(&c->shape) == 1) {
+        if (cge_shape_numel(&c->shape) == 1 || broadcasts_over(c, rank, ax)) {
             add_val(R, out, ax, block);
             return true;
         }
@@ -271,6 +279,45 @@ static bool visit(region *R, cge_node *n)
                    cge_shape_numel(&c->shape) == sz;
         if (!vec || !add_part(R, n, 1 - k0, c->shape.rank - 1, block))
             goto bad;
+        add_val(R, out, ax, block);
+        return true;
+    }
+    if (!strcmp(op, "Where") && ni == 3 && k0 >= 1) {
+        /* A mask that is the same for every slice (the causal mask: size 1
+         * on the heads axis), and values that are region ones or scalars. */
+        const cge_tensor *cond = const_in(g, n, 0);
+        if (!cond || !broadcasts_over(cond, rank, ax))
+            goto bad;
+        for (int32_t i = 1; i < 3; i++) {
+            const shard *v = find(R, cge_node_input_id(n, i));
+            const cge_tensor *c = const_in(g, n, i);
+            if (v ? (v->ax != ax || v->block != block)
+                  : !(c && (cge_shape_numel(&c->shape) == 1 || broadcasts_over(c, rank, ax))))
+                goto bad;
+        }
+        add_val(R, out, ax, block);
+        return true;
+    }
+    if (!strcmp(op, "Concat")) {
+        /* Joined along another axis; constant parts (an empty cache) are cut
+         * as the region values are. */
+        int64_t a = cge_attrs_get_int(cge_node_attrs_const(n), "axis", 0);
+        if (a < 0)
+            a += rank;
+        if (a == ax)
+            goto bad;
+        for (int32_t i = 0; i < ni; i++) {
+            const shard *v = find(R, cge_node_input_id(n, i));
+            if (v) {
+                if (v->ax != ax || v->block != block)
+                    goto bad;
+                continue;
+            }
+            const cge_tensor *c = const_in(g, n, i);
+            if (!c || c->shape.rank != rank || c->shape.dims[ax] != xd.shape.dims[ax] ||
+                !add_part(R, n, i, ax, block))
+                goto bad;
+        }
         add_val(R, out, ax, block);
         return true;
     }
@@ -419,6 +466,25 @@ static void grow(region *R, cge_node *start, int64_t outer)
     }
     R->done[R->ndone++] = start;
     add_val(R, out, od.shape.rank - 1, block);
+    /* Siblings: other MatMuls with constant weights reading the same input
+     * (separate q, k and v projections) start the region too, so that
+     * attention meets all three sharded alike. */
+    int32_t in0 = cge_node_input_id(start, 0);
+    for (int32_t i = 0; i < cge_graph_num_nodes(g) && !R->fail; i++) {
+        cge_node *m = cge_graph_node(g, i);
+        const cge_tensor *mw;
+        cge_tensor_desc md;
+        if (m == start || cge_node_is_removed(m) || strcmp(cge_node_op_type(m), "MatMul") ||
+            cge_node_domain(m)[0] || cge_node_input_id(m, 0) != in0 ||
+            !(mw = const_in(g, m, 1)) || mw->shape.rank != 2 ||
+            !desc_of(g, cge_node_output_id(m, 0), &md) || mw->shape.dims[1] % (outer * R->P))
+            continue;
+        int64_t mb = mw->shape.dims[1] / (outer * R->P);
+        if (!add_part(R, m, 1, 1, mb))
+            continue;
+        R->done[R->ndone++] = m;
+        add_val(R, cge_node_output_id(m, 0), md.shape.rank - 1, mb);
+    }
     /* Visit every node reading a region value until nothing changes. */
     for (bool changed = true; changed && !R->fail;) {
         changed = false;
