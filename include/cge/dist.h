@@ -56,8 +56,10 @@ int64_t cge_dist_comm_bytes_sent(const cge_dist_comm *c);
 void cge_dist_env_rank(int *rank, int *size);
 
 /* Registers the cge.dist operators (AllReduce, AllGather, ReduceScatter,
- * Broadcast, AllToAll, Send, Recv). Idempotent and thread-safe; sessions,
- * the tensor-parallel rewrite and the CLI call it. */
+ * Broadcast, AllToAll, Send, Recv). Idempotent and thread-safe; creating a
+ * session and the parallel rewrites call it. (`cge op-check` without a
+ * session does not list them: Send and Recv need a peer, which a world of
+ * one has not.) */
 cge_status cge_dist_register_ops(void);
 
 /* Tensor parallelism, Megatron-style: *out gets `g` rewritten for rank

@@ -162,8 +162,14 @@ static cge_status alltoall_infer(cge_infer_ctx *ctx) { return split_infer(ctx, f
 
 static cge_status p2p_peer(cge_infer_ctx *ctx)
 {
-    if (cge_attrs_get_int(ctx->attrs, "peer", -1) < 0)
+    int64_t peer = cge_attrs_get_int(ctx->attrs, "peer", -1);
+    int64_t w = cge_attrs_get_int(ctx->attrs, "world_size", 0);
+    if (peer < 0)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "peer (the other rank) must be set, >= 0");
+    /* Without world_size the world is the session's, known at prepare. */
+    if (w > 0 && peer >= w)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "peer %lld is not a rank of a world of %lld",
+                              (long long)peer, (long long)w);
     return CGE_OK;
 }
 
@@ -183,6 +189,8 @@ static cge_status recv_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "dtype %lld is not a cge dtype", (long long)dt);
     const int64_t *dims = NULL;
     int64_t rank = cge_attrs_get_ints(ctx->attrs, "shape", &dims);
+    if (rank < 0)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "shape (the received tensor's) must be set");
     if (rank > CGE_MAX_RANK)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "shape has rank %lld (at most %d)", (long long)rank,
                               CGE_MAX_RANK);
@@ -455,7 +463,7 @@ static const cge_attr_def recv_attrs[] = {
     {.name = "peer", .kind = CGE_ATTR_INT, .required = true, .doc = "the sending rank"},
     {.name = "tag", .kind = CGE_ATTR_INT, .default_i = 0, .doc = "matches the Send's tag"},
     {.name = "dtype", .kind = CGE_ATTR_INT, .default_i = CGE_F32, .doc = "cge_dtype received"},
-    {.name = "shape", .kind = CGE_ATTR_INTS, .doc = "static shape received"},
+    {.name = "shape", .kind = CGE_ATTR_INTS, .required = true, .doc = "static shape received"},
     ATTR_WORLD};
 
 #define KDEF(INPLACE) {{.engine = "cpu", .launch = coll_launch, .workspace_size = coll_workspace, \
