@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops bench-dist soak
+        bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec bench-dist soak
 
 all: build
 
@@ -124,6 +124,12 @@ ci: test test-sanitize test-tsan
 bench-deps:
 	bash scripts/install-bench-deps.sh
 
+# `cge quantize` on resnet18 and mobilenet_v2 (random weights, random
+# calibration images, per-channel): the float and int8 files timed in ONNX
+# Runtime and cge, ratios and the int8 files' error (docs/quantization.md).
+bench-quantize: bench-deps deps build test-models
+	BUILD=$(abspath $(BUILD)) CGE_MODEL_DIR=$(TEST_MODELS) $(PYTHON) bench/quantize.py
+
 bench-dispatch: bench-deps build
 	BUILD=$(BUILD) $(PYTHON) bench/dispatch.py
 
@@ -138,6 +144,15 @@ bench-models: bench-deps deps build
 bench-dynamic: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dynamic.py
 
+# Quantized (QDQ) resnet18, mobilenet_v2, resnet50 and an encoder from PyTorch
+# FX: cge int8 vs ONNX Runtime int8 vs cge float32, as ratios (bench/int8.py).
+bench-int8: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/int8.py
+# Low precision: bf16 vs float32 on GEMM-heavy models (speed-up, relative
+# error) and weight-only int4/int8 (MatMulNBits) decoding of a GPT-like
+# decoder (bytes of weights per token, ms/token vs ONNX Runtime).
+bench-lowprec: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/lowprec.py
 # Across processes (Open MPI on this host): a TransformerEncoder (d 512, 8
 # layers) and the GPT-like decoder's blocks, one process x 2 threads vs two
 # processes x 1 thread (--tp 2, --pp 2) vs ONNX Runtime; latency, tokens/s,

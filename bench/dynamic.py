@@ -36,7 +36,9 @@ optimizations, BENCH_THREADS intra-op threads), PyTorch eager in this process
 (BENCH_TORCH_RUNS runs per shape: it is slow here). Every engine and workload runs
 in a process of its own, with a fresh session; an error (or a crash) is
 reported in the table, as its first line. Models: scripts/make_dynamic_models.py
-(into BENCH_MODEL_DIR, once).
+(into BENCH_MODEL_DIR, once). The CGE_* environment reaches cge's children:
+CGE_SHAPE_PROGRAM=0 measures the compile-per-signature path that symbolic
+graphs took before their shape program (docs/compiler.md), for A/B runs.
 
 Usage: dynamic.py [--json OUT] [--workloads resnet18,encoder,decoder,decoder_static]"""
 import argparse

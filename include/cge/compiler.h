@@ -30,6 +30,25 @@ typedef enum cge_opt_level {
     CGE_OPT_LAYOUT = 4   /* 3: + layout changes (channels-last convolutions) */
 } cge_opt_level;
 
+/* Precision of the heavy float32 operators. FP32 (0, the default) computes
+ * as the model says. BF16 runs Conv, MatMul, Gemm and their fused forms
+ * (FusedConv, FusedMatMul) with bfloat16 inputs and weights and float32
+ * accumulation and outputs, on oneDNN's AVX512-BF16 / AMX kernels: weights
+ * are converted once when a plan is made, activations as they are read.
+ * The compiler's "precision" pass does it (the plan and model files carry
+ * it); on a CPU or build without bfloat16 kernels it changes nothing.
+ * Results differ from float32 by bfloat16's rounding (8 significant bits:
+ * relative errors near 1e-3 to 1e-2). */
+typedef enum cge_precision {
+    CGE_PRECISION_FP32 = 0,
+    CGE_PRECISION_BF16 = 1
+} cge_precision;
+const char *cge_precision_name(cge_precision p);   /* "fp32", "bf16" */
+/* Parse "fp32" | "float32" | "bf16" | "bfloat16"; -1 if unknown. */
+int cge_precision_from_name(const char *name);
+/* Whether this build and CPU run bfloat16 kernels (BF16 changes anything). */
+bool cge_precision_bf16_available(void);
+
 /* An engine: a kernel provider. Its kernels are the cge_kernel_def entries
  * whose `engine` field equals `name`. Partition gives every node to the
  * engine of highest priority that has a kernel for the node's dtype and, if
@@ -81,6 +100,17 @@ typedef struct cge_compile_options {
      * that graph again per concrete signature (cheap: its weight work is
      * done, and constants are shared) or runs it node by node. */
     bool allow_incomplete;
+    /* With allow_incomplete, a graph whose shapes stay symbolic after
+     * prepare goes on through partition and build with the dims symbolic:
+     * the result is a symbolic plan (cge_plan_is_symbolic), whose steps,
+     * engines, kernels, alias groups and lifetimes serve every size, and
+     * which cge_plan_specialize turns into a concrete plan per signature by
+     * its shape program (no passes). One stream only (num_streams > 1 is
+     * ignored for such a plan). */
+    bool symbolic_plan;
+    /* Arithmetic of the heavy float32 operators (see cge_precision). Last,
+     * so that a zeroed struct keeps float32. */
+    cge_precision precision;
 } cge_compile_options;
 
 /* ---- the plan ------------------------------------------------------------ */
@@ -91,7 +121,11 @@ typedef struct cge_plan cge_plan;
 typedef enum cge_plan_storage {
     CGE_STORAGE_NONE = 0,       /* not used by any step */
     CGE_STORAGE_ARENA = 1,      /* arena + offset (graph inputs and outputs included) */
-    CGE_STORAGE_CONSTANT = 2    /* constant blob + offset */
+    CGE_STORAGE_CONSTANT = 2,   /* constant blob + offset */
+    /* cge_plan_host_data() + offset: a small value a specialisation's shape
+     * program computed on the host (a shape computation), the same for every
+     * run at its sizes; host-addressable devices (CPU) only. */
+    CGE_STORAGE_HOST = 3
 } cge_plan_storage;
 
 typedef struct cge_plan_value {
@@ -128,6 +162,9 @@ typedef struct cge_plan_step {
     int32_t num_waits;
     const int32_t *waits;
     int32_t record;
+    /* Its outputs are CGE_STORAGE_HOST values the shape program computed:
+     * a run does not launch it. */
+    bool folded;
 } cge_plan_step;
 
 typedef struct cge_plan_pass_stats {
@@ -153,6 +190,7 @@ typedef struct cge_plan_stats {
     const cge_plan_pass_stats *passes;  /* with collect_stats, else NULL */
     cge_opt_level opt_level;            /* the level compiled at (default resolved) */
     bool incomplete;                    /* stopped before partition (allow_incomplete) */
+    bool symbolic;                      /* built with symbolic dims (symbolic_plan) */
 } cge_plan_stats;
 
 /* Compile `g` for the input shapes given (NULL: the declared ones, which must
@@ -176,6 +214,26 @@ bool cge_plan_is_complete(const cge_plan *p);
  * infer pass, cge_graph_infer_values): a debugging aid for tests and tools
  * that check a path does no work twice. */
 int64_t cge_compiler_inference_count(void);
+/* True for a plan built with symbolic dims (compile option symbolic_plan):
+ * its values' shapes may hold symbols and unknown dims, bytes and offsets
+ * are not set, and it runs only through cge_plan_specialize. */
+bool cge_plan_is_symbolic(const cge_plan *p);
+/* The shape program of a symbolic plan: a concrete plan for these input
+ * shapes (in graph input order), with no pass, no graph copy and no
+ * inference over the graph. Along the steps, each step's meta gets the
+ * concrete input shapes (and the values of small integer shape computations,
+ * evaluated on the host with their CPU kernels on `dev`, a CPU device), which
+ * gives its outputs' shapes; workspaces are asked of the kernels; then the
+ * plan's fixed lifetimes and alias groups get offsets for the concrete sizes
+ * (cge_memplan_assign). The concrete plan borrows the symbolic plan's graph,
+ * steps' nodes and kernels: it must not outlive it. Errors: a [meta] error
+ * naming the node for shapes meta refuses (as a compile for these shapes
+ * would give); CGE_ERR_UNSUPPORTED when a shape depends on values only a run
+ * computes (NonZero, a Reshape to a computed tensor), or the symbolic plan's
+ * memory sharing does not hold at these sizes: the caller compiles the
+ * signature instead. */
+cge_status cge_plan_specialize(const cge_plan *symbolic, const cge_shape *input_shapes,
+                               int32_t num_inputs, cge_device *dev, cge_plan **out);
 int32_t cge_plan_num_steps(const cge_plan *p);
 const cge_plan_step *cge_plan_steps(const cge_plan *p);
 int32_t cge_plan_num_values(const cge_plan *p);
@@ -186,6 +244,8 @@ int32_t cge_plan_output_value(const cge_plan *p, int32_t i);
 /* Plan value index by name, or -1. */
 int32_t cge_plan_find_value(const cge_plan *p, const char *name);
 size_t cge_plan_arena_bytes(const cge_plan *p);
+/* The bytes of CGE_STORAGE_HOST values (NULL if none), owned by the plan. */
+const void *cge_plan_host_data(const cge_plan *p);
 size_t cge_plan_constant_bytes(const cge_plan *p);
 /* Fill a constant blob of cge_plan_constant_bytes() bytes (host memory). */
 void cge_plan_write_constants(const cge_plan *p, void *blob);

@@ -53,6 +53,62 @@ cge_status cge_onnx_import_buffer(const void *data, size_t size, const char *bas
  * The import functions call it; it runs once, thread-safely. */
 cge_status cge_onnx_register_converters(void);
 
+
+/* ---- quantization (cge quantize) --------------------------------------- */
+
+/* How activation ranges come from the calibration data. */
+typedef enum cge_quant_method {
+    CGE_QUANT_MINMAX = 0,      /* the observed minimum and maximum */
+    CGE_QUANT_ENTROPY = 1,     /* TensorRT's KL-divergence threshold on a histogram of |x| */
+    CGE_QUANT_PERCENTILE = 2   /* the `percentile` of |x| (default 99.999) */
+} cge_quant_method;
+
+typedef struct cge_quantize_options {
+    /* Calibration data: num_samples samples of inputs_per_sample named host
+     * tensors each, sample-major (samples[k * inputs_per_sample + i]). Every
+     * sample names every graph input, with the same shapes in every sample.
+     * Needed for the QDQ form; ignored by weights_only_bits. */
+    const cge_tensor *samples;
+    int32_t num_samples;
+    int32_t inputs_per_sample;
+    cge_quant_method method;
+    /* Weights: per output channel (axis 0 of Conv, the output axis of Gemm
+     * and MatMul) instead of one scale per tensor. Needs opset 13. */
+    bool per_channel;
+    double percentile;          /* CGE_QUANT_PERCENTILE: 0 means 99.999 */
+    /* 0: the QDQ form. 8 or 4: only MatMuls with constant 2-D weights become
+     * com.microsoft MatMulNBits (block-wise weights, float activations); no
+     * calibration. */
+    int32_t weights_only_bits;
+    int32_t block_size;         /* MatMulNBits block (power of two >= 16): 0 means 32 */
+    /* Nodes (by ONNX node name) left in float. */
+    const char *const *exclude;
+    int32_t num_exclude;
+    int num_threads;            /* calibration runs: 0 means cge's default */
+} cge_quantize_options;
+
+/* What cge_onnx_quantize did, for the caller to print. */
+typedef struct cge_quantize_report {
+    int32_t nodes_quantized;    /* operators now reading DequantizeLinear outputs / MatMulNBits */
+    int32_t activations;        /* activation tensors given a QuantizeLinear/DequantizeLinear pair */
+    int32_t weights;            /* constant tensors stored as integers */
+    int32_t relu_folded;        /* Relu/Clip absorbed into the range of the tensor before them */
+    int32_t nodes_left_float;   /* quantizable operators kept in float (excluded, not float data) */
+    int64_t opset_in, opset_out;
+    char warning[256];          /* "" or one line worth printing */
+} cge_quantize_report;
+
+/* Read the float model at `path_in`, calibrate it by running it through cge
+ * on opts->samples, and write to `path_out` a standard QDQ ONNX model
+ * (ONNX Runtime's QDQ conventions: u8 activations with zero points, s8
+ * symmetric weights, int32 biases with scale x_scale * w_scale), or the
+ * MatMulNBits form. Every part of the model it does not rewrite is copied
+ * byte for byte. `report` may be NULL. Errors: [io] for files and
+ * calibration data, [converter] for models it cannot quantize, and the
+ * layers of the calibration run (meta, kernel, ...). */
+cge_status cge_onnx_quantize(const char *path_in, const char *path_out,
+                             const cge_quantize_options *opts, cge_quantize_report *report);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,7 +23,9 @@ typedef struct cge_session cge_session;
  * REPLAY: the plan captured once per input signature into a replay instance;
  *         a run copies inputs into the bound buffers and submits it in one step.
  * DEFAULT: REPLAY where the graph allows it (every shape known before the
- *         run), otherwise PLAN (or EAGER for shapes that depend on values). */
+ *         run), otherwise PLAN (or EAGER for shapes that depend on values);
+ *         a signature a symbolic graph's shape program planned runs its
+ *         first run as PLAN and is captured at its second. */
 typedef enum cge_run_mode {
     CGE_RUN_DEFAULT = 0,
     CGE_RUN_EAGER = 1,
@@ -72,6 +74,19 @@ typedef struct cge_session_options {
     /* Shape buckets (copied at create): see cge_dim_buckets. */
     const cge_dim_buckets *buckets;
     int32_t num_buckets;
+    /* A graph with symbolic inputs is partitioned and built once, dims
+     * symbolic, and each new input signature's plan comes from that plan's
+     * shape program (cge_plan_specialize: meta along the steps, offsets over
+     * fixed lifetimes), with no compile. True turns this off: each signature
+     * compiles the optimised graph instead (as does a graph the shape
+     * program cannot serve: shapes that depend on values, control flow).
+     * $CGE_SHAPE_PROGRAM=0 turns it off too. */
+    bool disable_shape_program;
+    /* Arithmetic of the heavy float32 operators (cge/compiler.h,
+     * cge_precision): 0 is float32; CGE_PRECISION_BF16 runs Conv, MatMul and
+     * Gemm in bfloat16 with float32 accumulation. $CGE_PRECISION (fp32,
+     * bf16) overrides a zero field, for experiments. */
+    cge_precision precision;
     /* Distribution over processes (cge/dist.h, docs/distributed.md); all
      * zero: one process, and cge.dist operators act on a world of one.
      * The session duplicates the communicator at create (a collective call:
@@ -159,9 +174,10 @@ cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_pla
                                 const void *constants, void (*release)(void *), void *owner);
 /* Compiles the graph (cge_compile: verify, infer, optimize, plan) for its
  * declared input shapes when they are static, so that errors surface now;
- * with symbolic inputs it checks, infers and optimises the graph once, and
- * each new input signature compiles that graph (partition and build, a few
- * ms) at its first run. */
+ * with symbolic inputs it checks, infers and optimises the graph once and
+ * builds its symbolic plan, whose shape program plans each new input
+ * signature at its first run (no compile); where there is no symbolic plan,
+ * each new signature compiles the optimised graph (a few ms). */
 cge_status cge_session_compile_graph(cge_session *s, uint32_t graph_id);
 cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id);
 
@@ -221,6 +237,17 @@ cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
 cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes);
 /* The session's communicator (NULL without distribution). */
 cge_dist_comm *cge_session_dist_comm(const cge_session *s);
+
+/* What the session did for one graph so far, for tests and tools that check
+ * a path does no work twice. */
+typedef struct cge_session_graph_stats {
+    int64_t compiles;          /* cge_compile calls (the graph's, and per signature) */
+    int64_t specializations;   /* signatures planned by the shape program instead */
+    int64_t arena_grows;       /* times the shared arena moved to a larger block */
+    bool shape_program;        /* new signatures come from the shape program */
+} cge_session_graph_stats;
+cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
+                                       cge_session_graph_stats *out);
 
 #ifdef __cplusplus
 }

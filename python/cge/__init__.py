@@ -6,7 +6,8 @@
 PyTorch modules. ONNX Runtime's Python API is followed where it applies
 (``import cge as ort``: SessionOptions, RunOptions, io_binding, ...;
 docs/python.md). Errors are ``cge.Error`` subclasses, one per layer."""
-from ._session import Error, InferenceSession, NodeArg, dtype_to_numpy, numpy_to_dtype
+from ._session import (Error, InferenceSession, NodeArg, dtype_to_numpy, numpy_to_dtype,
+                       precision_bf16_available)
 from . import _lib
 from .errors import (CgeIOError, CgeRuntimeError, ConverterError, EngineError, GraphError,
                      KernelError, MetaError, SchemaError, SessionError)
@@ -16,6 +17,7 @@ from ._ort import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel, IOBind
                    ModelMetadata, OrtValue, RunOptions, SessionOptions, get_all_providers,
                    get_available_providers, get_device, set_default_logger_severity, set_seed)
 from ._version import __version__
+from ._quantize import quantize
 
 # Layer names as the issue spells them; attributes of the package, so they do
 # not replace Python's builtins for code that does `from cge import *`.
@@ -31,7 +33,7 @@ __all__ = ["Error", "InferenceSession", "NodeArg", "dtype_to_numpy", "numpy_to_d
            "schema", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode",
            "ExecutionOrder", "ModelMetadata", "OrtValue", "IOBinding", "get_available_providers",
            "get_all_providers", "get_device", "set_default_logger_severity", "set_seed",
-           "library_version"]
+           "library_version", "quantize"]
 
 
 def library_version():

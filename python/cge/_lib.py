@@ -37,7 +37,8 @@ class SessionOptions(ctypes.Structure):
     _fields_ = [("device", c_void_p), ("num_threads", ctypes.c_int), ("run_mode", c_enum),
                 ("capture_limit", ctypes.c_int), ("opt_level", c_enum),
                 ("num_streams", ctypes.c_int), ("buckets", ctypes.POINTER(DimBuckets)),
-                ("num_buckets", c_int32),
+                ("num_buckets", c_int32), ("disable_shape_program", ctypes.c_bool),
+                ("precision", c_enum),
                 # distribution (cge/dist.h): source, MPI_Comm*, world size, rank,
                 # timeout, tensor-parallel degree, pipeline stages
                 ("dist", c_enum), ("dist_mpi_comm", c_void_p), ("dist_world_size", ctypes.c_int),
@@ -70,7 +71,8 @@ class CompileOptions(ctypes.Structure):
                 ("collect_stats", ctypes.c_bool), ("num_streams", c_int32),
                 ("fold_limit_bytes", c_size_t), ("training", ctypes.c_bool),
                 ("engines", c_void_p), ("num_engines", c_int32), ("device", c_void_p),
-                ("allow_incomplete", ctypes.c_bool)]
+                ("allow_incomplete", ctypes.c_bool), ("symbolic_plan", ctypes.c_bool),
+                ("precision", c_enum)]
 
 
 class ModelSaveOptions(ctypes.Structure):
@@ -182,6 +184,8 @@ _protos = {
     "cge_session_run": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,
                                  _P(Tensor), c_int32, _P(RunOptions)]),
     "cge_profile_clock_ms": (ctypes.c_double, []),
+    "cge_precision_from_name": (ctypes.c_int, [c_char_p]),
+    "cge_precision_bf16_available": (ctypes.c_bool, []),
     "cge_compile": (c_enum, [c_void_p, c_void_p, c_int32, _P(CompileOptions), _P(c_void_p)]),
     "cge_plan_destroy": (None, [c_void_p]),
     "cge_model_save": (c_enum, [c_void_p, c_char_p, _P(ModelSaveOptions)]),

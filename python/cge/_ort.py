@@ -54,7 +54,8 @@ class SessionOptions:
     0/1/2/3), enable_profiling and profile_file_prefix (end_profiling()
     writes a Chrome trace), optimized_model_filepath (the compiled plan is
     saved there as a .cgm, not as ONNX), add_free_dimension_override_by_name
-    (cge's dim_values), register_custom_ops_library (cge.load_op_library).
+    (cge's dim_values), register_custom_ops_library (cge.load_op_library),
+    and cge's own ``precision`` ("fp32" or "bf16").
     The rest (inter_op_num_threads, execution_mode, log_*, memory arena
     switches, session config entries) is accepted and kept, not used.
 
@@ -84,6 +85,9 @@ class SessionOptions:
         self._config = {}
         self._free_dims = {}
         self._custom_op_libraries = []
+        # cge's own: "fp32" (default) or "bf16" (Conv, MatMul, Gemm in bfloat16
+        # with float32 accumulation; docs/python.md).
+        self.precision = "fp32"
         self.dist = "none"
         self.dist_tp = 0
         self.dist_pp = 0

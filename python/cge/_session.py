@@ -214,6 +214,21 @@ def _buckets(so, capture_sizes):
     return keep
 
 
+def _precision(name):
+    """cge_precision for "fp32" / "bf16" (and their long names)."""
+    v = lib.cge_precision_from_name(str(name).encode()) if isinstance(name, str) else -1
+    if v < 0:
+        raise Error("[session] precision %r is not 'fp32' or 'bf16'" % (name,), "session",
+                    "CGE_ERR_INVALID_ARG")
+    return v
+
+
+def precision_bf16_available():
+    """Whether this build and CPU run bfloat16 kernels (precision="bf16"
+    changes anything)."""
+    return bool(lib.cge_precision_bf16_available())
+
+
 _DIST_SOURCES = {"none": 0, None: 0, "env": 1}
 
 
@@ -255,11 +270,16 @@ class InferenceSession:
     ``verify_weights`` (a .cgm): True checks the weights' checksum, False
     trusts the file (a faster load), None (default) checks unless
     $CGE_VERIFY_WEIGHTS=0 — a damaged or replaced weights section raises the
-    [io] error."""
+    [io] error;
+    ``precision`` "fp32" (default) or "bf16": float32 Conv, MatMul and Gemm
+    run with bfloat16 operands and float32 accumulation where the CPU has
+    AVX512-BF16 (relative errors near 1e-3; SessionOptions.precision says
+    the same; None takes it from there)."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
                  input_shapes=None, dim_values=None, run_mode=None, num_threads=0, base_dir=None,
-                 opt_level=None, capture_sizes=None, verify_weights=None, **kwargs):
+                 opt_level=None, capture_sizes=None, verify_weights=None, precision=None,
+                 **kwargs):
         from . import _ort
         self._session = ctypes.c_void_p()
         self._init_lifecycle()
@@ -296,6 +316,10 @@ class InferenceSession:
             if opt_level is not None:
                 raise Error("[session] a compiled model (.cgm) keeps the level it was compiled "
                             "at (cge compile --opt-level)", "session", "CGE_ERR_INVALID_ARG")
+            if precision not in (None, "fp32") and _precision(precision) != 0:
+                raise Error("[session] a compiled model (.cgm) keeps the precision it was "
+                            "compiled at (cge compile --precision)", "session",
+                            "CGE_ERR_INVALID_ARG")
             self._open_cgm(path_or_bytes, run_mode, num_threads, verify_weights)
             return
         self._is_cgm = False
@@ -321,8 +345,11 @@ class InferenceSession:
                                           not 0 <= opt_level <= 3):
                 raise Error("[session] opt_level %r is not 0, 1, 2 or 3" % (opt_level,),
                             "session", "CGE_ERR_INVALID_ARG")
+            if precision is None:
+                precision = getattr(self._sess_options, "precision", "fp32")
             so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0,
                                      0 if opt_level is None else opt_level + 1)
+            so.precision = self._precision = _precision(precision)
             held = _buckets(so, capture_sizes)
             _dist(so, self._sess_options)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
@@ -339,6 +366,7 @@ class InferenceSession:
         does) and write the plan as a compiled model (.cgm)."""
         co = _lib.CompileOptions()
         co.opt_level = level
+        co.precision = getattr(self, "_precision", 0)
         plan = ctypes.c_void_p()
         if lib.cge_compile(graph, None, 0, ctypes.byref(co), ctypes.byref(plan)) != 0:
             err = _last_error("compile")

@@ -84,7 +84,13 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g);
 void cc_forget_known(cc_ctx *ctx);
 cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g);
+/* MatMul(A, DequantizeLinear(constant int8 W)) -> com.microsoft MatMulNBits. */
+cge_status cc_pass_fuse_dq_matmul(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g);
+/* fold_constants leaving nodes of type keep_op (default domain) alone:
+ * fuse_qdq folds all but the DequantizeLinears it reads weights through. */
+cge_status cc_fold_constants_keeping(cc_ctx *ctx, cge_graph *g, const char *keep_op);
 cge_status cc_pass_remove_noops(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_simplify_algebra(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_cse(cc_ctx *ctx, cge_graph *g);
@@ -95,6 +101,9 @@ cge_status cc_pass_fuse_gelu(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);
+/* Runs only with precision bf16: Conv/MatMul/Gemm and their fused forms
+ * marked (or rewritten) to run in bfloat16. */
+cge_status cc_pass_precision(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);

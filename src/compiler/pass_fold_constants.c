@@ -76,10 +76,12 @@ static bool fold_known(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_status *st)
     return true;
 }
 
-static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n, bool use_known)
+static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n, bool use_known,
+                            const char *keep_op)
 {
     int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
-    if (ni > MAX_IO || no > MAX_IO || no == 0 || cc_is_nondeterministic(n))
+    if (ni > MAX_IO || no > MAX_IO || no == 0 || cc_is_nondeterministic(n) ||
+        (keep_op && cc_is_op(n, keep_op)))
         return CGE_OK;
     cge_status kst = CGE_OK;
     if (use_known && fold_known(ctx, g, n, &kst))
@@ -145,6 +147,11 @@ static cge_status fold_node(cc_ctx *ctx, cge_graph *g, cge_node *n, bool use_kno
 
 cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g)
 {
+    return cc_fold_constants_keeping(ctx, g, NULL);
+}
+
+cge_status cc_fold_constants_keeping(cc_ctx *ctx, cge_graph *g, const char *keep_op)
+{
     int32_t nn = cge_graph_num_nodes(g);
     int32_t *order = malloc(sizeof(int32_t) * (size_t)(nn ? nn : 1));
     if (!order)
@@ -156,7 +163,7 @@ cge_status cc_pass_fold_constants(cc_ctx *ctx, cge_graph *g)
     for (int32_t k = 0; !st && k < nn; k++) {
         cge_node *n = cge_graph_node(g, order[k]);
         if (!cge_node_is_removed(n))
-            st = fold_node(ctx, g, n, use_known);
+            st = fold_node(ctx, g, n, use_known, keep_op);
     }
     free(order);
     cc_forget_known(ctx);

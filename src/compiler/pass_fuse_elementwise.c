@@ -66,7 +66,14 @@ static bool fusable(const cge_graph *g, const cge_node *n)
     if (!clip && cge_node_num_inputs(n) != m->arity)
         return false;
     cge_tensor_desc o = cc_out_desc(g, n, 0);
-    if (o.dtype != CGE_F32 || !cge_shape_is_static(&o.shape) || cge_shape_numel(&o.shape) <= 1)
+    if (o.dtype != CGE_F32)
+        return false;
+    /* Symbolic dims (batch, sequence) are fine where every operand has the
+     * same ones; an unknown -1 dim could be anything. */
+    for (int32_t i = 0; i < o.shape.rank; i++)
+        if (o.shape.dims[i] == CGE_DIM_DYNAMIC)
+            return false;
+    if (cge_shape_is_static(&o.shape) && cge_shape_numel(&o.shape) <= 1)
         return false;
     if (clip) {
         float lo, hi;

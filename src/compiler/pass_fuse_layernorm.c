@@ -65,8 +65,9 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *sub)
     cge_node *mean = cge_graph_value_producer(g, mv);
     cge_tensor_desc xd;
     if (!mean_last(g, mean) || cge_node_input_id(mean, 0) != x || cc_only_consumer(u, g, mv) != sub ||
-        cge_graph_value_desc(g, x, &xd) || xd.dtype != CGE_F32 || !cge_shape_is_static(&xd.shape))
-        return CGE_OK;
+        cge_graph_value_desc(g, x, &xd) || xd.dtype != CGE_F32 || xd.shape.rank < 1 ||
+        !cge_dim_is_known(xd.shape.dims[xd.shape.rank - 1]))
+        return CGE_OK;   /* other dims may be symbolic: only C is needed */
     int64_t c = xd.shape.dims[xd.shape.rank - 1];
     int32_t d = cge_node_output_id(sub, 0);
     cc_use uses[4];

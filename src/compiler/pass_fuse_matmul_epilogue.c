@@ -23,11 +23,20 @@ static bool f32(const cge_graph *g, int32_t id)
            cge_shape_is_static(&d.shape);
 }
 
+/* A float32 A whose rows may be symbolic (batch, sequence): only K, its
+ * last dim, must be known; the kernel gets every size at run time. */
+static bool f32_rows(const cge_graph *g, int32_t id)
+{
+    cge_tensor_desc d;
+    return id >= 0 && !cge_graph_value_desc(g, id, &d) && d.dtype == CGE_F32 &&
+           d.shape.rank >= 1 && cge_dim_is_known(d.shape.dims[d.shape.rank - 1]);
+}
+
 static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
 {
     bool gemm = cc_is_op(mm, "Gemm");
     int32_t a = cge_node_input_id(mm, 0), b = cge_node_input_id(mm, 1), bias = -1;
-    if (!f32(g, a) || !f32(g, b) || cge_node_num_outputs(mm) != 1)
+    if (!f32_rows(g, a) || !f32(g, b) || cge_node_num_outputs(mm) != 1)
         return CGE_OK;
     cge_tensor_desc ad, bd, yd = cc_out_desc(g, mm, 0);
     cge_graph_value_desc(g, a, &ad);

@@ -526,10 +526,24 @@ cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g)
         cge_node *n = cge_graph_node(g, order[k]);
         if (cge_node_is_removed(n) || !changed_since(g, n, rev))
             continue;
+        /* What the outputs were: a rewrite keeps its outputs' names, so a
+         * symbolic graph's fused node (dims symbolic either way) loses
+         * nothing unless a dim known or symbolic before is not now. */
+        cge_tensor_desc before[MAX_IO];
+        int32_t no = cge_node_num_outputs(n);
+        for (int32_t i = 0; i < no && i < MAX_IO; i++)
+            before[i] = cc_out_desc(g, n, i);
         st = infer_node(ctx, g, n, &none, false);
-        for (int32_t i = 0; !st && i < cge_node_num_outputs(n); i++) {
+        for (int32_t i = 0; !st && i < no; i++) {
             cge_tensor_desc d = cc_out_desc(g, n, i);
-            lost |= !cge_shape_is_static(&d.shape);
+            if (cge_shape_is_static(&d.shape))
+                continue;
+            bool had = i < MAX_IO && cge_dtype_valid(before[i].dtype) &&
+                       before[i].shape.rank == d.shape.rank;
+            for (int32_t k = 0; had && k < d.shape.rank; k++)
+                had = d.shape.dims[k] == before[i].shape.dims[k] ||
+                      before[i].shape.dims[k] == CGE_DIM_DYNAMIC;
+            lost |= !had;
         }
     }
     free(order);

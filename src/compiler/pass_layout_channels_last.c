@@ -1,6 +1,7 @@
 /* partition/layout_channels_last (level 3): NHWC activations for float32
  * FusedConvs with constant weights on the cpu engine, the ChannelsLast* nodes
- * and the elementwise nodes among them; cge Reorders at the borders. */
+ * and the elementwise nodes among them, and likewise for fuse_qdq's int8
+ * QConv / QPool / QAdd / QMul / QLookup; cge Reorders at the borders. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,12 +23,13 @@
  * channels_last_ops's ChannelsLast* nodes, NHWC by definition; K_VIEW_IN a
  * LayoutView reading NHWC data as the plain transposed tensor, K_VIEW_OUT
  * one reading a plain tensor as NHWC data. */
-enum { K_NONE, K_CONV, K_NHWC_OP, K_ELEMENTWISE, K_VIEW_IN, K_VIEW_OUT };
+enum { K_NONE, K_CONV, K_NHWC_OP, K_ELEMENTWISE, K_VIEW_IN, K_VIEW_OUT, K_QOP };
 
-/* Kinds whose outputs are NHWC data. */
+/* Kinds whose outputs are NHWC data. K_QOP: a QConv or QPool, which reads
+ * NHWC X (slot 0) when its channels_last is set, like K_CONV. */
 static bool makes_nhwc(uint8_t k)
 {
-    return k == K_CONV || k == K_NHWC_OP || k == K_ELEMENTWISE || k == K_VIEW_OUT;
+    return k == K_CONV || k == K_NHWC_OP || k == K_ELEMENTWISE || k == K_VIEW_OUT || k == K_QOP;
 }
 
 static bool is_fused_op(const cge_node *n, const char *op)
@@ -57,9 +59,12 @@ static bool activation_slot(const cge_graph *g, const uint8_t *kind, const cge_n
 {
     switch (kind[cge_node_index(n)]) {
     case K_CONV: return slot == 0 || slot == 3;
+    case K_QOP: return slot == 0;
     case K_VIEW_IN: return slot == 0;
     case K_NHWC_OP: return slot == 0 || is_fused_op(n, "ChannelsLastConcat");
-    case K_ELEMENTWISE: return numel_of(g, cge_node_input_id(n, slot)) != 1;
+    case K_ELEMENTWISE:
+        return numel_of(g, cge_node_input_id(n, slot)) != 1 &&
+               !(slot == 1 && is_fused_op(n, "QLookup")); /* the table */
     default: return false;
     }
 }
@@ -95,13 +100,35 @@ static bool is_conv(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
            cge_node_num_outputs(n) == 1;
 }
 
+/* fuse_qdq's int8 QConv (constant W) or QPool over rank-4 data, not NHWC yet. */
+static bool is_qop(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
+{
+    if (!(is_fused_op(n, "QConv") || is_fused_op(n, "QPool")) || !on_cpu(ctx, n))
+        return false;
+    const cge_attrs *a = cge_node_attrs_const(n);
+    if ((is_fused_op(n, "QConv") && !cge_attrs_get_int(a, "w_const", 0)) ||
+        cge_attrs_get_int(a, "channels_last", 0))
+        return false;
+    cge_tensor_desc x = cc_in_desc(g, n, 0), y = cc_out_desc(g, n, 0);
+    return x.format == CGE_FORMAT_PLAIN && x.shape.rank == 4 && cge_shape_is_static(&x.shape) &&
+           cge_shape_is_static(&y.shape);
+}
+
+/* int8 elementwise nodes of fuse_qdq (scales and zero points are one-element
+ * inputs, so only the data follows the layout). */
+static bool is_q_elementwise(const cge_node *n)
+{
+    return is_fused_op(n, "QAdd") || is_fused_op(n, "QMul") || is_fused_op(n, "QLookup");
+}
+
 /* An elementwise node on the cpu engine whose outputs share one static shape
  * of rank >= 3 and whose inputs are one-element values or of that shape and
  * made by NHWC nodes (at least one of them). */
 static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8_t *kind,
                               const cge_node *n)
 {
-    if (!cc_is_elementwise(n) || !on_cpu(ctx, n) || cge_node_num_outputs(n) < 1)
+    if (!(cc_is_elementwise(n) || is_q_elementwise(n)) || !on_cpu(ctx, n) ||
+        cge_node_num_outputs(n) < 1)
         return false;
     cge_tensor_desc y0 = cc_out_desc(g, n, 0);
     if (y0.shape.rank < 3 || !cge_shape_is_static(&y0.shape) || y0.format != CGE_FORMAT_PLAIN)
@@ -114,7 +141,7 @@ static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8
     int32_t full = 0;
     for (int32_t k = 0; k < cge_node_num_inputs(n); k++) {
         int32_t v = cge_node_input_id(n, k);
-        if (v < 0 || numel_of(g, v) == 1)
+        if (v < 0 || numel_of(g, v) == 1 || (k == 1 && is_fused_op(n, "QLookup")))
             continue;
         cge_tensor_desc d;
         cge_graph_value_desc(g, v, &d);
@@ -262,6 +289,7 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
         cge_node *n = cge_graph_node(g, i);
         kind[i] = !n                 ? K_NONE
                   : is_conv(ctx, g, n) ? K_CONV
+                  : is_qop(ctx, g, n)  ? K_QOP
                   : is_nhwc_op(n)      ? K_NHWC_OP
                   : !is_fused_op(n, "LayoutView") ? K_NONE
                   : cge_attrs_get_int(cge_node_attrs_const(n), "to", 0) == CGE_FORMAT_NHWC
@@ -294,11 +322,11 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
         cc_uses_free(&u);
         for (int32_t k = 0; k < nc && !st; k++) {
             uint8_t kk = kind[cge_node_index(list[k])];
-            if (kk == K_CONV || kk == K_NHWC_OP || kk == K_VIEW_IN)
+            if (kk == K_CONV || kk == K_NHWC_OP || kk == K_VIEW_IN || kk == K_QOP)
                 st = convert_inputs(ctx, g, list[k], kind, &cache);
         }
         for (int32_t k = 0; k < nc && !st; k++)
-            if (kind[cge_node_index(list[k])] == K_CONV)
+            if (kind[cge_node_index(list[k])] == K_CONV || kind[cge_node_index(list[k])] == K_QOP)
                 st = cge_node_set_int(list[k], "channels_last", 1);
     }
     free(kind), free(list), free(cache.from), free(cache.to);

@@ -24,6 +24,8 @@ static const pass_entry passes[] = {
     {"prepare", "verify", cc_pass_verify, CGE_OPT_NONE, true, NULL, NULL},
     {"prepare", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
     {"prepare", "normalize", cc_pass_normalize, CGE_OPT_NONE, false, NULL, NULL},
+    {"optimize", "fuse_qdq", cc_pass_fuse_qdq, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "fuse_dq_matmul", cc_pass_fuse_dq_matmul, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fold_constants", cc_pass_fold_constants, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "remove_noops", cc_pass_remove_noops, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "simplify_algebra", cc_pass_simplify_algebra, CGE_OPT_EXACT, false, NULL, NULL},
@@ -35,6 +37,7 @@ static const pass_entry passes[] = {
     {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false, NULL, NULL},
+    {"optimize", "precision", cc_pass_precision, CGE_OPT_NONE, false, NULL, NULL},
     {"optimize", "channels_last_ops", cc_pass_channels_last_ops, CGE_OPT_LAYOUT, false, NULL, NULL},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "infer", cc_pass_infer_changes, CGE_OPT_NONE, true, "infer", "inferred descriptors"},
@@ -370,7 +373,13 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
         if (ctx.opts.allow_incomplete && !symbolic && ctx.stage &&
             !strcmp(ctx.stage, "prepare") && strcmp(pe->stage, "prepare"))
             symbolic = !shapes_known(pg);
-        if (symbolic && (!strcmp(pe->stage, "partition") || !strcmp(pe->stage, "build"))) {
+        /* A symbolic plan (symbolic_plan) goes on with the dims symbolic:
+         * cge_plan_specialize gives its sizes per signature. One stream:
+         * the stream planner weighs branches by bytes. */
+        if (symbolic && ctx.opts.symbolic_plan)
+            ctx.opts.num_streams = 1;
+        if (symbolic && !ctx.opts.symbolic_plan &&
+            (!strcmp(pe->stage, "partition") || !strcmp(pe->stage, "build"))) {
             incomplete = true;
             break;
         }
@@ -409,6 +418,7 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
         ps->num_conversions = ctx.num_conversions;
         ps->opt_level = ctx.level;
         ps->incomplete = incomplete;
+        ps->symbolic = symbolic && !incomplete;
     }
     ctx_release(&ctx);
     if (st) {

@@ -29,6 +29,10 @@ typedef struct mp {
     bool *has_output;           /* per group root */
     int32_t **stream_steps;     /* per stream: its steps in issue order */
     int32_t *stream_len;
+    /* A symbolic plan (compile option symbolic_plan): shapes may hold
+     * symbols, sizes are unknown; steps, groups and lifetimes are made, and
+     * cge_plan_specialize gives bytes and offsets per signature. */
+    bool sym_allowed, sym;      /* sym: some value's shape is not static */
 } mp;
 
 static cge_status oom(void)
@@ -59,7 +63,11 @@ static cge_status add_value(mp *m, int32_t id)
     if (st)
         return st;
     char sh[CGE_SHAPE_STR_MAX];
-    if (!cge_dtype_valid(d.dtype) || !cge_shape_is_static(&d.shape))
+    bool symbolic_ok = m->sym_allowed && d.shape.rank >= 0 &&
+                       cge_graph_value_kind(m->g, id) != CGE_VALUE_CONSTANT;
+    if (symbolic_ok && cge_dtype_valid(d.dtype) && !cge_shape_is_static(&d.shape))
+        m->sym = true;
+    if (!cge_dtype_valid(d.dtype) || (!cge_shape_is_static(&d.shape) && !symbolic_ok))
         return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
                          "value '%s' is %s %s when the plan is built: every shape must be known "
                          "(compile with concrete input shapes; shapes that depend on computed "
@@ -91,6 +99,32 @@ static cge_status add_value(mp *m, int32_t id)
                          d.name);
     m->nv++;
     return CGE_OK;
+}
+
+/* Whether two values take the same bytes at every size: equal when both are
+ * known; in a symbolic plan, the same element size and the same dims, each
+ * known or the same symbol (an unknown -1 dim equals nothing). */
+static bool same_bytes(const mp *m, const cge_plan_value *a, const cge_plan_value *b)
+{
+    if (cge_shape_is_static(&a->shape) && cge_shape_is_static(&b->shape))
+        return a->bytes == b->bytes;
+    if (!m->sym || cge_dtype_size(a->dtype) != cge_dtype_size(b->dtype) ||
+        a->shape.rank != b->shape.rank)
+        return false;
+    for (int32_t i = 0; i < a->shape.rank; i++)
+        if (a->shape.dims[i] != b->shape.dims[i] || a->shape.dims[i] == CGE_DIM_DYNAMIC)
+            return false;
+    return true;
+}
+
+/* A view's output has its input's elements (meta holds every view op to
+ * it), so in a symbolic plan the same element size means the same bytes;
+ * cge_plan_specialize checks it at each size. */
+static bool view_same_bytes(const mp *m, const cge_plan_value *a, const cge_plan_value *b)
+{
+    if (cge_shape_is_static(&a->shape) && cge_shape_is_static(&b->shape))
+        return a->bytes == b->bytes;
+    return m->sym && cge_dtype_size(a->dtype) == cge_dtype_size(b->dtype);
 }
 
 /* ---- lifetimes ------------------------------------------------------------------ */
@@ -217,8 +251,9 @@ static cge_status build_steps(mp *m, const int32_t *order)
         s->record = sp->made ? sp->record_event[t] : -1;
         for (int32_t w = 0; w < nw; w++)
             *io++ = sp->waits[sp->wait_start[t] + w];
-        /* Workspace for these shapes, asked of the kernel with no data yet. */
-        if (s->kernel->workspace_size) {
+        /* Workspace for these shapes, asked of the kernel with no data yet
+         * (a symbolic plan's come with its sizes: cge_plan_specialize). */
+        if (s->kernel->workspace_size && !m->sym) {
             cge_tensor ins[64], outs[64];
             if (s->num_inputs > 64 || s->num_outputs > 64)
                 return cge_error(CGE_LAYER_ENGINE, CGE_ERR_UNSUPPORTED,
@@ -316,7 +351,7 @@ static cge_status make_groups(mp *m)
         int32_t src = -1;
         if (cc_is_view_op(s->node) && s->num_outputs == 1 && s->inputs[0] >= 0) {
             const cge_plan_value *iv = &m->vals[s->inputs[0]];
-            if (iv->bytes == ov->bytes && iv->memory_space == ov->memory_space)
+            if (view_same_bytes(m, iv, ov) && iv->memory_space == ov->memory_space)
                 src = s->inputs[0];
         } else if (s->kernel->inplace_input >= 0 && s->kernel->inplace_input < s->num_inputs &&
                    s->inputs[s->kernel->inplace_input] >= 0) {
@@ -326,7 +361,7 @@ static cge_status make_groups(mp *m)
             /* Never into a graph input's memory: a run may hand the caller's
              * own buffer to the kernels (I/O binding), which must stay as given. */
             bool ok = iv->storage == CGE_STORAGE_ARENA && iv->memory_space == ov->memory_space &&
-                      m->vals[root].bytes == ov->bytes && iv->bytes == ov->bytes &&
+                      same_bytes(m, &m->vals[root], ov) && same_bytes(m, iv, ov) &&
                       !m->has_output[root] && m->vals[root].input_index < 0;
             /* Another operand in the same memory would be overwritten under it. */
             for (int32_t k = 0; ok && k < s->num_inputs; k++)
@@ -385,7 +420,7 @@ static cge_status place(mp *m)
         block_of[v] = -1;
         if (pv->storage == CGE_STORAGE_ARENA)
             naive += align64(pv->bytes);
-        if (find(m->parent, v) != v || pv->storage != CGE_STORAGE_ARENA || !pv->bytes)
+        if (find(m->parent, v) != v || pv->storage != CGE_STORAGE_ARENA || (!pv->bytes && !m->sym))
             continue;
         block_of[v] = nb;
         blocks[nb++] = (cge_mem_block){.bytes = pv->bytes, .first = gfirst[v], .last = glast[v]};
@@ -401,8 +436,10 @@ static cge_status place(mp *m)
         blocks[nb++] = (cge_mem_block){.bytes = s->workspace_bytes, .first = t,
                                        .last = cge_plan_workspace_last_step(p, t)};
     }
-    if (!st)
+    if (!st && !m->sym)
         st = cge_memplan_assign(blocks, nb, 64, CGE_MEMPLAN_AUTO, &m->arena_bytes);
+    for (int32_t b = 0; m->sym && b < nb; b++)
+        blocks[b].offset = 0;   /* per signature: cge_plan_specialize */
     if (!st) {
         for (int32_t v = 0; v < nv; v++) {
             int32_t r = find(m->parent, v);
@@ -446,7 +483,8 @@ cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g)
     if (!order || ctx->build.num_order != nn)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL, "plan_memory: build/order has not run");
     const cc_stream_plan *sp = &ctx->build.streams;
-    mp m = {.ctx = ctx, .g = g, .p = p, .n = nn, .S = sp->made ? ctx->opts.num_streams : 1};
+    mp m = {.ctx = ctx, .g = g, .p = p, .n = nn, .S = sp->made ? ctx->opts.num_streams : 1,
+            .sym_allowed = ctx->opts.symbolic_plan && ctx->opts.allow_incomplete};
     int32_t ni = cge_graph_num_inputs(g), no = cge_graph_num_outputs(g);
     size_t ios = sp->made ? (size_t)sp->wait_start[nn] : 0;
     for (int32_t t = 0; t < nn; t++) {
@@ -516,7 +554,10 @@ cge_status cc_pass_plan_memory(cc_ctx *ctx, cge_graph *g)
         ps->num_streams = streams;
         ps->num_events = sp->num_events;
         ps->constant_bytes = m.constant_bytes;
-        st = cge_plan_verify(p);
+        /* A symbolic plan has no offsets yet: its specialisations are
+         * verified instead. */
+        if (!m.sym)
+            st = cge_plan_verify(p);
     }
     free(m.prod);
     free(m.rstart);

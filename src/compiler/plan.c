@@ -9,6 +9,7 @@
 
 struct cge_plan {
     cge_graph *g;                 /* the optimised graph the steps point into */
+    bool graph_borrowed;          /* g is a symbolic plan's (cge_plan_specialize) */
     int32_t num_steps;
     cge_plan_step *steps;
     int32_t *step_ios;            /* inputs/outputs/waits of every step, one array */
@@ -25,6 +26,7 @@ struct cge_plan {
     cge_plan_pass_stats *pass_stats;
     int32_t num_pass_stats, cap_pass_stats;
     int32_t *ws_last;             /* last step each step's workspace is live */
+    void *host_data;              /* CGE_STORAGE_HOST values' bytes */
 };
 
 static cge_status oom(void)
@@ -42,9 +44,17 @@ cge_status cge__plan_create(cge_plan **out)
 
 void cge__plan_set_graph(cge_plan *p, cge_graph *g)
 {
-    if (p->g != g)
+    if (p->g != g && !p->graph_borrowed)
         cge_graph_destroy(p->g);
     p->g = g;
+    p->graph_borrowed = false;
+}
+
+void cge__plan_borrow_graph(cge_plan *p, const cge_graph *g)
+{
+    cge__plan_set_graph(p, NULL);
+    p->g = (cge_graph *)g;
+    p->graph_borrowed = true;
 }
 
 cge_graph *cge__plan_graph(cge_plan *p) { return p->g; }
@@ -171,13 +181,68 @@ cge_status cge__plan_add_pass_stats(cge_plan *p, const cge_plan_pass_stats *s)
     return CGE_OK;
 }
 
+cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out)
+{
+    cge_plan *p = NULL;
+    cge_status st = cge__plan_create(&p);
+    if (st)
+        return st;
+    cge__plan_borrow_graph(p, src->g);
+    p->num_ids = src->num_ids;
+    p->steps = malloc(sizeof *p->steps * ((size_t)src->num_steps + 1));
+    p->step_ios = malloc(sizeof(int32_t) * (src->num_step_ios + 1));
+    p->values = malloc(sizeof *p->values * ((size_t)src->max_values + 1));
+    p->value_of_id = malloc(sizeof(int32_t) * ((size_t)src->num_ids + 1));
+    p->input_values = malloc(sizeof(int32_t) * ((size_t)src->num_inputs + 1));
+    p->output_values = malloc(sizeof(int32_t) * ((size_t)src->num_outputs + 1));
+    p->ws_last = malloc(sizeof(int32_t) * ((size_t)src->num_steps + 1));
+    if (!p->steps || !p->step_ios || !p->values || !p->value_of_id || !p->input_values ||
+        !p->output_values || !p->ws_last) {
+        cge_plan_destroy(p);
+        return oom();
+    }
+    memcpy(p->steps, src->steps, sizeof *p->steps * (size_t)src->num_steps);
+    memcpy(p->step_ios, src->step_ios, sizeof(int32_t) * src->num_step_ios);
+    memcpy(p->values, src->values, sizeof *p->values * (size_t)src->num_values);
+    memcpy(p->value_of_id, src->value_of_id, sizeof(int32_t) * (size_t)src->num_ids);
+    memcpy(p->input_values, src->input_values, sizeof(int32_t) * (size_t)src->num_inputs);
+    memcpy(p->output_values, src->output_values, sizeof(int32_t) * (size_t)src->num_outputs);
+    memcpy(p->ws_last, src->ws_last, sizeof(int32_t) * (size_t)src->num_steps);
+    /* The steps' slices point into this plan's own io storage. */
+    for (int32_t t = 0; t < src->num_steps; t++) {
+        cge_plan_step *s = &p->steps[t];
+        const cge_plan_step *o = &src->steps[t];
+        s->inputs = o->inputs ? p->step_ios + (o->inputs - src->step_ios) : NULL;
+        s->outputs = o->outputs ? p->step_ios + (o->outputs - src->step_ios) : NULL;
+        s->waits = o->waits ? p->step_ios + (o->waits - src->step_ios) : NULL;
+    }
+    p->num_steps = src->num_steps;
+    p->num_step_ios = p->used_step_ios = src->num_step_ios;
+    p->num_values = src->num_values;
+    p->max_values = src->max_values;
+    p->num_inputs = src->num_inputs;
+    p->num_outputs = src->num_outputs;
+    p->arena_bytes = src->arena_bytes;
+    p->constant_bytes = src->constant_bytes;
+    p->num_streams = src->num_streams;
+    p->num_events = src->num_events;
+    p->stats = src->stats;
+    p->stats.passes = NULL;
+    p->stats.num_passes = 0;
+    p->stats.symbolic = false;
+    p->stats.incomplete = false;
+    *out = p;
+    return CGE_OK;
+}
+
 /* ---- reading -------------------------------------------------------------- */
 
 void cge_plan_destroy(cge_plan *p)
 {
     if (!p)
         return;
-    cge_graph_destroy(p->g);
+    if (!p->graph_borrowed)
+        cge_graph_destroy(p->g);
     free(p->steps);
     free(p->step_ios);
     free(p->values);
@@ -186,6 +251,7 @@ void cge_plan_destroy(cge_plan *p)
     free(p->output_values);
     free(p->pass_stats);
     free(p->ws_last);
+    free(p->host_data);
     free(p);
 }
 
@@ -197,11 +263,19 @@ int32_t cge_plan_workspace_last_step(const cge_plan *p, int32_t t)
     return p->ws_last && t >= 0 && t < p->num_steps ? p->ws_last[t] : t;
 }
 bool cge_plan_is_complete(const cge_plan *p) { return p && !p->stats.incomplete; }
+bool cge_plan_is_symbolic(const cge_plan *p) { return p && p->stats.symbolic; }
 int32_t cge_plan_num_steps(const cge_plan *p) { return p ? p->num_steps : 0; }
 const cge_plan_step *cge_plan_steps(const cge_plan *p) { return p ? p->steps : NULL; }
 int32_t cge_plan_num_values(const cge_plan *p) { return p ? p->num_values : 0; }
 const cge_plan_value *cge_plan_values(const cge_plan *p) { return p ? p->values : NULL; }
 size_t cge_plan_arena_bytes(const cge_plan *p) { return p ? p->arena_bytes : 0; }
+const void *cge_plan_host_data(const cge_plan *p) { return p ? p->host_data : NULL; }
+
+void cge__plan_set_host_data(cge_plan *p, void *blob)
+{
+    free(p->host_data);
+    p->host_data = blob;
+}
 size_t cge_plan_constant_bytes(const cge_plan *p) { return p ? p->constant_bytes : 0; }
 int32_t cge_plan_num_streams(const cge_plan *p) { return p ? p->num_streams : 0; }
 int32_t cge_plan_num_events(const cge_plan *p) { return p ? p->num_events : 0; }
@@ -242,7 +316,10 @@ void cge_plan_write_constants(const cge_plan *p, void *blob)
 
 static const char *storage_name(cge_plan_storage s)
 {
-    return s == CGE_STORAGE_ARENA ? "arena" : s == CGE_STORAGE_CONSTANT ? "const" : "none";
+    return s == CGE_STORAGE_ARENA      ? "arena"
+           : s == CGE_STORAGE_CONSTANT ? "const"
+           : s == CGE_STORAGE_HOST     ? "host"
+                                       : "none";
 }
 
 cge_status cge_plan_write_text(const cge_plan *p, FILE *f)
@@ -280,6 +357,8 @@ cge_status cge_plan_write_text(const cge_plan *p, FILE *f)
             fprintf(f, " wait e%d", (int)s->waits[w]);
         if (s->record >= 0)
             fprintf(f, " record e%d", (int)s->record);
+        if (s->folded)
+            fprintf(f, " (folded)");
         fputc('\n', f);
     }
     return CGE_OK;

@@ -11,6 +11,9 @@ cge_status cge__plan_create(cge_plan **out);
 /* The graph the steps point into; the plan owns it from now on. */
 void cge__plan_set_graph(cge_plan *p, cge_graph *g);
 cge_graph *cge__plan_graph(cge_plan *p);
+/* The graph of another plan (a symbolic plan's, for its specialisations),
+ * which must outlive this one; not destroyed with it. */
+void cge__plan_borrow_graph(cge_plan *p, const cge_graph *g);
 
 /* Room for the layout, each array sized once: `num_steps` steps whose
  * inputs, outputs and waits add up to `num_step_ios`, up to `max_values`
@@ -38,6 +41,14 @@ cge_status cge__plan_step_io(cge_plan *p, int32_t t, int32_t ni, int32_t no, int
 /* The last step (issue order) during which step t's workspace is in use
  * (read back with cge_plan_workspace_last_step). */
 void cge__plan_set_workspace_last(cge_plan *p, int32_t t, int32_t last);
+
+/* A copy of `src`'s layout (steps, values, io, workspace lifetimes, sizes
+ * and statistics but the per-pass ones) over its graph, borrowed: what a
+ * symbolic plan's specialisation fills in with its sizes. */
+cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out);
+
+/* The CGE_STORAGE_HOST values' bytes (malloc'ed; the plan frees them). */
+void cge__plan_set_host_data(cge_plan *p, void *blob);
 
 void cge__plan_set_sizes(cge_plan *p, size_t arena_bytes, size_t constant_bytes,
                          int32_t num_streams, int32_t num_events);

@@ -130,6 +130,11 @@ static const oc_spec builtin_specs[] = {
     {"FusedMatMul", {"f32[2,3]; f32[3,4]; f32[4] | activation=relu",
                      "f32[2,2,3]; f32[4,3] | trans_b=1 activation=gelu_tanh",
                      "f32[3,5]; f32[5,2]; f32[2] | activation=clip min=-0.5 max=0.5"}},
+    {"MatMulBF16", {"f32[2,3]; f32[3,4]; f32[4] | activation=relu",
+                    "f32[2,2,3]; f32[2,3,4]", "f32[2,3]; f32[4,3] | trans_b=1 b_const=1"}},
+    /* com.microsoft MatMulNBits: 4-bit (64 = 2 blocks of 32) and 8-bit codes */
+    {"MatMulNBits", {"f32[2,64]; u8[3,2,16]; f32[6] | K=64 N=3 bits=4 block_size=32",
+                     "f32[1,32]; u8[2,1,32]; f32[2]; u8[2] | K=32 N=2 bits=8 block_size=32"}},
     {"FusedConv",
      {"f32[1,2,6,6]; f32[4,2,3,3]; f32[4]; f32[1,4,6,6] | pads=1,1,1,1 activation=relu",
       "f32[1,4,5,5]; f32[4,2,3,3] | group=2 strides=2,2 activation=leaky_relu alpha=0.1"}},
@@ -144,6 +149,22 @@ static const oc_spec builtin_specs[] = {
     {"ChannelsLastResize", {"f32[1,2,2,3]; -; f32[4]={1,1,2,2} | mode=nearest",
                             "f32[1,2,3,3]; -; -; i64[4]={1,2,5,4} | mode=linear"}},
     {"LayoutView", {"f32[2,3,4] | perm=0,2,1", "f32[1,3,4,5] | perm=0,3,1,2 to=1"}},
+    {"QConv",
+     {"u8[1,1,4,4]; f32[]={0.5}; u8[]={1}; u8[2,1,2,2]; f32[]={0.25}; u8[]={0}; f32[]={1}; u8[]={0} | lo=3",
+      "u8[1,2,5,5]; f32[]={0.5}; u8[]={7}; i8[4,2,3,3]; f32[4]; i8[4]={0,0,0,0}; f32[]={2}; u8[]={9}; "
+      "i32[4] | pads=1,1,1,1 w_const=1 hi=200"}},
+    {"QMatMul",
+     {"u8[2,3]; f32[]={0.5}; u8[]={1}; u8[3,2]; f32[]={0.25}; u8[]={2}; f32[]={1}; u8[]={0}",
+      "u8[3,5]; f32[]={0.5}; u8[]={4}; i8[5,2]; f32[2]; i8[2]={0,0}; f32[]={1}; i8[]={3}; i32[2] | "
+      "w_const=1 lo=-5"}},
+    {"QAdd", {"u8[2,3]; f32[]={0.5}; u8[]={1}; u8[2,3]; f32[]={0.25}; u8[]={2}; f32[]={1}; u8[]={0} | lo=3",
+              "i8[4]; f32[]={0.5}; i8[]={-1}; u8[1]; f32[]={0.25}; u8[]={2}; f32[]={0.3}; i8[]={1}"}},
+    {"QMul", {"u8[2,3]; f32[]={0.5}; u8[]={1}; i8[2,3]; f32[]={0.25}; i8[]={2}; f32[]={1}; u8[]={0}"}},
+    {"QLookup", {"u8[2,3]; u8[256]", "i8[5]; i8[256]"}},
+    {"QPool", {"u8[1,2,6,6]; f32[]={0.5}; u8[]={1}; f32[]={0.5}; u8[]={1} | mode=max kernel_shape=3,3 "
+               "strides=2,2 pads=1,1,1,1",
+               "i8[1,3,5,5]; f32[]={0.5}; i8[]={1}; f32[]={0.25}; u8[]={3} | mode=avg kernel_shape=2,2",
+               "u8[2,3,4,5]; f32[]={0.5}; u8[]={1}; f32[]={0.1}; u8[]={3} | mode=global_avg"}},
 };
 
 /* Ops the checker does not run, and why. */

@@ -24,7 +24,8 @@ static const family_fn families[] = {
     cge__ops_text, cge__ops_random,
     cge__ops_control_flow,
     cge__ops_training,
-    cge__ops_fused_elementwise, cge__ops_fused_matmul, cge__ops_fused_conv,
+    cge__ops_fused_elementwise, cge__ops_fused_matmul, cge__ops_fused_conv, cge__ops_qlinear,
+    cge__ops_matmul_bf16, cge__ops_matmul_nbits,
     cge__ops_channels_last, cge__ops_copy,
 };
 

@@ -24,7 +24,7 @@ const cge_op_def *cge__ops_gather_scatter(int32_t *count); /* GatherElements Gat
 const cge_op_def *cge__ops_sort_scan(int32_t *count);  /* TopK CumSum Unique */
 const cge_op_def *cge__ops_generate(int32_t *count);   /* Range ConstantOfShape EyeLike Trilu Tile Size DepthToSpace SpaceToDepth ReverseSequence */
 const cge_op_def *cge__ops_variadic(int32_t *count);   /* Max Min Sum Mean */
-const cge_op_def *cge__ops_quant(int32_t *count);   /* QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv */
+const cge_op_def *cge__ops_quant(int32_t *count);   /* QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv, cge.fused QConv QMatMul */
 const cge_op_def *cge__ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
 const cge_op_def *cge__ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge__ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss */
@@ -40,6 +40,9 @@ const cge_op_def *cge__ops_random(int32_t *count);  /* RandomUniform(Like) Rando
 const cge_op_def *cge__ops_fused_elementwise(int32_t *count); /* cge.fused ElementwiseChain */
 const cge_op_def *cge__ops_fused_matmul(int32_t *count); /* cge.fused FusedMatMul */
 const cge_op_def *cge__ops_fused_conv(int32_t *count); /* cge.fused FusedConv */
+const cge_op_def *cge__ops_qlinear(int32_t *count); /* cge.fused QAdd QMul QLookup QPool */
+const cge_op_def *cge__ops_matmul_bf16(int32_t *count); /* cge.fused MatMulBF16 */
+const cge_op_def *cge__ops_matmul_nbits(int32_t *count); /* com.microsoft MatMulNBits */
 const cge_op_def *cge__ops_channels_last(int32_t *count); /* cge.fused ChannelsLast* LayoutView */
 const cge_op_def *cge__ops_copy(int32_t *count); /* cge Copy Reorder */
 

@@ -54,6 +54,9 @@ typedef struct conv_args {
     /* X, Z and Y are channels-last (FusedConv's channels_last, set by the
      * compiler's layout pass): only oneDNN's primitive reads them. */
     int channels_last;
+    /* FusedConv's precision "bf16": oneDNN computes in bfloat16 (the
+     * builtin kernels stay float32). */
+    int bf16;
     float alpha, lo, hi;
 } conv_args;
 
@@ -748,7 +751,7 @@ static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge_
     cge__dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
                             .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
-                            .channels_last = p->channels_last};
+                            .channels_last = p->channels_last, .bf16 = p->bf16};
     d.alpha = d.eltwise == 2 ? p->lo : p->act == ACT_LEAKY ? p->alpha : 0.0f;
     d.beta = d.eltwise == 2 ? p->hi : 0.0f;
     for (int i = 0; i < NN_MAX_SP; i++) {
@@ -782,6 +785,7 @@ static bool fused_attrs(const cge_kernel_ctx *ctx, conv_args *p)
     p->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
     p->w_const = cge_attrs_get_int(ctx->attrs, "w_const", 0) != 0;
     p->channels_last = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
+    p->bf16 = !strcmp(cge_attrs_get_string(ctx->attrs, "precision", "fp32"), "bf16");
     return p->act >= 0;
 }
 

@@ -1,6 +1,7 @@
 /* The border conversions partition inserts, domain "cge": Copy (between
  * memory spaces) and Reorder (between engines' layouts; the cpu engine's
  * kernel does plain <-> NHWC). */
+#include <stdint.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
@@ -45,6 +46,18 @@ static void reorder_tile(const reorder_args *a, int64_t b, int64_t s0, int64_t s
     if (es == 4) {
         const float *x = (const float *)src;
         float *y = (float *)dst;
+        for (int64_t ch = c0; ch < c1; ch++)
+            for (int64_t s = s0; s < s1; s++) {
+                if (a->to_nhwc)
+                    y[s * a->c + ch] = x[ch * a->hw + s];
+                else
+                    y[ch * a->hw + s] = x[s * a->c + ch];
+            }
+        return;
+    }
+    if (es == 1) { /* int8 data of quantized models */
+        const uint8_t *x = (const uint8_t *)src;
+        uint8_t *y = (uint8_t *)dst;
         for (int64_t ch = c0; ch < c1; ch++)
             for (int64_t s = s0; s < s1; s++) {
                 if (a->to_nhwc)

@@ -166,9 +166,11 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
         dnnl_memory_desc_init_by_tag(&dmd, n + 2, dd, dnnl_f32, act[n - 1]) == dnnl_success &&
         dnnl_memory_desc_init_by_tag(&wmd, wr, wd, dnnl_f32,
                                      d->G > 1 ? wg[n - 1] : w1[n - 1]) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&sa, n + 2, sd, dnnl_f32, at) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&sa, n + 2, sd, d->bf16 ? dnnl_bf16 : dnnl_f32, at) ==
+            dnnl_success &&
         dnnl_memory_desc_init_by_tag(&da, n + 2, dd, dnnl_f32, at) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&wa, wr, wd, dnnl_f32, wt) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&wa, wr, wd, d->bf16 ? dnnl_bf16 : dnnl_f32, wt) ==
+            dnnl_success &&
         dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
         dnnl_dilated_convolution_forward_desc_init(
             &cd, dnnl_forward_inference, dnnl_convolution_direct, &sa, &wa,

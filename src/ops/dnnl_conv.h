@@ -40,6 +40,9 @@ typedef struct cge__dnnl_conv_desc {
      * brgemm kernels read and write these directly, so no activation is
      * reordered, and every post-op is taken. */
     int channels_last;
+    /* bfloat16 X and W (converted by reorders: X on every run, a constant W
+     * once), float32 bias, accumulation and Y. */
+    int bf16;
     /* OpenMP threads it runs with (0: 1). oneDNN sizes its scratch for the
      * threads at creation, so runs must use the same number: creation and
      * runs set it on the calling thread and restore the caller's after. */

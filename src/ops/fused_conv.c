@@ -22,6 +22,9 @@ static const cge_attr_def fconv_attrs[] = {
     {.name = "w_const", .kind = CGE_ATTR_INT, .doc = "W is a graph constant"},
     {.name = "channels_last", .kind = CGE_ATTR_INT,
      .doc = "X, Z and Y are in NHWC format (set by the layout pass; needs oneDNN)"},
+    {.name = "precision", .kind = CGE_ATTR_STRING, .default_s = "fp32",
+     .doc = "fp32, or bf16: bfloat16 X and W, float32 accumulation (set by the precision "
+            "pass; oneDNN's kernels only, others stay float32)"},
 };
 static const cge_kernel_def fconv_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__fused_conv_launch,
@@ -31,7 +34,7 @@ static const cge_kernel_def fconv_kernels[] = {
 static const cge_op_def fconv_ops[] = {
     {.name = "FusedConv", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = fconv_in,
      .num_inputs = 4, .outputs = fconv_out, .num_outputs = 1, .attrs = fconv_attrs,
-     .num_attrs = 12, .infer = cge__fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
+     .num_attrs = 13, .infer = cge__fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
      .doc = "convolution with bias, a residual addend and an activation applied to its output"},
 };
 

@@ -11,18 +11,9 @@
 #include "ops/fused_act.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
+#include "ops/matmul_epilogue.h"
 
-typedef enum act_kind { ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP } act_kind;
-
-static int act_from_name(const char *s)
-{
-    static const char *const names[] = {"none", "relu", "sigmoid", "tanh", "gelu", "gelu_tanh",
-                                        "leaky_relu", "clip"};
-    for (int i = 0; i < 8; i++)
-        if (!strcmp(s, names[i]))
-            return i;
-    return -1;
-}
+typedef enum act_kind { ACT_NONE = CGE__MM_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_GELU_TANH, ACT_LEAKY, ACT_CLIP } act_kind;
 
 typedef struct fmm_args {
     const float *a, *b, *bias;
@@ -134,7 +125,7 @@ static cge_status fmm_infer(cge_infer_ctx *ctx)
         if (ctx->inputs[2].dtype != CGE_F32 || (bn != N && N >= 0))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "bias must be float32 with N elements");
     }
-    if (act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none")) < 0)
+    if (cge__mm_act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none")) < 0)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "unknown activation '%s'",
                               cge_attrs_get_string(ctx->attrs, "activation", "none"));
     ctx->outputs[0].dtype = CGE_F32;
@@ -153,7 +144,7 @@ static bool fmm_make(const cge_kernel_ctx *ctx, fmm_args *a)
         return false;
     a->b_rs = tb ? 1 : a->N;
     a->b_cs = tb ? a->K : 1;
-    a->act = act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
+    a->act = cge__mm_act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
     a->alpha = cge_attrs_get_float(ctx->attrs, "alpha", 0.01f);
     a->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
     a->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
@@ -280,12 +271,7 @@ static const cge_arg_def fmm_in[] = {
 };
 static const cge_arg_def fmm_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(A B + bias)"}};
 static const cge_attr_def fmm_attrs[] = {
-    {.name = "activation", .kind = CGE_ATTR_STRING, .default_s = "none",
-     .doc = "none relu sigmoid tanh gelu gelu_tanh leaky_relu clip"},
-    {.name = "alpha", .kind = CGE_ATTR_FLOAT, .default_f = 0.01f, .doc = "leaky_relu slope"},
-    {.name = "min", .kind = CGE_ATTR_FLOAT, .doc = "clip lower bound"},
-    {.name = "max", .kind = CGE_ATTR_FLOAT, .doc = "clip upper bound"},
-    {.name = "trans_b", .kind = CGE_ATTR_INT, .doc = "B is [N, K]"},
+    CGE__MM_EPILOGUE_ATTR_DEFS,
     {.name = "b_const", .kind = CGE_ATTR_INT,
      .doc = "B is a constant: packed once when the plan is made"},
 };

@@ -1,10 +1,15 @@
 /* Quantization operators: QuantizeLinear / DequantizeLinear (13: per tensor
  * and per axis, int8/uint8, int32 in), DynamicQuantizeLinear, MatMulInteger,
- * ConvInteger, QLinearMatMul and QLinearConv. */
+ * ConvInteger, QLinearMatMul and QLinearConv, and the compiler's cge.fused
+ * QConv / QMatMul (fuse_qdq: constant weights on oneDNN's int8 kernels). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cge/fused_ops.h"
 #include "ops/builtin.h"
+#include "ops/dnnl_qconv.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
 
@@ -122,6 +127,22 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
     int sg = p->yt == CGE_I8;
+    if (p->nscale == 1 && p->xt == CGE_F32) {
+        /* per tensor, the common case: one loop the compiler vectorises */
+        const float *x = p->x;
+        float s = p->scale[0], z = p->zp ? (float)load_q(p->zp, p->zt, 0) : 0.0f;
+        float lo = sg ? -128.0f : 0.0f, hi = sg ? 127.0f : 255.0f;
+        for (int64_t i = e0; i < e1; i++) {
+            float v = rintf(x[i] / s) + z;
+            v = v != v ? 0.0f : v;
+            v = v < lo ? lo : (v > hi ? hi : v);
+            if (sg)
+                ((int8_t *)p->y)[i] = (int8_t)v;
+            else
+                ((uint8_t *)p->y)[i] = (uint8_t)v;
+        }
+        return;
+    }
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
         float xv = p->xt == CGE_F32 ? ((const float *)p->x)[i] : (float)((const int32_t *)p->x)[i];
@@ -296,7 +317,7 @@ static int per_ok(const cge_tensor_desc *t, int64_t n)
 
 static cge_status imm_infer(cge_infer_ctx *ctx)
 {
-    int qlinear = !strcmp(ctx->op_type, "QLinearMatMul");
+    int qlinear = strcmp(ctx->op_type, "MatMulInteger") != 0;
     const mm_pos *ps = qlinear ? &pos_qmm : &pos_mmi;
     const cge_tensor_desc *A = &ctx->inputs[ps->a], *B = &ctx->inputs[ps->b];
     int32_t ra = A->shape.rank, rb = B->shape.rank;
@@ -345,6 +366,8 @@ typedef struct imm_args {
     const void *a, *b, *az, *bz, *as, *bs, *ys, *yz;
     void *y;
     int16_t *bw;                 /* B - zero point, [b_count][K][N] */
+    const int32_t *bias;         /* QMatMul's [N], added to the int32 sum */
+    float lo, hi;                /* QMatMul's clamp of the requantised value */
     int64_t M, N, K, naz, nbz, nas, nbs;
     int32_t brank;
     int64_t bdims[CGE_MAX_RANK], a_bstr[CGE_MAX_RANK], b_bstr[CGE_MAX_RANK];
@@ -384,7 +407,7 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
             int64_t nj = p->N - j0 < 64 ? p->N - j0 : 64;
             int32_t acc[64];
             for (int64_t j = 0; j < nj; j++)
-                acc[j] = 0;
+                acc[j] = p->bias ? p->bias[j0 + j] : 0;
             for (int64_t k = 0; k < p->K; k++) {
                 int32_t av = load_q(p->a, p->at, arow + k) - za;
                 const int16_t *bk = bm + k * p->N + j0;
@@ -401,7 +424,8 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
             const float *bs = p->bs;
             for (int64_t j = 0; j < nj; j++) {
                 float m = sa * bs[p->nbs == 1 ? 0 : j0 + j] / ys;
-                store_q8(p->y, p->yt == CGE_I8, yo + j, rintf((float)acc[j] * m) + yz);
+                float v = rintf((float)acc[j] * m) + yz;
+                store_q8(p->y, p->yt == CGE_I8, yo + j, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
             }
         }
     }
@@ -442,7 +466,7 @@ static int imm_layout(const cge_kernel_ctx *ctx, const mm_pos *ps, imm_args *p)
 static size_t imm_workspace(const cge_kernel_ctx *ctx)
 {
     imm_args p;
-    const mm_pos *ps = !strcmp(ctx->op_type, "QLinearMatMul") ? &pos_qmm : &pos_mmi;
+    const mm_pos *ps = strcmp(ctx->op_type, "MatMulInteger") ? &pos_qmm : &pos_mmi;
     if (!imm_layout(ctx, ps, &p))
         return 0;
     return (size_t)(p.b_count * p.K * p.N) * sizeof(int16_t) + 16;
@@ -458,9 +482,17 @@ static const void *kin(const cge_kernel_ctx *ctx, int32_t i, int64_t *count)
     return ctx->inputs[i].data;
 }
 
+/* QConv / QMatMul's "lo" and "hi": a Relu or Clip folded into the
+ * requantisation, in output units (zero point included). */
+static void clamp_attrs(const cge_kernel_ctx *ctx, float *lo, float *hi)
+{
+    *lo = (float)cge_attrs_get_int(ctx->attrs, "lo", -1024);
+    *hi = (float)cge_attrs_get_int(ctx->attrs, "hi", 1024);
+}
+
 static cge_status imm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
-    int qlinear = !strcmp(ctx->op_type, "QLinearMatMul");
+    int qlinear = strcmp(ctx->op_type, "MatMulInteger") != 0;
     const mm_pos *ps = qlinear ? &pos_qmm : &pos_mmi;
     imm_args p;
     if (!imm_layout(ctx, ps, &p))
@@ -478,6 +510,13 @@ static cge_status imm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     p.bs = kin(ctx, ps->bs, &p.nbs);
     p.ys = kin(ctx, ps->ys, &c);
     p.yz = kin(ctx, ps->yz, &c);
+    clamp_attrs(ctx, &p.lo, &p.hi);
+    if (ctx->num_inputs > 8 && kpresent(ctx, 8)) {
+        p.bias = kin(ctx, 8, &c);
+        if (c != p.N)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "the bias needs %lld values",
+                                    (long long)p.N);
+    }
     if ((p.az && p.naz != 1 && p.naz != p.M) || (p.bz && p.nbz != 1 && p.nbz != p.N) ||
         (p.as && p.nas != 1 && p.nas != p.M) || (p.bs && p.nbs != 1 && p.nbs != p.N))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "zero point or scale sizes do not fit");
@@ -536,7 +575,7 @@ static cge_status iconv_geom(const cge_shape *xs, const cge_shape *wsh, const cg
 
 static cge_status iconv_infer(cge_infer_ctx *ctx)
 {
-    int ql = !strcmp(ctx->op_type, "QLinearConv");
+    int ql = strcmp(ctx->op_type, "ConvInteger") != 0;
     const cpos *ps = ql ? &pos_qc : &pos_ci;
     const cge_tensor_desc *X = &ctx->inputs[ps->x], *W = &ctx->inputs[ps->w];
     nn_geom g;
@@ -575,6 +614,7 @@ typedef struct iconv_args {
     const int32_t *bias;
     void *y;
     int16_t *xw, *ww;             /* x - x_zero_point, w - w_zero_point */
+    float lo, hi;
     int64_t N, C, M, group, nwz, nws;
 } iconv_args;
 
@@ -644,8 +684,10 @@ static void iconv_fn(int64_t blk, int64_t nblk, void *args)
                 int64_t yo = ((n * p->M + m) * o0n + a) * o1n * o2n + b * o2n + c;
                 if (p->yt == CGE_I32)
                     ((int32_t *)p->y)[yo] = acc;
-                else
-                    store_q8(p->y, p->yt == CGE_I8, yo, rintf((float)acc * mult) + yz);
+                else {
+                    float v = rintf((float)acc * mult) + yz;
+                    store_q8(p->y, p->yt == CGE_I8, yo, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
+                }
             }
         }
     }
@@ -675,7 +717,7 @@ static int64_t iconv_counts(const iconv_args *p, int64_t *nw)
 static size_t iconv_workspace(const cge_kernel_ctx *ctx)
 {
     iconv_args p;
-    const cpos *ps = !strcmp(ctx->op_type, "QLinearConv") ? &pos_qc : &pos_ci;
+    const cpos *ps = strcmp(ctx->op_type, "ConvInteger") ? &pos_qc : &pos_ci;
     if (!iconv_setup(ctx, ps, &p))
         return 0;
     int64_t nw, nx = iconv_counts(&p, &nw);
@@ -684,7 +726,7 @@ static size_t iconv_workspace(const cge_kernel_ctx *ctx)
 
 static cge_status iconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
-    int ql = !strcmp(ctx->op_type, "QLinearConv");
+    int ql = strcmp(ctx->op_type, "ConvInteger") != 0;
     const cpos *ps = ql ? &pos_qc : &pos_ci;
     iconv_args p;
     if (!iconv_setup(ctx, ps, &p))
@@ -703,6 +745,7 @@ static cge_status iconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     p.ys = kin(ctx, ps->ys, &c);
     p.yz = kin(ctx, ps->yz, &c);
     p.bias = kin(ctx, ps->bias, &nb);
+    clamp_attrs(ctx, &p.lo, &p.hi);
     if ((p.wz && p.nwz != 1 && p.nwz != p.M) || (p.ws && p.nws != 1 && p.nws != p.M) ||
         (p.bias && nb != p.M))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "per-channel inputs must have %lld values",
@@ -729,6 +772,191 @@ static cge_status iconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                                        ctx->num_threads),
                         &p, sizeof p);
     return st;
+}
+
+/* ---- the oneDNN path of QConv / QMatMul ------------------------------------- */
+
+/* Made at prepare when W is a constant s8 tensor with zero points 0 (what
+ * symmetric weight quantizers write) and x's zero point is one value: the
+ * primitive requantises with scale[m] = x_scale * w_scale[m] / y_scale, the
+ * factor cge's own loops use, and packs W once. Anything else keeps the
+ * loops above (no state). */
+
+typedef struct qprim {
+    cge__dnnl_qconv *dc;
+    const void *x;
+    const int32_t *bias;
+    void *y;
+} qprim;
+
+static int all_zero_q(const cge_tensor *t)
+{
+    if (!t || !t->data)
+        return t == NULL;
+    int64_t n = cge_shape_numel(&t->shape);
+    for (int64_t i = 0; i < n; i++)
+        if (load_q(t->data, t->dtype, i))
+            return 0;
+    return 1;
+}
+
+static const cge_tensor *kopt(const cge_kernel_ctx *ctx, int32_t i)
+{
+    return kpresent(ctx, i) ? &ctx->inputs[i] : NULL;
+}
+
+/* The primitive's description from ctx, or 0 when its constants do not fit. */
+static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_desc *d,
+                      float **scales)
+{
+    memset(d, 0, sizeof *d);
+    *scales = NULL;
+    if (!cge_attrs_get_int(ctx->attrs, "w_const", 0))
+        return 0;
+    const cge_tensor *x = &ctx->inputs[0], *xs = &ctx->inputs[1], *xz = &ctx->inputs[2];
+    const cge_tensor *w = &ctx->inputs[3], *ws = &ctx->inputs[4], *wz = kopt(ctx, 5);
+    const cge_tensor *ys = &ctx->inputs[6], *yz = &ctx->inputs[7];
+    if (w->dtype != CGE_I8 || !w->data || !xs->data || !xz->data || !ws->data || !ys->data ||
+        !yz->data || !all_zero_q(wz) || cge_shape_numel(&xz->shape) != 1 ||
+        cge_shape_numel(&xs->shape) != 1 || !cge_shape_is_static(&x->shape))
+        return 0;
+    int64_t M;
+    if (matmul) {
+        if (w->shape.rank != 2 || x->shape.rank < 1 || x->shape.dims[x->shape.rank - 1] != w->shape.dims[0])
+            return 0;
+        d->matmul = 1;
+        d->C = w->shape.dims[0];
+        d->M = M = w->shape.dims[1];
+        d->N = d->C ? cge_shape_numel(&x->shape) / d->C : 0;
+        d->G = 1;
+    } else {
+        iconv_args p;
+        if (!iconv_setup(ctx, &pos_qc, &p))
+            return 0;
+        d->N = p.N, d->C = p.C, d->M = M = p.M, d->G = p.group, d->nsp = p.g.nsp;
+        for (int i = 0; i < 3; i++) {
+            d->in[i] = p.g.in[i], d->out[i] = p.g.out[i], d->k[i] = p.g.k[i];
+            d->s[i] = p.g.s[i], d->d[i] = p.g.d[i], d->pb[i] = p.g.pb[i], d->pe[i] = p.g.pe[i];
+        }
+        d->channels_last = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
+    }
+    int64_t nws = cge_shape_numel(&ws->shape);
+    if (M <= 0 || d->N <= 0 || (nws != 1 && nws != M))
+        return 0;
+    float *sc = malloc(sizeof(float) * (size_t)nws);
+    if (!sc)
+        return 0;
+    float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];
+    for (int64_t m = 0; m < nws; m++)
+        sc[m] = xsv * ((const float *)ws->data)[m] / ysv;
+    *scales = sc;
+    d->scale = sc;
+    d->num_scales = nws;
+    d->x_signed = x->dtype == CGE_I8;
+    d->y_signed = ctx->outputs[0].dtype == CGE_I8;
+    d->x_zp = load_q(xz->data, xz->dtype, 0);
+    d->y_zp = load_q(yz->data, yz->dtype, 0);
+    d->has_bias = kpresent(ctx, 8);
+    float lo, hi;
+    clamp_attrs(ctx, &lo, &hi);
+    float tlo = d->y_signed ? -128.0f : 0.0f, thi = d->y_signed ? 127.0f : 255.0f;
+    if (lo > tlo || hi < thi) {
+        /* clamped before the zero point is added */
+        d->clip = 1;
+        d->lo = (lo > tlo ? lo : tlo) - (float)d->y_zp;
+        d->hi = (hi < thi ? hi : thi) - (float)d->y_zp;
+    }
+    d->threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    return 1;
+}
+
+static cge_status qprim_make(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv **out)
+{
+    *out = NULL;
+    cge__dnnl_qconv_desc d;
+    float *scales;
+    if (!qprim_desc(ctx, matmul, &d, &scales))
+        return CGE_ERR_UNSUPPORTED;
+    cge_status st = cge__dnnl_qconv_create(&d, out);
+    free(scales);
+    return st;
+}
+
+static cge_status qprim_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    int matmul = !strcmp(ctx->op_type, "QMatMul");
+    *state = NULL;
+    cge__dnnl_qconv *dc = NULL;
+    if (qprim_make(ctx, matmul, &dc) == CGE_OK) {
+        if (cge__dnnl_qconv_prepack(dc, ctx, ctx->inputs[3].data) != CGE_OK) {
+            cge__dnnl_qconv_destroy(dc);
+            return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "oneDNN could not pack W");
+        }
+        *state = dc;
+    } else if (cge_attrs_get_int(ctx->attrs, "channels_last", 0)) {
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                "channels_last needs oneDNN's int8 convolution, which this build "
+                                "lacks or which refused these parameters");
+    }
+    return CGE_OK;
+}
+
+static void qprim_release(void *state)
+{
+    cge__dnnl_qconv_destroy(state);
+}
+
+/* One block: oneDNN runs its own team while the pool's other workers wait. */
+static void qprim_fn(int64_t blk, int64_t nblk, void *args)
+{
+    (void)blk, (void)nblk;
+    const qprim *a = args;
+    if (cge__dnnl_qconv_run(a->dc, a->x, a->bias, a->y) != CGE_OK)
+        cge_kernel_fail(CGE_ERR_INTERNAL, "oneDNN's int8 primitive failed to run");
+}
+
+/* Without the primitive the loops need their int16 copies; with it, none. */
+static bool qprim_possible(const cge_kernel_ctx *ctx, int matmul)
+{
+    cge__dnnl_qconv *dc = NULL;
+    if (qprim_make(ctx, matmul, &dc) != CGE_OK)
+        return false;
+    cge__dnnl_qconv_destroy(dc);
+    return true;
+}
+
+static size_t qconv_workspace(const cge_kernel_ctx *ctx)
+{
+    return qprim_possible(ctx, 0) ? 0 : iconv_workspace(ctx);
+}
+
+static size_t qmm_workspace(const cge_kernel_ctx *ctx)
+{
+    return qprim_possible(ctx, 1) ? 0 : imm_workspace(ctx);
+}
+
+static cge_status qprim_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int matmul)
+{
+    if (ctx->state) {
+        qprim a = {.dc = ctx->state, .x = ctx->inputs[0].data,
+                   .bias = kpresent(ctx, 8) ? ctx->inputs[8].data : NULL,
+                   .y = ctx->outputs[0].data};
+        return cge_launch(stream, qprim_fn, 1, &a, sizeof a);
+    }
+    if (cge_attrs_get_int(ctx->attrs, "channels_last", 0))
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                "channels_last needs oneDNN's int8 convolution");
+    return matmul ? imm_launch(ctx, stream) : iconv_launch(ctx, stream);
+}
+
+static cge_status qconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return qprim_launch(ctx, stream, 0);
+}
+
+static cge_status qmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return qprim_launch(ctx, stream, 1);
 }
 
 /* ---- definitions ------------------------------------------------------------ */
@@ -790,6 +1018,22 @@ static const cge_arg_def qc_inputs[] = {
     {"y_zero_point", 0, Q8, "scalar"},
     {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[M], scale x_scale * w_scale"},
 };
+static const cge_arg_def qmmf_inputs[] = {
+    {"a", 0, Q8, "[..., K]"},
+    {"a_scale", 0, F32, "scalar"},
+    {"a_zero_point", 0, Q8, "scalar"},
+    {"b", 0, CGE_DT(CGE_I8) | CGE_DT(CGE_U8), "[K, N] constant"},
+    {"b_scale", 0, F32, "scalar or one per column"},
+    {"b_zero_point", 0, Q8, "scalar or one per column"},
+    {"y_scale", 0, F32, "scalar"},
+    {"y_zero_point", 0, Q8, "scalar"},
+    {"bias", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[N], scale a_scale * b_scale"},
+};
+#define CLAMP_ATTRS                                                                          \
+    {"lo", CGE_ATTR_INT, false, -1024, 0.0f, NULL, "lowest output value (a folded Relu/Clip)"}, \
+    {"hi", CGE_ATTR_INT, false, 1024, 0.0f, NULL, "highest output value"},                   \
+    {"w_const", CGE_ATTR_INT, false, 0, 0.0f, NULL, "the weight is a graph constant"}
+static const cge_attr_def qmmf_attrs[] = {CLAMP_ATTRS};
 static const cge_attr_def conv_attrs[] = {
     {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
     {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
@@ -797,6 +1041,17 @@ static const cge_attr_def conv_attrs[] = {
     {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
     {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
     {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+};
+static const cge_attr_def qconv_attrs[] = {
+    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
+    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    CLAMP_ATTRS,
+    {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "x and y are NHWC (set by the layout pass; needs oneDNN)"},
 };
 
 #define KERNEL(fn, ws)                                                                     \
@@ -808,6 +1063,12 @@ static const cge_kernel_def dq_kernels[] = {KERNEL(dequantize_launch, NULL)};
 static const cge_kernel_def dynq_kernels[] = {KERNEL(dynq_launch, dynq_workspace)};
 static const cge_kernel_def imm_kernels[] = {KERNEL(imm_launch, imm_workspace)};
 static const cge_kernel_def iconv_kernels[] = {KERNEL(iconv_launch, iconv_workspace)};
+static const cge_kernel_def qconv_kernels[] = {
+    {.engine = "cpu", .launch = qconv_launch, .workspace_size = qconv_workspace,
+     .prepare = qprim_prepare, .release = qprim_release, .inplace_input = -1}};
+static const cge_kernel_def qmm_kernels[] = {
+    {.engine = "cpu", .launch = qmm_launch, .workspace_size = qmm_workspace,
+     .prepare = qprim_prepare, .release = qprim_release, .inplace_input = -1}};
 
 #define N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
 
@@ -857,6 +1118,22 @@ static const cge_op_def quant_ops[] = {
         .attrs = conv_attrs, .num_attrs = N_OF(conv_attrs), .infer = iconv_infer,
         .kernels = iconv_kernels, .num_kernels = 1,
         .doc = "Quantized convolution with int32 bias, requantized (direct loop).",
+    },
+    {
+        .name = "QConv", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+        .inputs = qc_inputs, .num_inputs = 9, .outputs = q8_output, .num_outputs = 1,
+        .attrs = qconv_attrs, .num_attrs = N_OF(qconv_attrs), .infer = iconv_infer,
+        .kernels = qconv_kernels, .num_kernels = 1,
+        .doc = "QLinearConv clamped to [lo, hi] (a folded Relu/Clip); oneDNN's int8 kernels "
+               "with W packed once when W is constant, NHWC activations when channels_last.",
+    },
+    {
+        .name = "QMatMul", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+        .inputs = qmmf_inputs, .num_inputs = 9, .outputs = q8_output, .num_outputs = 1,
+        .attrs = qmmf_attrs, .num_attrs = N_OF(qmmf_attrs), .infer = imm_infer,
+        .kernels = qmm_kernels, .num_kernels = 1,
+        .doc = "QLinearMatMul with an int32 bias and a clamp to [lo, hi]; oneDNN's int8 "
+               "matmul with B packed once when B is constant.",
     },
 };
 

@@ -414,6 +414,8 @@ void cge__instance_destroy(cge__instance *inst)
 static void *value_address(const cge__instance *inst, const cge_plan_value *vals, int32_t vi)
 {
     const cge_plan_value *v = &vals[vi];
+    if (v->storage == CGE_STORAGE_HOST)   /* computed by the shape program */
+        return (char *)cge_plan_host_data(inst->plan) + v->offset;
     if (v->storage != CGE_STORAGE_CONSTANT)
         return (char *)inst->arena + v->offset;
     if (!inst->consts_in_graph)
@@ -762,6 +764,53 @@ cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_s
     return CGE_OK;
 }
 
+/* The end of making a plan instance: memory and kernels bound, the event
+ * that orders its runs; on failure the instance goes. */
+static cge_status finish_plan(cge__instance *inst, const void *consts,
+                              const cge__arena_source *arena, cge__instance **out)
+{
+    cge_status st = bind_plan(inst, consts, arena);
+    if (!st)
+        st = cge_event_create(inst->dev, &inst->done);
+    if (st) {
+        cge__instance_destroy(inst);
+        return st;
+    }
+    *out = inst;
+    return CGE_OK;
+}
+
+cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
+                                      const cge_shape *input_shapes, cge_plan *plan,
+                                      cge_kernel_cache *shared, const cge__arena_source *arena,
+                                      cge__instance **out)
+{
+    cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
+    if (!inst) {
+        cge_plan_destroy(plan);
+        return oom();
+    }
+    inst->src = g;
+    inst->shared = shared;
+    inst->plan = plan;
+    inst->pg = cge_plan_graph(plan);
+    memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
+    cge_status st = io_table(inst);
+    /* The io table describes the plan's graph, whose inputs and outputs are
+     * symbolic: this instance's sizes are the plan's. */
+    for (int32_t i = 0; !st && i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        int32_t pv = cge_plan_find_value(plan, v->name);
+        if (pv >= 0)
+            v->desc.shape = cge_plan_values(plan)[pv].shape;
+    }
+    if (st) {
+        cge__instance_destroy(inst);
+        return st;
+    }
+    return finish_plan(inst, NULL, arena, out);
+}
+
 cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
                                         const void *constants, cge__instance **out)
 {
@@ -775,16 +824,11 @@ cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
     cge_status st = io_table(inst);
     for (int32_t i = 0; !st && i < inst->num_inputs; i++)
         inst->input_shapes[i] = input_value(&inst->io, i)->desc.shape;
-    if (!st)
-        st = bind_plan(inst, constants, NULL);
-    if (!st)
-        st = cge_event_create(inst->dev, &inst->done);
     if (st) {
         cge__instance_destroy(inst);
         return st;
     }
-    *out = inst;
-    return CGE_OK;
+    return finish_plan(inst, constants, NULL, out);
 }
 
 const cge_graph *cge__instance_graph(const cge__instance *inst) { return inst->pg; }
@@ -982,6 +1026,8 @@ static cge_status launch_all(cge__instance *inst, cge_stream *stream)
     for (int32_t k = 0; !st && k < cge_plan_num_steps(inst->plan); k++) {
         plan_exec *pe = &inst->steps[k];
         cge_stream *on = inst->streams[pe->step->stream];
+        if (pe->step->folded && !pe->step->num_waits && pe->step->record < 0)
+            continue;   /* its outputs are the plan's, computed once */
         for (int32_t w = 0; !st && w < pe->step->num_waits; w++)
             st = cge_stream_wait_event(on, inst->events[pe->step->waits[w]]);
         double t0 = inst->prof ? cge_profile_clock_ms() : 0.0;

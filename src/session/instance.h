@@ -71,6 +71,13 @@ const cge_graph *cge__instance_graph(const cge__instance *inst);
 /* Dtype and shape of graph output `pos` as this instance last computed it. */
 cge_status cge__instance_output_desc(const cge__instance *inst, int32_t pos, cge_tensor_desc *out);
 
+/* An instance over `plan`, a symbolic plan's specialisation for
+ * `input_shapes` (cge_plan_specialize), which it owns from now on (also on
+ * failure); `g` runs its EAGER runs, as for cge__instance_create. */
+cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
+                                      const cge_shape *input_shapes, cge_plan *plan,
+                                      cge_kernel_cache *shared, const cge__arena_source *arena,
+                                      cge__instance **out);
 /* An instance over a plan made elsewhere (a loaded model file): `plan` (its
  * graph included) and `constants` (host memory of cge_plan_constant_bytes(),
  * used in place on the CPU device) stay the caller's and must outlive it. */

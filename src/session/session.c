@@ -28,6 +28,14 @@ typedef struct graph_entry {
      * optimised with symbolic dims, which every signature's instance compiles
      * from and which answers descriptor queries. */
     cge_plan *prepared;
+    /* Symbolic inputs, shape program on: the prepared graph partitioned and
+     * built once with the dims symbolic; each signature's plan comes from
+     * its shape program (cge_plan_specialize), with no compile. NULL where
+     * the graph cannot have one, or once a signature showed that it does not
+     * serve (value-dependent shapes): then signatures compile. */
+    cge_plan *symbolic;
+    bool symbolic_off;
+    int64_t compiles, specializations, arena_grows;
     /* Constant data kernels prepare (packed weights), shared by the
      * instances: a new signature packs nothing the graph's others did. */
     cge_kernel_cache *shared;
@@ -45,6 +53,9 @@ typedef struct graph_entry {
     cge_session *session;
     cge__instance *inst[MAX_INSTANCES];
     uint64_t used[MAX_INSTANCES];   /* clock of each instance's last run */
+    /* Runs of each instance, and whether the shape program made it. */
+    int64_t runs[MAX_INSTANCES];
+    bool planned[MAX_INSTANCES];
     int32_t num_inst;
     uint64_t clock;
     cge_run_mode last_mode;
@@ -67,6 +78,8 @@ struct cge_session {
     int capture_limit;
     cge_compile_options copts;  /* how instances compile their plans */
     cge__buckets *buckets;  /* paddable dims' sizes, or NULL */
+    bool shape_program;     /* symbolic graphs plan signatures by their shape program */
+    bool capture_first;     /* $CGE_CAPTURE_FIRST=1: capture at a signature's first run */
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
     cge_dist_comm *comm;    /* distribution (session_dist.c), or NULL */
@@ -79,6 +92,10 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     if (!out)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "session_create: out is NULL");
     *out = NULL;
+    if (opts && (opts->precision < CGE_PRECISION_FP32 || opts->precision > CGE_PRECISION_BF16))
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "session_create: precision %d is not fp32 (0) or bf16 (1)",
+                         (int)opts->precision);
     cge_session *s = calloc(1, sizeof *s);
     if (!s)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "session_create: out of memory");
@@ -118,6 +135,21 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     s->capture_limit = opts && opts->capture_limit > 0 ? opts->capture_limit : 8;
     s->copts.opt_level = opts ? opts->opt_level : CGE_OPT_DEFAULT;
     s->copts.num_streams = opts && opts->num_streams > 0 ? opts->num_streams : 1;
+    s->shape_program = !(opts && opts->disable_shape_program);
+    const char *sp = getenv("CGE_SHAPE_PROGRAM");
+    if (sp && !strcmp(sp, "0"))
+        s->shape_program = false;
+    const char *cf = getenv("CGE_CAPTURE_FIRST");
+    s->capture_first = cf && !strcmp(cf, "1");
+    s->copts.precision = opts ? opts->precision : CGE_PRECISION_FP32;
+    const char *penv = getenv("CGE_PRECISION");
+    if (s->copts.precision == CGE_PRECISION_FP32 && penv && penv[0]) {
+        int p = cge_precision_from_name(penv);
+        if (p >= 0)
+            s->copts.precision = (cge_precision)p;
+        else
+            fprintf(stderr, "cge: ignoring CGE_PRECISION='%s' (want fp32 or bf16)\n", penv);
+    }
     const char *env = getenv("CGE_RUN_MODE");
     if (env && env[0]) {
         int m = cge_run_mode_from_name(env);
@@ -162,6 +194,7 @@ static void entry_free(graph_entry *e)
         e->release(e->owner);
     if (!e->plan)
         cge_graph_destroy(e->g);
+    cge_plan_destroy(e->symbolic);
     cge_plan_destroy(e->prepared);
     pthread_mutex_destroy(&e->lock);
     free(e);
@@ -300,6 +333,11 @@ static cge_status entry_arena(void *user, size_t bytes, void **out)
 {
     graph_entry *e = user;
     if (bytes > e->arena_bytes || !e->arena) {
+        /* Signatures from a shape program grow by half at least, so that a
+         * decode loop whose cache grows a row per step moves the arena a few
+         * times, not every step. */
+        if (e->symbolic && e->arena && bytes < e->arena_bytes + e->arena_bytes / 2)
+            bytes = e->arena_bytes + e->arena_bytes / 2;
         void *grown = NULL;
         cge_status st = cge_mem_alloc(e->session->dev, bytes, &grown);
         if (st)
@@ -311,6 +349,7 @@ static cge_status entry_arena(void *user, size_t bytes, void **out)
             for (int32_t i = 0; i < e->num_inst; i++)
                 cge__instance_relocate(e->inst[i], e->arena, grown);
             cge_mem_free(e->session->dev, e->arena);
+            e->arena_grows++;
         }
         e->arena = grown;
         e->arena_bytes = bytes;
@@ -331,6 +370,48 @@ static cge_status add_stable_constants(cge_kernel_cache *c, const cge_graph *g)
             st = cge__kernel_cache_add_stable(c, t->data, t->bytes);
     }
     return st;
+}
+
+/* Ops whose kernels run graphs of their own: their bodies are compiled
+ * per shape inside the kernel, which a shape program does not follow. */
+static bool has_control_flow(const cge_graph *g)
+{
+    for (int32_t i = 0; i < cge_graph_num_nodes(g); i++) {
+        const cge_node *n = cge_graph_node(g, i);
+        const char *op = cge_node_op_type(n);
+        if (!cge_node_domain(n)[0] && (!strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan")))
+            return true;
+    }
+    return false;
+}
+
+/* The symbolic plan of the prepared graph: partition and build once, dims
+ * symbolic. A graph the compiler cannot build that way keeps the compile
+ * per signature; that is no error. */
+static cge_status make_symbolic(cge_session *s, graph_entry *e)
+{
+    const cge_graph *pg = cge_plan_graph(e->prepared);
+    if (has_control_flow(pg) || strcmp(cge_device_name(s->dev), "cpu"))
+        return CGE_OK;
+    cge_compile_options o = s->copts;
+    o.device = s->dev;
+    o.allow_incomplete = true;
+    o.symbolic_plan = true;
+    cge_plan *p = NULL;
+    cge_status st = cge_compile(pg, NULL, 0, &o, &p);
+    e->compiles++;
+    if (st || !cge_plan_is_symbolic(p)) {
+        cge_clear_error();
+        cge_plan_destroy(p);
+        return CGE_OK;
+    }
+    st = add_stable_constants(e->shared, cge_plan_graph(p));
+    if (st) {
+        cge_plan_destroy(p);
+        return st;
+    }
+    e->symbolic = p;
+    return CGE_OK;
 }
 
 static cge_status compile_locked(cge_session *s, graph_entry *e)
@@ -379,6 +460,7 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         cge__instance *inst = NULL;
         cge__arena_source src = {entry_arena, e};
         st = cge__instance_create(s->dev, e->g, shapes, &s->copts, e->shared, &src, &inst);
+        e->compiles++;
         if (!st)
             e->inst[e->num_inst++] = inst;
     } else if (!all_static && !e->prepared) {
@@ -386,8 +468,11 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         o.device = s->dev;
         o.allow_incomplete = true;
         st = cge_compile(e->g, NULL, 0, &o, &e->prepared);
+        e->compiles++;
         if (!st)
             st = add_stable_constants(e->shared, cge_plan_graph(e->prepared));
+        if (!st && s->shape_program && cge_plan_is_complete(e->prepared) == false)
+            st = make_symbolic(s, e);
     }
     free(shapes);
     if (!st)
@@ -581,6 +666,7 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     for (int32_t i = 0; i < e->num_inst; i++)
         if (cge__instance_matches(e->inst[i], shapes, ni)) {
             e->used[i] = ++e->clock;
+            e->runs[i]++;
             *out = e->inst[i];
             return CGE_OK;
         }
@@ -592,9 +678,35 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     const cge_graph *g = e->prepared ? cge_plan_graph(e->prepared) : e->g;
     cge__instance *inst = NULL;
     cge__arena_source src = {entry_arena, e};
-    cge_status st = cge__instance_create(s->dev, g, shapes, &s->copts, e->shared, &src, &inst);
-    if (st)
-        return st;
+    cge_status st = CGE_ERR_UNSUPPORTED;
+    bool planned = false;
+    if (e->symbolic && !e->symbolic_off) {
+        /* The shape program: this signature's plan from the symbolic one. */
+        cge_plan *p = NULL;
+        st = cge_plan_specialize(e->symbolic, shapes, ni, s->dev, &p);
+        if (!st) {
+            e->specializations++;
+            st = cge__instance_create_planned(s->dev, g, shapes, p, e->shared, &src, &inst);
+            planned = st == CGE_OK;
+        }
+        if (st && st != CGE_ERR_UNSUPPORTED)
+            return st;
+        if (st)
+            cge_clear_error();
+    }
+    if (st) {
+        /* No shape program, or one that does not serve these shapes: the
+         * signature compiles. Shapes that depend on values (an instance that
+         * runs node by node) mean the shape program never will: later
+         * signatures compile at once. (Instances made from the symbolic
+         * plan borrow its graph: it stays until the entry goes.) */
+        st = cge__instance_create(s->dev, g, shapes, &s->copts, e->shared, &src, &inst);
+        e->compiles++;
+        if (st)
+            return st;
+        if (e->symbolic && cge__instance_value_dependent(inst))
+            e->symbolic_off = true;
+    }
     int32_t slot = e->num_inst;
     if (e->num_inst == MAX_INSTANCES) {
         /* Evict the least recently run; its runs in flight must end before
@@ -612,6 +724,8 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     }
     e->inst[slot] = inst;
     e->used[slot] = ++e->clock;
+    e->runs[slot] = 1;
+    e->planned[slot] = planned;
     *out = inst;
     return CGE_OK;
 }
@@ -622,12 +736,19 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
 static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *inst,
                                  cge_run_mode want, cge_stream *stream)
 {
+    bool by_default = want == CGE_RUN_DEFAULT && s->mode == CGE_RUN_DEFAULT;
     if (want == CGE_RUN_DEFAULT)
         want = s->mode == CGE_RUN_DEFAULT ? CGE_RUN_REPLAY : s->mode;
     if (cge__instance_value_dependent(inst))
         return CGE_RUN_EAGER;
     if (want != CGE_RUN_REPLAY || cge__instance_captured(inst))
         return want;
+    /* The default mode captures a shape program's signature when it comes
+     * back: a signature seen once (a decode step's) runs as a plan, with no
+     * recording made for nothing. */
+    for (int32_t i = 0; by_default && i < e->num_inst; i++)
+        if (e->inst[i] == inst && e->planned[i] && e->runs[i] < 2 && !s->capture_first)
+            return CGE_RUN_PLAN;
     int32_t captured = 0, lru = -1;
     for (int32_t i = 0; i < e->num_inst; i++)
         if (e->inst[i] != inst && cge__instance_captured(e->inst[i])) {
@@ -847,6 +968,24 @@ cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size
     pthread_mutex_lock(&e->lock);
     /* A loaded model's one instance keeps the plan's arena of its own. */
     *bytes = e->arena ? e->arena_bytes : e->plan && e->compiled ? cge_plan_arena_bytes(e->plan) : 0;
+    pthread_mutex_unlock(&e->lock);
+    return CGE_OK;
+}
+
+cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
+                                       cge_session_graph_stats *out)
+{
+    graph_entry *e = s ? find_entry((cge_session *)s, graph_id) : NULL;
+    if (!e || !out)
+        return e ? cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "graph_stats: out is NULL")
+                 : (s ? no_graph(graph_id)
+                      : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                                  "graph_stats: session is NULL"));
+    pthread_mutex_lock(&e->lock);
+    *out = (cge_session_graph_stats){.compiles = e->compiles,
+                                     .specializations = e->specializations,
+                                     .arena_grows = e->arena_grows,
+                                     .shape_program = e->symbolic && !e->symbolic_off};
     pthread_mutex_unlock(&e->lock);
     return CGE_OK;
 }

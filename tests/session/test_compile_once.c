@@ -73,11 +73,15 @@ static void test_static_graph_compiles_once(void **state)
     }
 }
 
+/* With the shape program off (cge_session_options.disable_shape_program),
+ * each signature compiles the optimised graph; tests/session/
+ * test_shape_program.c holds the default, where none does. */
 static void test_symbolic_graph_compiles_once_per_signature(void **state)
 {
     cge_graph *g = build(true);
     cge_session *s = NULL;
-    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    cge_session_options so = {.disable_shape_program = true};
+    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
     assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
     int64_t clones = cge_graph_clone_count(), infers = cge_compiler_inference_count();
     /* Symbolic inputs: prepared only (checked and inferred symbolically). */
@@ -106,7 +110,8 @@ static void test_signatures_evicted_least_recently_run_first(void **state)
 {
     cge_graph *g = build(true);
     cge_session *s = NULL;
-    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    cge_session_options so = {.disable_shape_program = true};
+    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
     assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
     for (int64_t rows = 1; rows <= 16; rows++)
         run_rows(s, rows);

@@ -128,11 +128,14 @@ static void test_capture_limit(void **state)
     float x[8 * 4], y[8 * 3], sum[8], y_ref[8 * 3], sum_ref[8];
     for (int i = 0; i < 32; i++)
         x[i] = (float)i * 0.1f;
-    run_mode(s, 1, CGE_RUN_DEFAULT, x, 2, y, sum, CGE_RUN_REPLAY);
-    run_mode(s, 1, CGE_RUN_DEFAULT, x, 3, y, sum, CGE_RUN_REPLAY);
+    /* REPLAY asked: the default mode would run a signature's first run as a
+     * plan (it comes from the shape program) and capture it at its second. */
+    run_mode(s, 1, CGE_RUN_DEFAULT, x, 2, y, sum, CGE_RUN_PLAN);
+    run_mode(s, 1, CGE_RUN_REPLAY, x, 2, y, sum, CGE_RUN_REPLAY);
+    run_mode(s, 1, CGE_RUN_REPLAY, x, 3, y, sum, CGE_RUN_REPLAY);
     run_mode(s, 1, CGE_RUN_DEFAULT, x, 2, y, sum, CGE_RUN_REPLAY); /* captured before */
     /* Past the limit: 3, the least recently run, gives up its recording. */
-    run_mode(s, 1, CGE_RUN_DEFAULT, x, 8, y, sum, CGE_RUN_REPLAY);
+    run_mode(s, 1, CGE_RUN_REPLAY, x, 8, y, sum, CGE_RUN_REPLAY);
     run_mode(s, 1, CGE_RUN_DEFAULT, x, 3, y, sum, CGE_RUN_REPLAY);  /* captured again, 2 gives up */
     run_mode(s, 1, CGE_RUN_DEFAULT, x, 8, y, sum, CGE_RUN_REPLAY);  /* still captured */
     run_mode(s, 1, CGE_RUN_EAGER, x, 8, y_ref, sum_ref, CGE_RUN_EAGER);

@@ -46,6 +46,8 @@ typedef struct cli_opts {
     const char *after;
     unsigned seed;
     bool verify;
+    cge_precision precision;                /* --precision fp32|bf16 */
+    bool compare_precision;                 /* bench --compare-precision */
     int tp;                                 /* --tp: tensor-parallel degree (dist.c) */
     int pp;                                 /* --pp: pipeline stages (dist.c) */
 } cli_opts;
@@ -128,6 +130,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_opcheck(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* Option parsing shared by the subcommands: `allowed` lists the long option
  * names the subcommand takes ("o,input-shape,opt-level"). CLI_OK, or the

@@ -25,6 +25,8 @@ static const char compile_help[] =
     "  --custom-op-lib LIB.so     load a custom operator library first (repeatable);\n"
     "                             the model records it by name\n"
     "  --streams N                streams the plan may use (default 1)\n"
+    "  --precision fp32|bf16      bf16: Conv/MatMul/Gemm run in bfloat16 (the file\n"
+    "                             keeps it; default fp32)\n"
     "  --dump DIR                 write the graph after every pass into DIR\n";
 
 static const char inspect_help[] =
@@ -101,7 +103,7 @@ int cmd_compile(int argc, char **argv)
     cli_opts o;
     bool done;
     int rc = cli_parse("compile", argc, argv,
-                       "o,input-shape,opt-level,disable-pass,custom-op-lib,dump,streams",
+                       "o,input-shape,opt-level,disable-pass,custom-op-lib,dump,streams,precision",
                        compile_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -202,7 +204,7 @@ int cmd_inspect(int argc, char **argv)
     cli_opts o;
     bool done;
     int rc = cli_parse("inspect", argc, argv,
-                       "json,verify,input-shape,opt-level,disable-pass,custom-op-lib,streams",
+                       "json,verify,input-shape,opt-level,disable-pass,custom-op-lib,streams,precision",
                        inspect_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -443,7 +445,7 @@ int cmd_dot(int argc, char **argv)
     cli_opts o;
     bool done;
     int rc = cli_parse("dot", argc, argv,
-                       "o,after,input-shape,opt-level,disable-pass,custom-op-lib,streams",
+                       "o,after,input-shape,opt-level,disable-pass,custom-op-lib,streams,precision",
                        dot_help, &o, &done);
     if (rc || done) {
         opts_free(&o);

@@ -27,6 +27,8 @@ static const char run_help[] =
     "  --pp N                     pipeline stages over N ranks (under mpirun)\n"
     "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
     "                             name (ids:1,batch: symbolic)\n"
+    "  --precision fp32|bf16      bf16: float32 Conv/MatMul/Gemm in bfloat16 with\n"
+    "                             float32 accumulation (AVX512-BF16 CPUs)\n"
     "  --opt-level 0-3, --streams N, --custom-op-lib LIB.so\n"
     "\n"
     ".npy: every cge dtype; bfloat16 is read and written as '<u2' (its bits).\n";
@@ -62,6 +64,12 @@ static const char bench_help[] =
     "                             size 1 again: cached).\n"
     "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
     "                             name (ids:1,batch: a symbol for --shapes)\n"
+    "  --precision fp32|bf16      bf16: float32 Conv/MatMul/Gemm in bfloat16\n"
+    "  --compare-precision        run the model in fp32 and in bf16 (alternating,\n"
+    "                             --iterations each, default 20) on the same inputs:\n"
+    "                             p50 latency of each, the speed-up, and per output\n"
+    "                             the max and mean relative error of bf16 against\n"
+    "                             fp32 (|bf16 - fp32| / max |fp32| of that output)\n"
     "  --input NAME=FILE.npy, --seed N, --opt-level 0-3,\n"
     "  --streams N, --custom-op-lib LIB.so\n";
 
@@ -78,7 +86,8 @@ static const char profile_help[] =
     "  -o FILE                    the trace to write (required)\n"
     "  --iterations N             profiled runs (default 10; one warm-up run first)\n"
     "  --input NAME=FILE.npy, --seed N, --threads N, --input-shape NAME:D0,D1,\n"
-    "  --opt-level 0-3, --disable-pass NAME, --streams N, --custom-op-lib LIB.so\n";
+    "  --precision fp32|bf16, --opt-level 0-3, --disable-pass NAME, --streams N,\n"
+    "  --custom-op-lib LIB.so\n";
 
 static void opts_free(cli_opts *o) { cli_opts_free(o); }
 
@@ -174,7 +183,7 @@ int cmd_run(int argc, char **argv)
     bool done;
     int rc = cli_parse("run", argc, argv,
                        "input,output-dir,mode,seed,threads,input-shape,opt-level,streams,"
-                       "custom-op-lib,verify,tp,pp",
+                       "custom-op-lib,verify,precision,tp,pp",
                        run_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -611,15 +620,109 @@ static int bench_sweep(const cli_opts *o, prepared *p)
     return rc;
 }
 
+/* --compare-precision: one session per precision on the same inputs, runs
+ * alternating so that both see the same machine; bf16's outputs measured
+ * against fp32's, relative to each output's largest magnitude (elements
+ * near zero would make elementwise ratios meaningless). */
+static int bench_compare_precision(const cli_opts *o)
+{
+    prepared p[2];
+    memset(p, 0, sizeof p);
+    cli_opts oo[2] = {*o, *o};
+    oo[0].precision = CGE_PRECISION_FP32;
+    oo[1].precision = CGE_PRECISION_BF16;
+    int rc = CLI_OK;
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = prepare("bench", &oo[k], &p[k]);
+    long iters = o->iterations > 0 ? o->iterations : 20;
+    long warm = o->warmup >= 0 ? o->warmup : 3;
+    double *lat = NULL;
+    cge_run_options ro = {.mode = o->mode};
+    if (!rc && !(lat = malloc(sizeof(double) * (size_t)iters * 2)))
+        rc = cli_fail("bench", "out of memory");
+    for (int k = 0; k < 2 && !rc; k++)
+        if (cli_run_once(p[k].s, &p[0].in, &p[k].out, &ro))
+            rc = cli_fail_last("bench", k ? "bf16 run" : "fp32 run");
+    for (long i = 0; !rc && i < warm + iters; i++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            double t0 = cli_now_ms();
+            if (cge_session_run(p[k].s, 1, p[0].in.t, p[0].in.n, p[k].out.t, p[k].out.n, &ro))
+                rc = cli_fail_last("bench", "run");
+            if (i >= warm)
+                lat[k * iters + (i - warm)] = cli_now_ms() - t0;
+        }
+    /* The outputs of the last runs: every run computes the same. */
+    if (!rc) {
+        qsort(lat, (size_t)iters, sizeof(double), cmp_double);
+        qsort(lat + iters, (size_t)iters, sizeof(double), cmp_double);
+        double f = pct(lat, iters, 0.5), b = pct(lat + iters, iters, 0.5);
+        bool avail = cge_precision_bf16_available();
+        if (o->json) {
+            printf("{\"model\": ");
+            cli_json_str(stdout, o->model);
+            printf(", \"bf16_available\": %s, \"iterations\": %ld, \"fp32_p50_ms\": %.4f, "
+                   "\"bf16_p50_ms\": %.4f, \"speedup\": %.3f, \"outputs\": [",
+                   avail ? "true" : "false", iters, f, b, b > 0 ? f / b : 0.0);
+        } else {
+            printf("%s: fp32 vs bf16 (%ld runs each, alternating)%s\n", o->model, iters,
+                   avail ? "" : "\n  (no bfloat16 kernels on this CPU or build: bf16 runs fp32)");
+            printf("  p50 fp32 %.3f ms  bf16 %.3f ms  speed-up %.2fx\n", f, b,
+                   b > 0 ? f / b : 0.0);
+        }
+        for (int i = 0; i < p[0].out.n; i++) {
+            const cge_tensor *a = &p[0].out.t[i], *c = &p[1].out.t[i];
+            size_t n = (size_t)cge_shape_numel(&a->shape);
+            double scale = 0, mx = 0, sum = 0;
+            bool fl = cge_dtype_is_float(a->dtype) && a->dtype == c->dtype &&
+                      cge_shape_equal(&a->shape, &c->shape);
+            for (size_t j = 0; fl && j < n; j++)
+                scale = fmax(scale, fabs(value_at(a, j)));
+            for (size_t j = 0; fl && j < n; j++) {
+                double e = fabs(value_at(a, j) - value_at(c, j)) / (scale > 0 ? scale : 1.0);
+                mx = e > mx || isnan(e) ? e : mx;
+                sum += e;
+            }
+            double mean = n ? sum / (double)n : 0;
+            if (o->json) {
+                printf("%s{\"name\": ", i ? ", " : "");
+                cli_json_str(stdout, a->name);
+                if (fl)
+                    printf(", \"max_rel_error\": %.3e, \"mean_rel_error\": %.3e}", mx, mean);
+                else
+                    printf(", \"compared\": false}");
+            } else if (fl) {
+                printf("  output '%s': max rel error %.3e  mean rel error %.3e\n", a->name, mx,
+                       mean);
+            } else {
+                printf("  output '%s': %s, not compared\n", a->name, cge_dtype_name(a->dtype));
+            }
+        }
+        if (o->json)
+            printf("]}\n");
+    }
+    free(lat);
+    prepared_free(&p[0]);
+    prepared_free(&p[1]);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     cli_opts o;
     bool done;
     int rc = cli_parse("bench", argc, argv,
                        "iterations,warmup,duration,mode,threads,json,input,seed,input-shape,"
-                       "opt-level,streams,custom-op-lib,shapes,tp,pp",
+                       "opt-level,streams,custom-op-lib,shapes,precision,compare-precision,tp,pp",
                        bench_help, &o, &done);
     if (rc || done) {
+        opts_free(&o);
+        return rc;
+    }
+    if (o.compare_precision) {
+        if (o.num_sweeps)
+            rc = cli_usage("bench", "--compare-precision runs one size: drop --shapes");
+        else
+            rc = bench_compare_precision(&o);
         opts_free(&o);
         return rc;
     }
@@ -859,7 +962,7 @@ int cmd_profile(int argc, char **argv)
     bool done;
     int rc = cli_parse("profile", argc, argv,
                        "o,iterations,input,seed,threads,input-shape,opt-level,disable-pass,"
-                       "streams,custom-op-lib",
+                       "streams,custom-op-lib,precision",
                        profile_help, &o, &done);
     if (rc || done) {
         opts_free(&o);

@@ -199,14 +199,17 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
         }
         if (!allowed_opt(allowed, name))
             return cli_usage(cmd, "unknown option '%s'", a);
-        bool flag = !strcmp(name, "json") || !strcmp(name, "verify");
+        bool flag = !strcmp(name, "json") || !strcmp(name, "verify") ||
+                    !strcmp(name, "compare-precision");
         if (flag) {
             if (val)
                 return cli_usage(cmd, "--%s takes no value", name);
             if (!strcmp(name, "json"))
                 o->json = true;
-            else
+            else if (!strcmp(name, "verify"))
                 o->verify = true;
+            else
+                o->compare_precision = true;
             continue;
         }
         if (!val) {
@@ -226,6 +229,11 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
             if (!parse_long(val, 0, 3, &n))
                 return cli_usage(cmd, "--opt-level '%s': want 0, 1, 2 or 3", val);
             o->opt_level = (int)n;
+        } else if (!strcmp(name, "precision")) {
+            int p = cge_precision_from_name(val);
+            if (p < 0)
+                return cli_usage(cmd, "--precision '%s': want fp32 or bf16", val);
+            o->precision = (cge_precision)p;
         } else if (!strcmp(name, "disable-pass")) {
             bool known = false;
             const char *pn;
@@ -397,7 +405,7 @@ cge_compile_options cli_compile_options(const cli_opts *o, char *buf, size_t siz
     cge_compile_options c = {.opt_level = o->opt_level < 0 ? CGE_OPT_DEFAULT
                                                            : (cge_opt_level)(o->opt_level + 1),
                              .dump_dir = o->dump_dir, .collect_stats = true,
-                             .num_streams = o->streams};
+                             .num_streams = o->streams, .precision = o->precision};
     size_t k = 0;
     buf[0] = '\0';
     for (int i = 0; i < o->num_disable && k < size; i++)
@@ -412,7 +420,7 @@ int cli_session(const char *cmd, const cli_opts *o, cli_model *m, cge_session **
     cge_session_options so = {.num_threads = o->threads,
                               .opt_level = o->opt_level < 0 ? CGE_OPT_DEFAULT
                                                             : (cge_opt_level)(o->opt_level + 1),
-                              .num_streams = o->streams};
+                              .num_streams = o->streams, .precision = o->precision};
     cli_dist_session_options(o, &so);
     cge_session *s = NULL;
     if (cge_session_create(&so, &s))
@@ -605,6 +613,7 @@ static const char usage[] =
     "  dot MODEL -o FILE.dot             the graph for Graphviz (after a named pass)\n"
     "  profile MODEL -o TRACE.json       Chrome trace: compile, dispatch, kernels, copies\n"
     "  op-check [--lib LIB.so] [--op OP] check operators' schema, meta and kernels agree\n"
+    "  quantize MODEL.onnx -o OUT.onnx   QDQ int8 model (--calibrate DIR) or MatMulNBits\n"
     "\n"
     "MODEL is an ONNX file (.onnx) or a compiled model (.cgm). 'cge <command> --help'\n"
     "describes a command. Exit codes: 0 success, 1 failure, 2 usage error.\n";
@@ -629,7 +638,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"compile", cmd_compile}, {"run", cmd_run},   {"bench", cmd_bench},
                 {"inspect", cmd_inspect}, {"dot", cmd_dot},   {"profile", cmd_profile},
-                {"op-check", cmd_opcheck}};
+                {"op-check", cmd_opcheck}, {"quantize", cmd_quantize}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(c, cmds[i].name))
             return cmds[i].fn(argc - 2, argv + 2);

@@ -1,0 +1,52 @@
+/* int8 convolution and matrix product through oneDNN's C API, when the build
+ * has it (CGE_HAVE_DNNL): u8/s8 activations, s8 weights packed once, int32
+ * bias, per-tensor or per-channel requantisation scales and zero points. */
+#ifndef CGE_OPS_DNNL_QCONV_H
+#define CGE_OPS_DNNL_QCONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cge/op.h"
+#include "cge/status.h"
+
+/* y = saturate(round_half_even(clip(scale[m] * (acc + bias[m]))) + y_zp),
+ * acc the exact int32 sum of (x - x_zp) * w over the window (padding reads
+ * x_zp, i.e. a real zero). oneDNN applies the scale to the int32 sum converted
+ * to float, as cge's own kernels do, so results agree with them except where
+ * |acc| passes 2^24. */
+
+typedef struct cge__dnnl_qconv cge__dnnl_qconv;
+
+typedef struct cge__dnnl_qconv_desc {
+    /* Convolution: N, C, M, G, 1 to 3 spatial dims (as cge__dnnl_conv_desc).
+     * Matrix product (matmul set): N rows of K = C values times a [C, M]
+     * weight; the spatial fields are ignored. */
+    int matmul;
+    int64_t N, C, M, G;
+    int32_t nsp;
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+    int x_signed, y_signed;        /* s8 rather than u8 */
+    int has_bias;                  /* int32 [M] */
+    const float *scale;            /* 1 or M requantisation factors */
+    int64_t num_scales;
+    int32_t x_zp, y_zp;
+    /* Clamp of the scaled value before the zero point is added (Relu/Clip
+     * folded into the requantisation); off when clip is 0. */
+    int clip;
+    float lo, hi;
+    /* X and Y channels-last (NHWC); else plain NCHW, reordered in and out. */
+    int channels_last;
+    int threads;                   /* OpenMP threads it runs with (0: 1) */
+} cge__dnnl_qconv_desc;
+
+/* CGE_ERR_UNSUPPORTED when oneDNN is absent or refuses. */
+cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv **out);
+/* Reorder the constant s8 weights (OIHW / GOIHW, or [K, N] for a matmul)
+ * into the primitive's layout, shared through ctx's cache. */
+cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const int8_t *w);
+/* Run on the calling thread (prepack first). */
+cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y);
+void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c);
+
+#endif

@@ -1,0 +1,501 @@
+/* The compiler's int8 elementwise and pooling operators (cge.fused QAdd, QMul,
+ * QLookup, QPool, made by fuse_qdq): int8 in, int8 out, requantised in one pass,
+ * plain NCHW or channels-last data. */
+#include <math.h>
+#include <string.h>
+
+#include "cge/fused_ops.h"
+#include "ops/builtin.h"
+#include "ops/kernel_util.h"
+#include "ops/nn_spatial.h"
+
+/* QAdd / QMul compute exactly what DequantizeLinear, the float Add / Mul
+ * (and a Relu or Clip) and QuantizeLinear compute one after the other:
+ * (a - za) * sa in float (a table of the 256 values), the float sum or
+ * product, division by the output scale, rounding half to even, the zero
+ * point, then the clamp and saturation: the same bits. QPool's max commutes
+ * with the (monotone) requantisation, so it is exact too; its averages sum
+ * (x - zx) in int32 exactly where the float path sums floats, so they agree
+ * within one quantisation step. */
+
+#define Q8 (CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
+#define F32 CGE_DT(CGE_F32)
+
+static inline int32_t q8_load(const void *p, int sg, int64_t i)
+{
+    return sg ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
+}
+
+static inline float q8_clamp(float v, float lo, float hi)
+{
+    if (v != v)
+        v = 0.0f;
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+static inline void q8_store(void *y, int sg, int64_t i, float v)
+{
+    if (sg)
+        ((int8_t *)y)[i] = (int8_t)v;
+    else
+        ((uint8_t *)y)[i] = (uint8_t)v;
+}
+
+/* [lo, hi] of the output: the dtype's range narrowed by the lo/hi attributes. */
+static void out_range(const cge_kernel_ctx *ctx, int sg, float *lo, float *hi)
+{
+    float tlo = sg ? -128.0f : 0.0f, thi = sg ? 127.0f : 255.0f;
+    float a = (float)cge_attrs_get_int(ctx->attrs, "lo", -1024);
+    float b = (float)cge_attrs_get_int(ctx->attrs, "hi", 1024);
+    *lo = a > tlo ? a : tlo;
+    *hi = b < thi ? b : thi;
+}
+
+static int scalar_ok(const cge_tensor_desc *d)
+{
+    return cge_shape_numel(&d->shape) == 1 || cge_shape_numel(&d->shape) < 0;
+}
+
+/* ---- QAdd / QMul ------------------------------------------------------------ */
+
+/* Inputs as com.microsoft QLinearAdd: A, A_scale, A_zero_point, B, B_scale,
+ * B_zero_point, C_scale, C_zero_point; A and B of one shape, or one of them a
+ * single element. */
+static cge_status qbin_infer(cge_infer_ctx *ctx)
+{
+    const cge_tensor_desc *a = &ctx->inputs[0], *b = &ctx->inputs[3];
+    for (int i = 1; i < 8; i++)
+        if (i != 3 && !scalar_ok(&ctx->inputs[i]))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must be a scalar", i);
+    if (ctx->inputs[2].dtype != a->dtype || ctx->inputs[5].dtype != b->dtype)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "zero points must have their operand's dtype");
+    int64_t na = cge_shape_numel(&a->shape), nb = cge_shape_numel(&b->shape);
+    const cge_tensor_desc *big = na == 1 ? b : a;
+    if (!(na == 1 || nb == 1 || cge_shape_equal(&a->shape, &b->shape)))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                              "A and B must have one shape, or one of them one element");
+    ctx->outputs[0].dtype = ctx->inputs[7].dtype;
+    ctx->outputs[0].shape = big->shape;
+    return CGE_OK;
+}
+
+typedef struct qbin_args {
+    const void *a, *b;
+    void *y;
+    int64_t n, na, nb;
+    int32_t za, zb;
+    float sa, sb, sc, zc, lo, hi;
+    int mul, asg, bsg, ysg;
+} qbin_args;
+
+/* One loop per dtype combination, so that the compiler vectorises it:
+ * (q - z) * s is DequantizeLinear's float, the rest QuantizeLinear's. */
+#define QBIN_LOOP(TA, TB, TY)                                                                \
+    do {                                                                                     \
+        const TA *a = p->a;                                                                  \
+        const TB *b = p->b;                                                                  \
+        TY *y = p->y;                                                                        \
+        int64_t ia = p->na == 1 ? 0 : 1, ib = p->nb == 1 ? 0 : 1;                            \
+        const int32_t za = p->za, zb = p->zb;                                                \
+        const float sa = p->sa, sb = p->sb, sc = p->sc, zc = p->zc, lo = p->lo, hi = p->hi;  \
+        if (p->mul)                                                                          \
+            for (int64_t i = e0; i < e1; i++) {                                              \
+                float va = (float)((int32_t)a[i * ia] - za) * sa;                            \
+                float vb = (float)((int32_t)b[i * ib] - zb) * sb;                            \
+                float v = rintf(va * vb / sc) + zc;                                          \
+                v = v < lo ? lo : v;                                                         \
+                y[i] = (TY)(v > hi ? hi : v);                                                \
+            }                                                                                \
+        else if (ia && ib)                                                                   \
+            for (int64_t i = e0; i < e1; i++) {                                              \
+                float va = (float)((int32_t)a[i] - za) * sa;                                 \
+                float vb = (float)((int32_t)b[i] - zb) * sb;                                 \
+                float v = rintf((va + vb) / sc) + zc;                                        \
+                v = v < lo ? lo : v;                                                         \
+                y[i] = (TY)(v > hi ? hi : v);                                                \
+            }                                                                                \
+        else                                                                                 \
+            for (int64_t i = e0; i < e1; i++) {                                              \
+                float va = (float)((int32_t)a[i * ia] - za) * sa;                            \
+                float vb = (float)((int32_t)b[i * ib] - zb) * sb;                            \
+                float v = rintf((va + vb) / sc) + zc;                                        \
+                v = v < lo ? lo : v;                                                         \
+                y[i] = (TY)(v > hi ? hi : v);                                                \
+            }                                                                                \
+    } while (0)
+
+#define QBIN_Y(TA, TB)                                                                       \
+    do {                                                                                     \
+        if (p->ysg)                                                                          \
+            QBIN_LOOP(TA, TB, int8_t);                                                       \
+        else                                                                                 \
+            QBIN_LOOP(TA, TB, uint8_t);                                                      \
+    } while (0)
+
+static void qbin_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qbin_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    /* NaN cannot come out of int8 inputs (finite scales), so the clamp to
+     * [lo, hi], within the dtype's range, is the whole saturation. */
+    if (p->asg && p->bsg)
+        QBIN_Y(int8_t, int8_t);
+    else if (p->asg)
+        QBIN_Y(int8_t, uint8_t);
+    else if (p->bsg)
+        QBIN_Y(uint8_t, int8_t);
+    else
+        QBIN_Y(uint8_t, uint8_t);
+}
+
+static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    qbin_args p;
+    p.mul = !strcmp(ctx->op_type, "QMul");
+    const cge_tensor *A = &ctx->inputs[0], *B = &ctx->inputs[3], *Y = &ctx->outputs[0];
+    if ((A->dtype != CGE_I8 && A->dtype != CGE_U8) || (B->dtype != CGE_I8 && B->dtype != CGE_U8) ||
+        (Y->dtype != CGE_I8 && Y->dtype != CGE_U8))
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "A, B and C must be int8 or uint8");
+    p.asg = A->dtype == CGE_I8;
+    p.bsg = B->dtype == CGE_I8;
+    p.sa = ((const float *)ctx->inputs[1].data)[0];
+    p.za = q8_load(ctx->inputs[2].data, p.asg, 0);
+    p.sb = ((const float *)ctx->inputs[4].data)[0];
+    p.zb = q8_load(ctx->inputs[5].data, p.bsg, 0);
+    p.a = A->data;
+    p.b = B->data;
+    p.y = Y->data;
+    p.na = cge_shape_numel(&A->shape);
+    p.nb = cge_shape_numel(&B->shape);
+    p.n = cge_shape_numel(&Y->shape);
+    p.sc = ((const float *)ctx->inputs[6].data)[0];
+    p.ysg = Y->dtype == CGE_I8;
+    p.zc = (float)q8_load(ctx->inputs[7].data, p.ysg, 0);
+    out_range(ctx, p.ysg, &p.lo, &p.hi);
+    if (p.n == 0)
+        return CGE_OK;
+    return cge_launch(stream, qbin_fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
+}
+
+/* ---- QLookup: y = table[x], a unary function of 256 values ------------------ */
+
+static cge_status qlut_infer(cge_infer_ctx *ctx)
+{
+    if (cge_shape_numel(&ctx->inputs[1].shape) != 256)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "the table must have 256 entries");
+    ctx->outputs[0].dtype = ctx->inputs[1].dtype;
+    ctx->outputs[0].shape = ctx->inputs[0].shape;
+    return CGE_OK;
+}
+
+typedef struct qlut_args {
+    uint8_t t[256];
+    const uint8_t *x;
+    uint8_t *y;
+    int64_t n;
+} qlut_args;
+
+static void qlut_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qlut_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    for (int64_t i = e0; i < e1; i++)
+        p->y[i] = p->t[p->x[i]];
+}
+
+static cge_status qlut_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    qlut_args p;
+    if (cge_dtype_size(ctx->inputs[0].dtype) != 1 || cge_dtype_size(ctx->inputs[1].dtype) != 1 ||
+        cge_shape_numel(&ctx->inputs[1].shape) != 256)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "X and the table must be 8-bit, 256 entries");
+    memcpy(p.t, ctx->inputs[1].data, 256);
+    p.x = ctx->inputs[0].data;
+    p.y = ctx->outputs[0].data;
+    p.n = cge_shape_numel(&ctx->inputs[0].shape);
+    if (p.n == 0)
+        return CGE_OK;
+    return cge_launch(stream, qlut_fn, cge__blocks_for(p.n, 32768, ctx->num_threads), &p, sizeof p);
+}
+
+/* ---- QPool -------------------------------------------------------------------- */
+
+/* Inputs X, x_scale, x_zero_point, y_scale, y_zero_point; "mode" max, avg or
+ * global_avg with MaxPool / AveragePool's attributes; rank 4 (NCHW, or NHWC
+ * bytes when channels_last). */
+static cge_status qpool_geom(const cge_attrs *a, const cge_shape *xs, nn_geom *g, int *mode,
+                             char *err, size_t errsz)
+{
+    const char *m = cge_attrs_get_string(a, "mode", "max");
+    *mode = !strcmp(m, "max") ? 0 : !strcmp(m, "avg") ? 1 : !strcmp(m, "global_avg") ? 2 : -1;
+    if (*mode < 0) {
+        snprintf(err, errsz, "mode '%s' is not max, avg or global_avg", m);
+        return CGE_ERR_INVALID_ARG;
+    }
+    if (xs->rank != 4) {
+        snprintf(err, errsz, "X must have rank 4");
+        return CGE_ERR_SHAPE;
+    }
+    if (*mode == 2) {
+        memset(g, 0, sizeof *g);
+        g->nsp = 2;
+        for (int i = 0; i < NN_MAX_SP; i++) {
+            g->in[i] = i ? xs->dims[1 + i] : 1;
+            g->k[i] = g->in[i];
+            g->out[i] = g->s[i] = g->d[i] = 1;
+        }
+        return CGE_OK;
+    }
+    bool ceil_mode = cge_attrs_get_int(a, "ceil_mode", 0) != 0;
+    if (!nn_geom_make(a, 2, xs->dims + 2, NULL, ceil_mode, g, err, errsz))
+        return CGE_ERR_INVALID_ARG;
+    return CGE_OK;
+}
+
+static cge_status qpool_infer(cge_infer_ctx *ctx)
+{
+    for (int i = 1; i < 5; i++)
+        if (!scalar_ok(&ctx->inputs[i]))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must be a scalar", i);
+    nn_geom g;
+    int mode;
+    char err[256];
+    cge_status st = qpool_geom(ctx->attrs, &ctx->inputs[0].shape, &g, &mode, err, sizeof err);
+    if (st)
+        return cge_meta_error(ctx, st, "%s", err);
+    ctx->outputs[0].dtype = ctx->inputs[4].dtype;
+    ctx->outputs[0].shape = ctx->inputs[0].shape;
+    ctx->outputs[0].shape.dims[2] = g.out[1];
+    ctx->outputs[0].shape.dims[3] = g.out[2];
+    return CGE_OK;
+}
+
+typedef struct qpool_args {
+    nn_geom g;
+    const void *x;
+    void *y;
+    int64_t N, C;
+    int mode, xsg, ysg, nhwc, count_pad;
+    int32_t zx;
+    float sx, sy, zy, lo, hi;
+} qpool_args;
+
+/* NHWC: per output position, the taps outside and the channels inside
+ * (contiguous), in chunks of int32 sums. */
+#define QP_CHUNK 256
+static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
+{
+    const nn_geom *g = &p->g;
+    int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
+    int32_t acc[QP_CHUNK];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / OH, oh = r % OH, ka0, ka1;
+        nn_tap_range(g, 1, oh, &ka0, &ka1);
+        for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t kb0, kb1;
+            nn_tap_range(g, 2, ow, &kb0, &kb1);
+            int64_t cnt = (ka1 - ka0) * (kb1 - kb0);
+            if (p->mode == 1 && p->count_pad)
+                cnt = nn_padded_taps(g, 1, oh) * nn_padded_taps(g, 2, ow);
+            for (int64_t c0 = 0; c0 < C; c0 += QP_CHUNK) {
+                int64_t nc = C - c0 < QP_CHUNK ? C - c0 : QP_CHUNK;
+                int32_t init = p->mode == 0 ? -1000 : 0;
+                for (int64_t c = 0; c < nc; c++)
+                    acc[c] = init;
+                for (int64_t ta = ka0; ta < ka1; ta++) {
+                    int64_t ih = oh * g->s[1] - g->pb[1] + ta * g->d[1];
+                    for (int64_t tb = kb0; tb < kb1; tb++) {
+                        int64_t iw = ow * g->s[2] - g->pb[2] + tb * g->d[2];
+                        int64_t base = ((n * H + ih) * W + iw) * C + c0;
+                        if (p->xsg) {
+                            const int8_t *x = (const int8_t *)p->x + base;
+                            if (p->mode == 0)
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] = x[c] > acc[c] ? x[c] : acc[c];
+                            else
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] += x[c];
+                        } else {
+                            const uint8_t *x = (const uint8_t *)p->x + base;
+                            if (p->mode == 0)
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] = x[c] > acc[c] ? x[c] : acc[c];
+                            else
+                                for (int64_t c = 0; c < nc; c++)
+                                    acc[c] += x[c];
+                        }
+                    }
+                }
+                int64_t yo = ((n * OH + oh) * OW + ow) * C + c0;
+                for (int64_t c = 0; c < nc; c++) {
+                    float real = p->mode == 0 ? (float)(acc[c] - p->zx) * p->sx
+                                 : cnt ? (float)(acc[c] - (int32_t)cnt * p->zx) * p->sx / (float)cnt
+                                       : 0.0f;
+                    q8_store(p->y, p->ysg, yo + c,
+                             q8_clamp(rintf(real / p->sy) + p->zy, p->lo, p->hi));
+                }
+            }
+        }
+    }
+}
+
+/* Block work: (n, output row); every channel of it. */
+static void qpool_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qpool_args *p = args;
+    const nn_geom *g = &p->g;
+    int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
+    int64_t r0, r1;
+    cge__block_range(p->N * OH, blk, nblk, &r0, &r1);
+    if (p->nhwc) {
+        qpool_nhwc(p, r0, r1);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / OH, oh = r % OH, ka0, ka1;
+        nn_tap_range(g, 1, oh, &ka0, &ka1);
+        for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t kb0, kb1;
+            nn_tap_range(g, 2, ow, &kb0, &kb1);
+            int64_t cnt = (ka1 - ka0) * (kb1 - kb0);
+            if (p->mode == 1 && p->count_pad)
+                cnt = nn_padded_taps(g, 1, oh) * nn_padded_taps(g, 2, ow);
+            for (int64_t c = 0; c < C; c++) {
+                int32_t acc = p->mode == 0 ? -1000 : 0;
+                for (int64_t ta = ka0; ta < ka1; ta++) {
+                    int64_t ih = oh * g->s[1] - g->pb[1] + ta * g->d[1];
+                    for (int64_t tb = kb0; tb < kb1; tb++) {
+                        int64_t iw = ow * g->s[2] - g->pb[2] + tb * g->d[2];
+                        int64_t xi = p->nhwc ? ((n * H + ih) * W + iw) * C + c
+                                             : ((n * C + c) * H + ih) * W + iw;
+                        int32_t v = q8_load(p->x, p->xsg, xi);
+                        if (p->mode == 0)
+                            acc = v > acc ? v : acc;
+                        else
+                            acc += v - p->zx;
+                    }
+                }
+                float real;
+                if (p->mode == 0)
+                    real = (float)(acc - p->zx) * p->sx;
+                else
+                    real = cnt ? (float)acc * p->sx / (float)cnt : 0.0f;
+                int64_t yi = p->nhwc ? ((n * OH + oh) * OW + ow) * C + c
+                                     : ((n * C + c) * OH + oh) * OW + ow;
+                q8_store(p->y, p->ysg, yi, q8_clamp(rintf(real / p->sy) + p->zy, p->lo, p->hi));
+            }
+        }
+    }
+}
+
+static cge_status qpool_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    qpool_args p;
+    memset(&p, 0, sizeof p);
+    char err[256];
+    const cge_tensor *X = &ctx->inputs[0], *Y = &ctx->outputs[0];
+    cge_status st = qpool_geom(ctx->attrs, &X->shape, &p.g, &p.mode, err, sizeof err);
+    if (st)
+        return cge_kernel_error(ctx, st, "%s", err);
+    if ((X->dtype != CGE_I8 && X->dtype != CGE_U8) || (Y->dtype != CGE_I8 && Y->dtype != CGE_U8))
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "X and Y must be int8 or uint8");
+    p.x = X->data;
+    p.y = Y->data;
+    p.N = X->shape.dims[0];
+    p.C = X->shape.dims[1];
+    p.xsg = X->dtype == CGE_I8;
+    p.ysg = Y->dtype == CGE_I8;
+    p.nhwc = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
+    p.count_pad = cge_attrs_get_int(ctx->attrs, "count_include_pad", 0) != 0;
+    p.sx = ((const float *)ctx->inputs[1].data)[0];
+    p.zx = q8_load(ctx->inputs[2].data, p.xsg, 0);
+    p.sy = ((const float *)ctx->inputs[3].data)[0];
+    p.zy = (float)q8_load(ctx->inputs[4].data, p.ysg, 0);
+    out_range(ctx, p.ysg, &p.lo, &p.hi);
+    int64_t rows = p.N * p.g.out[1];
+    if (rows * p.g.out[2] * p.C == 0)
+        return CGE_OK;
+    int64_t per = p.g.out[2] * p.C * p.g.k[1] * p.g.k[2];
+    return cge_launch(stream, qpool_fn,
+                      cge__blocks_for(rows, per >= 16384 ? 1 : 16384 / (per ? per : 1),
+                                     ctx->num_threads),
+                      &p, sizeof p);
+}
+
+/* ---- definitions -------------------------------------------------------------- */
+
+static const cge_arg_def qbin_in[] = {
+    {"A", 0, Q8, "int8 or uint8"},
+    {"A_scale", 0, F32, "scalar"},
+    {"A_zero_point", 0, Q8, "scalar"},
+    {"B", 0, Q8, "A's shape, or one element"},
+    {"B_scale", 0, F32, "scalar"},
+    {"B_zero_point", 0, Q8, "scalar"},
+    {"C_scale", 0, F32, "scalar"},
+    {"C_zero_point", 0, Q8, "scalar"},
+};
+static const cge_arg_def q_out[] = {{"C", 0, Q8, "requantised result"}};
+static const cge_arg_def qpool_in[] = {
+    {"X", 0, Q8, "[N, C, H, W]"},
+    {"x_scale", 0, F32, "scalar"},
+    {"x_zero_point", 0, Q8, "scalar"},
+    {"y_scale", 0, F32, "scalar"},
+    {"y_zero_point", 0, Q8, "scalar"},
+};
+#define RANGE_ATTRS                                                                          \
+    {"lo", CGE_ATTR_INT, false, -1024, 0.0f, NULL, "lowest output value (a folded Relu/Clip)"}, \
+    {"hi", CGE_ATTR_INT, false, 1024, 0.0f, NULL, "highest output value"}
+static const cge_attr_def qbin_attrs[] = {RANGE_ATTRS};
+static const cge_attr_def qpool_attrs[] = {
+    RANGE_ATTRS,
+    {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "max", "max, avg or global_avg"},
+    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
+    {"ceil_mode", CGE_ATTR_INT, false, 0, 0.0f, NULL, "ceil for output sizes"},
+    {"count_include_pad", CGE_ATTR_INT, false, 0, 0.0f, NULL, "avg: padding counts"},
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "window"},
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL, "X and Y are NHWC (the layout pass)"},
+};
+static const cge_kernel_def qbin_kernels[] = {
+    {.engine = "cpu", .launch = qbin_launch, .inplace_input = -1}};
+static const cge_arg_def qlut_in[] = {
+    {"X", 0, Q8, "int8 or uint8"},
+    {"table", 0, Q8, "[256]: the output for each byte of X"},
+};
+static const cge_kernel_def qlut_kernels[] = {
+    {.engine = "cpu", .launch = qlut_launch, .inplace_input = 0}};
+static const cge_kernel_def qpool_kernels[] = {
+    {.engine = "cpu", .launch = qpool_launch, .inplace_input = -1}};
+
+#define N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
+
+static const cge_op_def qlinear_ops[] = {
+    {.name = "QAdd", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qbin_in,
+     .num_inputs = 8, .outputs = q_out, .num_outputs = 1, .attrs = qbin_attrs,
+     .num_attrs = N_OF(qbin_attrs), .infer = qbin_infer, .kernels = qbin_kernels,
+     .num_kernels = 1,
+     .doc = "Q(DQ(A) + DQ(B)) clamped to [lo, hi] (com.microsoft QLinearAdd's inputs)"},
+    {.name = "QMul", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qbin_in,
+     .num_inputs = 8, .outputs = q_out, .num_outputs = 1, .attrs = qbin_attrs,
+     .num_attrs = N_OF(qbin_attrs), .infer = qbin_infer, .kernels = qbin_kernels,
+     .num_kernels = 1, .doc = "Q(DQ(A) * DQ(B)) clamped to [lo, hi]"},
+    {.name = "QLookup", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qlut_in,
+     .num_inputs = 2, .outputs = q_out, .num_outputs = 1, .infer = qlut_infer,
+     .kernels = qlut_kernels, .num_kernels = 1,
+     .doc = "table[X]: Q(f(DQ(X))) for a unary f, tabulated by fuse_qdq with f's own kernel"},
+    {.name = "QPool", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qpool_in,
+     .num_inputs = 5, .outputs = q_out, .num_outputs = 1, .attrs = qpool_attrs,
+     .num_attrs = N_OF(qpool_attrs), .infer = qpool_infer, .kernels = qpool_kernels,
+     .num_kernels = 1,
+     .doc = "Q(MaxPool / AveragePool / GlobalAveragePool(DQ(X))) in int8, NCHW or NHWC"},
+};
+
+const cge_op_def *cge__ops_qlinear(int32_t *count)
+{
+    *count = N_OF(qlinear_ops);
+    return qlinear_ops;
+}
