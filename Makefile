@@ -15,7 +15,8 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec bench-long-tail soak
+        bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec bench-long-tail \
+        bench-dist soak
 
 all: build
 
@@ -153,6 +154,12 @@ bench-int8: bench-deps deps build
 # decoder (bytes of weights per token, ms/token vs ONNX Runtime).
 bench-lowprec: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/lowprec.py
+# Across processes (Open MPI on this host): a TransformerEncoder (d 512, 8
+# layers) and the GPT-like decoder's blocks, one process x 2 threads vs two
+# processes x 1 thread (--tp 2, --pp 2) vs ONNX Runtime; latency, tokens/s,
+# bytes sent per run against the analytical minimum (docs/distributed.md).
+bench-dist: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dist.py
 
 # The long tail (issue 14): a small U-Net (ConvTranspose), a wav2vec-like Conv1d
 # encoder (GroupNorm, GELU), convnext_tiny, lraspp_mobilenet_v3_large,

@@ -9,6 +9,7 @@ packages=(
   python3 python3-numpy python3-pytest python3-venv python3-pip python3-setuptools
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx clang
   python3-torch python3-torchvision
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

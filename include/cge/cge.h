@@ -10,6 +10,7 @@
 #include "cge/op.h"
 #include "cge/fused_ops.h"
 #include "cge/compiler.h"
+#include "cge/dist.h"
 #include "cge/es.h"
 #include "cge/session.h"
 #include "cge/onnx.h"

@@ -5,6 +5,7 @@
 #define CGE_SESSION_H
 
 #include "cge/compiler.h"
+#include "cge/dist.h"
 #include "cge/graph.h"
 #include "cge/runtime.h"
 
@@ -86,6 +87,27 @@ typedef struct cge_session_options {
      * Gemm in bfloat16 with float32 accumulation. $CGE_PRECISION (fp32,
      * bf16) overrides a zero field, for experiments. */
     cge_precision precision;
+    /* Distribution over processes (cge/dist.h, docs/distributed.md); all
+     * zero: one process, and cge.dist operators act on a world of one.
+     * The session duplicates the communicator at create (a collective call:
+     * every rank creates its session, and then builds its plans in the same
+     * order). */
+    cge_dist_source dist;
+    const void *dist_mpi_comm;    /* CGE_DIST_MPI_COMM: address of the caller's MPI_Comm */
+    /* Nonzero: the world must have this many ranks and this process must be
+     * dist_rank ([runtime] error at create otherwise): a launcher mistake
+     * caught before any graph runs. */
+    int dist_world_size;
+    int dist_rank;
+    int dist_timeout_ms;          /* every collective's bound (0: 30000 ms) */
+    /* Tensor-parallel degree (0, 1: none): each graph added is sharded for
+     * this rank (cge_dist_tensor_parallel); it must equal the world size. */
+    int dist_tp;
+    /* Pipeline-parallel degree (0, 1: none): each graph added is cut into
+     * this many stages of balanced cost, this rank keeping its stage
+     * (cge_dist_pipeline_parallel); it must equal the world size, and is
+     * not combined with dist_tp. */
+    int dist_pp;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step
@@ -213,6 +235,8 @@ cge_status cge_session_last_run_mode(const cge_session *s, uint32_t graph_id,
  * largest of their plans' arenas (signatures take turns in it), 0 before the
  * first compile. */
 cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size_t *bytes);
+/* The session's communicator (NULL without distribution). */
+cge_dist_comm *cge_session_dist_comm(const cge_session *s);
 
 /* What the session did for one graph so far, for tests and tools that check
  * a path does no work twice. */

@@ -38,7 +38,12 @@ class SessionOptions(ctypes.Structure):
                 ("capture_limit", ctypes.c_int), ("opt_level", c_enum),
                 ("num_streams", ctypes.c_int), ("buckets", ctypes.POINTER(DimBuckets)),
                 ("num_buckets", c_int32), ("disable_shape_program", ctypes.c_bool),
-                ("precision", c_enum)]
+                ("precision", c_enum),
+                # distribution (cge/dist.h): source, MPI_Comm*, world size, rank,
+                # timeout, tensor-parallel degree, pipeline stages
+                ("dist", c_enum), ("dist_mpi_comm", c_void_p), ("dist_world_size", ctypes.c_int),
+                ("dist_rank", ctypes.c_int), ("dist_timeout_ms", ctypes.c_int),
+                ("dist_tp", ctypes.c_int), ("dist_pp", ctypes.c_int)]
 
 
 class ProfileEvent(ctypes.Structure):

@@ -57,7 +57,14 @@ class SessionOptions:
     (cge's dim_values), register_custom_ops_library (cge.load_op_library),
     and cge's own ``precision`` ("fp32" or "bf16").
     The rest (inter_op_num_threads, execution_mode, log_*, memory arena
-    switches, session config entries) is accepted and kept, not used."""
+    switches, session config entries) is accepted and kept, not used.
+
+    cge's distributed fields (docs/distributed.md), for processes started
+    by mpirun: dist ("none" or "env": the communicator from mpirun's world),
+    dist_tp (tensor-parallel degree, the world size; 0 or 1: none), dist_pp
+    (pipeline stages, the world size; not with dist_tp),
+    dist_timeout_ms (bound of every collective, 0: 30 s), dist_world_size and
+    dist_rank (nonzero world size: checked against the world)."""
 
     def __init__(self):
         self.intra_op_num_threads = 0
@@ -81,6 +88,12 @@ class SessionOptions:
         # cge's own: "fp32" (default) or "bf16" (Conv, MatMul, Gemm in bfloat16
         # with float32 accumulation; docs/python.md).
         self.precision = "fp32"
+        self.dist = "none"
+        self.dist_tp = 0
+        self.dist_pp = 0
+        self.dist_timeout_ms = 0
+        self.dist_world_size = 0
+        self.dist_rank = 0
 
     def add_session_config_entry(self, key, value):
         self._config[str(key)] = str(value)

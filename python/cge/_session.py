@@ -229,6 +229,23 @@ def precision_bf16_available():
     return bool(lib.cge_precision_bf16_available())
 
 
+_DIST_SOURCES = {"none": 0, None: 0, "env": 1}
+
+
+def _dist(so, sess_options):
+    """Copy SessionOptions' distributed fields into the C options."""
+    src = getattr(sess_options, "dist", "none")
+    if src not in _DIST_SOURCES:
+        raise Error("[session] SessionOptions.dist %r is not 'none' or 'env'" % (src,), "session",
+                    "CGE_ERR_INVALID_ARG")
+    so.dist = _DIST_SOURCES[src]
+    so.dist_tp = int(getattr(sess_options, "dist_tp", 0) or 0)
+    so.dist_pp = int(getattr(sess_options, "dist_pp", 0) or 0)
+    so.dist_timeout_ms = int(getattr(sess_options, "dist_timeout_ms", 0) or 0)
+    so.dist_world_size = int(getattr(sess_options, "dist_world_size", 0) or 0)
+    so.dist_rank = int(getattr(sess_options, "dist_rank", 0) or 0)
+
+
 class InferenceSession:
     """Load an ONNX model or a compiled model (.cgm, from `cge compile`; a path or
     the model's bytes) and run it.
@@ -334,6 +351,7 @@ class InferenceSession:
                                      0 if opt_level is None else opt_level + 1)
             so.precision = self._precision = _precision(precision)
             held = _buckets(so, capture_sizes)
+            _dist(so, self._sess_options)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
             del held
             _check(lib.cge_session_add_graph(self._session, _GRAPH_ID, graph))
@@ -387,6 +405,7 @@ class InferenceSession:
                 raise Error("[session] unknown run mode %r (want eager, plan or replay)"
                             % run_mode, "session", "CGE_ERR_INVALID_ARG")
             so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0)
+            _dist(so, self._sess_options)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
             _check(lib.cge_session_add_model(self._session, _GRAPH_ID, model))
             if self._save_path:

@@ -2,6 +2,7 @@
  * and so are constants nothing reads. One sweep in reverse topological order
  * (O(nodes + edges)). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "compiler/compiler_internal.h"
 
@@ -21,6 +22,9 @@ cge_status cc_pass_dce(cc_ctx *ctx, cge_graph *g)
         bool used = false;
         for (int32_t o = 0; o < cge_node_num_outputs(n) && !used; o++)
             used = live[cge_node_output_id(n, o)];
+        /* A cge.dist node talks to other processes (a Send): it stays even
+         * when nothing in this graph reads what it passes through. */
+        used = used || !strcmp(cge_node_domain(n), "cge.dist");
         if (!used) {
             st = cge_graph_remove_node(g, n);
             ctx->removed++;

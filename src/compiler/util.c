@@ -330,7 +330,11 @@ bool cc_const_scalar(const cge_tensor *t, double *v)
 
 bool cc_is_nondeterministic(const cge_node *n)
 {
-    const char *op = cge_node_op_type(n);
+    const char *op = cge_node_op_type(n), *dom = cge_node_domain(n);
+    /* Collectives (cge.dist) depend on other processes: never folded,
+     * evaluated at compile time or merged. */
+    if (dom && !strcmp(dom, "cge.dist"))
+        return true;
     return !strncmp(op, "Random", 6) || !strcmp(op, "Multinomial") || !strcmp(op, "Bernoulli");
 }
 

@@ -29,6 +29,7 @@ struct cge_kernel_cache {
     range *ranges;
     int32_t num_ranges, cap_ranges;
     bool sorted;
+    void *comm;             /* cge__kernel_cache_set_comm */
 };
 
 static cge_status oom(const char *what)
@@ -205,4 +206,15 @@ cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, con
     }
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+void cge__kernel_cache_set_comm(cge_kernel_cache *c, void *comm)
+{
+    if (c)
+        c->comm = comm;
+}
+
+void *cge__kernel_ctx_comm(const cge_kernel_ctx *ctx)
+{
+    return ctx && ctx->shared ? ctx->shared->comm : NULL;
 }

@@ -337,6 +337,7 @@ static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_gra
             .attrs = cge_node_attrs_const(ne->node),
             .device = inst->dev,
             .num_threads = cge_device_num_threads(inst->dev),
+            .shared = inst->shared,
         };
     }
     free(order);

@@ -13,6 +13,7 @@
 #include "ops/kernel_cache.h"
 #include "session/buckets.h"
 #include "session/instance.h"
+#include "session/session_dist.h"
 
 /* The instances are the session's one plan cache. Inputs and outputs are
  * checked before anything is enqueued. */
@@ -82,6 +83,9 @@ struct cge_session {
     bool capture_first;     /* $CGE_CAPTURE_FIRST=1: capture at a signature's first run */
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
+    cge_dist_comm *comm;    /* distribution (session_dist.c), or NULL */
+    int tp;                 /* tensor- (or with pp, pipeline-) parallel degree */
+    bool pp;                /* graphs are cut into tp pipeline stages, not sharded */
 };
 
 cge_status cge_session_create(const cge_session_options *opts, cge_session **out)
@@ -112,6 +116,15 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     if (!st)
         st = cge_stream_create(s->dev, &s->stream);
     if (st) {
+        if (s->owns_device)
+            cge_device_destroy(s->dev);
+        cge__buckets_destroy(s->buckets);
+        free(s);
+        return st;
+    }
+    st = cge__session_dist_open(opts, &s->comm, &s->tp, &s->pp);
+    if (st) {
+        cge_stream_destroy(s->stream);
         if (s->owns_device)
             cge_device_destroy(s->dev);
         cge__buckets_destroy(s->buckets);
@@ -202,9 +215,12 @@ void cge_session_destroy(cge_session *s)
     if (s->owns_device)
         cge_device_destroy(s->dev);
     cge__buckets_destroy(s->buckets);
+    cge_dist_comm_destroy(s->comm);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
+
+cge_dist_comm *cge_session_dist_comm(const cge_session *s) { return s ? s->comm : NULL; }
 
 cge_device *cge_session_device(const cge_session *s) { return s ? s->dev : NULL; }
 
@@ -235,7 +251,16 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     if (!e)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "add_graph: out of memory");
     cge_status st = cge_graph_clone(g, &e->g);
+    if (!st && s->tp > 1) {
+        cge_graph *sharded = NULL;
+        st = s->pp ? cge_dist_pipeline_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded,
+                                                NULL, NULL)
+                   : cge_dist_tensor_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded, NULL);
+        cge_graph_destroy(e->g);
+        e->g = sharded;
+    }
     if (st) {
+        cge_graph_destroy(e->g);
         free(e);
         return st;
     }
@@ -443,6 +468,8 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
      * (partition and build, its weight work done) at its first run. */
     if (!e->shared) {
         cge_status st = cge__kernel_cache_create(&e->shared);
+        if (!st)
+            cge__kernel_cache_set_comm(e->shared, s->comm);
         if (!st)
             st = add_stable_constants(e->shared, e->g);
         if (st) {

@@ -48,6 +48,8 @@ typedef struct cli_opts {
     bool verify;
     cge_precision precision;                /* --precision fp32|bf16 */
     bool compare_precision;                 /* bench --compare-precision */
+    int tp;                                 /* --tp: tensor-parallel degree (dist.c) */
+    int pp;                                 /* --pp: pipeline stages (dist.c) */
 } cli_opts;
 
 /* A model opened for a subcommand. */
@@ -111,6 +113,14 @@ const char *cli_npy_descr(cge_dtype d);
 
 /* JSON string output with escapes. */
 void cli_json_str(FILE *f, const char *s);
+
+/* Distribution (dist.c): --tp N under mpirun. The session options for it,
+ * this process's rank, rank 0 alone printing to stdout, and the bench's
+ * per-rank and end-to-end report. */
+void cli_dist_session_options(const cli_opts *o, cge_session_options *so);
+int cli_dist_rank(cge_session *s);
+void cli_dist_quiet_others(cge_session *s);
+void cli_dist_bench_report(cge_session *s, const double *sorted_ms, long n, long runs);
 
 /* Subcommands. */
 int cmd_compile(int argc, char **argv);

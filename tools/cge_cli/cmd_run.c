@@ -22,6 +22,9 @@ static const char run_help[] =
     "  --mode eager|plan|replay   run mode (default: replay where possible)\n"
     "  --seed N                   seed of the random inputs (default 0)\n"
     "  --threads N                compute threads (default: all cores)\n"
+    "  --tp N                     tensor-parallel over N ranks: mpirun -np N cge run\n"
+    "                             ... --tp N (rank 0 prints; docs/distributed.md)\n"
+    "  --pp N                     pipeline stages over N ranks (under mpirun)\n"
     "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
     "                             name (ids:1,batch: symbolic)\n"
     "  --precision fp32|bf16      bf16: float32 Conv/MatMul/Gemm in bfloat16 with\n"
@@ -42,6 +45,9 @@ static const char bench_help[] =
     "  --duration S               stop timing after S seconds (per size)\n"
     "  --mode eager|plan|replay   run mode (default: replay where possible)\n"
     "  --threads N                compute threads (default: all cores)\n"
+    "  --tp N                     tensor-parallel over N ranks (under mpirun): each\n"
+    "                             rank's latency on stderr, rank 0 the whole\n"
+    "  --pp N                     pipeline stages over N ranks (under mpirun)\n"
     "  --json                     one JSON object\n"
     "  --shapes SIZES             sweep input sizes in ONE session: per size, the\n"
     "                             first run (which compiles a new shape) and the\n"
@@ -177,7 +183,7 @@ int cmd_run(int argc, char **argv)
     bool done;
     int rc = cli_parse("run", argc, argv,
                        "input,output-dir,mode,seed,threads,input-shape,opt-level,streams,"
-                       "custom-op-lib,verify,precision",
+                       "custom-op-lib,verify,precision,tp,pp",
                        run_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -185,6 +191,8 @@ int cmd_run(int argc, char **argv)
     }
     prepared p;
     rc = prepare("run", &o, &p);
+    if (!rc)
+        cli_dist_quiet_others(p.s);
     if (!rc && o.output_dir && mkdir(o.output_dir, 0777) && errno != EEXIST)
         rc = cli_fail("run", "[io] %s: cannot make the folder: %s", o.output_dir, strerror(errno));
     double ms = 0;
@@ -704,7 +712,7 @@ int cmd_bench(int argc, char **argv)
     bool done;
     int rc = cli_parse("bench", argc, argv,
                        "iterations,warmup,duration,mode,threads,json,input,seed,input-shape,"
-                       "opt-level,streams,custom-op-lib,shapes,precision,compare-precision",
+                       "opt-level,streams,custom-op-lib,shapes,precision,compare-precision,tp,pp",
                        bench_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -732,6 +740,8 @@ int cmd_bench(int argc, char **argv)
     }
     prepared p;
     rc = prepare("bench", &o, &p);
+    if (!rc)
+        cli_dist_quiet_others(p.s);
     long iters = o.iterations > 0 ? o.iterations : o.duration_s > 0 ? 100000000 : 100;
     long warm = o.warmup >= 0 ? o.warmup : 10;
     double *lat = NULL;
@@ -815,6 +825,7 @@ int cmd_bench(int argc, char **argv)
                 printf(" (arena %.1f MiB)", (double)arena / 1048576.0);
             printf("\n");
         }
+        cli_dist_bench_report(p.s, lat, n, n + warm + 1);
     }
     free(lat);
     prepared_free(&p);

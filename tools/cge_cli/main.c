@@ -283,6 +283,14 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
             o->duration_s = d;
         } else if (!strcmp(name, "after")) {
             o->after = val;
+        } else if (!strcmp(name, "tp")) {
+            if (!parse_long(val, 1, 1024, &n))
+                return cli_usage(cmd, "--tp '%s': want a positive number (run under mpirun -np N)", val);
+            o->tp = (int)n;
+        } else if (!strcmp(name, "pp")) {
+            if (!parse_long(val, 1, 1024, &n))
+                return cli_usage(cmd, "--pp '%s': want a positive number (run under mpirun -np N)", val);
+            o->pp = (int)n;
         } else if (!strcmp(name, "seed")) {
             if (!parse_long(val, 0, UINT32_MAX, &n))
                 return cli_usage(cmd, "--seed '%s': want a number >= 0", val);
@@ -413,6 +421,7 @@ int cli_session(const char *cmd, const cli_opts *o, cli_model *m, cge_session **
                               .opt_level = o->opt_level < 0 ? CGE_OPT_DEFAULT
                                                             : (cge_opt_level)(o->opt_level + 1),
                               .num_streams = o->streams, .precision = o->precision};
+    cli_dist_session_options(o, &so);
     cge_session *s = NULL;
     if (cge_session_create(&so, &s))
         return cli_fail_last(cmd, NULL);
