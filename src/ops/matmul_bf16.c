@@ -44,6 +44,7 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) static void cvt_avx512(co
 #define HAVE_CVT_AVX512 1
 #endif
 
+#if defined(HAVE_CVT_AVX512) || defined(CGE_HAVE_DNNL)
 static int cpu_bf16(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -57,6 +58,7 @@ static int cpu_bf16(void)
     return 0;
 #endif
 }
+#endif
 
 void cge__f32_to_bf16_row(const float *src, uint16_t *dst, int64_t n)
 {
@@ -635,6 +637,7 @@ static size_t align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+#ifdef CGE_HAVE_DNNL
 /* Row slices: one per thread, each of at least 16 rows (a decode step, M =
  * 1, is one block). */
 static int bmm_blocks(const bmm_call *k, int threads)
@@ -644,6 +647,7 @@ static int bmm_blocks(const bmm_call *k, int threads)
         b = threads;
     return b < 1 ? 1 : (int)b;
 }
+#endif
 
 /* Workspace: A (and a per-run B) in bfloat16, then each block's scratch. */
 static size_t bmm_fixed_bytes(const bmm_call *k, bool packed)

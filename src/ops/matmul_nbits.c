@@ -190,16 +190,6 @@ static void nb_ref_cols(const nb_args *a, int64_t m0, int64_t m1, int64_t n0, in
     }
 }
 
-/* Zero points out of the inner loop: sum over blocks of s * z * sum(a). */
-static float nb_corr(const nb_args *a, int64_t m, int64_t n)
-{
-    float c = 0.0f;
-    const float *sz = a->sz + n * a->nb, *as = a->asum + m * a->nb;
-    for (int64_t blk = 0; blk < a->nb; blk++)
-        c += sz[blk] * as[blk];
-    return c;
-}
-
 /* sz for columns of this block: once per run, O(N * n_blocks), so that no
  * zero point is unpacked in the products' loops. */
 static void nb_sz_fn(int64_t blk, int64_t nblk, void *p)
@@ -213,6 +203,16 @@ static void nb_sz_fn(int64_t blk, int64_t nblk, void *p)
 }
 
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+/* Zero points out of the inner loop: sum over blocks of s * z * sum(a). */
+static float nb_corr(const nb_args *a, int64_t m, int64_t n)
+{
+    float c = 0.0f;
+    const float *sz = a->sz + n * a->nb, *as = a->asum + m * a->nb;
+    for (int64_t blk = 0; blk < a->nb; blk++)
+        c += sz[blk] * as[blk];
+    return c;
+}
+
 #include <immintrin.h>
 #define NB_HAVE_AVX512 1
 #define NB_TARGET __attribute__((target("avx512f,avx512bw")))
@@ -442,25 +442,14 @@ static bool nb_make(const cge_kernel_ctx *ctx, nb_args *a)
 /* A repacked, its block sums, and each column's scale * zero point per block
  * (sz: the zero points' term comes out of the products as
  * sum_blk sz[n, blk] * asum[m, blk]). */
-static bool nb_panel(const nb_args *a)
-{
 #ifdef NB_HAVE_AVX512
-    return a->fast && a->M >= NB_PANEL_ROWS;
-#else
-    (void)a;
-    return false;
-#endif
-}
+static bool nb_panel(const nb_args *a) { return a->fast && a->M >= NB_PANEL_ROWS; }
 
 static int64_t nb_panel_blocks(const nb_args *a, int threads)
 {
-#ifdef NB_HAVE_AVX512
     return cge__blocks_for((a->N + NB_WROWS - 1) / NB_WROWS, 1, threads);
-#else
-    (void)a, (void)threads;
-    return 0;
-#endif
 }
+#endif
 
 static size_t nb_bytes(const nb_args *a, int threads)
 {
