@@ -1,12 +1,14 @@
 /* `cge`: the command-line tool's entry, help, option parsing and what the
  * subcommands share: opening .onnx/.cgm models, sessions, inputs (from .npy
  * or random with a fixed seed) and output buffers. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "cli.h"
@@ -618,8 +620,29 @@ static const char usage[] =
     "MODEL is an ONNX file (.onnx) or a compiled model (.cgm). 'cge <command> --help'\n"
     "describes a command. Exit codes: 0 success, 1 failure, 2 usage error.\n";
 
+/* oneDNN runs cge's float32 and int8 convolutions on libgomp's threads, and
+ * libgomp reads its wait policy once, when it loads, before main. Left unset,
+ * its workers spin for about 300000 polls after every oneDNN call, on the
+ * cores the next (cge) kernels need: resnet18 at 2 threads on a busy 2-core
+ * machine took 808 ms instead of 45 (issue 14, docs/runtime.md). So when
+ * libgomp is in the process and the user set neither OMP_WAIT_POLICY nor
+ * GOMP_SPINCOUNT, the tool sets OMP_WAIT_POLICY=passive and executes itself
+ * again, once (the variable, now set, stops a second time). A user's own
+ * setting always wins; if the exec fails the tool runs on as it is. */
+static void cli_openmp_policy(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+        return;
+    if (!dlsym(RTLD_DEFAULT, "omp_get_max_threads"))
+        return; /* no oneDNN/libgomp in this build: nothing spins */
+    if (setenv("OMP_WAIT_POLICY", "passive", 0) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv)
 {
+    cli_openmp_policy(argv);
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_USAGE;
