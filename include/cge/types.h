@@ -76,6 +76,24 @@ static inline bool cge_dim_is_known(int64_t d) { return d >= 0; }
 static inline bool cge_dim_is_symbol(int64_t d) { return d <= -2 && d >= CGE_DIM_MIN; }
 /* k for CGE_DIM_SYMBOL(k); -1 if `d` is not a symbol. */
 static inline int64_t cge_dim_symbol_id(int64_t d) { return cge_dim_is_symbol(d) ? -d - 2 : -1; }
+/* Derived symbols: ids from CGE_DIM_DERIVED_FIRST up are not names in a
+ * graph's table but encode floor((base + add) / div) of a named symbol base
+ * (id below 512, -2048 <= add < 2048, 1 <= div <= 256): the spatial size a
+ * convolution or pooling window gives a symbolic size. The encoding is a
+ * function of (base, add, div), so two dims with the same derived symbol are
+ * equal at every size, and equal arithmetic on equal inputs (a residual
+ * branch's 3x3/2 pad 1 and 1x1/2 pad 0) gives the same symbol. */
+#define CGE_DIM_DERIVED_FIRST ((int64_t)1 << 29)
+static inline bool cge_dim_is_derived(int64_t d)
+{
+    return d <= CGE_DIM_SYMBOL(CGE_DIM_DERIVED_FIRST) && d >= CGE_DIM_MIN;
+}
+/* floor((d + add) / div) as a dim: a size for a known d, a symbol (derived,
+ * or d itself where add is 0 and div 1) for a symbolic d, CGE_DIM_DYNAMIC
+ * for an anonymous d or where the result does not fit the encoding. */
+int64_t cge_dim_derive(int64_t d, int64_t add, int64_t div);
+/* The parts of a derived symbol; false (and base = d, add 0, div 1) otherwise. */
+bool cge_dim_derived_parts(int64_t d, int64_t *base, int64_t *add, int64_t *div);
 /* A size, CGE_DIM_DYNAMIC or a symbol. */
 static inline bool cge_dim_valid(int64_t d) { return d >= CGE_DIM_MIN; }
 /* Provably the same size in every run: equal known sizes or the same symbol
@@ -131,8 +149,8 @@ void cge_shape_strides(const cge_shape *s, int64_t strides[CGE_MAX_RANK]);
 /* Normalise a possibly negative axis in [-rank, rank) (or [-rank-1, rank] when
  * `inclusive`, for Unsqueeze-like ops). Returns false if out of range. */
 bool cge_axis_normalize(int64_t axis, int32_t rank, bool inclusive, int32_t *out);
-/* Writes "[8,2048]" ("?" for anonymous dims, "s<k>" for symbol k, "[]" for
- * scalars) into buf; returns buf. */
+/* Writes "[8,2048]" ("?" for anonymous dims, "s<k>" for symbol k, "(s<k>+1)/2"
+ * for a derived symbol, "[]" for scalars) into buf; returns buf. */
 char *cge_shape_str(const cge_shape *s, char *buf, size_t size);
 /* The same, with symbols named by `name_of(symbol dim, user)` where it returns
  * non-NULL ("[batch,16]"); "s<k>" where it returns NULL. */

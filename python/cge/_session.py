@@ -2,6 +2,7 @@
 # numpy arrays. Output buffers are sized from the compiled shapes, or, when
 # shapes depend on values, from what the run computed (then run again).
 import ctypes
+import re
 import datetime
 import json
 import os
@@ -458,7 +459,13 @@ class InferenceSession:
         for i in range(shape.rank):
             if shape.dims[i] <= -2:
                 name = lib.cge_session_dim_symbol_name(self._session, _GRAPH_ID, shape.dims[i])
-                dims[i] = name.decode() if name is not None else None
+                name = name.decode() if name is not None else None
+                # The importer names an input dim that has neither dim_value nor
+                # dim_param "unk__<input>_<axis>" (a symbol of its own, for the
+                # shape program); ONNX Runtime reports such dims as None.
+                if name is not None and re.fullmatch(r"unk__(.+)_\d+(#\d+)?", name, re.S):
+                    name = None
+                dims[i] = name
         return dims
 
     # ---- lifetime: close() against runs in flight ----------------------------

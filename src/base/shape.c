@@ -117,6 +117,49 @@ bool cge_axis_normalize(int64_t axis, int32_t rank, bool inclusive, int32_t *out
     return true;
 }
 
+#define DERIVED_BASES 512
+#define DERIVED_ADD 2048   /* add in [-2048, 2048) */
+#define DERIVED_DIV 256
+
+int64_t cge_dim_derive(int64_t d, int64_t add, int64_t div)
+{
+    if (div < 1)
+        return CGE_DIM_DYNAMIC;
+    if (d >= 0) {
+        int64_t n = d + add;   /* floor division, also below zero */
+        return n >= 0 ? n / div : -((-n + div - 1) / div);
+    }
+    if (!cge_dim_is_symbol(d))
+        return CGE_DIM_DYNAMIC;
+    int64_t base, a, s;
+    cge_dim_derived_parts(d, &base, &a, &s);
+    /* floor((floor((b + a) / s) + add) / div) = floor((b + a + add*s) / (s*div)) */
+    if (add < -DERIVED_ADD || add >= DERIVED_ADD || div > DERIVED_DIV || s * div > DERIVED_DIV)
+        return CGE_DIM_DYNAMIC;
+    a += add * s;
+    s *= div;
+    if (a == 0 && s == 1)
+        return base;
+    int64_t k = cge_dim_symbol_id(base);
+    if (k >= DERIVED_BASES || a < -DERIVED_ADD || a >= DERIVED_ADD)
+        return CGE_DIM_DYNAMIC;
+    return CGE_DIM_SYMBOL(CGE_DIM_DERIVED_FIRST + (k << 20) + ((s - 1) << 12) + (a + DERIVED_ADD));
+}
+
+bool cge_dim_derived_parts(int64_t d, int64_t *base, int64_t *add, int64_t *div)
+{
+    *base = d;
+    *add = 0;
+    *div = 1;
+    if (!cge_dim_is_derived(d))
+        return false;
+    int64_t k = cge_dim_symbol_id(d) - CGE_DIM_DERIVED_FIRST;
+    *base = CGE_DIM_SYMBOL(k >> 20);
+    *div = ((k >> 12) & 0xff) + 1;
+    *add = (k & 0xfff) - DERIVED_ADD;
+    return true;
+}
+
 char *cge_shape_str_named(const cge_shape *s, cge_dim_name_fn name_of, const void *user,
                           char *buf, size_t size)
 {
@@ -128,12 +171,23 @@ char *cge_shape_str_named(const cge_shape *s, cge_dim_name_fn name_of, const voi
     for (int32_t i = 0; i < s->rank && n < size; i++) {
         int64_t d = s->dims[i];
         const char *sep = i ? "," : "";
-        const char *name = cge_dim_is_symbol(d) && name_of ? name_of(d, user) : NULL;
-        if (name)
+        int64_t base, add, div;
+        bool derived = cge_dim_derived_parts(d, &base, &add, &div);
+        const char *name = cge_dim_is_symbol(base) && name_of ? name_of(base, user) : NULL;
+        char bn[64];
+        if (cge_dim_is_symbol(base) && !name) {
+            snprintf(bn, sizeof bn, "s%lld", (long long)cge_dim_symbol_id(base));
+            name = bn;
+        }
+        if (derived && div == 1)
+            n += (size_t)snprintf(buf + n, size - n, "%s%s%+lld", sep, name, (long long)add);
+        else if (derived && add == 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s%s/%lld", sep, name, (long long)div);
+        else if (derived)
+            n += (size_t)snprintf(buf + n, size - n, "%s(%s%+lld)/%lld", sep, name,
+                                  (long long)add, (long long)div);
+        else if (name)
             n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, name);
-        else if (cge_dim_is_symbol(d))
-            n += (size_t)snprintf(buf + n, size - n, "%ss%lld", sep,
-                                  (long long)cge_dim_symbol_id(d));
         else if (d < 0)
             n += (size_t)snprintf(buf + n, size - n, "%s?", sep);
         else

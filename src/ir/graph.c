@@ -736,7 +736,7 @@ int64_t cge_graph_dim_symbol(cge_graph *g, const char *name)
     int32_t k = cge__strmap_get(&g->dim_sym_map, name);
     if (k >= 0)
         return CGE_DIM_SYMBOL(k);
-    if (g->num_dim_syms >= CGE_DIM_MAX_SYMBOLS ||
+    if (g->num_dim_syms >= CGE_DIM_DERIVED_FIRST ||   /* ids above encode derived symbols */
         !cge__ir_grow((void **)&g->dim_syms, &g->cap_dim_syms, (int64_t)g->num_dim_syms + 1,
                      sizeof(const char *))) {
         oom("adding dimension symbol", name);

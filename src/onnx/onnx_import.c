@@ -733,6 +733,35 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
     return st;
 }
 
+/* A main-graph input dim with neither dim_value nor dim_param gets a symbol
+ * of its own, "unk__<input>_<axis>" (ONNX Runtime's prefix for the dims it
+ * names), so that a symbolic plan serves it like a named one: an anonymous
+ * -1 cannot be proved equal to anything, which sends a graph to a compile
+ * per signature. The name is fresh: where the graph already has it (a
+ * dim_param spelt so), a suffix makes another. The Python API shows these
+ * as None, as ONNX Runtime does. */
+static cge_status anonymous_dim(const onnx_ctx *cx, cge_graph *g, const char *input, int32_t axis,
+                                const char *what, int64_t *out)
+{
+    char name[600];
+    for (int n = 0; n < 1000; n++) {
+        if (n)
+            snprintf(name, sizeof name, "unk__%s_%d#%d", input, (int)axis, n);
+        else
+            snprintf(name, sizeof name, "unk__%s_%d", input, (int)axis);
+        int32_t before = cge_graph_num_dim_symbols(g);
+        int64_t d = cge_graph_dim_symbol(g, name);
+        if (d == CGE_DIM_DYNAMIC)
+            return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: %s: no symbol for dim %d",
+                             cx->label, what, (int)axis);
+        if (cge_graph_num_dim_symbols(g) > before) {
+            *out = d;
+            return CGE_OK;
+        }
+    }
+    return CGE_OK;   /* stays anonymous */
+}
+
 static cge_status add_inputs(graph_build *b, bool is_main)
 {
     onnx_ctx *cx = b->cx;
@@ -768,7 +797,11 @@ static cge_status add_inputs(graph_build *b, bool is_main)
         if (is_main && !vt.has_shape)
             return cge__onnx_unsupported(cx, "%s declares no shape (unknown rank); give it one "
                                             "with cge_onnx_options.input_shapes", what);
-        st = as_io(cx, cge_graph_add_input(b->dst, vi->name, vt.dtype, &vt.shape), what);
+        for (int32_t a = 0; is_main && !st && a < vt.shape.rank; a++)
+            if (vt.shape.dims[a] == CGE_DIM_DYNAMIC)
+                st = anonymous_dim(cx, b->dst, vi->name, a, what, &vt.shape.dims[a]);
+        if (!st)
+            st = as_io(cx, cge_graph_add_input(b->dst, vi->name, vt.dtype, &vt.shape), what);
     }
     for (int32_t k = 0; is_main && k < cx->opts->num_input_shapes; k++) {
         const char *n = cx->opts->input_shapes[k].name;

@@ -253,7 +253,18 @@ static bool conv_shapes(const cge_attrs *a, const cge_shape *xs, const cge_shape
             g->in[j] = xs->dims[2 + i];
             int64_t ext = (k[i] - 1) * d[i] + 1, in = xs->dims[2 + i], o;
             if (in < 0) {
-                g->out[j] = out->dims[2 + i] = CGE_DIM_DYNAMIC;
+                /* Symbolic: output_shape fixes the size; else s*(in-1) + op +
+                 * ext - pads, a symbol of the input's only at stride 1. */
+                if (nos > 0)
+                    o = os[nos - nsp + i] >= 0 ? os[nos - nsp + i] : CGE_DIM_DYNAMIC;
+                else if (s[i] != 1)
+                    o = CGE_DIM_DYNAMIC;
+                else if (mode >= 2)
+                    o = in;
+                else
+                    o = cge_dim_derive(in, op[i] + ext - 1 - (mode == 0 ? pd[i] + pd[nsp + i] : 0),
+                                       1);
+                g->out[j] = out->dims[2 + i] = o;
                 continue;
             }
             int64_t full = s[i] * (in - 1) + op[i] + ext;
@@ -284,8 +295,11 @@ static bool conv_shapes(const cge_attrs *a, const cge_shape *xs, const cge_shape
     p->mpg = p->M >= 0 ? p->M / G : -1;
     p->kvol = p->g.k[0] * p->g.k[1] * p->g.k[2];
     p->K = p->cpg * p->kvol;
-    p->P = p->g.out[0] * p->g.out[1] * p->g.out[2];
-    p->in_sp = p->g.in[0] * p->g.in[1] * p->g.in[2];
+    /* Symbolic sizes are negative codes: no products of them. */
+    bool known = p->g.out[0] >= 0 && p->g.out[1] >= 0 && p->g.out[2] >= 0 && p->g.in[0] >= 0 &&
+                 p->g.in[1] >= 0 && p->g.in[2] >= 0;
+    p->P = known ? p->g.out[0] * p->g.out[1] * p->g.out[2] : -1;
+    p->in_sp = known ? p->g.in[0] * p->g.in[1] * p->g.in[2] : -1;
     return true;
 }
 

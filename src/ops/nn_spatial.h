@@ -36,8 +36,31 @@ static inline int nn_ints_attr(const cge_attrs *a, const char *name, int32_t n, 
     return 1;
 }
 
-/* Fill `g` for `nsp` spatial input dims `in` (dynamic allowed: outputs then
- * dynamic). `kernel` gives the window when the op takes it from a weight (NULL:
+/* The output size of a window for a symbolic input size `in` (stride s,
+ * extent ext, pads summing to `pads`, auto_pad `mode`): the same symbol where
+ * it is provably the input's ('same' padding at stride 1), else a derived
+ * symbol floor((in + add) / s) (cge_dim_derive), which equal arithmetic on
+ * the same symbol gives again, so residual branches stay provably equal.
+ * CGE_DIM_DYNAMIC where the rule is not of that form. */
+static inline int64_t nn_symbolic_out(int64_t in, int64_t s, int64_t ext, int64_t pads, int mode,
+                                      bool ceil_mode)
+{
+    if (mode >= 2) /* SAME_*: ceil(in / s) */
+        return cge_dim_derive(in, s - 1, s);
+    /* floor(span / s) + 1, span = in + pads - ext */
+    if (!ceil_mode)
+        return cge_dim_derive(in, pads - ext + s, s);
+    /* ceil(span / s) + 1, less one where that last window would start in the
+     * end padding: (out-1)*s >= in + pb. With ceil(span/s)*s < span + s, that
+     * never happens when pe + s <= ext, nor at stride 1 when pe < ext. Pads
+     * here are their sum, so the proof takes the end pad as all of it. */
+    if (pads + s <= ext || (s == 1 && pads < ext))
+        return cge_dim_derive(in, pads - ext + 2 * s - 1, s);
+    return CGE_DIM_DYNAMIC;
+}
+
+/* Fill `g` for `nsp` spatial input dims `in` (symbolic allowed: outputs then
+ * symbolic, nn_symbolic_out, or dynamic). `kernel` gives the window when the op takes it from a weight (NULL:
  * the kernel_shape attribute is required). `transpose` selects ConvTranspose
  * output sizes. Writes a reason into err and returns false when the
  * attributes are invalid. */
@@ -107,7 +130,7 @@ static inline bool nn_geom_make(const cge_attrs *a, int32_t nsp, const int64_t *
             g->pe[j] = p[nsp + i];
         }
         if (in[i] < 0) {
-            g->out[j] = CGE_DIM_DYNAMIC;
+            g->out[j] = nn_symbolic_out(in[i], s[i], ext, g->pb[j] + g->pe[j], mode, ceil_mode);
             continue;
         }
         if (mode >= 2) {

@@ -99,7 +99,7 @@ static bool every_output_carries(const cge_graph *g, const char *name)
         bool has = false;
         /* A dim computed from the symbol (2*batch) could not be cut back. */
         for (int32_t k = 0; k < d.shape.rank; k++)
-            if (d.shape.dims[k] == CGE_DIM_DYNAMIC)
+            if (d.shape.dims[k] == CGE_DIM_DYNAMIC || cge_dim_is_derived(d.shape.dims[k]))
                 return false;
         for (int32_t k = 0; k < d.shape.rank && !has; k++) {
             const char *n = cge_dim_is_symbol(d.shape.dims[k])

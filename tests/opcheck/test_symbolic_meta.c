@@ -127,8 +127,12 @@ static void check_variant(sym_stats *s, const cge_op_def *def, const oc_case *c,
         for (int32_t d = 0; d < ps->rank; d++) {
             int64_t ds = ps->dims[d], dc = pc->dims[d];
             int64_t da = pa->rank == ps->rank ? pa->dims[d] : CGE_DIM_DYNAMIC;
+            /* a derived symbol floor((s<k>+a)/b): its value where s<k> is k */
+            int64_t base, add, div, dv = cge_dim_symbol_id(ds);
+            if (cge_dim_derived_parts(ds, &base, &add, &div))
+                dv = cge_dim_derive(cge_dim_symbol_id(base), add, div);
             bool bad = !cge_dim_valid(ds) || (ds >= 0 && ds != dc) ||
-                       (cge_dim_is_symbol(ds) && cge_dim_symbol_id(ds) != dc) ||
+                       (cge_dim_is_symbol(ds) && dv != dc) ||
                        (da >= 0 && ds != da);
             if (bad) {
                 report(s, def, c, "variant %d output %d dim %d: symbols give %s, -1 gives %s, "
