@@ -4,17 +4,15 @@
 # it makes: a small TransformerEncoder compiled with tp=2 (sharded, as
 # CGE_TP_VERBOSE says) or pp=2 with micro-batches equals the eager model.
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 import cge
-from cge._lib import lib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODEL_DIR = os.environ.get("CGE_MODEL_DIR", os.path.join(ROOT, "build", "test_models"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_dist import MODEL_DIR, ROOT, SKIP  # noqa: E402  (no MPI: skipped, saying why)
 
 ONNX_SCRIPT = r'''
 import os, sys
@@ -76,16 +74,6 @@ with open("%s.%d" % (out, rank), "w") as f:
 '''
 
 
-def _skip_reason():
-    lib.cge_dist_available.restype = __import__("ctypes").c_bool
-    if not lib.cge_dist_available():
-        return "cge was built without MPI (install libopenmpi-dev and rebuild)"
-    if not shutil.which("mpirun"):
-        return "no mpirun on PATH (openmpi-bin)"
-    return None
-
-
-SKIP = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
 
 
 def _mpirun(tmp_path, script_text, args, np_, out):
