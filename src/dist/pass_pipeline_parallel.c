@@ -454,12 +454,12 @@ cge_status cge_dist_pipeline_parallel_micro(const cge_graph *g, int pp, int rank
     int32_t ns = cge_graph_num_nodes(stage);
     char **prev = calloc((size_t)ns * 4 + (size_t)cge_graph_num_outputs(g) + 1, sizeof(char *));
     char **sends = calloc((size_t)ns * (size_t)N + 1, sizeof(char *));
-    int32_t nprev = 0, nsends = 0;
+    int32_t nprev = 0, nsends = 0, ps0 = 0, ps1 = 0; /* ps0..ps1: copy c-1's sends */
     if (!st && (!prev || !sends))
         st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "pipeline_parallel: out of memory");
     for (int c = 0; !st && c < N; c++) {
         char **cur = calloc((size_t)ns * 4 + (size_t)cge_graph_num_outputs(g) + 1, sizeof(char *));
-        int32_t ncur = 0;
+        int32_t ncur = 0, cs0 = nsends;
         if (!cur)
             st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "pipeline_parallel: out of memory");
         for (int32_t j = 0; !st && j < ns; j++) {
@@ -469,7 +469,11 @@ cge_status cge_dist_pipeline_parallel_micro(const cge_graph *g, int pp, int rank
             bool send = !strcmp(cge_node_domain(n), CGE_DOMAIN_DIST) && !strcmp(cge_node_op_type(n), "Send");
             bool recv = !strcmp(cge_node_domain(n), CGE_DOMAIN_DIST) && !strcmp(cge_node_op_type(n), "Recv");
             int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
-            int32_t nin = ni + (recv && c > 0 ? nprev : 0);
+            /* Receives wait on copy c-1's results, sends on copy c-1's sends:
+             * on one stream a blocking send of part c never comes before
+             * that of part c-1, whatever order the scheduler picks, so the
+             * ranks cannot wait on each other in a cycle. */
+            int32_t nin = ni + (recv && c > 0 ? nprev : 0) + (send && c > 0 ? ps1 - ps0 : 0);
             char (*ibuf)[600] = malloc(600 * (size_t)(ni + 1));
             char (*obuf)[600] = malloc(600 * (size_t)(no + 1));
             const char **ins = malloc(sizeof(char *) * (size_t)(nin + 1));
@@ -487,6 +491,8 @@ cge_status cge_dist_pipeline_parallel_micro(const cge_graph *g, int pp, int rank
             }
             for (int32_t k = 0; !st && recv && c > 0 && k < nprev; k++)
                 ins[ni + k] = prev[k];
+            for (int32_t k = 0; !st && send && c > 0 && k < ps1 - ps0; k++)
+                ins[ni + k] = sends[ps0 + k];
             for (int32_t k = 0; !st && k < no; k++) {
                 mb_name(obuf[k], sizeof obuf[k], cge_node_output(n, k), c);
                 outs[k] = obuf[k];
@@ -531,6 +537,8 @@ cge_status cge_dist_pipeline_parallel_micro(const cge_graph *g, int pp, int rank
         free(prev);
         prev = cur;
         nprev = ncur;
+        ps0 = cs0;
+        ps1 = nsends;
     }
     /* Outputs: concatenated on the last rank, sent whole to the others. */
     for (int32_t i = 0; !st && i < cge_graph_num_outputs(g); i++) {
