@@ -8,12 +8,17 @@ Models (static shapes, exported once into BENCH_MODEL_DIR by torch.onnx):
             Block: pre-LN, causal mask, GELU MLP; 4 layers, d 256, 4 heads,
             ff 1024) with an empty key/value cache, then the final LayerNorm and
             the LM head: input the token embeddings [1, SEQ, 256]
+  encoder_b4  the encoder with a batch of 4, [4, SEQ, 512] (exported with a
+            dynamic batch axis, so that micro-batches re-infer; ONNX Runtime
+            gets a static export of the same weights)
 
 Configurations, each `cge bench` (BENCH_RUNS runs after BENCH_WARMUP), taking
 turns BENCH_ROUNDS times (the machine is shared); a row is the median round:
   1p x 2t   one process, 2 threads
   tp2       mpirun -np 2, 1 thread each, --tp 2 (Megatron-style shards)
   pp2       mpirun -np 2, 1 thread each, --pp 2 (two pipeline stages)
+  pp2 mbM   (encoder_b4) --pp 2 --micro-batches M: the batch split into M
+            parts in flight through the two stages (GPipe)
   ort 2t    ONNX Runtime, 2 intra-op threads (bench/ort_run.js)
 Per row: p50 latency (rank 0's: every run of tp/pp ends in communication
 with the other rank, so it is the end-to-end latency; the other rank's p50
@@ -26,7 +31,7 @@ collectives hand MPI per run, and the analytical minimum per run:
 On this 2-core machine the point is correctness and overhead, not speed-up:
 the two ranks share the cores one process would use.
 
-Usage: dist.py [--json OUT] [--models encoder,decoder]"""
+Usage: dist.py [--json OUT] [--models encoder,decoder,encoder_b4]"""
 import argparse
 import json
 import os
@@ -50,18 +55,22 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 DIMS = {"encoder": dict(d=512, layers=8, heads=8, ff=2048),
-        "decoder": dict(d=256, layers=4, heads=4, ff=1024)}
+        "decoder": dict(d=256, layers=4, heads=4, ff=1024),
+        "encoder_b4": dict(d=512, layers=8, heads=8, ff=2048)}
+BATCH = {"encoder_b4": 4}
 
 
-def export(name):
-    path = os.path.join(MODEL_DIR, "dist_%s_s%d.onnx" % (name, SEQ))
+def export(name, static=False):
+    """The model's ONNX file; encoder_b4 with a dynamic batch axis unless
+    `static` (for ONNX Runtime's fixed feeds)."""
+    path = os.path.join(MODEL_DIR, "dist_%s_s%d%s.onnx" % (name, SEQ, "_static" if static else ""))
     if os.path.exists(path):
         return path
     import torch
     os.makedirs(MODEL_DIR, exist_ok=True)
     torch.manual_seed(0)
     dm = DIMS[name]
-    if name == "encoder":
+    if name.startswith("encoder"):
         layer = torch.nn.TransformerEncoderLayer(d_model=dm["d"], nhead=dm["heads"],
                                                  dim_feedforward=dm["ff"], batch_first=True)
         model = torch.nn.TransformerEncoder(layer, num_layers=dm["layers"]).eval()
@@ -86,9 +95,10 @@ def export(name):
                     x, _, _ = b(x, empty, empty)
                 return self.head(self.ln(x))
         model = Stack().eval()
-    x = torch.randn(1, SEQ, dm["d"])
+    x = torch.randn(BATCH.get(name, 1), SEQ, dm["d"])
+    dyn = {"x": {0: "batch"}, "y": {0: "batch"}} if name in BATCH and not static else None
     torch.onnx.export(model, (x,), path, opset_version=13, input_names=["x"],
-                      output_names=["y"], do_constant_folding=True)
+                      output_names=["y"], do_constant_folding=True, dynamic_axes=dyn)
     return path
 
 
@@ -128,7 +138,7 @@ def ort_bench(model):
 
 def minimum_bytes(name, kind, P=2):
     dm = DIMS[name]
-    act = SEQ * dm["d"] * 4
+    act = BATCH.get(name, 1) * SEQ * dm["d"] * 4
     if kind == "tp":
         return dm["layers"] * 2 * act * 2 * (P - 1) / P
     return act  # pp: one cut
@@ -137,7 +147,7 @@ def minimum_bytes(name, kind, P=2):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json")
-    ap.add_argument("--models", default="encoder,decoder")
+    ap.add_argument("--models", default="encoder,decoder,encoder_b4")
     a = ap.parse_args()
     if not shutil.which("mpirun"):
         print("bench-dist: no mpirun (install openmpi-bin: make deps)")
@@ -148,10 +158,16 @@ def main():
     for name in [m for m in a.models.split(",") if m]:
         try:
             model = export(name)
+            ort_model = export(name, static=True) if name in BATCH else model
         except Exception as e:  # noqa: BLE001 - report and go on
             print("%s: export failed: %s" % (name, e))
             continue
         configs = (("1p x 2t", 1, ()), ("tp2", 2, ("--tp", "2")), ("pp2", 2, ("--pp", "2")))
+        if name in BATCH:
+            shape = ("--input-shape", "x:%d,%d,%d" % (BATCH[name], SEQ, DIMS[name]["d"]))
+            configs = (("1p x 2t", 1, shape), ("pp2", 2, ("--pp", "2") + shape),
+                       ("pp2 mb2", 2, ("--pp", "2", "--micro-batches", "2") + shape),
+                       ("pp2 mb4", 2, ("--pp", "2", "--micro-batches", "4") + shape))
         rounds = {label: [] for label, _, _ in configs}
         ort_rounds = []
         ort = None
@@ -162,7 +178,7 @@ def main():
                 except Exception as e:  # noqa: BLE001
                     rounds[label].append({"error": str(e)})
             try:
-                o = ort_bench(model)
+                o = ort_bench(ort_model)
                 if o:
                     ort_rounds.append(o)
             except Exception as e:  # noqa: BLE001
@@ -189,19 +205,20 @@ def main():
             kind = label[:2]
             mn = minimum_bytes(name, kind) if kind in ("tp", "pp") else 0
             print("  %-9s %9.2f %9s %10.0f %12s %12s %9s" % (
-                label, p50, "%.2f" % r1[0] if r1[0] else "-", SEQ / p50 * 1e3,
+                label, p50, "%.2f" % r1[0] if r1[0] else "-", BATCH.get(name, 1) * SEQ / p50 * 1e3,
                 "%.0f KiB" % (sent / 1024) if kind in ("tp", "pp") else "-",
                 "%.0f KiB" % (mn / 1024) if mn else "-",
                 "%.2fx" % (p50 / ort_ms) if ort_ms else "-"))
-            res["tokens_per_s"] = SEQ / p50 * 1e3
+            res["tokens_per_s"] = BATCH.get(name, 1) * SEQ / p50 * 1e3
             res["min_bytes"] = mn
         if ort_ms:
-            print("  %-9s %9.2f %9s %10.0f" % ("ort 2t", ort_ms, "-", SEQ / ort_ms * 1e3))
+            print("  %-9s %9.2f %9s %10.0f" % ("ort 2t", ort_ms, "-",
+                                               BATCH.get(name, 1) * SEQ / ort_ms * 1e3))
         elif ort and "error" in ort:
             print("  ort 2t    error: %s" % ort["error"][:150])
         if one:
-            for label in ("tp2", "pp2"):
-                if "p50_ms" in rows[label]:
+            for label in ("tp2", "pp2", "pp2 mb2", "pp2 mb4"):
+                if label in rows and "p50_ms" in rows[label]:
                     print("  %s / 1p x 2t: %.2fx" % (label, rows[label]["p50_ms"] / one))
         out[name] = {"rows": rows, "ort": ort}
     if a.json:

@@ -89,6 +89,17 @@ cge_status cge_dist_tensor_parallel(const cge_graph *g, int tp, int rank, cge_gr
 cge_status cge_dist_pipeline_parallel(const cge_graph *g, int pp, int rank, cge_graph **out,
                                       int32_t *num_stages, int64_t *sent_bytes);
 
+/* Pipeline parallelism with micro-batches (GPipe): every input's axis 0 is
+ * split into `micro_batches` equal parts, the stage is instantiated once per
+ * part with Send/Recv tags of its own, so that while this rank works on
+ * part i the rank before works on part i+1; the last rank concatenates the
+ * outputs along axis 0 and sends them to the others. A static batch that
+ * micro_batches does not divide, or an output without the batch on axis 0,
+ * is a [graph] error. micro_batches <= 1: cge_dist_pipeline_parallel. */
+cge_status cge_dist_pipeline_parallel_micro(const cge_graph *g, int pp, int rank, int micro_batches,
+                                            cge_graph **out, int32_t *num_stages,
+                                            int64_t *sent_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -108,6 +108,11 @@ typedef struct cge_session_options {
      * (cge_dist_pipeline_parallel); it must equal the world size, and is
      * not combined with dist_tp. */
     int dist_pp;
+    /* With dist_pp: micro-batches per run (0, 1: none). The inputs' axis 0
+     * (a static batch it must divide) is split into this many parts that
+     * flow through the stages one after another, GPipe-style, so that the
+     * stages work at the same time (cge_dist_pipeline_parallel_micro). */
+    int dist_micro_batches;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step

@@ -43,7 +43,8 @@ class SessionOptions(ctypes.Structure):
                 # timeout, tensor-parallel degree, pipeline stages
                 ("dist", c_enum), ("dist_mpi_comm", c_void_p), ("dist_world_size", ctypes.c_int),
                 ("dist_rank", ctypes.c_int), ("dist_timeout_ms", ctypes.c_int),
-                ("dist_tp", ctypes.c_int), ("dist_pp", ctypes.c_int)]
+                ("dist_tp", ctypes.c_int), ("dist_pp", ctypes.c_int),
+                ("dist_micro_batches", ctypes.c_int)]
 
 
 class ProfileEvent(ctypes.Structure):

@@ -62,7 +62,8 @@ class SessionOptions:
     cge's distributed fields (docs/distributed.md), for processes started
     by mpirun: dist ("none" or "env": the communicator from mpirun's world),
     dist_tp (tensor-parallel degree, the world size; 0 or 1: none), dist_pp
-    (pipeline stages, the world size; not with dist_tp),
+    (pipeline stages, the world size; not with dist_tp), dist_micro_batches
+    (with dist_pp: the batch, axis 0, split into this many parts in flight),
     dist_timeout_ms (bound of every collective, 0: 30 s), dist_world_size and
     dist_rank (nonzero world size: checked against the world)."""
 
@@ -91,6 +92,7 @@ class SessionOptions:
         self.dist = "none"
         self.dist_tp = 0
         self.dist_pp = 0
+        self.dist_micro_batches = 0
         self.dist_timeout_ms = 0
         self.dist_world_size = 0
         self.dist_rank = 0

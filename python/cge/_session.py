@@ -242,6 +242,7 @@ def _dist(so, sess_options):
     so.dist = _DIST_SOURCES[src]
     so.dist_tp = int(getattr(sess_options, "dist_tp", 0) or 0)
     so.dist_pp = int(getattr(sess_options, "dist_pp", 0) or 0)
+    so.dist_micro_batches = int(getattr(sess_options, "dist_micro_batches", 0) or 0)
     so.dist_timeout_ms = int(getattr(sess_options, "dist_timeout_ms", 0) or 0)
     so.dist_world_size = int(getattr(sess_options, "dist_world_size", 0) or 0)
     so.dist_rank = int(getattr(sess_options, "dist_rank", 0) or 0)

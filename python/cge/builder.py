@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _lib, errors
 from ._lib import lib
-from ._session import (_GRAPH_ID, _RUN_MODES, Error, InferenceSession, _check, _last_error,
+from ._session import (_GRAPH_ID, _RUN_MODES, Error, InferenceSession, _check, _dist, _last_error,
                        _make_shape, _shape_list, dtype_to_numpy, numpy_to_dtype)
 
 _P = ctypes.POINTER
@@ -527,9 +527,12 @@ class GraphBuilder:
 class Session(InferenceSession):
     """A cge session over a Graph (from GraphBuilder or cge.torch): the same
     ``run(output_names, feeds)``, ``get_inputs()``, ``get_outputs()`` as
-    InferenceSession. ``run_mode``: "eager", "plan", "replay" or None."""
+    InferenceSession. ``run_mode``: "eager", "plan", "replay" or None.
+    ``sess_options`` (cge.SessionOptions, may be None): its
+    intra_op_num_threads and distributed fields (dist, dist_tp, dist_pp,
+    dist_micro_batches, dist_timeout_ms, ...) apply."""
 
-    def __init__(self, graph, run_mode=None, num_threads=0, capture_limit=0):
+    def __init__(self, graph, run_mode=None, num_threads=0, capture_limit=0, sess_options=None):
         if not isinstance(graph, Graph):
             raise errors.GraphError("[graph] Session takes a cge.Graph (from GraphBuilder.build)",
                                     "graph", "CGE_ERR_INVALID_ARG")
@@ -540,7 +543,12 @@ class Session(InferenceSession):
         self._init_lifecycle()
         self._shape_cache = {}
         self.run_mode = run_mode
+        if sess_options is not None and sess_options.intra_op_num_threads and not num_threads:
+            num_threads = int(sess_options.intra_op_num_threads)
         so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], int(capture_limit))
+        if sess_options is not None:
+            # the distributed fields (dist, dist_tp, dist_pp, ...: docs/distributed.md)
+            _dist(so, sess_options)
         _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
         _check(lib.cge_session_add_graph(self._session, _GRAPH_ID, graph.ptr))
         _check(lib.cge_session_compile_graph(self._session, _GRAPH_ID))

@@ -439,6 +439,10 @@ static cge_status coll_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 static const cge_arg_def x_in[] = {{"input", 0, NUMERIC, "this rank's tensor"}};
 static const cge_arg_def y_out[] = {{"output", 0, NUMERIC, "the result on this rank"}};
+static const cge_arg_def send_in[] = {
+    {"input", 0, NUMERIC, "this rank's tensor"},
+    {"after", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
+     "any values: the send waits until they exist (micro-batches: sends in order)"}};
 static const cge_arg_def recv_in[] = {
     {"after", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
      "any values: the receive waits until they exist (ordering after this rank's sends)"}};
@@ -488,7 +492,7 @@ static const cge_op_def dist_ops[] = {
        "Every rank gets root's input"),
     OP("AllToAll", x_in, 1, gather_attrs, alltoall_infer, k_apart,
        "Block j of rank i's input (split along axis) becomes block i of rank j's output"),
-    OP("Send", x_in, 1, send_attrs, send_infer, k_inplace,
+    OP("Send", send_in, 2, send_attrs, send_infer, k_inplace,
        "Sends the input to rank peer (tagged) and passes it through, so the graph keeps it"),
     OP("Recv", recv_in, 1, recv_attrs, recv_infer, k_apart,
        "Receives a tensor of dtype and shape from rank peer (tagged)"),

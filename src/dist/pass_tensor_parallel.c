@@ -241,7 +241,10 @@ static bool visit(region *R, cge_node *n)
     int64_t block = s0->block;
     if (ndyn) /* a replicated input, or a region one not known yet: wait */
         return false;
-    if (cge_graph_value_is_output(g, out)) {
+    /* A row-parallel end's output is whole again after its AllReduce (which
+     * takes over the output's name), so it may be a graph output. */
+    bool may_end = nreg == 1 && ((!strcmp(op, "MatMul") && const_in(g, n, 1)) || !strcmp(op, "Gemm"));
+    if (cge_graph_value_is_output(g, out) && !may_end) {
         reject(R, "%s: a graph output would be sharded", cge_node_name(n));
         return true;
     }
@@ -458,11 +461,28 @@ static void grow(region *R, cge_node *start, int64_t outer)
         reject(R, "%s", "start without a constant weight");
         return;
     }
-    int64_t n = w->shape.dims[1];
+    /* Gemm (torch's addmm after cge.torch): B may be [N, K] (transB), and
+     * a bias of N values is split like the columns. */
+    bool gemm = !strcmp(cge_node_op_type(start), "Gemm");
+    bool tb = gemm && cge_attrs_get_int(cge_node_attrs_const(start), "transB", 0) != 0;
+    if (gemm && cge_attrs_get_int(cge_node_attrs_const(start), "transA", 0)) {
+        reject(R, "%s", "Gemm with transA");
+        return;
+    }
+    int64_t n = w->shape.dims[tb ? 0 : 1];
     int64_t block = n / (outer * R->P);
-    if (n % (outer * R->P) || !add_part(R, start, 1, 1, block)) {
+    if (n % (outer * R->P) || !add_part(R, start, 1, tb ? 0 : 1, block)) {
         reject(R, "%s", "weight not divisible");
         return;
+    }
+    if (gemm && cge_node_num_inputs(start) > 2 && cge_node_input(start, 2)[0]) {
+        const cge_tensor *c = const_in(g, start, 2);
+        int64_t cn = c ? cge_shape_numel(&c->shape) : -1;
+        if (!c || (cn != 1 && (cn != n || c->shape.dims[c->shape.rank - 1] != n ||
+                               !add_part(R, start, 2, c->shape.rank - 1, block)))) {
+            reject(R, "%s", "Gemm bias neither a constant of N values nor a scalar");
+            return;
+        }
     }
     R->done[R->ndone++] = start;
     add_val(R, out, od.shape.rank - 1, block);
@@ -655,7 +675,8 @@ cge_status cge_dist_tensor_parallel(const cge_graph *g, int tp, int rank, cge_gr
     for (int32_t i = 0; !st && i < cge_graph_num_nodes(cur); i++) {
         cge_node *n = cge_graph_node(cur, i);
         const cge_tensor *w;
-        if (cge_node_is_removed(n) || strcmp(cge_node_op_type(n), "MatMul") ||
+        if (cge_node_is_removed(n) ||
+            (strcmp(cge_node_op_type(n), "MatMul") && strcmp(cge_node_op_type(n), "Gemm")) ||
             cge_node_domain(n)[0] || !(w = const_in(cur, n, 1)) || w->shape.rank != 2)
             continue;
         if (!strncmp(cge_node_input(n, 1), "tp", 2) && strchr(cge_node_input(n, 1), '/'))

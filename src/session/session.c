@@ -86,6 +86,7 @@ struct cge_session {
     cge_dist_comm *comm;    /* distribution (session_dist.c), or NULL */
     int tp;                 /* tensor- (or with pp, pipeline-) parallel degree */
     bool pp;                /* graphs are cut into tp pipeline stages, not sharded */
+    int micro_batches;      /* with pp: micro-batches per run (<= 1: none) */
 };
 
 cge_status cge_session_create(const cge_session_options *opts, cge_session **out)
@@ -123,6 +124,8 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
         return st;
     }
     st = cge__session_dist_open(opts, &s->comm, &s->tp, &s->pp);
+    if (opts)
+        s->micro_batches = opts->dist_micro_batches;
     if (st) {
         cge_stream_destroy(s->stream);
         if (s->owns_device)
@@ -253,8 +256,8 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     cge_status st = cge_graph_clone(g, &e->g);
     if (!st && s->tp > 1) {
         cge_graph *sharded = NULL;
-        st = s->pp ? cge_dist_pipeline_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded,
-                                                NULL, NULL)
+        st = s->pp ? cge_dist_pipeline_parallel_micro(e->g, s->tp, cge_dist_comm_rank(s->comm),
+                                                      s->micro_batches, &sharded, NULL, NULL)
                    : cge_dist_tensor_parallel(e->g, s->tp, cge_dist_comm_rank(s->comm), &sharded, NULL);
         cge_graph_destroy(e->g);
         e->g = sharded;

@@ -15,6 +15,13 @@ cge_status cge__session_dist_open(const cge_session_options *opts, cge_dist_comm
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_UNSUPPORTED,
                          "session_create: dist_tp %d with dist_pp %d: tensor and pipeline "
                          "parallelism are not combined yet; choose one", opts->dist_tp, opts->dist_pp);
+    if (opts->dist_micro_batches > 1 && opts->dist_pp <= 1)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "session_create: dist_micro_batches %d without dist_pp: micro-batches "
+                         "flow through pipeline stages (set dist_pp)", opts->dist_micro_batches);
+    if (opts->dist_micro_batches < 0)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                         "session_create: dist_micro_batches %d is negative", opts->dist_micro_batches);
     bool want_pp = opts->dist_pp > 1;
     int want_tp = want_pp ? opts->dist_pp : opts->dist_tp > 1 ? opts->dist_tp : 1;
     if (opts->dist == CGE_DIST_NONE) {

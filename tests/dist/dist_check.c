@@ -401,17 +401,33 @@ static size_t constant_bytes(const cge_graph *g)
     return b;
 }
 
-static int tensor_parallel(const char *path, int expect_sharded, bool pipeline)
+/* micro > 1: pipeline stages with that many micro-batches over the input's
+ * batch, fixed at 4 (the model has a dynamic batch axis); first, a count
+ * that 4 does not divide must be refused, naming the input. */
+static int tensor_parallel(const char *path, int expect_sharded, bool pipeline, int micro)
 {
     cge_graph *g = NULL;
     if (cge_onnx_import_file(path, NULL, &g)) {
         FAIL("%s: %s", path, cge_last_error());
         return 1;
     }
+    if (micro > 1) {
+        cge_tensor_desc in;
+        cge_graph_get_desc(g, cge_graph_input(g, 0), &in);
+        in.shape.dims[0] = 4;
+        if (cge_graph_set_desc(g, cge_graph_input(g, 0), in.dtype, &in.shape))
+            FAIL("set batch 4: %s", cge_last_error());
+        cge_graph *bad = NULL;
+        if (cge_dist_pipeline_parallel_micro(g, world, rank, 3, &bad, NULL, NULL) == CGE_OK)
+            FAIL("3 micro-batches of a batch of 4 were accepted");
+        else if (!strstr(cge_last_error(), "micro-batches") || !strstr(cge_last_error(), "input"))
+            FAIL("3 micro-batches of 4: unclear error '%s'", cge_last_error());
+        cge_graph_destroy(bad);
+    }
     cge_graph *sharded = NULL;
     int32_t regions = 0;
     int64_t sent = 0;
-    if (pipeline ? cge_dist_pipeline_parallel(g, world, rank, &sharded, &regions, &sent)
+    if (pipeline ? cge_dist_pipeline_parallel_micro(g, world, rank, micro, &sharded, &regions, &sent)
                  : cge_dist_tensor_parallel(g, world, rank, &sharded, &regions))
         FAIL("%s: %s", pipeline ? "pipeline_parallel" : "tensor_parallel", cge_last_error());
     if (pipeline)
@@ -442,7 +458,7 @@ static int tensor_parallel(const char *path, int expect_sharded, bool pipeline)
     cge_session_options one = {.num_threads = 1};
     cge_session_options tp = {.num_threads = 1, .dist = CGE_DIST_FROM_ENV,
                               .dist_tp = pipeline ? 0 : world, .dist_pp = pipeline ? world : 0,
-                              .dist_timeout_ms = 20000};
+                              .dist_timeout_ms = 20000, .dist_micro_batches = micro};
     cge_session *s1 = NULL, *s2 = NULL;
     float *y1 = NULL, *y2 = NULL;
     size_t yb = 0;
@@ -456,6 +472,8 @@ static int tensor_parallel(const char *path, int expect_sharded, bool pipeline)
     cge_tensor_desc od;
     if (!st)
         st = cge_session_output_desc(s1, 1, 0, &od);
+    if (!st && !cge_shape_is_static(&od.shape))
+        od.shape = d.shape; /* the declared output's batch is symbolic; an encoder's is its input's */
     if (!st) {
         yb = cge_tensor_nbytes(od.dtype, &od.shape);
         y1 = malloc(yb);
@@ -514,7 +532,8 @@ int main(int argc, char **argv)
         char path[4096];
         const char *dir = getenv("CGE_MODEL_DIR");
         snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", argv[2]);
-        return tensor_parallel(path, argc > 3 ? atoi(argv[3]) : 1, !strcmp(what, "pp"));
+        return tensor_parallel(path, argc > 3 ? atoi(argv[3]) : 1, !strcmp(what, "pp"),
+                               argc > 4 ? atoi(argv[4]) : 0);
     }
     fprintf(stderr, "usage: dist_check collectives | early-exit\n");
     return 2;

@@ -50,6 +50,7 @@ typedef struct cli_opts {
     bool compare_precision;                 /* bench --compare-precision */
     int tp;                                 /* --tp: tensor-parallel degree (dist.c) */
     int pp;                                 /* --pp: pipeline stages (dist.c) */
+    int micro_batches;                      /* --micro-batches: per run, with --pp */
 } cli_opts;
 
 /* A model opened for a subcommand. */

@@ -25,6 +25,8 @@ static const char run_help[] =
     "  --tp N                     tensor-parallel over N ranks: mpirun -np N cge run\n"
     "                             ... --tp N (rank 0 prints; docs/distributed.md)\n"
     "  --pp N                     pipeline stages over N ranks (under mpirun)\n"
+    "  --micro-batches M          with --pp: the batch (axis 0) split into M parts\n"
+    "                             in flight through the stages (GPipe)\n"
     "  --input-shape NAME:D0,D1   (.onnx) set an input's shape; a dim may be a\n"
     "                             name (ids:1,batch: symbolic)\n"
     "  --precision fp32|bf16      bf16: float32 Conv/MatMul/Gemm in bfloat16 with\n"
@@ -48,6 +50,8 @@ static const char bench_help[] =
     "  --tp N                     tensor-parallel over N ranks (under mpirun): each\n"
     "                             rank's latency on stderr, rank 0 the whole\n"
     "  --pp N                     pipeline stages over N ranks (under mpirun)\n"
+    "  --micro-batches M          with --pp: the batch (axis 0) split into M parts\n"
+    "                             in flight through the stages (GPipe)\n"
     "  --json                     one JSON object\n"
     "  --shapes SIZES             sweep input sizes in ONE session: per size, the\n"
     "                             first run (which compiles a new shape) and the\n"
@@ -183,7 +187,7 @@ int cmd_run(int argc, char **argv)
     bool done;
     int rc = cli_parse("run", argc, argv,
                        "input,output-dir,mode,seed,threads,input-shape,opt-level,streams,"
-                       "custom-op-lib,verify,precision,tp,pp",
+                       "custom-op-lib,verify,precision,tp,pp,micro-batches",
                        run_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -712,7 +716,8 @@ int cmd_bench(int argc, char **argv)
     bool done;
     int rc = cli_parse("bench", argc, argv,
                        "iterations,warmup,duration,mode,threads,json,input,seed,input-shape,"
-                       "opt-level,streams,custom-op-lib,shapes,precision,compare-precision,tp,pp",
+                       "opt-level,streams,custom-op-lib,shapes,precision,compare-precision,tp,pp,"
+                       "micro-batches",
                        bench_help, &o, &done);
     if (rc || done) {
         opts_free(&o);

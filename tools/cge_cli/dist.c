@@ -14,6 +14,7 @@ void cli_dist_session_options(const cli_opts *o, cge_session_options *so)
         so->dist = CGE_DIST_FROM_ENV;
         so->dist_tp = o->tp;
         so->dist_pp = o->pp;
+        so->dist_micro_batches = o->micro_batches;
     }
 }
 

@@ -293,6 +293,11 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
             if (!parse_long(val, 1, 1024, &n))
                 return cli_usage(cmd, "--pp '%s': want a positive number (run under mpirun -np N)", val);
             o->pp = (int)n;
+        } else if (!strcmp(name, "micro-batches")) {
+            if (!parse_long(val, 1, 16, &n))
+                return cli_usage(cmd, "--micro-batches '%s': want 1 to 16 (with --pp; the batch "
+                                 "must divide by it)", val);
+            o->micro_batches = (int)n;
         } else if (!strcmp(name, "seed")) {
             if (!parse_long(val, 0, UINT32_MAX, &n))
                 return cli_usage(cmd, "--seed '%s': want a number >= 0", val);

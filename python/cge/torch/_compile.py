@@ -284,7 +284,7 @@ class _Compiled:
     """One specialisation: steps with their cge sessions, for one signature
     or, with a Spec (dynamic=...), for every size of the spec's symbols."""
 
-    def __init__(self, module, example_inputs, fullgraph, mode, spec=None):
+    def __init__(self, module, example_inputs, fullgraph, mode, spec=None, sess_options=None):
         self.spec = spec
         self.gm = spec.gms[0] if spec is not None else capture(module, example_inputs)
         self.placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
@@ -313,7 +313,17 @@ class _Compiled:
             else:
                 g = self._convert_dynamic(s, "torch_%d" % i)
             s.graph = g
-            s.session = _b.Session(g, run_mode=mode)
+            if int(getattr(sess_options, "dist_micro_batches", 0) or 0) > 1 and (
+                    sum(1 for k, _ in self.steps if k == "cge") > 1 or
+                    set(s.inputs) != set(self.placeholders)):
+                # A subgraph between graph breaks takes intermediate values,
+                # whose axis 0 need not be the batch: splitting it could mix
+                # samples (attention over a sequence-first layout).
+                raise Error("[session] cge.torch.compile: dist_micro_batches splits the "
+                            "module's inputs on axis 0 and needs the whole module in one cge "
+                            "graph; this one has graph breaks (cge.torch.explain says where)",
+                            "session", "CGE_ERR_UNSUPPORTED")
+            s.session = _b.Session(g, run_mode=mode, sess_options=sess_options)
             s.mode = mode_code
             s.out_meta = []
             for n in s.outputs:
@@ -545,8 +555,9 @@ class CompiledModule:
     (``dynamic_dims``); ``dynamic_notes`` says why other dims stayed static."""
 
     def __init__(self, module, example_inputs, fullgraph=False, mode="replay",
-                 recompile_limit=8, dynamic=False):
+                 recompile_limit=8, dynamic=False, sess_options=None):
         self.module = module
+        self.sess_options = sess_options
         self.fullgraph = fullgraph
         self.mode = mode
         self.recompile_limit = recompile_limit
@@ -563,7 +574,8 @@ class CompiledModule:
 
     def _compile(self, args):
         if self.dynamic is False:
-            c = _Compiled(self.module, args, self.fullgraph, self.mode)
+            c = _Compiled(self.module, args, self.fullgraph, self.mode,
+                          sess_options=self.sess_options)
             self.cache[_signature(args)] = c
         else:
             c = self._compile_dynamic(args)
@@ -585,7 +597,7 @@ class CompiledModule:
             spec = _dynamic.generalise(capture, self.module, args, symbols, traces, notes, names)
             try:
                 c = _Compiled(self.module, spec.base_inputs if spec else args, self.fullgraph,
-                              self.mode, spec=spec)
+                              self.mode, spec=spec, sess_options=self.sess_options)
                 break
             except _DynFailure as f:
                 drop = [spec.symbols[k] for k in sorted(f.deps)] or list(spec.symbols)
@@ -676,7 +688,8 @@ class CompiledModule:
 
 
 def compile(module, example_inputs, fullgraph=False, dynamic=False, mode="replay",
-            recompile_limit=8):
+            recompile_limit=8, sess_options=None, dist_tp=None, dist_pp=None,
+            dist_micro_batches=None):
     """Compile ``module`` (an nn.Module or a function of tensors) with cge.
 
     The module is traced with make_fx on ``example_inputs`` (aten ops), each
@@ -704,6 +717,14 @@ def compile(module, example_inputs, fullgraph=False, dynamic=False, mode="replay
     graph break) stays static, listed in ``dynamic_notes`` (and warned about
     when the dict asked for it). A call that changes a static dim, a rank or
     a dtype, or gives dims of one symbol different sizes, recompiles.
+
+    ``sess_options`` (cge.SessionOptions) applies to every cge session the
+    compiled module makes: intra_op_num_threads and the distributed fields
+    (docs/distributed.md). ``dist_tp``, ``dist_pp``, ``dist_micro_batches``
+    set those fields (over ``sess_options``' or a fresh SessionOptions, with
+    ``dist="env"``): under ``mpirun -np N`` every rank calls compile and
+    the module alike, and each cge subgraph is sharded (tp) or cut into
+    stages (pp) across the ranks; every rank gets the whole outputs.
     """
     if mode not in _MODES:
         raise ValueError("cge.torch.compile: mode must be one of %s, not %r" % (_MODES, mode))
@@ -712,8 +733,19 @@ def compile(module, example_inputs, fullgraph=False, dynamic=False, mode="replay
     if dynamic is not False and dynamic is not True and not isinstance(dynamic, dict):
         raise TypeError("cge.torch.compile: dynamic is False, True or a dict {input: dims}, "
                         "not %r" % (dynamic,))
+    if dist_tp or dist_pp or dist_micro_batches:
+        import copy
+        from .._ort import SessionOptions
+        sess_options = copy.copy(sess_options) if sess_options is not None else SessionOptions()
+        if getattr(sess_options, "dist", "none") in ("none", None):
+            sess_options.dist = "env"
+        for k, v in (("dist_tp", dist_tp), ("dist_pp", dist_pp),
+                     ("dist_micro_batches", dist_micro_batches)):
+            if v:
+                setattr(sess_options, k, int(v))
     return CompiledModule(module, example_inputs, fullgraph=fullgraph, mode=mode,
-                          recompile_limit=recompile_limit, dynamic=dynamic)
+                          recompile_limit=recompile_limit, dynamic=dynamic,
+                          sess_options=sess_options)
 
 
 class Explanation:
