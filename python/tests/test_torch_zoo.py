@@ -160,3 +160,19 @@ def test_partial_graph_with_a_real_break_is_correct():
             return self.b(h)
     torch.manual_seed(0)
     _check(M(), (torch.randn(2, 6),), fullgraph=False, breaks=1)
+
+
+def test_instance_norm_and_batch_statistics():
+    # raft_small's encoders: instance norm traces as batch norm in training
+    # mode without running statistics (was "batch normalisation in training mode").
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.InstanceNorm2d(4, affine=True), nn.ReLU(),
+                      nn.InstanceNorm2d(4), nn.BatchNorm2d(4, track_running_stats=False))
+    _check(m, (torch.randn(2, 3, 9, 9),))
+
+
+def test_repeat():
+    class M(nn.Module):
+        def forward(self, x):
+            return x.repeat(2, 1, 3), x.repeat(1, 2)
+    _check(M(), (torch.randn(3, 2),))

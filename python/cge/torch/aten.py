@@ -357,9 +357,25 @@ def _convolution(ctx, node, x, w, b, stride, padding, dilation, transposed, outp
 def _batch_norm(ctx, node, x, w, b, mean, var, *rest):
     training = rest[0] if len(rest) == 3 else False
     eps = rest[-1]
+    c = ctx.dims_of(node.args[0])[1]
+    if training and mean is None and var is None:
+        # Batch statistics and no running ones to update: instance norm
+        # traces so (over [1, N*C, ...]), and so does BN with
+        # track_running_stats=False. Mean and biased variance per channel.
+        axes = ctx.ints([0] + list(range(2, ctx.rank(x))))
+        mu = ctx.op("ReduceMean", data=x, axes=axes, keepdims=1)
+        d = ctx.op("Sub", A=x, B=mu)
+        v = ctx.op("ReduceMean", data=ctx.op("Mul", A=d, B=d), axes=axes, keepdims=1)
+        y = ctx.op("Div", A=d, B=ctx.op("Sqrt", X=ctx.op("Add", A=v, B=ctx.const(
+            float(eps), like=x))))
+        per_c = ctx.ints([int(c)] + [1] * (ctx.rank(x) - 2))
+        if w is not None:
+            y = ctx.op("Mul", A=y, B=ctx.op("Reshape", data=w, shape=per_c))
+        if b is not None:
+            y = ctx.op("Add", A=y, B=ctx.op("Reshape", data=b, shape=per_c))
+        return (y, Missing("batch norm's saved mean"), Missing("batch norm's saved inverse std"))
     if training:
         raise ctx.error("batch normalisation in training mode (call module.eval())")
-    c = ctx.dims_of(node.args[0])[1]
     w = w if w is not None else ctx.const(np.ones(c), like=x)
     b = b if b is not None else ctx.const(np.zeros(c), like=x)
     y = ctx.op("BatchNormalization", X=x, scale=w, B=b, input_mean=mean, input_var=var,
@@ -559,6 +575,16 @@ def _index(ctx, node, x, indices):
     cols = [ctx.op("Unsqueeze", data=ctx.op("Expand", input=t, shape=ctx.ints(bshape)),
                    axes=ctx.ints([len(bshape)])) for _, t in given]
     return ctx.op("GatherND", data=x, indices=ctx.op("Concat", inputs=cols, axis=-1))
+
+
+@register_converter(*filter(None, [_opt("repeat.default")]))
+def _repeat(ctx, node, x, repeats):
+    repeats = [int(r) for r in repeats]
+    r = ctx.rank(x)
+    if len(repeats) > r:       # repeat adds leading dims
+        x = ctx.op("Reshape", data=x, shape=ctx.ints([1] * (len(repeats) - r) +
+                                                     [int(d) for d in ctx.dims_of(node.args[0])]))
+    return ctx.op("Tile", input=x, repeats=ctx.ints(repeats))
 
 
 @register_converter(*filter(None, [_opt("constant_pad_nd.default")]))
