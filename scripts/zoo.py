@@ -765,7 +765,23 @@ def main():
     ap.add_argument("--json", default=None, help="also write the raw rows here")
     ap.add_argument("--no-torch", action="store_true", help="skip cge.torch.compile")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="no runs: the report of these --json files' rows (a later file's row "
+                         "replaces an earlier one of the same model)")
     a = ap.parse_args()
+    if a.merge:
+        merged = {}
+        for path in a.merge:
+            with open(path) as f:
+                for row in json.load(f):
+                    merged[row["name"]] = row
+        order = {s.name: i for i, s in enumerate(all_specs())}
+        rows = sorted(merged.values(), key=lambda r: order.get(r["name"], len(order)))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        report(rows, a.report, sum(r.get("seconds", 0) for r in rows))
+        return 0
     specs = [s for s in all_specs() if (a.tier == "all" or s.tier == a.tier) and
              (not a.filter or re.search(a.filter, s.name))]
     if a.list:
@@ -787,6 +803,8 @@ def main():
         for i, s in enumerate(chunk):
             t1 = time.perf_counter()
             row = measure(s, a.cache, env, tres.get(s.name, {}))
+            row["seconds"] = time.perf_counter() - t1 + sum(
+                v.get("seconds", 0) for v in tres.get(s.name, {}).values() if isinstance(v, dict))
             rows.append(row)
             c = row.get("cge") or {}
             print("[%d/%d] %-40s cge %s  torch %s  (%.0f s)" % (

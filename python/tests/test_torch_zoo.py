@@ -176,3 +176,13 @@ def test_repeat():
         def forward(self, x):
             return x.repeat(2, 1, 3), x.repeat(1, 2)
     _check(M(), (torch.randn(3, 2),))
+
+
+def test_int_operands_take_the_result_dtype():
+    # raft_small: sqrt of an int64 tensor (float in PyTorch); ssdlite: cat of
+    # int64 and float32 pieces (promoted to float32).
+    class M(nn.Module):
+        def forward(self, x):
+            n = torch.arange(1, 5)
+            return torch.sqrt(n) + x, torch.cat([n.view(1, 4), x], 0)
+    _check(M(), (torch.randn(1, 4),))

@@ -112,6 +112,8 @@ def _expand(ctx, node, x, size, implicit=False):
 @register_converter(aten.cat.default)
 def _cat(ctx, node, tensors, dim=0):
     tensors = [t for t in tensors if 0 not in t.shape or ctx.rank(t) != 1]
+    # cat promotes mixed dtypes (int64 with float32: float32), Concat does not.
+    tensors = [_as_out_dtype(ctx, node, t) for t in tensors]
     return ctx.op("Concat", inputs=tensors, axis=dim)
 
 
@@ -222,8 +224,18 @@ def _rsub(ctx, node, a, b, alpha=1):
         ctx.op("Sub", A=_scalar(ctx, b, a), B=ctx.op("Mul", A=a, B=ctx.const(alpha, like=a)))
 
 
+def _as_out_dtype(ctx, node, x):
+    """x cast to the node's traced dtype where they differ (sqrt of an int
+    tensor is float in PyTorch; cge's Sqrt takes floats only)."""
+    tm = node.meta.get("tensor_meta") if node is not None else None
+    if hasattr(tm, "dtype") and cge_dtype(tm.dtype) != x.dtype_code:
+        return ctx.op("Cast", input=x, to=cge_dtype(tm.dtype))
+    return x
+
+
 def _unary(op_type, **attrs):
     def conv(ctx, node, x, *args, **kwargs):
+        x = _as_out_dtype(ctx, node, x)
         return ctx.op(op_type, X=x, **attrs) if "X" in _in_names(op_type) else \
             ctx.op(op_type, input=x, **attrs)
     return conv
@@ -254,6 +266,7 @@ for _ops, _cge in (((aten.relu.default, aten.relu_.default), "Relu"),
 
 @register_converter(aten.rsqrt.default)
 def _rsqrt(ctx, node, x):
+    x = _as_out_dtype(ctx, node, x)
     return ctx.op("Reciprocal", X=ctx.op("Sqrt", X=x))
 
 
