@@ -764,6 +764,11 @@ def main():
                                                                     "report.md")))
     ap.add_argument("--json", default=None, help="also write the raw rows here")
     ap.add_argument("--no-torch", action="store_true", help="skip cge.torch.compile")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("ZOO_JOBS", "1")),
+                    help="PyTorch processes (exports, cge.torch.compile) at a time; cge and "
+                         "ORT are measured one model at a time")
+    ap.add_argument("--no-torch-heavy", action="store_true",
+                    help="skip cge.torch.compile on the heavy models (>= ~8 GFLOPs)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="no runs: the report of these --json files' rows (a later file's row "
@@ -795,12 +800,30 @@ def main():
     os.makedirs(a.cache, exist_ok=True)
     rows = []
     # In chunks: PyTorch's steps (exports, cge.torch.compile) in one process
-    # per chunk, then cge and ORT per model; the report is rewritten after
-    # each chunk, so a long run shows results as it goes.
-    for c0 in range(0, len(specs), CHUNK):
-        chunk = specs[c0:c0 + CHUNK]
-        tres = torch_phase([s.name for s in chunk], a.cache, env, not a.no_torch)
-        for i, s in enumerate(chunk):
+    # per chunk (ZOO_JOBS chunks at a time), then cge and ORT per model, one
+    # at a time; the report is rewritten after each chunk, so a long run
+    # shows results as it goes.
+    import concurrent.futures
+    import queue
+    chunks = [specs[c0:c0 + CHUNK] for c0 in range(0, len(specs), CHUNK)]
+    done = queue.Queue()
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, a.jobs))
+
+    def torch_chunk(chunk):
+        with_torch = not a.no_torch
+        names = [s.name for s in chunk]
+        if with_torch and a.no_torch_heavy:
+            heavy = [n for n in names if n.split("@")[0] in HEAVY]
+            res = torch_phase([n for n in names if n not in heavy], a.cache, env, True)
+            res.update(torch_phase(heavy, a.cache, env, False) if heavy else {})
+        else:
+            res = torch_phase(names, a.cache, env, with_torch)
+        done.put((chunk, res))
+    for chunk in chunks:
+        pool.submit(torch_chunk, chunk)
+    for k in range(len(chunks)):
+        chunk, tres = done.get()
+        for s in chunk:
             t1 = time.perf_counter()
             row = measure(s, a.cache, env, tres.get(s.name, {}))
             row["seconds"] = time.perf_counter() - t1 + sum(
@@ -808,13 +831,16 @@ def main():
             rows.append(row)
             c = row.get("cge") or {}
             print("[%d/%d] %-40s cge %s  torch %s  (%.0f s)" % (
-                c0 + i + 1, len(specs), s.name,
+                len(rows), len(specs), s.name,
                 "export fails" if "export_error" in row else _status(c),
                 _status(row.get("torch")) or "-", time.perf_counter() - t1), flush=True)
-        report(rows, a.report, time.perf_counter() - t0, quiet=c0 + CHUNK < len(specs))
+        order = {s.name: i for i, s in enumerate(specs)}
+        rows.sort(key=lambda r: order[r["name"]])
+        report(rows, a.report, time.perf_counter() - t0, quiet=k + 1 < len(chunks))
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(rows, f, indent=1)
+    pool.shutdown()
     return 0
 
 

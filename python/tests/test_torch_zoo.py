@@ -186,3 +186,11 @@ def test_int_operands_take_the_result_dtype():
             n = torch.arange(1, 5)
             return torch.sqrt(n) + x, torch.cat([n.view(1, 4), x], 0)
     _check(M(), (torch.randn(1, 4),))
+
+
+def test_linspace():
+    # raft_small's coordinate grids.
+    class M(nn.Module):
+        def forward(self, x):
+            return x * torch.linspace(-1.0, 1.0, 7) + torch.linspace(0, 3, 7)
+    _check(M(), (torch.randn(2, 7),), rtol=0, atol=0)

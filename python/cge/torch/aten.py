@@ -759,3 +759,13 @@ def _as_strided(ctx, node, x, size, stride, offset=None):
             raise ctx.error("as_strided with non-contiguous strides %s" % stride)
         expect *= s
     return ctx.op("Identity", input=x)
+
+
+@register_converter(*filter(None, [_opt("linspace.default")]))
+def _linspace(ctx, node, start, end, steps, dtype=None, layout=None, device=None,
+              pin_memory=None):
+    """Literal bounds and count: the constant PyTorch's own linspace makes
+    (its rounding: the second half counts back from `end`)."""
+    if not all(isinstance(v, (int, float)) for v in (start, end, steps)):
+        raise ctx.error("linspace with tensor bounds")
+    return ctx.const(torch.linspace(start, end, steps, dtype=node.meta["tensor_meta"].dtype))
