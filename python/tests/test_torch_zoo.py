@@ -194,3 +194,14 @@ def test_linspace():
         def forward(self, x):
             return x * torch.linspace(-1.0, 1.0, 7) + torch.linspace(0, 3, 7)
     _check(M(), (torch.randn(2, 7),), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode,pad,ac", [("bilinear", "zeros", False), ("nearest", "border", True),
+                                         ("bilinear", "reflection", True)])
+def test_grid_sample(mode, pad, ac):
+    # raft_small's correlation lookups.
+    class M(nn.Module):
+        def forward(self, x, g):
+            return nn.functional.grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=ac)
+    torch.manual_seed(0)
+    _check(M(), (torch.randn(1, 2, 5, 6), torch.rand(1, 3, 4, 2) * 2.4 - 1.2))

@@ -769,3 +769,13 @@ def _linspace(ctx, node, start, end, steps, dtype=None, layout=None, device=None
     if not all(isinstance(v, (int, float)) for v in (start, end, steps)):
         raise ctx.error("linspace with tensor bounds")
     return ctx.const(torch.linspace(start, end, steps, dtype=node.meta["tensor_meta"].dtype))
+
+
+@register_converter(*filter(None, [_opt("grid_sampler_2d.default"), _opt("grid_sampler.default")]))
+def _grid_sampler(ctx, node, x, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
+    modes = ("bilinear", "nearest", "bicubic")
+    pads = ("zeros", "border", "reflection")
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
+        raise ctx.error("grid_sampler mode %r / padding %r" % (interpolation_mode, padding_mode))
+    return ctx.op("GridSample", X=x, grid=grid, mode=modes[interpolation_mode],
+                  padding_mode=pads[padding_mode], align_corners=int(bool(align_corners)))
