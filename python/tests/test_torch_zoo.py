@@ -205,3 +205,12 @@ def test_grid_sample(mode, pad, ac):
             return nn.functional.grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=ac)
     torch.manual_seed(0)
     _check(M(), (torch.randn(1, 2, 5, 6), torch.rand(1, 3, 4, 2) * 2.4 - 1.2))
+
+
+def test_norm_and_normalize():
+    # swin_v2's cosine attention: F.normalize (a 2-norm over the last dim).
+    class M(nn.Module):
+        def forward(self, x):
+            return nn.functional.normalize(x, dim=-1), x.norm(p=1, dim=(0, 2), keepdim=True)
+    torch.manual_seed(0)
+    _check(M(), (torch.randn(3, 4, 5),))

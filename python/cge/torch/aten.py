@@ -779,3 +779,12 @@ def _grid_sampler(ctx, node, x, grid, interpolation_mode=0, padding_mode=0, alig
         raise ctx.error("grid_sampler mode %r / padding %r" % (interpolation_mode, padding_mode))
     return ctx.op("GridSample", X=x, grid=grid, mode=modes[interpolation_mode],
                   padding_mode=pads[padding_mode], align_corners=int(bool(align_corners)))
+
+
+@register_converter(*filter(None, [_opt("norm.ScalarOpt_dim"), _opt("linalg_vector_norm.default")]))
+def _norm(ctx, node, x, p=2, dim=None, keepdim=False, dtype=None):
+    """The 1- and 2-norms over dims (F.normalize, swin_v2's cosine attention)."""
+    p = 2 if p is None else p
+    if p not in (1, 2, 1.0, 2.0) or dtype is not None:
+        raise ctx.error("norm with p=%r%s" % (p, " and a dtype" if dtype is not None else ""))
+    return _reduce("ReduceL2" if p == 2 else "ReduceL1")(ctx, node, x, dim, keepdim)
