@@ -214,3 +214,10 @@ def test_norm_and_normalize():
             return nn.functional.normalize(x, dim=-1), x.norm(p=1, dim=(0, 2), keepdim=True)
     torch.manual_seed(0)
     _check(M(), (torch.randn(3, 4, 5),))
+
+
+def test_pool3d():
+    # s3d's pooling.
+    m = nn.Sequential(nn.MaxPool3d((1, 3, 3), (1, 2, 2), (0, 1, 1)),
+                      nn.AvgPool3d((2, 2, 2), 1), nn.MaxPool3d(2, ceil_mode=True))
+    _check(m, (torch.randn(1, 2, 5, 9, 9),))

@@ -788,3 +788,26 @@ def _norm(ctx, node, x, p=2, dim=None, keepdim=False, dtype=None):
     if p not in (1, 2, 1.0, 2.0) or dtype is not None:
         raise ctx.error("norm with p=%r%s" % (p, " and a dtype" if dtype is not None else ""))
     return _reduce("ReduceL2" if p == 2 else "ReduceL1")(ctx, node, x, dim, keepdim)
+
+
+@register_converter(*filter(None, [_opt("max_pool3d_with_indices.default"),
+                                   _opt("max_pool1d_with_indices.default")]))
+def _max_pool_nd(ctx, node, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    n = ctx.rank(x) - 2
+    k = _pair(kernel, n)
+    y = ctx.op("MaxPool", X=x, kernel_shape=k, strides=_pair(stride, n) if stride else k,
+               pads=_pair(padding, n) * 2, dilations=_pair(dilation, n),
+               ceil_mode=int(bool(ceil_mode)))
+    return (y, Missing("max pooling's indices"))
+
+
+@register_converter(*filter(None, [_opt("avg_pool3d.default"), _opt("avg_pool1d.default")]))
+def _avg_pool_nd(ctx, node, x, kernel, stride=(), padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+    if divisor_override:
+        raise ctx.error("avg_pool with divisor_override")
+    n = ctx.rank(x) - 2
+    k = _pair(kernel, n)
+    return ctx.op("AveragePool", X=x, kernel_shape=k, strides=_pair(stride, n) if stride else k,
+                  pads=_pair(padding, n) * 2, ceil_mode=int(bool(ceil_mode)),
+                  count_include_pad=int(bool(count_include_pad)))
