@@ -16,7 +16,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec bench-long-tail \
-        bench-dist soak
+        bench-dist soak zoo
 
 all: build
 
@@ -199,6 +199,19 @@ bench-kernels: build
 MEMPLAN_MODELS ?= $(wildcard $(BUILD)/models/*.onnx)
 bench-memplan: build
 	./$(BUILD)/bench_memplan $(MEMPLAN_MODELS)
+
+# The model zoo (scripts/zoo.py, docs/zoo.md; not a test): torchvision 0.14's
+# models and hand-built ones, random weights, exported once into ZOO_CACHE,
+# through PyTorch, cge (ONNX), ONNX Runtime and cge.torch.compile; writes
+# ZOO_REPORT. ZOO_TIER=large: the >1 GB models (external data); ZOO_FILTER=regex.
+ZOO_TIER   ?= default
+ZOO_FILTER ?=
+ZOO_CACHE  ?= /tmp/cge-zoo
+ZOO_REPORT ?= $(abspath $(BUILD))/zoo/report.md
+zoo: bench-deps build
+	CGE_LIBRARY=$(CURDIR)/$(BUILD)/libcge.so $(PYTHON) scripts/zoo.py --tier $(ZOO_TIER) \
+	  --filter '$(ZOO_FILTER)' --cache $(ZOO_CACHE) --report $(ZOO_REPORT) \
+	  --json $(basename $(ZOO_REPORT)).json
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -581,6 +581,59 @@ static bool proto_outer_names(const Onnx__GraphProto *gp, int depth, name_list *
     return ok;
 }
 
+/* The runtime and the memory planner take nodes of at most 64 inputs
+ * (fixed-size tables); exporters write wider Concats (ssdlite's anchors:
+ * one input per feature map and box). Such a Concat becomes a tree of
+ * Concats of <= 64 inputs along the same axis (the same result). */
+#define CONCAT_FAN_IN 64
+
+static cge_status split_wide_concat(graph_build *b, const cge_node *src, const char *node)
+{
+    const cge_attrs *a = cge_node_attrs_const(src);
+    int64_t axis = cge_attrs_get_int(a, "axis", 1);
+    int32_t n = cge_node_num_inputs(src);
+    const char **level = malloc((size_t)n * sizeof *level);
+    char **tmp = calloc((size_t)n, sizeof *tmp);
+    size_t n_tmp = 0;
+    cge_status st = (!level || !tmp) ? oom() : CGE_OK;
+    for (int32_t i = 0; !st && i < n; i++)
+        level[i] = cge_node_input(src, i);
+    int32_t width = n;
+    for (int round = 0; !st && width > CONCAT_FAN_IN; round++) {
+        int32_t next = 0;
+        for (int32_t i = 0; !st && i < width; i += CONCAT_FAN_IN, next++) {
+            int32_t k = width - i < CONCAT_FAN_IN ? width - i : CONCAT_FAN_IN;
+            char base[512], nname[600];
+            snprintf(base, sizeof base, "%s/part%d_%d", node, round, next);
+            char *out = unique_value_name(b, base);
+            if (!out) {
+                st = oom();
+                break;
+            }
+            tmp[n_tmp++] = out;
+            snprintf(nname, sizeof nname, "%s/concat%d_%d", node, round, next);
+            cge_node *part = NULL;
+            const char *o = out;
+            st = cge_graph_add_node(b->dst, "Concat", "", nname, level + i, k, &o, 1, &part);
+            if (!st)
+                st = cge_node_set_int(part, "axis", axis);
+            level[next] = out;
+        }
+        width = next;
+    }
+    cge_node *last = NULL;
+    const char *y = cge_node_output(src, 0);
+    if (!st)
+        st = cge_graph_add_node(b->dst, "Concat", "", node, level, width, &y, 1, &last);
+    if (!st)
+        st = cge_node_set_int(last, "axis", axis);
+    for (size_t i = 0; i < n_tmp; i++)
+        free(tmp[i]);
+    free(tmp);
+    free(level);
+    return st;
+}
+
 static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t idx)
 {
     onnx_ctx *cx = b->cx;
@@ -711,7 +764,10 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
     }
     free(outer.v);
     int32_t before = cge_graph_num_nodes(b->dst);
-    if (!st)
+    if (!st && !domain[0] && !strcmp(op, "Concat") && opset >= 4 && n_in > CONCAT_FAN_IN &&
+        n_out == 1)
+        st = as_io(cx, split_wide_concat(b, src, node), node);
+    else if (!st)
         st = as_io(cx, cge_converter_apply(conv, src, opset, b->dst), node);
     for (int32_t k = before; !st && k < cge_graph_num_nodes(b->dst); k++) {
         const cge_node *n = cge_graph_node(b->dst, k);

@@ -36,10 +36,37 @@ def capture(module, example_inputs):
     # decomposition.
     with torch.enable_grad():
         gm = make_fx(fn)(*example_inputs)
+        if _writes_through_view(gm.graph):
+            # `m[a:b] = v` writes into m through a view: rebinding readers
+            # (below) cannot express that (m's later readers would read the
+            # unwritten m), so such modules are traced functionalized
+            # (slice_scatter and friends instead of writes).
+            from functorch import functionalize
+            gm = make_fx(functionalize(fn))(*example_inputs)
     _functionalize(gm.graph)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+def _is_view(n):
+    """An fx node whose result aliases its first argument (view, slice, ...)."""
+    if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+        return False
+    rets = n.target._schema.returns
+    return bool(rets) and rets[0].alias_info is not None and not rets[0].alias_info.is_write
+
+
+def _writes_through_view(graph):
+    """True where an in-place op writes into a view of another value."""
+    for n in graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        args = n.target._schema.arguments
+        writes = bool(args) and args[0].alias_info is not None and args[0].alias_info.is_write
+        if writes and n.args and isinstance(n.args[0], torch.fx.Node) and _is_view(n.args[0]):
+            return True
+    return False
 
 
 def _functionalize(graph):
@@ -234,11 +261,19 @@ def _probe(gm):
         if find_converter(n.target) is None:
             reasons[n] = "no converter for %s" % op_name(n.target)
             continue
-        if n.target is operator.getitem and n.args[0] in reasons:
-            reasons[n] = "reads an output of '%s', which runs in PyTorch" % n.args[0].name
+        if n.target is operator.getitem:
+            # Converts with its tuple's node (alone, it would read a tuple
+            # from outside cge, which no graph input can be).
+            if n.args[0] in reasons:
+                reasons[n] = "reads an output of '%s', which runs in PyTorch" % n.args[0].name
             continue
         tm = n.meta.get("tensor_meta")
-        if not _is_tensor_meta(tm) and not isinstance(tm, (tuple, list)):
+        # A tuple result (batch norm's) may carry no meta of its own: its
+        # getitem readers have the pieces'.
+        tuple_read = bool(n.users) and all(
+            u.target is operator.getitem and _is_tensor_meta(u.meta.get("tensor_meta"))
+            for u in n.users)
+        if not _is_tensor_meta(tm) and not isinstance(tm, (tuple, list)) and not tuple_read:
             reasons[n] = "produces a %s, not tensors" % type(n.meta.get("val", tm)).__name__
             continue
         try:

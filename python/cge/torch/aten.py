@@ -112,6 +112,8 @@ def _expand(ctx, node, x, size, implicit=False):
 @register_converter(aten.cat.default)
 def _cat(ctx, node, tensors, dim=0):
     tensors = [t for t in tensors if 0 not in t.shape or ctx.rank(t) != 1]
+    # cat promotes mixed dtypes (int64 with float32: float32), Concat does not.
+    tensors = [_as_out_dtype(ctx, node, t) for t in tensors]
     return ctx.op("Concat", inputs=tensors, axis=dim)
 
 
@@ -222,8 +224,18 @@ def _rsub(ctx, node, a, b, alpha=1):
         ctx.op("Sub", A=_scalar(ctx, b, a), B=ctx.op("Mul", A=a, B=ctx.const(alpha, like=a)))
 
 
+def _as_out_dtype(ctx, node, x):
+    """x cast to the node's traced dtype where they differ (sqrt of an int
+    tensor is float in PyTorch; cge's Sqrt takes floats only)."""
+    tm = node.meta.get("tensor_meta") if node is not None else None
+    if hasattr(tm, "dtype") and cge_dtype(tm.dtype) != x.dtype_code:
+        return ctx.op("Cast", input=x, to=cge_dtype(tm.dtype))
+    return x
+
+
 def _unary(op_type, **attrs):
     def conv(ctx, node, x, *args, **kwargs):
+        x = _as_out_dtype(ctx, node, x)
         return ctx.op(op_type, X=x, **attrs) if "X" in _in_names(op_type) else \
             ctx.op(op_type, input=x, **attrs)
     return conv
@@ -254,6 +266,7 @@ for _ops, _cge in (((aten.relu.default, aten.relu_.default), "Relu"),
 
 @register_converter(aten.rsqrt.default)
 def _rsqrt(ctx, node, x):
+    x = _as_out_dtype(ctx, node, x)
     return ctx.op("Reciprocal", X=ctx.op("Sqrt", X=x))
 
 
@@ -311,7 +324,20 @@ def _where(ctx, node, cond, x, y):
 
 @register_converter(aten.addmm.default)
 def _addmm(ctx, node, bias, a, b, beta=1, alpha=1):
-    return ctx.op("Gemm", A=a, B=b, C=bias, alpha=float(alpha), beta=float(beta))
+    if ctx.rank(a) == 2 and ctx.rank(b) == 2:
+        return ctx.op("Gemm", A=a, B=b, C=bias, alpha=float(alpha), beta=float(beta))
+    # Gemm takes matrices only: another rank (a batched operand) is MatMul + Add.
+    y = ctx.op("MatMul", A=a, B=b)
+    if alpha != 1:
+        y = ctx.op("Mul", A=y, B=ctx.const(alpha, like=y))
+    if beta != 1:
+        bias = ctx.op("Mul", A=bias, B=ctx.const(beta, like=bias))
+    return ctx.op("Add", A=y, B=bias)
+
+
+@register_converter(*filter(None, [_opt("baddbmm.default")]))
+def _baddbmm(ctx, node, bias, a, b, beta=1, alpha=1):
+    return _addmm(ctx, node, bias, a, b, beta, alpha)
 
 
 @register_converter(aten.mm.default, aten.bmm.default, aten.matmul.default)
@@ -344,9 +370,25 @@ def _convolution(ctx, node, x, w, b, stride, padding, dilation, transposed, outp
 def _batch_norm(ctx, node, x, w, b, mean, var, *rest):
     training = rest[0] if len(rest) == 3 else False
     eps = rest[-1]
+    c = ctx.dims_of(node.args[0])[1]
+    if training and mean is None and var is None:
+        # Batch statistics and no running ones to update: instance norm
+        # traces so (over [1, N*C, ...]), and so does BN with
+        # track_running_stats=False. Mean and biased variance per channel.
+        axes = ctx.ints([0] + list(range(2, ctx.rank(x))))
+        mu = ctx.op("ReduceMean", data=x, axes=axes, keepdims=1)
+        d = ctx.op("Sub", A=x, B=mu)
+        v = ctx.op("ReduceMean", data=ctx.op("Mul", A=d, B=d), axes=axes, keepdims=1)
+        y = ctx.op("Div", A=d, B=ctx.op("Sqrt", X=ctx.op("Add", A=v, B=ctx.const(
+            float(eps), like=x))))
+        per_c = ctx.ints([int(c)] + [1] * (ctx.rank(x) - 2))
+        if w is not None:
+            y = ctx.op("Mul", A=y, B=ctx.op("Reshape", data=w, shape=per_c))
+        if b is not None:
+            y = ctx.op("Add", A=y, B=ctx.op("Reshape", data=b, shape=per_c))
+        return (y, Missing("batch norm's saved mean"), Missing("batch norm's saved inverse std"))
     if training:
         raise ctx.error("batch normalisation in training mode (call module.eval())")
-    c = ctx.dims_of(node.args[0])[1]
     w = w if w is not None else ctx.const(np.ones(c), like=x)
     b = b if b is not None else ctx.const(np.zeros(c), like=x)
     y = ctx.op("BatchNormalization", X=x, scale=w, B=b, input_mean=mean, input_var=var,
@@ -501,3 +543,271 @@ def _new_full(ctx, node, x, size, fill_value, **kwargs):
 def _triu(ctx, node, x, diagonal=0):
     return ctx.op("Trilu", input=x, k=ctx.const(np.int64(diagonal)),
                   upper=int(node.target is aten.triu.default))
+
+
+# ---- more structure: unbind, index, pad, roll, masks, scatters (the zoo's ops) -------
+
+@register_converter(*filter(None, [_opt("unbind.int")]))
+def _unbind(ctx, node, x, dim=0):
+    d = _axis(dim, ctx.rank(x))
+    n = ctx.dims_of(node.args[0])[d]
+    if ctx.is_sym(n):
+        raise ctx.not_expressible("unbind along a varying dim", [n])
+    pieces = ctx.op("Split", input=x, split=ctx.ints([1] * int(n)), axis=d, outputs=int(n))
+    pieces = pieces if isinstance(pieces, tuple) else (pieces,)
+    axes = ctx.ints([d])
+    return tuple(ctx.op("Squeeze", data=p, axes=axes) for p in pieces)
+
+
+register_converter(*filter(None, [_opt("unsafe_split.Tensor"),
+                                  _opt("unsafe_split_with_sizes.default")]))(_split)
+
+
+@register_converter(aten.index.Tensor)
+def _index(ctx, node, x, indices):
+    """x[i] / x[:, i] (one index tensor: Gather) and x[i, j, ...] over the
+    leading dims (GatherND of the broadcast indices); bool masks select a
+    data-dependent number of elements: not converted."""
+    given = [(k, t) for k, t in enumerate(indices) if t is not None]
+    if not given:
+        return ctx.op("Identity", input=x)
+    for _, t in given:
+        if t.dtype_code == cge_dtype(torch.bool):
+            raise ctx.error("indexing with a bool mask (data-dependent size)")
+    given = [(k, t if t.dtype_code == cge_dtype(torch.int64) else
+              ctx.op("Cast", input=t, to=cge_dtype(torch.int64))) for k, t in given]
+    if len(given) == 1:
+        return ctx.op("Gather", data=x, indices=given[0][1], axis=given[0][0])
+    if [k for k, _ in given] != list(range(len(given))):
+        raise ctx.error("advanced indexing on non-leading or non-adjacent dims")
+    shapes = [ctx.dims_of(node.args[1][k]) for k, _ in given]
+    bshape = list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+    if any(ctx.is_sym(d) for s in shapes for d in s):
+        raise ctx.not_expressible("multi-tensor indexing with varying sizes",
+                                  [d for s in shapes for d in s])
+    cols = [ctx.op("Unsqueeze", data=ctx.op("Expand", input=t, shape=ctx.ints(bshape)),
+                   axes=ctx.ints([len(bshape)])) for _, t in given]
+    return ctx.op("GatherND", data=x, indices=ctx.op("Concat", inputs=cols, axis=-1))
+
+
+@register_converter(*filter(None, [_opt("repeat.default")]))
+def _repeat(ctx, node, x, repeats):
+    repeats = [int(r) for r in repeats]
+    r = ctx.rank(x)
+    if len(repeats) > r:       # repeat adds leading dims
+        x = ctx.op("Reshape", data=x, shape=ctx.ints([1] * (len(repeats) - r) +
+                                                     [int(d) for d in ctx.dims_of(node.args[0])]))
+    return ctx.op("Tile", input=x, repeats=ctx.ints(repeats))
+
+
+@register_converter(*filter(None, [_opt("constant_pad_nd.default")]))
+def _constant_pad(ctx, node, x, pad, value=0):
+    r = ctx.rank(x)
+    begins, ends = [0] * r, [0] * r
+    for i in range(len(pad) // 2):          # pairs from the last dim
+        begins[r - 1 - i], ends[r - 1 - i] = int(pad[2 * i]), int(pad[2 * i + 1])
+    return ctx.op("Pad", data=x, pads=ctx.ints(begins + ends), mode="constant",
+                  constant_value=ctx.const(value, like=x))
+
+
+@register_converter(*filter(None, [_opt("roll.default")]))
+def _roll(ctx, node, x, shifts, dims=()):
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    if not dims:
+        raise ctx.error("roll without dims (over the flattened tensor)")
+    sizes = ctx.dims_of(node.args[0])
+    for s, d in zip(shifts, dims):
+        d = _axis(d, ctx.rank(x))
+        n = sizes[d]
+        if ctx.is_sym(n):
+            raise ctx.not_expressible("roll along a varying dim", [n])
+        s = int(s) % int(n)
+        if s == 0:
+            continue
+        tail = ctx.op("Slice", data=x, starts=ctx.ints([n - s]), ends=ctx.ints([n]),
+                      axes=ctx.ints([d]))
+        head = ctx.op("Slice", data=x, starts=ctx.ints([0]), ends=ctx.ints([n - s]),
+                      axes=ctx.ints([d]))
+        x = ctx.op("Concat", inputs=[tail, head], axis=d)
+    return x if x is not node.args[0] else ctx.op("Identity", input=x)
+
+
+@register_converter(*filter(None, [_opt("ne.Scalar"), _opt("ne.Tensor")]))
+def _ne(ctx, node, a, b):
+    return ctx.op("Not", X=_binary("Equal")(ctx, node, a, b))
+
+
+@register_converter(*filter(None, [_opt("masked_fill.Scalar"), _opt("masked_fill.Tensor")]))
+def _masked_fill(ctx, node, x, mask, value):
+    v = ctx.const(value, like=x) if isinstance(value, (int, float, bool)) else value
+    if v.dtype_code != x.dtype_code:
+        v = ctx.op("Cast", input=v, to=x.dtype_code)
+    return ctx.op("Where", condition=mask, X=v, Y=x)
+
+
+@register_converter(*filter(None, [_opt("fill.Scalar"), _opt("fill.Tensor")]))
+def _fill_like(ctx, node, x, value):
+    if isinstance(value, (int, float, bool)):
+        return _fill(ctx, node, value, like=[x])
+    if value.dtype_code != x.dtype_code:
+        value = ctx.op("Cast", input=value, to=x.dtype_code)
+    return ctx.op("Expand", input=value, shape=ctx.op("Shape", data=x))
+
+
+@register_converter(*filter(None, [_opt("copy.default")]))
+def _copy(ctx, node, dst, src, non_blocking=False):
+    """dst's shape and dtype, src's values (broadcast)."""
+    if src.dtype_code != dst.dtype_code:
+        src = ctx.op("Cast", input=src, to=dst.dtype_code)
+    return ctx.op("Expand", input=src, shape=ctx.op("Shape", data=dst))
+
+
+@register_converter(*filter(None, [_opt("slice_scatter.default")]))
+def _slice_scatter(ctx, node, base, src, dim=0, start=None, end=None, step=1):
+    """base with base[start:end] (along dim) replaced by src: Concat of the
+    parts of base before and after, around src."""
+    d = _axis(dim, ctx.rank(base))
+    n = ctx.dims_of(node.args[0])[d]
+    if ctx.is_sym(n):
+        raise ctx.not_expressible("slice_scatter along a varying dim", [n])
+    if step != 1:
+        raise ctx.error("slice_scatter with a step")
+    start = 0 if start is None else (start + n if start < 0 else min(start, n))
+    end = n if end is None or end > n else (end + n if end < 0 else end)
+    parts = []
+    if start > 0:
+        parts.append(ctx.op("Slice", data=base, starts=ctx.ints([0]), ends=ctx.ints([start]),
+                            axes=ctx.ints([d])))
+    parts.append(src)
+    if end < n:
+        parts.append(ctx.op("Slice", data=base, starts=ctx.ints([end]), ends=ctx.ints([n]),
+                            axes=ctx.ints([d])))
+    return parts[0] if len(parts) == 1 else ctx.op("Concat", inputs=parts, axis=d)
+
+
+@register_converter(*filter(None, [_opt("select_scatter.default")]))
+def _select_scatter(ctx, node, base, src, dim, index):
+    d = _axis(dim, ctx.rank(base))
+    n = ctx.dims_of(node.args[0])[d]
+    index = index + n if index < 0 else index
+    return _slice_scatter(ctx, node, base, ctx.op("Unsqueeze", data=src, axes=ctx.ints([d])),
+                          d, index, index + 1)
+
+
+# ---- normalisation and resampling --------------------------------------------------
+
+@register_converter(*filter(None, [_opt("native_group_norm.default")]))
+def _group_norm(ctx, node, x, w, b, n, c, hw, groups, eps):
+    """InstanceNormalization over [N, groups, C/groups * HW] (each group's
+    mean and variance), then the per-channel scale and shift."""
+    dims = ctx.dims_of(node.args[0])
+    if any(ctx.is_sym(d) for d in dims[1:]):
+        raise ctx.not_expressible("group norm with varying channel or spatial dims", dims[1:])
+    g = int(groups)
+    y = ctx.op("Reshape", data=x, shape=ctx.ints([0, g, -1]))
+    y = ctx.op("InstanceNormalization", input=y, scale=ctx.const(np.ones(g), like=x),
+               B=ctx.const(np.zeros(g), like=x), epsilon=float(eps))
+    y = ctx.op("Reshape", data=y, shape=ctx.op("Shape", data=x))
+    per_c = ctx.ints([int(dims[1])] + [1] * (len(dims) - 2))
+    if w is not None:
+        y = ctx.op("Mul", A=y, B=ctx.op("Reshape", data=w, shape=per_c))
+    if b is not None:
+        y = ctx.op("Add", A=y, B=ctx.op("Reshape", data=b, shape=per_c))
+    return (y, Missing("group norm's mean"), Missing("group norm's inverse std"))
+
+
+def _upsample(mode, align_corners):
+    if mode == "nearest":
+        return dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                    nearest_mode="floor")
+    return dict(mode=mode, coordinate_transformation_mode="align_corners" if align_corners
+                else "pytorch_half_pixel", **({"cubic_coeff_a": -0.75} if mode == "cubic" else {}))
+
+
+def _resize_to_out(ctx, node, x, mode, align_corners=False):
+    """Resize to the traced output size (PyTorch's own rounding of the scale)."""
+    dims = ctx.out_dims()
+    xd = ctx.dims_of(node.args[0])
+    if any(ctx.is_sym(d) for d in dims[2:]):
+        raise ctx.not_expressible("resampling to a varying size", dims[2:])
+    sizes = ctx.shape_value([xd[0], xd[1]] + [int(d) for d in dims[2:]], like=[x])
+    return ctx.op("Resize", X=x, sizes=sizes, **_upsample(mode, align_corners))
+
+
+for _name, _mode in (("upsample_bilinear2d", "linear"), ("upsample_linear1d", "linear"),
+                     ("upsample_trilinear3d", "linear"), ("upsample_bicubic2d", "cubic")):
+    register_converter(*filter(None, [_opt(_name + ".vec"), _opt(_name + ".default")]))(
+        lambda ctx, node, x, size, align_corners=False, *rest, _m=_mode:
+        _resize_to_out(ctx, node, x, _m, bool(align_corners)))
+register_converter(*filter(None, [_opt("upsample_nearest%s.%s" % (k, o)) for k in
+                                  ("1d", "2d", "3d") for o in ("vec", "default")]))(
+    lambda ctx, node, x, *rest: _resize_to_out(ctx, node, x, "nearest"))
+
+
+@register_converter(*filter(None, [_opt("as_strided.default"), _opt("as_strided_.default")]))
+def _as_strided(ctx, node, x, size, stride, offset=None):
+    """Only the restriding that keeps every element where it is (the same
+    sizes, contiguous strides on the dims larger than 1): cge values have no
+    strides, so other windows on the storage are not expressible."""
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    if offset or size != [int(d) for d in ctx.dims_of(node.args[0])]:
+        raise ctx.error("as_strided onto other sizes or an offset")
+    expect = 1
+    for s, st in zip(reversed(size), reversed(stride)):
+        if s > 1 and st != expect:
+            raise ctx.error("as_strided with non-contiguous strides %s" % stride)
+        expect *= s
+    return ctx.op("Identity", input=x)
+
+
+@register_converter(*filter(None, [_opt("linspace.default")]))
+def _linspace(ctx, node, start, end, steps, dtype=None, layout=None, device=None,
+              pin_memory=None):
+    """Literal bounds and count: the constant PyTorch's own linspace makes
+    (its rounding: the second half counts back from `end`)."""
+    if not all(isinstance(v, (int, float)) for v in (start, end, steps)):
+        raise ctx.error("linspace with tensor bounds")
+    return ctx.const(torch.linspace(start, end, steps, dtype=node.meta["tensor_meta"].dtype))
+
+
+@register_converter(*filter(None, [_opt("grid_sampler_2d.default"), _opt("grid_sampler.default")]))
+def _grid_sampler(ctx, node, x, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
+    modes = ("bilinear", "nearest", "bicubic")
+    pads = ("zeros", "border", "reflection")
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
+        raise ctx.error("grid_sampler mode %r / padding %r" % (interpolation_mode, padding_mode))
+    return ctx.op("GridSample", X=x, grid=grid, mode=modes[interpolation_mode],
+                  padding_mode=pads[padding_mode], align_corners=int(bool(align_corners)))
+
+
+@register_converter(*filter(None, [_opt("norm.ScalarOpt_dim"), _opt("linalg_vector_norm.default")]))
+def _norm(ctx, node, x, p=2, dim=None, keepdim=False, dtype=None):
+    """The 1- and 2-norms over dims (F.normalize, swin_v2's cosine attention)."""
+    p = 2 if p is None else p
+    if p not in (1, 2, 1.0, 2.0) or dtype is not None:
+        raise ctx.error("norm with p=%r%s" % (p, " and a dtype" if dtype is not None else ""))
+    return _reduce("ReduceL2" if p == 2 else "ReduceL1")(ctx, node, x, dim, keepdim)
+
+
+@register_converter(*filter(None, [_opt("max_pool3d_with_indices.default"),
+                                   _opt("max_pool1d_with_indices.default")]))
+def _max_pool_nd(ctx, node, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    n = ctx.rank(x) - 2
+    k = _pair(kernel, n)
+    y = ctx.op("MaxPool", X=x, kernel_shape=k, strides=_pair(stride, n) if stride else k,
+               pads=_pair(padding, n) * 2, dilations=_pair(dilation, n),
+               ceil_mode=int(bool(ceil_mode)))
+    return (y, Missing("max pooling's indices"))
+
+
+@register_converter(*filter(None, [_opt("avg_pool3d.default"), _opt("avg_pool1d.default")]))
+def _avg_pool_nd(ctx, node, x, kernel, stride=(), padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+    if divisor_override:
+        raise ctx.error("avg_pool with divisor_override")
+    n = ctx.rank(x) - 2
+    k = _pair(kernel, n)
+    return ctx.op("AveragePool", X=x, kernel_shape=k, strides=_pair(stride, n) if stride else k,
+                  pads=_pair(padding, n) * 2, ceil_mode=int(bool(ceil_mode)),
+                  count_include_pad=int(bool(count_include_pad)))
