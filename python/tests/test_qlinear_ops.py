@@ -1,0 +1,126 @@
+# ONNX's own QLinearConv / QLinearMatMul (models in the QOperator form) on
+# fuse_qdq's fast path: with W a constant s8 tensor they become cge.fused
+# QConv / QMatMul (oneDNN int8, NHWC at level 3) and give the reference
+# loops' bits (opt_level 1 runs the QLinear* ops as written).
+import glob
+import os
+
+import numpy as np
+import pytest
+
+import cge
+
+import onnx
+from onnx import TensorProto, helper
+
+NP2ONNX = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE
+
+
+def const(name, a):
+    a = np.asarray(a)
+    return helper.make_tensor(name, NP2ONNX[a.dtype], a.shape, a.ravel())
+
+
+def run(m, x, level=None, dump=None):
+    old = os.environ.get("CGE_DUMP_DIR")
+    if dump:
+        os.environ["CGE_DUMP_DIR"] = str(dump)
+    try:
+        s = cge.InferenceSession(m, opt_level=level)
+    finally:
+        if dump:
+            if old is None:
+                del os.environ["CGE_DUMP_DIR"]
+            else:
+                os.environ["CGE_DUMP_DIR"] = old
+    return s.run(None, {"x": x})
+
+
+def last_optimized_graph(dump):
+    files = sorted(glob.glob(os.path.join(str(dump), "*_optimize_*.txt")))
+    return open(files[-1]).read()
+
+
+def qoperator_model(rng, w_dtype=np.int8, b_rank3=False):
+    """x (float) -> Q (u8, zp 131) -> QLinearConv stride 2, s8 per-channel W,
+    int32 bias -> QLinearConv 3x3 per-tensor W, u8 out zp 7 -> Flatten ->
+    QLinearMatMul (s8 B per column) -> DQ."""
+    C, M1, M2, H, W = 3, 5, 7, 13, 11
+    inits = [
+        const("xs", np.float32(0.037)), const("xz", np.uint8(131)),
+        const("w1", rng.integers(-127, 128, (M1, C, 3, 3)).astype(w_dtype)
+              if w_dtype == np.int8 else rng.integers(0, 256, (M1, C, 3, 3)).astype(w_dtype)),
+        const("w1s", rng.uniform(0.004, 0.02, M1).astype(np.float32)),
+        const("w1z", np.zeros(M1, w_dtype)),
+        const("y1s", np.float32(0.11)), const("y1z", np.uint8(119)),
+        const("b1", rng.integers(-3000, 3000, M1).astype(np.int32)),
+        const("w2", rng.integers(-127, 128, (M2, M1, 3, 3)).astype(np.int8)),
+        const("w2s", np.float32(0.013)), const("w2z", np.int8(0)),
+        const("y2s", np.float32(0.09)), const("y2z", np.uint8(7)),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("QLinearConv", ["xq", "xs", "xz", "w1", "w1s", "w1z", "y1s", "y1z", "b1"],
+                         ["c1"], strides=[2, 2], pads=[1, 0, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("QLinearConv", ["c1", "y1s", "y1z", "w2", "w2s", "w2z", "y2s", "y2z"],
+                         ["c2"], pads=[1, 1, 1, 1]),
+    ]
+    # c1: [1, 5, 7, 5]; c2: [1, 7, 7, 5]
+    if b_rank3:
+        nodes.append(helper.make_node("Reshape", ["c2", "shape"], ["f"]))
+        inits.append(const("shape", np.array([1, 7, 35], np.int64)))
+        K = 35
+    else:
+        nodes.append(helper.make_node("Flatten", ["c2"], ["f"]))
+        K = 7 * 7 * 5
+    N = 9
+    inits += [
+        const("B", rng.integers(-127, 128, (K, N)).astype(np.int8)),
+        const("Bs", rng.uniform(0.001, 0.004, N).astype(np.float32)),
+        const("Bz", np.zeros(N, np.int8)),
+        const("ys", np.float32(0.21)), const("yz", np.uint8(128)),
+        const("os", np.float32(0.21)),
+    ]
+    nodes += [
+        helper.make_node("QLinearMatMul", ["f", "y2s", "y2z", "B", "Bs", "Bz", "ys", "yz"], ["mq"]),
+        helper.make_node("DequantizeLinear", ["mq", "ys", "yz"], ["y"]),
+        helper.make_node("Identity", ["c2"], ["c2_out"]),
+    ]
+    g = helper.make_graph(nodes, "qop",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, W])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, N] if not b_rank3 else [1, 7, N]),
+                           helper.make_tensor_value_info("c2_out", TensorProto.UINT8, [1, 7, 7, 5])],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    x = rng.uniform(-4, 5, (1, C, H, W)).astype(np.float32)
+    return m.SerializeToString(), x
+
+
+@pytest.mark.parametrize("level", [2, 3])
+@pytest.mark.parametrize("b_rank3", [False, True])
+def test_qlinear_ops_fused_bit_equal_to_reference_loops(level, b_rank3, tmp_path):
+    rng = np.random.default_rng(161 + b_rank3)
+    m, x = qoperator_model(rng, b_rank3=b_rank3)
+    ref = run(m, x, level=1)
+    got = run(m, x, level=level, dump=tmp_path)
+    graph = last_optimized_graph(tmp_path)
+    assert "QConv" in graph and "QMatMul" in graph
+    assert "QLinearConv" not in graph and "QLinearMatMul" not in graph
+    # the data must not be trivially saturated for the comparison to mean much
+    assert len(np.unique(ref[1])) > 20 and len(np.unique(ref[0])) > 5
+    for r, g in zip(ref, got):
+        assert r.dtype == g.dtype and r.shape == g.shape
+        np.testing.assert_array_equal(g, r)
+
+
+def test_qlinearconv_with_u8_weights_stays(tmp_path):
+    """u8 weights have no oneDNN form: the op stays as written, same results."""
+    rng = np.random.default_rng(5)
+    m, x = qoperator_model(rng, w_dtype=np.uint8)
+    ref = run(m, x, level=1)
+    got = run(m, x, dump=tmp_path)
+    graph = last_optimized_graph(tmp_path)
+    assert "QLinearConv" in graph and "QConv" in graph  # the second conv still fuses
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(g, r)
