@@ -124,3 +124,49 @@ def test_qlinearconv_with_u8_weights_stays(tmp_path):
     assert "QLinearConv" in graph and "QConv" in graph  # the second conv still fuses
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(g, r)
+
+
+@pytest.mark.parametrize("op", ["conv", "matmul"])
+def test_rounding_ties_with_odd_output_zero_point(op, tmp_path):
+    """x_scale * w_scale / y_scale = 0.5 makes every odd sum a tie: rounding
+    half to even before adding an odd zero point (the reference loops, ONNX
+    Runtime) and after it (oneDNN's default) differ by one on each."""
+    rng = np.random.default_rng(7)
+    xz, yz = 3, 101
+    if op == "conv":
+        w = rng.integers(-5, 6, (4, 3, 3, 3)).astype(np.int8)
+        node = helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+                                ["q"], strides=[2, 2], pads=[1, 1, 1, 1])
+        shape = [1, 3, 9, 7]
+        ws, wz = np.full(4, 0.25, np.float32), np.zeros(4, np.int8)
+    else:
+        w = rng.integers(-5, 6, (21, 6)).astype(np.int8)
+        node = helper.make_node("QLinearMatMul", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+                                ["q"])
+        shape = [5, 21]
+        ws, wz = np.float32(0.25), np.int8(0)
+    inits = [const("xs", np.float32(1.0)), const("xz", np.uint8(xz)), const("w", w),
+             const("ws", ws), const("wz", wz), const("ys", np.float32(0.5)),
+             const("yz", np.uint8(yz))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]), node,
+             helper.make_node("Identity", ["q"], ["y"])]
+    g = helper.make_graph(nodes, "ties", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    x = rng.integers(-3, 12, shape).astype(np.float32)
+    if op == "conv":
+        xq = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        acc = np.zeros((1, 4, 5, 4), np.int64)
+        for i in range(3):
+            for j in range(3):
+                patch = xq[:, :, i:i + 9:2, j:j + 7:2]
+                acc += np.einsum("nchw,mc->nmhw", patch, w[:, :, i, j].astype(np.int64))
+    else:
+        acc = x.astype(np.int64) @ w.astype(np.int64)
+    assert (acc % 2 == 1).sum() > 10   # ties present
+    ref = np.clip(np.rint(acc.astype(np.float32) * np.float32(0.5)) + yz, 0, 255).astype(np.uint8)
+    (loops,) = run(m, x, level=1)
+    (fused,) = run(m, x, level=3, dump=tmp_path)
+    assert ("QConv" if op == "conv" else "QMatMul") in last_optimized_graph(tmp_path)
+    np.testing.assert_array_equal(loops, ref)
+    np.testing.assert_array_equal(fused, ref)
