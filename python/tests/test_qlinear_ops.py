@@ -2,43 +2,17 @@
 # fuse_qdq's fast path: with W a constant s8 tensor they become cge.fused
 # QConv / QMatMul (oneDNN int8, NHWC at level 3) and give the reference
 # loops' bits (opt_level 1 runs the QLinear* ops as written).
-import glob
-import os
-
 import numpy as np
 import pytest
-
-import cge
 
 import onnx
 from onnx import TensorProto, helper
 
-NP2ONNX = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE
-
-
-def const(name, a):
-    a = np.asarray(a)
-    return helper.make_tensor(name, NP2ONNX[a.dtype], a.shape, a.ravel())
+from test_quant_int8 import const, fused_ops as last_optimized_graph, run as run_inputs
 
 
 def run(m, x, level=None, dump=None):
-    old = os.environ.get("CGE_DUMP_DIR")
-    if dump:
-        os.environ["CGE_DUMP_DIR"] = str(dump)
-    try:
-        s = cge.InferenceSession(m, opt_level=level)
-    finally:
-        if dump:
-            if old is None:
-                del os.environ["CGE_DUMP_DIR"]
-            else:
-                os.environ["CGE_DUMP_DIR"] = old
-    return s.run(None, {"x": x})
-
-
-def last_optimized_graph(dump):
-    files = sorted(glob.glob(os.path.join(str(dump), "*_optimize_*.txt")))
-    return open(files[-1]).read()
+    return run_inputs(m, {"x": x}, level=level, dump=dump)
 
 
 def qoperator_model(rng, w_dtype=np.int8, b_rank3=False):
