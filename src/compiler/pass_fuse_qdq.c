@@ -22,6 +22,7 @@
  *                                      made now with f's own kernel)
  *   view op / Concat (DQ x...) Q, all with one scale and zero point -> the
  *                                      same op on the int8 data
+ *   QLinearConv / QLinearMatMul (ONNX's own, W constant s8)    -> QConv / QMatMul
  *
  * A Relu or Clip before the Q is a clamp of the requantised value (Q is
  * monotone and Q(0) is the zero point), and a QLookup that only clamps folds
@@ -437,6 +438,88 @@ static cge_status try_matmul(qctx *q, cge_node *n)
     return st ? st : set_clamp(f, qlo, qhi, true);
 }
 
+/* ---- ONNX QLinearConv / QLinearMatMul ------------------------------------------- */
+
+/* Models already in the QOperator form (ONNX Runtime's quantizer with
+ * QuantFormat.QOperator, TFLite converters) hold QLinearConv and
+ * QLinearMatMul, whose inputs are QConv's and QMatMul's in the same order.
+ * Where oneDNN's int8 primitive can take them (W a constant s8 tensor with
+ * zero points 0, x's scale and zero point one constant value, every scale and
+ * zero point constant) they become QConv / QMatMul with w_const, so they get
+ * the packed-once kernels and the NHWC layout; both run the requantisation
+ * float(acc) * (x_scale * w_scale[m] / y_scale) of the reference loops. Any
+ * other form gains nothing (QConv would run the same loops) and stays. */
+static bool const_input(const qctx *q, const cge_node *n, int32_t slot, cge_dtype want,
+                        int64_t count1, int64_t countn)
+{
+    int32_t id = cge_node_num_inputs(n) > slot ? cge_node_input_id(n, slot) : -1;
+    const cge_tensor *c = id >= 0 ? cge_graph_value_constant(q->g, id) : NULL;
+    if (!c || (want != CGE_DTYPE_UNDEFINED && c->dtype != want))
+        return false;
+    int64_t k = cge_shape_numel(&c->shape);
+    return k == count1 || k == countn;
+}
+
+static cge_status try_qlinear(qctx *q, cge_node *n, bool conv)
+{
+    int32_t ni = cge_node_num_inputs(n);
+    if (cge_node_num_outputs(n) != 1 || ni < 8 || ni > 9 || (!conv && ni != 8))
+        return CGE_OK;
+    int32_t w = cge_node_input_id(n, 3), x = cge_node_input_id(n, 0);
+    const cge_tensor *wc = w >= 0 ? cge_graph_value_constant(q->g, w) : NULL;
+    cge_tensor_desc xd, yd = cc_out_desc(q->g, n, 0);
+    if (!wc || wc->dtype != CGE_I8 || x < 0 || cge_graph_value_desc(q->g, x, &xd) ||
+        !is_q8(xd.dtype) || !is_q8(yd.dtype) || !cge_shape_is_static(&xd.shape))
+        return CGE_OK;
+    /* the per-channel count: conv's M = W[0], matmul's N = B[1] */
+    int64_t per;
+    if (conv)
+        per = wc->shape.rank >= 3 ? wc->shape.dims[0] : -1;
+    else
+        per = wc->shape.rank == 2 ? wc->shape.dims[1] : -1;
+    if (per < 1 || !const_input(q, n, 1, CGE_F32, 1, 1) || !const_input(q, n, 2, xd.dtype, 1, 1) ||
+        !const_input(q, n, 4, CGE_F32, 1, per) || !const_input(q, n, 5, CGE_DTYPE_UNDEFINED, 1, per) ||
+        !const_input(q, n, 6, CGE_F32, 1, 1) || !const_input(q, n, 7, yd.dtype, 1, 1))
+        return CGE_OK;
+    const cge_tensor *wz = cge_graph_value_constant(q->g, cge_node_input_id(n, 5));
+    for (int64_t i = 0; i < cge_shape_numel(&wz->shape); i++)
+        if (zp_value(&(qparam){.z = wz->data, .qt = wz->dtype}, i))
+            return CGE_OK;
+    if (ni == 9 && cge_node_input_id(n, 8) >= 0 && !const_input(q, n, 8, CGE_I32, per, per))
+        return CGE_OK;
+    /* a new node takes n's inputs, attributes and (once n is gone) output */
+    char in_names[9][256], out_name[256], tmp[256], name[256];
+    const char *ins[9];
+    for (int32_t i = 0; i < ni; i++) {
+        snprintf(in_names[i], sizeof in_names[i], "%s", cge_node_input(n, i) ? cge_node_input(n, i) : "");
+        ins[i] = in_names[i];
+    }
+    snprintf(out_name, sizeof out_name, "%s", cge_node_output(n, 0));
+    const char *op = conv ? "QConv" : "QMatMul";
+    cc_fresh_name(q->cc, q->g, op, name, sizeof name);
+    cc_fresh_name(q->cc, q->g, "qlinear_out", tmp, sizeof tmp);
+    const char *outs[1] = {tmp};
+    cge_node *f = NULL;
+    cge_status st = cge_graph_add_node(q->g, op, CGE_DOMAIN_FUSED, name, ins, ni, outs, 1, &f);
+    if (!st && conv)
+        st = cc_copy_attrs(f, n);
+    if (!st)
+        st = cge_graph_remove_node(q->g, n);
+    if (!st)
+        st = cge_node_set_output(f, 0, out_name);
+    if (!st)
+        st = cge_graph_set_desc(q->g, out_name, yd.dtype, &yd.shape);
+    if (!st)
+        st = cge_node_set_int(f, "w_const", 1);
+    if (!st) {
+        q->cc->fused++;
+        q->cc->removed++;
+        q->cc->added++;
+        st = cc_uses_add_node(&q->u, f);
+    }
+    return st;
+}
+
 /* ---- elementwise, pooling, views ------------------------------------------------- */
 
 static cge_status try_binary(qctx *q, cge_node *n, const char *op)
@@ -691,6 +774,8 @@ cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g)
             st = try_conv(&q, n);
         else if (cc_is_op(n, "Gemm") || cc_is_op(n, "MatMul"))
             st = try_matmul(&q, n);
+        else if (cc_is_op(n, "QLinearConv") || cc_is_op(n, "QLinearMatMul"))
+            st = try_qlinear(&q, n, cc_is_op(n, "QLinearConv"));
         else if (cc_is_op(n, "Add"))
             st = try_binary(&q, n, "QAdd");
         else if (cc_is_op(n, "Mul"))

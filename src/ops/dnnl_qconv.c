@@ -176,6 +176,11 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
          (!d->y_zp || dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &d->y_zp) ==
                           dnnl_success) &&
          dnnl_post_ops_create(&po) == dnnl_success &&
+         /* round before the zero point is added, as QLinearConv's reference
+          * loops (and ONNX Runtime) do: rint(a) + z, not rint(a + z), which
+          * differs where a + z loses a's low bits or z is odd at a tie */
+         (!d->y_zp ||
+          dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_round, 0.0f, 0.0f) == dnnl_success) &&
          (!d->clip ||
           dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, d->lo, d->hi) == dnnl_success) &&
          dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
