@@ -136,21 +136,26 @@ def _check_major(found, path):
                           "version %d" % (path, have, __version__, want))
 
 
+# libgomp's spin count after a parallel region, unless the user sets one.
+OPENMP_SPINCOUNT = "30000"
+
+
 def _load():
     # libgomp (oneDNN's OpenMP, a dependency of libcge) reads its wait policy
     # once, when it loads; unset, its workers spin after every oneDNN call on
     # the cores cge's next kernels need (issue 14, docs/runtime.md). So unless
-    # the user chose one, OMP_WAIT_POLICY=passive is set while libcge loads
-    # and taken away after: libgomp keeps it, the process's environment and
-    # its children do not. No effect when this libgomp was loaded before.
+    # the user chose one, GOMP_SPINCOUNT=30000 (a short spin, as the cge tool
+    # sets it) is set while libcge loads and taken away after: libgomp keeps
+    # it, the process's environment and its children do not. No effect when
+    # this libgomp was loaded before.
     ours = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
     if ours:
-        os.environ["OMP_WAIT_POLICY"] = "passive"
+        os.environ["GOMP_SPINCOUNT"] = OPENMP_SPINCOUNT
     try:
         return _load_lib()
     finally:
         if ours:
-            os.environ.pop("OMP_WAIT_POLICY", None)
+            os.environ.pop("GOMP_SPINCOUNT", None)
 
 
 def _load_lib():

@@ -1,8 +1,8 @@
-# oneDNN's libgomp gets a passive wait policy by default (issue 14): the CLI
-# re-executes itself with OMP_WAIT_POLICY=passive, `import cge` sets it while
+# oneDNN's libgomp gets a short spin by default (issue 14): the CLI
+# re-executes itself with GOMP_SPINCOUNT=30000, `import cge` sets it while
 # libcge loads; a user's own setting always wins. libgomp's
 # OMP_DISPLAY_ENV=verbose report (on stderr, at its load) shows the spin count
-# it took: 0 when passive, 300000 by default.
+# it took: 300000 by default, 0 when passive.
 import os
 import re
 import subprocess
@@ -37,14 +37,14 @@ def _cli(env):
     return counts
 
 
-def test_cli_makes_libgomp_passive_by_default():
+def test_cli_bounds_libgomps_spin_by_default():
     counts = _cli(_env())
     # the first process's libgomp (default policy), then the re-executed one's
-    assert counts == ["300000", "0"], counts
+    assert counts == ["300000", "30000"], counts
 
 
 def test_cli_keeps_a_users_wait_policy():
-    assert _cli(_env(OMP_WAIT_POLICY="active")) != ["0"]
+    assert _cli(_env(OMP_WAIT_POLICY="passive")) == ["0"]
     assert len(_cli(_env(OMP_WAIT_POLICY="active"))) == 1  # no re-exec
     assert _cli(_env(GOMP_SPINCOUNT="1234")) == ["1234"]
 
@@ -57,11 +57,11 @@ def _python(env, code):
     return p.stdout.strip(), _spincounts(p.stderr)
 
 
-def test_import_makes_libgomp_passive_and_leaves_environ_alone():
-    out, counts = _python(_env(), "import os, cge; print(os.environ.get('OMP_WAIT_POLICY'))")
+def test_import_bounds_libgomps_spin_and_leaves_environ_alone():
+    out, counts = _python(_env(), "import os, cge; print(os.environ.get('GOMP_SPINCOUNT'))")
     if not counts:
         pytest.skip("this libcge is built without oneDNN: no libgomp to configure")
-    assert counts == ["0"], counts
+    assert counts == ["30000"], counts
     assert out == "None"  # set only while libcge loaded
 
 
