@@ -263,6 +263,11 @@ def unary_pool_model(kind):
     elif kind == "AveragePool":
         nodes.append(helper.make_node("AveragePool", ["xd"], ["f"], kernel_shape=[2, 3],
                                       strides=[2, 2], pads=[0, 1, 0, 1]))
+    elif kind == "AveragePoolCountPad":
+        # padded taps count as real zeros: the zero point must be taken off
+        # the real taps only (x's zero point is 110)
+        nodes.append(helper.make_node("AveragePool", ["xd"], ["f"], kernel_shape=[3, 3],
+                                      strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1))
     else:
         nodes.append(helper.make_node(kind, ["xd"], ["f"]))
     nodes.append(helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"]))
@@ -271,7 +276,7 @@ def unary_pool_model(kind):
 
 @pytest.mark.parametrize("kind,exact", [("MaxPool", True), ("Sigmoid", True),
                                         ("HardSigmoid", True), ("GlobalAveragePool", False),
-                                        ("AveragePool", False)])
+                                        ("AveragePool", False), ("AveragePoolCountPad", False)])
 def test_pool_and_unary_against_unfused(kind, exact, tmp_path):
     m, inputs = unary_pool_model(kind)
     (y,) = run(m, inputs, dump=tmp_path)

@@ -282,6 +282,29 @@ typedef struct qpool_args {
     float sx, sy, zy, lo, hi;
 } qpool_args;
 
+/* The window of output (oh, ow): its tap ranges, the taps inside the input
+ * (`real`) and the divisor of an average (`div`: with count_include_pad the
+ * padded taps count too, as zeros). */
+static void qpool_window(const qpool_args *p, int64_t oh, int64_t ow, int64_t k[4],
+                         int64_t *real, int64_t *div)
+{
+    nn_tap_range(&p->g, 1, oh, &k[0], &k[1]);
+    nn_tap_range(&p->g, 2, ow, &k[2], &k[3]);
+    *real = (k[1] - k[0]) * (k[3] - k[2]);
+    *div = p->mode == 1 && p->count_pad ? nn_padded_taps(&p->g, 1, oh) * nn_padded_taps(&p->g, 2, ow)
+                                        : *real;
+}
+
+/* The output code from the window's max (mode 0) or sum (mode 1) of raw
+ * codes over `real` taps. */
+static int32_t qpool_out(const qpool_args *p, int32_t acc, int64_t real, int64_t div)
+{
+    float v = p->mode == 0 ? (float)(acc - p->zx) * p->sx
+              : div        ? (float)(acc - (int32_t)real * p->zx) * p->sx / (float)div
+                           : 0.0f;
+    return q8_clamp(rintf(v / p->sy) + p->zy, p->lo, p->hi);
+}
+
 /* NHWC: per output position, the taps outside and the channels inside
  * (contiguous), in chunks of int32 sums. */
 #define QP_CHUNK 256
@@ -291,14 +314,11 @@ static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
     int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
     int32_t acc[QP_CHUNK];
     for (int64_t r = r0; r < r1; r++) {
-        int64_t n = r / OH, oh = r % OH, ka0, ka1;
-        nn_tap_range(g, 1, oh, &ka0, &ka1);
+        int64_t n = r / OH, oh = r % OH;
         for (int64_t ow = 0; ow < OW; ow++) {
-            int64_t kb0, kb1;
-            nn_tap_range(g, 2, ow, &kb0, &kb1);
-            int64_t cnt = (ka1 - ka0) * (kb1 - kb0);
-            if (p->mode == 1 && p->count_pad)
-                cnt = nn_padded_taps(g, 1, oh) * nn_padded_taps(g, 2, ow);
+            int64_t k[4], real, div;
+            qpool_window(p, oh, ow, k, &real, &div);
+            int64_t ka0 = k[0], ka1 = k[1], kb0 = k[2], kb1 = k[3];
             for (int64_t c0 = 0; c0 < C; c0 += QP_CHUNK) {
                 int64_t nc = C - c0 < QP_CHUNK ? C - c0 : QP_CHUNK;
                 int32_t init = p->mode == 0 ? -1000 : 0;
@@ -329,13 +349,8 @@ static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
                     }
                 }
                 int64_t yo = ((n * OH + oh) * OW + ow) * C + c0;
-                for (int64_t c = 0; c < nc; c++) {
-                    float real = p->mode == 0 ? (float)(acc[c] - p->zx) * p->sx
-                                 : cnt ? (float)(acc[c] - (int32_t)cnt * p->zx) * p->sx / (float)cnt
-                                       : 0.0f;
-                    q8_store(p->y, p->ysg, yo + c,
-                             q8_clamp(rintf(real / p->sy) + p->zy, p->lo, p->hi));
-                }
+                for (int64_t c = 0; c < nc; c++)
+                    q8_store(p->y, p->ysg, yo + c, qpool_out(p, acc[c], real, div));
             }
         }
     }
@@ -354,37 +369,23 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
-        int64_t n = r / OH, oh = r % OH, ka0, ka1;
-        nn_tap_range(g, 1, oh, &ka0, &ka1);
+        int64_t n = r / OH, oh = r % OH;
         for (int64_t ow = 0; ow < OW; ow++) {
-            int64_t kb0, kb1;
-            nn_tap_range(g, 2, ow, &kb0, &kb1);
-            int64_t cnt = (ka1 - ka0) * (kb1 - kb0);
-            if (p->mode == 1 && p->count_pad)
-                cnt = nn_padded_taps(g, 1, oh) * nn_padded_taps(g, 2, ow);
+            int64_t k[4], real, div;
+            qpool_window(p, oh, ow, k, &real, &div);
+            int64_t ka0 = k[0], ka1 = k[1], kb0 = k[2], kb1 = k[3];
             for (int64_t c = 0; c < C; c++) {
                 int32_t acc = p->mode == 0 ? -1000 : 0;
                 for (int64_t ta = ka0; ta < ka1; ta++) {
                     int64_t ih = oh * g->s[1] - g->pb[1] + ta * g->d[1];
                     for (int64_t tb = kb0; tb < kb1; tb++) {
                         int64_t iw = ow * g->s[2] - g->pb[2] + tb * g->d[2];
-                        int64_t xi = p->nhwc ? ((n * H + ih) * W + iw) * C + c
-                                             : ((n * C + c) * H + ih) * W + iw;
-                        int32_t v = q8_load(p->x, p->xsg, xi);
-                        if (p->mode == 0)
-                            acc = v > acc ? v : acc;
-                        else
-                            acc += v - p->zx;
+                        int32_t v = q8_load(p->x, p->xsg, ((n * C + c) * H + ih) * W + iw);
+                        acc = p->mode == 1 ? acc + v : v > acc ? v : acc;
                     }
                 }
-                float real;
-                if (p->mode == 0)
-                    real = (float)(acc - p->zx) * p->sx;
-                else
-                    real = cnt ? (float)acc * p->sx / (float)cnt : 0.0f;
-                int64_t yi = p->nhwc ? ((n * OH + oh) * OW + ow) * C + c
-                                     : ((n * C + c) * OH + oh) * OW + ow;
-                q8_store(p->y, p->ysg, yi, q8_clamp(rintf(real / p->sy) + p->zy, p->lo, p->hi));
+                q8_store(p->y, p->ysg, ((n * C + c) * OH + oh) * OW + ow,
+                         qpool_out(p, acc, real, div));
             }
         }
     }
