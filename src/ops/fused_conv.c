@@ -2,6 +2,7 @@
  * made by the compiler's fuse_conv_activation pass; its meta and kernels share
  * Conv's paths in conv.c (conv_fused.h). */
 #include "cge/fused_ops.h"
+#include "ops/family_util.h"
 #include "ops/builtin.h"
 #include "ops/conv_fused.h"
 
@@ -41,7 +42,7 @@ static const cge_kernel_def fconv_kernels[] = {
 static const cge_op_def fconv_ops[] = {
     {.name = "FusedConv", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = fconv_in,
      .num_inputs = 4, .outputs = fconv_out, .num_outputs = 1, .attrs = fconv_attrs,
-     .num_attrs = 17, .infer = cge__fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
+     .num_attrs = CGE__NATTR(fconv_attrs), .infer = cge__fused_conv_infer, .kernels = fconv_kernels, .num_kernels = 1,
      .doc = "convolution with bias, a residual addend and an activation applied to its output"},
 };
 

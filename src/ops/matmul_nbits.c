@@ -542,7 +542,7 @@ static cge_status nb_prepare(const cge_kernel_ctx *ctx, void **state)
 static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     nb_args a;
-    if (!nb_make(ctx, &a))
+    if (!nb_bind(ctx, &a))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "A's last dim is not K");
     if (a.M == 0)
         return CGE_OK;
@@ -562,7 +562,6 @@ static cge_status nb_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
             return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
                                     "g_idx[%lld] = %d: only g_idx = k / block_size is supported",
                                     (long long)k, (int)g[k]);
-    nb_bind(ctx, &a);
     a.ap = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
     a.asum = a.ap + a.M * a.kp;
     a.sz = a.asum + a.M * a.nb;
