@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "dist/dist_internal.h"
 #include "cge/op.h"
 #include "ops/kernel_cache.h"
@@ -207,24 +208,15 @@ static cge_status recv_infer(cge_infer_ctx *ctx)
 
 /* ---- kernels ------------------------------------------------------------------ */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* What every rank's node must agree on: op, dtype, sizes, attributes. */
 static uint64_t node_signature(const cge_kernel_ctx *ctx)
 {
-    uint64_t h = 1469598103934665603ull;
-    h = fnv(h, ctx->op_type, strlen(ctx->op_type));
+    uint64_t h = cge__fnv1a(CGE__FNV1A_SEED, ctx->op_type, strlen(ctx->op_type));
     const cge_tensor *in = &ctx->inputs[0];
     int64_t v[6] = {in->dtype, cge_shape_numel(&in->shape), cge_shape_numel(&ctx->outputs[0].shape),
                     parse_reduction(cge_attrs_get_string(ctx->attrs, "reduction", "sum")),
                     cge_attrs_get_int(ctx->attrs, "axis", 0), cge_attrs_get_int(ctx->attrs, "root", 0)};
-    h = fnv(h, v, sizeof v);
+    h = cge__fnv1a(h, v, sizeof v);
     return h | 1;
 }
 

@@ -3,6 +3,7 @@
  * address ranges whose bytes stay put for the cache's life. */
 #include "ops/kernel_cache.h"
 
+#include "base/hash.h"
 #include "base/shared_block.h"
 
 #include <pthread.h>
@@ -124,11 +125,7 @@ static bool stable(cge_kernel_cache *c, const void *src)
 
 static uint64_t hash_key(const void *src, const void *key, size_t n)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)src;
-    const unsigned char *k = key;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ k[i]) * 1099511628211ull;
-    return h;
+    return cge__fnv1a(CGE__FNV1A_SEED ^ (uint64_t)(uintptr_t)src, key, n);
 }
 
 void cge_kernel_shared_release(void *block) { cge__block_unref(block); }
