@@ -430,6 +430,10 @@ static int tensor_parallel(const char *path, int expect_sharded, bool pipeline, 
     if (pipeline ? cge_dist_pipeline_parallel_micro(g, world, rank, micro, &sharded, &regions, &sent)
                  : cge_dist_tensor_parallel(g, world, rank, &sharded, &regions))
         FAIL("%s: %s", pipeline ? "pipeline_parallel" : "tensor_parallel", cge_last_error());
+    /* A cut happened: every stage but the last sends its activations on. */
+    if (pipeline && expect_sharded && rank < world - 1 && sent <= 0)
+        FAIL("pp: stage %d of %d sends %lld bytes per run; want its activations", rank, world,
+             (long long)sent);
     if (pipeline)
         regions = regions == world ? 2 * world : 0; /* stages, counted as the tp test wants */
     if (expect_sharded && regions < 2)
