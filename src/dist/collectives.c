@@ -18,6 +18,9 @@
 
 typedef struct coll_state {
     cge__dist_node_comm *nc;   /* NULL: a world of one */
+    cge__dist_red red;         /* the node's attributes, read once at prepare */
+    int peer, tag;
+    int64_t axis;
 } coll_state;
 
 /* What the task needs, copied by cge_launch. Reorders move rank blocks
@@ -220,6 +223,17 @@ static uint64_t node_signature(const cge_kernel_ctx *ctx)
     return h | 1;
 }
 
+static cge__dist_kind kind_of(const char *op)
+{
+    if (!strcmp(op, "AllReduce")) return CGE__DIST_ALLREDUCE;
+    if (!strcmp(op, "AllGather")) return CGE__DIST_ALLGATHER;
+    if (!strcmp(op, "ReduceScatter")) return CGE__DIST_REDUCE_SCATTER;
+    if (!strcmp(op, "Broadcast")) return CGE__DIST_BROADCAST;
+    if (!strcmp(op, "AllToAll")) return CGE__DIST_ALLTOALL;
+    if (!strcmp(op, "Send")) return CGE__DIST_SEND;
+    return CGE__DIST_RECV;
+}
+
 static bool is_p2p(const char *op) { return !strcmp(op, "Send") || !strcmp(op, "Recv"); }
 
 static cge_status coll_prepare(const cge_kernel_ctx *ctx, void **state)
@@ -246,6 +260,11 @@ static cge_status coll_prepare(const cge_kernel_ctx *ctx, void **state)
     coll_state *s = calloc(1, sizeof *s);
     if (!s)
         return cge_error(CGE_LAYER_KERNEL, CGE_ERR_NO_MEMORY, "%s: out of memory", ctx->op_type);
+    s->red = (cge__dist_red)parse_reduction(cge_attrs_get_string(ctx->attrs, "reduction", "sum"));
+    s->peer = (int)cge_attrs_get_int(ctx->attrs,
+                                     kind_of(ctx->op_type) == CGE__DIST_BROADCAST ? "root" : "peer", 0);
+    s->tag = (int)cge_attrs_get_int(ctx->attrs, "tag", 0);
+    s->axis = cge_attrs_get_int(ctx->attrs, "axis", 0);
     if (comm) {
         cge_status st = cge__dist_node_comm_create(comm, ctx->op_type, ctx->node_name,
                                                    is_p2p(ctx->op_type) ? 0 : node_signature(ctx),
@@ -346,17 +365,6 @@ static void coll_task(int64_t blk, int64_t nblk, void *p)
         from_rank_major(a->out, a->ws + a->in_bytes, a->outer, P, a->chunk);
 }
 
-static cge__dist_kind kind_of(const char *op)
-{
-    if (!strcmp(op, "AllReduce")) return CGE__DIST_ALLREDUCE;
-    if (!strcmp(op, "AllGather")) return CGE__DIST_ALLGATHER;
-    if (!strcmp(op, "ReduceScatter")) return CGE__DIST_REDUCE_SCATTER;
-    if (!strcmp(op, "Broadcast")) return CGE__DIST_BROADCAST;
-    if (!strcmp(op, "AllToAll")) return CGE__DIST_ALLTOALL;
-    if (!strcmp(op, "Send")) return CGE__DIST_SEND;
-    return CGE__DIST_RECV;
-}
-
 /* Outer count and per-rank chunk bytes along `axis` of `t` split into P. */
 static void split_dims(const cge_tensor *t, int64_t axis_attr, int P, int64_t *outer, size_t *chunk)
 {
@@ -395,9 +403,7 @@ static cge_status coll_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                    .out_bytes = cge_tensor_nbytes(ctx->outputs[0].dtype, &ctx->outputs[0].shape),
                    .ws = ctx->workspace};
     a.x = (cge__dist_xfer){
-        .kind = k, .red = parse_reduction(cge_attrs_get_string(ctx->attrs, "reduction", "sum")),
-        .peer = (int)cge_attrs_get_int(ctx->attrs, k == CGE__DIST_BROADCAST ? "root" : "peer", 0),
-        .tag = (int)cge_attrs_get_int(ctx->attrs, "tag", 0),
+        .kind = k, .red = s->red, .peer = s->peer, .tag = s->tag,
         .dtype = ctx->outputs[0].dtype, .op_type = ctx->op_type, .node_name = ctx->node_name};
     if (k == CGE__DIST_RECV) {
         a.in = a.out;
@@ -411,10 +417,9 @@ static cge_status coll_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         a.x.count = n;
         if (k == CGE__DIST_REDUCE_SCATTER || k == CGE__DIST_ALLTOALL) {
             a.x.count = n / P;
-            split_dims(in, cge_attrs_get_int(ctx->attrs, "axis", 0), P, &a.outer, &a.chunk);
+            split_dims(in, s->axis, P, &a.outer, &a.chunk);
         } else if (k == CGE__DIST_ALLGATHER) {
-            split_dims(&ctx->outputs[0], cge_attrs_get_int(ctx->attrs, "axis", 0), P, &a.outer,
-                       &a.chunk);
+            split_dims(&ctx->outputs[0], s->axis, P, &a.outer, &a.chunk);
         }
         if (!s->nc && a.in_bytes != a.out_bytes)
             return cge_kernel_error(ctx, CGE_ERR_STATE, "world_size does not match a world of one");
