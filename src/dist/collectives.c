@@ -61,11 +61,10 @@ static cge_status check_reduction(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
                               "reduction '%s' is not one of sum, max, min, prod", r);
     cge_dtype t = ctx->inputs[0].dtype;
-    if (t == CGE_F16 || t == CGE_BF16 || t == CGE_BOOL)
+    if (t == CGE_BOOL)
         return cge_meta_error(ctx, CGE_ERR_DTYPE,
-                              "input is %s; reductions over ranks take float32, float64 and "
-                              "integer types (MPI has no %s arithmetic)",
-                              cge_dtype_name(t), cge_dtype_name(t));
+                              "input is bool; reductions over ranks take floating-point and "
+                              "integer types");
     return CGE_OK;
 }
 
