@@ -1,23 +1,47 @@
 /* Reference-counted blocks (see shared_block.h): a 64-byte header holding
- * the count, then the data, so the data keeps the block's alignment. */
+ * the count and how the block was made, then the data, so the data keeps
+ * the block's alignment. Large blocks are mapped pages of their own. */
 #include "base/shared_block.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define HEADER 64
+
+/* From this size blocks are mmap'd: freeing one gives its pages back at
+ * once. From malloc they could stay in the heap (glibc raises its mmap
+ * threshold as large chunks are freed), and weights freed once packed
+ * would still count in the process's memory. */
+#define MAP_FROM ((size_t)1 << 20)
+
+typedef struct header {
+    int64_t refs;
+    size_t mapped;          /* bytes mapped (header included), 0: malloc'd */
+} header;
 
 void *cge__block_new(const void *data, size_t bytes)
 {
     size_t size = bytes ? bytes : 1;
-    if (size > SIZE_MAX - 2 * HEADER)
+    if (size > SIZE_MAX - 2 * HEADER - 4096)
         return NULL;
     size = ((size + 63) & ~(size_t)63) + HEADER;
-    char *p = aligned_alloc(64, size);
-    if (!p)
+    char *p = NULL;
+    size_t mapped = 0;
+    if (size >= MAP_FROM) {
+        size_t len = (size + 4095) & ~(size_t)4095;
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m != MAP_FAILED) {
+            p = m;
+            mapped = len;
+        }
+    }
+    if (!p && !(p = aligned_alloc(64, size)))
         return NULL;
-    __atomic_store_n((int64_t *)p, 1, __ATOMIC_RELAXED);
+    header *h = (header *)p;
+    __atomic_store_n(&h->refs, 1, __ATOMIC_RELAXED);
+    h->mapped = mapped;
     if (data && bytes)
         memcpy(p + HEADER, data, bytes);
     return p + HEADER;
@@ -26,12 +50,19 @@ void *cge__block_new(const void *data, size_t bytes)
 void *cge__block_ref(void *block)
 {
     if (block)
-        __atomic_fetch_add((int64_t *)((char *)block - HEADER), 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&((header *)((char *)block - HEADER))->refs, 1, __ATOMIC_RELAXED);
     return block;
 }
 
 void cge__block_unref(void *block)
 {
-    if (block && __atomic_sub_fetch((int64_t *)((char *)block - HEADER), 1, __ATOMIC_ACQ_REL) == 0)
-        free((char *)block - HEADER);
+    if (!block)
+        return;
+    header *h = (header *)((char *)block - HEADER);
+    if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (h->mapped)
+        munmap(h, h->mapped);
+    else
+        free(h);
 }
