@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 
 #include "base/file.h"
-#include "base/shared_block.h"
 #include "ir/constant_block.h"
 #include "onnx/onnx_internal.h"
 #include "cge/op.h"
@@ -890,24 +889,6 @@ static void add_value_info(graph_build *b, const Onnx__ValueInfoProto *vi)
         cge_clear_error();
 }
 
-/* A block holding the mapped bytes [src, src + n), copied a slice at a time
- * with each slice's file pages dropped behind it: the mapping and the copy
- * are resident together for one slice, not for the whole tensor. */
-static void *copy_dropping(const void *src, size_t n)
-{
-    enum { SLICE = 16 << 20 };
-    void *block = cge__block_new(NULL, n);
-    if (!block)
-        return NULL;
-    for (size_t off = 0; off < n; off += SLICE) {
-        size_t len = n - off < SLICE ? n - off : SLICE;
-        memcpy((char *)block + off, (const char *)src + off, len);
-        cge__onnx_drop_pages((const char *)src + off, len);
-    }
-    cge__onnx_drop_pages(src, n);   /* the pages slices shared */
-    return block;
-}
-
 static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int depth, bool is_main,
                                cge_graph **out)
 {
@@ -936,7 +917,7 @@ static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int dep
         const onnx_raw *raw = is_main && i < cx->num_raw ? &cx->raw[i] : NULL;
         st = cge__onnx_view_tensor(cx, tp, what, raw, &t, &how);
         if (!st && how == ONNX_BYTES_MAPPED) {
-            void *block = copy_dropping(t.data, t.bytes);
+            void *block = cge__onnx_copy_mapped(cx, t.data, t.bytes);
             st = block ? as_io(cx, cge__graph_add_constant_block(b.dst, tp->name, t.dtype, &t.shape,
                                                                   block, t.bytes), what)
                        : oom();
@@ -979,11 +960,12 @@ static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int dep
 
 /* ---- entry points ------------------------------------------------------- */
 
-/* `own`: data is the importer's own read-only mapping of the file, whose
- * pages may be dropped once their bytes are copied. */
+/* `own`: the importer's own read-only mapping of the file, which data is
+ * (NULL: the caller's bytes): initializers are read from the file and its
+ * pages may be dropped. */
 static cge_status import_model(const void *data, size_t size, const char *base_dir,
-                               const char *label, const cge_onnx_options *opts, bool own,
-                               cge_graph **out)
+                               const char *label, const cge_onnx_options *opts,
+                               const onnx_mapping *own, cge_graph **out)
 {
     if (!out)
         return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "onnx import: out is NULL");
@@ -994,7 +976,7 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
     if (st)
         return st;
     onnx_ctx cx = {.label = label, .base_dir = base_dir, .opts = opts ? opts : &no_options,
-                   .own_buffer = own, .cache_ext = true};
+                   .own_buffer = own != NULL, .model_map = own, .cache_ext = true};
     if (size == 0)
         return cge__onnx_io_error(&cx, "empty input: not an ONNX model");
     st = cge__onnx_check_wire(&cx, data, size, &onnx__model_proto__descriptor);
@@ -1050,7 +1032,7 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
 cge_status cge_onnx_import_buffer(const void *data, size_t size, const char *base_dir,
                                   const cge_onnx_options *opts, cge_graph **out)
 {
-    return import_model(data, size, base_dir, "<buffer>", opts, false, out);
+    return import_model(data, size, base_dir, "<buffer>", opts, NULL, out);
 }
 
 cge_status cge_onnx_import_file(const char *path, const cge_onnx_options *opts, cge_graph **out)
@@ -1080,7 +1062,7 @@ cge_status cge_onnx_import_file(const char *path, const cge_onnx_options *opts, 
         dir[1] = '\0';
     else
         *slash = '\0';
-    st = import_model(map.data, map.size, dir, path, opts, map.mapped, out);
+    st = import_model(map.data, map.size, dir, path, opts, map.mapped ? &map : NULL, out);
     free(dir);
     cge__onnx_unmap(&map);
     return st;

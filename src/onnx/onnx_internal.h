@@ -30,6 +30,7 @@ typedef struct onnx_mapping {
     const uint8_t *data;
     size_t size;
     bool mapped;
+    int fd;                         /* open while mapped (pread copies), else -1 */
 } onnx_mapping;
 
 typedef struct onnx_ctx {
@@ -46,6 +47,7 @@ typedef struct onnx_ctx {
     /* The model's buffer is the importer's own mapping: pages whose bytes
      * were copied into the graph may be dropped. */
     bool own_buffer;
+    const onnx_mapping *model_map;  /* the model file's mapping where own_buffer */
     /* External data files mapped so far; they stay until the import ends
      * (cge__onnx_unmap_external) where cache_ext is set, else each goes once
      * cge__onnx_decode_tensor has copied its bytes. */
@@ -100,6 +102,12 @@ cge_status cge__onnx_map_file(const char *path, onnx_mapping *m, const char **wh
 void cge__onnx_unmap(onnx_mapping *m);
 /* The importer's external data mappings go (at the end of an import). */
 void cge__onnx_unmap_external(onnx_ctx *cx);
+/* A shared block (base/shared_block.h) holding [src, src + n) of one of the
+ * importer's mappings (the model file's or an external file's), read from
+ * the file (pread: the page cache is copied once and the mapping's pages are
+ * never touched) or, failing that, copied a slice at a time with each
+ * slice's pages dropped. NULL when out of memory. */
+void *cge__onnx_copy_mapped(const onnx_ctx *cx, const void *src, size_t n);
 /* Drop the whole pages of [p, p + n) from the process's resident memory: the
  * bytes were copied, and a mapped file's page comes back from the page cache
  * if it is read again. Only for the importer's own read-only mappings. */

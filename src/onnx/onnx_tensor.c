@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/shared_block.h"
 #include "onnx/onnx_internal.h"
 
 static cge_status layered(cge_layer layer, cge_status st, const onnx_ctx *cx, const char *fmt,
@@ -160,13 +161,14 @@ static bool path_is_confined(const char *loc)
 cge_status cge__onnx_map_file(const char *path, onnx_mapping *m, const char **why)
 {
     memset(m, 0, sizeof *m);
+    m->fd = -1;
     size_t size = 0;
     int fd = cge__open_regular(path, &size, why);
     if (fd < 0)
         return CGE_ERR_IO;
     void *p = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     if (p != MAP_FAILED) {
-        close(fd);
+        m->fd = fd;
         m->data = p;
         m->size = size;
         m->mapped = true;
@@ -198,8 +200,11 @@ void cge__onnx_unmap(onnx_mapping *m)
         munmap((void *)m->data, m->size);
     else
         free((void *)m->data);
+    if (m->fd >= 0)
+        close(m->fd);
     free(m->path);
     memset(m, 0, sizeof *m);
+    m->fd = -1;
 }
 
 void cge__onnx_unmap_external(onnx_ctx *cx)
@@ -220,6 +225,49 @@ void cge__onnx_drop_pages(const void *p, size_t n)
     uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)page - 1);
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: a failure costs memory only */
+}
+
+static const onnx_mapping *mapping_of(const onnx_ctx *cx, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    if (cx->model_map && b >= cx->model_map->data && n <= cx->model_map->size &&
+        (size_t)(b - cx->model_map->data) <= cx->model_map->size - n)
+        return cx->model_map;
+    for (int32_t i = 0; i < cx->num_ext; i++) {
+        const onnx_mapping *m = &cx->ext[i];
+        if (b >= m->data && n <= m->size && (size_t)(b - m->data) <= m->size - n)
+            return m;
+    }
+    return NULL;
+}
+
+void *cge__onnx_copy_mapped(const onnx_ctx *cx, const void *src, size_t n)
+{
+    void *block = cge__block_new(NULL, n);
+    if (!block)
+        return NULL;
+    const onnx_mapping *m = mapping_of(cx, src, n);
+    size_t done = 0;
+    if (m && m->fd >= 0) {
+        off_t at = (off_t)((const uint8_t *)src - m->data);
+        while (done < n) {
+            ssize_t r = pread(m->fd, (char *)block + done, n - done, at + (off_t)done);
+            if (r <= 0)
+                break;
+            done += (size_t)r;
+        }
+    }
+    /* No file to read (or it failed): from the mapping, a slice at a time,
+     * so that the mapping and the copy are resident together for one slice. */
+    enum { SLICE = 16 << 20 };
+    for (size_t off = done; off < n; off += SLICE) {
+        size_t len = n - off < SLICE ? n - off : SLICE;
+        memcpy((char *)block + off, (const char *)src + off, len);
+        cge__onnx_drop_pages((const char *)src + off, len);
+    }
+    if (done < n)
+        cge__onnx_drop_pages(src, n);   /* the pages slices shared */
+    return block;
 }
 
 /* The external file at `real_file`, mapped once per import. */
