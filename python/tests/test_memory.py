@@ -86,3 +86,50 @@ def test_truncated_external_data_is_an_io_error(tmp_path):
     with pytest.raises(cge.Error) as e:
         cge.InferenceSession(path)
     assert "[io]" in str(e.value)
+
+
+def _mapping_of(addr):
+    """The file /proc/self/maps names for the mapping holding addr ('' if none)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= addr < hi:
+                return parts[5] if len(parts) > 5 else ""
+    return None
+
+
+def test_aligned_external_weights_are_mapped_in_place(tmp_path):
+    """A large external weight at a 64-byte aligned offset is the data file's
+    pages (no copy); the first one (offset 0: no room for the block's header)
+    is copied; both hold the file's values."""
+    import ctypes
+    from cge import _lib
+    a = np.arange(256 * 512, dtype=np.float32).reshape(256, 512) / 7
+    b = -np.arange(512 * 128, dtype=np.float32).reshape(512, 128) / 3
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])], "ext", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 128])],
+        [numpy_helper.from_array(a, "a"), numpy_helper.from_array(b, "b")])
+    path = str(tmp_path / "model.onnx")
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+                    path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="w.data", size_threshold=0)
+    lib = _lib.lib
+    lib.cge_graph_constant.restype = ctypes.POINTER(_lib.Tensor)
+    lib.cge_graph_constant.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    g = ctypes.c_void_p()
+    assert lib.cge_onnx_import_file(path.encode(), None, ctypes.byref(g)) == 0
+    try:
+        where = {}
+        for name, want in (("a", a), ("b", b)):
+            t = lib.cge_graph_constant(g, name.encode()).contents
+            got = np.ctypeslib.as_array((ctypes.c_float * want.size).from_address(t.data))
+            np.testing.assert_array_equal(got.reshape(want.shape), want)
+            where[name] = _mapping_of(t.data)
+        assert not where["a"].endswith("w.data")
+        assert where["b"].endswith("w.data")
+    finally:
+        lib.cge_graph_destroy(g)
+    (y,) = cge.InferenceSession(path).run(None, {})
+    np.testing.assert_allclose(y, a @ b, rtol=1e-4)

@@ -103,10 +103,11 @@ void cge__onnx_unmap(onnx_mapping *m);
 /* The importer's external data mappings go (at the end of an import). */
 void cge__onnx_unmap_external(onnx_ctx *cx);
 /* A shared block (base/shared_block.h) holding [src, src + n) of one of the
- * importer's mappings (the model file's or an external file's), read from
- * the file (pread: the page cache is copied once and the mapping's pages are
- * never touched) or, failing that, copied a slice at a time with each
- * slice's pages dropped. NULL when out of memory. */
+ * importer's mappings (the model file's or an external file's): the file's
+ * pages mapped in place where the offset allows (large, 64-byte aligned),
+ * else read from the file (pread: the page cache is copied once and the
+ * mapping's pages are never touched) or, failing that, copied a slice at a
+ * time with each slice's pages dropped. NULL when out of memory. */
 void *cge__onnx_copy_mapped(const onnx_ctx *cx, const void *src, size_t n);
 /* Drop the whole pages of [p, p + n) from the process's resident memory: the
  * bytes were copied, and a mapped file's page comes back from the page cache

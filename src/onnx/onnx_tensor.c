@@ -227,6 +227,8 @@ void cge__onnx_drop_pages(const void *p, size_t n)
         madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: a failure costs memory only */
 }
 
+#define IN_PLACE_FROM ((size_t)256 << 10)
+
 static const onnx_mapping *mapping_of(const onnx_ctx *cx, const void *p, size_t n)
 {
     const uint8_t *b = p;
@@ -243,10 +245,18 @@ static const onnx_mapping *mapping_of(const onnx_ctx *cx, const void *p, size_t 
 
 void *cge__onnx_copy_mapped(const onnx_ctx *cx, const void *src, size_t n)
 {
+    const onnx_mapping *m = mapping_of(cx, src, n);
+    /* Large weights at 64-byte aligned offsets (external data mostly) are
+     * the file's pages, mapped in place: no copy at all. (Not small ones:
+     * a mapping each.) */
+    if (m && m->fd >= 0 && n >= IN_PLACE_FROM) {
+        void *mapped = cge__block_map_file(m->fd, (uint64_t)((const uint8_t *)src - m->data), n);
+        if (mapped)
+            return mapped;
+    }
     void *block = cge__block_new(NULL, n);
     if (!block)
         return NULL;
-    const onnx_mapping *m = mapping_of(cx, src, n);
     size_t done = 0;
     if (m && m->fd >= 0) {
         off_t at = (off_t)((const uint8_t *)src - m->data);
