@@ -270,12 +270,16 @@ void *cge__onnx_copy_mapped(const onnx_ctx *cx, const void *src, size_t n)
     /* No file to read (or it failed): from the mapping, a slice at a time,
      * so that the mapping and the copy are resident together for one slice. */
     enum { SLICE = 16 << 20 };
+    /* Only a file's pages come back if read again (malloc'd bytes would
+     * come back as zeros): read bytes stay where the file was read. */
+    bool drop = m && m->mapped;
     for (size_t off = done; off < n; off += SLICE) {
         size_t len = n - off < SLICE ? n - off : SLICE;
         memcpy((char *)block + off, (const char *)src + off, len);
-        cge__onnx_drop_pages((const char *)src + off, len);
+        if (drop)
+            cge__onnx_drop_pages((const char *)src + off, len);
     }
-    if (done < n)
+    if (drop && done < n)
         cge__onnx_drop_pages(src, n);   /* the pages slices shared */
     return block;
 }

@@ -708,8 +708,10 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
         const cge_plan_step *s = &cge_plan_steps(p)[k];
         pe->ins = calloc((size_t)s->num_inputs + 1, sizeof(cge_tensor));
         pe->outs = calloc((size_t)s->num_outputs + 1, sizeof(cge_tensor));
-        if (!pe->ins || !pe->outs)
-            return oom();
+        if (!pe->ins || !pe->outs) {
+            st = oom();
+            break;
+        }
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
             bool in = i < s->num_inputs;
             int32_t vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
