@@ -10,6 +10,8 @@
 #include "base/strmap.h"
 #include "cge/compiler.h"
 #include "cge/op.h"
+#include "ir/constant_block.h"
+#include "ops/kernel_cache.h"
 #include "session/instance.h"
 
 /* The compiler turns the graph into a plan (cge/compiler.h): one arena and one
@@ -60,6 +62,7 @@ typedef struct plan_exec {
     const cge_plan_step *step;
     cge_tensor *ins, *outs;
     cge_kernel_ctx ctx;
+    uint64_t packed_inputs; /* inputs its prepare packed (cge__kernel_input_packed) */
 } plan_exec;
 
 typedef struct node_exec {
@@ -109,6 +112,10 @@ struct cge__instance {
     cge_event *after;       /* another instance's `done` the next run waits for */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
     cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
+    /* cge__instance_create_releasing: the graph the plan was compiled from,
+     * whose constants go with the plan's once packed; and their bytes. */
+    cge_graph *release_src;
+    size_t released_bytes;
     cge_profile_fn prof;    /* set for the duration of a profiled run */
     void *prof_user;
 };
@@ -572,6 +579,71 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
         cge__instance_drop_capture(inst);
 }
 
+/* Weights freed once packed (cge__instance_create_releasing): per constant
+ * value, how many steps read it and how many of those have packed it; -1 for
+ * one that stays (a view of it exists, or it is a graph input or output). */
+typedef struct release_plan {
+    int32_t *readers, *packed;
+} release_plan;
+
+static bool release_plan_make(const cge__instance *inst, release_plan *r)
+{
+    const cge_plan *p = inst->plan;
+    const cge_plan_value *vals = cge_plan_values(p);
+    int32_t nv = cge_plan_num_values(p);
+    r->readers = calloc((size_t)nv + 1, sizeof *r->readers);
+    r->packed = calloc((size_t)nv + 1, sizeof *r->packed);
+    if (!r->readers || !r->packed) {
+        free(r->readers);
+        free(r->packed);
+        return false;  /* nothing released: the memory stays, nothing breaks */
+    }
+    for (int32_t v = 0; v < nv; v++) {
+        if (vals[v].storage != CGE_STORAGE_CONSTANT)
+            continue;
+        if (vals[v].input_index >= 0 || vals[v].output_index >= 0)
+            r->readers[v] = -1;
+        if (vals[v].alias_of >= 0) {
+            int32_t root = vals[v].alias_of;
+            while (vals[root].alias_of >= 0)
+                root = vals[root].alias_of;
+            r->readers[root] = -1;
+        }
+    }
+    for (int32_t k = 0; k < cge_plan_num_steps(p); k++) {
+        const cge_plan_step *st = &cge_plan_steps(p)[k];
+        for (int32_t i = 0; i < st->num_inputs; i++) {
+            int32_t v = st->inputs[i];
+            if (v >= 0 && vals[v].storage == CGE_STORAGE_CONSTANT && r->readers[v] >= 0)
+                r->readers[v]++;
+        }
+    }
+    return true;
+}
+
+/* After step k's prepare: the constants it packed whose every reader has
+ * packed them now go, from the plan's graph and the graph it came from. */
+static void release_packed_inputs(cge__instance *inst, release_plan *r, int32_t k, uint64_t bits)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    const cge_plan_step *st = &cge_plan_steps(inst->plan)[k];
+    for (int32_t i = 0; i < st->num_inputs && i < 64; i++) {
+        int32_t v = st->inputs[i];
+        if (!(bits >> i & 1) || v < 0 || vals[v].storage != CGE_STORAGE_CONSTANT ||
+            r->readers[v] <= 0 || ++r->packed[v] != r->readers[v])
+            continue;
+        const cge_tensor *t = cge_graph_constant(inst->pg, vals[v].name);
+        if (!t || !t->data)
+            continue;
+        const void *data = t->data;
+        size_t bytes = t->bytes;
+        cge__kernel_cache_forget(inst->shared, data, bytes);
+        cge__graph_release_constant_data(inst->release_src, vals[v].name, data);
+        if (cge__graph_release_constant_data((cge_graph *)inst->pg, vals[v].name, data))
+            inst->released_bytes += bytes;
+    }
+}
+
 /* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
  * used in place on the CPU device; NULL: written from the plan's graph), bind
  * every step's tensors and prepare its kernel once. The arena comes
@@ -626,13 +698,20 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
         if (pv >= 0 && vals[pv].storage != CGE_STORAGE_NONE)
             v->pdata = value_address(inst, vals, pv);
     }
+    /* Constants packed by every kernel reading them go as soon as the last
+     * one has packed them: the peak holds one weight twice, not them all. */
+    release_plan rel = {0};
+    bool releasing = !st && inst->release_src && !inst->eager && inst->consts_in_graph &&
+                     release_plan_make(inst, &rel);
     for (int32_t k = 0; !st && k < n; k++) {
         plan_exec *pe = &inst->steps[k];
         const cge_plan_step *s = &cge_plan_steps(p)[k];
         pe->ins = calloc((size_t)s->num_inputs + 1, sizeof(cge_tensor));
         pe->outs = calloc((size_t)s->num_outputs + 1, sizeof(cge_tensor));
-        if (!pe->ins || !pe->outs)
-            return oom();
+        if (!pe->ins || !pe->outs) {
+            st = oom();
+            break;
+        }
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
             bool in = i < s->num_inputs;
             int32_t vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
@@ -655,10 +734,17 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
             .workspace_size = s->workspace_bytes,
             .device = inst->dev, .num_threads = cge_device_num_threads(inst->dev),
             .shared = inst->shared};
-        if (s->kernel->prepare)
+        if (s->kernel->prepare) {
+            cge__kernel_watch_packed(&pe->packed_inputs);
             st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
+            cge__kernel_watch_packed(NULL);
+        }
         pe->step = s;
+        if (!st && releasing && pe->packed_inputs)
+            release_packed_inputs(inst, &rel, k, pe->packed_inputs);
     }
+    free(rel.readers);
+    free(rel.packed);
     return st ? st : binding_table(inst);
 }
 
@@ -730,14 +816,16 @@ static cge__instance *instance_new(cge_device *dev, int32_t num_inputs)
     return inst;
 }
 
-cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
-                               const cge_compile_options *copts, cge_kernel_cache *shared,
-                               const cge__arena_source *arena, cge__instance **out)
+static cge_status create(cge_device *dev, const cge_graph *g, cge_graph *release_src,
+                         const cge_shape *input_shapes, const cge_compile_options *copts,
+                         cge_kernel_cache *shared, const cge__arena_source *arena,
+                         cge__instance **out)
 {
     cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
         return oom();
     inst->src = g;
+    inst->release_src = release_src;
     inst->shared = shared;
     memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
     /* The compiler does all the graph work, once: verify, infer, optimize,
@@ -762,6 +850,27 @@ cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_s
     }
     *out = inst;
     return CGE_OK;
+}
+
+cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
+                               const cge_compile_options *copts, cge_kernel_cache *shared,
+                               const cge__arena_source *arena, cge__instance **out)
+{
+    return create(dev, g, NULL, input_shapes, copts, shared, arena, out);
+}
+
+cge_status cge__instance_create_releasing(cge_device *dev, cge_graph *g,
+                                         const cge_shape *input_shapes,
+                                         const cge_compile_options *copts,
+                                         cge_kernel_cache *shared, const cge__arena_source *arena,
+                                         cge__instance **out)
+{
+    return create(dev, g, g, input_shapes, copts, shared, arena, out);
+}
+
+size_t cge__instance_released_bytes(const cge__instance *inst)
+{
+    return inst ? inst->released_bytes : 0;
 }
 
 /* The end of making a plan instance: memory and kernels bound, the event
@@ -1151,8 +1260,9 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
                             bool sync)
 {
     cge_status st;
-    if (inst->prebuilt && mode == CGE_RUN_EAGER) {
-        /* A loaded model has no unoptimised graph: its eager runs are the
+    if ((inst->prebuilt || inst->released_bytes) && mode == CGE_RUN_EAGER) {
+        /* A loaded model has no unoptimised graph, and one whose weights
+         * went once packed has it without them: its eager runs are the
          * plan's steps, each synchronized before the next. */
         inst->step_sync = true;
         st = cge__instance_run(inst, stream, inputs, in_pos, num_inputs, outputs, out_pos,
