@@ -43,6 +43,9 @@ typedef struct value {
     int32_t num_refs;
     void *cur;
     bool bindable, bound;
+    /* A graph input's: the table index of the graph output that may be
+     * bound to the same buffer as this input (share_output), -1 if none. */
+    int32_t share;
 } value;
 
 /* Values by name: a graph's, for eager runs, or a plan's inputs and outputs. */
@@ -140,6 +143,7 @@ static cge_status add_value(value_table *t, const cge_graph *g, const char *name
     value *v = &t->values[t->num];
     memset(v, 0, sizeof *v);
     v->name = name;
+    v->share = -1;
     cge_status st = cge_graph_get_desc(g, name, &v->desc);
     if (st)
         return st;
@@ -458,6 +462,48 @@ static int32_t root_of(const cge_plan_value *vals, int32_t v)
     return v;
 }
 
+/* The graph output that may take graph input `in`'s memory (plan values;
+ * -1 if none), for a caller who binds one buffer as both (a key/value cache
+ * written in place): the step making the output is the last of the input's
+ * readers, all on one stream, and its kernel writes output 0 in place of the
+ * input (inplace_input: the kernel handles the output in its input's
+ * buffer), reading nothing else in that memory. Nothing reads the input
+ * after the output is written, so sharing changes no result. The planner
+ * does not share them itself: a run with separate buffers, or none bound,
+ * keeps them apart. */
+static int32_t share_output(const cge__instance *inst, int32_t in)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    int32_t ns = cge_plan_num_steps(inst->plan), root = root_of(vals, in), last = -1;
+    for (int32_t k = 0; k < ns; k++) {
+        const cge_plan_step *st = inst->steps[k].step;
+        bool reads = false;
+        for (int32_t j = 0; j < st->num_inputs && !reads; j++)
+            reads = st->inputs[j] >= 0 && root_of(vals, st->inputs[j]) == root;
+        if (!reads || st->folded)
+            continue;
+        if (last >= 0 && inst->steps[last].step->stream != st->stream)
+            return -1;
+        last = k;
+    }
+    if (last < 0)
+        return -1;
+    const cge_plan_step *st = inst->steps[last].step;
+    int32_t ip = st->kernel->inplace_input;
+    if (ip < 0 || ip >= st->num_inputs || st->num_outputs < 1 || st->outputs[0] < 0)
+        return -1;
+    int32_t x = st->inputs[ip], out = st->outputs[0];
+    if (x < 0 || root_of(vals, x) != root || vals[x].offset != vals[root].offset ||
+        vals[x].bytes != vals[in].bytes || vals[out].bytes != vals[in].bytes ||
+        vals[out].output_index < 0 || vals[out].input_index >= 0 || root_of(vals, out) != out ||
+        vals[out].memory_space != vals[in].memory_space)
+        return -1;
+    for (int32_t j = 0; j < st->num_inputs; j++)
+        if (j != ip && st->inputs[j] >= 0 && root_of(vals, st->inputs[j]) == root)
+            return -1;
+    return out;
+}
+
 static cge_status binding_table(cge__instance *inst)
 {
     const cge_plan *p = inst->plan;
@@ -520,7 +566,26 @@ static cge_status binding_table(cge__instance *inst)
         }
         v->bindable = true;
     }
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        int32_t pv = cge_plan_find_value(p, v->name);
+        if (!v->bindable || pv < 0 || vals[pv].input_index < 0)
+            continue;
+        int32_t out = share_output(inst, pv);
+        int32_t w = out >= 0 ? cge__strmap_get(&inst->io.index, vals[out].name) : -1;
+        if (w >= 0 && w != i && inst->io.values[w].bindable)
+            v->share = w;
+    }
     return CGE_OK;
+}
+
+/* Whether two bound buffers overlap. */
+static bool buffers_overlap(const value *a, const value *b)
+{
+    uintptr_t a0 = (uintptr_t)a->cur, b0 = (uintptr_t)b->cur;
+    size_t na = cge_tensor_nbytes(a->desc.dtype, &a->desc.shape);
+    size_t nb = cge_tensor_nbytes(b->desc.dtype, &b->desc.shape);
+    return na && nb && a0 < b0 + nb && b0 < a0 + na;
 }
 
 static void point_value(value *v, void *to)
@@ -558,6 +623,19 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
             moved_any |= v->cur != outputs[i].data;
             point_value(v, outputs[i].data);
             v->bound = true;
+        }
+    }
+    /* An input bound where an output is written: only the output that may
+     * share it (share_output), in exactly its buffer; any other input is
+     * copied into the plan's own memory first, so the run reads it as the
+     * caller gave it. */
+    for (int32_t i = 0; bind && i < num_inputs; i++) {
+        value *v = input_value(&inst->io, in_pos[i]);
+        for (int32_t j = 0; v->bound && j < num_outputs; j++) {
+            const value *w = output_value(&inst->io, out_pos[j]);
+            bool shared = v->share >= 0 && w == &inst->io.values[v->share] && w->cur == v->cur;
+            if (w->bound && !shared && buffers_overlap(v, w))
+                v->bound = false;
         }
     }
     for (int32_t i = 0; i < inst->io.num; i++) {
@@ -1096,6 +1174,21 @@ cge_status cge__instance_capture(cge__instance *inst, cge_stream *stream)
     }
     if (end)
         return end;
+    /* The kernels read and write the caller's bound buffers through their
+     * arguments, which the hazard guard does not see: name them to it. */
+    for (int32_t pass = 0; !st && pass < 2; pass++) {
+        int32_t n = pass ? cge_graph_num_outputs(inst->pg) : cge_graph_num_inputs(inst->pg);
+        for (int32_t k = 0; !st && k < n; k++) {
+            const value *v = pass ? output_value(&inst->io, k) : input_value(&inst->io, k);
+            if (v->bound)
+                st = cge_ri_track_range(ri, v->cur, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape),
+                                        pass == 1);
+        }
+    }
+    if (st) {
+        cge_ri_destroy(ri);
+        return st;
+    }
     inst->ri = ri;
     return CGE_OK;
 }
