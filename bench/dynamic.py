@@ -30,7 +30,9 @@ static-cache ms/token <= 0.5x ONNX Runtime's concat form's (d against c).
 cge runs through python/cge (CGE_LIBRARY=$BUILD/libcge.so, CGE_NUM_THREADS)
 in each mode of BENCH_CGE_MODES ("default": cge's own choice; "bound": the
 default with I/O binding where the workload has a bound form (the static
-decoder: caches read and written in place, io_binding); "plan": as
+decoder: each per-layer cache one buffer bound as its past and its present,
+so ScatterElements writes the new slots in place and no cache is copied;
+io_binding); "plan": as
 CGE_RUN_MODE=plan), ONNX Runtime through bench/ort_dynamic.js (all
 optimizations, BENCH_THREADS intra-op threads), PyTorch eager in this process
 (BENCH_TORCH_RUNS runs per shape: it is slow here). Every engine and workload runs

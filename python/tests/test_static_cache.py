@@ -131,3 +131,37 @@ def test_decoding_compiles_once_and_replays(tiny, exported, monkeypatch, tmp_pat
         logits, *caches = step(np.array([[token]], np.int64), np.array([n + i], np.int64), *caches)
         assert sess.last_run_mode() == "replay"
         assert compiled() == 0, "decoding step %d compiled again" % i
+
+
+def test_bound_caches_are_written_in_place(tiny, exported):
+    """Each cache one array, bound as its past and its present: the steps
+    write the new slots into it (no present arrays, no copies back), replay,
+    and give PyTorch's greedy tokens."""
+    dec, static = tiny
+    ref, _ = mdm.torch_greedy(dec, PROMPT, STEPS)
+    sess = cge.InferenceSession(exported[13])
+    ins, outs = mdm.static_io_names(static)
+    caches = mdm.static_cache(static)
+    out = sess.run(None, dict(zip(ins, [PROMPT, np.array([0], np.int64)] + caches)))
+    for c, x in zip(caches, out[1:]):
+        c[...] = x
+    ids, pos = np.empty((1, 1), np.int64), np.empty(1, np.int64)
+    logits = np.empty((1, 1, TINY["vocab"]), np.float32)
+    io = sess.io_binding()
+    io.bind_cpu_input("ids", ids)
+    io.bind_cpu_input("pos", pos)
+    io.bind_ortvalue_output("logits", cge.OrtValue(logits))
+    for past, present, c in zip(ins[2:], outs[1:], caches):
+        io.bind_cpu_input(past, c)
+        io.bind_ortvalue_output(present, cge.OrtValue(c))
+    tokens = [int(out[0][0, -1].argmax())]
+    n = PROMPT.shape[1]
+    for i in range(STEPS):
+        ids[0, 0], pos[0] = tokens[-1], n + i
+        before = [c[:, :, n + i].copy() for c in caches]
+        sess.run_with_iobinding(io)
+        tokens.append(int(logits[0, -1].argmax()))
+        assert sess.last_run_mode() == "replay" or i == 0
+        # The slot of this step changed in every cache, in the caller's arrays.
+        assert all(not np.array_equal(b, c[:, :, n + i]) for b, c in zip(before, caches))
+    assert tokens == ref

@@ -579,13 +579,12 @@ static cge_status binding_table(cge__instance *inst)
     return CGE_OK;
 }
 
-/* Whether two bound buffers overlap. */
-static bool buffers_overlap(const value *a, const value *b)
+/* Whether [p, p + n) overlaps bound value w's buffer. */
+static bool overlaps(const void *p, size_t n, const value *w)
 {
-    uintptr_t a0 = (uintptr_t)a->cur, b0 = (uintptr_t)b->cur;
-    size_t na = cge_tensor_nbytes(a->desc.dtype, &a->desc.shape);
-    size_t nb = cge_tensor_nbytes(b->desc.dtype, &b->desc.shape);
-    return na && nb && a0 < b0 + nb && b0 < a0 + na;
+    uintptr_t a0 = (uintptr_t)p, b0 = (uintptr_t)w->cur;
+    size_t nb = cge_tensor_nbytes(w->desc.dtype, &w->desc.shape);
+    return n && nb && a0 < b0 + nb && b0 < a0 + n;
 }
 
 static void point_value(value *v, void *to)
@@ -607,15 +606,6 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
     bool moved_any = false;
     for (int32_t i = 0; i < inst->io.num; i++)
         inst->io.values[i].bound = false;
-    for (int32_t i = 0; bind && i < num_inputs; i++) {
-        value *v = input_value(&inst->io, in_pos[i]);
-        if (v->bindable && inputs[i].data &&
-            inputs[i].bytes >= cge_tensor_nbytes(v->desc.dtype, &v->desc.shape)) {
-            moved_any |= v->cur != inputs[i].data;
-            point_value(v, inputs[i].data);
-            v->bound = true;
-        }
-    }
     for (int32_t i = 0; bind && i < num_outputs; i++) {
         value *v = output_value(&inst->io, out_pos[i]);
         if (v->bindable && outputs[i].data &&
@@ -625,17 +615,24 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
             v->bound = true;
         }
     }
-    /* An input bound where an output is written: only the output that may
-     * share it (share_output), in exactly its buffer; any other input is
-     * copied into the plan's own memory first, so the run reads it as the
-     * caller gave it. */
     for (int32_t i = 0; bind && i < num_inputs; i++) {
         value *v = input_value(&inst->io, in_pos[i]);
-        for (int32_t j = 0; v->bound && j < num_outputs; j++) {
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        bool ok = v->bindable && inputs[i].data && inputs[i].bytes >= need;
+        /* An input bound where an output is written: only the output that
+         * may share it (share_output), in exactly its buffer; any other
+         * input is copied into the plan's own memory first, so the run
+         * reads it as the caller gave it. */
+        for (int32_t j = 0; ok && j < num_outputs; j++) {
             const value *w = output_value(&inst->io, out_pos[j]);
-            bool shared = v->share >= 0 && w == &inst->io.values[v->share] && w->cur == v->cur;
-            if (w->bound && !shared && buffers_overlap(v, w))
-                v->bound = false;
+            bool shared = v->share >= 0 && w == &inst->io.values[v->share] &&
+                          w->cur == inputs[i].data;
+            ok = !w->bound || shared || !overlaps(inputs[i].data, need, w);
+        }
+        if (ok) {
+            moved_any |= v->cur != inputs[i].data;
+            point_value(v, inputs[i].data);
+            v->bound = true;
         }
     }
     for (int32_t i = 0; i < inst->io.num; i++) {
