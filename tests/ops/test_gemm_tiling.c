@@ -84,6 +84,19 @@ static void run_tiled(const cge__gemm_f32 *g, int64_t mt, int64_t nt)
             cge__gemm_f32_tile(g, i, i + mt, j, j + nt);
 }
 
+/* Operands of a direct-kernel test: A (M x K), B (K x N) packed into bp, a
+ * bias row; values that do not round to each other's sums. */
+static void fill(int64_t M, int64_t K, int64_t N, float *a, float *b, float *bias, float *bp)
+{
+    for (int64_t i = 0; i < M * K; i++)
+        a[i] = (float)((i * 37 % 101) - 50) / 49.0f;
+    for (int64_t i = 0; i < K * N; i++)
+        b[i] = (float)((i * 53 % 97) - 48) / 47.0f;
+    for (int64_t j = 0; j < N; j++)
+        bias[j] = (float)j / 16.0f - 3.0f;
+    cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+}
+
 /* Column tiles of one panel only reach the 12x16 direct kernel; whole-width
  * tiles pair panels in the 12x32 one. N = 7 panels + 5 columns also takes
  * the single-panel and edge paths; M = 12k + 8 the packed edge rows; K = 600
@@ -102,13 +115,7 @@ static void test_direct_kernels_agree(void **state)
     float *bp = malloc(sizeof(float) * (size_t)cge__gemm_packed_b_floats(K, N));
     float *c1 = malloc(sizeof(float) * (size_t)(M * N));
     float *c2 = malloc(sizeof(float) * (size_t)(M * N));
-    for (int64_t i = 0; i < M * K; i++)
-        a[i] = (float)((i * 37 % 101) - 50) / 49.0f;
-    for (int64_t i = 0; i < K * N; i++)
-        b[i] = (float)((i * 53 % 97) - 48) / 47.0f;
-    for (int64_t j = 0; j < N; j++)
-        bias[j] = (float)j / 16.0f - 3.0f;
-    cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+    fill(M, K, N, a, b, bias, bp);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
                           .ldc = N, .alpha = 1.0f, .bias = with_bias ? bias : NULL,
@@ -161,13 +168,7 @@ static void test_gemv_rows_agree(void **state)
         float *bp = malloc(sizeof(float) * (size_t)cge__gemm_packed_b_floats(K, N));
         float *tile = malloc(sizeof(float) * (size_t)(M * N));
         float *row = malloc(sizeof(float) * (size_t)N);
-        for (int64_t i = 0; i < M * K; i++)
-            a[i] = (float)((i * 37 % 101) - 50) / 49.0f;
-        for (int64_t i = 0; i < K * N; i++)
-            b[i] = (float)((i * 53 % 97) - 48) / 47.0f;
-        for (int64_t j = 0; j < N; j++)
-            bias[j] = (float)j / 16.0f - 3.0f;
-        cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+        fill(M, K, N, a, b, bias, bp);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
                               .c = tile, .ldc = N, .alpha = 1.0f,
