@@ -44,8 +44,13 @@ typedef struct value {
     void *cur;
     bool bindable, bound;
     /* A graph input's: the table index of the graph output that may be
-     * bound to the same buffer as this input (share_output), -1 if none. */
+     * bound to the same buffer as this input (share_output), -1 if none;
+     * with one, `own` is a buffer of the session's that stands in for both
+     * when the caller binds neither (made at the first such run), and
+     * in_own says this run uses it. */
     int32_t share;
+    void *own;
+    bool in_own;
 } value;
 
 /* Values by name: a graph's, for eager runs, or a plan's inputs and outputs. */
@@ -179,6 +184,7 @@ static void table_free(cge_device *dev, value_table *t)
 {
     for (int32_t i = 0; i < t->num; i++) {
         cge_mem_free(dev, t->values[i].data);
+        cge_mem_free(dev, t->values[i].own);
         free(t->values[i].refs);
     }
     free(t->values);
@@ -573,8 +579,9 @@ static cge_status binding_table(cge__instance *inst)
             continue;
         int32_t out = share_output(inst, pv);
         int32_t w = out >= 0 ? cge__strmap_get(&inst->io.index, vals[out].name) : -1;
-        if (w >= 0 && w != i && inst->io.values[w].bindable)
-            v->share = w;
+        if (w < 0 || w == i || !inst->io.values[w].bindable)
+            continue;
+        v->share = w;
     }
     return CGE_OK;
 }
@@ -605,7 +612,7 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
         return;
     bool moved_any = false;
     for (int32_t i = 0; i < inst->io.num; i++)
-        inst->io.values[i].bound = false;
+        inst->io.values[i].bound = inst->io.values[i].in_own = false;
     for (int32_t i = 0; bind && i < num_outputs; i++) {
         value *v = output_value(&inst->io, out_pos[i]);
         if (v->bindable && outputs[i].data &&
@@ -635,9 +642,30 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
             v->bound = true;
         }
     }
+    /* A pair that may share, neither bound (the session owns a copy of the
+     * input): one buffer of the session's for both, so the in-place step
+     * writes only what it updates. The run copies the input into it and
+     * the output out of it, as with the plan's own places. The buffer is
+     * made at the first such run (a caller who binds never pays for it);
+     * without it the run keeps the plan's places. */
     for (int32_t i = 0; i < inst->io.num; i++) {
         value *v = &inst->io.values[i];
-        if (!v->bound && v->cur != v->pdata) {
+        value *w = v->share >= 0 ? &inst->io.values[v->share] : NULL;
+        if (!w || v->bound || w->bound)
+            continue;
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        if (!v->own && (!need || cge_mem_alloc(inst->dev, need, &v->own) != CGE_OK)) {
+            v->own = NULL;
+            continue;
+        }
+        moved_any |= v->cur != v->own || w->cur != v->own;
+        point_value(v, v->own);
+        point_value(w, v->own);
+        v->in_own = w->in_own = true;
+    }
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        if (!v->bound && !v->in_own && v->cur != v->pdata) {
             point_value(v, v->pdata);
             moved_any = true;
         }
@@ -984,10 +1012,10 @@ static cge_status copy_outputs(cge__instance *inst, value_table *t, cge_stream *
             continue;
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && inst->prof)
-            st = profiled_copy(inst, stream, outputs[i].data, plan ? v->pdata : v->data, need,
+            st = profiled_copy(inst, stream, outputs[i].data, plan ? v->cur : v->data, need,
                                CGE_MEMCPY_DEVICE_TO_HOST, v->name);
         else if (need)
-            st = cge_memcpy_async(stream, outputs[i].data, plan ? v->pdata : v->data, need,
+            st = cge_memcpy_async(stream, outputs[i].data, plan ? v->cur : v->data, need,
                                   CGE_MEMCPY_DEVICE_TO_HOST);
     }
     return st;
@@ -1003,11 +1031,11 @@ static cge_status copy_inputs(cge__instance *inst, value_table *t, cge_stream *s
         if (plan && v->bound)
             continue;
         size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
-        if (need && (plan ? v->pdata != NULL : v->bytes >= need) && inst->prof)
-            st = profiled_copy(inst, stream, plan ? v->pdata : v->data, inputs[i].data, need,
+        if (need && (plan ? v->cur != NULL : v->bytes >= need) && inst->prof)
+            st = profiled_copy(inst, stream, plan ? v->cur : v->data, inputs[i].data, need,
                                CGE_MEMCPY_HOST_TO_DEVICE, v->name);
-        else if (need && (plan ? v->pdata != NULL : v->bytes >= need))
-            st = cge_memcpy_async(stream, plan ? v->pdata : v->data, inputs[i].data, need,
+        else if (need && (plan ? v->cur != NULL : v->bytes >= need))
+            st = cge_memcpy_async(stream, plan ? v->cur : v->data, inputs[i].data, need,
                                   CGE_MEMCPY_HOST_TO_DEVICE);
     }
     return st;
@@ -1200,8 +1228,8 @@ static cge_status copy_inputs_now(cge__instance *inst, const cge_tensor *inputs,
     for (int32_t i = 0; !st && i < num_inputs; i++) {
         value *v = input_value(&inst->io, in_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-        if (need && v->pdata && !v->bound)
-            st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
+        if (need && v->cur && !v->bound)
+            st = cge_memcpy(inst->dev, v->cur, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
     }
     return st;
 }
@@ -1214,7 +1242,7 @@ static cge_status copy_outputs_now(cge__instance *inst, cge_tensor *outputs,
         const value *v = output_value(&inst->io, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && !v->bound)
-            st = cge_memcpy(inst->dev, outputs[i].data, v->pdata, need, CGE_MEMCPY_DEVICE_TO_HOST);
+            st = cge_memcpy(inst->dev, outputs[i].data, v->cur, need, CGE_MEMCPY_DEVICE_TO_HOST);
     }
     return st;
 }

@@ -94,7 +94,7 @@ static void init_cache(float *c)
 
 /* Past and present in one buffer: the run copies nothing (in or out) and
  * the buffer ends up as an unbound run's present, in every mode, step after
- * step (a decoder's cache). */
+ * step (a decoder's cache); and the unbound runs are right. */
 static void test_shared_cache_buffer(void **state)
 {
     (void)state;
@@ -118,6 +118,13 @@ static void test_shared_cache_buffer(void **state)
             }
             assert_memory_equal(cache, ref, sizeof ref);
         }
+        /* The unbound runs (past and present in a buffer of the session's,
+         * shared) wrote every slot: the cache holds the updates. */
+        for (int h = 0; h < HEADS; h++)
+            for (int slot = 0; slot < SLOTS; slot++)
+                for (int d = 0; d < DIM; d++)
+                    assert_true(ref[(h * SLOTS + slot) * DIM + d] ==
+                                10.0f * (float)(slot + 1) + (float)(h * DIM + d));
         cge_session_destroy(s);
     }
 }
