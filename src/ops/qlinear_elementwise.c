@@ -2,12 +2,14 @@
  * QLookup, QPool, made by fuse_qdq): int8 in, int8 out, requantised in one pass,
  * plain NCHW or channels-last data. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
+#include "ops/q8.h"
 
 /* QAdd / QMul compute exactly what DequantizeLinear, the float Add / Mul
  * (and a Relu or Clip) and QuantizeLinear compute one after the other:
@@ -20,26 +22,6 @@
 
 #define Q8 (CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
 #define F32 CGE_DT(CGE_F32)
-
-static inline int32_t q8_load(const void *p, int sg, int64_t i)
-{
-    return sg ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
-}
-
-static inline float q8_clamp(float v, float lo, float hi)
-{
-    if (v != v)
-        v = 0.0f;
-    return v < lo ? lo : (v > hi ? hi : v);
-}
-
-static inline void q8_store(void *y, int sg, int64_t i, float v)
-{
-    if (sg)
-        ((int8_t *)y)[i] = (int8_t)v;
-    else
-        ((uint8_t *)y)[i] = (uint8_t)v;
-}
 
 /* [lo, hi] of the output: the dtype's range narrowed by the lo/hi attributes. */
 static void out_range(const cge_kernel_ctx *ctx, int sg, float *lo, float *hi)
@@ -160,9 +142,9 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     p.asg = A->dtype == CGE_I8;
     p.bsg = B->dtype == CGE_I8;
     p.sa = ((const float *)ctx->inputs[1].data)[0];
-    p.za = q8_load(ctx->inputs[2].data, p.asg, 0);
+    p.za = cge__q8_load(ctx->inputs[2].data, p.asg, 0);
     p.sb = ((const float *)ctx->inputs[4].data)[0];
-    p.zb = q8_load(ctx->inputs[5].data, p.bsg, 0);
+    p.zb = cge__q8_load(ctx->inputs[5].data, p.bsg, 0);
     p.a = A->data;
     p.b = B->data;
     p.y = Y->data;
@@ -171,7 +153,7 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     p.n = cge_shape_numel(&Y->shape);
     p.sc = ((const float *)ctx->inputs[6].data)[0];
     p.ysg = Y->dtype == CGE_I8;
-    p.zc = (float)q8_load(ctx->inputs[7].data, p.ysg, 0);
+    p.zc = (float)cge__q8_load(ctx->inputs[7].data, p.ysg, 0);
     out_range(ctx, p.ysg, &p.lo, &p.hi);
     if (p.n == 0)
         return CGE_OK;
@@ -302,7 +284,7 @@ static int32_t qpool_out(const qpool_args *p, int32_t acc, int64_t real, int64_t
     float v = p->mode == 0 ? (float)(acc - p->zx) * p->sx
               : div        ? (float)(acc - (int32_t)real * p->zx) * p->sx / (float)div
                            : 0.0f;
-    return q8_clamp(rintf(v / p->sy) + p->zy, p->lo, p->hi);
+    return cge__q8_clamp(rintf(v / p->sy) + p->zy, p->lo, p->hi);
 }
 
 /* NHWC: per output position, the taps outside and the channels inside
@@ -350,7 +332,7 @@ static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
                 }
                 int64_t yo = ((n * OH + oh) * OW + ow) * C + c0;
                 for (int64_t c = 0; c < nc; c++)
-                    q8_store(p->y, p->ysg, yo + c, qpool_out(p, acc[c], real, div));
+                    cge__q8_store(p->y, p->ysg, yo + c, qpool_out(p, acc[c], real, div));
             }
         }
     }
@@ -380,41 +362,91 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
                     int64_t ih = oh * g->s[1] - g->pb[1] + ta * g->d[1];
                     for (int64_t tb = kb0; tb < kb1; tb++) {
                         int64_t iw = ow * g->s[2] - g->pb[2] + tb * g->d[2];
-                        int32_t v = q8_load(p->x, p->xsg, ((n * C + c) * H + ih) * W + iw);
+                        int32_t v = cge__q8_load(p->x, p->xsg, ((n * C + c) * H + ih) * W + iw);
                         acc = p->mode == 1 ? acc + v : v > acc ? v : acc;
                     }
                 }
-                q8_store(p->y, p->ysg, ((n * C + c) * OH + oh) * OW + ow,
+                cge__q8_store(p->y, p->ysg, ((n * C + c) * OH + oh) * OW + ow,
                          qpool_out(p, acc, real, div));
             }
         }
     }
 }
 
-static cge_status qpool_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+/* What the attributes say (the geometry, mode, layout, padding rule and the
+ * output range): read once when the plan is prepared, kept as the kernel's
+ * state, or per launch where there is none. */
+typedef struct qpool_opts {
+    nn_geom g;
+    int mode, nhwc, count_pad;
+    float lo, hi;
+} qpool_opts;
+
+static cge_status qpool_opts_read(const cge_kernel_ctx *ctx, qpool_opts *o)
 {
-    qpool_args p;
-    memset(&p, 0, sizeof p);
+    memset(o, 0, sizeof *o);
     char err[256];
     const cge_tensor *X = &ctx->inputs[0], *Y = &ctx->outputs[0];
-    cge_status st = qpool_geom(ctx->attrs, &X->shape, &p.g, &p.mode, err, sizeof err);
+    cge_status st = qpool_geom(ctx->attrs, &X->shape, &o->g, &o->mode, err, sizeof err);
     if (st)
         return cge_kernel_error(ctx, st, "%s", err);
     if ((X->dtype != CGE_I8 && X->dtype != CGE_U8) || (Y->dtype != CGE_I8 && Y->dtype != CGE_U8))
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "X and Y must be int8 or uint8");
+    o->nhwc = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
+    o->count_pad = cge_attrs_get_int(ctx->attrs, "count_include_pad", 0) != 0;
+    out_range(ctx, Y->dtype == CGE_I8, &o->lo, &o->hi);
+    return CGE_OK;
+}
+
+static cge_status qpool_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    *state = NULL;
+    qpool_opts *o = malloc(sizeof *o);
+    if (!o)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    cge_status st = qpool_opts_read(ctx, o);
+    if (st) {
+        free(o);
+        return st;
+    }
+    *state = o;
+    return CGE_OK;
+}
+
+static void qpool_release(void *state)
+{
+    free(state);
+}
+
+static cge_status qpool_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    qpool_opts o;
+    if (ctx->state)
+        o = *(const qpool_opts *)ctx->state;
+    else {
+        cge_status st = qpool_opts_read(ctx, &o);
+        if (st)
+            return st;
+    }
+    qpool_args p;
+    memset(&p, 0, sizeof p);
+    const cge_tensor *X = &ctx->inputs[0], *Y = &ctx->outputs[0];
+    p.g = o.g;
+    p.mode = o.mode;
+    p.nhwc = o.nhwc;
+    p.count_pad = o.count_pad;
+    p.lo = o.lo;
+    p.hi = o.hi;
     p.x = X->data;
     p.y = Y->data;
     p.N = X->shape.dims[0];
     p.C = X->shape.dims[1];
     p.xsg = X->dtype == CGE_I8;
     p.ysg = Y->dtype == CGE_I8;
-    p.nhwc = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
-    p.count_pad = cge_attrs_get_int(ctx->attrs, "count_include_pad", 0) != 0;
     p.sx = ((const float *)ctx->inputs[1].data)[0];
-    p.zx = q8_load(ctx->inputs[2].data, p.xsg, 0);
+    p.zx = cge__q8_load(ctx->inputs[2].data, p.xsg, 0);
     p.sy = ((const float *)ctx->inputs[3].data)[0];
-    p.zy = (float)q8_load(ctx->inputs[4].data, p.ysg, 0);
-    out_range(ctx, p.ysg, &p.lo, &p.hi);
+    p.zy = (float)cge__q8_load(ctx->inputs[4].data, p.ysg, 0);
     int64_t rows = p.N * p.g.out[1];
     if (rows * p.g.out[2] * p.C == 0)
         return CGE_OK;
@@ -470,7 +502,8 @@ static const cge_arg_def qlut_in[] = {
 static const cge_kernel_def qlut_kernels[] = {
     {.engine = "cpu", .launch = qlut_launch, .inplace_input = 0}};
 static const cge_kernel_def qpool_kernels[] = {
-    {.engine = "cpu", .launch = qpool_launch, .inplace_input = -1}};
+    {.engine = "cpu", .launch = qpool_launch, .prepare = qpool_prepare, .release = qpool_release,
+     .inplace_input = -1}};
 
 #define N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
 
