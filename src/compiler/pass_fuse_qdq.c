@@ -7,6 +7,7 @@
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+#include "ops/q8.h"
 
 /* Runs first in optimize, before fold_constants would turn the weights'
  * DequantizeLinear into float constants; it folds everything else first
@@ -22,7 +23,7 @@
  *                                      made now with f's own kernel)
  *   view op / Concat (DQ x...) Q, all with one scale and zero point -> the
  *                                      same op on the int8 data
- *   QLinearConv / QLinearMatMul (ONNX's own, W constant s8)    -> QConv / QMatMul
+ *   QLinearConv / QLinearMatMul (ONNX's own, W constant)       -> QConv / QMatMul
  *
  * A Relu or Clip before the Q is a clamp of the requantised value (Q is
  * monotone and Q(0) is the zero point), and a QLookup that only clamps folds
@@ -67,14 +68,7 @@ static bool is_q8(cge_dtype t)
 
 static int32_t zp_value(const qparam *p, int64_t i)
 {
-    if (!p->z)
-        return 0;
-    switch (p->qt) {
-    case CGE_I8: return ((const int8_t *)p->z)[i];
-    case CGE_U8: return ((const uint8_t *)p->z)[i];
-    case CGE_I32: return ((const int32_t *)p->z)[i];
-    default: return 0;
-    }
+    return p->z ? cge__q_load(p->z, p->qt, i) : 0;
 }
 
 /* The parameters of Q or DQ node n (inputs 1 and 2); false unless the scale
@@ -371,7 +365,7 @@ static cge_status try_matmul(qctx *q, cge_node *n)
     if (cge_node_num_outputs(n) != 1 || (!gemm && cge_node_num_inputs(n) != 2) ||
         !dq_input(q, n, 0, true, &x, &xp) || !dq_input(q, tr ? tr : n, tr ? 0 : 1, false, &w, &wp) ||
         !cge_graph_value_constant(q->g, w) || cge_graph_value_desc(q->g, w, &wd) ||
-        wd.dtype != CGE_I8 || wd.shape.rank != 2 || !is_q8(xp.qt) ||
+        !is_q8(wd.dtype) || wd.shape.rank != 2 || !is_q8(xp.qt) ||
         cge_graph_value_desc(q->g, x, &xd) || xd.shape.rank < 1 || (gemm && xd.shape.rank != 2))
         return CGE_OK;
     bool trans = tr || (gemm && cge_attrs_get_int(a, "transB", 0));
@@ -411,15 +405,16 @@ static cge_status try_matmul(qctx *q, cge_node *n)
     if (st || !ok)
         return st;
     if (trans) {
-        const int8_t *src = cge_graph_value_constant(q->g, w)->data;
-        int8_t *t = malloc(K * N > 0 ? (size_t)(K * N) : 1);
+        /* bytes: int8 and uint8 alike */
+        const uint8_t *src = cge_graph_value_constant(q->g, w)->data;
+        uint8_t *t = malloc(K * N > 0 ? (size_t)(K * N) : 1);
         if (!t)
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "fuse_qdq: out of memory");
         for (int64_t i = 0; i < N; i++)
             for (int64_t k = 0; k < K; k++)
                 t[k * N + i] = src[i * K + k];
         cge_shape sh = CGE_SHAPE(K, N);
-        st = cc_add_const(q->cc, q->g, "weight_t", CGE_I8, &sh, t, wbuf, sizeof wbuf);
+        st = cc_add_const(q->cc, q->g, "weight_t", wd.dtype, &sh, t, wbuf, sizeof wbuf);
         free(t);
         wname = wbuf;
         if (st)
@@ -443,9 +438,10 @@ static cge_status try_matmul(qctx *q, cge_node *n)
 /* Models already in the QOperator form (ONNX Runtime's quantizer with
  * QuantFormat.QOperator, TFLite converters) hold QLinearConv and
  * QLinearMatMul, whose inputs are QConv's and QMatMul's in the same order.
- * Where oneDNN's int8 primitive can take them (W a constant s8 tensor with
- * zero points 0, x's scale and zero point one constant value, every scale and
- * zero point constant) they become QConv / QMatMul with w_const, so they get
+ * Where oneDNN's int8 primitive can take them (W a constant s8 or u8 tensor,
+ * its zero points shifted away when the kernel is prepared, x's scale and
+ * zero point one constant value, every scale and zero point constant) they
+ * become QConv / QMatMul with w_const, so they get
  * the packed-once kernels and the NHWC layout; both run the requantisation
  * float(acc) * (x_scale * w_scale[m] / y_scale) of the reference loops. Any
  * other form gains nothing (QConv would run the same loops) and stays. */
@@ -468,7 +464,7 @@ static cge_status try_qlinear(qctx *q, cge_node *n, bool conv)
     int32_t w = cge_node_input_id(n, 3), x = cge_node_input_id(n, 0);
     const cge_tensor *wc = w >= 0 ? cge_graph_value_constant(q->g, w) : NULL;
     cge_tensor_desc xd, yd = cc_out_desc(q->g, n, 0);
-    if (!wc || wc->dtype != CGE_I8 || x < 0 || cge_graph_value_desc(q->g, x, &xd) ||
+    if (!wc || !is_q8(wc->dtype) || x < 0 || cge_graph_value_desc(q->g, x, &xd) ||
         !is_q8(xd.dtype) || !is_q8(yd.dtype) || !cge_shape_is_static(&xd.shape))
         return CGE_OK;
     /* the per-channel count: conv's M = W[0], matmul's N = B[1] */
@@ -481,10 +477,8 @@ static cge_status try_qlinear(qctx *q, cge_node *n, bool conv)
         !const_input(q, n, 4, CGE_F32, 1, per) || !const_input(q, n, 5, CGE_DTYPE_UNDEFINED, 1, per) ||
         !const_input(q, n, 6, CGE_F32, 1, 1) || !const_input(q, n, 7, yd.dtype, 1, 1))
         return CGE_OK;
-    const cge_tensor *wz = cge_graph_value_constant(q->g, cge_node_input_id(n, 5));
-    for (int64_t i = 0; i < cge_shape_numel(&wz->shape); i++)
-        if (zp_value(&(qparam){.z = wz->data, .qt = wz->dtype}, i))
-            return CGE_OK;
+    if (cc_in_desc(q->g, n, 5).dtype != wc->dtype)
+        return CGE_OK;
     if (ni == 9 && cge_node_input_id(n, 8) >= 0 && !const_input(q, n, 8, CGE_I32, per, per))
         return CGE_OK;
     /* a new node takes n's inputs, attributes and (once n is gone) output */
@@ -654,16 +648,8 @@ static cge_status try_unary(qctx *q, cge_node *n)
     uint8_t table[256];
     const float *f = host[0];
     float s = yp.s[0], z = (float)zp_value(&yp, 0);
-    for (int v = 0; v < 256; v++) {
-        /* QuantizeLinear's arithmetic (quant.c): divide, round, add, saturate */
-        float r = rintf(f[v] / s) + z;
-        if (r != r)
-            r = 0.0f;
-        if (yp.qt == CGE_I8)
-            table[v] = (uint8_t)(int8_t)(r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r));
-        else
-            table[v] = (uint8_t)(r < 0.0f ? 0.0f : (r > 255.0f ? 255.0f : r));
-    }
+    for (int v = 0; v < 256; v++) /* QuantizeLinear's arithmetic, as quant.c has it */
+        cge__q8_store_sat(table, yp.qt == CGE_I8, v, cge__q8_quantize(f[v], s, z));
     free(host[0]);
     char tname[256];
     cge_shape sh = CGE_SHAPE(256);
