@@ -730,6 +730,211 @@ static cge_status fold_clamps(qctx *q)
     return CGE_OK;
 }
 
+/* ---- elementwise chains -------------------------------------------------------- */
+
+/* DQ x -> a graph of elementwise float ops on x alone (each other operand a
+ * one-element constant) -> one Q: torch's exports spell GELU, SiLU and
+ * HardSwish so (Div, Erf, Add, Mul, Mul), and fuse_gelu only comes later. The
+ * graph is a function of x's 256 values: a QLookup table made now by running
+ * each node's own kernel on them in order, then QuantizeLinear's arithmetic
+ * (the same bits as the unfused run, as for one unary op). */
+#define CHAIN_MAX 16
+
+static bool chain_op(const cge_node *n)
+{
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Sigmoid",
+                                      "Relu", "Exp", "Neg", "Abs", "Sqrt", "Clip", "HardSigmoid",
+                                      "HardSwish", "LeakyRelu", "Softplus", "Elu", "Gelu", "Pow",
+                                      "Min", "Max"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (cc_is_op(n, ops[i]))
+            return cge_node_num_outputs(n) == 1;
+    return false;
+}
+
+static int chain_index(const int32_t *vals, int nv, int32_t id)
+{
+    for (int i = 0; i < nv; i++)
+        if (vals[i] == id)
+            return i;
+    return -1;
+}
+
+static cge_status try_chain(qctx *q, cge_node *dq)
+{
+    int32_t x = through_casts(q, cge_node_input_id(dq, 0)), d = cge_node_output_id(dq, 0);
+    cge_tensor_desc xd, dd;
+    qparam xp, yp;
+    if (x < 0 || cge_graph_value_constant(q->g, x) || cge_graph_value_desc(q->g, x, &xd) ||
+        !is_q8(xd.dtype) || !read_params(q, dq, xd.dtype, &xp) || xp.n != 1 ||
+        cge_graph_value_desc(q->g, d, &dd) || dd.dtype != CGE_F32)
+        return CGE_OK;
+    /* the nodes reachable from d, each value read only inside, but one, read by a Q alone */
+    cge_node *S[CHAIN_MAX], *qn = NULL;
+    int32_t vals[CHAIN_MAX + 1] = {d}, o = -1;
+    int ns = 0, nv = 1;
+    for (int vi = 0; vi < nv; vi++) {
+        int32_t v = vals[vi];
+        cc_use uses[8];
+        int32_t nu = cc_uses_count(&q->u, v);
+        if (nu < 1 || nu > 8 || cge_graph_value_is_output(q->g, v))
+            return CGE_OK;
+        cc_uses_list(&q->u, v, uses, 8);
+        for (int32_t k = 0; k < nu; k++) {
+            cge_node *c = uses[k].node;
+            if (cc_is_op(c, "QuantizeLinear")) {
+                if (qn || uses[k].slot != 0 || nu != 1)
+                    return CGE_OK;
+                qn = c, o = v;
+                continue;
+            }
+            bool seen = false;
+            for (int j = 0; j < ns && !seen; j++)
+                seen = S[j] == c;
+            if (seen)
+                continue;
+            cge_tensor_desc cd = cc_out_desc(q->g, c, 0);
+            if (!chain_op(c) || ns == CHAIN_MAX || cd.dtype != CGE_F32 ||
+                !cge_shape_equal(&cd.shape, &dd.shape))
+                return CGE_OK;
+            S[ns++] = c;
+            vals[nv++] = cge_node_output_id(c, 0);
+        }
+    }
+    if (!qn || ns == 0 || !q_params(q, qn, &yp))
+        return CGE_OK;
+    for (int j = 0; j < ns; j++)
+        for (int32_t i = 0; i < cge_node_num_inputs(S[j]); i++) {
+            int32_t id = cge_node_input_id(S[j], i);
+            const cge_tensor *c = id >= 0 ? cge_graph_value_constant(q->g, id) : NULL;
+            if (id >= 0 && chain_index(vals, nv, id) < 0 && !(c && cge_shape_numel(&c->shape) == 1))
+                return CGE_OK;
+        }
+    /* evaluate in dependency order: buffers per value, vals[0] = DQ(v) */
+    float *buf[CHAIN_MAX + 1] = {NULL};
+    bool done[CHAIN_MAX] = {false};
+    cge_status st = CGE_OK;
+    bool ok = (buf[0] = malloc(sizeof(float) * 256)) != NULL;
+    for (int v = 0; ok && v < 256; v++) {
+        int32_t qv = xd.dtype == CGE_I8 ? (int32_t)(int8_t)(uint8_t)v : v;
+        buf[0][v] = (float)((int64_t)qv - zp_value(&xp, 0)) * xp.s[0];
+    }
+    for (int round = 0; ok && round < ns; round++) {
+        int j = -1;
+        for (int c = 0; c < ns && j < 0; c++) {
+            if (done[c])
+                continue;
+            bool ready = true;
+            for (int32_t i = 0; i < cge_node_num_inputs(S[c]) && ready; i++) {
+                int vi = chain_index(vals, nv, cge_node_input_id(S[c], i));
+                ready = vi < 0 || buf[vi];
+            }
+            if (ready)
+                j = c;
+        }
+        const cge_op_def *def = j >= 0 ? cc_find_op(q->cc, S[j]) : NULL;
+        const cge_kernel_def *k = def ? cge_op_find_kernel(def, "cpu", CGE_F32) : NULL;
+        int32_t ni = j >= 0 ? cge_node_num_inputs(S[j]) : 0;
+        if (!k || ni > 8) {
+            ok = false;
+            break;
+        }
+        cge_tensor ins[8];
+        for (int32_t i = 0; i < ni; i++) {
+            int32_t id = cge_node_input_id(S[j], i);
+            int vi = id >= 0 ? chain_index(vals, nv, id) : -1;
+            const cge_tensor *c = id >= 0 && vi < 0 ? cge_graph_value_constant(q->g, id) : NULL;
+            ins[i] = vi >= 0 ? (cge_tensor){.dtype = CGE_F32, .shape = CGE_SHAPE(256), .data = buf[vi]}
+                     : c     ? *c
+                             : (cge_tensor){.dtype = CGE_DTYPE_UNDEFINED};
+        }
+        cge_tensor_desc od = {.name = cge_node_output(S[j], 0), .dtype = CGE_F32,
+                              .shape = CGE_SHAPE(256)};
+        void *host[1] = {NULL};
+        if (cc_evaluate_node(q->cc, S[j], k, ins, &od, host)) {
+            free(host[0]);
+            ok = false;
+            break;
+        }
+        buf[chain_index(vals, nv, cge_node_output_id(S[j], 0))] = host[0];
+        done[j] = true;
+    }
+    int oi = chain_index(vals, nv, o);
+    if (ok && oi >= 0 && buf[oi]) {
+        uint8_t table[256];
+        float ys = yp.s[0], yz = (float)zp_value(&yp, 0);
+        for (int v = 0; v < 256; v++)
+            cge__q8_store_sat(table, yp.qt == CGE_I8, v, cge__q8_quantize(buf[oi][v], ys, yz));
+        char tname[256];
+        cge_shape sh = CGE_SHAPE(256);
+        st = cc_add_const(q->cc, q->g, "table", yp.qt, &sh, table, tname, sizeof tname);
+        const char *tin[2] = {cge_graph_value_name(q->g, x), tname};
+        cge_node *nodes[CHAIN_MAX + 2];
+        nodes[0] = dq;
+        for (int j = 0; j < ns; j++)
+            nodes[1 + j] = S[j];
+        nodes[1 + ns] = qn;
+        if (!st)
+            st = replace(q, nodes, ns + 2, qn, "QLookup", CGE_DOMAIN_FUSED, tin, 2, NULL, NULL);
+    } else {
+        cge_clear_error();
+    }
+    for (int i = 0; i < nv; i++)
+        free(buf[i]);
+    return st;
+}
+
+static cge_status tabulate_chains(qctx *q)
+{
+    int32_t nn = cge_graph_num_nodes(q->g);
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; i < nn && !st; i++) {
+        cge_node *n = cge_graph_node(q->g, i);
+        if (n && !cge_node_is_removed(n) && cc_is_op(n, "DequantizeLinear") &&
+            cge_node_num_inputs(n) >= 2 && cge_node_num_outputs(n) == 1)
+            st = try_chain(q, n);
+    }
+    return st;
+}
+
+/* The DequantizeLinear nodes the fusions left (where int8 data goes back to
+ * float: attention, LayerNorm, the outputs): per tensor, of an int8
+ * activation, they become QDequantize, a table of the 256 values computed
+ * with DequantizeLinear's own arithmetic (quant.c: (float)(v - z) * s). */
+static cge_status tabulate_dequantize(qctx *q)
+{
+    int32_t nn = cge_graph_num_nodes(q->g);
+    for (int32_t i = 0; i < nn; i++) {
+        cge_node *n = cge_graph_node(q->g, i);
+        if (!n || cge_node_is_removed(n) || !cc_is_op(n, "DequantizeLinear") ||
+            cge_node_num_inputs(n) < 2 || cge_node_num_outputs(n) != 1)
+            continue;
+        int32_t x = cge_node_input_id(n, 0);
+        cge_tensor_desc xd;
+        qparam p;
+        if (x < 0 || cge_graph_value_constant(q->g, x) || cge_graph_value_desc(q->g, x, &xd) ||
+            !is_q8(xd.dtype) || !read_params(q, n, xd.dtype, &p) || p.n != 1)
+            continue;
+        float table[256];
+        for (int v = 0; v < 256; v++) {
+            int32_t qv = xd.dtype == CGE_I8 ? (int32_t)(int8_t)(uint8_t)v : v;
+            table[v] = (float)((int64_t)qv - zp_value(&p, 0)) * p.s[0];
+        }
+        char tname[256];
+        cge_shape sh = CGE_SHAPE(256);
+        cge_status st = cc_add_const(q->cc, q->g, "dq_table", CGE_F32, &sh, table, tname,
+                                     sizeof tname);
+        const char *ins[2] = {cge_graph_value_name(q->g, x), tname};
+        cge_node *nodes[1] = {n};
+        if (!st)
+            st = replace(q, nodes, 1, n, "QDequantize", CGE_DOMAIN_FUSED, ins, 2, NULL, NULL);
+        if (st)
+            return st;
+        q->cc->fused--; /* one node for one: a rewrite, not a fusion */
+    }
+    return CGE_OK;
+}
+
 static bool is_unary(const cge_node *n)
 {
     static const char *const ops[] = {"Relu", "Clip", "Sigmoid", "HardSwish", "HardSigmoid",
@@ -783,7 +988,11 @@ cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g)
     if (!st)
         st = cc_pass_dce(ctx, g);
     if (!st && !(st = cc_uses_build(&q.u, g))) {
-        st = fold_clamps(&q);
+        st = tabulate_chains(&q);
+        if (!st)
+            st = fold_clamps(&q);
+        if (!st)
+            st = tabulate_dequantize(&q);
         cc_uses_free(&q.u);
     }
     /* descriptors and values the inference kept no longer describe the graph */
