@@ -249,9 +249,9 @@ def test_qadd_qmul_bit_equal_to_unfused(op, at, az, bt, bz, yt, yz, relu, tmp_pa
     np.testing.assert_array_equal(y, u)
 
 
-def unary_pool_model(kind):
+def unary_pool_model(kind, channels=6):
     rng = np.random.default_rng(11)
-    x = rng.normal(0, 3, size=(1, 6, 9, 11)).astype(np.float32)
+    x = rng.normal(0, 3, size=(1, channels, 9, 11)).astype(np.float32)
     xs, xz, ys, yz = np.float32(0.05), np.uint8(110), np.float32(0.03), np.uint8(20)
     inits = [const("xs", xs), const("xz", xz), const("ys", ys if kind != "MaxPool" else xs),
              const("yz", yz if kind != "MaxPool" else xz)]
@@ -278,9 +278,11 @@ def unary_pool_model(kind):
                                         ("HardSigmoid", True), ("GlobalAveragePool", False),
                                         ("AveragePool", False), ("AveragePoolCountPad", False)])
 @pytest.mark.parametrize("level", [2, 3])
-def test_pool_and_unary_against_unfused(kind, exact, level, tmp_path):
-    # level 2 keeps NCHW: QPool's NCHW loop once took GlobalAveragePool's max
-    m, inputs = unary_pool_model(kind)
+@pytest.mark.parametrize("channels", [6, 37])
+def test_pool_and_unary_against_unfused(kind, exact, level, channels, tmp_path):
+    # level 2 keeps NCHW: QPool's NCHW loop once took GlobalAveragePool's max;
+    # 37 channels run the NHWC loops' 16-lane bodies and their tails
+    m, inputs = unary_pool_model(kind, channels)
     (y,) = run(m, inputs, level=level, dump=tmp_path)
     assert ("QLookup" if kind in ("Sigmoid", "HardSigmoid") else "QPool") in fused_ops(tmp_path)
     (u,) = run(m, inputs, level=1)

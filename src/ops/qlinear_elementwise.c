@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cge/fused_ops.h"
+#include "cge/model_file.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
@@ -114,11 +115,32 @@ typedef struct qbin_args {
             QBIN_LOOP(TA, TB, uint8_t);                                                      \
     } while (0)
 
-static void qbin_fn(int64_t blk, int64_t nblk, void *args)
+/* The loops below are compiled twice: for the build's baseline (SSE4, 4
+ * lanes) and, where the CPU has it (cge_cpu_features), for AVX-512 (16
+ * lanes). The same IEEE operations in the same order (no contraction into
+ * FMA: ISO C mode), so the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define HAVE_Q8_AVX512 1
+#endif
+
+static bool q8_avx512(void)
 {
-    const qbin_args *p = args;
-    int64_t e0, e1;
-    cge__block_range(p->n, blk, nblk, &e0, &e1);
+#ifdef HAVE_Q8_AVX512
+    static int known = -1;
+    if (known < 0) {
+        uint64_t need = CGE_CPU_AVX512F | CGE_CPU_AVX512BW | CGE_CPU_AVX512VL;
+        known = (cge_cpu_features() & need) == need;
+    }
+    return known != 0;
+#else
+    return false;
+#endif
+}
+
+static inline __attribute__((always_inline)) void qbin_body(const qbin_args *p, int64_t e0,
+                                                            int64_t e1)
+{
     /* NaN cannot come out of int8 inputs (finite scales), so the clamp to
      * [lo, hi], within the dtype's range, is the whole saturation. */
     if (p->asg && p->bsg)
@@ -130,6 +152,24 @@ static void qbin_fn(int64_t blk, int64_t nblk, void *args)
     else
         QBIN_Y(uint8_t, uint8_t);
 }
+
+static void qbin_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qbin_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    qbin_body(p, e0, e1);
+}
+
+#ifdef HAVE_Q8_AVX512
+Q8_AVX512 static void qbin_fn_avx512(int64_t blk, int64_t nblk, void *args)
+{
+    const qbin_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    qbin_body(p, e0, e1);
+}
+#endif
 
 static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
@@ -157,7 +197,12 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     out_range(ctx, p.ysg, &p.lo, &p.hi);
     if (p.n == 0)
         return CGE_OK;
-    return cge_launch(stream, qbin_fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
+    cge_kernel_fn fn = qbin_fn;
+#ifdef HAVE_Q8_AVX512
+    if (q8_avx512())
+        fn = qbin_fn_avx512;
+#endif
+    return cge_launch(stream, fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
 }
 
 /* ---- QLookup: y = table[x], a unary function of 256 values ------------------ */
@@ -335,7 +380,8 @@ static int32_t qpool_out(const qpool_args *p, int32_t acc, int64_t real, int64_t
 /* NHWC: per output position, the taps outside and the channels inside
  * (contiguous), in chunks of int32 sums. */
 #define QP_CHUNK 256
-static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
+static inline __attribute__((always_inline)) void qpool_nhwc(const qpool_args *p, int64_t r0,
+                                                             int64_t r1)
 {
     const nn_geom *g = &p->g;
     int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
@@ -384,6 +430,13 @@ static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
 }
 
 /* Block work: (n, output row); every channel of it. */
+#ifdef HAVE_Q8_AVX512
+Q8_AVX512 static void qpool_nhwc_avx512(const qpool_args *p, int64_t r0, int64_t r1)
+{
+    qpool_nhwc(p, r0, r1);
+}
+#endif
+
 static void qpool_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qpool_args *p = args;
@@ -392,6 +445,12 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
     int64_t r0, r1;
     cge__block_range(p->N * OH, blk, nblk, &r0, &r1);
     if (p->nhwc) {
+#ifdef HAVE_Q8_AVX512
+        if (q8_avx512()) {
+            qpool_nhwc_avx512(p, r0, r1);
+            return;
+        }
+#endif
         qpool_nhwc(p, r0, r1);
         return;
     }
