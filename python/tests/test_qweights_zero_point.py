@@ -21,6 +21,11 @@ CONV_CASES = [
     (np.int8, "small", True, np.uint8, 0, 5, 7, 1, 2, (1, 1, 1, 1), 11, 10),
     (np.int8, "wide", True, np.int8, -3, 8, 8, 8, 1, (1, 1, 1, 1), 6, 5),
     (np.uint8, "wide", False, np.uint8, 128, 16, 24, 1, 1, (0, 0, 0, 0), 3, 4),
+    # depthwise at channel counts past one vector and with tails, strides,
+    # uneven pads, s8 activations
+    (np.int8, "zero", True, np.uint8, 131, 48, 48, 48, 2, (1, 1, 1, 1), 15, 13),
+    (np.int8, "small", False, np.int8, -3, 37, 37, 37, 1, (1, 1, 1, 1), 9, 8),
+    (np.uint8, "128", True, np.uint8, 0, 21, 21, 21, 2, (0, 1, 1, 0), 6, 7),
 ]
 
 
