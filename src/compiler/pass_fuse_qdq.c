@@ -899,7 +899,7 @@ static cge_status tabulate_chains(qctx *q)
 
 /* The DequantizeLinear nodes the fusions left (where int8 data goes back to
  * float: attention, LayerNorm, the outputs): per tensor, of an int8
- * activation, they become QDequantize, a table of the 256 values computed
+ * activation, they become QLookup with a float32 table of the 256 values computed
  * with DequantizeLinear's own arithmetic (quant.c: (float)(v - z) * s). */
 static cge_status tabulate_dequantize(qctx *q)
 {
@@ -927,7 +927,7 @@ static cge_status tabulate_dequantize(qctx *q)
         const char *ins[2] = {cge_graph_value_name(q->g, x), tname};
         cge_node *nodes[1] = {n};
         if (!st)
-            st = replace(q, nodes, 1, n, "QDequantize", CGE_DOMAIN_FUSED, ins, 2, NULL, NULL);
+            st = replace(q, nodes, 1, n, "QLookup", CGE_DOMAIN_FUSED, ins, 2, NULL, NULL);
         if (st)
             return st;
         q->cc->fused--; /* one node for one: a rewrite, not a fusion */

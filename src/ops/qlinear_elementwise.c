@@ -1,5 +1,5 @@
 /* The compiler's int8 elementwise and pooling operators (cge.fused QAdd, QMul,
- * QLookup, QDequantize, QPool, made by fuse_qdq): int8 in, int8 out, requantised in one pass,
+ * QLookup, QPool, made by fuse_qdq): int8 in, int8 out, requantised in one pass,
  * plain NCHW or channels-last data. */
 #include <math.h>
 #include <stdlib.h>
@@ -216,11 +216,18 @@ static cge_status qlut_infer(cge_infer_ctx *ctx)
     return CGE_OK;
 }
 
+/* An int8 table (Q(f(DQ(x)))) or a float32 one: a DequantizeLinear left
+ * after the fusions, tabulated by fuse_qdq with DequantizeLinear's own
+ * arithmetic, so a load per element instead of a conversion and a product. */
 typedef struct qlut_args {
-    uint8_t t[256];
+    union {
+        uint8_t q[256];
+        float f[256];
+    } t;
     const uint8_t *x;
-    uint8_t *y;
+    void *y;
     int64_t n;
+    int wide;
 } qlut_args;
 
 static void qlut_fn(int64_t blk, int64_t nblk, void *args)
@@ -228,68 +235,30 @@ static void qlut_fn(int64_t blk, int64_t nblk, void *args)
     const qlut_args *p = args;
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
-    for (int64_t i = e0; i < e1; i++)
-        p->y[i] = p->t[p->x[i]];
+    if (p->wide)
+        for (int64_t i = e0; i < e1; i++)
+            ((float *)p->y)[i] = p->t.f[p->x[i]];
+    else
+        for (int64_t i = e0; i < e1; i++)
+            ((uint8_t *)p->y)[i] = p->t.q[p->x[i]];
 }
 
 static cge_status qlut_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     qlut_args p;
-    if (cge_dtype_size(ctx->inputs[0].dtype) != 1 || cge_dtype_size(ctx->inputs[1].dtype) != 1 ||
-        cge_shape_numel(&ctx->inputs[1].shape) != 256)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "X and the table must be 8-bit, 256 entries");
-    memcpy(p.t, ctx->inputs[1].data, 256);
+    cge_dtype tt = ctx->inputs[1].dtype;
+    if (cge_dtype_size(ctx->inputs[0].dtype) != 1 ||
+        (cge_dtype_size(tt) != 1 && tt != CGE_F32) || cge_shape_numel(&ctx->inputs[1].shape) != 256)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE,
+                                "X must be 8-bit, the table 256 8-bit or float32 values");
+    p.wide = tt == CGE_F32;
+    memcpy(&p.t, ctx->inputs[1].data, p.wide ? sizeof p.t.f : sizeof p.t.q);
     p.x = ctx->inputs[0].data;
     p.y = ctx->outputs[0].data;
     p.n = cge_shape_numel(&ctx->inputs[0].shape);
     if (p.n == 0)
         return CGE_OK;
     return cge_launch(stream, qlut_fn, cge__blocks_for(p.n, 32768, ctx->num_threads), &p, sizeof p);
-}
-
-/* ---- QDequantize: y = table[x] in float32 ------------------------------------ */
-
-/* A per-tensor DequantizeLinear of an int8 activation as its 256 values,
- * computed by fuse_qdq with DequantizeLinear's own arithmetic ((float)(v - z)
- * * s): the same bits, a load instead of a conversion and a product. */
-static cge_status qdeq_infer(cge_infer_ctx *ctx)
-{
-    if (cge_shape_numel(&ctx->inputs[1].shape) != 256 || ctx->inputs[1].dtype != CGE_F32)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "the table must be 256 float32 values");
-    ctx->outputs[0].dtype = CGE_F32;
-    ctx->outputs[0].shape = ctx->inputs[0].shape;
-    return CGE_OK;
-}
-
-typedef struct qdeq_args {
-    float t[256];
-    const uint8_t *x;
-    float *y;
-    int64_t n;
-} qdeq_args;
-
-static void qdeq_fn(int64_t blk, int64_t nblk, void *args)
-{
-    const qdeq_args *p = args;
-    int64_t e0, e1;
-    cge__block_range(p->n, blk, nblk, &e0, &e1);
-    for (int64_t i = e0; i < e1; i++)
-        p->y[i] = p->t[p->x[i]];
-}
-
-static cge_status qdeq_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
-{
-    qdeq_args p;
-    if (cge_dtype_size(ctx->inputs[0].dtype) != 1 || ctx->inputs[1].dtype != CGE_F32 ||
-        cge_shape_numel(&ctx->inputs[1].shape) != 256)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "X must be 8-bit, the table 256 float32");
-    memcpy(p.t, ctx->inputs[1].data, sizeof p.t);
-    p.x = ctx->inputs[0].data;
-    p.y = ctx->outputs[0].data;
-    p.n = cge_shape_numel(&ctx->inputs[0].shape);
-    if (p.n == 0)
-        return CGE_OK;
-    return cge_launch(stream, qdeq_fn, cge__blocks_for(p.n, 32768, ctx->num_threads), &p, sizeof p);
 }
 
 /* ---- QPool -------------------------------------------------------------------- */
@@ -601,17 +570,11 @@ static const cge_kernel_def qbin_kernels[] = {
     {.engine = "cpu", .launch = qbin_launch, .inplace_input = -1}};
 static const cge_arg_def qlut_in[] = {
     {"X", 0, Q8, "int8 or uint8"},
-    {"table", 0, Q8, "[256]: the output for each byte of X"},
+    {"table", 0, Q8 | F32, "[256]: the output for each byte of X (its dtype is Y's)"},
 };
+static const cge_arg_def qlut_out[] = {{"Y", 0, Q8 | F32, "table[X]"}};
 static const cge_kernel_def qlut_kernels[] = {
     {.engine = "cpu", .launch = qlut_launch, .inplace_input = 0}};
-static const cge_arg_def qdeq_in[] = {
-    {"X", 0, Q8, "int8 or uint8"},
-    {"table", 0, F32, "[256]: (v - zero_point) * scale for each byte v of X"},
-};
-static const cge_arg_def qdeq_out[] = {{"Y", 0, F32, "table[X]"}};
-static const cge_kernel_def qdeq_kernels[] = {
-    {.engine = "cpu", .launch = qdeq_launch, .inplace_input = -1}};
 static const cge_kernel_def qpool_kernels[] = {
     {.engine = "cpu", .launch = qpool_launch, .prepare = qpool_prepare, .release = qpool_release,
      .inplace_input = -1}};
@@ -629,13 +592,10 @@ static const cge_op_def qlinear_ops[] = {
      .num_attrs = N_OF(qbin_attrs), .infer = qbin_infer, .kernels = qbin_kernels,
      .num_kernels = 1, .doc = "Q(DQ(A) * DQ(B)) clamped to [lo, hi]"},
     {.name = "QLookup", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qlut_in,
-     .num_inputs = 2, .outputs = q_out, .num_outputs = 1, .infer = qlut_infer,
+     .num_inputs = 2, .outputs = qlut_out, .num_outputs = 1, .infer = qlut_infer,
      .kernels = qlut_kernels, .num_kernels = 1,
-     .doc = "table[X]: Q(f(DQ(X))) for a unary f, tabulated by fuse_qdq with f's own kernel"},
-    {.name = "QDequantize", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qdeq_in,
-     .num_inputs = 2, .outputs = qdeq_out, .num_outputs = 1, .infer = qdeq_infer,
-     .kernels = qdeq_kernels, .num_kernels = 1,
-     .doc = "table[X] in float32: a per-tensor DequantizeLinear tabulated by fuse_qdq (same bits)"},
+     .doc = "table[X]: Q(f(DQ(X))) for a unary f (or a chain of them), or DQ(X) itself in "
+            "float32, tabulated by fuse_qdq with the ops' own kernels"},
     {.name = "QPool", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qpool_in,
      .num_inputs = 5, .outputs = q_out, .num_outputs = 1, .attrs = qpool_attrs,
      .num_attrs = N_OF(qpool_attrs), .infer = qpool_infer, .kernels = qpool_kernels,
