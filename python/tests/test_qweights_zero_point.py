@@ -139,3 +139,29 @@ def test_qdq_conv_with_uint8_weights(tmp_path):
         (y,) = run(m, {"x": x}, level=level, dump=tmp_path)
         assert "QConv" in fused_ops(tmp_path)
         np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("wt,kind", [(np.int8, "zero"), (np.uint8, "wide")])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_qlinearmatmul_row_slices(wt, kind, threads):
+    """Enough rows (48 = 3 x 16) to cut the product into one slice per
+    thread, each a one-thread oneDNN run: the same bits as one run, with
+    and without the compensation channel."""
+    import cge
+
+    rng = np.random.default_rng(9)
+    R, K, N = 48, 53, 19
+    b, bz, zb = weights(rng, wt, kind, True, (K, N), N, 1)
+    xs, xz, ys, yz = np.float32(0.03), np.uint8(131), np.float32(0.2), np.uint8(101)
+    bs = rng.uniform(0.002, 0.01, N).astype(np.float32)
+    inits = [const("xs", xs), const("xz", xz), const("b", b), const("bs", bs), const("bz", bz),
+             const("ys", ys), const("yz", yz)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("QLinearMatMul", ["xq", "xs", "xz", "b", "bs", "bz", "ys", "yz"],
+                              ["y"])]
+    x = rng.normal(0, 2, size=(R, K)).astype(np.float32)
+    m = model(nodes, {"x": x}, ["y"], inits)
+    acc = (quantize(x, xs, xz, np.uint8).astype(np.int64) - xz) @ (b.astype(np.int64) - zb)
+    ref = requant(acc, (xs * bs / ys).astype(np.float32), yz, np.uint8)
+    (y,) = cge.InferenceSession(m, num_threads=threads).run(None, {"x": x})
+    np.testing.assert_array_equal(y, ref)

@@ -17,6 +17,8 @@
  * per group for the compensation, int32 results and cge's requantisation. */
 enum { W_PLAIN, W_SHIFT, W_COMP };
 
+#define QMM_MAX_SLICES 16
+
 /* src and dst are the caller's buffers when the primitive takes their layout
  * (channels-last, or a matmul's rows); otherwise the *_user memories wrap the
  * caller's plain tensors and reorders move data in and out. The weights live
@@ -43,6 +45,18 @@ struct cge__dnnl_qconv {
     int32_t y_zp;
     int y_signed, clip, plain_out;
     float lo, hi;
+    /* A matrix product of enough rows is cut into nslice slices of rows_q
+     * rows, one per block of cge's pool, each a one-thread run of the one
+     * primitive with memories, stream and scratch of its own: oneDNN's
+     * OpenMP team is not started (as MatMulBF16; on the shared machine its
+     * spinning workers made the int8 encoder 8x slower at 2 threads). */
+    int nslice;
+    int64_t rows_q, K, Mo;
+    struct qmm_slot {
+        dnnl_stream_t stream;
+        dnnl_memory_t src, dst, wei, bias, scratch;
+        void *scratch_buf;
+    } slot[QMM_MAX_SLICES];
 };
 
 void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)
@@ -60,6 +74,14 @@ void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)
     cge_kernel_shared_release(c->wei_block);
     dnnl_stream_destroy(c->stream);
     dnnl_engine_destroy(c->engine);
+    for (int i = 0; i < QMM_MAX_SLICES; i++) {
+        struct qmm_slot *q = &c->slot[i];
+        dnnl_memory_t m[] = {q->src, q->dst, q->wei, q->bias, q->scratch};
+        for (size_t k = 0; k < sizeof m / sizeof m[0]; k++)
+            dnnl_memory_destroy(m[k]);
+        dnnl_stream_destroy(q->stream);
+        free(q->scratch_buf);
+    }
     free(c->wz);
     free(c->acc);
     free(c->scale);
@@ -107,8 +129,10 @@ static cge_status weight_mode(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c)
 static cge_status comp_state(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c,
                              const dnnl_memory_desc_t *dst)
 {
+    /* a sliced matrix product's dst describes one slice of rows */
+    size_t bytes = dnnl_memory_desc_get_size(dst) * (size_t)(d->matmul ? c->nslice : 1);
     c->scale = malloc(sizeof(float) * (size_t)d->num_scales);
-    c->acc = aligned_alloc(64, (dnnl_memory_desc_get_size(dst) + 63) & ~(size_t)63);
+    c->acc = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!c->scale || !c->acc)
         return CGE_ERR_NO_MEMORY;
     memcpy(c->scale, d->scale, sizeof(float) * (size_t)d->num_scales);
@@ -165,9 +189,19 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
     int ok = dnnl_engine_create(&c->engine, dnnl_cpu, 0) == dnnl_success &&
              dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_s32, dnnl_x) == dnnl_success;
+    /* slices: the most blocks up to the threads that divide the rows
+     * evenly, at least 16 rows each (so that one primitive serves all) */
+    c->nslice = 1;
+    for (int sl = c->threads < QMM_MAX_SLICES ? c->threads : QMM_MAX_SLICES;
+         d->matmul && sl > 1 && c->nslice == 1; sl--)
+        if (d->N % sl == 0 && d->N / sl >= 16)
+            c->nslice = sl;
+    c->rows_q = d->N / c->nslice;
+    c->K = d->C;
+    c->Mo = Mo;
     if (ok && d->matmul) {
         /* a [M] bias is [1, M] to the matmul */
-        dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, Mo}, wd = {d->C, Mo}, b2 = {1, d->M};
+        dnnl_dims_t sd = {c->rows_q, d->C}, dd = {c->rows_q, Mo}, wd = {d->C, Mo}, b2 = {1, d->M};
         ok = dnnl_memory_desc_init_by_tag(&smd, 2, sd, xt, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&dmd, 2, dd, yt, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_s8, dnnl_ab) == dnnl_success &&
@@ -228,6 +262,8 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
      * from K = 128 on only rarely. */
     const char *avoid = c->per < 128 ? "amx" : NULL;
     ok = ok && dnnl_primitive_attr_create(&attr) == dnnl_success &&
+         (c->nslice == 1 || dnnl_primitive_attr_set_scratchpad_mode(
+                                attr, dnnl_scratchpad_mode_user) == dnnl_success) &&
          (comp || dnnl_primitive_attr_set_output_scales(attr, d->num_scales,
                                                         d->num_scales > 1 ? 1 << dst_dim : 0,
                                                         d->scale) == dnnl_success) &&
@@ -256,6 +292,19 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
          cge__dnnl_make_reorder(c->engine, &wmd, cw, &c->r_wei) &&
          dnnl_memory_create(&c->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
          (!comp || comp_state(d, c, &dmd) == CGE_OK);
+    for (int i = 0; ok && c->nslice > 1 && i < c->nslice; i++) {
+        struct qmm_slot *q = &c->slot[i];
+        const dnnl_memory_desc_t *spd = dnnl_primitive_desc_query_md(c->pd, dnnl_query_scratchpad_md, 0);
+        size_t sb = spd ? dnnl_memory_desc_get_size(spd) : 0;
+        ok = spd && dnnl_stream_create(&q->stream, c->engine, dnnl_stream_default_flags) ==
+                        dnnl_success &&
+             dnnl_memory_create(&q->src, cs, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->dst, cd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->wei, cw, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             (q->scratch_buf = malloc(sb ? sb : 1)) != NULL &&
+             dnnl_memory_create(&q->scratch, spd, c->engine, q->scratch_buf) == dnnl_success;
+    }
     dnnl_primitive_attr_destroy(attr);
     dnnl_post_ops_destroy(po);
     cge__dnnl_omp_leave(saved);
@@ -343,12 +392,13 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
 /* W_COMP: y = saturate(clip(rint(float(acc + comp[m] * S + bias[m]) *
  * scale[m])) + y_zp), S the group's all-ones channel, in int32 as the
  * reference loops sum (wrapping alike). */
-static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void *y)
+static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void *y, int64_t r0,
+                            int64_t r1)
 {
     int64_t mo = c->mg + 1, stride = c->G * mo;
     int32_t shift = c->w_u8 ? 128 : 0;
     float z = (float)c->y_zp;
-    for (int64_t r = 0; r < c->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const int32_t *a = c->acc + r * stride;
         int64_t n = r / c->sp, s = r % c->sp;
         for (int64_t g = 0; g < c->G; g++) {
@@ -368,10 +418,58 @@ static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void 
     }
 }
 
+int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads)
+{
+    (void)threads; /* fixed when the primitive was made */
+    return c->nslice;
+}
+
+/* One slice of rows of a sliced matrix product, on the calling thread. */
+static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y,
+                            int64_t blk)
+{
+    struct qmm_slot *q = &c->slot[blk];
+    int comp = c->mode == W_COMP;
+    int64_t m0 = blk * c->rows_q;
+    void *w = NULL;
+    int saved = cge__dnnl_omp_enter(1);
+    int ok = dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
+             dnnl_memory_set_data_handle(q->wei, w) == dnnl_success &&
+             dnnl_memory_set_data_handle(q->src, (char *)x + m0 * c->K) == dnnl_success &&
+             dnnl_memory_set_data_handle(q->dst, comp ? (void *)(c->acc + m0 * c->Mo)
+                                                      : (void *)((char *)y + m0 * c->M)) ==
+                 dnnl_success &&
+             dnnl_memory_set_data_handle(q->bias, (void *)bias) == dnnl_success;
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, q->src}, {DNNL_ARG_WEIGHTS, q->wei},
+                               {DNNL_ARG_DST, q->dst}, {DNNL_ARG_SCRATCHPAD, q->scratch},
+                               {DNNL_ARG_BIAS, q->bias}};
+    ok = ok && dnnl_primitive_execute(c->prim, q->stream, bias && c->has_bias ? 5 : 4, args) ==
+                   dnnl_success &&
+         dnnl_stream_wait(q->stream) == dnnl_success;
+    cge__dnnl_omp_leave(saved);
+    if (ok && comp)
+        comp_requantise(c, bias, y, m0, m0 + c->rows_q);
+    return ok ? CGE_OK : CGE_ERR_INTERNAL;
+}
+
+cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const int32_t *bias,
+                                     void *y, int64_t blk, int64_t nblk)
+{
+    if (c->nslice > 1 && nblk == c->nslice)
+        return c->wei && blk < c->nslice ? run_slice(c, x, bias, y, blk) : CGE_ERR_INVALID_ARG;
+    return blk == 0 ? cge__dnnl_qconv_run(c, x, bias, y) : CGE_OK;
+}
+
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y)
 {
     if (!c->wei)
         return CGE_ERR_INVALID_ARG;
+    if (c->nslice > 1) { /* every slice in turn */
+        cge_status st = CGE_OK;
+        for (int64_t b = 0; b < c->nslice && !st; b++)
+            st = run_slice(c, x, bias, y, b);
+        return st;
+    }
     int comp = c->mode == W_COMP;
     int saved = cge__dnnl_omp_enter(c->threads);
     int ok = dnnl_memory_set_data_handle(c->r_src ? c->src_user : c->src, (void *)x) ==
@@ -390,7 +488,7 @@ cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t 
     ok = ok && dnnl_stream_wait(c->stream) == dnnl_success;
     cge__dnnl_omp_leave(saved);
     if (ok && comp)
-        comp_requantise(c, bias, y);
+        comp_requantise(c, bias, y, 0, c->rows);
     return ok ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
@@ -412,6 +510,19 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y)
 {
     (void)c, (void)x, (void)bias, (void)y;
+    return CGE_ERR_UNSUPPORTED;
+}
+
+int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads)
+{
+    (void)c, (void)threads;
+    return 1;
+}
+
+cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const int32_t *bias,
+                                     void *y, int64_t blk, int64_t nblk)
+{
+    (void)c, (void)x, (void)bias, (void)y, (void)blk, (void)nblk;
     return CGE_ERR_UNSUPPORTED;
 }
 

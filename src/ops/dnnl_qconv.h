@@ -60,7 +60,13 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
  * or u8 as the description said) into the primitive's layout, shared
  * through ctx's cache. */
 cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w);
-/* Run on the calling thread (prepack first). */
+/* The blocks a launch runs: a matrix product of enough rows is cut into
+ * slices, one per block of cge's pool, each on one thread; else one block,
+ * where oneDNN runs its own OpenMP team. One of them (prepack first). */
+int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads);
+cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const int32_t *bias,
+                                     void *y, int64_t blk, int64_t nblk);
+/* Run on the calling thread, every block in turn (prepack first). */
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y);
 void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c);
 

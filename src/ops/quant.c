@@ -880,12 +880,12 @@ static void qprim_release(void *state)
     cge__dnnl_qconv_destroy(state);
 }
 
-/* One block: oneDNN runs its own team while the pool's other workers wait. */
+/* One block (oneDNN runs its own team while the pool's other workers wait),
+ * or one slice of a matrix product's rows per block. */
 static void qprim_fn(int64_t blk, int64_t nblk, void *args)
 {
-    (void)blk, (void)nblk;
     const qprim *a = args;
-    if (cge__dnnl_qconv_run(a->dc, a->x, a->bias, a->y) != CGE_OK)
+    if (cge__dnnl_qconv_run_block(a->dc, a->x, a->bias, a->y, blk, nblk) != CGE_OK)
         cge_kernel_fail(CGE_ERR_INTERNAL, "oneDNN's int8 primitive failed to run");
 }
 
@@ -915,7 +915,8 @@ static cge_status qprim_launch(const cge_kernel_ctx *ctx, cge_stream *stream, in
         qprim a = {.dc = ctx->state, .x = ctx->inputs[0].data,
                    .bias = kpresent(ctx, 8) ? ctx->inputs[8].data : NULL,
                    .y = ctx->outputs[0].data};
-        return cge_launch(stream, qprim_fn, 1, &a, sizeof a);
+        return cge_launch(stream, qprim_fn, cge__dnnl_qconv_blocks(a.dc, ctx->num_threads), &a,
+                          sizeof a);
     }
     if (cge_attrs_get_int(ctx->attrs, "channels_last", 0))
         return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
