@@ -82,7 +82,8 @@ def main():
                      "cge_fp32_cpu_ms": cf["cpu_ms"]})
     for key, unit in (("ms", "wall ms, median"), ("cpu_ms", "CPU ms per run, median")):
         if key == "cpu_ms":
-            print(f"\n{'':14} {'cge int8':>9} {'ORT int8':>9} {'cge fp32':>9}   ({unit})")
+            print(f"\n{'':14} {'cge int8':>9} {'ORT int8':>9} {'cge fp32':>9} {'int8/ORT':>9} "
+                  f"{'fp32/int8':>10}   ({unit})")
         for r in rows:
             ci, o, cf = (r["cge_int8_" + key], r["ort_int8_" + key], r["cge_fp32_" + key])
             ratio = f"{ci / o:9.2f}" if o else f"{'-':>9}"
