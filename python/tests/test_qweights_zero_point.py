@@ -88,11 +88,9 @@ def test_qlinearconv_weight_zero_points_on_fast_path(case, level, tmp_path):
     np.testing.assert_array_equal(loops, ref)
 
 
-@pytest.mark.parametrize("wt,kind", [(np.uint8, "wide"), (np.uint8, "128"), (np.int8, "small"),
-                                     (np.int8, "wide")])
-def test_qlinearmatmul_weight_zero_points_on_fast_path(wt, kind, tmp_path):
-    rng = np.random.default_rng(7)
-    R, K, N = 5, 37, 11
+def qlinearmatmul_model(rng, wt, kind, R, K, N):
+    """x (float) -> Q (u8, zp 131) -> QLinearMatMul with B [K, N] of dtype wt and
+    per-column zero points of `kind`; the NumPy reference of the result."""
     b, bz, zb = weights(rng, wt, kind, True, (K, N), N, 1)
     xs, xz, ys, yz = np.float32(0.03), np.uint8(131), np.float32(0.2), np.uint8(101)
     bs = rng.uniform(0.002, 0.01, N).astype(np.float32)
@@ -104,7 +102,13 @@ def test_qlinearmatmul_weight_zero_points_on_fast_path(wt, kind, tmp_path):
     x = rng.normal(0, 2, size=(R, K)).astype(np.float32)
     m = model(nodes, {"x": x}, ["y"], inits)
     acc = (quantize(x, xs, xz, np.uint8).astype(np.int64) - xz) @ (b.astype(np.int64) - zb)
-    ref = requant(acc, (xs * bs / ys).astype(np.float32), yz, np.uint8)
+    return m, x, requant(acc, (xs * bs / ys).astype(np.float32), yz, np.uint8)
+
+
+@pytest.mark.parametrize("wt,kind", [(np.uint8, "wide"), (np.uint8, "128"), (np.int8, "small"),
+                                     (np.int8, "wide")])
+def test_qlinearmatmul_weight_zero_points_on_fast_path(wt, kind, tmp_path):
+    m, x, ref = qlinearmatmul_model(np.random.default_rng(7), wt, kind, 5, 37, 11)
     assert len(np.unique(ref)) > 20
     (y,) = run(m, {"x": x}, dump=tmp_path)
     graph = fused_ops(tmp_path)
@@ -149,19 +153,6 @@ def test_qlinearmatmul_row_slices(wt, kind, threads):
     and without the compensation channel."""
     import cge
 
-    rng = np.random.default_rng(9)
-    R, K, N = 48, 53, 19
-    b, bz, zb = weights(rng, wt, kind, True, (K, N), N, 1)
-    xs, xz, ys, yz = np.float32(0.03), np.uint8(131), np.float32(0.2), np.uint8(101)
-    bs = rng.uniform(0.002, 0.01, N).astype(np.float32)
-    inits = [const("xs", xs), const("xz", xz), const("b", b), const("bs", bs), const("bz", bz),
-             const("ys", ys), const("yz", yz)]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-             helper.make_node("QLinearMatMul", ["xq", "xs", "xz", "b", "bs", "bz", "ys", "yz"],
-                              ["y"])]
-    x = rng.normal(0, 2, size=(R, K)).astype(np.float32)
-    m = model(nodes, {"x": x}, ["y"], inits)
-    acc = (quantize(x, xs, xz, np.uint8).astype(np.int64) - xz) @ (b.astype(np.int64) - zb)
-    ref = requant(acc, (xs * bs / ys).astype(np.float32), yz, np.uint8)
+    m, x, ref = qlinearmatmul_model(np.random.default_rng(9), wt, kind, 48, 53, 19)
     (y,) = cge.InferenceSession(m, num_threads=threads).run(None, {"x": x})
     np.testing.assert_array_equal(y, ref)
