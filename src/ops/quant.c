@@ -11,6 +11,7 @@
 #include "ops/dnnl_qconv.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
+#include "ops/q8.h"
 
 /* Rounding is to nearest, ties to even (rintf in the default rounding mode),
  * then saturation. Integer products accumulate in int32, as the ONNX
@@ -27,27 +28,6 @@ static int present(const cge_infer_ctx *ctx, int32_t i)
 static int kpresent(const cge_kernel_ctx *ctx, int32_t i)
 {
     return ctx->num_inputs > i && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
-}
-
-/* Saturating store of a rounded value into int8 or uint8. */
-static inline void store_q8(void *y, int is_signed, int64_t i, float v)
-{
-    if (v != v)
-        v = 0.0f;
-    if (is_signed)
-        ((int8_t *)y)[i] = (int8_t)(v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v));
-    else
-        ((uint8_t *)y)[i] = (uint8_t)(v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v));
-}
-
-static inline int32_t load_q(const void *p, cge_dtype t, int64_t i)
-{
-    switch (t) {
-    case CGE_I8: return ((const int8_t *)p)[i];
-    case CGE_U8: return ((const uint8_t *)p)[i];
-    case CGE_I32: return ((const int32_t *)p)[i];
-    default: return 0;
-    }
 }
 
 /* ---- QuantizeLinear / DequantizeLinear ------------------------------------ */
@@ -129,7 +109,7 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     if (p->nscale == 1 && p->xt == CGE_F32) {
         /* per tensor, the common case: one loop the compiler vectorises */
         const float *x = p->x;
-        float s = p->scale[0], z = p->zp ? (float)load_q(p->zp, p->zt, 0) : 0.0f;
+        float s = p->scale[0], z = p->zp ? (float)cge__q_load(p->zp, p->zt, 0) : 0.0f;
         float lo = sg ? -128.0f : 0.0f, hi = sg ? 127.0f : 255.0f;
         for (int64_t i = e0; i < e1; i++) {
             float v = rintf(x[i] / s) + z;
@@ -145,8 +125,8 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
         float xv = p->xt == CGE_F32 ? ((const float *)p->x)[i] : (float)((const int32_t *)p->x)[i];
-        float z = p->zp ? (float)load_q(p->zp, p->zt, s) : 0.0f;
-        store_q8(p->y, sg, i, rintf(xv / p->scale[s]) + z);
+        float z = p->zp ? (float)cge__q_load(p->zp, p->zt, s) : 0.0f;
+        cge__q8_store_sat(p->y, sg, i, rintf(xv / p->scale[s]) + z);
     }
 }
 
@@ -158,9 +138,9 @@ static void dequantize_fn(int64_t blk, int64_t nblk, void *args)
     float *y = p->y;
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
-        int32_t z = p->zp ? load_q(p->zp, p->zt, s) : 0;
+        int32_t z = p->zp ? cge__q_load(p->zp, p->zt, s) : 0;
         /* int32 x - zero point in int64: no overflow before the conversion */
-        y[i] = (float)((int64_t)load_q(p->x, p->xt, i) - z) * p->scale[s];
+        y[i] = (float)((int64_t)cge__q_load(p->x, p->xt, i) - z) * p->scale[s];
     }
 }
 
@@ -270,7 +250,7 @@ static void dynq_quant_fn(int64_t blk, int64_t nblk, void *args)
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
     for (int64_t i = e0; i < e1; i++)
-        store_q8(p->y, 0, i, rintf(p->x[i] / scale) + zf);
+        cge__q8_store_sat(p->y, 0, i, rintf(p->x[i] / scale) + zf);
 }
 
 static size_t dynq_workspace(const cge_kernel_ctx *ctx)
@@ -380,8 +360,8 @@ static void imm_bconv_fn(int64_t blk, int64_t nblk, void *args)
     cge__block_range(p->b_count * p->K * p->N, blk, nblk, &e0, &e1);
     for (int64_t e = e0; e < e1; e++) {
         int64_t j = e % p->N;
-        int32_t z = p->bz ? load_q(p->bz, p->bt, p->nbz == 1 ? 0 : j) : 0;
-        p->bw[e] = (int16_t)(load_q(p->b, p->bt, e) - z);
+        int32_t z = p->bz ? cge__q_load(p->bz, p->bt, p->nbz == 1 ? 0 : j) : 0;
+        p->bw[e] = (int16_t)(cge__q_load(p->b, p->bt, e) - z);
     }
 }
 
@@ -400,7 +380,7 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
         }
         int64_t arow = (ao * p->M + i) * p->K;
         const int16_t *bm = p->bw + bo * p->K * p->N;
-        int32_t za = p->az ? load_q(p->az, p->at, p->naz == 1 ? 0 : i) : 0;
+        int32_t za = p->az ? cge__q_load(p->az, p->at, p->naz == 1 ? 0 : i) : 0;
         float sa = p->as ? ((const float *)p->as)[p->nas == 1 ? 0 : i] : 0.0f;
         for (int64_t j0 = 0; j0 < p->N; j0 += 64) {
             int64_t nj = p->N - j0 < 64 ? p->N - j0 : 64;
@@ -408,7 +388,7 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
             for (int64_t j = 0; j < nj; j++)
                 acc[j] = p->bias ? p->bias[j0 + j] : 0;
             for (int64_t k = 0; k < p->K; k++) {
-                int32_t av = load_q(p->a, p->at, arow + k) - za;
+                int32_t av = cge__q_load(p->a, p->at, arow + k) - za;
                 const int16_t *bk = bm + k * p->N + j0;
                 for (int64_t j = 0; j < nj; j++)
                     acc[j] += av * (int32_t)bk[j];
@@ -419,12 +399,12 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
                 continue;
             }
             float ys = ((const float *)p->ys)[0];
-            float yz = (float)load_q(p->yz, p->yt, 0);
+            float yz = (float)cge__q_load(p->yz, p->yt, 0);
             const float *bs = p->bs;
             for (int64_t j = 0; j < nj; j++) {
                 float m = sa * bs[p->nbs == 1 ? 0 : j0 + j] / ys;
                 float v = rintf((float)acc[j] * m) + yz;
-                store_q8(p->y, p->yt == CGE_I8, yo + j, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
+                cge__q8_store_sat(p->y, p->yt == CGE_I8, yo + j, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
             }
         }
     }
@@ -625,14 +605,14 @@ static void iconv_prep_fn(int64_t blk, int64_t nblk, void *args)
     int64_t kk = g->k[0] * g->k[1] * g->k[2], nw = p->M * (p->C / p->group) * kk;
     int64_t e0, e1;
     cge__block_range(nx + nw, blk, nblk, &e0, &e1);
-    int32_t xz = p->xz ? load_q(p->xz, p->xt, 0) : 0;
+    int32_t xz = p->xz ? cge__q_load(p->xz, p->xt, 0) : 0;
     for (int64_t e = e0; e < e1; e++) {
         if (e < nx) {
-            p->xw[e] = (int16_t)(load_q(p->x, p->xt, e) - xz);
+            p->xw[e] = (int16_t)(cge__q_load(p->x, p->xt, e) - xz);
         } else {
             int64_t i = e - nx, m = i / (nw / p->M);
-            int32_t wz = p->wz ? load_q(p->wz, p->wt, p->nwz == 1 ? 0 : m) : 0;
-            p->ww[i] = (int16_t)(load_q(p->w, p->wt, i) - wz);
+            int32_t wz = p->wz ? cge__q_load(p->wz, p->wt, p->nwz == 1 ? 0 : m) : 0;
+            p->ww[i] = (int16_t)(cge__q_load(p->w, p->wt, i) - wz);
         }
     }
 }
@@ -648,7 +628,7 @@ static void iconv_fn(int64_t blk, int64_t nblk, void *args)
     int64_t w0, w1;
     cge__block_range(p->N * p->M * o0n, blk, nblk, &w0, &w1);
     float ys = p->ys ? ((const float *)p->ys)[0] : 1.0f;
-    float yz = p->yz ? (float)load_q(p->yz, p->yt, 0) : 0.0f;
+    float yz = p->yz ? (float)cge__q_load(p->yz, p->yt, 0) : 0.0f;
     float xs = p->xs ? ((const float *)p->xs)[0] : 1.0f;
     for (int64_t w = w0; w < w1; w++) {
         int64_t n = w / (p->M * o0n), m = (w / o0n) % p->M, a = w % o0n;
@@ -685,7 +665,7 @@ static void iconv_fn(int64_t blk, int64_t nblk, void *args)
                     ((int32_t *)p->y)[yo] = acc;
                 else {
                     float v = rintf((float)acc * mult) + yz;
-                    store_q8(p->y, p->yt == CGE_I8, yo, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
+                    cge__q8_store_sat(p->y, p->yt == CGE_I8, yo, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
                 }
             }
         }
@@ -775,8 +755,8 @@ static cge_status iconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- the oneDNN path of QConv / QMatMul ------------------------------------- */
 
-/* Made at prepare when W is a constant s8 tensor with zero points 0 (what
- * symmetric weight quantizers write) and x's zero point is one value: the
+/* Made at prepare when W is a constant s8 or u8 tensor (zero points other
+ * than 0 are shifted away by dnnl_qconv.c) and x's zero point is one value: the
  * primitive requantises with scale[m] = x_scale * w_scale[m] / y_scale, the
  * factor cge's own loops use, and packs W once. Anything else keeps the
  * loops above (no state). */
@@ -787,17 +767,6 @@ typedef struct qprim {
     const int32_t *bias;
     void *y;
 } qprim;
-
-static int all_zero_q(const cge_tensor *t)
-{
-    if (!t || !t->data)
-        return t == NULL;
-    int64_t n = cge_shape_numel(&t->shape);
-    for (int64_t i = 0; i < n; i++)
-        if (load_q(t->data, t->dtype, i))
-            return 0;
-    return 1;
-}
 
 static const cge_tensor *kopt(const cge_kernel_ctx *ctx, int32_t i)
 {
@@ -815,8 +784,8 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
     const cge_tensor *x = &ctx->inputs[0], *xs = &ctx->inputs[1], *xz = &ctx->inputs[2];
     const cge_tensor *w = &ctx->inputs[3], *ws = &ctx->inputs[4], *wz = kopt(ctx, 5);
     const cge_tensor *ys = &ctx->inputs[6], *yz = &ctx->inputs[7];
-    if (w->dtype != CGE_I8 || !w->data || !xs->data || !xz->data || !ws->data || !ys->data ||
-        !yz->data || !all_zero_q(wz) || cge_shape_numel(&xz->shape) != 1 ||
+    if (!w->data || !xs->data || !xz->data || !ws->data || !ys->data || !yz->data ||
+        (wz && !wz->data) || cge_shape_numel(&xz->shape) != 1 ||
         cge_shape_numel(&xs->shape) != 1 || !cge_shape_is_static(&x->shape))
         return 0;
     int64_t M;
@@ -853,8 +822,8 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
     d->num_scales = nws;
     d->x_signed = x->dtype == CGE_I8;
     d->y_signed = ctx->outputs[0].dtype == CGE_I8;
-    d->x_zp = load_q(xz->data, xz->dtype, 0);
-    d->y_zp = load_q(yz->data, yz->dtype, 0);
+    d->x_zp = cge__q_load(xz->data, xz->dtype, 0);
+    d->y_zp = cge__q_load(yz->data, yz->dtype, 0);
     d->has_bias = kpresent(ctx, 8);
     float lo, hi;
     clamp_attrs(ctx, &lo, &hi);
@@ -866,6 +835,12 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
         d->hi = (hi < thi ? hi : thi) - (float)d->y_zp;
     }
     d->threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    /* u8 weights and weight zero points: dnnl_qconv.c shifts them */
+    d->w_u8 = w->dtype == CGE_U8;
+    d->w = w->data;
+    d->w_zp = wz ? wz->data : NULL;
+    d->w_zp_u8 = wz && wz->dtype == CGE_U8;
+    d->num_w_zp = wz ? cge_shape_numel(&wz->shape) : 0;
     return 1;
 }
 
@@ -905,12 +880,12 @@ static void qprim_release(void *state)
     cge__dnnl_qconv_destroy(state);
 }
 
-/* One block: oneDNN runs its own team while the pool's other workers wait. */
+/* One block (oneDNN runs its own team while the pool's other workers wait),
+ * or one slice of a matrix product's rows per block. */
 static void qprim_fn(int64_t blk, int64_t nblk, void *args)
 {
-    (void)blk, (void)nblk;
     const qprim *a = args;
-    if (cge__dnnl_qconv_run(a->dc, a->x, a->bias, a->y) != CGE_OK)
+    if (cge__dnnl_qconv_run_block(a->dc, a->x, a->bias, a->y, blk, nblk) != CGE_OK)
         cge_kernel_fail(CGE_ERR_INTERNAL, "oneDNN's int8 primitive failed to run");
 }
 
@@ -940,7 +915,8 @@ static cge_status qprim_launch(const cge_kernel_ctx *ctx, cge_stream *stream, in
         qprim a = {.dc = ctx->state, .x = ctx->inputs[0].data,
                    .bias = kpresent(ctx, 8) ? ctx->inputs[8].data : NULL,
                    .y = ctx->outputs[0].data};
-        return cge_launch(stream, qprim_fn, 1, &a, sizeof a);
+        return cge_launch(stream, qprim_fn, cge__dnnl_qconv_blocks(a.dc, ctx->num_threads), &a,
+                          sizeof a);
     }
     if (cge_attrs_get_int(ctx->attrs, "channels_last", 0))
         return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
