@@ -12,7 +12,7 @@
 /* The newest default-domain (ai.onnx) opset the importer knows; a model
  * that imports a newer one is a [converter] error naming it, since its
  * operators may mean something this cge does not implement. */
-#define CGE_ONNX_MAX_OPSET 18
+#define CGE_ONNX_MAX_OPSET 21
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,202 @@
+/* ONNX opsets 19-21: converters for the operators whose definitions changed
+ * there (4-bit QuantizeLinear, Cast's saturate, Pad's wrap, ...), and clear
+ * [converter] errors for the changes cge does not implement. */
+#include <stdio.h>
+#include <string.h>
+
+#include "onnx/onnx_internal.h"
+#include "cge/op.h"
+
+/* Operators not named here have the same meaning at 19-21 as at 18, or only
+ * gained dtypes (int4/uint4 are unpacked into int8/uint8 on import; float8
+ * and string tensors are refused there): DequantizeLinear (block_size is
+ * its definition's, src/ops/quant.c), Constant, Identity, Reshape, Shape,
+ * Size, Flatten, Squeeze, Unsqueeze, Transpose, If, Loop, Scan,
+ * ConstantOfShape, Equal, IsInf, IsNaN, ReduceMax, ReduceMin, QLinearMatMul.
+ * Gelu (20) is a definition of its own. */
+
+static cge_status refuse(const cge_node *src, int64_t opset, const char *why)
+{
+    return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_UNSUPPORTED,
+                     "%s '%s' (opset %lld): %s is not supported", cge_node_op_type(src),
+                     cge_node_name(src), (long long)opset, why);
+}
+
+/* The 1:1 mapping onto `op`, less the attributes named in drop; *out is the
+ * node made. */
+static cge_status same_less(const cge_node *src, int64_t opset, cge_graph *dst, const char *op,
+                            const char *const *drop, cge_node **out)
+{
+    const cge_converter_def same = {.target_op = op, .target_domain = ""};
+    cge_status st = cge_converter_apply(&same, src, opset, dst);
+    cge_node *n = st ? NULL : cge_graph_node(dst, cge_graph_num_nodes(dst) - 1);
+    for (; !st && drop && *drop; drop++)
+        if (cge_attrs_find(cge_node_attrs(n), *drop))
+            st = cge_attrs_remove(cge_node_attrs(n), *drop);
+    if (out)
+        *out = n;
+    return st;
+}
+
+/* ONNX's float8 types (17-20) and 4-bit ones (21, 22), as `to` / output_dtype. */
+static bool is_float8(int64_t t) { return t >= 17 && t <= 20; }
+
+/* QuantizeLinear 19-21. A 4-bit output (output_dtype, or a 4-bit zero point
+ * noted by the importer) is the 8-bit quantisation clipped to [-8, 7] /
+ * [0, 15]: saturating to the wider range first changes nothing, as the
+ * narrower one lies inside it. The int8 result then reads like any other
+ * (fuse_qdq sees QuantizeLinear -> Clip, and keeps the Clip). */
+static cge_status convert_quantize(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    int64_t od = cge_attrs_get_int(cge_node_attrs_const(src), "output_dtype", 0);
+    if (is_float8(od))
+        return refuse(src, opset, "a float8 output_dtype");
+    cge_node *n = NULL;
+    cge_status st = same_less(src, opset, dst, "QuantizeLinear", NULL, &n);
+    if (st || (od != 21 && od != 22))
+        return st;
+    bool sgn = od == 22;
+    const char *y = cge_node_output(src, 0), *node = cge_node_name(src);
+    char q8[512], lo[512], hi[512], cname[512];
+    cge__onnx_fresh_name(dst, y, "8bit", q8, sizeof q8);
+    cge__onnx_fresh_name(dst, y, "int4_min", lo, sizeof lo);
+    cge__onnx_fresh_name(dst, y, "int4_max", hi, sizeof hi);
+    st = cge_node_set_int(n, "output_dtype", sgn ? 3 : 2);
+    if (!st)
+        st = cge_node_set_output(n, 0, q8);
+    cge_shape scalar = {.rank = 0};
+    uint8_t lov = sgn ? (uint8_t)(int8_t)-8 : 0, hiv = sgn ? 7 : 15;
+    cge_dtype t = sgn ? CGE_I8 : CGE_U8;
+    if (!st)
+        st = cge_graph_add_constant(dst, lo, t, &scalar, &lov, 1);
+    if (!st)
+        st = cge_graph_add_constant(dst, hi, t, &scalar, &hiv, 1);
+    const char *ins[3] = {q8, lo, hi};
+    snprintf(cname, sizeof cname, "%s/4bit_range", node);
+    if (!st)
+        st = cge_graph_add_node(dst, "Clip", "", cname, ins, 3, &y, 1, NULL);
+    return st;
+}
+
+/* Cast / CastLike 19-21: saturate only concerns float8 targets. */
+static cge_status convert_cast(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    int64_t to = cge_attrs_get_int(cge_node_attrs_const(src), "to", 0);
+    if (is_float8(to))
+        return refuse(src, opset, "a cast to float8");
+    if (to == 21 || to == 22)
+        return refuse(src, opset, "a cast to int4/uint4");
+    static const char *const drop[] = {"saturate", NULL};
+    return same_less(src, opset, dst, cge_node_op_type(src), drop, NULL);
+}
+
+/* Pad 19-21 adds mode "wrap". */
+static cge_status convert_pad(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    if (!strcmp(cge_attrs_get_string(cge_node_attrs_const(src), "mode", "constant"), "wrap"))
+        return refuse(src, opset, "mode 'wrap'");
+    return same_less(src, opset, dst, "Pad", NULL, NULL);
+}
+
+/* AveragePool 19 adds dilations. */
+static cge_status convert_average_pool(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    const int64_t *d = NULL;
+    int64_t nd = cge_attrs_get_ints(cge_node_attrs_const(src), "dilations", &d);
+    for (int64_t i = 0; i < nd; i++)
+        if (d[i] != 1)
+            return refuse(src, opset, "dilations other than 1");
+    static const char *const drop[] = {"dilations", NULL};
+    return same_less(src, opset, dst, "AveragePool", drop, NULL);
+}
+
+/* Resize 19 adds coordinate_transformation_mode "half_pixel_symmetric". */
+static cge_status convert_resize(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    const char *c = cge_attrs_get_string(cge_node_attrs_const(src),
+                                         "coordinate_transformation_mode", "half_pixel");
+    if (!strcmp(c, "half_pixel_symmetric"))
+        return refuse(src, opset, "coordinate_transformation_mode 'half_pixel_symmetric'");
+    return same_less(src, opset, dst, "Resize", NULL, NULL);
+}
+
+/* GridSample 20 renames its modes (bilinear -> linear, bicubic -> cubic) and
+ * makes linear the default. */
+static cge_status convert_grid_sample(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    const char *m = cge_attrs_get_string(cge_node_attrs_const(src), "mode", "linear");
+    const char *old = !strcmp(m, "linear") ? "bilinear" : !strcmp(m, "cubic") ? "bicubic" : m;
+    cge_node *n = NULL;
+    cge_status st = same_less(src, opset, dst, "GridSample", NULL, &n);
+    if (!st)
+        st = cge_node_set_string(n, "mode", old);
+    return st;
+}
+
+static cge_status convert_dft(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    (void)dst;
+    return refuse(src, opset, "DFT 20 (axis as an input)");
+}
+
+static cge_status convert_group_norm(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    (void)dst;
+    return refuse(src, opset, "GroupNormalization 21 (per-channel scale and bias)");
+}
+
+static bool is_4bit_type(int32_t t) { return t == 21 || t == 22; }
+
+cge_status cge__onnx_note_4bit_output(const Onnx__GraphProto *gp, const Onnx__NodeProto *np,
+                                      int64_t opset, cge_node *src)
+{
+    const char *dom = np->domain ? np->domain : "";
+    if (opset < 21 || (dom[0] && strcmp(dom, "ai.onnx")) || strcmp(np->op_type, "QuantizeLinear") ||
+        np->n_input < 3 || !np->input[2][0] || cge_attrs_find(cge_node_attrs(src), "output_dtype"))
+        return CGE_OK;
+    const char *zp = np->input[2];
+    int32_t t = 0;
+    for (size_t i = 0; !t && i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        if (tp && tp->name && !strcmp(tp->name, zp))
+            t = tp->data_type;
+    }
+    /* a Constant node's value (4-bit zero points are rarely anything else) */
+    for (size_t i = 0; !t && i < gp->n_node; i++) {
+        const Onnx__NodeProto *c = gp->node[i];
+        if (!c || !c->op_type || strcmp(c->op_type, "Constant") || c->n_output != 1 ||
+            !c->output[0] || strcmp(c->output[0], zp))
+            continue;
+        for (size_t a = 0; a < c->n_attribute; a++)
+            if (c->attribute[a] && c->attribute[a]->t && c->attribute[a]->name &&
+                !strcmp(c->attribute[a]->name, "value"))
+                t = c->attribute[a]->t->data_type;
+        break;
+    }
+    return is_4bit_type(t) ? cge_node_set_int(src, "output_dtype", t) : CGE_OK;
+}
+
+#define SINCE(OP, V, FN)                                                                    \
+    {.front_end = "onnx", .source_op = OP, .source_domain = "", .since_version = V,         \
+     .target_op = OP, .target_domain = "", .convert = FN}
+
+static const cge_converter_def converters[] = {
+    SINCE("QuantizeLinear", 19, convert_quantize),
+    SINCE("Cast", 19, convert_cast),
+    SINCE("CastLike", 19, convert_cast),
+    SINCE("Pad", 19, convert_pad),
+    SINCE("AveragePool", 19, convert_average_pool),
+    SINCE("Resize", 19, convert_resize),
+    SINCE("GridSample", 20, convert_grid_sample),
+    SINCE("DFT", 20, convert_dft),
+    SINCE("GroupNormalization", 21, convert_group_norm),
+};
+
+static const cge_op_library library = {
+    .api_version = CGE_OP_API_VERSION,
+    .name = "onnx_opset21",
+    .converters = converters,
+    .num_converters = (int32_t)(sizeof converters / sizeof converters[0]),
+};
+
+const cge_op_library *cge__onnx_opset21_library(void) { return &library; }
