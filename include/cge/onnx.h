@@ -85,6 +85,11 @@ typedef struct cge_quantize_options {
     const char *const *exclude;
     int32_t num_exclude;
     int num_threads;            /* calibration runs: 0 means cge's default */
+    /* With weights_only_bits: 0 writes com.microsoft MatMulNBits; 1 writes
+     * standard ONNX instead, MatMul(A, DequantizeLinear(W)) with W uint4 /
+     * uint8 [K, N], block_size blocks along K (axis 0) and per-block scales
+     * and zero points (opset 21: the model's default opset is raised to it). */
+    int32_t weights_only_format;
 } cge_quantize_options;
 
 /* What cge_onnx_quantize did, for the caller to print. */

@@ -20,7 +20,7 @@ class QuantizeOptions(ctypes.Structure):
                 ("per_channel", ctypes.c_bool), ("percentile", ctypes.c_double),
                 ("weights_only_bits", ctypes.c_int32), ("block_size", ctypes.c_int32),
                 ("exclude", ctypes.POINTER(ctypes.c_char_p)), ("num_exclude", ctypes.c_int32),
-                ("num_threads", ctypes.c_int)]
+                ("num_threads", ctypes.c_int), ("weights_only_format", ctypes.c_int32)]
 
 
 class QuantizeReport(ctypes.Structure):
@@ -85,21 +85,26 @@ def load_calibration_dir(path, input_names):
 
 
 def quantize(model, output, calibrate=None, method="minmax", per_channel=False,
-             percentile=None, weights_only=None, block_size=None, exclude=(), threads=0):
+             percentile=None, weights_only=None, block_size=None, exclude=(), threads=0,
+             weights_format="nbits"):
     """Quantize the ONNX model at `model` into `output` with cge's quantizer
     (the same C code as `cge quantize`). `calibrate`: a folder of .npy files
     (the CLI's layouts) or an iterable of {input_name: numpy array} samples;
-    needed unless `weights_only` is "int8" or "int4" (MatMulNBits). Returns a
+    needed unless `weights_only` is "int8" or "int4" (MatMulNBits, or with
+    weights_format="qdq" DequantizeLinear with block_size, opset 21). Returns a
     dict of what was done (nodes, activations, weights, opsets, warning)."""
     if method not in _METHODS:
         raise ValueError("method is one of %s, not %r" % (sorted(_METHODS), method))
     bits = {None: 0, "int8": 8, "int4": 4, 8: 8, 4: 4}.get(weights_only)
     if bits is None:
         raise ValueError("weights_only is 'int8' or 'int4', not %r" % (weights_only,))
+    if weights_format not in ("nbits", "qdq"):
+        raise ValueError("weights_format is 'nbits' or 'qdq', not %r" % (weights_format,))
     model, output = os.fspath(model), os.fspath(output)
     o = QuantizeOptions(method=_METHODS[method], per_channel=bool(per_channel),
                         percentile=float(percentile or 0), weights_only_bits=bits,
-                        block_size=int(block_size or 0), num_threads=int(threads))
+                        block_size=int(block_size or 0), num_threads=int(threads),
+                        weights_only_format=1 if weights_format == "qdq" else 0)
     keep = []
     if not bits:
         if calibrate is None:

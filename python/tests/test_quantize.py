@@ -403,6 +403,102 @@ def test_weights_only_matmulnbits_layout(tmp_path, bits, k):
         print("ONNX Runtime (node + onnxruntime-node) not found: ORT part skipped")
 
 
+def _unpack4(raw, n):
+    b = np.frombuffer(raw, np.uint8)
+    return np.stack([b & 15, b >> 4], -1).ravel()[:n]
+
+
+def _dequant_blocked(m, dq):
+    """(W [K, N] from a blocked DequantizeLinear's uint4/uint8 initializers, scales)."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in dq.attribute}
+    assert attrs["axis"] == 0
+    bs = attrs["block_size"]
+    t = {x.name: x for x in m.graph.initializer}
+    wt, st, zt = (t[n] for n in dq.input)
+    K, N = wt.dims
+    blocks = -(-K // bs)
+    assert list(st.dims) == [blocks, N] and list(zt.dims) == [blocks, N]
+    assert wt.data_type == zt.data_type and wt.data_type in (TensorProto.UINT8, 21)
+    if wt.data_type == 21:  # UINT4, two a byte
+        codes = _unpack4(wt.raw_data, K * N).reshape(K, N)
+        zps = _unpack4(zt.raw_data, blocks * N).reshape(blocks, N)
+    else:
+        codes, zps = numpy_helper.to_array(wt), numpy_helper.to_array(zt)
+    scales = numpy_helper.to_array(st)
+    z = np.repeat(zps, bs, 0)[:K].astype(np.float32)
+    return (codes.astype(np.float32) - z) * np.repeat(scales, bs, 0)[:K], scales
+
+
+@pytest.mark.parametrize("bits,k,bs", [(4, 64, 32), (8, 64, 16), (4, 40, 16)])
+def test_weights_only_dequantize_linear_21_form(tmp_path, bits, k, bs):
+    # --format qdq: MatMul(x, DequantizeLinear(W uint4/uint8, block_size along K)), the
+    # standard ONNX spelling (opset 21) of the same codes MatMulNBits would hold.
+    model = make_mlp(str(tmp_path / "mlp.onnx"), k=k)
+    out, nbits = str(tmp_path / "mlp_dq.onnx"), str(tmp_path / "mlp_nbits.onnx")
+    stdout, _ = run_cli("quantize", model, "-o", out, "--weights-only", "int%d" % bits,
+                        "--block-size", str(bs), "--format", "qdq")
+    assert "2 MatMuls -> DequantizeLinear-21 blocks" in stdout
+    run_cli("quantize", model, "-o", nbits, "--weights-only", "int%d" % bits, "--block-size",
+            str(bs))
+    m = onnx.load(out)
+    # onnx 1.12's checker knows neither opset 21 nor uint4: structure here, ORT below
+    assert ops(m) == ["DequantizeLinear", "DequantizeLinear", "MatMul", "Add", "Relu", "MatMul",
+                      "Add"]
+    assert {(o.domain, o.version) for o in m.opset_import} == {("", 21)}
+    assert m.ir_version >= 10
+    src = onnx.load(model)
+    deq = {}
+    mn = onnx.load(nbits)
+    for dq in (n for n in m.graph.node if n.op_type == "DequantizeLinear"):
+        W = init(src, "W1" if dq.output[0].startswith("W1") else "W2")
+        w, scales = _dequant_blocked(m, dq)
+        step = np.repeat(scales, bs, 0)[:W.shape[0]]
+        assert np.all(np.abs(w - W) <= step * 0.5 + 1e-6)
+        deq[dq.output[0]] = w
+    # the same weights as the MatMulNBits form
+    for n in (x for x in mn.graph.node if x.op_type == "MatMulNBits"):
+        w_nb = _dequant_nbits(mn, n)[0]
+        assert any(np.array_equal(w_nb, w) for w in deq.values())
+    x = rng.normal(0, 1, (4, k)).astype(np.float32)
+    mm = [n for n in m.graph.node if n.op_type == "MatMul"]
+    ref = np.maximum(x @ deq[mm[0].input[1]] + init(src, "b1"), 0) @ deq[mm[1].input[1]] + \
+        init(src, "b2")
+    got = cge.InferenceSession(out).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, ref, atol=1e-4 * np.abs(ref).max())
+    np.testing.assert_allclose(got, cge.InferenceSession(nbits).run(None, {"x": x})[0],
+                               atol=1e-5 * np.abs(ref).max())
+    if HAVE_ORT:
+        # ONNX Runtime decodes the uint4 weights as cge does: with the DequantizeLinear
+        # outputs made graph outputs (so that it cannot fuse them away), its result is
+        # the reference's ...
+        m.graph.output.insert(0, helper.make_tensor_value_info(mm[0].input[1], TensorProto.FLOAT,
+                                                               None))
+        exposed = str(tmp_path / "exposed.onnx")
+        onnx.save(m, exposed)
+        np.testing.assert_array_equal(run_ort(exposed, {"x": x}, tmp_path), deq[mm[0].input[1]])
+        # ... while its own DQ -> MatMul fusion (MatMulNBits, accuracy level 4: int8
+        # activations) is within about 1% of it
+        got = run_ort(out, {"x": x}, tmp_path)
+        assert np.abs(got - ref).max() < 0.03 * np.abs(ref).max()
+
+
+def test_weights_only_dq_form_refuses_opset_crossing_changes(tmp_path):
+    # ReduceMean's axes moved to an input at 18: raising such a model to 21 would break it
+    inits = [_t("W", rng.normal(0, 0.2, (16, 8)))]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], "mm"),
+             helper.make_node("ReduceMean", ["h"], ["y"], "rm", axes=[1])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      [2, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], inits)
+    model = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+                  str(tmp_path / "rm.onnx"))
+    _, err = run_cli("quantize", model, "-o", str(tmp_path / "o.onnx"), "--weights-only", "int4",
+                     "--format", "qdq", rc=1)
+    assert "[converter]" in err and "ReduceMean" in err and "opset 21" in err
+    with pytest.raises(ValueError):
+        cge.quantize(model, str(tmp_path / "o.onnx"), weights_only="int4", weights_format="x")
+
+
 # ---- bad input ------------------------------------------------------------------------
 
 

@@ -62,8 +62,9 @@ typedef struct qweight {
     void *zps;
     size_t zp_bytes;
     cge_dtype zp_dtype;
-    int64_t dims_q[4];                 /* MatMulNBits B: [N, blocks, blob] */
+    int64_t dims_q[4];                 /* MatMulNBits B: [N, blocks, blob]; blocked DQ: [K, N] */
     int rank_q;
+    int64_t block;                     /* kind 4 (blocked DQ, opset 21): block_size along axis 0 */
 } qweight;
 
 typedef struct qctx {
@@ -916,10 +917,79 @@ static cge_status pack_nbits(qctx *q, qweight *w, const cge_tensor *t, int bits,
     return CGE_OK;
 }
 
+/* The same codes as pack_nbits (asymmetric per block of K, per column), kept
+ * in the weight's own [K, N] layout for DequantizeLinear 21 with
+ * block_size: W uint4 (two codes a byte, low nibble first, ONNX's packing)
+ * or uint8, scales float and zero points uint4 / uint8 [blocks, N]. */
+static cge_status pack_blocked_dq(qctx *q, qweight *w, const cge_tensor *t, int bits, int64_t bs)
+{
+    int64_t K = t->shape.dims[0], N = t->shape.dims[1], blocks = (K + bs - 1) / bs;
+    size_t nq = bits == 4 ? (size_t)(K * N + 1) / 2 : (size_t)(K * N);
+    size_t nz = bits == 4 ? (size_t)(blocks * N + 1) / 2 : (size_t)(blocks * N);
+    const float *x = t->data;
+    uint8_t *b = calloc(nq + 1, 1);
+    w->scales = malloc(sizeof(float) * (size_t)(N * blocks));
+    w->zps = calloc(nz + 1, 1);
+    if (!b || !w->scales || !w->zps) {
+        free(b);
+        return oom();
+    }
+    (void)q;
+    const int levels = (1 << bits) - 1;
+    uint8_t *zp_out = w->zps;
+    for (int64_t blk = 0; blk < blocks; blk++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t k0 = blk * bs, len = K - k0 < bs ? K - k0 : bs, p = blk * N + n;
+            float lo = 0, hi = 0;
+            for (int64_t k = 0; k < len; k++) {
+                float v = x[(k0 + k) * N + n];
+                if (isfinite(v)) {
+                    lo = fminf(lo, v);
+                    hi = fmaxf(hi, v);
+                }
+            }
+            float s = (hi - lo) / levels;
+            if (!(s > 0))
+                s = 1.0f;
+            double zd = nearbyint(-lo / s);
+            int zp = zd < 0 ? 0 : zd > levels ? levels : (int)zd;
+            w->scales[p] = s;
+            if (bits == 8)
+                zp_out[p] = (uint8_t)zp;
+            else
+                zp_out[p / 2] |= (uint8_t)(zp << (4 * (p & 1)));
+            for (int64_t k = 0; k < len; k++) {
+                int64_t i = (k0 + k) * N + n;
+                double v = nearbyint(x[i] / s) + zp;
+                int c = v < 0 ? 0 : v > levels ? levels : (int)v;
+                if (bits == 8)
+                    b[i] = (uint8_t)c;
+                else
+                    b[i / 2] |= (uint8_t)(c << (4 * (i & 1)));
+            }
+        }
+    w->n_scales = N * blocks;
+    w->zp_bytes = nz;
+    /* cge's dtype numbers are ONNX's; 21 (UINT4) has no cge dtype, the
+     * writer only passes the number on */
+    w->zp_dtype = bits == 4 ? (cge_dtype)21 : CGE_U8;
+    w->q = (cge_tensor){.dtype = w->zp_dtype, .data = b, .bytes = nq};
+    w->dims_q[0] = K;
+    w->dims_q[1] = N;
+    w->rank_q = 2;
+    w->axis = 0;
+    w->block = bs;
+    return CGE_OK;
+}
+
 static cge_status decide_nbits(qctx *q)
 {
     int bits = q->o->weights_only_bits;
     int64_t bs = q->o->block_size ? q->o->block_size : 32;
+    if (q->o->weights_only_format != 0 && q->o->weights_only_format != 1)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "quantize: weights_only_format is 0 (MatMulNBits) or 1 "
+                         "(DequantizeLinear), not %d", (int)q->o->weights_only_format);
     if (bits != 4 && bits != 8)
         return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
                          "quantize: --weights-only takes int8 or int4 (bits 8 or 4), not %d", bits);
@@ -947,20 +1017,26 @@ static cge_status decide_nbits(qctx *q)
             if (q->w[k].init == q->v[bv].cinit)
                 wk = k;
         if (wk < 0) {
-            qweight *w = new_weight(q, q->v[bv].cinit, -1, 3);
+            bool dq = q->o->weights_only_format == 1;
+            qweight *w = new_weight(q, q->v[bv].cinit, -1, dq ? 4 : 3);
             if (!w)
                 return oom();
-            cge_status st = pack_nbits(q, w, t, bits, bs);
+            cge_status st = dq ? pack_blocked_dq(q, w, t, bits, bs) : pack_nbits(q, w, t, bits, bs);
             if (!st)
-                st = name_weight(q, w, q->g->initializer[q->v[bv].cinit]->name, false);
+                st = name_weight(q, w, q->g->initializer[q->v[bv].cinit]->name, dq);
             if (st)
                 return st;
             wk = q->nw - 1;
             q->rep->weights++;
         }
-        q->n[i].kind = N_NBITS;
-        q->n[i].nbits = wk;
-        q->v[bv].renamed_uses++;
+        if (q->o->weights_only_format == 1) {
+            q->n[i].kind = N_QUANT;
+            use_weight(q, i, 1, bv, &q->w[wk]);
+        } else {
+            q->n[i].kind = N_NBITS;
+            q->n[i].nbits = wk;
+            q->v[bv].renamed_uses++;
+        }
         q->rep->nodes_quantized++;
     }
     if (!q->rep->nodes_quantized)
@@ -983,6 +1059,11 @@ static const struct {
     {"Slice", 10},   {"TopK", 10},      {"Upsample", 10},  {"Clip", 11},   {"Pad", 11},
     {"Resize", 11},  {"Scatter", 11},   {"Dropout", 12},   {"Squeeze", 13}, {"Unsqueeze", 13},
     {"Split", 13},   {"ReduceSum", 13}, {"Softmax", 13},   {"LogSoftmax", 13}, {"Hardmax", 13},
+    /* 18 moved the other reductions' axes to an input; 20 and 21 changed
+     * these (what an opset-21 weight-only output must not cross) */
+    {"ReduceMean", 18}, {"ReduceMax", 18}, {"ReduceMin", 18}, {"ReduceProd", 18},
+    {"ReduceL1", 18},   {"ReduceL2", 18},  {"ReduceLogSum", 18}, {"ReduceLogSumExp", 18},
+    {"ReduceSumSquare", 18}, {"GridSample", 20}, {"DFT", 20}, {"GroupNormalization", 21},
 };
 
 static const char *breaking_op(const Onnx__GraphProto *g, int64_t from, int64_t to, int depth)
@@ -1013,6 +1094,18 @@ static const char *breaking_op(const Onnx__GraphProto *g, int64_t from, int64_t 
 static cge_status choose_opset(qctx *q)
 {
     q->opset_out = q->opset;
+    if (q->o->weights_only_bits && q->o->weights_only_format == 1) {
+        /* DequantizeLinear's block_size and uint4 are opset 21's */
+        const char *bad = q->opset < 21 ? breaking_op(q->g, q->opset, 21, 0) : NULL;
+        if (bad)
+            return cge__onnx_unsupported(&q->cx, "the DequantizeLinear weight-only form needs "
+                                                "opset 21; the model imports opset %lld and uses "
+                                                "%s, which changed since: write the MatMulNBits "
+                                                "form instead", (long long)q->opset, bad);
+        if (q->opset < 21)
+            q->opset_out = 21;
+        return CGE_OK;
+    }
     if (q->o->weights_only_bits || q->opset >= 13)
         return CGE_OK;
     const char *bad = breaking_op(q->g, q->opset, 13, 0);
@@ -1127,6 +1220,19 @@ static void write_weight(qctx *q, const qweight *w, cge__pbw *nodes, cge__pbw *i
     else
         cge__onnx_write_tensor(inits, 5, w->q_name, w->q.dtype, tp->dims, (int)tp->n_dims,
                                w->q.data, w->q.bytes);
+    if (w->kind == 4) {
+        /* blocked: scales and zero points [blocks, N] */
+        int64_t pd[2] = {(w->dims_q[0] + w->block - 1) / w->block, w->dims_q[1]};
+        cge__onnx_write_tensor(inits, 5, w->s_name, CGE_F32, pd, 2, w->scales,
+                               sizeof(float) * (size_t)w->n_scales);
+        cge__onnx_write_tensor(inits, 5, w->z_name, w->zp_dtype, pd, 2, w->zps, w->zp_bytes);
+        const char *in[3] = {w->q_name, w->s_name, w->z_name};
+        cge__onnx_attr_w at[2] = {{.name = "axis", .kind = CGE_ATTR_INT, .i = 0},
+                                  {.name = "block_size", .kind = CGE_ATTR_INT, .i = w->block}};
+        cge__onnx_write_node(nodes, 1, fresh(q, w->dq_out, "_DequantizeLinear"),
+                             "DequantizeLinear", "", in, 3, &w->dq_out, 1, at, 2);
+        return;
+    }
     bool vec = w->axis >= 0 || w->kind == 3;
     int64_t ns = w->n_scales, nz = (int64_t)w->zp_bytes;
     cge__onnx_write_tensor(inits, 5, w->s_name, CGE_F32, vec ? &ns : no_dims, vec ? 1 : 0,
@@ -1298,7 +1404,8 @@ static cge_status write_model(qctx *q, cge__pbw *out)
     size_t pos = 0;
     bool bad = false, have_ms = false;
     cge__pb_field f;
-    int64_t ir_min = q->opset_out >= 13 ? 7 : 0;
+    /* IR 10 brought the 4-bit types, 7 goes with opset 13 */
+    int64_t ir_min = q->opset_out >= 21 ? 10 : q->opset_out >= 13 ? 7 : 0;
     while (cge__pb_next(q->data, q->size, &pos, &f, &bad)) {
         if (f.number == 1 && f.wire == 0 && (int64_t)f.varint < ir_min) {
             cge__pbw_int(out, 1, ir_min);
@@ -1331,7 +1438,7 @@ static cge_status write_model(qctx *q, cge__pbw *out)
     }
     if (bad)
         return cge__onnx_io_error(&q->cx, "the model's protobuf framing is malformed");
-    if (q->o->weights_only_bits && !have_ms)
+    if (q->o->weights_only_bits && q->o->weights_only_format != 1 && !have_ms)
         cge__onnx_write_opset(out, 8, "com.microsoft", 1);
     return out->oom ? oom() : CGE_OK;
 }
