@@ -482,19 +482,45 @@ def test_weights_only_dequantize_linear_21_form(tmp_path, bits, k, bs):
         assert np.abs(got - ref).max() < 0.03 * np.abs(ref).max()
 
 
+def _matmul_then(tmp_path, name, tail_nodes, opset, extra_inputs=(), y_shape=(2,), inits=()):
+    inits = [_t("W", rng.normal(0, 0.2, (16, 8)))] + list(inits)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], "mm")] + tail_nodes
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])] + list(extra_inputs)
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, list(y_shape))], inits)
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]),
+                 str(tmp_path / name))
+
+
+def test_weights_only_dq_form_rewrites_reductions_to_opset_18(tmp_path):
+    # ReduceMean's axes moved to an input at 18: raising the opset to 21 rewrites it
+    model = _matmul_then(tmp_path, "rm.onnx", [
+        helper.make_node("ReduceMean", ["h"], ["y"], "rm", axes=[1], keepdims=0)], 13)
+    out = str(tmp_path / "o.onnx")
+    run_cli("quantize", model, "-o", out, "--weights-only", "int8", "--block-size", "16",
+            "--format", "qdq")
+    m = onnx.load(out)
+    rm = [n for n in m.graph.node if n.op_type == "ReduceMean"][0]
+    assert len(rm.input) == 2 and [a.name for a in rm.attribute] == ["keepdims"]
+    assert list(init(m, rm.input[1])) == [1]
+    x = rng.normal(0, 1, (2, 16)).astype(np.float32)
+    want = run_cge(model, {"x": x})
+    got = cge.InferenceSession(out).run(None, {"x": x})[0]
+    assert got.shape == (2,) and np.abs(got - want).max() < 0.02 * np.abs(want).max() + 1e-3
+    if HAVE_ORT:
+        np.testing.assert_allclose(run_ort(out, {"x": x}, tmp_path), got, atol=0.02)
+
+
 def test_weights_only_dq_form_refuses_opset_crossing_changes(tmp_path):
-    # ReduceMean's axes moved to an input at 18: raising such a model to 21 would break it
-    inits = [_t("W", rng.normal(0, 0.2, (16, 8)))]
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], "mm"),
-             helper.make_node("ReduceMean", ["h"], ["y"], "rm", axes=[1])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                      [2, 16])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], inits)
-    model = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
-                  str(tmp_path / "rm.onnx"))
+    # GridSample's modes were renamed at 20: a model using it is not raised to 21
+    grid = helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 2, 2, 2])
+    model = _matmul_then(tmp_path, "gs.onnx", [
+        helper.make_node("Reshape", ["h", "shape"], ["h4"], "r"),
+        helper.make_node("GridSample", ["h4", "grid"], ["y"], "gs")], 16, [grid],
+        (1, 1, 2, 2), [helper.make_tensor("shape", TensorProto.INT64, [4], [1, 1, 2, 8])])
     _, err = run_cli("quantize", model, "-o", str(tmp_path / "o.onnx"), "--weights-only", "int4",
                      "--format", "qdq", rc=1)
-    assert "[converter]" in err and "ReduceMean" in err and "opset 21" in err
+    assert "[converter]" in err and "GridSample" in err and "opset 21" in err
     with pytest.raises(ValueError):
         cge.quantize(model, str(tmp_path / "o.onnx"), weights_only="int4", weights_format="x")
 

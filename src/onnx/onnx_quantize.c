@@ -77,6 +77,7 @@ typedef struct qctx {
     Onnx__ModelProto *m;
     Onnx__GraphProto *g;
     int64_t opset, opset_out;
+    bool upgrade_reduce;               /* main-graph Reduce* rewritten to 18's axes input */
     cge__strmap vmap;                  /* value name -> index */
     cge__strmap taken;                 /* every name in use (values, nodes) */
     qval *v;
@@ -1066,27 +1067,49 @@ static const struct {
     {"ReduceSumSquare", 18}, {"GridSample", 20}, {"DFT", 20}, {"GroupNormalization", 21},
 };
 
-static const char *breaking_op(const Onnx__GraphProto *g, int64_t from, int64_t to, int depth)
+/* A reduction whose axes attribute 18 moved to an input. */
+static bool reduce18(const Onnx__NodeProto *np)
+{
+    if (!is_default_domain(np->domain) || !np->op_type || strncmp(np->op_type, "Reduce", 6) ||
+        !strcmp(np->op_type, "ReduceSum"))
+        return false;
+    for (size_t k = 0; k < sizeof opset_breaks / sizeof *opset_breaks; k++)
+        if (!strcmp(np->op_type, opset_breaks[k].op))
+            return opset_breaks[k].version == 18;
+    return false;
+}
+
+/* The first operator of g (nested graphs included) whose definition broke
+ * between opsets from and to; with upgrade18, the main graph's reductions
+ * (which write_reduce18 rewrites) do not count. */
+static const char *breaking_op_ex(const Onnx__GraphProto *g, int64_t from, int64_t to, int depth,
+                                  bool upgrade18)
 {
     if (!g || depth > CGE_ONNX_MAX_DEPTH)
         return NULL;
     for (size_t i = 0; i < g->n_node; i++) {
         const Onnx__NodeProto *np = g->node[i];
-        if (is_default_domain(np->domain) && np->op_type)
+        if (is_default_domain(np->domain) && np->op_type && !(upgrade18 && depth == 0 &&
+                                                              reduce18(np)))
             for (size_t k = 0; k < sizeof opset_breaks / sizeof *opset_breaks; k++)
                 if (!strcmp(np->op_type, opset_breaks[k].op) && opset_breaks[k].version > from &&
                     opset_breaks[k].version <= to)
                     return np->op_type;
         for (size_t a = 0; a < np->n_attribute; a++) {
             const Onnx__AttributeProto *ap = np->attribute[a];
-            const char *r = breaking_op(ap->g, from, to, depth + 1);
+            const char *r = breaking_op_ex(ap->g, from, to, depth + 1, upgrade18);
             for (size_t k = 0; !r && k < ap->n_graphs; k++)
-                r = breaking_op(ap->graphs[k], from, to, depth + 1);
+                r = breaking_op_ex(ap->graphs[k], from, to, depth + 1, upgrade18);
             if (r)
                 return r;
         }
     }
     return NULL;
+}
+
+static const char *breaking_op(const Onnx__GraphProto *g, int64_t from, int64_t to, int depth)
+{
+    return breaking_op_ex(g, from, to, depth, false);
 }
 
 /* QDQ needs opset 10 (per-channel axes: 13); the output imports 13 where the
@@ -1096,7 +1119,8 @@ static cge_status choose_opset(qctx *q)
     q->opset_out = q->opset;
     if (q->o->weights_only_bits && q->o->weights_only_format == 1) {
         /* DequantizeLinear's block_size and uint4 are opset 21's */
-        const char *bad = q->opset < 21 ? breaking_op(q->g, q->opset, 21, 0) : NULL;
+        /* the main graph's reductions are rewritten to 18's form (write_reduce18) */
+        const char *bad = q->opset < 21 ? breaking_op_ex(q->g, q->opset, 21, 0, true) : NULL;
         if (bad)
             return cge__onnx_unsupported(&q->cx, "the DequantizeLinear weight-only form needs "
                                                 "opset 21; the model imports opset %lld and uses "
@@ -1104,6 +1128,7 @@ static cge_status choose_opset(qctx *q)
                                                 "form instead", (long long)q->opset, bad);
         if (q->opset < 21)
             q->opset_out = 21;
+        q->upgrade_reduce = q->opset < 18;
         return CGE_OK;
     }
     if (q->o->weights_only_bits || q->opset >= 13)
@@ -1319,6 +1344,38 @@ static void write_nbits_node(qctx *q, int32_t i, cge__pbw *nodes)
     cge__onnx_write_node(nodes, 1, name, "MatMulNBits", "com.microsoft", in, 4, &out, 1, a, 4);
 }
 
+/* A reduction of opset < 18 in 18's form: its axes attribute becomes a
+ * constant int64 input; keepdims stays. */
+static void write_reduce18(qctx *q, const Onnx__NodeProto *np, cge__pbw *nodes, cge__pbw *inits)
+{
+    const Onnx__AttributeProto *axes = NULL, *keep = NULL;
+    for (size_t a = 0; a < np->n_attribute; a++) {
+        const Onnx__AttributeProto *ap = np->attribute[a];
+        if (ap && ap->name && !strcmp(ap->name, "axes"))
+            axes = ap;
+        else if (ap && ap->name && !strcmp(ap->name, "keepdims"))
+            keep = ap;
+    }
+    const char *out = np->n_output ? np->output[0] : "";
+    const char *in[2] = {np->n_input ? np->input[0] : "", NULL};
+    int n_in = 1;
+    if (axes && axes->n_ints) {
+        const char *an = fresh(q, out, "_axes");
+        if (!an) {
+            nodes->oom = true;
+            return;
+        }
+        int64_t n = (int64_t)axes->n_ints;
+        cge__onnx_write_tensor(inits, 5, an, CGE_I64, &n, 1, axes->ints,
+                               sizeof(int64_t) * axes->n_ints);
+        in[n_in++] = an;
+    }
+    cge__onnx_attr_w kd = {.name = "keepdims", .kind = CGE_ATTR_INT, .i = keep ? keep->i : 1};
+    const char *name = np->name && np->name[0] ? np->name : fresh(q, out, np->op_type);
+    cge__onnx_write_node(nodes, 1, name, np->op_type, "", in, n_in,
+                         (const char *const *)np->output, (int)np->n_output, &kd, 1);
+}
+
 static bool init_removed(const qctx *q, int32_t idx)
 {
     int32_t v = cge__strmap_get(&q->vmap, q->g->initializer[idx]->name);
@@ -1358,6 +1415,8 @@ static cge_status write_graph(qctx *q, const Onnx__ModelProto *m, const uint8_t 
                 write_nbits_node(q, node_k, &nodes);
             else if (qn->kind == N_FOLDED)
                 ;   /* its clipping is the saturation of the pair before it */
+            else if (q->upgrade_reduce && reduce18(np))
+                write_reduce18(q, np, &nodes, &inits);
             else if (node_renamed(qn, np))
                 bad |= !write_renamed_node(qn, &f, &nodes);
             else
