@@ -90,6 +90,10 @@ typedef struct cge_quantize_options {
      * uint8 [K, N], block_size blocks along K (axis 0) and per-block scales
      * and zero points (opset 21: the model's default opset is raised to it). */
     int32_t weights_only_format;
+    /* QDQ activations: 0 uint8 with a zero point (ONNX Runtime's default), 1
+     * int8 with a zero point, 2 int8 symmetric (zero point 0, scale
+     * max|x| / 127; Relu/Clip are then not folded into the range). */
+    int32_t activation_type;
 } cge_quantize_options;
 
 /* What cge_onnx_quantize did, for the caller to print. */

@@ -213,6 +213,38 @@ def test_cnn_qdq_structure_checker_and_accuracy(work, per_channel, tmp_path):
         print("ONNX Runtime (node + onnxruntime-node) not found: ORT part skipped")
 
 
+@pytest.mark.parametrize("acts", ["int8", "int8-symmetric"])
+def test_cnn_qdq_int8_activations(work, acts, tmp_path):
+    out = str(tmp_path / "cnn_s8.onnx")
+    stdout, _ = run_cli("quantize", work["cnn"], "-o", out, "--calibrate", work["cnn_calib"],
+                        "--per-channel", "--activations", acts)
+    assert acts in stdout
+    m = onnx.load(out)
+    onnx.checker.check_model(m, full_check=True)
+    zps = [init(m, n.input[2]) for n in m.graph.node if n.op_type == "QuantizeLinear"]
+    assert zps and all(z.dtype == np.int8 for z in zps)
+    if acts == "int8-symmetric":
+        assert not any(z.any() for z in zps)
+        # a symmetric range keeps negatives: Relu / Clip are not folded away
+        assert "Relu" in ops(m) and "Clip" in ops(m)
+        x_s = [(init(m, n.input[1]), n.input[0]) for n in m.graph.node
+               if n.op_type == "QuantizeLinear"]
+        assert all(s > 0 for s, _ in x_s)
+    else:
+        assert any(z.any() for z in zps)
+        assert "Relu" not in ops(m) and "Clip" not in ops(m)
+    # the same accuracy bound as uint8, in cge (fused int8 kernels) and ORT
+    for smp in work["cnn_samples"][:4]:
+        ref = run_cge(work["cnn"], smp)
+        got = run_cge(out, smp)
+        assert np.abs(got - ref).max() / np.abs(ref).max() < 0.03
+        if HAVE_ORT:
+            ort_q = run_ort(out, smp, tmp_path)
+            assert np.abs(ort_q - ref).max() / np.abs(ref).max() < 0.03
+    with pytest.raises(ValueError):
+        cge.quantize(work["cnn"], out, calibrate=work["cnn_calib"], activations="int16")
+
+
 def test_mlp_qdq_python_api_matches_cli(work, tmp_path):
     cli_out = str(tmp_path / "mlp_cli.onnx")
     py_out = str(tmp_path / "mlp_py.onnx")

@@ -33,7 +33,7 @@ typedef struct qval {
     int32_t alias_of;                  /* V_ALIAS: the value whose DQ produces it */
     const char *q_src, *dq_name;       /* V_QDQ: Q input and DQ output names */
     float scale;
-    uint8_t zp;
+    uint8_t zp;                        /* uint8, or int8's bits (activation_type 1, 2) */
     int32_t fold_to;                   /* a Relu/Clip folded into its range: its output */
     int32_t renamed_uses;              /* initializer uses now reading a DequantizeLinear */
 } qval;
@@ -379,6 +379,9 @@ static bool const_scalar(qctx *q, int32_t v, float *out)
  * the same way). */
 static bool foldable_act(qctx *q, const Onnx__NodeProto *np)
 {
+    /* a symmetric range around 0 keeps the negatives: nothing clips them */
+    if (q->o->activation_type == 2)
+        return false;
     if (!strcmp(np->op_type, "Relu"))
         return true;
     float lo = -INFINITY, hi = INFINITY;
@@ -535,6 +538,27 @@ static void act_params(float rmin, float rmax, float *scale, uint8_t *zp)
     *scale = (float)s;
     double z = nearbyint(-lo / *scale);
     *zp = (uint8_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+}
+
+/* An activation's scale and zero point for the chosen type: uint8 as above;
+ * int8 the same range shifted by 128; int8 symmetric over max|x| with zero
+ * point 0 (ONNX Runtime's ActivationSymmetric, in [-127, 127]). */
+static void act_params_for(const qctx *q, float rmin, float rmax, float *scale, uint8_t *zp)
+{
+    if (q->o->activation_type == 2) {
+        double a = fmax(fabs((double)rmin), fabs((double)rmax)), s = a / 127.0;
+        *scale = s > 0 && isfinite(s) ? (float)s : 1.0f;
+        *zp = 0;
+        return;
+    }
+    act_params(rmin, rmax, scale, zp);
+    if (q->o->activation_type == 1)
+        *zp = (uint8_t)(int8_t)((int)*zp - 128);
+}
+
+static cge_dtype act_dtype(const qctx *q)
+{
+    return q->o->activation_type ? CGE_I8 : CGE_U8;
 }
 
 static qweight *new_weight(qctx *q, int32_t init, int axis, int kind)
@@ -795,7 +819,7 @@ static cge_status apply_qdq(qctx *q, const cge__qrange *ranges, const int32_t *r
             }
             continue;
         }
-        act_params(r->rmin, r->rmax, &x->scale, &x->zp);
+        act_params_for(q, r->rmin, r->rmax, &x->scale, &x->zp);
     }
     for (int32_t i = 0; i < (int32_t)q->g->n_node; i++) {
         qnode *qn = &q->n[i];
@@ -1285,7 +1309,7 @@ static void write_pair(qctx *q, const qval *x, cge__pbw *nodes, cge__pbw *inits)
         return;
     }
     cge__onnx_write_tensor(inits, 5, s, CGE_F32, no_dims, 0, &x->scale, sizeof(float));
-    cge__onnx_write_tensor(inits, 5, z, CGE_U8, no_dims, 0, &x->zp, 1);
+    cge__onnx_write_tensor(inits, 5, z, act_dtype(q), no_dims, 0, &x->zp, 1);
     const char *qin[3] = {x->q_src, s, z}, *dqin[3] = {qo, s, z};
     cge__onnx_write_node(nodes, 1, fresh(q, x->name, "_QuantizeLinear"), "QuantizeLinear", "", qin,
                          3, &qo, 1, NULL, 0);
@@ -1565,6 +1589,10 @@ static cge_status quantize(qctx *q)
             return cge__onnx_unsupported(&q->cx, "--exclude '%s': the graph has no node of that "
                                                 "name", q->o->exclude[i] ? q->o->exclude[i] : "");
     }
+    if (q->o->activation_type < 0 || q->o->activation_type > 2)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "quantize: activation_type is 0 (uint8), 1 (int8) or 2 (int8 "
+                         "symmetric), not %d", (int)q->o->activation_type);
     if ((st = choose_opset(q)))
         return st;
     if (q->o->weights_only_bits) {
