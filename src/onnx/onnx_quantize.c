@@ -876,6 +876,28 @@ static cge_status apply_qdq(qctx *q, const cge__qrange *ranges, const int32_t *r
 
 /* ---- weight-only: MatMulNBits ------------------------------------------- */
 
+/* Column n's block of K rows k0 .. k0 + len of the [K, N] float weights x:
+ * asymmetric over [min(w, 0), max(w, 0)] in `levels` steps; writes the
+ * scale and returns the zero point. */
+static int block_params(const float *x, int64_t N, int64_t n, int64_t k0, int64_t len,
+                        int levels, float *scale)
+{
+    float lo = 0, hi = 0;
+    for (int64_t k = 0; k < len; k++) {
+        float v = x[(k0 + k) * N + n];
+        if (isfinite(v)) {
+            lo = fminf(lo, v);
+            hi = fmaxf(hi, v);
+        }
+    }
+    float s = (hi - lo) / levels;
+    if (!(s > 0))
+        s = 1.0f;
+    *scale = s;
+    double zd = nearbyint(-lo / s);
+    return zd < 0 ? 0 : zd > levels ? levels : (int)zd;
+}
+
 /* ONNX Runtime's layout: B uint8 [N, blocks, block_size * bits / 8] with
  * each column's K values in blocks, codes packed low bits first; scales
  * float [N * blocks]; zero points uint8, per column ceil(blocks * bits / 8)
@@ -898,19 +920,8 @@ static cge_status pack_nbits(qctx *q, qweight *w, const cge_tensor *t, int bits,
     for (int64_t n = 0; n < N; n++)
         for (int64_t k0 = 0, blk = 0; k0 < K; k0 += bs, blk++) {
             int64_t len = K - k0 < bs ? K - k0 : bs;
-            float lo = 0, hi = 0;
-            for (int64_t k = 0; k < len; k++) {
-                float v = x[(k0 + k) * N + n];
-                if (isfinite(v)) {
-                    lo = fminf(lo, v);
-                    hi = fmaxf(hi, v);
-                }
-            }
-            float s = (hi - lo) / levels;
-            if (!(s > 0))
-                s = 1.0f;
-            double zd = nearbyint(-lo / s);
-            int zp = zd < 0 ? 0 : zd > levels ? levels : (int)zd;
+            float s;
+            int zp = block_params(x, N, n, k0, len, levels, &s);
             w->scales[n * blocks + blk] = s;
             uint8_t *zrow = (uint8_t *)w->zps + n * zp_col;
             if (bits == 8)
@@ -946,7 +957,7 @@ static cge_status pack_nbits(qctx *q, qweight *w, const cge_tensor *t, int bits,
  * in the weight's own [K, N] layout for DequantizeLinear 21 with
  * block_size: W uint4 (two codes a byte, low nibble first, ONNX's packing)
  * or uint8, scales float and zero points uint4 / uint8 [blocks, N]. */
-static cge_status pack_blocked_dq(qctx *q, qweight *w, const cge_tensor *t, int bits, int64_t bs)
+static cge_status pack_blocked_dq(qweight *w, const cge_tensor *t, int bits, int64_t bs)
 {
     int64_t K = t->shape.dims[0], N = t->shape.dims[1], blocks = (K + bs - 1) / bs;
     size_t nq = bits == 4 ? (size_t)(K * N + 1) / 2 : (size_t)(K * N);
@@ -959,25 +970,13 @@ static cge_status pack_blocked_dq(qctx *q, qweight *w, const cge_tensor *t, int 
         free(b);
         return oom();
     }
-    (void)q;
     const int levels = (1 << bits) - 1;
     uint8_t *zp_out = w->zps;
     for (int64_t blk = 0; blk < blocks; blk++)
         for (int64_t n = 0; n < N; n++) {
             int64_t k0 = blk * bs, len = K - k0 < bs ? K - k0 : bs, p = blk * N + n;
-            float lo = 0, hi = 0;
-            for (int64_t k = 0; k < len; k++) {
-                float v = x[(k0 + k) * N + n];
-                if (isfinite(v)) {
-                    lo = fminf(lo, v);
-                    hi = fmaxf(hi, v);
-                }
-            }
-            float s = (hi - lo) / levels;
-            if (!(s > 0))
-                s = 1.0f;
-            double zd = nearbyint(-lo / s);
-            int zp = zd < 0 ? 0 : zd > levels ? levels : (int)zd;
+            float s;
+            int zp = block_params(x, N, n, k0, len, levels, &s);
             w->scales[p] = s;
             if (bits == 8)
                 zp_out[p] = (uint8_t)zp;
@@ -1046,7 +1045,7 @@ static cge_status decide_nbits(qctx *q)
             qweight *w = new_weight(q, q->v[bv].cinit, -1, dq ? 4 : 3);
             if (!w)
                 return oom();
-            cge_status st = dq ? pack_blocked_dq(q, w, t, bits, bs) : pack_nbits(q, w, t, bits, bs);
+            cge_status st = dq ? pack_blocked_dq(w, t, bits, bs) : pack_nbits(q, w, t, bits, bs);
             if (!st)
                 st = name_weight(q, w, q->g->initializer[q->v[bv].cinit]->name, dq);
             if (st)
