@@ -21,8 +21,8 @@
  * blocks of B, MatMulNBits' block is the largest power of two >= 16 that
  * divides B (B itself when it is one), so that every kernel block lies in one
  * DQ block; a DQ block size that is not a multiple of 16 stays unfused (it
- * runs as written, and constant folding makes its weights float). Results differ from the unfused product by float rounding
- * (the sum's order). */
+ * runs as written, and constant folding makes its weights float). Results
+ * differ from the unfused product by float rounding (the sum's order). */
 
 static bool const_of(const cge_graph *g, const cge_node *n, int32_t i, const cge_tensor **t)
 {

@@ -1,7 +1,8 @@
 /* Quantization operators: QuantizeLinear / DequantizeLinear (13-21: per
- * tensor, per axis and blocked, int8/uint8/int16/uint16, int32 in), DynamicQuantizeLinear, MatMulInteger,
- * ConvInteger, QLinearMatMul and QLinearConv, and the compiler's cge.fused
- * QConv / QMatMul (fuse_qdq: constant weights on oneDNN's int8 kernels). */
+ * tensor, per axis and blocked; int8/uint8/int16/uint16, int32 in),
+ * DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul and
+ * QLinearConv, and the compiler's cge.fused QConv / QMatMul (fuse_qdq:
+ * constant weights on oneDNN's int8 kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,7 +169,8 @@ static cge_status quantize_infer(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "output_dtype %lld is not supported (uint8, "
                               "int8, uint16, int16; int4/uint4 through the importer)",
                               (long long)od);
-    if (zt != CGE_DTYPE_UNDEFINED && od != 0 && quantize_out_dtype(ctx->attrs, CGE_DTYPE_UNDEFINED) != zt)
+    if (zt != CGE_DTYPE_UNDEFINED && od != 0 &&
+        quantize_out_dtype(ctx->attrs, CGE_DTYPE_UNDEFINED) != zt)
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "output_dtype %lld disagrees with the zero "
                               "point's %s", (long long)od, cge_dtype_name(zt));
     ctx->outputs[0].dtype = yt;
