@@ -248,8 +248,6 @@ def test_opset_newer_than_21_is_refused():
 
 @pytest.mark.parametrize("node,opset,what", [
     (helper.make_node("Pad", ["x", "p"], ["y"], mode="wrap"), 19, "mode 'wrap'"),
-    (helper.make_node("GroupNormalization", ["x", "sc", "b"], ["y"], num_groups=1), 21,
-     "GroupNormalization 21"),
     (helper.make_node("Cast", ["x"], ["y"], to=17), 19, "float8"),
     (helper.make_node("QuantizeLinear", ["x", "sc"], ["y"], output_dtype=17), 21, "float8"),
 ])
@@ -269,3 +267,21 @@ def test_grid_sample_20_mode_names():
     n20 = helper.make_node("GridSample", ["x", "g"], ["y"], mode="linear", align_corners=1)
     n16 = helper.make_node("GridSample", ["x", "g"], ["y"], mode="bilinear", align_corners=1)
     np.testing.assert_allclose(_run1(n20, 20, feeds), _run1(n16, 16, feeds))
+
+
+@pytest.mark.parametrize("shape,groups", [((2, 6, 3, 4), 3), ((1, 4, 5), 2), ((3, 8), 8)])
+def test_group_normalization_21_per_channel_scale(shape, groups):
+    # 21: scale and bias per channel (18: per group)
+    rng = np.random.default_rng(len(shape) + groups)
+    x = rng.standard_normal(shape).astype(np.float32)
+    C = shape[1]
+    sc = rng.uniform(0.5, 2, C).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    n = helper.make_node("GroupNormalization", ["x", "sc", "b"], ["y"], num_groups=groups,
+                         epsilon=1e-3)
+    y = _run1(n, 21, {"x": x}, [tensor("sc", sc), tensor("b", b)])
+    g = x.reshape(shape[0], groups, -1).astype(np.float64)
+    norm = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-3))
+    view = [1, C] + [1] * (len(shape) - 2)
+    want = norm.reshape(shape) * sc.reshape(view) + b.reshape(view)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)

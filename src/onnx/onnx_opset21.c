@@ -2,6 +2,7 @@
  * there (4-bit QuantizeLinear, Cast's saturate, Pad's wrap, ...), and clear
  * [converter] errors for the changes cge does not implement. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx/onnx_internal.h"
@@ -139,10 +140,70 @@ static cge_status convert_dft(const cge_node *src, int64_t opset, cge_graph *dst
     return refuse(src, opset, "DFT 20 (axis as an input)");
 }
 
+/* GroupNormalization 21 takes scale and bias per channel ([C]) where 18
+ * took them per group: 18's normalisation with unit scale and zero bias,
+ * then a BatchNormalization with mean 0, variance 1 and epsilon 0, which is
+ * exactly y * scale[c] + bias[c] along axis 1 for any rank (1 / sqrt(1) is
+ * 1). C comes from scale's shape, which must be known (an initializer). */
 static cge_status convert_group_norm(const cge_node *src, int64_t opset, cge_graph *dst)
 {
-    (void)dst;
-    return refuse(src, opset, "GroupNormalization 21 (per-channel scale and bias)");
+    const cge_attrs *a = cge_node_attrs_const(src);
+    int64_t G = cge_attrs_get_int(a, "num_groups", 0);
+    if (cge_node_num_inputs(src) != 3 || cge_node_num_outputs(src) != 1 || G < 1)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "GroupNormalization '%s' (opset %lld): wants X, scale, bias, one output "
+                         "and num_groups >= 1", cge_node_name(src), (long long)opset);
+    const char *x = cge_node_input(src, 0), *sc = cge_node_input(src, 1);
+    const char *bi = cge_node_input(src, 2), *y = cge_node_output(src, 0);
+    cge_tensor_desc sd;
+    if (cge_graph_get_desc(dst, sc, &sd) != CGE_OK || sd.shape.rank != 1 || sd.shape.dims[0] < 1 ||
+        sd.dtype != CGE_F32) {
+        cge_clear_error();
+        return refuse(src, opset, "GroupNormalization 21 with a scale that is not a known "
+                                  "float32 [C] tensor");
+    }
+    int64_t C = sd.shape.dims[0];
+    if (G > C || C > ((int64_t)1 << 24))
+        return refuse(src, opset, "num_groups above the channel count");
+    float *ones = malloc(sizeof(float) * (size_t)C), *zeros = calloc((size_t)C, sizeof(float));
+    cge_status st = ones && zeros ? CGE_OK
+                                  : cge_error(CGE_LAYER_CONVERTER, CGE_ERR_NO_MEMORY,
+                                              "GroupNormalization: out of memory");
+    for (int64_t i = 0; !st && i < C; i++)
+        ones[i] = 1.0f;
+    char g1[512], g0[512], c1[512], c0[512], norm[512], nn[512];
+    cge__onnx_fresh_name(dst, y, "group_ones", g1, sizeof g1);
+    cge__onnx_fresh_name(dst, y, "group_zeros", g0, sizeof g0);
+    cge__onnx_fresh_name(dst, y, "channel_ones", c1, sizeof c1);
+    cge__onnx_fresh_name(dst, y, "channel_zeros", c0, sizeof c0);
+    cge__onnx_fresh_name(dst, y, "normalised", norm, sizeof norm);
+    cge_shape gs = CGE_SHAPE(G), cs = CGE_SHAPE(C);
+    if (!st)
+        st = cge_graph_add_constant(dst, g1, CGE_F32, &gs, ones, sizeof(float) * (size_t)G);
+    if (!st)
+        st = cge_graph_add_constant(dst, g0, CGE_F32, &gs, zeros, sizeof(float) * (size_t)G);
+    if (!st)
+        st = cge_graph_add_constant(dst, c1, CGE_F32, &cs, ones, sizeof(float) * (size_t)C);
+    if (!st)
+        st = cge_graph_add_constant(dst, c0, CGE_F32, &cs, zeros, sizeof(float) * (size_t)C);
+    free(ones);
+    free(zeros);
+    const char *gin[3] = {x, g1, g0}, *o1 = norm;
+    cge_node *n = NULL;
+    snprintf(nn, sizeof nn, "%s/groups", cge_node_name(src));
+    if (!st)
+        st = cge_graph_add_node(dst, "GroupNormalization", "", nn, gin, 3, &o1, 1, &n);
+    if (!st)
+        st = cge_node_set_int(n, "num_groups", G);
+    if (!st)
+        st = cge_node_set_float(n, "epsilon", cge_attrs_get_float(a, "epsilon", 1e-5f));
+    const char *bin[5] = {norm, sc, bi, c0, c1};
+    if (!st)
+        st = cge_graph_add_node(dst, "BatchNormalization", "", cge_node_name(src), bin, 5, &y, 1,
+                                &n);
+    if (!st)
+        st = cge_node_set_float(n, "epsilon", 0.0f);
+    return st;
 }
 
 static bool is_4bit_type(int32_t t) { return t == 21 || t == 22; }
