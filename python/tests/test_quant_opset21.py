@@ -285,3 +285,19 @@ def test_group_normalization_21_per_channel_scale(shape, groups):
     view = [1, C] + [1] * (len(shape) - 2)
     want = norm.reshape(shape) * sc.reshape(view) + b.reshape(view)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("axis", [None, 1, -3])
+def test_dft_20_axis_input(axis):
+    # 20: axis is input 2 (default -2); 17 had it as an attribute (default 1)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 6, 1)).astype(np.float32)
+    ins, inits = ["x", ""], []
+    if axis is not None:
+        ins.append("ax")
+        inits.append(tensor("ax", np.array(axis, np.int64)))
+    y = _run1(helper.make_node("DFT", ins, ["y"]), 20, {"x": x}, inits)
+    a = -2 if axis is None else axis
+    want = np.fft.fft(x[..., 0], axis=a % 4)
+    np.testing.assert_allclose(y[..., 0], want.real, atol=1e-4)
+    np.testing.assert_allclose(y[..., 1], want.imag, atol=1e-4)

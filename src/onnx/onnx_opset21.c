@@ -134,10 +134,37 @@ static cge_status convert_grid_sample(const cge_node *src, int64_t opset, cge_gr
     return st;
 }
 
+/* DFT 20 moves axis from an attribute to input 2 (an int64 scalar, default
+ * -2, counted as 17's attribute was): a constant axis input becomes 17's
+ * attribute. */
 static cge_status convert_dft(const cge_node *src, int64_t opset, cge_graph *dst)
 {
-    (void)dst;
-    return refuse(src, opset, "DFT 20 (axis as an input)");
+    int32_t ni = cge_node_num_inputs(src);
+    int64_t axis = -2;
+    if (ni > 2 && cge_node_input(src, 2)[0]) {
+        const cge_tensor *t = cge_graph_constant(dst, cge_node_input(src, 2));
+        if (!t || cge_shape_numel(&t->shape) != 1 ||
+            (t->dtype != CGE_I64 && t->dtype != CGE_I32)) {
+            cge_clear_error();
+            return refuse(src, opset, "DFT 20 with an axis that is not a constant integer");
+        }
+        axis = t->dtype == CGE_I64 ? *(const int64_t *)t->data : *(const int32_t *)t->data;
+    }
+    if (cge_attrs_find(cge_node_attrs_const(src), "axis"))
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "DFT '%s' (opset %lld): axis is an input from opset 20 on",
+                         cge_node_name(src), (long long)opset);
+    const char *ins[2] = {cge_node_input(src, 0), ni > 1 ? cge_node_input(src, 1) : ""};
+    const char *y = cge_node_output(src, 0);
+    cge_node *n = NULL;
+    cge_status st = cge_graph_add_node(dst, "DFT", "", cge_node_name(src), ins,
+                                       ni > 1 && ins[1][0] ? 2 : 1, &y, 1, &n);
+    const cge_attrs *a = cge_node_attrs_const(src);
+    for (int32_t i = 0; !st && i < cge_attrs_count(a); i++)
+        st = cge_attrs_set(cge_node_attrs(n), cge_attrs_at(a, i));
+    if (!st)
+        st = cge_node_set_int(n, "axis", axis);
+    return st;
 }
 
 /* GroupNormalization 21 takes scale and bias per channel ([C]) where 18
