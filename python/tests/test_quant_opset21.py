@@ -247,12 +247,12 @@ def test_opset_newer_than_21_is_refused():
 
 
 @pytest.mark.parametrize("node,opset,what", [
-    (helper.make_node("Pad", ["x", "p"], ["y"], mode="wrap"), 19, "mode 'wrap'"),
+    (helper.make_node("Pad", ["x", "p5"], ["y"], mode="wrap"), 19, "pads longer than the axis"),
     (helper.make_node("Cast", ["x"], ["y"], to=17), 19, "float8"),
     (helper.make_node("QuantizeLinear", ["x", "sc"], ["y"], output_dtype=17), 21, "float8"),
 ])
 def test_changed_operators_are_converter_errors(node, opset, what):
-    inits = [tensor("p", np.array([0, 1, 0, 1], np.int64)), tensor("sc", np.float32(1.0)),
+    inits = [tensor("p5", np.array([0, 4, 0, 1], np.int64)), tensor("sc", np.float32(1.0)),
              tensor("b", np.float32(0.0))]
     with pytest.raises(cge.Error) as e:
         _run1(node, opset, inits=inits)
@@ -321,3 +321,19 @@ def test_operators_changed_at_19_21_have_converters_of_their_version():
     for op, v in CHANGED_19_21:
         for opset in range(v, 22):
             assert lookup(op, opset) == v, (op, opset, lookup(op, opset))
+
+
+@pytest.mark.parametrize("pads,axes", [([0, 2, 1, 0, 1, 3], None), ([1, 0, 2, 1], [0, -1]),
+                                       ([0, 0, 0, 0, 0, 0], None), ([3, 3], [1])])
+def test_pad_19_wrap(pads, axes):
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    inits = [tensor("p", np.array(pads, np.int64))]
+    ins = ["x", "p"]
+    if axes is not None:
+        inits.append(tensor("ax", np.array(axes, np.int64)))
+        ins += ["", "ax"]
+    y = _run1(helper.make_node("Pad", ins, ["y"], mode="wrap"), 19, {"x": x}, inits)
+    full = [(0, 0)] * 3
+    for i, a in enumerate(axes if axes is not None else range(3)):
+        full[a] = (pads[i], pads[len(pads) // 2 + i])
+    np.testing.assert_array_equal(y, np.pad(x, full, mode="wrap"))

@@ -91,12 +91,114 @@ static cge_status convert_cast(const cge_node *src, int64_t opset, cge_graph *ds
     return same_less(src, opset, dst, cge_node_op_type(src), drop, NULL);
 }
 
-/* Pad 19-21 adds mode "wrap". */
+/* A constant int64 (or int32) vector input of dst, into v (at most cap
+ * values); its length, or -1. */
+static int64_t const_ints(const cge_graph *dst, const char *name, int64_t *v, int64_t cap)
+{
+    const cge_tensor *t = name[0] ? cge_graph_constant(dst, name) : NULL;
+    if (!t) {
+        cge_clear_error();
+        return -1;
+    }
+    int64_t n = cge_shape_numel(&t->shape);
+    if (t->shape.rank > 1 || n > cap || (t->dtype != CGE_I64 && t->dtype != CGE_I32))
+        return -1;
+    for (int64_t i = 0; i < n; i++)
+        v[i] = t->dtype == CGE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+    return n;
+}
+
+/* Pad 19-21 adds mode "wrap" (circular): along each padded axis, the last b
+ * elements before and the first e after, i.e. Concat(Slice(x, -b:), x,
+ * Slice(x, :e)) axis by axis. Needs constant pads (and axes), x's dims
+ * known and every pad within them (a pad longer than the axis would wrap
+ * more than once); negative pads are refused. */
 static cge_status convert_pad(const cge_node *src, int64_t opset, cge_graph *dst)
 {
-    if (!strcmp(cge_attrs_get_string(cge_node_attrs_const(src), "mode", "constant"), "wrap"))
-        return refuse(src, opset, "mode 'wrap'");
-    return same_less(src, opset, dst, "Pad", NULL, NULL);
+    if (strcmp(cge_attrs_get_string(cge_node_attrs_const(src), "mode", "constant"), "wrap"))
+        return same_less(src, opset, dst, "Pad", NULL, NULL);
+    int32_t ni = cge_node_num_inputs(src);
+    const char *x = cge_node_input(src, 0), *y = cge_node_output(src, 0);
+    cge_tensor_desc xd;
+    bool known = cge_graph_get_desc(dst, x, &xd) == CGE_OK && cge_shape_is_static(&xd.shape);
+    if (!known)
+        cge_clear_error();
+    int64_t pads[2 * CGE_MAX_RANK], axes[CGE_MAX_RANK];
+    int64_t np = ni > 1 ? const_ints(dst, cge_node_input(src, 1), pads, 2 * CGE_MAX_RANK) : -1;
+    int64_t na = ni > 3 && cge_node_input(src, 3)[0]
+                     ? const_ints(dst, cge_node_input(src, 3), axes, CGE_MAX_RANK)
+                     : -2;
+    int32_t r = known ? xd.shape.rank : 0;
+    if (!known || np < 0 || na == -1 || np % 2 || (na == -2 && np != 2 * r) ||
+        (na >= 0 && np != 2 * na))
+        return refuse(src, opset, "mode 'wrap' without constant pads (and axes) and known dims");
+    int64_t naxes = np / 2;
+    char cur[512], next[512], part[3][512], nn[512], cst[3][512];
+    snprintf(cur, sizeof cur, "%s", x);
+    cge_status st = CGE_OK;
+    int done = 0, todo = 0;
+    for (int64_t i = 0; i < naxes; i++)
+        todo += pads[i] != 0 || pads[naxes + i] != 0;
+    for (int64_t i = 0; !st && i < naxes; i++) {
+        int64_t ax = na >= 0 ? axes[i] : i, b = pads[i], e = pads[naxes + i];
+        if (ax < 0)
+            ax += r;
+        if (ax < 0 || ax >= r)
+            return refuse(src, opset, "mode 'wrap' with an axis out of range");
+        int64_t d = xd.shape.dims[ax];
+        if (b < 0 || e < 0 || b > d || e > d)
+            return refuse(src, opset, "mode 'wrap' with negative pads or pads longer than the "
+                                      "axis");
+        if (!b && !e)
+            continue;
+        /* tail [d - b, d) and head [0, e) of axis ax */
+        const char *pieces[3];
+        int k = 0;
+        int64_t se[2][2] = {{d - b, d}, {0, e}};
+        for (int w = 0; w < 2 && !st; w++) {
+            if (!(w == 0 ? b : e))
+                continue;
+            const char *names[3] = {"starts", "ends", "axes"};
+            int64_t vals[3] = {se[w][0], se[w][1], ax};
+            cge_shape one = CGE_SHAPE(1);
+            for (int c = 0; c < 3 && !st; c++) {
+                cge__onnx_fresh_name(dst, y, names[c], cst[c], sizeof cst[c]);
+                st = cge_graph_add_constant(dst, cst[c], CGE_I64, &one, &vals[c], sizeof vals[c]);
+            }
+            cge__onnx_fresh_name(dst, y, w == 0 ? "wrap_tail" : "wrap_head", part[w],
+                                 sizeof part[w]);
+            const char *sin[4] = {cur, cst[0], cst[1], cst[2]}, *so = part[w];
+            snprintf(nn, sizeof nn, "%s/wrap_%lld_%s", cge_node_name(src), (long long)ax,
+                     w == 0 ? "tail" : "head");
+            if (!st)
+                st = cge_graph_add_node(dst, "Slice", "", nn, sin, 4, &so, 1, NULL);
+        }
+        if (b)
+            pieces[k++] = part[0];
+        pieces[k++] = cur;
+        if (e)
+            pieces[k++] = part[1];
+        bool last = ++done == todo;
+        if (!last)
+            cge__onnx_fresh_name(dst, y, "wrapped", next, sizeof next);
+        const char *co = last ? y : next;
+        cge_node *n = NULL;
+        if (last)
+            snprintf(nn, sizeof nn, "%s", cge_node_name(src));
+        else
+            snprintf(nn, sizeof nn, "%s/wrap_%lld", cge_node_name(src), (long long)ax);
+        if (!st)
+            st = cge_graph_add_node(dst, "Concat", "", nn, pieces, k, &co, 1, &n);
+        if (!st)
+            st = cge_node_set_int(n, "axis", ax);
+        if (!last)
+            snprintf(cur, sizeof cur, "%s", next);
+    }
+    if (!st && !todo) {
+        cge_node *n = NULL;
+        st = cge_graph_add_node(dst, "Identity", "", cge_node_name(src), &x, 1, &y, 1, &n);
+    }
+    return st;
 }
 
 /* AveragePool 19 adds dilations. */
