@@ -337,3 +337,27 @@ def test_pad_19_wrap(pads, axes):
     for i, a in enumerate(axes if axes is not None else range(3)):
         full[a] = (pads[i], pads[len(pads) // 2 + i])
     np.testing.assert_array_equal(y, np.pad(x, full, mode="wrap"))
+
+
+@pytest.mark.parametrize("use_sizes", [True, False])
+def test_resize_19_half_pixel_symmetric_on_whole_sizes(use_sizes):
+    # with whole output sizes it is half_pixel (ONNX 19's formula's shift is 0)
+    x = np.random.default_rng(4).standard_normal((1, 2, 4, 6)).astype(np.float32)
+    if use_sizes:
+        inits, ins = [tensor("sz", np.array([1, 2, 6, 9], np.int64))], ["x", "", "", "sz"]
+    else:
+        inits, ins = [tensor("sc", np.array([1, 1, 1.5, 1.5], np.float32))], ["x", "", "sc"]
+    got = _run1(helper.make_node("Resize", ins, ["y"], mode="linear",
+                                 coordinate_transformation_mode="half_pixel_symmetric"),
+                19, {"x": x}, inits)
+    want = _run1(helper.make_node("Resize", ins, ["y"], mode="linear",
+                                  coordinate_transformation_mode="half_pixel"), 18, {"x": x},
+                 inits)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    # 4 * 1.3 = 5.2 is not whole: the shift matters, and cge refuses
+    bad = [tensor("sc", np.array([1, 1, 1.3, 1.5], np.float32))]
+    with pytest.raises(cge.Error) as e:
+        _run1(helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear",
+                               coordinate_transformation_mode="half_pixel_symmetric"),
+              19, {"x": x}, bad)
+    assert e.value.layer == "converter" and "half_pixel_symmetric" in str(e.value)

@@ -1,6 +1,7 @@
 /* ONNX opsets 19-21: converters for the operators whose definitions changed
  * there (4-bit QuantizeLinear, Cast's saturate, Pad's wrap, ...), and clear
  * [converter] errors for the changes cge does not implement. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,14 +214,49 @@ static cge_status convert_average_pool(const cge_node *src, int64_t opset, cge_g
     return same_less(src, opset, dst, "AveragePool", drop, NULL);
 }
 
-/* Resize 19 adds coordinate_transformation_mode "half_pixel_symmetric". */
+/* Resize 19 adds coordinate_transformation_mode "half_pixel_symmetric":
+ * half_pixel shifted by center * (1 - output_int / output), where output is
+ * scale * input. It is half_pixel wherever scale * input is a whole number:
+ * always with sizes (stretch: the scales are sizes / input; the shift left
+ * is float rounding), and with constant scales when the input's dims are
+ * known and every scale * dim is whole. Other cases are refused. */
 static cge_status convert_resize(const cge_node *src, int64_t opset, cge_graph *dst)
 {
-    const char *c = cge_attrs_get_string(cge_node_attrs_const(src),
-                                         "coordinate_transformation_mode", "half_pixel");
-    if (!strcmp(c, "half_pixel_symmetric"))
-        return refuse(src, opset, "coordinate_transformation_mode 'half_pixel_symmetric'");
-    return same_less(src, opset, dst, "Resize", NULL, NULL);
+    const cge_attrs *a = cge_node_attrs_const(src);
+    const char *c = cge_attrs_get_string(a, "coordinate_transformation_mode", "half_pixel");
+    if (strcmp(c, "half_pixel_symmetric"))
+        return same_less(src, opset, dst, "Resize", NULL, NULL);
+    int32_t ni = cge_node_num_inputs(src);
+    bool sizes = ni > 3 && cge_node_input(src, 3)[0];
+    bool whole = sizes && !strcmp(cge_attrs_get_string(a, "keep_aspect_ratio_policy", "stretch"),
+                                  "stretch");
+    const cge_tensor *sc = !sizes && ni > 2 && cge_node_input(src, 2)[0]
+                               ? cge_graph_constant(dst, cge_node_input(src, 2))
+                               : NULL;
+    cge_tensor_desc xd;
+    if (sc && sc->dtype == CGE_F32 &&
+        cge_graph_get_desc(dst, cge_node_input(src, 0), &xd) == CGE_OK &&
+        cge_shape_is_static(&xd.shape)) {
+        const int64_t *ax = NULL;
+        int64_t nax = cge_attrs_get_ints(a, "axes", &ax), ns = cge_shape_numel(&sc->shape);
+        whole = ns == (nax > 0 ? nax : xd.shape.rank);
+        for (int64_t i = 0; whole && i < ns; i++) {
+            int64_t d = nax > 0 ? (ax[i] < 0 ? ax[i] + xd.shape.rank : ax[i]) : i;
+            float o = d >= 0 && d < xd.shape.rank
+                          ? (float)xd.shape.dims[d] * ((const float *)sc->data)[i]
+                          : 0.5f;
+            whole = o == floorf(o);
+        }
+    }
+    cge_clear_error();
+    if (!whole)
+        return refuse(src, opset, "coordinate_transformation_mode 'half_pixel_symmetric' with "
+                                  "scales that do not give whole output sizes (or unknown ones)");
+    cge_node *n = NULL;
+    cge_status st = same_less(src, opset, dst, "Resize", NULL, &n);
+    if (!st)
+        st = cge_node_set_string(n, "coordinate_transformation_mode", "half_pixel");
+    return st;
 }
 
 /* GridSample 20 renames its modes (bilinear -> linear, bicubic -> cubic) and
