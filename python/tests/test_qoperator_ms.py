@@ -16,6 +16,8 @@ import cge
 import onnx
 from onnx import TensorProto, helper
 
+from test_quant_int8 import const as t, model as qdq_model
+
 NP2ONNX = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ORT_MODULES = os.path.join(ROOT, "bench", "node_modules")
@@ -24,18 +26,10 @@ HAVE_ORT = (shutil.which("node") is not None and
 F = np.float32
 
 
-def t(name, a):
-    a = np.asarray(a)
-    return helper.make_tensor(name, NP2ONNX[a.dtype], a.shape, a.ravel())
-
-
 def model(nodes, inputs, outputs, inits):
-    ins = [helper.make_tensor_value_info(n, NP2ONNX[a.dtype], list(a.shape))
-           for n, a in inputs.items()]
-    outs = [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in outputs]
-    g = helper.make_graph(nodes, "g", ins, outs, list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
-                                            helper.make_opsetid("com.microsoft", 1)])
+    """test_quant_int8's model, importing com.microsoft too."""
+    m = onnx.load_from_string(qdq_model(nodes, inputs, outputs, inits))
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     return m.SerializeToString()
 
 
