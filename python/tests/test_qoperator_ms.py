@@ -18,7 +18,6 @@ from onnx import TensorProto, helper
 
 from test_quant_int8 import const as t, model as qdq_model
 
-NP2ONNX = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ORT_MODULES = os.path.join(ROOT, "bench", "node_modules")
 HAVE_ORT = (shutil.which("node") is not None and
