@@ -128,7 +128,9 @@ bench-deps:
 
 # `cge quantize` on resnet18 and mobilenet_v2 (random weights, random
 # calibration images, per-channel): the float and int8 files timed in ONNX
-# Runtime and cge, ratios and the int8 files' error (docs/quantization.md).
+# Runtime and cge, ratios and the int8 files' error, then the same files in
+# ONNX Runtime's QOperator form (com.microsoft QLinear*) in both runtimes
+# (docs/quantization.md).
 bench-quantize: bench-deps deps build test-models
 	BUILD=$(abspath $(BUILD)) CGE_MODEL_DIR=$(TEST_MODELS) $(PYTHON) bench/quantize.py
 

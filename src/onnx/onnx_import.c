@@ -758,6 +758,8 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
     for (size_t a = 0; !st && a < np->n_attribute; a++)
         if (!promoted[a])
             st = set_attr(b, node, np->attribute[a], cge_node_attrs(src));
+    if (!st) /* a 4-bit zero point's type, lost once unpacked (onnx_opset21.c) */
+        st = as_io(cx, cge__onnx_note_4bit_output(b->gp, np, opset, src), node);
     if (!st && outer.n) {
         cge_attr names = {.name = "outer_names", .kind = CGE_ATTR_STRINGS,
                           .strings = outer.v, .n = (int64_t)outer.n};

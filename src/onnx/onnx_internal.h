@@ -5,6 +5,7 @@
 #define CGE_ONNX_INTERNAL_H
 
 #include "cge/onnx.h"
+#include "cge/op.h"
 #include "onnx.pb-c.h"
 
 /* Nested messages deeper than this are refused before unpacking: protobuf-c
@@ -127,4 +128,18 @@ cge_status cge__onnx_slim_model(const onnx_ctx *cx, const uint8_t *data, size_t 
 cge_status cge__onnx_check_wire(const onnx_ctx *cx, const uint8_t *data, size_t size,
                                const ProtobufCMessageDescriptor *desc);
 
+/* Converter helpers (onnx_converters.c): "<base>/<suffix>" made unique among
+ * dst's values, into buf. */
+void cge__onnx_fresh_name(const cge_graph *dst, const char *base, const char *suffix, char *buf,
+                          size_t size);
+/* The converter-only libraries the importer registers besides its own:
+ * opsets 19-21 (onnx_opset21.c) and ONNX Runtime's QOperator ops
+ * (onnx_qoperator.c). */
+const cge_op_library *cge__onnx_opset21_library(void);
+const cge_op_library *cge__onnx_qoperator_library(void);
+/* A QuantizeLinear node (opset 21 on) whose zero point is an INT4 / UINT4
+ * initializer of gp: its 4-bit output type is written to src as
+ * output_dtype, which the initializer's unpacking into int8 would lose. */
+cge_status cge__onnx_note_4bit_output(const Onnx__GraphProto *gp, const Onnx__NodeProto *np,
+                                      int64_t opset, cge_node *src);
 #endif

@@ -54,9 +54,14 @@ cge_status cge__onnx_map_dtype(const onnx_ctx *cx, int32_t t, const char *what, 
         return cge__onnx_unsupported(cx, "%s: string tensors are not supported", what);
     case 14: case 15:
         return cge__onnx_unsupported(cx, "%s: complex tensors are not supported", what);
-    case 17: case 18: case 19: case 20: case 21: case 22:
-        return cge__onnx_unsupported(cx, "%s: element type %d (8-bit float or 4-bit int) is not "
-                                        "supported", what, (int)t);
+    case 21: case 22:
+        /* UINT4 / INT4: cge has no 4-bit dtype; tensors are unpacked into
+         * one byte per value (cge__onnx_decode_tensor) */
+        *out = t == 21 ? CGE_U8 : CGE_I8;
+        return CGE_OK;
+    case 17: case 18: case 19: case 20:
+        return cge__onnx_unsupported(cx, "%s: element type %d (8-bit float) is not supported",
+                                     what, (int)t);
     case 0:
         return cge__onnx_io_error(cx, "%s: element type is missing (UNDEFINED)", what);
     default:
@@ -397,6 +402,59 @@ static cge_status read_external(onnx_ctx *cx, const Onnx__TensorProto *tp, const
     return st;
 }
 
+/* UINT4 / INT4 (ONNX 1.16): two values a byte, the first in the low nibble,
+ * in raw_data, external data or one byte per int32_data entry; unpacked
+ * into uint8 / int8 (sign-extended), out->shape already set. */
+static cge_status decode_4bit(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
+                              size_t numel, bool sgn, const onnx_raw *detached, cge_tensor *out)
+{
+    size_t packed = (numel + 1) / 2;
+    bool external = tp->has_data_location &&
+                    tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    bool raw = tp->has_raw_data && !external;
+    const uint8_t *raw_bytes = tp->raw_data.data;
+    size_t raw_len = tp->raw_data.len;
+    if (raw && detached && detached->present) { /* the slim copy's bytes stay in the file */
+        raw_bytes = detached->data;
+        raw_len = detached->len;
+    }
+    if (!external && !raw && tp->n_int32_data != packed)
+        return cge__onnx_io_error(cx, "%s: int32_data holds %zu packed bytes; %zu 4-bit values "
+                                     "need %zu", what, tp->n_int32_data, numel, packed);
+    if (raw && raw_len != packed)
+        return cge__onnx_io_error(cx, "%s: raw_data holds %zu bytes; %zu 4-bit values need %zu",
+                                 what, raw_len, numel, packed);
+    uint8_t *bytes = malloc(packed ? packed : 1), *data = malloc(numel ? numel : 1);
+    if (!bytes || !data) {
+        free(bytes);
+        free(data);
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory (%zu bytes)", what,
+                         numel);
+    }
+    cge_status st = CGE_OK;
+    const uint8_t *ext = NULL;
+    if (external && !(st = read_external(cx, tp, what, packed, &ext)) && packed)
+        memcpy(bytes, ext, packed);
+    else if (raw && packed)
+        memcpy(bytes, raw_bytes, packed);
+    else if (!external)
+        for (size_t i = 0; i < packed; i++)
+            bytes[i] = (uint8_t)tp->int32_data[i];
+    for (size_t i = 0; !st && i < numel; i++) {
+        int v = (bytes[i / 2] >> (4 * (i & 1))) & 15;
+        data[i] = (uint8_t)(sgn && v >= 8 ? v - 16 : v);
+    }
+    free(bytes);
+    if (st) {
+        free(data);
+        return st;
+    }
+    out->dtype = sgn ? CGE_I8 : CGE_U8;
+    out->data = data;
+    out->bytes = numel;
+    return CGE_OK;
+}
+
 cge_status cge__onnx_view_tensor(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
                                 const onnx_raw *detached, cge_tensor *out, onnx_bytes *how)
 {
@@ -430,6 +488,8 @@ cge_status cge__onnx_view_tensor(onnx_ctx *cx, const Onnx__TensorProto *tp, cons
         out->shape.dims[i] = d;
     }
     size_t need = (size_t)numel * esize;
+    if (tp->data_type == 21 || tp->data_type == 22)
+        return decode_4bit(cx, tp, what, (size_t)numel, tp->data_type == 22, detached, out);
     bool external = tp->has_data_location &&
                     tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     typed_field f = field_of(dt);

@@ -1,8 +1,10 @@
-/* Quantization operators: QuantizeLinear / DequantizeLinear (13: per tensor
- * and per axis, int8/uint8, int32 in), DynamicQuantizeLinear, MatMulInteger,
- * ConvInteger, QLinearMatMul and QLinearConv, and the compiler's cge.fused
- * QConv / QMatMul (fuse_qdq: constant weights on oneDNN's int8 kernels). */
+/* Quantization operators: QuantizeLinear / DequantizeLinear (13-21: per
+ * tensor, per axis and blocked; int8/uint8/int16/uint16, int32 in),
+ * DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul and
+ * QLinearConv, and the compiler's cge.fused QConv / QMatMul (fuse_qdq:
+ * constant weights on oneDNN's int8 kernels). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,7 @@
 
 #define Q8 (CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
 #define F32 CGE_DT(CGE_F32)
+#define Q16 (CGE_DT(CGE_I16) | CGE_DT(CGE_U16))
 
 static int present(const cge_infer_ctx *ctx, int32_t i)
 {
@@ -32,49 +35,132 @@ static int kpresent(const cge_kernel_ctx *ctx, int32_t i)
 
 /* ---- QuantizeLinear / DequantizeLinear ------------------------------------ */
 
-/* Scale (and zero point) are scalars, or 1-D along `axis` of x. Writes the
- * normalised axis and the number of scales. */
-static cge_status check_scale(cge_infer_ctx *ctx, int32_t si, int32_t zi, int32_t *axis_out)
+/* Three forms of scale (and zero point), as opset 21 defines them: a scalar
+ * (per tensor); 1-D along `axis` (per axis); or, with block_size > 0, x's
+ * rank with dims[axis] = ceil(x.dims[axis] / block_size) and the other dims
+ * x's (blocked: consecutive block_size elements along axis share one). The
+ * importer unpacks int4/uint4 tensors into int8/uint8 and turns a 4-bit
+ * QuantizeLinear into an 8-bit one and a Clip (onnx_opset21.c), so nothing
+ * here is 4-bit. */
+typedef struct qdq_layout {
+    int32_t axis;
+    int64_t block;      /* 0: per tensor or per axis */
+    int64_t axis_dim;   /* x's size along axis (1 per tensor) */
+    int64_t nb;         /* scales along axis: axis_dim, or ceil(axis_dim / block) */
+    int64_t inner;      /* elements after axis */
+} qdq_layout;
+
+/* The layout of the scale at input si against x's shape; an error message in
+ * err otherwise. Unknown (dynamic) dims are accepted by the meta and checked
+ * again when the kernel runs. */
+static bool qdq_layout_of(const cge_shape *x, const cge_shape *s, const cge_attrs *attrs,
+                          qdq_layout *l, char *err, size_t errsz)
 {
-    const cge_tensor_desc *x = &ctx->inputs[0], *s = &ctx->inputs[si];
-    int64_t ns = cge_shape_numel(&s->shape);
-    *axis_out = 0;
-    if (s->shape.rank > 1)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "the scale must be a scalar or 1-D");
+    memset(l, 0, sizeof *l);
+    l->axis_dim = l->nb = l->inner = 1;
+    int64_t ns = cge_shape_numel(s), axis_attr = cge_attrs_get_int(attrs, "axis", 1);
+    l->block = cge_attrs_get_int(attrs, "block_size", 0);
+    if (l->block < 0) {
+        snprintf(err, errsz, "block_size %lld is negative", (long long)l->block);
+        return false;
+    }
+    bool per_tensor = l->block == 0 && (s->rank == 0 || (s->rank == 1 && s->dims[0] == 1));
+    if (per_tensor)
+        return true;
+    if (l->block == 0 && s->rank > 1) {
+        snprintf(err, errsz, "the scale must be a scalar or 1-D (rank %d without block_size)",
+                 s->rank);
+        return false;
+    }
+    int32_t ax;
+    if (!cge_axis_normalize(axis_attr, x->rank, false, &ax)) {
+        snprintf(err, errsz, "axis %lld is out of range for rank %d", (long long)axis_attr,
+                 x->rank);
+        return false;
+    }
+    l->axis = ax;
+    l->axis_dim = x->dims[ax];
+    for (int32_t d = ax + 1; d < x->rank; d++)
+        l->inner *= x->dims[d];
+    if (l->block == 0) {
+        l->nb = ns;
+        if (ns >= 0 && l->axis_dim >= 0 && ns != l->axis_dim) {
+            snprintf(err, errsz, "%lld scales for axis %d of size %lld", (long long)ns, ax,
+                     (long long)l->axis_dim);
+            return false;
+        }
+        return true;
+    }
+    if (s->rank != x->rank) {
+        snprintf(err, errsz, "block_size %lld: the scale has rank %d, x rank %d (they must "
+                 "agree)", (long long)l->block, s->rank, x->rank);
+        return false;
+    }
+    for (int32_t d = 0; d < x->rank; d++) {
+        int64_t xd = x->dims[d], sd = s->dims[d];
+        int64_t want = d == ax && xd >= 0 ? (xd + l->block - 1) / l->block : xd;
+        if (xd >= 0 && sd >= 0 && sd != want) {
+            snprintf(err, errsz, "block_size %lld: the scale's dim %d is %lld, %lld expected "
+                     "(x's dim %lld%s)", (long long)l->block, d, (long long)sd, (long long)want,
+                     (long long)xd, d == ax ? " in blocks, rounded up" : "");
+            return false;
+        }
+    }
+    l->nb = s->dims[ax];
+    return true;
+}
+
+static cge_status check_scale(cge_infer_ctx *ctx, int32_t si, int32_t zi)
+{
+    const cge_tensor_desc *s = &ctx->inputs[si];
     if (present(ctx, zi) && !cge_shape_equal(&ctx->inputs[zi].shape, &s->shape))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "the zero point's shape differs from the scale's");
-    if (s->shape.rank == 1 && !(s->shape.dims[0] == 1 && x->shape.rank == 0)) {
-        int32_t ax;
-        if (!cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 1), x->shape.rank, false,
-                                &ax))
-            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "axis %lld is out of range for rank %d",
-                                  (long long)cge_attrs_get_int(ctx->attrs, "axis", 1),
-                                  x->shape.rank);
-        int64_t d = x->shape.dims[ax];
-        if (ns >= 0 && d >= 0 && ns != d && ns != 1)
-            return cge_meta_error(ctx, CGE_ERR_SHAPE,
-                                  "%lld scales for axis %d of size %lld", (long long)ns, ax,
-                                  (long long)d);
-        *axis_out = ax;
-    }
+    qdq_layout l;
+    char err[256];
+    if (!qdq_layout_of(&ctx->inputs[0].shape, &s->shape, ctx->attrs, &l, err, sizeof err))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "%s", err);
     return CGE_OK;
+}
+
+/* QuantizeLinear's output type: the zero point's, else output_dtype (an
+ * ONNX type number; 0 means uint8). */
+static cge_dtype quantize_out_dtype(const cge_attrs *attrs, cge_dtype zt)
+{
+    if (zt != CGE_DTYPE_UNDEFINED)
+        return zt;
+    switch (cge_attrs_get_int(attrs, "output_dtype", 0)) {
+    case 0: case 2: return CGE_U8;
+    case 3: return CGE_I8;
+    case 4: return CGE_U16;
+    case 5: return CGE_I16;
+    default: return CGE_DTYPE_UNDEFINED;
+    }
 }
 
 static cge_status quantize_infer(cge_infer_ctx *ctx)
 {
-    int32_t ax;
-    cge_status st = check_scale(ctx, 1, 2, &ax);
+    cge_status st = check_scale(ctx, 1, 2);
     if (st)
         return st;
-    ctx->outputs[0].dtype = present(ctx, 2) ? ctx->inputs[2].dtype : CGE_U8;
+    cge_dtype zt = present(ctx, 2) ? ctx->inputs[2].dtype : CGE_DTYPE_UNDEFINED;
+    int64_t od = cge_attrs_get_int(ctx->attrs, "output_dtype", 0);
+    cge_dtype yt = quantize_out_dtype(ctx->attrs, zt);
+    if (yt == CGE_DTYPE_UNDEFINED)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "output_dtype %lld is not supported (uint8, "
+                              "int8, uint16, int16; int4/uint4 through the importer)",
+                              (long long)od);
+    if (zt != CGE_DTYPE_UNDEFINED && od != 0 &&
+        quantize_out_dtype(ctx->attrs, CGE_DTYPE_UNDEFINED) != zt)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "output_dtype %lld disagrees with the zero "
+                              "point's %s", (long long)od, cge_dtype_name(zt));
+    ctx->outputs[0].dtype = yt;
     ctx->outputs[0].shape = ctx->inputs[0].shape;
     return CGE_OK;
 }
 
 static cge_status dequantize_infer(cge_infer_ctx *ctx)
 {
-    int32_t ax;
-    cge_status st = check_scale(ctx, 1, 2, &ax);
+    cge_status st = check_scale(ctx, 1, 2);
     if (st)
         return st;
     if (present(ctx, 2) && ctx->inputs[2].dtype != ctx->inputs[0].dtype)
@@ -91,13 +177,42 @@ typedef struct qdq_args {
     const void *x, *zp;
     const float *scale;
     void *y;
-    int64_t n, inner, axis_dim, nscale;
+    int64_t n, nscale;
+    qdq_layout l;
+    float lo, hi;
 } qdq_args;
 
-/* The scale index of element i: per axis, (i / inner) % axis_dim. */
+/* The scale index of element i. Per axis: (i / inner) % axis_dim; blocked:
+ * the same coordinates with the axis one divided by the block. */
 static inline int64_t scale_idx(const qdq_args *p, int64_t i)
 {
-    return p->nscale == 1 ? 0 : (i / p->inner) % p->axis_dim;
+    if (p->nscale == 1)
+        return 0;
+    int64_t in = i % p->l.inner, r = i / p->l.inner;
+    int64_t a = r % p->l.axis_dim, o = r / p->l.axis_dim;
+    if (!p->l.block)
+        return a;
+    return (o * p->l.nb + a / p->l.block) * p->l.inner + in;
+}
+
+static inline int32_t load_qx(const void *p, cge_dtype t, int64_t i)
+{
+    switch (t) {
+    case CGE_I16: return ((const int16_t *)p)[i];
+    case CGE_U16: return ((const uint16_t *)p)[i];
+    default: return cge__q_load(p, t, i);
+    }
+}
+
+static inline void store_qx(void *y, cge_dtype t, int64_t i, float v)
+{
+    switch (t) {
+    case CGE_I8: ((int8_t *)y)[i] = (int8_t)v; break;
+    case CGE_U8: ((uint8_t *)y)[i] = (uint8_t)v; break;
+    case CGE_I16: ((int16_t *)y)[i] = (int16_t)v; break;
+    case CGE_U16: ((uint16_t *)y)[i] = (uint16_t)v; break;
+    default: break;
+    }
 }
 
 static void quantize_fn(int64_t blk, int64_t nblk, void *args)
@@ -105,12 +220,12 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     const qdq_args *p = args;
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
-    int sg = p->yt == CGE_I8;
-    if (p->nscale == 1 && p->xt == CGE_F32) {
+    float lo = p->lo, hi = p->hi;
+    if (p->nscale == 1 && p->xt == CGE_F32 && (p->yt == CGE_I8 || p->yt == CGE_U8)) {
         /* per tensor, the common case: one loop the compiler vectorises */
+        int sg = p->yt == CGE_I8;
         const float *x = p->x;
         float s = p->scale[0], z = p->zp ? (float)cge__q_load(p->zp, p->zt, 0) : 0.0f;
-        float lo = sg ? -128.0f : 0.0f, hi = sg ? 127.0f : 255.0f;
         for (int64_t i = e0; i < e1; i++) {
             float v = rintf(x[i] / s) + z;
             v = v != v ? 0.0f : v;
@@ -125,8 +240,10 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
         float xv = p->xt == CGE_F32 ? ((const float *)p->x)[i] : (float)((const int32_t *)p->x)[i];
-        float z = p->zp ? (float)cge__q_load(p->zp, p->zt, s) : 0.0f;
-        cge__q8_store_sat(p->y, sg, i, rintf(xv / p->scale[s]) + z);
+        float z = p->zp ? (float)load_qx(p->zp, p->zt, s) : 0.0f;
+        float v = rintf(xv / p->scale[s]) + z;
+        v = v != v ? 0.0f : v;
+        store_qx(p->y, p->yt, i, v < lo ? lo : (v > hi ? hi : v));
     }
 }
 
@@ -138,9 +255,9 @@ static void dequantize_fn(int64_t blk, int64_t nblk, void *args)
     float *y = p->y;
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
-        int32_t z = p->zp ? cge__q_load(p->zp, p->zt, s) : 0;
+        int32_t z = p->zp ? load_qx(p->zp, p->zt, s) : 0;
         /* int32 x - zero point in int64: no overflow before the conversion */
-        y[i] = (float)((int64_t)cge__q_load(p->x, p->xt, i) - z) * p->scale[s];
+        y[i] = (float)((int64_t)load_qx(p->x, p->xt, i) - z) * p->scale[s];
     }
 }
 
@@ -150,7 +267,7 @@ static cge_status qdq_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int 
     qdq_args p = {
         .xt = x->dtype, .x = x->data, .scale = s->data, .y = ctx->outputs[0].data,
         .yt = ctx->outputs[0].dtype, .n = cge_shape_numel(&x->shape),
-        .nscale = cge_shape_numel(&s->shape), .inner = 1, .axis_dim = 1,
+        .nscale = cge_shape_numel(&s->shape),
     };
     if (kpresent(ctx, 2)) {
         p.zp = ctx->inputs[2].data;
@@ -158,22 +275,21 @@ static cge_status qdq_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int 
         if (cge_shape_numel(&ctx->inputs[2].shape) != p.nscale)
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "zero point and scale sizes differ");
     }
+    bool q_ok = p.yt == CGE_I8 || p.yt == CGE_U8 || p.yt == CGE_I16 || p.yt == CGE_U16;
     if (s->dtype != CGE_F32 || (quant && p.zp && p.zt != p.yt) ||
-        (quant ? (p.yt != CGE_I8 && p.yt != CGE_U8) : p.yt != CGE_F32))
+        (quant ? !q_ok : p.yt != CGE_F32))
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
-    if (p.nscale > 1) {
-        int32_t ax;
-        if (!cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 1), x->shape.rank, false,
-                                &ax) ||
-            x->shape.dims[ax] != p.nscale)
-            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%lld scales do not fit axis of x",
-                                    (long long)p.nscale);
-        p.axis_dim = x->shape.dims[ax];
-        for (int32_t d = ax + 1; d < x->shape.rank; d++)
-            p.inner *= x->shape.dims[d];
-    } else if (p.nscale != 1) {
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "the scale is empty");
+    switch (p.yt) {
+    case CGE_I8: p.lo = -128.0f, p.hi = 127.0f; break;
+    case CGE_U8: p.lo = 0.0f, p.hi = 255.0f; break;
+    case CGE_I16: p.lo = -32768.0f, p.hi = 32767.0f; break;
+    default: p.lo = 0.0f, p.hi = 65535.0f; break;
     }
+    char err[256];
+    if (p.nscale < 1)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "the scale is empty");
+    if (!qdq_layout_of(&x->shape, &s->shape, ctx->attrs, &p.l, err, sizeof err))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%s", err);
     if (p.n == 0)
         return CGE_OK;
     return cge_launch(stream, quant ? quantize_fn : dequantize_fn,
@@ -936,20 +1052,31 @@ static cge_status qmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- definitions ------------------------------------------------------------ */
 
-static const cge_attr_def axis_attr[] = {
-    {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "axis of per-axis scales"},
+/* 19 and 21 add block_size, output_dtype and saturate (the last only
+ * matters for float8, which cge has not) to 13's definition, which the
+ * current one covers: one definition serves 13-21. */
+static const cge_attr_def q_attrs[] = {
+    {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "axis of per-axis or blocked scales"},
+    {"block_size", CGE_ATTR_INT, false, 0, 0.0f, NULL, "> 0: blocked scales along axis (21)"},
+    {"output_dtype", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "ONNX type of y without a zero point (21): 0/2 uint8, 3 int8, 4 uint16, 5 int16"},
+    {"saturate", CGE_ATTR_INT, false, 1, 0.0f, NULL, "float8 only (19); ignored"},
+};
+static const cge_attr_def dq_attrs[] = {
+    {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "axis of per-axis or blocked scales"},
+    {"block_size", CGE_ATTR_INT, false, 0, 0.0f, NULL, "> 0: blocked scales along axis (21)"},
 };
 
 static const cge_arg_def q_inputs[] = {
     {"x", 0, CGE_DT(CGE_F32) | CGE_DT(CGE_I32), "values to quantize"},
-    {"y_scale", 0, F32, "scalar or 1-D along axis"},
-    {"y_zero_point", CGE_ARG_OPTIONAL, Q8, "shape of y_scale; uint8 0 when absent"},
+    {"y_scale", 0, F32, "scalar, 1-D along axis, or blocked (x's rank)"},
+    {"y_zero_point", CGE_ARG_OPTIONAL, Q8 | Q16, "shape of y_scale; uint8 0 when absent"},
 };
-static const cge_arg_def q_outputs[] = {{"y", 0, Q8, "quantized values"}};
+static const cge_arg_def q_outputs[] = {{"y", 0, Q8 | Q16, "quantized values"}};
 static const cge_arg_def dq_inputs[] = {
-    {"x", 0, Q8 | CGE_DT(CGE_I32), "quantized values"},
-    {"x_scale", 0, F32, "scalar or 1-D along axis"},
-    {"x_zero_point", CGE_ARG_OPTIONAL, Q8 | CGE_DT(CGE_I32), "shape of x_scale"},
+    {"x", 0, Q8 | Q16 | CGE_DT(CGE_I32), "quantized values"},
+    {"x_scale", 0, F32, "scalar, 1-D along axis, or blocked (x's rank)"},
+    {"x_zero_point", CGE_ARG_OPTIONAL, Q8 | Q16 | CGE_DT(CGE_I32), "shape of x_scale"},
 };
 static const cge_arg_def dq_outputs[] = {{"y", 0, F32, "(x - x_zero_point) * x_scale"}};
 static const cge_arg_def dynq_inputs[] = {{"x", 0, F32, "values"}};
@@ -1051,14 +1178,14 @@ static const cge_op_def quant_ops[] = {
     {
         .name = "QuantizeLinear", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13,
         .inputs = q_inputs, .num_inputs = 3, .outputs = q_outputs, .num_outputs = 1,
-        .attrs = axis_attr, .num_attrs = 1, .infer = quantize_infer,
+        .attrs = q_attrs, .num_attrs = N_OF(q_attrs), .infer = quantize_infer,
         .kernels = q_kernels, .num_kernels = 1,
         .doc = "y = saturate(round_half_even(x / y_scale) + y_zero_point).",
     },
     {
         .name = "DequantizeLinear", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13,
         .inputs = dq_inputs, .num_inputs = 3, .outputs = dq_outputs, .num_outputs = 1,
-        .attrs = axis_attr, .num_attrs = 1, .infer = dequantize_infer,
+        .attrs = dq_attrs, .num_attrs = N_OF(dq_attrs), .infer = dequantize_infer,
         .kernels = dq_kernels, .num_kernels = 1,
         .doc = "y = (x - x_zero_point) * x_scale.",
     },
