@@ -355,3 +355,23 @@ def test_elementwise_chain_tabulated(kind, level, tmp_path):
     (u,) = run(m, inputs, level=1)
     assert len(np.unique(u)) > 20
     np.testing.assert_array_equal(y, u)
+
+
+@pytest.mark.parametrize("dt,zp", [(np.uint8, 128), (np.uint8, 0), (np.int8, -3), (np.int8, 0)])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 33, 1000])
+def test_quantize_linear_per_tensor_edges_match_reference(dt, zp, n):
+    """QuantizeLinear per tensor (its AVX-512 loop and the scalar tail): ties
+    round half to even, NaN becomes 0 (as cge's scalar loop has it), infinities
+    and large values saturate, at lengths around the 16-lane width."""
+    rng = np.random.default_rng(1000 * n + zp + 200)
+    s = np.float32(0.05)
+    x = (rng.standard_normal(n) * 8).astype(np.float32)
+    edges = np.array([0.025, -0.025, 0.075, -0.125, 0.0, -0.0, np.nan, np.inf, -np.inf,
+                      1e30, -1e30, 6.4, -6.4, 12.775], np.float32)
+    x[:min(n, len(edges))] = edges[:min(n, len(edges))]
+    m = model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], {"x": x}, ["y"],
+              [const("s", np.array(s)), const("z", np.array(zp, dt))])
+    (y,) = run(m, {"x": x})
+    q = np.rint(x / s) + np.float32(zp)
+    q = np.where(np.isnan(q), np.float32(0), q)
+    np.testing.assert_array_equal(y, saturate(q, dt))

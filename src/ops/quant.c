@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cge/fused_ops.h"
+#include "cge/model_file.h" /* cge_cpu_features */
 #include "ops/builtin.h"
 #include "ops/dnnl_qconv.h"
 #include "ops/kernel_util.h"
@@ -215,6 +216,45 @@ static inline void store_qx(void *y, cge_dtype t, int64_t i, float v)
     }
 }
 
+/* Per-tensor float32 -> int8/uint8 QuantizeLinear, 16 lanes on AVX-512:
+ * the same IEEE operations as the scalar loop below (a true division,
+ * round half to even, the zero point added, NaN to 0, the clamp), so the
+ * same bits; the compiler left the scalar loop unvectorised (2-3 ns an
+ * element, a model's input quantisation ~9% of mobilenet_v2 int8). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#include <immintrin.h>
+#define HAVE_QUANTIZE_AVX512 1
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static int64_t
+quantize_avx512(const float *x, void *y, int sg, float s, float z, float lo, float hi, int64_t e0,
+                int64_t e1)
+{
+    const __m512 vs = _mm512_set1_ps(s), vz = _mm512_set1_ps(z), vlo = _mm512_set1_ps(lo),
+                 vhi = _mm512_set1_ps(hi);
+    int64_t i = e0;
+    for (; i + 16 <= e1; i += 16) {
+        __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
+        v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> 0 */
+        __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, vlo), vhi));
+        if (sg)
+            _mm_storeu_si128((__m128i *)((int8_t *)y + i), _mm512_cvtsepi32_epi8(q));
+        else
+            _mm_storeu_si128((__m128i *)((uint8_t *)y + i), _mm512_cvtusepi32_epi8(q));
+    }
+    return i;
+}
+
+static bool quantize_avx512_ok(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        uint64_t need = CGE_CPU_AVX512F | CGE_CPU_AVX512BW | CGE_CPU_AVX512VL;
+        known = (cge_cpu_features() & need) == need;
+    }
+    return known != 0;
+}
+#endif
+
 static void quantize_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qdq_args *p = args;
@@ -226,6 +266,10 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
         int sg = p->yt == CGE_I8;
         const float *x = p->x;
         float s = p->scale[0], z = p->zp ? (float)cge__q_load(p->zp, p->zt, 0) : 0.0f;
+#ifdef HAVE_QUANTIZE_AVX512
+        if (quantize_avx512_ok())
+            e0 = quantize_avx512(x, p->y, sg, s, z, lo, hi, e0, e1);
+#endif
         for (int64_t i = e0; i < e1; i++) {
             float v = rintf(x[i] / s) + z;
             v = v != v ? 0.0f : v;
