@@ -494,15 +494,39 @@ typedef struct gather_spec {
     int64_t total;
 } gather_spec;
 
+/* Elements [e0, e1): the first one's index divided out once, then an
+ * odometer, the innermost dimension a plain strided loop. */
 static void gather_run(const gather_spec *g, int64_t e0, int64_t e1)
 {
-    for (int64_t e = e0; e < e1; e++) {
-        int64_t r = e, off = 0;
-        for (int32_t d = g->n - 1; d >= 0; d--) {
-            off += (r % g->size[d]) * g->stride[d];
-            r /= g->size[d];
+    if (e0 >= e1)
+        return;
+    if (g->n == 0) {
+        g->dst[e0] = g->src[0];
+        return;
+    }
+    int64_t idx[3 * EIN_MAX_IDX], r = e0, off = 0;
+    for (int32_t d = g->n - 1; d >= 0; d--) {
+        idx[d] = r % g->size[d];
+        off += idx[d] * g->stride[d];
+        r /= g->size[d];
+    }
+    int32_t in = g->n - 1;
+    int64_t n_in = g->size[in], s_in = g->stride[in];
+    for (int64_t e = e0; e < e1;) {
+        int64_t run = n_in - idx[in] < e1 - e ? n_in - idx[in] : e1 - e;
+        const float *src = g->src + off;
+        float *dst = g->dst + e;
+        for (int64_t i = 0; i < run; i++)
+            dst[i] = src[i * s_in];
+        e += run;
+        off += run * s_in;
+        idx[in] += run;
+        for (int32_t d = in; d > 0 && idx[d] == g->size[d]; d--) {
+            off -= g->size[d] * g->stride[d];
+            idx[d] = 0;
+            idx[d - 1]++;
+            off += g->stride[d - 1];
         }
-        g->dst[e] = g->src[off];
     }
 }
 
