@@ -250,9 +250,13 @@ cge_status cge__pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!p.x || !p.y)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     if (p.mode >= MODE_GLOBAL_MAX)
+        /* 64K floats a block at least: the squeeze-and-excitation pools
+         * (a few thousand floats to 100K) stay on the calling thread, as
+         * before, instead of waking a worker for microseconds of work;
+         * the large early-stage ones split. */
         return cge_launch(stream, global_fn,
                           cge__blocks_for(p.N * ((p.C + CBLK - 1) / CBLK),
-                                         (16384 + CBLK * sp_of(&p) - 1) / (CBLK * sp_of(&p)),
+                                         (65536 + CBLK * sp_of(&p) - 1) / (CBLK * sp_of(&p)),
                                          ctx->num_threads),
                           &p, sizeof p);
     int64_t rows = p.N * p.g.out[0] * p.g.out[1];

@@ -272,10 +272,11 @@ static void test_pools_stay_channels_last(void **state)
 static void test_global_pools_wide_channels(void **state)
 {
     /* Global pools over more channels than one register block (64) and a
-     * ragged last block, two images: each (image, block) is its own piece of
-     * work; max and average both equal level 0. */
+     * ragged last block, two images, planes large enough (40x41) that each
+     * (image, block) piece is a block of its own: max and average both equal
+     * level 0. */
     cge_graph *g = ct_graph("global_pools");
-    ct_input(g, "x", CGE_SHAPE(2, 8, 7, 9));
+    ct_input(g, "x", CGE_SHAPE(2, 8, 40, 41));
     weights(g, "w1", 0, CGE_SHAPE(150, 8, 1, 1));
     weights(g, "w2", 1, CGE_SHAPE(131, 8, 1, 1));
     conv(g, "x", "w1", "c1", 1, 1);
