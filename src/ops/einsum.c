@@ -6,9 +6,10 @@
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
 
-/* A float32 two-operand contraction is gathered into [batch, M, K] x
- * [batch, K, N] and run on the packed GEMM; everything else is a generic
- * strided loop. */
+/* A float32 two-operand contraction runs on the packed GEMM as [batch, M, K]
+ * x [batch, K, N]: read in place where each operand's index groups collapse
+ * to one stride (attention's bhid,bhjd->bhij), gathered into that layout
+ * where they do not; everything else is a generic strided loop. */
 
 #define EIN_DTYPES                                                                         \
     (CGE_DT_INT | CGE_DT(CGE_F16) | CGE_DT(CGE_F32) | CGE_DT(CGE_F64))
@@ -296,6 +297,13 @@ typedef struct ein_args {
     int32_t nb, nm, nn, nk;
     int32_t bi[EIN_MAX_IDX], mi[EIN_MAX_IDX], ni[EIN_MAX_IDX], ki[EIN_MAX_IDX];
     int64_t batch, M, N, K;
+    /* Operands and output read and written in place where their groups
+     * collapse to one stride each (direct_*), else gathered into ag/bg and
+     * scattered from cg: the strides of the M, K (A), K, N (B), M (output)
+     * groups, and each one's strides over the batch indices. */
+    int direct_a, direct_b, direct_y;
+    int64_t a_rs, a_cs, b_rs, b_cs, y_rs;
+    int64_t ystride[EIN_MAX_IDX];
     float *ag, *bg, *bp, *cg;
     int64_t bp_mat;
     cge__gemm_tiling tiling;
@@ -390,6 +398,30 @@ static cge_kernel_fn generic_fn(cge_dtype t)
 
 /* ---- GEMM path ---------------------------------------------------------------------- */
 
+/* The one stride that walks a group of indices (in order, the last fastest)
+ * through an operand, as if they were one dimension: 0 if they do not nest
+ * (a transposed pair), so that the operand must be gathered. Size-1 indices
+ * take no part; a group of none has stride 0. */
+static int group_stride(const ein_plan *pl, const int64_t *stride, const int32_t *g, int32_t n,
+                        int64_t *out)
+{
+    int have = 0;
+    int64_t next = 0;
+    *out = 0;
+    for (int32_t j = n - 1; j >= 0; j--) {
+        int32_t c = g[j];
+        if (pl->size[c] == 1)
+            continue;
+        if (!have)
+            *out = stride[c];
+        else if (stride[c] != next)
+            return 0;
+        have = 1;
+        next = stride[c] * pl->size[c];
+    }
+    return 1;
+}
+
 /* Whether the plan is a plain float32 contraction of two operands, and its
  * index groups: batch (both and output), M (first and output), N (second and
  * output), K (both, summed). */
@@ -421,7 +453,35 @@ static int gemm_groups(ein_args *p)
         }
     }
     /* a product too small for packing to pay */
-    return p->M * p->N * p->K >= 4096 && p->N > 1;
+    if (p->M * p->N * p->K < 4096 || p->N <= 1)
+        return 0;
+    int64_t s = 1, unit;
+    for (int32_t d = pl->nout - 1; d >= 0; d--) {
+        p->ystride[pl->out[d]] = s;
+        s *= pl->size[pl->out[d]];
+    }
+    p->direct_a = group_stride(pl, pl->stride[0], p->mi, p->nm, &p->a_rs) &&
+                  group_stride(pl, pl->stride[0], p->ki, p->nk, &p->a_cs);
+    p->direct_b = group_stride(pl, pl->stride[1], p->ki, p->nk, &p->b_rs) &&
+                  group_stride(pl, pl->stride[1], p->ni, p->nn, &p->b_cs);
+    p->direct_y = group_stride(pl, p->ystride, p->ni, p->nn, &unit) && unit == 1 &&
+                  group_stride(pl, p->ystride, p->mi, p->nm, &p->y_rs);
+    if (p->direct_y && p->M == 1)
+        p->y_rs = p->N;
+    return 1;
+}
+
+/* Offset of batch element t (batch indices in bi order, the last fastest)
+ * under per-index strides. */
+static int64_t batch_offset(const ein_args *p, const int64_t *stride, int64_t t)
+{
+    int64_t off = 0;
+    for (int32_t j = p->nb - 1; j >= 0; j--) {
+        int64_t sz = p->pl.size[p->bi[j]];
+        off += (t % sz) * stride[p->bi[j]];
+        t /= sz;
+    }
+    return off;
 }
 
 /* dst (dense over groups g[0..ng) in order) = src gathered by index strides. */
@@ -434,15 +494,39 @@ typedef struct gather_spec {
     int64_t total;
 } gather_spec;
 
+/* Elements [e0, e1): the first one's index divided out once, then an
+ * odometer, the innermost dimension a plain strided loop. */
 static void gather_run(const gather_spec *g, int64_t e0, int64_t e1)
 {
-    for (int64_t e = e0; e < e1; e++) {
-        int64_t r = e, off = 0;
-        for (int32_t d = g->n - 1; d >= 0; d--) {
-            off += (r % g->size[d]) * g->stride[d];
-            r /= g->size[d];
+    if (e0 >= e1)
+        return;
+    if (g->n == 0) {
+        g->dst[e0] = g->src[0];
+        return;
+    }
+    int64_t idx[3 * EIN_MAX_IDX], r = e0, off = 0;
+    for (int32_t d = g->n - 1; d >= 0; d--) {
+        idx[d] = r % g->size[d];
+        off += idx[d] * g->stride[d];
+        r /= g->size[d];
+    }
+    int32_t in = g->n - 1;
+    int64_t n_in = g->size[in], s_in = g->stride[in];
+    for (int64_t e = e0; e < e1;) {
+        int64_t run = n_in - idx[in] < e1 - e ? n_in - idx[in] : e1 - e;
+        const float *src = g->src + off;
+        float *dst = g->dst + e;
+        for (int64_t i = 0; i < run; i++)
+            dst[i] = src[i * s_in];
+        e += run;
+        off += run * s_in;
+        idx[in] += run;
+        for (int32_t d = in; d > 0 && idx[d] == g->size[d]; d--) {
+            off -= g->size[d] * g->stride[d];
+            idx[d] = 0;
+            idx[d - 1]++;
+            off += g->stride[d - 1];
         }
-        g->dst[e] = g->src[off];
     }
 }
 
@@ -471,6 +555,10 @@ static void gather_ab_fn(int64_t blk, int64_t nblk, void *args)
     int32_t nA[3] = {p->nb, p->nm, p->nk}, nB[3] = {p->nb, p->nk, p->nn};
     make_gather(p, p->pl.stride[0], gA, nA, 3, p->op[0], p->ag, &ga);
     make_gather(p, p->pl.stride[1], gB, nB, 3, p->op[1], p->bg, &gb);
+    if (p->direct_a)
+        ga.total = 0;
+    if (p->direct_b)
+        gb.total = 0;
     int64_t e0, e1;
     cge__block_range(ga.total + gb.total, blk, nblk, &e0, &e1);
     if (e0 < ga.total)
@@ -487,8 +575,12 @@ static void pack_fn(int64_t blk, int64_t nblk, void *args)
     while (w0 < w1) {
         int64_t m = w0 / panels, q0 = w0 % panels;
         int64_t q1 = q0 + (w1 - w0) < panels ? q0 + (w1 - w0) : panels;
-        cge__gemm_pack_b(p->bg + m * p->K * p->N, p->N, 1, p->K, p->N, q0, q1,
-                        p->bp + m * p->bp_mat);
+        if (p->direct_b)
+            cge__gemm_pack_b((const float *)p->op[1] + batch_offset(p, p->pl.stride[1], m),
+                            p->b_rs, p->b_cs, p->K, p->N, q0, q1, p->bp + m * p->bp_mat);
+        else
+            cge__gemm_pack_b(p->bg + m * p->K * p->N, p->N, 1, p->K, p->N, q0, q1,
+                            p->bp + m * p->bp_mat);
         w0 += q1 - q0;
     }
 }
@@ -507,6 +599,15 @@ static void gemm_fn(int64_t blk, int64_t nblk, void *args)
             .bp = p->bp + t * p->bp_mat,
             .c = p->cg + t * p->M * p->N, .ldc = p->N, .alpha = 1.0f, .isa = p->isa,
         };
+        if (p->direct_a) {
+            g.a = (const float *)p->op[0] + batch_offset(p, p->pl.stride[0], t);
+            g.a_rs = p->a_rs;
+            g.a_cs = p->a_cs;
+        }
+        if (p->direct_y) {
+            g.c = (float *)p->y + batch_offset(p, p->ystride, t);
+            g.ldc = p->y_rs;
+        }
         cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
     }
 }
@@ -538,8 +639,10 @@ static void scatter_fn(int64_t blk, int64_t nblk, void *args)
 /* Workspace floats of the GEMM path, each piece 16-float aligned. */
 static int64_t gemm_carve(ein_args *p, float *base)
 {
-    int64_t sizes[4] = {p->batch * p->M * p->K, p->batch * p->K * p->N,
-                        p->batch * cge__gemm_packed_b_floats(p->K, p->N), p->batch * p->M * p->N};
+    int64_t sizes[4] = {p->direct_a ? 0 : p->batch * p->M * p->K,
+                        p->direct_b ? 0 : p->batch * p->K * p->N,
+                        p->batch * cge__gemm_packed_b_floats(p->K, p->N),
+                        p->direct_y ? 0 : p->batch * p->M * p->N};
     float **dst[4] = {&p->ag, &p->bg, &p->bp, &p->cg};
     int64_t off = 0;
     for (int i = 0; i < 4; i++) {
@@ -608,10 +711,12 @@ static cge_status einsum_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         p.bp_mat = cge__gemm_packed_b_floats(p.K, p.N);
         p.isa = cge__gemm_isa_best();
         cge__gemm_plan(p.batch, p.M, p.N, threads, &p.tiling);
-        int64_t nab = p.batch * (p.M * p.K + p.K * p.N);
+        int64_t nab = p.batch * ((p.direct_a ? 0 : p.M * p.K) + (p.direct_b ? 0 : p.K * p.N));
         int64_t panels = p.batch * ((p.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR);
-        cge_status st = cge_launch(stream, gather_ab_fn, cge__blocks_for(nab, 16384, threads),
-                                   &p, sizeof p);
+        cge_status st = CGE_OK;
+        if (nab)
+            st = cge_launch(stream, gather_ab_fn, cge__blocks_for(nab, 16384, threads), &p,
+                            sizeof p);
         if (!st)
             st = cge_launch(stream, pack_fn,
                             cge__blocks_for(panels, p.K >= 4096 ? 1 : 4096 / p.K, threads), &p,
@@ -621,7 +726,7 @@ static cge_status einsum_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                             cge__blocks_for(p.batch * p.tiling.tiles_m * p.tiling.tiles_n, 1,
                                            threads),
                             &p, sizeof p);
-        if (!st)
+        if (!st && !p.direct_y)
             st = cge_launch(stream, scatter_fn, cge__blocks_for(p.nout_elems, 16384, threads), &p,
                             sizeof p);
         return st;

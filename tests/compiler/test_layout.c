@@ -269,6 +269,31 @@ static void test_pools_stay_channels_last(void **state)
     cge_graph_destroy(g);
 }
 
+static void test_global_pools_wide_channels(void **state)
+{
+    /* Global pools over more channels than one register block (64) and a
+     * ragged last block, two images, planes large enough (40x41) that each
+     * (image, block) piece is a block of its own: max and average both equal
+     * level 0. */
+    cge_graph *g = ct_graph("global_pools");
+    ct_input(g, "x", CGE_SHAPE(2, 8, 40, 41));
+    weights(g, "w1", 0, CGE_SHAPE(150, 8, 1, 1));
+    weights(g, "w2", 1, CGE_SHAPE(131, 8, 1, 1));
+    conv(g, "x", "w1", "c1", 1, 1);
+    conv(g, "x", "w2", "c2", 1, 1);
+    pool(g, "GlobalMaxPool", "c1", "y1", 0, 0, 0);
+    pool(g, "GlobalAveragePool", "c2", "y2", 0, 0, 0);
+    ct_output(g, "y1");
+    ct_output(g, "y2");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (channels_last_convs(p))
+        assert_int_equal(ct_count_op(p, "ChannelsLastPool"), 2);
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-5);
+    cge_graph_destroy(g);
+}
+
 static void test_pool_left_alone(void **state)
 {
     /* a pool of a graph input, and a MaxPool whose Indices are used */
@@ -625,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_left_alone),
         cmocka_unit_test(test_output_read_by_conv_and_graph),
         cmocka_unit_test(test_pools_stay_channels_last),
+        cmocka_unit_test(test_global_pools_wide_channels),
         cmocka_unit_test(test_pool_left_alone),
         cmocka_unit_test(test_conv_sweep),
         cmocka_unit_test(test_concat_split_stay_channels_last),

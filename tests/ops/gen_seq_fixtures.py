@@ -590,6 +590,15 @@ def einsum_extra(h):
     case("einsum_big_gemm_batch", "bmk,bkn->bnm", f(3, 20, 30), f(3, 30, 24))
     case("einsum_gemm_broadcast_batch", "...ij,...jk->...ik", f(2, 1, 12, 20), f(3, 20, 17))
     case("einsum_gemm_multi_index", "abcd,cdbe->ea", f(6, 5, 4, 6), f(4, 6, 5, 20))
+    # Read in place by the GEMM (no gather, no scatter): attention as maxvit
+    # writes it (partial 12x16 tiles: 19 rows, 19 columns), a batch index one
+    # operand broadcasts (stride 0), and an output that must be scattered
+    # while A is read in place.
+    case("einsum_attention_scores", "bghid,bghjd->bghij", f(1, 3, 2, 19, 11), f(1, 3, 2, 19, 11))
+    case("einsum_attention_values", "bghij,bghjd->bghid", f(1, 3, 2, 19, 19), f(1, 3, 2, 19, 13))
+    case("einsum_direct_broadcast_batch", "bhid,hjd->bhij", f(2, 3, 13, 8), f(3, 20, 8))
+    case("einsum_direct_a_scattered_out", "bik,bkj->jbi", f(2, 17, 9), f(2, 9, 20))
+    case("einsum_direct_size1_dims", "bxik,bkjy->bixjy", f(2, 1, 13, 7), f(2, 7, 19, 1))
 
 
 def main():

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "einsum_fixtures.h"
+#include "op_runner.h"
 
 static void test_einsum_node_cases(void **state)
 {
@@ -50,11 +51,56 @@ static void test_einsum_meta(void **state)
     assert_true(cge_shape_equal(&out[0].shape, &CGE_SHAPE(4, CGE_DIM_DYNAMIC)));
 }
 
+/* Operands gathered and outputs scattered over several blocks (each block
+ * starts its odometer mid-row): abk,kc->bac gathers A (its M indices b, a
+ * do not nest in A's layout) and writes its output in place; abk,kc->cba
+ * also scatters the output. Referenced by plain loops in double (rounded
+ * to float). */
+static void test_einsum_gather_scatter_blocks(void **state)
+{
+    enum { NA = 40, NB = 30, NK = 40, NC = 35 };
+    float *a = malloc(sizeof(float) * NA * NB * NK), *b = malloc(sizeof(float) * NK * NC);
+    float *ref = malloc(sizeof(float) * NA * NB * NC);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(ref);
+    uint32_t seed = 7;
+    for (int i = 0; i < NA * NB * NK; i++)
+        a[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < NK * NC; i++)
+        b[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    const char *eqs[2] = {"abk,kc->bac", "abk,kc->cba"};
+    for (int e = 0; e < 2; e++) {
+        for (int ia = 0; ia < NA; ia++)
+            for (int ib = 0; ib < NB; ib++)
+                for (int ic = 0; ic < NC; ic++) {
+                    double acc = 0.0;
+                    for (int k = 0; k < NK; k++)
+                        acc += (double)a[(ia * NB + ib) * NK + k] * b[k * NC + ic];
+                    int64_t at = e == 0 ? ((int64_t)ib * NA + ia) * NC + ic
+                                        : ((int64_t)ic * NB + ib) * NA + ia;
+                    ref[at] = (float)acc;
+                }
+        cge_tensor in[2] = {op_tensor(CGE_F32, CGE_SHAPE(NA, NB, NK), a),
+                            op_tensor(CGE_F32, CGE_SHAPE(NK, NC), b)};
+        cge_attr at = CGE_ATTR_S("equation", eqs[e]);
+        cge_tensor out[1];
+        assert_int_equal(op_run("Einsum", in, 2, &at, 1, out, 1), CGE_OK);
+        op_assert_close(&out[0], CGE_F32, e == 0 ? CGE_SHAPE(NB, NA, NC) : CGE_SHAPE(NC, NB, NA),
+                        ref, 1e-5, 1e-5);
+        op_free_outputs(out, 1);
+    }
+    free(a);
+    free(b);
+    free(ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_einsum_node_cases),
         cmocka_unit_test(test_einsum_meta),
+        cmocka_unit_test(test_einsum_gather_scatter_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
