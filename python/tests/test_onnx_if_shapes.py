@@ -111,3 +111,35 @@ def test_branches_of_different_rank_on_a_constant_condition_fold():
         x = np.arange(6, dtype=np.float32)
         (y,) = cge.InferenceSession(m.SerializeToString()).run(None, {"x": x, "t": np.float32(0)})
         np.testing.assert_array_equal(y, x if flag else x[None])
+
+
+def test_channels_last_pool_in_a_value_dependent_graph():
+    # A graph with a value-dependent shape runs node by node and never goes
+    # through partition, so its convolutions stay NCHW: a MaxPool after them
+    # must not become the NHWC pool (it read NCHW bytes as NHWC: RetinaNet's
+    # and Faster R-CNN's backbones were wrong in eager runs).
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    w = (rng.standard_normal((16, 3, 7, 7)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[7, 7], pads=[3] * 4,
+                              strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 3], pads=[1] * 4,
+                              strides=[2, 2]),
+             helper.make_node("NonZero", ["x"], ["nz"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 32, 32])],
+                          [helper.make_tensor_value_info("y", F, None),
+                           helper.make_tensor_value_info("nz", I64, None)],
+                          [helper.make_tensor("w", F, w.shape, w.ravel())])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    y, nz = cge.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    c = np.zeros((1, 16, 16, 16), np.float64)
+    xp = np.pad(x[0].astype(np.float64), ((0, 0), (3, 3), (3, 3)))
+    for i in range(16):
+        for j in range(16):
+            c[0, :, i, j] = np.tensordot(w, xp[:, 2 * i:2 * i + 7, 2 * j:2 * j + 7], 3)
+    r = np.pad(np.maximum(c, 0), ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = np.array([[[[r[0, k, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max() for j in range(8)]
+                       for i in range(8)] for k in range(16)]])
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(nz, np.array(np.nonzero(x)))
