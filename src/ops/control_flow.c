@@ -994,11 +994,208 @@ static cge_status scan_setup(const char *op, const char *node, const cge_attrs *
     return CGE_OK;
 }
 
+/* ---- Scan 8: a batch axis first, sequence_lens ---------------------------------------- */
+
+/* Scan-8 (the ONNX converter sets batch_major): input 0 is sequence_lens
+ * (optional), then states [batch, ...] and scan inputs [batch, seq, ...];
+ * outputs are states [batch, ...] and scan outputs [batch, seq, ...]. Each
+ * batch element runs the body as Scan-9 does over its own sequence_lens[b]
+ * steps (scan inputs reversed by `directions`); scan outputs past a row's
+ * length are zeros, as ONNX Runtime leaves them. */
+typedef struct scan8_geo {
+    int32_t n_state, n_scan_in, n_scan_out, k_outer;
+    int64_t batch, len;
+} scan8_geo;
+
+static cge_status scan8_setup(const char *op, const char *node, const cge_attrs *a, int32_t ni,
+                              int32_t no, const cge_tensor_desc *ins, const cge_graph *body,
+                              scan8_geo *g)
+{
+    g->k_outer = num_outer(a, ni);
+    g->n_scan_in = (int32_t)cge_attrs_get_int(a, "num_scan_inputs", 0);
+    g->n_state = ni - 1 - g->k_outer - g->n_scan_in;
+    g->n_scan_out = no - g->n_state;
+    if (g->n_scan_in < 1 || g->n_state < 0 || g->n_scan_out < 0 || ni > CF_MAX_ARGS ||
+        no > CF_MAX_ARGS)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "%s '%s': %d inputs, %d outputs and num_scan_inputs %d do not fit", op,
+                         node, ni, no, g->n_scan_in);
+    if (cge_graph_num_outputs(body) != g->n_state + g->n_scan_out)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "%s '%s': the body has %d outputs; %d are needed", op, node,
+                         cge_graph_num_outputs(body), g->n_state + g->n_scan_out);
+    g->batch = g->len = CGE_DIM_DYNAMIC;
+    for (int32_t i = 1; i < 1 + g->n_state + g->n_scan_in; i++) {
+        const cge_tensor_desc *x = &ins[i];
+        bool scan = i > g->n_state;
+        if (x->shape.rank < (scan ? 2 : 1))
+            return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                             "%s '%s': input %d needs a batch axis%s", op, node, i,
+                             scan ? " and a sequence axis" : "");
+        int64_t dims[2] = {x->shape.dims[0], scan ? x->shape.dims[1] : CGE_DIM_DYNAMIC};
+        int64_t *have[2] = {&g->batch, &g->len};
+        for (int k = 0; k < 2; k++) {
+            if (dims[k] < 0)
+                continue;
+            if (*have[k] >= 0 && *have[k] != dims[k])
+                return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                                 "%s '%s': inputs disagree on the %s (%lld and %lld)", op, node,
+                                 k ? "sequence length" : "batch size", (long long)*have[k],
+                                 (long long)dims[k]);
+            *have[k] = dims[k];
+        }
+    }
+    if (ni > 0 && ins[0].dtype != CGE_DTYPE_UNDEFINED &&
+        (ins[0].dtype != CGE_I64 || ins[0].shape.rank != 1 ||
+         (ins[0].shape.dims[0] >= 0 && g->batch >= 0 && ins[0].shape.dims[0] != g->batch)))
+        return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                         "%s '%s': sequence_lens must be int64 [batch]", op, node);
+    return CGE_OK;
+}
+
+/* The body's inputs for one batch element: states less the batch axis,
+ * scan slices less batch and sequence axes. */
+static void scan8_body_descs(const scan8_geo *g, const cge_tensor_desc *ins, cge_tensor_desc *bd)
+{
+    for (int32_t i = 0; i < g->n_state + g->n_scan_in; i++) {
+        const cge_tensor_desc *x = &ins[1 + i];
+        bd[i] = *x;
+        bd[i].shape = drop_axis(&x->shape, 0);
+        if (i >= g->n_state)
+            bd[i].shape = drop_axis(&bd[i].shape, 0);
+    }
+}
+
+static cge_status scan8_infer(cge_infer_ctx *c, const cge_graph *body)
+{
+    scan8_geo g;
+    cge_status st = scan8_setup(c->op_type, c->node_name, c->attrs, c->num_inputs,
+                                c->num_outputs, c->inputs, body, &g);
+    if (st)
+        return st;
+    const void *nulls[CF_MAX_ARGS] = {0};
+    outer_binding ob = outer_of(c->attrs, c->num_inputs, c->inputs,
+                                c->input_values ? c->input_values : nulls);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    const void *bv[CF_MAX_ARGS] = {0};
+    scan8_body_descs(&g, c->inputs, bd);
+    body_run r;
+    st = body_exec(c->op_type, c->node_name, body, NULL, NULL, g.n_state + g.n_scan_in, bd, bv,
+                   &ob, &r);
+    for (int32_t k = 0; !st && k < g.n_state + g.n_scan_out; k++) {
+        const body_val *o = body_output(&r, k);
+        bool scan = k >= g.n_state;
+        if (o->desc.shape.rank + (scan ? 2 : 1) > CGE_MAX_RANK) {
+            st = cge_meta_error(c, CGE_ERR_UNSUPPORTED, "output %d has too high a rank", k);
+            break;
+        }
+        cge_tensor_desc *od = &c->outputs[k];
+        od->dtype = o->desc.dtype;
+        od->shape.rank = o->desc.shape.rank + (scan ? 2 : 1);
+        od->shape.dims[0] = g.batch;
+        if (scan)
+            od->shape.dims[1] = g.len;
+        for (int32_t d = 0; d < o->desc.shape.rank; d++)
+            od->shape.dims[d + (scan ? 2 : 1)] = o->desc.shape.dims[d];
+    }
+    body_free(&r);
+    return st;
+}
+
+static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *const *v)
+{
+    const cge_graph *body = graph_attr(s->attrs, "body");
+    scan8_geo g;
+    cge_status st = scan8_setup(s->op_type, s->node_name, s->attrs, s->ni, s->no, d, body, &g);
+    if (st)
+        return st;
+    outer_binding ob = outer_of(s->attrs, s->ni, d, v);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    scan8_body_descs(&g, d, bd);
+    body_val state[CF_MAX_ARGS];
+    memset(state, 0, sizeof state);
+    cge_stream *imm = NULL;
+    st = cge_stream_create_immediate(s->dev, &imm);
+    for (int32_t k = g.n_state; !st && k < s->no; k++) {
+        size_t bytes = cge_tensor_nbytes(s->outs[k].dtype, &s->outs[k].shape);
+        if (bytes)
+            memset(s->outs[k].data, 0, bytes);
+    }
+    const int64_t *lens = v[0] && d[0].dtype == CGE_I64 ? v[0] : NULL;
+    for (int64_t b = 0; !st && b < g.batch; b++) {
+        for (int32_t i = 0; !st && i < g.n_state; i++) {
+            size_t bytes = cge_tensor_nbytes(bd[i].dtype, &bd[i].shape);
+            body_val init = {.desc = bd[i], .data = (char *)v[1 + i] + (size_t)b * bytes};
+            st = copy_owned(s->dev, &init, &state[i]);
+        }
+        int64_t len = lens ? lens[b] : g.len;
+        if (!st && (len < 0 || len > g.len))
+            st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                           "sequence_lens[%lld] is %lld; the scan inputs hold %lld steps",
+                           (long long)b, (long long)len, (long long)g.len);
+        for (int64_t t = 0; !st && t < len; t++) {
+            if ((st = cancel_point(s->op_type, s->node_name, t, CGE_OK)))
+                break;
+            const void *bv[CF_MAX_ARGS];
+            for (int32_t i = 0; i < g.n_state; i++) {
+                bd[i] = state[i].desc;
+                bv[i] = state[i].data;
+            }
+            for (int32_t j = 0; j < g.n_scan_in; j++) {
+                int32_t i = g.n_state + j;
+                size_t bytes = cge_tensor_nbytes(bd[i].dtype, &bd[i].shape);
+                int64_t idx = list_at(s->attrs, "directions", j, 0) ? len - 1 - t : t;
+                bv[i] = (const char *)v[1 + i] + (size_t)(b * g.len + idx) * bytes;
+            }
+            body_run r;
+            st = cancel_point(s->op_type, s->node_name, t,
+                              body_exec(s->op_type, s->node_name, body, s->dev, imm,
+                                        g.n_state + g.n_scan_in, bd, bv, &ob, &r));
+            for (int32_t i = 0; !st && i < g.n_state; i++)
+                st = copy_owned(s->dev, body_output(&r, i), &state[i]);
+            for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
+                const body_val *sv = body_output(&r, g.n_state + k);
+                cge_tensor *o = &s->outs[g.n_state + k];
+                size_t step = o->shape.rank >= 2 && g.len > 0 && g.batch > 0
+                                  ? cge_tensor_nbytes(o->dtype, &o->shape) /
+                                        (size_t)(g.batch * g.len)
+                                  : 0;
+                if (sv->desc.dtype != o->dtype || sv->bytes != step) {
+                    st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                                   "scan output %d: step %lld's slice does not fit the output", k,
+                                   (long long)t);
+                    break;
+                }
+                if (step)
+                    memcpy((char *)o->data + (size_t)(b * g.len + t) * step, sv->data, step);
+            }
+            body_free(&r);
+        }
+        for (int32_t i = 0; !st && i < g.n_state; i++) {
+            size_t need = cge_tensor_nbytes(state[i].desc.dtype, &state[i].desc.shape);
+            cge_tensor *o = &s->outs[i];
+            if (state[i].desc.dtype != o->dtype ||
+                (size_t)(b + 1) * need > cge_tensor_nbytes(o->dtype, &o->shape))
+                st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                               "state %d: the body changed its shape", i);
+            else if (need)
+                memcpy((char *)o->data + (size_t)b * need, state[i].data, need);
+        }
+    }
+    for (int32_t i = 0; i < CF_MAX_ARGS; i++)
+        if (state[i].owned)
+            cge_mem_free(s->dev, state[i].data);
+    cge_stream_destroy(imm);
+    return st;
+}
+
 static cge_status scan_infer(cge_infer_ctx *c)
 {
     const cge_graph *body = graph_attr(c->attrs, "body");
     if (!body)
         return cge_meta_error(c, CGE_ERR_INVALID_ARG, "body is required");
+    if (cge_attrs_get_int(c->attrs, "batch_major", 0))
+        return scan8_infer(c, body);
     scan_geo g;
     int32_t in_axes[CF_MAX_ARGS], out_axes[CF_MAX_ARGS];
     cge_status st = scan_setup(c->op_type, c->node_name, c->attrs, c->num_inputs, c->num_outputs,
@@ -1047,6 +1244,12 @@ static void scan_host(void *user)
     cge_tensor_desc d[CF_MAX_ARGS];
     const void *v[CF_MAX_ARGS];
     tensors_split(s, d, v);
+    if (cge_attrs_get_int(s->attrs, "batch_major", 0)) {
+        cge_status st8 = scan8_exec(s, d, v);
+        if (st8)
+            cf_fail(s, st8);
+        return;
+    }
     const cge_graph *body = graph_attr(s->attrs, "body");
     scan_geo g;
     int32_t in_axes[CF_MAX_ARGS], out_axes[CF_MAX_ARGS];
@@ -1150,8 +1353,10 @@ static const cge_arg_def loop_in[] = {
     {"v_initial", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
      "loop-carried values, then outer-scope values (outer_names)"}};
 static const cge_arg_def scan_in[] = {
-    {"initial_state_and_scan_inputs", CGE_ARG_VARIADIC, 0,
-     "states, scan inputs, then outer-scope values (outer_names)"}};
+    /* optional: Scan-8's first input, sequence_lens, may be absent (meta
+     * checks the counts) */
+    {"initial_state_and_scan_inputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
+     "(Scan-8: sequence_lens,) states, scan inputs, then outer-scope values (outer_names)"}};
 static const cge_arg_def any_outs[] = {
     {"outputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "results"}};
 
@@ -1169,6 +1374,9 @@ static const cge_attr_def scan_attrs[] = {
     {"scan_input_directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "1: reverse (0)"},
     {"scan_output_axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axis per scan output (0)"},
     {"scan_output_directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "1: reverse (0)"},
+    {"batch_major", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "Scan-8: input 0 is sequence_lens, inputs and outputs lead with a batch axis"},
+    {"directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "Scan-8: 1: reverse scan input (0)"},
     {"outer_names", CGE_ATTR_STRINGS, false, 0, 0.0f, NULL, "names the body reads outer values by"}};
 
 #define CF_KERNEL(LAUNCH)                                                                  \
@@ -1190,7 +1398,7 @@ static const cge_op_def control_flow_ops[] = {
      .infer = loop_infer, .kernels = k_loop, .num_kernels = 1,
      .doc = "Runs body while i < M and cond; carries states, stacks scan outputs."},
     {.name = "Scan", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = scan_in,
-     .num_inputs = 1, .outputs = any_outs, .num_outputs = 1, .attrs = scan_attrs, .num_attrs = 7,
+     .num_inputs = 1, .outputs = any_outs, .num_outputs = 1, .attrs = scan_attrs, .num_attrs = 9,
      .infer = scan_infer, .kernels = k_scan, .num_kernels = 1,
      .doc = "Runs body once per slice of the scan inputs, carrying states."},
 };
