@@ -994,6 +994,25 @@ static cge_status scan_setup(const char *op, const char *node, const cge_attrs *
     return CGE_OK;
 }
 
+/* One step of a Scan body: the states (bound here) and the slices already
+ * in bd/bv after them; the new states replace the old. */
+static cge_status scan_step(const cf_state *s, const cge_graph *body, cge_stream *imm,
+                            int32_t n_state, int32_t n_scan_in, cge_tensor_desc *bd,
+                            const void **bv, const outer_binding *ob, int64_t t, body_val *state,
+                            body_run *r)
+{
+    for (int32_t i = 0; i < n_state; i++) {
+        bd[i] = state[i].desc;
+        bv[i] = state[i].data;
+    }
+    cge_status st = cancel_point(s->op_type, s->node_name, t,
+                                 body_exec(s->op_type, s->node_name, body, s->dev, imm,
+                                           n_state + n_scan_in, bd, bv, ob, r));
+    for (int32_t i = 0; !st && i < n_state; i++)
+        st = copy_owned(s->dev, body_output(r, i), &state[i]);
+    return st;
+}
+
 /* ---- Scan 8: a batch axis first, sequence_lens ---------------------------------------- */
 
 /* Scan-8 (the ONNX converter sets batch_major): input 0 is sequence_lens
@@ -1137,10 +1156,6 @@ static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *
             if ((st = cancel_point(s->op_type, s->node_name, t, CGE_OK)))
                 break;
             const void *bv[CF_MAX_ARGS];
-            for (int32_t i = 0; i < g.n_state; i++) {
-                bd[i] = state[i].desc;
-                bv[i] = state[i].data;
-            }
             for (int32_t j = 0; j < g.n_scan_in; j++) {
                 int32_t i = g.n_state + j;
                 size_t bytes = cge_tensor_nbytes(bd[i].dtype, &bd[i].shape);
@@ -1148,11 +1163,7 @@ static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *
                 bv[i] = (const char *)v[1 + i] + (size_t)(b * g.len + idx) * bytes;
             }
             body_run r;
-            st = cancel_point(s->op_type, s->node_name, t,
-                              body_exec(s->op_type, s->node_name, body, s->dev, imm,
-                                        g.n_state + g.n_scan_in, bd, bv, &ob, &r));
-            for (int32_t i = 0; !st && i < g.n_state; i++)
-                st = copy_owned(s->dev, body_output(&r, i), &state[i]);
+            st = scan_step(s, body, imm, g.n_state, g.n_scan_in, bd, bv, &ob, t, state, &r);
             for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
                 const body_val *sv = body_output(&r, g.n_state + k);
                 cge_tensor *o = &s->outs[g.n_state + k];
@@ -1279,10 +1290,6 @@ static void scan_host(void *user)
             break;
         cge_tensor_desc bd[CF_MAX_ARGS];
         const void *bv[CF_MAX_ARGS];
-        for (int32_t i = 0; i < g.n_state; i++) {
-            bd[i] = state[i].desc;
-            bv[i] = state[i].data;
-        }
         for (int32_t j = 0; j < g.n_scan_in; j++) {
             const cge_tensor *x = &s->ins[g.n_state + j];
             int64_t idx = list_at(s->attrs, "scan_input_directions", j, 0) ? g.len - 1 - t : t;
@@ -1296,11 +1303,7 @@ static void scan_host(void *user)
             bv[g.n_state + j] = slices[j].data;
         }
         body_run r;
-        st = cancel_point(s->op_type, s->node_name, t,
-                          body_exec(s->op_type, s->node_name, body, s->dev, imm,
-                                    g.n_state + g.n_scan_in, bd, bv, &ob, &r));
-        for (int32_t i = 0; !st && i < g.n_state; i++)
-            st = copy_owned(s->dev, body_output(&r, i), &state[i]);
+        st = scan_step(s, body, imm, g.n_state, g.n_scan_in, bd, bv, &ob, t, state, &r);
         for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
             const body_val *sv = body_output(&r, g.n_state + k);
             cge_tensor *o = &s->outs[g.n_state + k];
