@@ -958,22 +958,35 @@ static cge_shape drop_axis(const cge_shape *s, int32_t axis)
     return r;
 }
 
+/* How a Scan's inputs and outputs divide (`lead` inputs first: Scan-8's
+ * sequence_lens): outer values last, scan inputs before them, states first. */
+static cge_status scan_counts(const char *op, const char *node, const cge_attrs *a, int32_t ni,
+                              int32_t no, int32_t lead, const cge_graph *body, int32_t *k_outer,
+                              int32_t *n_scan_in, int32_t *n_state, int32_t *n_scan_out)
+{
+    *k_outer = num_outer(a, ni);
+    *n_scan_in = (int32_t)cge_attrs_get_int(a, "num_scan_inputs", 0);
+    *n_state = ni - lead - *k_outer - *n_scan_in;
+    *n_scan_out = no - *n_state;
+    if (*n_scan_in < 1 || *n_state < 0 || *n_scan_out < 0 || ni > CF_MAX_ARGS || no > CF_MAX_ARGS)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "%s '%s': %d inputs, %d outputs and num_scan_inputs %d do not fit", op,
+                         node, ni, no, *n_scan_in);
+    if (cge_graph_num_outputs(body) != *n_state + *n_scan_out)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "%s '%s': the body has %d outputs; %d are needed", op, node,
+                         cge_graph_num_outputs(body), *n_state + *n_scan_out);
+    return CGE_OK;
+}
+
 static cge_status scan_setup(const char *op, const char *node, const cge_attrs *a, int32_t ni,
                              int32_t no, const cge_tensor_desc *ins, scan_geo *g, int32_t *in_axes,
                              int32_t *out_axes, const cge_graph *body)
 {
-    g->k_outer = num_outer(a, ni);
-    g->n_scan_in = (int32_t)cge_attrs_get_int(a, "num_scan_inputs", 0);
-    g->n_state = ni - g->k_outer - g->n_scan_in;
-    g->n_scan_out = no - g->n_state;
-    if (g->n_scan_in < 1 || g->n_state < 0 || g->n_scan_out < 0 || ni > CF_MAX_ARGS ||
-        no > CF_MAX_ARGS)
-        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
-                         "%s '%s': %d inputs, %d outputs and num_scan_inputs %d do not fit", op,
-                         node, ni, no, g->n_scan_in);
-    if (cge_graph_num_outputs(body) != g->n_state + g->n_scan_out)
-        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG, "%s '%s': the body has %d outputs; %d are needed",
-                         op, node, cge_graph_num_outputs(body), g->n_state + g->n_scan_out);
+    cge_status st = scan_counts(op, node, a, ni, no, 0, body, &g->k_outer, &g->n_scan_in,
+                                &g->n_state, &g->n_scan_out);
+    if (st)
+        return st;
     g->len = CGE_DIM_DYNAMIC;
     for (int32_t j = 0; j < g->n_scan_in; j++) {
         const cge_tensor_desc *x = &ins[g->n_state + j];
@@ -1030,19 +1043,10 @@ static cge_status scan8_setup(const char *op, const char *node, const cge_attrs 
                               int32_t no, const cge_tensor_desc *ins, const cge_graph *body,
                               scan8_geo *g)
 {
-    g->k_outer = num_outer(a, ni);
-    g->n_scan_in = (int32_t)cge_attrs_get_int(a, "num_scan_inputs", 0);
-    g->n_state = ni - 1 - g->k_outer - g->n_scan_in;
-    g->n_scan_out = no - g->n_state;
-    if (g->n_scan_in < 1 || g->n_state < 0 || g->n_scan_out < 0 || ni > CF_MAX_ARGS ||
-        no > CF_MAX_ARGS)
-        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
-                         "%s '%s': %d inputs, %d outputs and num_scan_inputs %d do not fit", op,
-                         node, ni, no, g->n_scan_in);
-    if (cge_graph_num_outputs(body) != g->n_state + g->n_scan_out)
-        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
-                         "%s '%s': the body has %d outputs; %d are needed", op, node,
-                         cge_graph_num_outputs(body), g->n_state + g->n_scan_out);
+    cge_status st = scan_counts(op, node, a, ni, no, 1, body, &g->k_outer, &g->n_scan_in,
+                                &g->n_state, &g->n_scan_out);
+    if (st)
+        return st;
     g->batch = g->len = CGE_DIM_DYNAMIC;
     for (int32_t i = 1; i < 1 + g->n_state + g->n_scan_in; i++) {
         const cge_tensor_desc *x = &ins[i];
