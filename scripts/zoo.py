@@ -47,8 +47,11 @@ class Spec:
     where dynamic axes are declared)."""
 
     def __init__(self, name, make, inputs, opset=NATURAL_OPSET, dynamic=None, tier="default",
-                 torch_compile=True, partial=False, group="classification", run_inputs=None):
+                 torch_compile=True, partial=False, group="classification", run_inputs=None,
+                 version=1):
         self.name, self.make, self.inputs = name, make, inputs
+        # A cached export whose manifest names another version is exported again.
+        self.version = version
         self.opset, self.dynamic, self.tier = opset, dynamic, tier
         self.torch_compile, self.partial, self.group = torch_compile, partial, group
         self.run_inputs = run_inputs or inputs
@@ -303,15 +306,56 @@ def all_specs():
             return Det()
         return make
     det_input = lambda run=False: (_randn(1, 3, 320, 320),)  # noqa: E731
+
+    def calibrated(make):
+        """torchvision's initialisation with random BatchNorm statistics leaves
+        every class score at its prior (1/91) or saturated (RetinaNet's 1.0),
+        and the boxes clipped to the image: the kept detections are ties that
+        PyTorch, ORT and cge break differently (and Faster R-CNN keeps none).
+        The last classification and box-regression layers get random weights
+        scaled to their input (measured on the zoo's input), so that logits
+        spread with a standard deviation of about 3 and box deltas of 0.3:
+        distinct scores, boxes of many sizes, a reference that means something."""
+        def wrapped():
+            import re as _re
+            import torch
+            m = make().eval()
+            pat = _re.compile(r"(cls_logits|cls_score|classification_head\.module_list\.\d+\.1)$")
+            reg = _re.compile(r"(bbox_reg|bbox_pred|regression_head\.module_list\.\d+\.1)$")
+            layers = {qn: mod for qn, mod in m.named_modules()
+                      if (pat.search(qn) or reg.search(qn)) and
+                      isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear))}
+            rms, hooks = {}, []
+            for qn, mod in layers.items():
+                def hook(mod, args, qn=qn):
+                    r = float(args[0].detach().double().pow(2).mean().sqrt())
+                    rms[qn] = max(rms.get(qn, 0.0), r)
+                hooks.append(mod.register_forward_pre_hook(hook))
+            with torch.no_grad():
+                m(*det_input())
+            for h in hooks:
+                h.remove()
+            g = torch.Generator().manual_seed(3)
+            with torch.no_grad():
+                for qn, mod in layers.items():
+                    fan_in = mod.weight[0].numel()
+                    target = 3.0 if pat.search(qn) else 0.3
+                    scale = target / (fan_in ** 0.5 * max(rms.get(qn, 1.0), 1e-6))
+                    mod.weight.copy_(torch.randn(mod.weight.shape, generator=g) * scale)
+                    if mod.bias is not None and reg.search(qn):
+                        mod.bias.zero_()
+            return m
+        return wrapped
     specs.append(Spec("ssdlite320_mobilenet_v3_large",
-                      _seeded(detector("ssdlite320_mobilenet_v3_large")), det_input,
-                      opset=14, group="detection"))
+                      calibrated(_seeded(detector("ssdlite320_mobilenet_v3_large"))), det_input,
+                      opset=14, group="detection", version=2))
     specs.append(Spec("retinanet_resnet50_fpn",
-                      _seeded(detector("retinanet_resnet50_fpn", min_size=320, max_size=320)),
-                      det_input, opset=14, group="detection"))
+                      calibrated(_seeded(detector("retinanet_resnet50_fpn", min_size=320,
+                                                  max_size=320))),
+                      det_input, opset=14, group="detection", version=2))
     specs.append(Spec("fasterrcnn_mobilenet_v3_large_320_fpn",
-                      _seeded(detector("fasterrcnn_mobilenet_v3_large_320_fpn")), det_input,
-                      opset=14, group="detection"))
+                      calibrated(_seeded(detector("fasterrcnn_mobilenet_v3_large_320_fpn"))), det_input,
+                      opset=14, group="detection", version=2))
 
     def raft():
         m = _tv("optical_flow", "raft_small")()
@@ -393,7 +437,7 @@ def child_export(spec, d):
                         location="model.onnx.data")
     np.savez(os.path.join(d, "io.npz"), **{"in%d" % i: t.numpy() for i, t in enumerate(run)},
              **{"ref%d" % i: r for i, r in enumerate(ref)})
-    manifest = {"model": path, "inputs": []}
+    manifest = {"model": path, "inputs": [], "version": spec.version}
     for i, t in enumerate(run):
         a = np.ascontiguousarray(t.numpy())
         f = os.path.join(d, "in%d.bin" % i)
@@ -480,23 +524,78 @@ def _ort_outputs(res):
 
 # ---- comparison ----------------------------------------------------------------------
 
-def canonical_detections(outs):
-    """Detections (boxes [N,4], scores [N], labels [N]) in one order: random
-    weights leave many scores tied, and tied detections may come in any
-    order (ORT's differ from PyTorch's too)."""
+def _detections(outs):
+    """(boxes [N,4], scores [N], labels [N], order of the three in outs) or None."""
     import numpy as np
-    if len(outs) != 3 or np.asarray(outs[0]).ndim != 2 or len(outs[1]) != len(outs[0]):
+    if len(outs) != 3 or np.asarray(outs[0]).ndim != 2:
+        return None
+    b = np.asarray(outs[0])
+    rest = [np.asarray(o) for o in outs[1:]]
+    if any(r.shape != (len(b),) for r in rest):
+        return None
+    si = 1 if rest[0].dtype.kind == "f" else 2   # Faster R-CNN: boxes, labels, scores
+    return b, np.asarray(outs[si]), np.asarray(outs[3 - si]), si
+
+
+def canonical_detections(outs, above=None):
+    """Detections (boxes [N,4], scores [N], labels [N]) in one order, those
+    scoring above `above` only: tied detections may come in any order (ORT's
+    differ from PyTorch's too), and which of several near-equal detections
+    at the cutoff are kept is not a fault either."""
+    import numpy as np
+    d = _detections(outs)
+    if d is None:
         return outs
-    b, sc, lab = (np.asarray(o) for o in outs)
+    b, sc, lab, si = d
+    if above is not None:
+        m = sc > above
+        b, sc, lab = b[m], sc[m], lab[m]
     order = np.lexsort((lab, np.round(b[:, 3], 2), np.round(b[:, 2], 2), np.round(b[:, 1], 2),
                         np.round(b[:, 0], 2), -np.round(sc.astype(np.float64), 5)))
-    return [b[order], sc[order], lab[order]]
+    out = [b[order], None, None]
+    out[si], out[3 - si] = sc[order], lab[order]
+    return out
 
 
 def compare(outs, refs, canonical=False):
     if canonical:
-        outs, refs = canonical_detections(outs), canonical_detections(refs)
+        do, dr = _detections(outs), _detections(refs)
+        above = None
+        if do is not None and dr is not None and len(do[1]) and len(dr[1]):
+            # Detections compared: those clearly above the lower of the two
+            # cutoffs (the last kept score); 1e-4 exceeds float noise in scores.
+            lo = max(float(do[1].min()), float(dr[1].min()))
+            above = lo + 1e-4 * max(1.0, abs(lo))
+            if not (dr[1] > above).any():
+                above = None   # every score tied (saturated): the whole set, as it is
+        outs, refs = canonical_detections(outs, above), canonical_detections(refs, above)
+        outs = _paired(outs, refs)
     return _compare(outs, refs)
+
+
+def _paired(outs, refs):
+    """outs' detections reordered to pair with refs' (each ref, best score
+    first, takes the unpaired detection of its label nearest in box and
+    score): a canonical sort alone puts near-equal scores in an order that
+    rounding decides."""
+    import numpy as np
+    do, dr = _detections(outs), _detections(refs)
+    if do is None or dr is None or len(do[1]) != len(dr[1]):
+        return outs
+    b, sc, lab, si = do
+    free = np.ones(len(sc), bool)
+    order = []
+    for i in range(len(dr[1])):
+        dist = np.abs(b - dr[0][i]).max(1) + 320.0 * np.abs(sc.astype(np.float64) - dr[1][i])
+        dist[~free | (lab != dr[2][i])] = np.inf
+        j = int(np.argmin(dist))
+        if not np.isfinite(dist[j]):
+            return outs   # a label with no counterpart: compared as it is, and fails
+        free[j] = False
+        order.append(j)
+    out = [b[order], None, None]
+    out[si], out[3 - si] = sc[order], lab[order]
+    return out
 
 
 def _compare(outs, refs):
@@ -534,6 +633,14 @@ def _compare(outs, refs):
 
 # ---- driver ----------------------------------------------------------------------------
 
+def _cached(spec, d):
+    try:
+        with open(os.path.join(d, "manifest.json")) as f:
+            return json.load(f).get("version", 1) == spec.version
+    except (OSError, ValueError):
+        return False
+
+
 def _torch_worker(names, cache, with_torch, partial_only=False):
     """One process for every PyTorch step (importing torch costs seconds):
     per model, the export if not cached, then eager PyTorch's time and
@@ -547,7 +654,7 @@ def _torch_worker(names, cache, with_torch, partial_only=False):
         print("ZOO-START " + name, flush=True)
         res = {"name": name}
         steps = []
-        if not os.path.isfile(os.path.join(d, "manifest.json")):
+        if not _cached(spec, d):
             steps.append(("export", lambda: child_export(spec, d)))
         if with_torch and spec.torch_compile:
             steps.append(("torch", lambda: child_torch(spec, d, fullgraph=True)))

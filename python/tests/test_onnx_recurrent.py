@@ -112,3 +112,26 @@ def test_version_7_node_at_opset_7_equals_opset_14(kind):
     assert got[7][0].shape == (SEQ, 2, BATCH, HIDDEN)
     for a, b14 in zip(got[7], got[14]):
         np.testing.assert_array_equal(a, b14)
+
+
+# Odd sizes around the kernel's tiles: hidden 1 and 3 (one partial 16-column
+# panel), 17 (a full panel and one column), one time step, a batch of 1, 5
+# (four rows and one in the small-batch product) and 13 (the GEMM's 12-row
+# tile and one); one layer, both directions.
+@pytest.mark.parametrize("hidden,seq,batch", [(1, 3, 2), (3, 1, 5), (17, 2, 1), (3, 4, 13),
+                                              (33, 3, 4)])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_recurrent_odd_sizes_match_pytorch(kind, bidirectional, hidden, seq, batch):
+    torch.manual_seed(hidden * 100 + seq * 10 + batch)
+    m = getattr(torch.nn, kind)(INPUT, hidden, bidirectional=bidirectional).eval()
+    dirs = 2 if bidirectional else 1
+    x = torch.randn(seq, batch, INPUT)
+    h0 = torch.randn(dirs, batch, hidden)
+    states = (h0, torch.randn(dirs, batch, hidden)) if kind == "LSTM" else (h0,)
+    model = export(m, (x, states if kind == "LSTM" else states[0]), 14)
+    outs = run_cge(model, [x, *states])
+    refs = reference(m, x, states)
+    for o, r in zip(outs, refs):
+        assert o.shape == tuple(r.shape)
+        np.testing.assert_allclose(o, r.numpy(), rtol=1e-5, atol=1e-5)

@@ -414,9 +414,25 @@ static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
     return st;
 }
 
+/* A dim unknown even with the input shapes given (NonZero, a computed
+ * Reshape): such a graph runs node by node, never through partition, so no
+ * convolution becomes channels-last and NHWC forms would read NCHW bytes. */
+static bool value_dependent(const cge_graph *g)
+{
+    for (int32_t id = 0; id < cge_graph_num_values(g); id++) {
+        cge_tensor_desc d;
+        if (cge_graph_value_kind(g, id) == CGE_VALUE_UNDEFINED || cge_graph_value_desc(g, id, &d))
+            continue;
+        for (int32_t k = 0; k < d.shape.rank; k++)
+            if (d.shape.dims[k] == CGE_DIM_DYNAMIC)
+                return true;
+    }
+    return false;
+}
+
 cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
 {
-    if (!cge_fused_conv_channels_last_available())
+    if (!cge_fused_conv_channels_last_available() || value_dependent(g))
         return CGE_OK;
     /* Until nothing changes: a node may read one converted later in node
      * order. */

@@ -132,6 +132,18 @@ static cge_status convert_roi_align10(const cge_node *src, int64_t opset, cge_gr
     return cge_node_set_string(n, "coordinate_transformation_mode", "output_half_pixel");
 }
 
+/* Scan 8 (a batch axis and sequence_lens, which 9 replaced by scan axes):
+ * the Scan definition runs it per batch element with batch_major set. */
+static cge_status convert_scan8(const cge_node *src, int64_t opset, cge_graph *dst)
+{
+    const cge_converter_def same = {.target_op = "Scan", .target_domain = ""};
+    cge_status st = cge_converter_apply(&same, src, opset, dst);
+    if (st)
+        return st;
+    cge_node *n = cge_graph_node(dst, cge_graph_num_nodes(dst) - 1);
+    return cge_node_set_int(n, "batch_major", 1);
+}
+
 /* Dropout 7..9's mask has the data's type (10 made it bool), and these
  * versions have no training mode: the output is the data and the mask ones.
  * Dropout(data) -> output, bool mask; CastLike(bool mask, data) -> mask. The
@@ -326,6 +338,7 @@ static const cge_converter_def converters[] = {
     RANGE("BatchNormalization", 7, 8, "BatchNormalization", convert_batch_norm7),
     RANGE("LpNormalization", 1, 0, "Div", convert_lp_normalization),
     RANGE("RoiAlign", 10, 15, "RoiAlign", convert_roi_align10),
+    RANGE("Scan", 8, 8, "Scan", convert_scan8),
 };
 
 static const cge_op_library library = {

@@ -21,14 +21,24 @@ typedef struct body_val {
     cge_tensor_desc desc;
     void *data;       /* NULL: no value (meta only, or not computed) */
     size_t bytes;
-    bool owned;       /* allocated here with cge_mem_alloc */
+    bool owned;       /* allocated here with cge_mem_alloc (on the run's device) */
+    /* An int64 vector of up to CGE_MAX_RANK elements known element by element
+     * (a Shape of a partly dynamic shape, a Gather of one): sym.numel > 0. */
+    cge_symbolic_value sym;
+    int64_t sym_elems[CGE_MAX_RANK];
+    uint8_t sym_is_dim[CGE_MAX_RANK];
 } body_val;
 
 typedef struct body_run {
     const cge_graph *g;
-    cge_device *dev;  /* NULL: meta only, nothing runs */
+    cge_device *dev;  /* NULL: meta only, nothing runs but small shape computations */
     int32_t nv;
     body_val *v;
+    /* Meta only: where the small shape computations run (made when one is
+     * first needed), so that a nested If's condition (Equal(Shape(x)[1], 1))
+     * is known and its branches fold as at the top level. */
+    cge_device *fold_dev;
+    cge_stream *fold_imm;
 } body_run;
 
 typedef struct outer_binding {
@@ -42,15 +52,201 @@ static void body_free(body_run *r)
 {
     for (int32_t i = 0; r->v && i < r->nv; i++)
         if (r->v[i].owned)
-            cge_mem_free(r->dev, r->v[i].data);
+            cge_mem_free(r->dev ? r->dev : r->fold_dev, r->v[i].data);
     free(r->v);
     r->v = NULL;
+    cge_stream_destroy(r->fold_imm);
+    cge_device_destroy(r->fold_dev);
+    r->fold_imm = NULL;
+    r->fold_dev = NULL;
 }
 
 static cge_status body_err(const char *op, const char *node, cge_status st, const char *what,
                            const char *detail)
 {
     return cge_error(CGE_LAYER_META, st, "%s '%s': body %s: %s", op, node, what, detail);
+}
+
+/* Allocates the node's outputs on `dev` (owned by the run) and runs its CPU
+ * kernel on the immediate stream `imm`. */
+static cge_status run_node(cge_device *dev, cge_stream *imm, body_run *r, const cge_node *n,
+                           const cge_op_def *def, cge_dtype kdt, const cge_tensor *ins,
+                           int32_t ni, int32_t no)
+{
+    cge_tensor outs[CF_MAX_ARGS];
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < no; i++) {
+        body_val *bv = &r->v[cge_node_output_id(n, i)];
+        bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+        st = cge_mem_alloc(dev, bv->bytes, &bv->data);
+        bv->owned = !st;
+        outs[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
+                               .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
+    }
+    const cge_kernel_def *kd = st ? NULL : cge_op_find_kernel(def, "cpu", kdt);
+    if (!st && !kd)
+        st = cge_last_error_status();
+    if (st)
+        return st;
+    cge_kernel_ctx kc = {.op_type = cge_node_op_type(n), .node_name = cge_node_name(n),
+                         .num_inputs = ni, .inputs = ins, .num_outputs = no, .outputs = outs,
+                         .attrs = cge_node_attrs_const(n), .device = dev,
+                         .num_threads = cge_device_num_threads(dev)};
+    void *ws = NULL;
+    if (kd->workspace_size) {
+        kc.workspace_size = kd->workspace_size(&kc);
+        st = cge_mem_alloc(dev, kc.workspace_size, &ws);
+        kc.workspace = ws;
+    }
+    if (!st && kd->prepare)
+        st = kd->prepare(&kc, &kc.state);
+    if (!st)
+        st = kd->launch(&kc, imm);
+    if (!st)
+        st = cge_stream_synchronize(imm);
+    if (kd->release && kc.state)
+        kd->release(kc.state);
+    cge_mem_free(dev, ws);
+    return st;
+}
+
+/* ---- small shape computations in a body's meta ----------------------------------- */
+
+/* Values a body's meta computes (as prepare/infer does for the top graph):
+ * shape-sized, never tensors. */
+#define FOLD_MAX_BYTES 4096
+
+static bool fold_skips(const cge_node *n)
+{
+    const char *op = cge_node_op_type(n), *dom = cge_node_domain(n);
+    if (dom && *dom && strcmp(dom, "ai.onnx"))
+        return true;
+    return !strncmp(op, "Random", 6) || !strcmp(op, "Multinomial") || !strcmp(op, "Bernoulli") ||
+           !strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan");
+}
+
+/* Sets `bv` from elements known one by one: fully known becomes its value
+ * (held in the body_val itself), partly known a symbolic value. */
+static void set_elems(body_val *bv, int64_t count, const int64_t *e, const uint8_t *is_dim)
+{
+    bool all = true;
+    for (int64_t i = 0; i < count; i++) {
+        bv->sym_elems[i] = e[i];
+        bv->sym_is_dim[i] = is_dim[i];
+        all &= !is_dim[i];
+    }
+    if (all) {
+        bv->data = bv->sym_elems;
+        bv->bytes = (size_t)count * sizeof(int64_t);
+    } else {
+        bv->sym = (cge_symbolic_value){.numel = count, .elems = bv->sym_elems,
+                                       .is_dim = bv->sym_is_dim};
+    }
+}
+
+/* Shape(x) from x's dims, known where they are. */
+static bool fold_shape(body_run *r, const cge_node *n, const cge_tensor *ins, int32_t ni)
+{
+    if (strcmp(cge_node_op_type(n), "Shape") || ni < 1 || ins[0].dtype == CGE_DTYPE_UNDEFINED ||
+        cge_node_num_outputs(n) != 1)
+        return false;
+    body_val *out = &r->v[cge_node_output_id(n, 0)];
+    const cge_shape *s = &ins[0].shape;
+    int64_t rank = s->rank, a = cge_attrs_get_int(cge_node_attrs_const(n), "start", 0),
+            b = cge_attrs_get_int(cge_node_attrs_const(n), "end", rank);
+    a = a < 0 ? a + rank : a;
+    b = b < 0 ? b + rank : b;
+    a = a < 0 ? 0 : (a > rank ? rank : a);
+    b = b < 0 ? 0 : (b > rank ? rank : b);
+    if (out->desc.dtype != CGE_I64 || out->desc.shape.rank != 1 ||
+        out->desc.shape.dims[0] != (b > a ? b - a : 0))
+        return true;   /* not what this reads; the run computes it */
+    int64_t e[CGE_MAX_RANK];
+    uint8_t d[CGE_MAX_RANK];
+    for (int64_t i = a; i < b; i++) {
+        e[i - a] = s->dims[i];
+        d[i - a] = s->dims[i] < 0;
+    }
+    set_elems(out, b > a ? b - a : 0, e, d);
+    return true;
+}
+
+/* Gather on axis 0 of a partly known vector with known indices. */
+static bool fold_gather(body_run *r, const cge_node *n, const cge_tensor *ins, int32_t ni)
+{
+    if (strcmp(cge_node_op_type(n), "Gather") || ni != 2 || cge_node_num_outputs(n) != 1)
+        return false;
+    const body_val *x = &r->v[cge_node_input_id(n, 0)];
+    if (x->data || x->sym.numel <= 0)
+        return false;
+    body_val *out = &r->v[cge_node_output_id(n, 0)];
+    const cge_tensor *ix = &ins[1];
+    int64_t cnt = cge_shape_numel(&ix->shape), len = x->sym.numel;
+    int64_t axis = cge_attrs_get_int(cge_node_attrs_const(n), "axis", 0);
+    if ((axis != 0 && axis != -1) || !ix->data || ix->shape.rank > 1 || cnt < 0 ||
+        cnt > CGE_MAX_RANK || (ix->dtype != CGE_I64 && ix->dtype != CGE_I32) ||
+        cge_shape_numel(&out->desc.shape) != cnt)
+        return true;
+    int64_t e[CGE_MAX_RANK];
+    uint8_t d[CGE_MAX_RANK];
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t k = ix->dtype == CGE_I64 ? ((const int64_t *)ix->data)[i]
+                                         : ((const int32_t *)ix->data)[i];
+        k = k < 0 ? k + len : k;
+        if (k < 0 || k >= len)
+            return true;   /* the run reports it */
+        e[i] = x->sym.elems[k];
+        d[i] = x->sym.is_dim[k];
+    }
+    set_elems(out, cnt, e, d);
+    return true;
+}
+
+/* Meta only: computes the node's outputs when they are small and every input
+ * it has is known (else they stay unknown; the run computes them). */
+static void fold_node(body_run *r, const cge_node *n, const cge_op_def *def, cge_dtype kdt,
+                      const cge_tensor *ins, int32_t ni, int32_t no)
+{
+    if (no < 1 || fold_skips(n) || fold_shape(r, n, ins, ni) || fold_gather(r, n, ins, ni))
+        return;
+    size_t total = 0;
+    for (int32_t i = 0; i < no; i++) {
+        const body_val *bv = &r->v[cge_node_output_id(n, i)];
+        if (!cge_dtype_valid(bv->desc.dtype) || !cge_shape_is_static(&bv->desc.shape))
+            return;
+        total += cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+    }
+    bool any = false;
+    for (int32_t i = 0; i < ni; i++) {
+        if (cge_node_input_id(n, i) < 0 || ins[i].dtype == CGE_DTYPE_UNDEFINED)
+            continue;
+        if (!ins[i].data || ins[i].bytes > FOLD_MAX_BYTES)
+            return;
+        any = true;
+    }
+    if (!any || total > FOLD_MAX_BYTES)
+        return;
+    if (!r->fold_dev) {
+        cge_device_options o = {.num_threads = 1};
+        if (cge_device_create_cpu(&o, &r->fold_dev) ||
+            cge_stream_create_immediate(r->fold_dev, &r->fold_imm)) {
+            cge_clear_error();
+            cge_device_destroy(r->fold_dev);
+            r->fold_dev = NULL;
+            return;
+        }
+    }
+    if (run_node(r->fold_dev, r->fold_imm, r, n, def, kdt, ins, ni, no) == CGE_OK)
+        return;
+    cge_clear_error();   /* not known now; the run computes it and reports any problem */
+    for (int32_t i = 0; i < no; i++) {
+        body_val *bv = &r->v[cge_node_output_id(n, i)];
+        if (bv->owned)
+            cge_mem_free(r->fold_dev, bv->data);
+        bv->data = NULL;
+        bv->owned = false;
+        bv->bytes = 0;
+    }
 }
 
 /* Runs (dev != NULL) or only infers (dev == NULL) `g` with its inputs bound
@@ -122,14 +318,17 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         }
         cge_tensor_desc ind[CF_MAX_ARGS], outd[CF_MAX_ARGS];
         const void *vals[CF_MAX_ARGS];
-        cge_tensor ins[CF_MAX_ARGS], outs[CF_MAX_ARGS];
+        const cge_symbolic_value *syms[CF_MAX_ARGS];
+        cge_tensor ins[CF_MAX_ARGS];
         cge_dtype kdt = CGE_DTYPE_UNDEFINED;
+        bool any_sym = false;
         for (int32_t i = 0; !st && i < ni; i++) {
             int32_t id = cge_node_input_id(n, i);
             memset(&ind[i], 0, sizeof ind[i]);
             memset(&ins[i], 0, sizeof ins[i]);
             ind[i].name = "";
             vals[i] = NULL;
+            syms[i] = NULL;
             if (id < 0)
                 continue;
             body_val *bv = &r->v[id];
@@ -142,6 +341,10 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
             }
             ind[i] = bv->desc;
             vals[i] = bv->data;
+            if (!bv->data && bv->sym.numel > 0) {
+                syms[i] = &bv->sym;
+                any_sym = true;
+            }
             ins[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
                                   .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
             if (kdt == CGE_DTYPE_UNDEFINED)
@@ -150,15 +353,19 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         for (int32_t i = 0; i < no; i++)
             outd[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
         if (!st)
-            st = cge__op_infer_node(def, cge_node_name(n), cge_node_attrs_const(n), ind, vals, ni,
-                                   outd, no);
+            st = cge__op_infer_node_symbolic(def, cge_node_name(n), cge_node_attrs_const(n), ind,
+                                             vals, any_sym ? syms : NULL, ni, outd, no);
         for (int32_t i = 0; !st && i < no; i++) {
             body_val *bv = &r->v[cge_node_output_id(n, i)];
             bv->desc.dtype = outd[i].dtype;
             bv->desc.shape = outd[i].shape;
         }
-        if (st || !dev)
+        if (st)
+            break;
+        if (!dev) {
+            fold_node(r, n, def, kdt, ins, ni, no);
             continue;
+        }
         for (int32_t i = 0; !st && i < no; i++) {
             body_val *bv = &r->v[cge_node_output_id(n, i)];
             if (!cge_shape_is_static(&bv->desc.shape)) {
@@ -166,36 +373,9 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
                               "an output's shape is unknown with every input value at hand");
                 break;
             }
-            bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
-            st = cge_mem_alloc(dev, bv->bytes, &bv->data);
-            bv->owned = !st;
-            outs[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
-                                   .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
         }
-        const cge_kernel_def *kd = st ? NULL : cge_op_find_kernel(def, "cpu", kdt);
-        if (!st && !kd)
-            st = cge_last_error_status();
-        if (st)
-            break;
-        cge_kernel_ctx kc = {.op_type = cge_node_op_type(n), .node_name = cge_node_name(n),
-                             .num_inputs = ni, .inputs = ins, .num_outputs = no, .outputs = outs,
-                             .attrs = cge_node_attrs_const(n), .device = dev,
-                             .num_threads = cge_device_num_threads(dev)};
-        void *ws = NULL;
-        if (kd->workspace_size) {
-            kc.workspace_size = kd->workspace_size(&kc);
-            st = cge_mem_alloc(dev, kc.workspace_size, &ws);
-            kc.workspace = ws;
-        }
-        if (!st && kd->prepare)
-            st = kd->prepare(&kc, &kc.state);
         if (!st)
-            st = kd->launch(&kc, imm);
-        if (!st)
-            st = cge_stream_synchronize(imm);
-        if (kd->release && kc.state)
-            kd->release(kc.state);
-        cge_mem_free(dev, ws);
+            st = run_node(dev, imm, r, n, def, kdt, ins, ni, no);
     }
     free(order);
     for (int32_t i = 0; !st && i < cge_graph_num_outputs(g); i++) {
@@ -347,7 +527,8 @@ static cge_status cancel_point(const char *op, const char *node, int64_t it, cge
 static cge_status put_output(const cf_state *s, int32_t i, const body_val *bv)
 {
     size_t need = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
-    if (bv->desc.dtype != s->outs[i].dtype || need != s->outs[i].bytes ||
+    /* The buffer may be larger than the value (an eager run's, reused). */
+    if (bv->desc.dtype != s->outs[i].dtype || need > s->outs[i].bytes ||
         !cge_shape_equal(&bv->desc.shape, &s->outs[i].shape)) {
         char a[CGE_SHAPE_STR_MAX], b[CGE_SHAPE_STR_MAX];
         return cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
@@ -372,6 +553,32 @@ static void tensors_split(const cf_state *s, cge_tensor_desc *d, const void **v)
 }
 
 /* ---- If ------------------------------------------------------------------------------ */
+
+/* Every input value is at hand (a run node by node) but an output's shape
+ * depends on values the branch computes (NonMaxSuppression, NonZero): run
+ * the branch once on a private single-thread device and read the shapes off
+ * its results, as Loop does; the kernel then runs it for real. */
+static cge_status if_measure(cge_infer_ctx *c, const cge_graph *g, const outer_binding *ob)
+{
+    cge_device *dev = NULL;
+    cge_stream *imm = NULL;
+    cge_device_options o = {.num_threads = 1};
+    cge_status st = cge_device_create_cpu(&o, &dev);
+    if (!st)
+        st = cge_stream_create_immediate(dev, &imm);
+    body_run r = {0};
+    if (!st)
+        st = body_exec(c->op_type, c->node_name, g, dev, imm, 0, NULL, NULL, ob, &r);
+    for (int32_t i = 0; !st && i < c->num_outputs; i++) {
+        const body_val *bv = body_output(&r, i);
+        c->outputs[i].dtype = bv->desc.dtype;
+        c->outputs[i].shape = bv->desc.shape;
+    }
+    body_free(&r);
+    cge_stream_destroy(imm);
+    cge_device_destroy(dev);
+    return st;
+}
 
 static cge_status if_infer(cge_infer_ctx *c)
 {
@@ -403,13 +610,29 @@ static cge_status if_infer(cge_infer_ctx *c)
                 c->outputs[i].dtype = bv->desc.dtype;
                 c->outputs[i].shape = bv->desc.shape;
             } else if (c->outputs[i].dtype != bv->desc.dtype ||
-                       !merge_shape(&c->outputs[i].shape, &bv->desc.shape)) {
+                       c->outputs[i].shape.rank != bv->desc.shape.rank) {
+                /* One output needs one dtype and rank for the plan; a
+                 * condition known here (a constant, a shape computation)
+                 * takes one branch above and never gets here. */
                 st = cge_meta_error(c, CGE_ERR_UNSUPPORTED,
-                                    "output %d differs in dtype or rank between the branches", i);
+                                    "output %d is %s of rank %d in then_branch and %s of rank %d "
+                                    "in else_branch, and the condition is known only at run time",
+                                    i, cge_dtype_name(c->outputs[i].dtype),
+                                    (int)c->outputs[i].shape.rank, cge_dtype_name(bv->desc.dtype),
+                                    (int)bv->desc.shape.rank);
+            } else {
+                merge_shape(&c->outputs[i].shape, &bv->desc.shape);
             }
         }
         body_free(&r);
     }
+    bool all_static = true, all_values = c->input_values != NULL;
+    for (int32_t i = 0; i < c->num_outputs; i++)
+        all_static &= cge_shape_is_static(&c->outputs[i].shape);
+    for (int32_t i = 0; all_values && i < c->num_inputs; i++)
+        all_values = !present(c, i) || c->input_values[i];
+    if (!st && !all_static && all_values)
+        st = if_measure(c, gs[0], &ob);
     return st;
 }
 
@@ -735,22 +958,35 @@ static cge_shape drop_axis(const cge_shape *s, int32_t axis)
     return r;
 }
 
+/* How a Scan's inputs and outputs divide (`lead` inputs first: Scan-8's
+ * sequence_lens): outer values last, scan inputs before them, states first. */
+static cge_status scan_counts(const char *op, const char *node, const cge_attrs *a, int32_t ni,
+                              int32_t no, int32_t lead, const cge_graph *body, int32_t *k_outer,
+                              int32_t *n_scan_in, int32_t *n_state, int32_t *n_scan_out)
+{
+    *k_outer = num_outer(a, ni);
+    *n_scan_in = (int32_t)cge_attrs_get_int(a, "num_scan_inputs", 0);
+    *n_state = ni - lead - *k_outer - *n_scan_in;
+    *n_scan_out = no - *n_state;
+    if (*n_scan_in < 1 || *n_state < 0 || *n_scan_out < 0 || ni > CF_MAX_ARGS || no > CF_MAX_ARGS)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "%s '%s': %d inputs, %d outputs and num_scan_inputs %d do not fit", op,
+                         node, ni, no, *n_scan_in);
+    if (cge_graph_num_outputs(body) != *n_state + *n_scan_out)
+        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
+                         "%s '%s': the body has %d outputs; %d are needed", op, node,
+                         cge_graph_num_outputs(body), *n_state + *n_scan_out);
+    return CGE_OK;
+}
+
 static cge_status scan_setup(const char *op, const char *node, const cge_attrs *a, int32_t ni,
                              int32_t no, const cge_tensor_desc *ins, scan_geo *g, int32_t *in_axes,
                              int32_t *out_axes, const cge_graph *body)
 {
-    g->k_outer = num_outer(a, ni);
-    g->n_scan_in = (int32_t)cge_attrs_get_int(a, "num_scan_inputs", 0);
-    g->n_state = ni - g->k_outer - g->n_scan_in;
-    g->n_scan_out = no - g->n_state;
-    if (g->n_scan_in < 1 || g->n_state < 0 || g->n_scan_out < 0 || ni > CF_MAX_ARGS ||
-        no > CF_MAX_ARGS)
-        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
-                         "%s '%s': %d inputs, %d outputs and num_scan_inputs %d do not fit", op,
-                         node, ni, no, g->n_scan_in);
-    if (cge_graph_num_outputs(body) != g->n_state + g->n_scan_out)
-        return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG, "%s '%s': the body has %d outputs; %d are needed",
-                         op, node, cge_graph_num_outputs(body), g->n_state + g->n_scan_out);
+    cge_status st = scan_counts(op, node, a, ni, no, 0, body, &g->k_outer, &g->n_scan_in,
+                                &g->n_state, &g->n_scan_out);
+    if (st)
+        return st;
     g->len = CGE_DIM_DYNAMIC;
     for (int32_t j = 0; j < g->n_scan_in; j++) {
         const cge_tensor_desc *x = &ins[g->n_state + j];
@@ -771,11 +1007,210 @@ static cge_status scan_setup(const char *op, const char *node, const cge_attrs *
     return CGE_OK;
 }
 
+/* One step of a Scan body: the states (bound here) and the slices already
+ * in bd/bv after them; the new states replace the old. */
+static cge_status scan_step(const cf_state *s, const cge_graph *body, cge_stream *imm,
+                            int32_t n_state, int32_t n_scan_in, cge_tensor_desc *bd,
+                            const void **bv, const outer_binding *ob, int64_t t, body_val *state,
+                            body_run *r)
+{
+    for (int32_t i = 0; i < n_state; i++) {
+        bd[i] = state[i].desc;
+        bv[i] = state[i].data;
+    }
+    cge_status st = cancel_point(s->op_type, s->node_name, t,
+                                 body_exec(s->op_type, s->node_name, body, s->dev, imm,
+                                           n_state + n_scan_in, bd, bv, ob, r));
+    for (int32_t i = 0; !st && i < n_state; i++)
+        st = copy_owned(s->dev, body_output(r, i), &state[i]);
+    return st;
+}
+
+/* ---- Scan 8: a batch axis first, sequence_lens ---------------------------------------- */
+
+/* Scan-8 (the ONNX converter sets batch_major): input 0 is sequence_lens
+ * (optional), then states [batch, ...] and scan inputs [batch, seq, ...];
+ * outputs are states [batch, ...] and scan outputs [batch, seq, ...]. Each
+ * batch element runs the body as Scan-9 does over its own sequence_lens[b]
+ * steps (scan inputs reversed by `directions`); scan outputs past a row's
+ * length are zeros, as ONNX Runtime leaves them. */
+typedef struct scan8_geo {
+    int32_t n_state, n_scan_in, n_scan_out, k_outer;
+    int64_t batch, len;
+} scan8_geo;
+
+static cge_status scan8_setup(const char *op, const char *node, const cge_attrs *a, int32_t ni,
+                              int32_t no, const cge_tensor_desc *ins, const cge_graph *body,
+                              scan8_geo *g)
+{
+    cge_status st = scan_counts(op, node, a, ni, no, 1, body, &g->k_outer, &g->n_scan_in,
+                                &g->n_state, &g->n_scan_out);
+    if (st)
+        return st;
+    g->batch = g->len = CGE_DIM_DYNAMIC;
+    for (int32_t i = 1; i < 1 + g->n_state + g->n_scan_in; i++) {
+        const cge_tensor_desc *x = &ins[i];
+        bool scan = i > g->n_state;
+        if (x->shape.rank < (scan ? 2 : 1))
+            return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                             "%s '%s': input %d needs a batch axis%s", op, node, i,
+                             scan ? " and a sequence axis" : "");
+        int64_t dims[2] = {x->shape.dims[0], scan ? x->shape.dims[1] : CGE_DIM_DYNAMIC};
+        int64_t *have[2] = {&g->batch, &g->len};
+        for (int k = 0; k < 2; k++) {
+            if (dims[k] < 0)
+                continue;
+            if (*have[k] >= 0 && *have[k] != dims[k])
+                return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                                 "%s '%s': inputs disagree on the %s (%lld and %lld)", op, node,
+                                 k ? "sequence length" : "batch size", (long long)*have[k],
+                                 (long long)dims[k]);
+            *have[k] = dims[k];
+        }
+    }
+    if (ni > 0 && ins[0].dtype != CGE_DTYPE_UNDEFINED &&
+        (ins[0].dtype != CGE_I64 || ins[0].shape.rank != 1 ||
+         (ins[0].shape.dims[0] >= 0 && g->batch >= 0 && ins[0].shape.dims[0] != g->batch)))
+        return cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                         "%s '%s': sequence_lens must be int64 [batch]", op, node);
+    return CGE_OK;
+}
+
+/* The body's inputs for one batch element: states less the batch axis,
+ * scan slices less batch and sequence axes. */
+static void scan8_body_descs(const scan8_geo *g, const cge_tensor_desc *ins, cge_tensor_desc *bd)
+{
+    for (int32_t i = 0; i < g->n_state + g->n_scan_in; i++) {
+        const cge_tensor_desc *x = &ins[1 + i];
+        bd[i] = *x;
+        bd[i].shape = drop_axis(&x->shape, 0);
+        if (i >= g->n_state)
+            bd[i].shape = drop_axis(&bd[i].shape, 0);
+    }
+}
+
+static cge_status scan8_infer(cge_infer_ctx *c, const cge_graph *body)
+{
+    scan8_geo g;
+    cge_status st = scan8_setup(c->op_type, c->node_name, c->attrs, c->num_inputs,
+                                c->num_outputs, c->inputs, body, &g);
+    if (st)
+        return st;
+    const void *nulls[CF_MAX_ARGS] = {0};
+    outer_binding ob = outer_of(c->attrs, c->num_inputs, c->inputs,
+                                c->input_values ? c->input_values : nulls);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    const void *bv[CF_MAX_ARGS] = {0};
+    scan8_body_descs(&g, c->inputs, bd);
+    body_run r;
+    st = body_exec(c->op_type, c->node_name, body, NULL, NULL, g.n_state + g.n_scan_in, bd, bv,
+                   &ob, &r);
+    for (int32_t k = 0; !st && k < g.n_state + g.n_scan_out; k++) {
+        const body_val *o = body_output(&r, k);
+        bool scan = k >= g.n_state;
+        if (o->desc.shape.rank + (scan ? 2 : 1) > CGE_MAX_RANK) {
+            st = cge_meta_error(c, CGE_ERR_UNSUPPORTED, "output %d has too high a rank", k);
+            break;
+        }
+        cge_tensor_desc *od = &c->outputs[k];
+        od->dtype = o->desc.dtype;
+        od->shape.rank = o->desc.shape.rank + (scan ? 2 : 1);
+        od->shape.dims[0] = g.batch;
+        if (scan)
+            od->shape.dims[1] = g.len;
+        for (int32_t d = 0; d < o->desc.shape.rank; d++)
+            od->shape.dims[d + (scan ? 2 : 1)] = o->desc.shape.dims[d];
+    }
+    body_free(&r);
+    return st;
+}
+
+static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *const *v)
+{
+    const cge_graph *body = graph_attr(s->attrs, "body");
+    scan8_geo g;
+    cge_status st = scan8_setup(s->op_type, s->node_name, s->attrs, s->ni, s->no, d, body, &g);
+    if (st)
+        return st;
+    outer_binding ob = outer_of(s->attrs, s->ni, d, v);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    scan8_body_descs(&g, d, bd);
+    body_val state[CF_MAX_ARGS];
+    memset(state, 0, sizeof state);
+    cge_stream *imm = NULL;
+    st = cge_stream_create_immediate(s->dev, &imm);
+    for (int32_t k = g.n_state; !st && k < s->no; k++) {
+        size_t bytes = cge_tensor_nbytes(s->outs[k].dtype, &s->outs[k].shape);
+        if (bytes)
+            memset(s->outs[k].data, 0, bytes);
+    }
+    const int64_t *lens = v[0] && d[0].dtype == CGE_I64 ? v[0] : NULL;
+    for (int64_t b = 0; !st && b < g.batch; b++) {
+        for (int32_t i = 0; !st && i < g.n_state; i++) {
+            size_t bytes = cge_tensor_nbytes(bd[i].dtype, &bd[i].shape);
+            body_val init = {.desc = bd[i], .data = (char *)v[1 + i] + (size_t)b * bytes};
+            st = copy_owned(s->dev, &init, &state[i]);
+        }
+        int64_t len = lens ? lens[b] : g.len;
+        if (!st && (len < 0 || len > g.len))
+            st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                           "sequence_lens[%lld] is %lld; the scan inputs hold %lld steps",
+                           (long long)b, (long long)len, (long long)g.len);
+        for (int64_t t = 0; !st && t < len; t++) {
+            if ((st = cancel_point(s->op_type, s->node_name, t, CGE_OK)))
+                break;
+            const void *bv[CF_MAX_ARGS];
+            for (int32_t j = 0; j < g.n_scan_in; j++) {
+                int32_t i = g.n_state + j;
+                size_t bytes = cge_tensor_nbytes(bd[i].dtype, &bd[i].shape);
+                int64_t idx = list_at(s->attrs, "directions", j, 0) ? len - 1 - t : t;
+                bv[i] = (const char *)v[1 + i] + (size_t)(b * g.len + idx) * bytes;
+            }
+            body_run r;
+            st = scan_step(s, body, imm, g.n_state, g.n_scan_in, bd, bv, &ob, t, state, &r);
+            for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
+                const body_val *sv = body_output(&r, g.n_state + k);
+                cge_tensor *o = &s->outs[g.n_state + k];
+                size_t step = o->shape.rank >= 2 && g.len > 0 && g.batch > 0
+                                  ? cge_tensor_nbytes(o->dtype, &o->shape) /
+                                        (size_t)(g.batch * g.len)
+                                  : 0;
+                if (sv->desc.dtype != o->dtype || sv->bytes != step) {
+                    st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                                   "scan output %d: step %lld's slice does not fit the output", k,
+                                   (long long)t);
+                    break;
+                }
+                if (step)
+                    memcpy((char *)o->data + (size_t)(b * g.len + t) * step, sv->data, step);
+            }
+            body_free(&r);
+        }
+        for (int32_t i = 0; !st && i < g.n_state; i++) {
+            size_t need = cge_tensor_nbytes(state[i].desc.dtype, &state[i].desc.shape);
+            cge_tensor *o = &s->outs[i];
+            if (state[i].desc.dtype != o->dtype ||
+                (size_t)(b + 1) * need > cge_tensor_nbytes(o->dtype, &o->shape))
+                st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                               "state %d: the body changed its shape", i);
+            else if (need)
+                memcpy((char *)o->data + (size_t)b * need, state[i].data, need);
+        }
+    }
+    for (int32_t i = 0; i < CF_MAX_ARGS; i++)
+        if (state[i].owned)
+            cge_mem_free(s->dev, state[i].data);
+    cge_stream_destroy(imm);
+    return st;
+}
+
 static cge_status scan_infer(cge_infer_ctx *c)
 {
     const cge_graph *body = graph_attr(c->attrs, "body");
     if (!body)
         return cge_meta_error(c, CGE_ERR_INVALID_ARG, "body is required");
+    if (cge_attrs_get_int(c->attrs, "batch_major", 0))
+        return scan8_infer(c, body);
     scan_geo g;
     int32_t in_axes[CF_MAX_ARGS], out_axes[CF_MAX_ARGS];
     cge_status st = scan_setup(c->op_type, c->node_name, c->attrs, c->num_inputs, c->num_outputs,
@@ -824,6 +1259,12 @@ static void scan_host(void *user)
     cge_tensor_desc d[CF_MAX_ARGS];
     const void *v[CF_MAX_ARGS];
     tensors_split(s, d, v);
+    if (cge_attrs_get_int(s->attrs, "batch_major", 0)) {
+        cge_status st8 = scan8_exec(s, d, v);
+        if (st8)
+            cf_fail(s, st8);
+        return;
+    }
     const cge_graph *body = graph_attr(s->attrs, "body");
     scan_geo g;
     int32_t in_axes[CF_MAX_ARGS], out_axes[CF_MAX_ARGS];
@@ -853,10 +1294,6 @@ static void scan_host(void *user)
             break;
         cge_tensor_desc bd[CF_MAX_ARGS];
         const void *bv[CF_MAX_ARGS];
-        for (int32_t i = 0; i < g.n_state; i++) {
-            bd[i] = state[i].desc;
-            bv[i] = state[i].data;
-        }
         for (int32_t j = 0; j < g.n_scan_in; j++) {
             const cge_tensor *x = &s->ins[g.n_state + j];
             int64_t idx = list_at(s->attrs, "scan_input_directions", j, 0) ? g.len - 1 - t : t;
@@ -870,11 +1307,7 @@ static void scan_host(void *user)
             bv[g.n_state + j] = slices[j].data;
         }
         body_run r;
-        st = cancel_point(s->op_type, s->node_name, t,
-                          body_exec(s->op_type, s->node_name, body, s->dev, imm,
-                                    g.n_state + g.n_scan_in, bd, bv, &ob, &r));
-        for (int32_t i = 0; !st && i < g.n_state; i++)
-            st = copy_owned(s->dev, body_output(&r, i), &state[i]);
+        st = scan_step(s, body, imm, g.n_state, g.n_scan_in, bd, bv, &ob, t, state, &r);
         for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
             const body_val *sv = body_output(&r, g.n_state + k);
             cge_tensor *o = &s->outs[g.n_state + k];
@@ -927,8 +1360,10 @@ static const cge_arg_def loop_in[] = {
     {"v_initial", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
      "loop-carried values, then outer-scope values (outer_names)"}};
 static const cge_arg_def scan_in[] = {
-    {"initial_state_and_scan_inputs", CGE_ARG_VARIADIC, 0,
-     "states, scan inputs, then outer-scope values (outer_names)"}};
+    /* optional: Scan-8's first input, sequence_lens, may be absent (meta
+     * checks the counts) */
+    {"initial_state_and_scan_inputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
+     "(Scan-8: sequence_lens,) states, scan inputs, then outer-scope values (outer_names)"}};
 static const cge_arg_def any_outs[] = {
     {"outputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "results"}};
 
@@ -946,6 +1381,9 @@ static const cge_attr_def scan_attrs[] = {
     {"scan_input_directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "1: reverse (0)"},
     {"scan_output_axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axis per scan output (0)"},
     {"scan_output_directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "1: reverse (0)"},
+    {"batch_major", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "Scan-8: input 0 is sequence_lens, inputs and outputs lead with a batch axis"},
+    {"directions", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "Scan-8: 1: reverse scan input (0)"},
     {"outer_names", CGE_ATTR_STRINGS, false, 0, 0.0f, NULL, "names the body reads outer values by"}};
 
 #define CF_KERNEL(LAUNCH)                                                                  \
@@ -967,7 +1405,7 @@ static const cge_op_def control_flow_ops[] = {
      .infer = loop_infer, .kernels = k_loop, .num_kernels = 1,
      .doc = "Runs body while i < M and cond; carries states, stacks scan outputs."},
     {.name = "Scan", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = scan_in,
-     .num_inputs = 1, .outputs = any_outs, .num_outputs = 1, .attrs = scan_attrs, .num_attrs = 7,
+     .num_inputs = 1, .outputs = any_outs, .num_outputs = 1, .attrs = scan_attrs, .num_attrs = 9,
      .infer = scan_infer, .kernels = k_scan, .num_kernels = 1,
      .doc = "Runs body once per slice of the scan inputs, carrying states."},
 };

@@ -21,6 +21,7 @@
 
 FAST_ROW(exp, cge__expf_fast(x[i]))
 FAST_ROW(sigmoid, cge__sigmoidf_fast(x[i]))
+FAST_ROW(tanh, cge__tanhf_fast(x[i]))
 FAST_ROW(erf, cge__erff_fast(x[i]))
 FAST_ROW(gelu, cge__gelu_erf_fast(x[i]))
 /* x * sigmoid(x) as Sigmoid then Mul compute it: the same bits. */

@@ -124,6 +124,17 @@ static bool stable(cge_kernel_cache *c, const void *src)
     return found >= 0 && p < c->ranges[found].hi;
 }
 
+bool cge__kernel_data_is_stable(const cge_kernel_ctx *ctx, const void *src)
+{
+    cge_kernel_cache *c = ctx ? ctx->shared : NULL;
+    if (!c || !src)
+        return false;
+    pthread_mutex_lock(&c->lock);
+    bool r = stable(c, src);
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
 static uint64_t hash_key(const void *src, const void *key, size_t n)
 {
     return cge__fnv1a(CGE__FNV1A_SEED ^ (uint64_t)(uintptr_t)src, key, n);

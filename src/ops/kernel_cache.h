@@ -3,6 +3,8 @@
 #ifndef CGE_OPS_KERNEL_CACHE_H
 #define CGE_OPS_KERNEL_CACHE_H
 
+#include <stdbool.h>
+
 #include "cge/op.h"
 
 cge_status cge__kernel_cache_create(cge_kernel_cache **out);
@@ -26,6 +28,9 @@ size_t cge__kernel_cache_made_bytes(const cge_kernel_cache *c);
  * packing): it is no longer stable, and blocks derived from it are no longer
  * found (kernels holding them keep them). */
 void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t bytes);
+/* Whether `src` lies in such a range: constant data a kernel's prepare may
+ * derive from once (false outside a session). */
+bool cge__kernel_data_is_stable(const cge_kernel_ctx *ctx, const void *src);
 /* The session's communicator (a cge_dist_comm, cge/dist.h), carried here
  * because the cache is what a kernel's prepare already gets from its session:
  * the cge.dist kernels read it; NULL outside a session or without

@@ -2,12 +2,22 @@
  * reverse and bidirectional, sequence_lens, peepholes, activations with
  * alpha/beta, clip, input_forget, linear_before_reset). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "ops/builtin.h"
+#include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
+#include "ops/kernel_cache.h"
 #include "ops/kernel_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define RNN_X86 1
+#else
+#define RNN_X86 0
+#endif
 
 /* float32: the input projection of every time step is one packed GEMM; each
  * step's recurrent product runs on GEMM tiles, blocks split over directions
@@ -72,6 +82,7 @@ typedef struct rnn_args {
     /* workspace */
     float *wp, *rp, *rph, *bias, *rbh, *xw, *hs, *cs, *gates, *tmp;
     int64_t wp_n, rp_n, rph_n;
+    int prepacked;                    /* wp/rp/rph hold W and R packed at prepare */
     cge__gemm_tiling tiling;
     int64_t batch_blocks;
     cge__gemm_isa isa;
@@ -272,12 +283,10 @@ static void act_apply(const act *a, float *v, int64_t n)
             v[i] = v[i] > 0.0f ? v[i] : 0.0f;
         break;
     case ACT_TANH:
-        for (int64_t i = 0; i < n; i++)
-            v[i] = tanhf(v[i]);
+        cge__tanh_f32_row(v, v, n);
         break;
     case ACT_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            v[i] = 1.0f / (1.0f + expf(-v[i]));
+        cge__sigmoid_f32_row(v, v, n);
         break;
     case ACT_AFFINE:
         for (int64_t i = 0; i < n; i++)
@@ -345,25 +354,34 @@ static int64_t h_off(const rnn_args *p, int64_t d, int64_t b)
     return (p->layout ? b * p->dirs + d : d * p->batch + b) * p->hid;
 }
 
-/* Block d: pack W^T and R^T of direction d, sum its biases, load the initial
- * state. */
+/* W^T and R^T of direction d packed for the GEMM (GRU: R's z and r gates
+ * apart from its h gate, which multiplies r (.) H). */
+static void pack_dir(const rnn_args *p, int64_t d, float *wp, float *rp, float *rph)
+{
+    int64_t H = p->hid, GH = p->gh, I = p->in;
+    cge__gemm_pack_b(p->w + d * GH * I, 1, I, I, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+                    wp + d * p->wp_n);
+    const float *r = p->r + d * GH * H;
+    if (p->kind == KIND_GRU) {
+        cge__gemm_pack_b(r, 1, H, H, 2 * H, 0, (2 * H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+                        rp + d * p->rp_n);
+        cge__gemm_pack_b(r + 2 * H * H, 1, H, H, H, 0, (H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+                        rph + d * p->rph_n);
+    } else {
+        cge__gemm_pack_b(r, 1, H, H, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
+                        rp + d * p->rp_n);
+    }
+}
+
+/* Block d: pack W^T and R^T of direction d (unless prepare did), sum its
+ * biases, load the initial state. */
 static void prep_fn(int64_t blk, int64_t nblk, void *args)
 {
     (void)nblk;
     const rnn_args *p = args;
-    int64_t d = blk, H = p->hid, GH = p->gh, I = p->in;
-    cge__gemm_pack_b(p->w + d * GH * I, 1, I, I, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
-                    p->wp + d * p->wp_n);
-    const float *r = p->r + d * GH * H;
-    if (p->kind == KIND_GRU) {
-        cge__gemm_pack_b(r, 1, H, H, 2 * H, 0, (2 * H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
-                        p->rp + d * p->rp_n);
-        cge__gemm_pack_b(r + 2 * H * H, 1, H, H, H, 0, (H + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
-                        p->rph + d * p->rph_n);
-    } else {
-        cge__gemm_pack_b(r, 1, H, H, GH, 0, (GH + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
-                        p->rp + d * p->rp_n);
-    }
+    int64_t d = blk, H = p->hid, GH = p->gh;
+    if (!p->prepacked)
+        pack_dir(p, d, p->wp, p->rp, p->rph);
     float *bias = p->bias + d * GH, *rbh = p->rbh + d * H;
     const float *wb = p->b ? p->b + d * 2 * GH : NULL, *rb = wb ? wb + GH : NULL;
     for (int64_t j = 0; j < GH; j++)
@@ -407,10 +425,58 @@ static void xw_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+#if RNN_X86
+/* The recurrent product for a few batch rows (fewer than the GEMM's 12-row
+ * micro-tile, which would compute them as a padded edge): four rows by two
+ * 16-column panels at a time, the accumulation over k in order with FMA as
+ * the micro-kernel does. */
+__attribute__((target("avx512f"))) static void rec_rows_avx512(const float *a, int64_t lda,
+                                                               int64_t rows, const float *bp,
+                                                               int64_t K, int64_t N, float *c,
+                                                               int64_t ldc)
+{
+    int64_t panels = (N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+        int64_t nr = rows - r0 < 4 ? rows - r0 : 4;
+        const float *ar[4];
+        for (int i = 0; i < 4; i++)
+            ar[i] = a + (r0 + (i < nr ? i : 0)) * lda;
+        for (int64_t pn = 0; pn < panels; pn += 2) {
+            int two = pn + 1 < panels;
+            const float *b0 = bp + pn * K * CGE_GEMM_NR, *b1 = two ? b0 + K * CGE_GEMM_NR : b0;
+            __m512 acc[4][2];
+            for (int i = 0; i < 4; i++)
+                acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+            for (int64_t k = 0; k < K; k++) {
+                __m512 x0 = _mm512_loadu_ps(b0 + k * CGE_GEMM_NR);
+                __m512 x1 = _mm512_loadu_ps(b1 + k * CGE_GEMM_NR);
+                for (int i = 0; i < 4; i++) {
+                    __m512 v = _mm512_set1_ps(ar[i][k]);
+                    acc[i][0] = _mm512_fmadd_ps(v, x0, acc[i][0]);
+                    acc[i][1] = _mm512_fmadd_ps(v, x1, acc[i][1]);
+                }
+            }
+            for (int h = 0; h < 1 + two; h++) {
+                int64_t n0 = (pn + h) * CGE_GEMM_NR, w = N - n0 < 16 ? N - n0 : 16;
+                __mmask16 m = (__mmask16)((1u << w) - 1u);
+                for (int64_t i = 0; i < nr; i++)
+                    _mm512_mask_storeu_ps(c + (r0 + i) * ldc + n0, m, acc[i][h]);
+            }
+        }
+    }
+}
+#endif
+
 /* c[b0..b1) = a[b0..b1) * packed (batch rows of K = hid, N columns, ldc). */
 static void rec_product(const rnn_args *p, const float *a, const float *bp, float *c, int64_t N,
                         int64_t ldc, int64_t b0, int64_t b1)
 {
+#if RNN_X86
+    if (p->isa == CGE_GEMM_ISA_AVX512 && b1 - b0 < CGE_GEMM_MT) {
+        rec_rows_avx512(a + b0 * p->hid, p->hid, b1 - b0, bp, p->hid, N, c + b0 * ldc, ldc);
+        return;
+    }
+#endif
     cge__gemm_f32 g = {
         .M = p->batch, .N = N, .K = p->hid,
         .a = a, .a_rs = p->hid, .a_cs = 1,
@@ -601,6 +667,59 @@ static size_t rnn_workspace(const cge_kernel_ctx *ctx)
     return (size_t)rnn_carve(&p, NULL) * sizeof(float) + 64;
 }
 
+/* W and R constant (the usual case: a model's weights): packed once at
+ * prepare into a block shared by every plan of the session's graph, instead
+ * of on every run. The source addresses are kept: a launch with other W or R
+ * packs as usual. */
+typedef struct rnn_state {
+    const void *w_src, *r_src;
+    float *packed;    /* cge_kernel_shared_get block: W panels, R panels, Rh panels */
+} rnn_state;
+
+static void rnn_release(void *state)
+{
+    rnn_state *s = state;
+    if (s)
+        cge_kernel_shared_release(s->packed);
+    free(s);
+}
+
+static cge_status rnn_fill(void *dst, void *user)
+{
+    const rnn_args *p = user;
+    float *wp = dst, *rp = wp + p->dirs * p->wp_n, *rph = rp + p->dirs * p->rp_n;
+    for (int64_t d = 0; d < p->dirs; d++)
+        pack_dir(p, d, wp, rp, rph);
+    return CGE_OK;
+}
+
+static cge_status rnn_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    *state = NULL;
+    rnn_args p;
+    if (!rnn_sizes(ctx, &p) || ctx->inputs[1].dtype != CGE_F32 || ctx->inputs[2].dtype != CGE_F32 ||
+        !cge__kernel_data_is_stable(ctx, ctx->inputs[1].data) ||
+        !cge__kernel_data_is_stable(ctx, ctx->inputs[2].data) || p.gh == 0 || p.in == 0)
+        return CGE_OK;
+    rnn_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "packing W and R: out of memory");
+    p.w = ctx->inputs[1].data;
+    p.r = ctx->inputs[2].data;
+    size_t bytes = (size_t)(p.dirs * (p.wp_n + p.rp_n + p.rph_n)) * sizeof(float);
+    int64_t key[6] = {p.kind, p.dirs, p.gh, p.in, p.hid, (int64_t)(uintptr_t)p.r};
+    cge_status st = cge_kernel_shared_get(ctx, p.w, key, sizeof key, bytes, rnn_fill, &p,
+                                          (void **)&s->packed);
+    if (st) {
+        rnn_release(s);
+        return st;
+    }
+    s->w_src = p.w;
+    s->r_src = p.r;
+    *state = s;
+    return CGE_OK;
+}
+
 static const float *opt_input(const cge_kernel_ctx *ctx, int32_t i)
 {
     return ctx->num_inputs > i && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED
@@ -664,6 +783,13 @@ static cge_status rnn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (p.batch == 0 || H == 0)
         return CGE_OK;
     rnn_carve(&p, (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63));
+    const rnn_state *pre = ctx->state;
+    if (pre && pre->packed && pre->w_src == p.w && pre->r_src == p.r) {
+        p.prepacked = 1;
+        p.wp = pre->packed;
+        p.rp = p.wp + p.dirs * p.wp_n;
+        p.rph = p.rp + p.dirs * p.rp_n;
+    }
     p.isa = cge__gemm_isa_best();
     int threads = ctx->num_threads;
     int64_t M = p.seq * p.batch;
@@ -731,6 +857,8 @@ static const cge_kernel_def rnn_kernels[] = {{
     .dtypes = RNN_DTYPES,
     .launch = rnn_launch,
     .workspace_size = rnn_workspace,
+    .prepare = rnn_prepare,
+    .release = rnn_release,
     .inplace_input = -1,
 }};
 
