@@ -45,6 +45,8 @@ const cge_op_def *cge__ops_matmul_bf16(int32_t *count); /* cge.fused MatMulBF16 
 const cge_op_def *cge__ops_matmul_nbits(int32_t *count); /* com.microsoft MatMulNBits */
 const cge_op_def *cge__ops_channels_last(int32_t *count); /* cge.fused ChannelsLast* LayoutView */
 const cge_op_def *cge__ops_copy(int32_t *count); /* cge Copy Reorder */
+const cge_op_def *cge__ops_sequence(int32_t *count); /* SequenceEmpty Construct At Length Insert Erase, SplitToSequence ConcatFromSequence */
+const cge_op_def *cge__ops_optional(int32_t *count); /* Optional OptionalHasElement OptionalGetElement */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge__ops_builtin_init(void);

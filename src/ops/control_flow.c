@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sequence.h"
 #include "ops/builtin.h"
 #include "ops/meta.h"
 
@@ -41,8 +42,10 @@ typedef struct outer_binding {
 static void body_free(body_run *r)
 {
     for (int32_t i = 0; r->v && i < r->nv; i++)
-        if (r->v[i].owned)
+        if (r->v[i].owned) {
+            cge__value_release(r->v[i].desc.type, r->v[i].data);
             cge_mem_free(r->dev, r->v[i].data);
+        }
     free(r->v);
     r->v = NULL;
 }
@@ -88,8 +91,9 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
                 if (!strcmp(outer->names[j], bv->desc.name)) {
                     bv->desc.dtype = outer->descs[j].dtype;
                     bv->desc.shape = outer->descs[j].shape;
+                    bv->desc.type = outer->descs[j].type;
                     bv->data = (void *)outer->values[j];
-                    bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+                    bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
                 }
         }
     }
@@ -97,8 +101,9 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         body_val *bv = &r->v[cge_graph_value_id(g, cge_graph_input(g, i))];
         bv->desc.dtype = in_descs[i].dtype;
         bv->desc.shape = in_descs[i].shape;
+        bv->desc.type = in_descs[i].type;
         bv->data = (void *)in_vals[i];
-        bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+        bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
     }
     int32_t nn = cge_graph_num_nodes(g);
     int32_t *order = calloc((size_t)nn + 1, sizeof *order);
@@ -123,6 +128,7 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         cge_tensor_desc ind[CF_MAX_ARGS], outd[CF_MAX_ARGS];
         const void *vals[CF_MAX_ARGS];
         cge_tensor ins[CF_MAX_ARGS], outs[CF_MAX_ARGS];
+        cge_value_type in_types[CF_MAX_ARGS] = {0}, out_types[CF_MAX_ARGS] = {0};
         cge_dtype kdt = CGE_DTYPE_UNDEFINED;
         for (int32_t i = 0; !st && i < ni; i++) {
             int32_t id = cge_node_input_id(n, i);
@@ -144,6 +150,7 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
             vals[i] = bv->data;
             ins[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
                                   .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
+            in_types[i] = bv->desc.type;
             if (kdt == CGE_DTYPE_UNDEFINED)
                 kdt = bv->desc.dtype;
         }
@@ -156,21 +163,26 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
             body_val *bv = &r->v[cge_node_output_id(n, i)];
             bv->desc.dtype = outd[i].dtype;
             bv->desc.shape = outd[i].shape;
+            bv->desc.type = outd[i].type;
         }
         if (st || !dev)
             continue;
         for (int32_t i = 0; !st && i < no; i++) {
             body_val *bv = &r->v[cge_node_output_id(n, i)];
-            if (!cge_shape_is_static(&bv->desc.shape)) {
+            bool tensor = bv->desc.type == CGE_TYPE_TENSOR;
+            if (tensor && !cge_shape_is_static(&bv->desc.shape)) {
                 st = body_err(op, node, CGE_ERR_SHAPE, cge_node_name(n),
                               "an output's shape is unknown with every input value at hand");
                 break;
             }
-            bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+            bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
             st = cge_mem_alloc(dev, bv->bytes, &bv->data);
             bv->owned = !st;
+            if (!st && !tensor)
+                memset(bv->data, 0, bv->bytes);   /* an empty cge_sequence */
             outs[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
                                    .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
+            out_types[i] = bv->desc.type;
         }
         const cge_kernel_def *kd = st ? NULL : cge_op_find_kernel(def, "cpu", kdt);
         if (!st && !kd)
@@ -180,7 +192,8 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         cge_kernel_ctx kc = {.op_type = cge_node_op_type(n), .node_name = cge_node_name(n),
                              .num_inputs = ni, .inputs = ins, .num_outputs = no, .outputs = outs,
                              .attrs = cge_node_attrs_const(n), .device = dev,
-                             .num_threads = cge_device_num_threads(dev)};
+                             .num_threads = cge_device_num_threads(dev),
+                             .input_types = in_types, .output_types = out_types};
         void *ws = NULL;
         if (kd->workspace_size) {
             kc.workspace_size = kd->workspace_size(&kc);
@@ -250,6 +263,11 @@ static const cge_graph *graph_attr(const cge_attrs *a, const char *name)
  * dynamic; a rank mismatch is an error. */
 static bool merge_shape(cge_shape *into, const cge_shape *other)
 {
+    if (into->rank < 0 || other->rank < 0) {
+        /* a sequence's elements of unknown rank (never a tensor's) */
+        into->rank = -1;
+        return true;
+    }
     if (into->rank != other->rank)
         return false;
     for (int32_t d = 0; d < into->rank; d++)
@@ -265,6 +283,7 @@ typedef struct cf_state {
     const cge_attrs *attrs;
     int32_t ni, no;
     cge_tensor *ins, *outs;
+    cge_value_type *in_types;   /* what each input holds (sequences, optionals) */
 } cf_state;
 
 static cge_status cf_prepare(const cge_kernel_ctx *ctx, void **state)
@@ -273,11 +292,13 @@ static cge_status cf_prepare(const cge_kernel_ctx *ctx, void **state)
     if (s) {
         s->ins = calloc((size_t)ctx->num_inputs + 1, sizeof *s->ins);
         s->outs = calloc((size_t)ctx->num_outputs + 1, sizeof *s->outs);
+        s->in_types = calloc((size_t)ctx->num_inputs + 1, sizeof *s->in_types);
     }
-    if (!s || !s->ins || !s->outs) {
+    if (!s || !s->ins || !s->outs || !s->in_types) {
         if (s) {
             free(s->ins);
             free(s->outs);
+            free(s->in_types);
         }
         free(s);
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
@@ -293,6 +314,7 @@ static void cf_release(void *state)
         return;
     free(s->ins);
     free(s->outs);
+    free(s->in_types);
     free(s);
 }
 
@@ -309,6 +331,8 @@ static cge_status cf_launch(const cge_kernel_ctx *ctx, cge_stream *stream, cge_h
     s->no = ctx->num_outputs;
     memcpy(s->ins, ctx->inputs, sizeof *s->ins * (size_t)ctx->num_inputs);
     memcpy(s->outs, ctx->outputs, sizeof *s->outs * (size_t)ctx->num_outputs);
+    for (int32_t i = 0; i < ctx->num_inputs; i++)
+        s->in_types[i] = ctx->input_types ? ctx->input_types[i] : CGE_TYPE_TENSOR;
     return cge_launch_host_func(stream, fn, s);
 }
 
@@ -346,6 +370,14 @@ static cge_status cancel_point(const char *op, const char *node, int64_t it, cge
 /* Copies a body result into a node output of exactly that size. */
 static cge_status put_output(const cf_state *s, int32_t i, const body_val *bv)
 {
+    if (bv->desc.type != CGE_TYPE_TENSOR) {
+        /* meta gave the node's output the body's type: a cge_sequence */
+        if (!bv->data || !s->outs[i].data || s->outs[i].bytes < sizeof(cge_sequence))
+            return cge_error(CGE_LAYER_KERNEL, CGE_ERR_DTYPE,
+                             "output %d: the body produced a %s where a tensor was planned", i,
+                             cge_value_type_name(bv->desc.type));
+        return cge_sequence_copy(s->outs[i].data, bv->data);
+    }
     size_t need = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
     if (bv->desc.dtype != s->outs[i].dtype || need != s->outs[i].bytes ||
         !cge_shape_equal(&bv->desc.shape, &s->outs[i].shape)) {
@@ -366,7 +398,7 @@ static void tensors_split(const cf_state *s, cge_tensor_desc *d, const void **v)
     for (int32_t i = 0; i < s->ni; i++) {
         d[i] = (cge_tensor_desc){.name = s->ins[i].name ? s->ins[i].name : "",
                                  .dtype = s->ins[i].data ? s->ins[i].dtype : CGE_DTYPE_UNDEFINED,
-                                 .shape = s->ins[i].shape};
+                                 .shape = s->ins[i].shape, .type = s->in_types[i]};
         v[i] = s->ins[i].data;
     }
 }
@@ -402,7 +434,12 @@ static cge_status if_infer(cge_infer_ctx *c)
             if (k == 0) {
                 c->outputs[i].dtype = bv->desc.dtype;
                 c->outputs[i].shape = bv->desc.shape;
-            } else if (c->outputs[i].dtype != bv->desc.dtype ||
+                c->outputs[i].type = bv->desc.type;
+            } else if (c->outputs[i].type != CGE_TYPE_TENSOR && c->outputs[i].type == bv->desc.type &&
+                       c->outputs[i].dtype == bv->desc.dtype &&
+                       c->outputs[i].shape.rank != bv->desc.shape.rank) {
+                c->outputs[i].shape.rank = -1;   /* sequences: elements of either rank */
+            } else if (c->outputs[i].dtype != bv->desc.dtype || c->outputs[i].type != bv->desc.type ||
                        !merge_shape(&c->outputs[i].shape, &bv->desc.shape)) {
                 st = cge_meta_error(c, CGE_ERR_UNSUPPORTED,
                                     "output %d differs in dtype or rank between the branches", i);
@@ -508,7 +545,14 @@ static cge_status loop_infer(cge_infer_ctx *c)
         const body_val *bv = body_output(&r, 1 + i);
         c->outputs[i].dtype = c->inputs[2 + i].dtype;
         c->outputs[i].shape = c->inputs[2 + i].shape;
-        if (bv->desc.dtype != c->inputs[2 + i].dtype ||
+        c->outputs[i].type = c->inputs[2 + i].type;
+        if (c->outputs[i].type != CGE_TYPE_TENSOR && bv->desc.type == c->outputs[i].type &&
+            bv->desc.dtype == c->outputs[i].dtype &&
+            c->outputs[i].shape.rank != bv->desc.shape.rank) {
+            c->outputs[i].shape.rank = -1;   /* sequences: elements of either rank */
+            continue;
+        }
+        if (bv->desc.dtype != c->inputs[2 + i].dtype || bv->desc.type != c->inputs[2 + i].type ||
             (trips != 0 && !merge_shape(&c->outputs[i].shape, &bv->desc.shape)))
             st = cge_meta_error(c, CGE_ERR_UNSUPPORTED,
                                 "loop-carried value %d changes dtype or rank in the body", i);
@@ -529,7 +573,8 @@ static cge_status loop_infer(cge_infer_ctx *c)
     body_free(&r);
     bool all_static = true, all_values = c->input_values != NULL;
     for (int32_t i = 0; i < c->num_outputs; i++)
-        all_static &= cge_shape_is_static(&c->outputs[i].shape);
+        all_static &= c->outputs[i].type != CGE_TYPE_TENSOR ||
+                      cge_shape_is_static(&c->outputs[i].shape);
     for (int32_t i = 0; all_values && i < c->num_inputs; i++)
         all_values = !present(c, i) || c->input_values[i];
     if (!st && !all_static && all_values)
@@ -539,15 +584,28 @@ static cge_status loop_infer(cge_infer_ctx *c)
 
 static cge_status copy_owned(cge_device *dev, const body_val *from, body_val *to)
 {
-    body_val nv = {.desc = from->desc, .bytes = cge_tensor_nbytes(from->desc.dtype, &from->desc.shape),
+    body_val nv = {.desc = from->desc,
+                   .bytes = cge__value_nbytes(from->desc.type, from->desc.dtype, &from->desc.shape),
                    .owned = true};
     cge_status st = cge_mem_alloc(dev, nv.bytes, &nv.data);
     if (st)
         return st;
-    if (nv.bytes)
+    if (from->desc.type != CGE_TYPE_TENSOR) {
+        /* a sequence state: a deep copy the next iteration owns */
+        memset(nv.data, 0, nv.bytes);
+        st = from->data ? cge_sequence_copy(nv.data, from->data) : CGE_OK;
+        if (st) {
+            cge__value_release(from->desc.type, nv.data);
+            cge_mem_free(dev, nv.data);
+            return st;
+        }
+    } else if (nv.bytes) {
         memcpy(nv.data, from->data, nv.bytes);
-    if (to->owned)
+    }
+    if (to->owned) {
+        cge__value_release(to->desc.type, to->data);
         cge_mem_free(dev, to->data);
+    }
     *to = nv;
     return CGE_OK;
 }
@@ -649,11 +707,14 @@ static cge_status loop_exec(const char *op, const char *node, const cge_attrs *a
         } else {
             measured[i].dtype = state[i].desc.dtype;
             measured[i].shape = state[i].desc.shape;
+            measured[i].type = state[i].desc.type;
         }
     }
     for (int32_t i = 0; i < n_state; i++)
-        if (state[i].owned)
+        if (state[i].owned) {
+            cge__value_release(state[i].desc.type, state[i].data);
             cge_mem_free(dev, state[i].data);
+        }
     cge_stream_destroy(imm);
     return st;
 }
@@ -920,11 +981,12 @@ static cge_status scan_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 static const cge_arg_def if_in[] = {
     {"cond", 0, CGE_DT(CGE_BOOL), "one-element condition"},
-    {"outer", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "outer-scope values the branches read"}};
+    {"outer", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC | CGE_ARG_NON_TENSOR, 0,
+     "outer-scope values the branches read"}};
 static const cge_arg_def loop_in[] = {
     {"M", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "trip count"},
     {"cond", CGE_ARG_OPTIONAL, CGE_DT(CGE_BOOL), "initial condition"},
-    {"v_initial", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
+    {"v_initial", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC | CGE_ARG_NON_TENSOR, 0,
      "loop-carried values, then outer-scope values (outer_names)"}};
 static const cge_arg_def scan_in[] = {
     {"initial_state_and_scan_inputs", CGE_ARG_VARIADIC, 0,

@@ -1,0 +1,171 @@
+/* Optional operators (ONNX Optional, OptionalHasElement, OptionalGetElement):
+ * an optional is a cge_sequence of type CGE_TYPE_OPTIONAL (a tensor or none)
+ * or CGE_TYPE_OPTIONAL_SEQUENCE (a sequence or none). */
+#include <string.h>
+
+#include "ops/builtin.h"
+#include "ops/family_util.h"
+#include "ops/sequence_util.h"
+
+static bool is_opt(cge_value_type t)
+{
+    return t == CGE_TYPE_OPTIONAL || t == CGE_TYPE_OPTIONAL_SEQUENCE;
+}
+
+/* ---- Optional ----------------------------------------------------------------------------- */
+
+static cge_status optional_infer(cge_infer_ctx *c)
+{
+    const cge_tensor_desc *x = c->num_inputs ? &c->inputs[0] : NULL;
+    if (x && x->dtype != CGE_DTYPE_UNDEFINED) {
+        if (is_opt(x->type))
+            return cge_meta_error(c, CGE_ERR_DTYPE, "its input is already an optional");
+        c->outputs[0].type = x->type == CGE_TYPE_SEQUENCE ? CGE_TYPE_OPTIONAL_SEQUENCE
+                                                          : CGE_TYPE_OPTIONAL;
+        c->outputs[0].dtype = x->dtype;
+        c->outputs[0].shape = x->shape;
+        return CGE_OK;
+    }
+    const int64_t *t = NULL;
+    if (cge_attrs_get_ints(c->attrs, "type", &t) != 2)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG,
+                              "without an input it needs attribute 'type' (the element type)");
+    if ((t[0] != CGE_TYPE_TENSOR && t[0] != CGE_TYPE_SEQUENCE) || !cge_dtype_valid((cge_dtype)t[1]))
+        return cge_meta_error(c, CGE_ERR_UNSUPPORTED,
+                              "attribute 'type' must be a tensor or a sequence of tensors");
+    c->outputs[0].type = t[0] == CGE_TYPE_SEQUENCE ? CGE_TYPE_OPTIONAL_SEQUENCE : CGE_TYPE_OPTIONAL;
+    c->outputs[0].dtype = (cge_dtype)t[1];
+    c->outputs[0].shape = (cge_shape){.rank = -1};
+    return CGE_OK;
+}
+
+static cge_status optional_run(const cge__seq_call *c)
+{
+    cge_sequence *o = c->outs[0].data;
+    const cge_tensor *x = c->ni ? &c->ins[0] : NULL;
+    if (!x || !x->data) {
+        const int64_t *t = NULL;
+        cge_attrs_get_ints(c->attrs, "type", &t);
+        cge__seq_reset(o, t && t[0] == CGE_TYPE_SEQUENCE ? CGE_TYPE_OPTIONAL_SEQUENCE
+                                                         : CGE_TYPE_OPTIONAL,
+                       t ? (cge_dtype)t[1] : c->outs[0].dtype);
+        o->none = true;
+        return CGE_OK;
+    }
+    if (c->in_types[0] == CGE_TYPE_SEQUENCE) {
+        cge_status st = cge_sequence_copy(o, x->data);
+        o->type = CGE_TYPE_OPTIONAL_SEQUENCE;
+        return st;
+    }
+    cge__seq_reset(o, CGE_TYPE_OPTIONAL, x->dtype);
+    void *d = NULL;
+    cge_status st = cge__seq_insert_uninit(o, 0, &x->shape, &d);
+    if (!st && cge_tensor_nbytes(x->dtype, &x->shape))
+        memcpy(d, x->data, cge_tensor_nbytes(x->dtype, &x->shape));
+    return st;
+}
+
+/* ---- OptionalHasElement, OptionalGetElement ------------------------------------------------------ */
+
+static cge_status has_infer(cge_infer_ctx *c)
+{
+    c->outputs[0].dtype = CGE_BOOL;
+    c->outputs[0].shape = CGE_SCALAR;
+    return CGE_OK;
+}
+
+static cge_status has_run(const cge__seq_call *c)
+{
+    const cge_tensor *x = c->ni ? &c->ins[0] : NULL;
+    bool has = x && x->data &&
+               (!is_opt(c->in_types[0]) || !((const cge_sequence *)x->data)->none);
+    *(uint8_t *)c->outs[0].data = has;
+    return CGE_OK;
+}
+
+static cge_status get_infer(cge_infer_ctx *c)
+{
+    const cge_tensor_desc *x = &c->inputs[0];
+    const cge_sequence *s = is_opt(x->type) ? cge__seq_in(c, 0) : NULL;
+    if (s && s->none)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG, "the optional holds no value");
+    c->outputs[0] = (cge_tensor_desc){.name = c->outputs[0].name, .dtype = x->dtype,
+                                      .shape = x->shape, .type = x->type};
+    if (x->type == CGE_TYPE_OPTIONAL) {
+        c->outputs[0].type = CGE_TYPE_TENSOR;
+        if (s && s->count == 1)
+            c->outputs[0].shape = s->elems[0].shape;
+        if (c->outputs[0].shape.rank < 0)
+            c->outputs[0].shape = CGE_SCALAR;   /* stands in until the run knows the rank */
+    } else if (x->type == CGE_TYPE_OPTIONAL_SEQUENCE) {
+        c->outputs[0].type = CGE_TYPE_SEQUENCE;
+    }
+    return CGE_OK;
+}
+
+static cge_status get_run(const cge__seq_call *c)
+{
+    const cge_tensor *x = &c->ins[0];
+    cge_tensor *y = &c->outs[0];
+    if (c->in_types[0] == CGE_TYPE_TENSOR) {
+        if (x->bytes && y->data != x->data)
+            memcpy(y->data, x->data, x->bytes < y->bytes ? x->bytes : y->bytes);
+        return CGE_OK;
+    }
+    const cge_sequence *s = x->data;
+    if (s->none)
+        return cge_error(CGE_LAYER_KERNEL, CGE_ERR_INVALID_ARG, "the optional holds no value");
+    if (c->out_types[0] != CGE_TYPE_TENSOR) {
+        cge_status st = cge_sequence_copy(y->data, s);
+        ((cge_sequence *)y->data)->type = CGE_TYPE_SEQUENCE;
+        return st;
+    }
+    size_t n = s->count ? cge_tensor_nbytes(s->dtype, &s->elems[0].shape) : 0;
+    if (s->count != 1 || n > y->bytes)
+        return cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE, "the value does not fit the output");
+    if (n)
+        memcpy(y->data, s->elems[0].data, n);
+    return CGE_OK;
+}
+
+/* ---- definitions ------------------------------------------------------------------------- */
+
+#define OPT_LAUNCH(F)                                                                 \
+    static cge_status F##_launch(const cge_kernel_ctx *ctx, cge_stream *stream)       \
+    {                                                                                 \
+        return cge__seq_enqueue(ctx, stream, F##_run);                                \
+    }                                                                                 \
+    static const cge_kernel_def F##_k[] = CGE__KDEF(0, F##_launch, NULL, -1)
+OPT_LAUNCH(optional);
+OPT_LAUNCH(has);
+OPT_LAUNCH(get);
+
+static const cge_arg_def optional_in[] = {
+    {"input", CGE_ARG_OPTIONAL | CGE_ARG_NON_TENSOR, 0, "a tensor or a sequence (absent: none)"}};
+static const cge_arg_def optional_out[] = {{"output", 0, 0, "an optional"}};
+static const cge_arg_def has_in[] = {
+    {"input", CGE_ARG_OPTIONAL | CGE_ARG_NON_TENSOR, 0, "an optional (18: or any value, or none)"}};
+static const cge_arg_def has_out[] = {{"output", 0, CGE_DT(CGE_BOOL), "bool scalar"}};
+static const cge_arg_def get_in[] = {
+    {"input", CGE_ARG_NON_TENSOR, 0, "an optional (18: or a tensor or sequence)"}};
+static const cge_arg_def get_out[] = {{"output", 0, 0, "the value held"}};
+static const cge_attr_def optional_attrs[] = {
+    {.name = "type", .kind = CGE_ATTR_INTS,
+     .doc = "without an input: [value type, element dtype] (the importer's form of the "
+            "ONNX type attribute)"}};
+
+static const cge_op_def optional_ops[] = {
+    CGE__OPDEF("Optional", 15, optional_in, 1, optional_out, 1, optional_attrs,
+               CGE__NATTR(optional_attrs), optional_infer, optional_k,
+               "an optional holding the input, or none"),
+    CGE__OPDEF("OptionalHasElement", 15, has_in, 1, has_out, 1, NULL, 0, has_infer, has_k,
+               "whether the optional holds a value"),
+    CGE__OPDEF("OptionalGetElement", 15, get_in, 1, get_out, 1, NULL, 0, get_infer, get_k,
+               "the value the optional holds (an error if none)"),
+};
+
+const cge_op_def *cge__ops_optional(int32_t *count)
+{
+    *count = (int32_t)(sizeof optional_ops / sizeof optional_ops[0]);
+    return optional_ops;
+}
