@@ -28,7 +28,7 @@ const cge_op_def *cge__ops_quant(int32_t *count);   /* QuantizeLinear Dequantize
 const cge_op_def *cge__ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
 const cge_op_def *cge__ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge__ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss */
-const cge_op_def *cge__ops_control_flow(int32_t *count); /* If Loop Scan */
+const cge_op_def *cge__ops_control_flow(int32_t *count); /* If Loop Scan SequenceMap */
 const cge_op_def *cge__ops_training(int32_t *count); /* Adagrad Momentum Adam (ai.onnx.preview.training) */
 const cge_op_def *cge__ops_cast_like(int32_t *count); /* CastLike */
 const cge_op_def *cge__ops_linalg(int32_t *count);  /* Det */

@@ -1,4 +1,4 @@
-/* Control flow: If, Loop and Scan, and the small interpreter that runs their
+/* Control flow: If, Loop, Scan and SequenceMap, and the small interpreter that runs their
  * bodies (graphs in GRAPH attributes) from one host function that the node's
  * launch enqueues. */
 #include <stdio.h>
@@ -546,6 +546,16 @@ static cge_status loop_infer(cge_infer_ctx *c)
         c->outputs[i].dtype = c->inputs[2 + i].dtype;
         c->outputs[i].shape = c->inputs[2 + i].shape;
         c->outputs[i].type = c->inputs[2 + i].type;
+        /* An optional state the body unwraps (onnx's test_loop16_seq_none:
+         * optional(seq) in, seq out) carries what the body makes. */
+        cge_value_type it = c->inputs[2 + i].type, ot = bv->desc.type;
+        if ((it == CGE_TYPE_OPTIONAL_SEQUENCE && ot == CGE_TYPE_SEQUENCE) ||
+            (it == CGE_TYPE_OPTIONAL && ot == CGE_TYPE_TENSOR && trips != 0)) {
+            c->outputs[i].type = ot;
+            c->outputs[i].shape = bv->desc.shape;
+            if (bv->desc.dtype == c->inputs[2 + i].dtype)
+                continue;
+        }
         if (c->outputs[i].type != CGE_TYPE_TENSOR && bv->desc.type == c->outputs[i].type &&
             bv->desc.dtype == c->outputs[i].dtype &&
             c->outputs[i].shape.rank != bv->desc.shape.rank) {
@@ -977,6 +987,143 @@ static cge_status scan_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return cf_launch(ctx, stream, scan_host);
 }
 
+/* ---- SequenceMap (opset 17) -------------------------------------------------------------- */
+
+/* The body runs once per element: each sequence input gives its element i,
+ * each tensor input itself; output k collects the body's output k of every
+ * run into a sequence. */
+
+/* Input j's descriptor and value for the body at element `i` (-1: only
+ * descriptors, for meta; a sequence then gives its elements' shape). */
+static void smap_bind(const cge_tensor_desc *d, const void *v, int64_t i, cge_tensor_desc *bd,
+                      const void **bv)
+{
+    *bd = *d;
+    *bv = v;
+    if (d->type != CGE_TYPE_SEQUENCE)
+        return;
+    const cge_sequence *q = v;
+    bd->type = CGE_TYPE_TENSOR;
+    *bv = NULL;
+    if (q && i >= 0 && i < q->count) {
+        bd->shape = q->elems[i].shape;
+        *bv = q->elems[i].data;
+    } else if (q && q->count > 0) {
+        bd->shape = q->elems[0].shape;
+        for (int32_t k = 1; k < q->count; k++)
+            merge_shape(&bd->shape, &q->elems[k].shape);
+    }
+    if (bd->shape.rank < 0)
+        bd->shape = CGE_SCALAR;   /* elements of unknown rank: a run knows them */
+}
+
+static cge_status smap_infer(cge_infer_ctx *c)
+{
+    const cge_graph *body = graph_attr(c->attrs, "body");
+    if (!body)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG, "body is required");
+    if (c->num_inputs > CF_MAX_ARGS)
+        return cge_meta_error(c, CGE_ERR_UNSUPPORTED, "more than 64 inputs");
+    int32_t n_in = c->num_inputs - num_outer(c->attrs, c->num_inputs);
+    if (n_in < 1 || c->inputs[0].type != CGE_TYPE_SEQUENCE)
+        return cge_meta_error(c, CGE_ERR_DTYPE, "input 0 must be a sequence");
+    const void *nulls[CF_MAX_ARGS] = {0};
+    const void *const *vals = c->input_values ? c->input_values : nulls;
+    outer_binding ob = outer_of(c->attrs, c->num_inputs, c->inputs, vals);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    const void *bv[CF_MAX_ARGS];
+    for (int32_t j = 0; j < n_in; j++) {
+        if (c->inputs[j].type != CGE_TYPE_SEQUENCE && c->inputs[j].type != CGE_TYPE_TENSOR)
+            return cge_meta_error(c, CGE_ERR_DTYPE, "input %d must be a sequence or a tensor", j);
+        smap_bind(&c->inputs[j], vals[j], -1, &bd[j], &bv[j]);
+        if (c->inputs[j].type == CGE_TYPE_SEQUENCE)
+            bv[j] = NULL;   /* element values differ: meta sees none */
+    }
+    body_run r;
+    cge_status st = body_exec(c->op_type, c->node_name, body, NULL, NULL, n_in, bd, bv, &ob, &r);
+    if (!st && cge_graph_num_outputs(body) != c->num_outputs)
+        st = cge_meta_error(c, CGE_ERR_INVALID_ARG, "the body has %d outputs; the node %d",
+                            cge_graph_num_outputs(body), c->num_outputs);
+    for (int32_t k = 0; !st && k < c->num_outputs; k++) {
+        const body_val *o = body_output(&r, k);
+        if (o->desc.type != CGE_TYPE_TENSOR) {
+            st = cge_meta_error(c, CGE_ERR_UNSUPPORTED, "body output %d is not a tensor", k);
+            break;
+        }
+        c->outputs[k].type = CGE_TYPE_SEQUENCE;
+        c->outputs[k].dtype = o->desc.dtype;
+        c->outputs[k].shape = o->desc.shape;
+    }
+    body_free(&r);
+    return st;
+}
+
+static void smap_host(void *user)
+{
+    cf_state *s = user;
+    cge_tensor_desc d[CF_MAX_ARGS];
+    const void *v[CF_MAX_ARGS];
+    tensors_split(s, d, v);
+    outer_binding ob = outer_of(s->attrs, s->ni, d, v);
+    int32_t n_in = s->ni - ob.n;
+    const cge_graph *body = graph_attr(s->attrs, "body");
+    int64_t len = ((const cge_sequence *)v[0])->count;
+    cge_status st = CGE_OK;
+    for (int32_t j = 1; j < n_in; j++)
+        if (d[j].type == CGE_TYPE_SEQUENCE && ((const cge_sequence *)v[j])->count != len)
+            st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                           "sequence input %d has %d elements; input 0 has %lld", j,
+                           ((const cge_sequence *)v[j])->count, (long long)len);
+    for (int32_t k = 0; k < s->no; k++)
+        cge__seq_reset(s->outs[k].data, CGE_TYPE_SEQUENCE, s->outs[k].dtype);
+    cge_stream *imm = NULL;
+    if (!st)
+        st = cge_stream_create_immediate(s->dev, &imm);
+    for (int64_t i = 0; !st && i < len; i++) {
+        if ((st = cancel_point(s->op_type, s->node_name, i, CGE_OK)))
+            break;
+        cge_tensor_desc bd[CF_MAX_ARGS];
+        const void *bv[CF_MAX_ARGS];
+        for (int32_t j = 0; j < n_in; j++)
+            smap_bind(&d[j], v[j], i, &bd[j], &bv[j]);
+        body_run r;
+        st = cancel_point(s->op_type, s->node_name, i,
+                          body_exec(s->op_type, s->node_name, body, s->dev, imm, n_in, bd, bv,
+                                    &ob, &r));
+        for (int32_t k = 0; !st && k < s->no; k++) {
+            const body_val *o = body_output(&r, k);
+            cge_sequence *q = s->outs[k].data;
+            void *dst = NULL;
+            if (o->desc.type != CGE_TYPE_TENSOR || o->desc.dtype != q->dtype) {
+                st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_DTYPE,
+                               "body output %d at element %lld is not a %s tensor", k,
+                               (long long)i, cge_dtype_name(q->dtype));
+                break;
+            }
+            st = cge__seq_insert_uninit(q, q->count, &o->desc.shape, &dst);
+            size_t n = cge_tensor_nbytes(o->desc.dtype, &o->desc.shape);
+            if (!st && n)
+                memcpy(dst, o->data, n);
+        }
+        body_free(&r);
+    }
+    cge_stream_destroy(imm);
+    if (st)
+        cf_fail(s, st);
+}
+
+static cge_status smap_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs > CF_MAX_ARGS || ctx->num_outputs > CF_MAX_ARGS)
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED, "more than 64 inputs or outputs");
+    for (int32_t k = 0; k < ctx->num_outputs; k++)
+        if (!ctx->output_types || ctx->output_types[k] != CGE_TYPE_SEQUENCE)
+            return cge_kernel_error(ctx, CGE_ERR_DTYPE, "output %d is not a sequence", k);
+    if (!ctx->input_types || ctx->input_types[0] != CGE_TYPE_SEQUENCE)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "input 0 is not a sequence");
+    return cf_launch(ctx, stream, smap_host);
+}
+
 /* ---- definitions ----------------------------------------------------------------------- */
 
 static const cge_arg_def if_in[] = {
@@ -991,6 +1138,10 @@ static const cge_arg_def loop_in[] = {
 static const cge_arg_def scan_in[] = {
     {"initial_state_and_scan_inputs", CGE_ARG_VARIADIC, 0,
      "states, scan inputs, then outer-scope values (outer_names)"}};
+static const cge_arg_def smap_in[] = {
+    {"input_sequence", CGE_ARG_NON_TENSOR, 0, "the sequence mapped"},
+    {"additional_inputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC | CGE_ARG_NON_TENSOR, 0,
+     "more sequences (element by element) or tensors, then outer-scope values (outer_names)"}};
 static const cge_arg_def any_outs[] = {
     {"outputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "results"}};
 
@@ -1018,6 +1169,10 @@ static const cge_attr_def scan_attrs[] = {
 static const cge_kernel_def k_if[] = {CF_KERNEL(if_launch)};
 static const cge_kernel_def k_loop[] = {CF_KERNEL(loop_launch)};
 static const cge_kernel_def k_scan[] = {CF_KERNEL(scan_launch)};
+static const cge_kernel_def k_smap[] = {CF_KERNEL(smap_launch)};
+static const cge_attr_def smap_attrs[] = {
+    {"body", CGE_ATTR_GRAPH, true, 0, 0.0f, NULL, "(elements, tensors) -> tensors"},
+    {"outer_names", CGE_ATTR_STRINGS, false, 0, 0.0f, NULL, "names the body reads outer values by"}};
 
 static const cge_op_def control_flow_ops[] = {
     {.name = "If", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = if_in,
@@ -1032,6 +1187,10 @@ static const cge_op_def control_flow_ops[] = {
      .num_inputs = 1, .outputs = any_outs, .num_outputs = 1, .attrs = scan_attrs, .num_attrs = 7,
      .infer = scan_infer, .kernels = k_scan, .num_kernels = 1,
      .doc = "Runs body once per slice of the scan inputs, carrying states."},
+    {.name = "SequenceMap", .domain = CGE_DOMAIN_DEFAULT, .since_version = 17, .inputs = smap_in,
+     .num_inputs = 2, .outputs = any_outs, .num_outputs = 1, .attrs = smap_attrs, .num_attrs = 2,
+     .infer = smap_infer, .kernels = k_smap, .num_kernels = 1,
+     .doc = "Runs body once per element of the input sequences; its outputs form sequences."},
 };
 
 const cge_op_def *cge__ops_control_flow(int32_t *count)
