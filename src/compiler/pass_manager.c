@@ -23,6 +23,9 @@ typedef struct pass_entry {
 static const pass_entry passes[] = {
     {"prepare", "verify", cc_pass_verify, CGE_OPT_NONE, true, NULL, NULL},
     {"prepare", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
+    /* Sequences of elements known now become their tensors (a graph left
+     * with sequences runs node by node: see cge_compile). */
+    {"prepare", "fold_sequences", cc_pass_fold_sequences, CGE_OPT_NONE, false, NULL, NULL},
     {"prepare", "normalize", cc_pass_normalize, CGE_OPT_NONE, false, NULL, NULL},
     {"optimize", "fuse_qdq", cc_pass_fuse_qdq, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_dq_matmul", cc_pass_fuse_dq_matmul, CGE_OPT_FUSE, false, NULL, NULL},
