@@ -158,10 +158,20 @@ static const cge_op_def optional_ops[] = {
     CGE__OPDEF("Optional", 15, optional_in, 1, optional_out, 1, optional_attrs,
                CGE__NATTR(optional_attrs), optional_infer, optional_k,
                "an optional holding the input, or none"),
-    CGE__OPDEF("OptionalHasElement", 15, has_in, 1, has_out, 1, NULL, 0, has_infer, has_k,
-               "whether the optional holds a value"),
-    CGE__OPDEF("OptionalGetElement", 15, get_in, 1, get_out, 1, NULL, 0, get_infer, get_k,
-               "the value the optional holds (an error if none)"),
+    /* 18 widened both to take any value (and HasElement no input: false);
+     * one meta serves both versions, as 15's inputs are a subset. */
+    {.name = "OptionalHasElement", .domain = CGE_DOMAIN_DEFAULT, .since_version = 15,
+     .end_version = 17, .inputs = has_in, .num_inputs = 1, .outputs = has_out, .num_outputs = 1,
+     .infer = has_infer, .kernels = has_k, .num_kernels = 1,
+     .doc = "whether the optional holds a value"},
+    CGE__OPDEF("OptionalHasElement", 18, has_in, 1, has_out, 1, NULL, 0, has_infer, has_k,
+               "whether the input holds a value (an absent input: false)"),
+    {.name = "OptionalGetElement", .domain = CGE_DOMAIN_DEFAULT, .since_version = 15,
+     .end_version = 17, .inputs = get_in, .num_inputs = 1, .outputs = get_out, .num_outputs = 1,
+     .infer = get_infer, .kernels = get_k, .num_kernels = 1,
+     .doc = "the value the optional holds (an error if none)"},
+    CGE__OPDEF("OptionalGetElement", 18, get_in, 1, get_out, 1, NULL, 0, get_infer, get_k,
+               "the value an optional holds (an error if none), or a tensor or sequence itself"),
 };
 
 const cge_op_def *cge__ops_optional(int32_t *count)
