@@ -157,8 +157,12 @@ cge_status cge_sequence_insert(cge_sequence *s, int64_t pos, const cge_shape *sh
     if (s->type == CGE_TYPE_OPTIONAL && s->count >= 1)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
                          "sequence: an optional tensor holds one tensor at most");
-    if (pos < 0)
-        pos += s->count;
+    return cge__seq_insert_copy(s, pos < 0 ? pos + s->count : pos, shape, data);
+}
+
+cge_status cge__seq_insert_copy(cge_sequence *s, int64_t pos, const cge_shape *shape,
+                                const void *data)
+{
     void *dst = NULL;
     cge_status st = cge__seq_insert_uninit(s, pos, shape, &dst);
     size_t n = cge_tensor_nbytes(s->dtype, shape);
@@ -210,13 +214,9 @@ cge_status cge_sequence_copy(cge_sequence *dst, const cge_sequence *src)
         return CGE_OK;
     cge__seq_reset(dst, src->type, src->dtype);
     for (int32_t i = 0; i < src->count; i++) {
-        void *d = NULL;
-        cge_status st = cge__seq_insert_uninit(dst, i, &src->elems[i].shape, &d);
+        cge_status st = cge__seq_insert_copy(dst, i, &src->elems[i].shape, src->elems[i].data);
         if (st)
             return st;
-        size_t n = cge_tensor_nbytes(src->dtype, &src->elems[i].shape);
-        if (n)
-            memcpy(d, src->elems[i].data, n);
     }
     dst->none = src->none;
     return CGE_OK;

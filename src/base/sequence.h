@@ -35,6 +35,9 @@ void cge__seq_release(cge_sequence *s);
  * allocates nothing). */
 cge_status cge__seq_insert_uninit(cge_sequence *s, int64_t pos, const cge_shape *shape,
                                   void **data);
+/* The same, with `data` copied in (cge_tensor_nbytes(dtype, shape) bytes). */
+cge_status cge__seq_insert_copy(cge_sequence *s, int64_t pos, const cge_shape *shape,
+                                const void *data);
 /* `i` made non-negative; false if out of range (-count .. count-1). */
 bool cge__seq_index(const cge_sequence *s, int64_t i, int64_t *out);
 /* A value's contents into another buffer of the same type: bytes for a

@@ -1093,17 +1093,13 @@ static void smap_host(void *user)
         for (int32_t k = 0; !st && k < s->no; k++) {
             const body_val *o = body_output(&r, k);
             cge_sequence *q = s->outs[k].data;
-            void *dst = NULL;
             if (o->desc.type != CGE_TYPE_TENSOR || o->desc.dtype != q->dtype) {
                 st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_DTYPE,
                                "body output %d at element %lld is not a %s tensor", k,
                                (long long)i, cge_dtype_name(q->dtype));
                 break;
             }
-            st = cge__seq_insert_uninit(q, q->count, &o->desc.shape, &dst);
-            size_t n = cge_tensor_nbytes(o->desc.dtype, &o->desc.shape);
-            if (!st && n)
-                memcpy(dst, o->data, n);
+            st = cge__seq_insert_copy(q, q->count, &o->desc.shape, o->data);
         }
         body_free(&r);
     }

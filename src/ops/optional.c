@@ -5,6 +5,7 @@
 
 #include "ops/builtin.h"
 #include "ops/family_util.h"
+#include "ops/kernel_util.h"
 #include "ops/sequence_util.h"
 
 static bool is_opt(cge_value_type t)
@@ -16,6 +17,7 @@ static bool is_opt(cge_value_type t)
 
 static cge_status optional_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 0, 1, 1, 1, "0 to 1 inputs and 1 output");
     const cge_tensor_desc *x = c->num_inputs ? &c->inputs[0] : NULL;
     if (x && x->dtype != CGE_DTYPE_UNDEFINED) {
         if (is_opt(x->type))
@@ -58,17 +60,14 @@ static cge_status optional_run(const cge__seq_call *c)
         return st;
     }
     cge__seq_reset(o, CGE_TYPE_OPTIONAL, x->dtype);
-    void *d = NULL;
-    cge_status st = cge__seq_insert_uninit(o, 0, &x->shape, &d);
-    if (!st && cge_tensor_nbytes(x->dtype, &x->shape))
-        memcpy(d, x->data, cge_tensor_nbytes(x->dtype, &x->shape));
-    return st;
+    return cge__seq_insert_copy(o, 0, &x->shape, x->data);
 }
 
 /* ---- OptionalHasElement, OptionalGetElement ------------------------------------------------------ */
 
 static cge_status has_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 0, 1, 1, 1, "0 to 1 inputs and 1 output");
     c->outputs[0].dtype = CGE_BOOL;
     c->outputs[0].shape = CGE_SCALAR;
     return CGE_OK;
@@ -85,6 +84,7 @@ static cge_status has_run(const cge__seq_call *c)
 
 static cge_status get_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 1, 1, 1, 1, "1 input and 1 output");
     const cge_tensor_desc *x = &c->inputs[0];
     const cge_sequence *s = is_opt(x->type) ? cge__seq_in(c, 0) : NULL;
     if (s && s->none)
@@ -154,24 +154,22 @@ static const cge_attr_def optional_attrs[] = {
      .doc = "without an input: [value type, element dtype] (the importer's form of the "
             "ONNX type attribute)"}};
 
+#define OPT_DEF(NAME, SINCE, END, F, DOC)                                                \
+    {.name = NAME, .domain = CGE_DOMAIN_DEFAULT, .since_version = SINCE, .end_version = END, \
+     .inputs = F##_in, .num_inputs = 1, .outputs = F##_out, .num_outputs = 1,              \
+     .infer = F##_infer, .kernels = F##_k, .num_kernels = 1, .doc = DOC}
 static const cge_op_def optional_ops[] = {
     CGE__OPDEF("Optional", 15, optional_in, 1, optional_out, 1, optional_attrs,
                CGE__NATTR(optional_attrs), optional_infer, optional_k,
                "an optional holding the input, or none"),
     /* 18 widened both to take any value (and HasElement no input: false);
      * one meta serves both versions, as 15's inputs are a subset. */
-    {.name = "OptionalHasElement", .domain = CGE_DOMAIN_DEFAULT, .since_version = 15,
-     .end_version = 17, .inputs = has_in, .num_inputs = 1, .outputs = has_out, .num_outputs = 1,
-     .infer = has_infer, .kernels = has_k, .num_kernels = 1,
-     .doc = "whether the optional holds a value"},
-    CGE__OPDEF("OptionalHasElement", 18, has_in, 1, has_out, 1, NULL, 0, has_infer, has_k,
-               "whether the input holds a value (an absent input: false)"),
-    {.name = "OptionalGetElement", .domain = CGE_DOMAIN_DEFAULT, .since_version = 15,
-     .end_version = 17, .inputs = get_in, .num_inputs = 1, .outputs = get_out, .num_outputs = 1,
-     .infer = get_infer, .kernels = get_k, .num_kernels = 1,
-     .doc = "the value the optional holds (an error if none)"},
-    CGE__OPDEF("OptionalGetElement", 18, get_in, 1, get_out, 1, NULL, 0, get_infer, get_k,
-               "the value an optional holds (an error if none), or a tensor or sequence itself"),
+    OPT_DEF("OptionalHasElement", 15, 17, has, "whether the optional holds a value"),
+    OPT_DEF("OptionalHasElement", 18, 0, has,
+            "whether the input holds a value (an absent input: false)"),
+    OPT_DEF("OptionalGetElement", 15, 17, get, "the value the optional holds (an error if none)"),
+    OPT_DEF("OptionalGetElement", 18, 0, get,
+            "the value an optional holds (an error if none), or a tensor or sequence itself"),
 };
 
 const cge_op_def *cge__ops_optional(int32_t *count)

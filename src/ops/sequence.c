@@ -103,6 +103,8 @@ static cge_status need_seq(cge_infer_ctx *c, int32_t i, const char *what)
 
 static cge_status need_index(cge_infer_ctx *c, int32_t i, const char *what)
 {
+    if (i >= c->num_inputs)
+        return CGE_OK;   /* an optional position left out */
     const cge_tensor_desc *d = &c->inputs[i];
     if (d->dtype == CGE_DTYPE_UNDEFINED)
         return CGE_OK;
@@ -110,6 +112,14 @@ static cge_status need_index(cge_infer_ctx *c, int32_t i, const char *what)
         cge_shape_numel(&d->shape) > 1 || d->shape.rank > 1)
         return cge_meta_error(c, CGE_ERR_DTYPE, "%s must be an int32 or int64 scalar", what);
     return CGE_OK;
+}
+
+/* The first checks of the position-taking metas: input 0 a sequence,
+ * input `pos` (when present) an index scalar. */
+static cge_status need_seq_pos(cge_infer_ctx *c, int32_t pos)
+{
+    cge_status st = need_seq(c, 0, "input_sequence");
+    return st ? st : need_index(c, pos, "position");
 }
 
 static const void *in_val(const cge_infer_ctx *c, int32_t i)
@@ -131,23 +141,13 @@ static cge_sequence *out_seq(const cge__seq_call *c, int32_t i, cge_dtype dt)
     return s;
 }
 
-static cge_status put(cge_sequence *s, int64_t pos, const cge_shape *shape, const void *data)
-{
-    void *d = NULL;
-    cge_status st = cge__seq_insert_uninit(s, pos, shape, &d);
-    size_t n = cge_tensor_nbytes(s->dtype, shape);
-    if (!st && n)
-        memcpy(d, data, n);
-    return st;
-}
-
 /* All of `src` into `dst` (a fresh output) except element `skip` (-1: none). */
 static cge_status copy_except(cge_sequence *dst, const cge_sequence *src, int64_t skip)
 {
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < src->count; i++)
         if (i != skip)
-            st = put(dst, dst->count, &src->elems[i].shape, src->elems[i].data);
+            st = cge__seq_insert_copy(dst, dst->count, &src->elems[i].shape, src->elems[i].data);
     return st;
 }
 
@@ -170,6 +170,7 @@ static cge_status meta_range(cge_infer_ctx *c, const char *what, int64_t pos, in
 
 static cge_status empty_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 0, 0, 1, 1, "0 to 0 inputs and 1 output");
     cge_dtype dt = (cge_dtype)cge_attrs_get_int(c->attrs, "dtype", CGE_F32);
     if (!cge_dtype_valid(dt))
         return cge_meta_error(c, CGE_ERR_DTYPE, "dtype %d is not a dtype cge has", (int)dt);
@@ -185,6 +186,7 @@ static cge_status empty_run(const cge__seq_call *c)
 
 static cge_status construct_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 1, INT32_MAX, 1, 1, "1 to any inputs and 1 output");
     if (c->num_inputs < 1)
         return cge_meta_error(c, CGE_ERR_INVALID_ARG, "needs at least one tensor");
     cge_shape s = c->inputs[0].shape;
@@ -205,7 +207,7 @@ static cge_status construct_run(const cge__seq_call *c)
     cge_sequence *s = out_seq(c, 0, c->ins[0].dtype);
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < c->ni; i++)
-        st = put(s, i, &c->ins[i].shape, c->ins[i].data);
+        st = cge__seq_insert_copy(s, i, &c->ins[i].shape, c->ins[i].data);
     return st;
 }
 
@@ -213,9 +215,8 @@ static cge_status construct_run(const cge__seq_call *c)
 
 static cge_status at_infer(cge_infer_ctx *c)
 {
-    cge_status st = need_seq(c, 0, "input_sequence");
-    if (!st)
-        st = need_index(c, 1, "position");
+    CGE__CHECK_COUNTS(c, cge_meta_error, 2, 2, 1, 1, "2 to 2 inputs and 1 output");
+    cge_status st = need_seq_pos(c, 1);
     if (st)
         return st;
     const cge_sequence *s = cge__seq_in(c, 0);
@@ -256,6 +257,7 @@ static cge_status at_run(const cge__seq_call *c)
 
 static cge_status length_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 1, 1, 1, 1, "1 to 1 inputs and 1 output");
     cge_status st = need_seq(c, 0, "input_sequence");
     if (st)
         return st;
@@ -274,9 +276,8 @@ static cge_status length_run(const cge__seq_call *c)
 
 static cge_status insert_infer(cge_infer_ctx *c)
 {
-    cge_status st = need_seq(c, 0, "input_sequence");
-    if (!st)
-        st = need_index(c, 2, "position");
+    CGE__CHECK_COUNTS(c, cge_meta_error, 2, 3, 1, 1, "2 to 3 inputs and 1 output");
+    cge_status st = need_seq_pos(c, 2);
     if (st)
         return st;
     if (c->inputs[1].dtype != c->inputs[0].dtype)
@@ -311,15 +312,14 @@ static cge_status insert_run(const cge__seq_call *c)
     cge_sequence *dst = out_seq(c, 0, src->dtype);
     cge_status st = copy_except(dst, src, -1);
     if (!st)
-        st = put(dst, pos, &c->ins[1].shape, c->ins[1].data);
+        st = cge__seq_insert_copy(dst, pos, &c->ins[1].shape, c->ins[1].data);
     return st;
 }
 
 static cge_status erase_infer(cge_infer_ctx *c)
 {
-    cge_status st = need_seq(c, 0, "input_sequence");
-    if (!st)
-        st = need_index(c, 1, "position");
+    CGE__CHECK_COUNTS(c, cge_meta_error, 1, 2, 1, 1, "1 to 2 inputs and 1 output");
+    cge_status st = need_seq_pos(c, 1);
     if (st)
         return st;
     const cge_sequence *s = cge__seq_in(c, 0);
@@ -396,6 +396,7 @@ static cge_status split_sizes(const char *label, const cge_shape *x, int32_t axi
 
 static cge_status split_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 1, 2, 1, 1, "1 to 2 inputs and 1 output");
     const cge_tensor_desc *x = &c->inputs[0];
     int32_t axis = 0;
     if (!cge_axis_normalize(cge_attrs_get_int(c->attrs, "axis", 0), x->shape.rank, false, &axis))
@@ -474,6 +475,7 @@ static cge_status split_run(const cge__seq_call *c)
 
 static cge_status concat_infer(cge_infer_ctx *c)
 {
+    CGE__CHECK_COUNTS(c, cge_meta_error, 1, 1, 1, 1, "1 to 1 inputs and 1 output");
     cge_status st = need_seq(c, 0, "input_sequence");
     if (st)
         return st;
