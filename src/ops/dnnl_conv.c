@@ -343,6 +343,8 @@ cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, 
     return st;
 }
 
+bool cge__dnnl_conv_weights_packed(const cge__dnnl_conv *c) { return c && c->wei_block; }
+
 cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch)
 {
@@ -402,6 +404,12 @@ cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, 
 {
     (void)c, (void)ctx, (void)w;
     return CGE_ERR_UNSUPPORTED;
+}
+
+bool cge__dnnl_conv_weights_packed(const cge__dnnl_conv *c)
+{
+    (void)c;
+    return false;
 }
 
 cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,

@@ -79,6 +79,9 @@ cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w,
  * primitives of one session graph that chose the same layout share one. Nothing
  * to do for plain weights. */
 cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, const float *w);
+/* Whether runs with the W given to prepack read only its reordered copy
+ * (prepack reordered it; a W used in its own layout is read as it is). */
+bool cge__dnnl_conv_weights_packed(const cge__dnnl_conv *c);
 void cge__dnnl_conv_destroy(cge__dnnl_conv *c);
 
 #endif
