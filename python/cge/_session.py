@@ -103,9 +103,9 @@ class _Sequence:
         _check(lib.cge_sequence_create(vtype, dtype, ctypes.byref(self.handle)), "sequence")
 
     def __del__(self):
-        if self.handle:
-            lib.cge_sequence_destroy(self.handle)
-            self.handle = ctypes.c_void_p()
+        h, self.handle = getattr(self, "handle", None), None
+        if h and lib is not None:   # lib may be gone at interpreter exit
+            lib.cge_sequence_destroy(h)
 
     @classmethod
     def from_value(cls, name, vtype, declared, value):
