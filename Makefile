@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec bench-long-tail \
+        bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail \
         bench-memory \
         bench-dist soak zoo
 
@@ -190,6 +190,10 @@ bench-torch: bench-deps deps build
 # from scripts/make_test_models.py); BENCH_OPS_ARGS=--json for JSON.
 MODEL ?=
 BENCH_OPS_ARGS ?=
+# Sequence models (one folded into tensors, one a run-time sequence) vs ONNX Runtime.
+bench-sequences: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/sequences.py
+
 bench-ops: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/ops.py $(MODEL) $(BENCH_OPS_ARGS)
 

@@ -5,6 +5,7 @@
 #include "cge/version.h" /* generated from the CMake project version */
 #include "cge/status.h"
 #include "cge/types.h"
+#include "cge/sequence.h"
 #include "cge/runtime.h"
 #include "cge/graph.h"
 #include "cge/op.h"

@@ -22,6 +22,10 @@ typedef struct cge_tensor_desc {
     cge_dtype dtype;     /* CGE_DTYPE_UNDEFINED until inferred */
     cge_shape shape;
     cge_format format;
+    /* Tensor (0), sequence or optional: dtype and shape then describe the
+     * elements (types.h). Last, so that descriptors written without it
+     * describe tensors. */
+    cge_value_type type;
 } cge_tensor_desc;
 
 /* Attribute kinds, numbered as ONNX's AttributeProto.AttributeType. */
@@ -137,6 +141,12 @@ cge_status cge_graph_get_desc(const cge_graph *g, const char *name, cge_tensor_d
 cge_status cge_graph_set_desc(cge_graph *g, const char *name, cge_dtype dtype,
                               const cge_shape *shape);
 cge_status cge_graph_set_format(cge_graph *g, const char *name, cge_format format);
+/* What a value holds (tensor, sequence, optional): set by a front end for
+ * graph inputs, outputs and value_info, and by inference for node outputs.
+ * cge_graph_set_desc leaves it as it is. A constant is always a tensor. */
+cge_status cge_graph_set_value_type(cge_graph *g, const char *name, cge_value_type type);
+/* True if some value of `g` (not of its nested graphs) is not a tensor. */
+bool cge_graph_has_non_tensor_values(const cge_graph *g);
 /* Symbolic dimensions: the dim value (CGE_DIM_SYMBOL(k)) naming `name` in
  * this graph, made on first use; the same name always gives the same value.
  * Put it in shapes (inputs, set_desc) to say that dimensions are equal

@@ -25,7 +25,10 @@ extern "C" {
 
 enum {
     CGE_ARG_OPTIONAL = 1u << 0, /* may be absent ("" in a node) */
-    CGE_ARG_VARIADIC = 1u << 1  /* last argument only: one or more values */
+    CGE_ARG_VARIADIC = 1u << 1, /* last argument only: one or more values */
+    /* May be a sequence or an optional (cge_value_type), not only a tensor;
+     * the op's meta checks which it takes. Without it, meta refuses them. */
+    CGE_ARG_NON_TENSOR = 1u << 2
 };
 
 typedef struct cge_arg_def {
@@ -117,6 +120,12 @@ typedef struct cge_kernel_ctx {
     /* Where prepare finds constant data derived once for every plan of one
      * session graph (cge_kernel_shared_get); NULL outside a session. */
     cge_kernel_cache *shared;
+    /* What each input and output holds ([num_inputs], [num_outputs]), or
+     * NULL where all are tensors: a sequence's or optional's data is a
+     * cge_sequence (cge/sequence.h). Only ops whose schema says
+     * CGE_ARG_NON_TENSOR see anything but tensors. */
+    const cge_value_type *input_types;
+    const cge_value_type *output_types;
 } cge_kernel_ctx;
 
 typedef struct cge_kernel_def {

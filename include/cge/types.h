@@ -168,8 +168,24 @@ typedef enum cge_format {
 } cge_format;
 const char *cge_format_name(cge_format f);
 
+/* What a value holds (ONNX's TypeProto kinds): a tensor, a sequence of
+ * tensors of one dtype, or an optional (a tensor or a sequence, or none).
+ * Descriptors of non-tensor values keep the element dtype in `dtype` and
+ * the element shape where known (dims dynamic where elements differ); at
+ * run time their data is a cge_sequence (cge/sequence.h). */
+typedef enum cge_value_type {
+    CGE_TYPE_TENSOR = 0,
+    CGE_TYPE_SEQUENCE = 1,
+    CGE_TYPE_OPTIONAL = 2,           /* optional tensor */
+    CGE_TYPE_OPTIONAL_SEQUENCE = 3   /* optional sequence of tensors */
+} cge_value_type;
+const char *cge_value_type_name(cge_value_type t);   /* "tensor", "sequence", ... */
+
 /* A tensor as kernels and sessions see it: a descriptor and a data pointer.
- * `bytes` is the size of the buffer at `data` (at least numel * dtype size). */
+ * `bytes` is the size of the buffer at `data` (at least numel * dtype size).
+ * A sequence or optional value travels as a cge_tensor too: `data` is then
+ * a cge_sequence and `dtype` its elements' (its type is told apart: the
+ * graph's descriptor for sessions, cge_kernel_ctx.input_types for kernels). */
 typedef struct cge_tensor {
     const char *name;   /* may be NULL where positions are used */
     cge_dtype dtype;

@@ -23,7 +23,12 @@ class Tensor(ctypes.Structure):
 
 
 class TensorDesc(ctypes.Structure):
-    _fields_ = [("name", c_char_p), ("dtype", c_enum), ("shape", Shape), ("format", c_enum)]
+    _fields_ = [("name", c_char_p), ("dtype", c_enum), ("shape", Shape), ("format", c_enum),
+                ("type", c_enum)]
+
+
+# cge_value_type (types.h): what a value holds.
+TYPE_TENSOR, TYPE_SEQUENCE, TYPE_OPTIONAL, TYPE_OPTIONAL_SEQUENCE = 0, 1, 2, 3
 
 
 class DimBuckets(ctypes.Structure):
@@ -216,6 +221,15 @@ _protos = {
     "cge_session_run": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,
                                  _P(Tensor), c_int32, _P(RunOptions)]),
     "cge_profile_clock_ms": (ctypes.c_double, []),
+    "cge_sequence_create": (c_enum, [c_enum, c_enum, _P(c_void_p)]),
+    "cge_sequence_destroy": (None, [c_void_p]),
+    "cge_sequence_type": (c_enum, [c_void_p]),
+    "cge_sequence_dtype": (c_enum, [c_void_p]),
+    "cge_sequence_length": (c_int64, [c_void_p]),
+    "cge_sequence_has_value": (ctypes.c_bool, [c_void_p]),
+    "cge_sequence_set_none": (c_enum, [c_void_p]),
+    "cge_sequence_append": (c_enum, [c_void_p, _P(Shape), c_void_p]),
+    "cge_sequence_at": (c_enum, [c_void_p, c_int64, _P(Tensor)]),
     "cge_precision_from_name": (ctypes.c_int, [c_char_p]),
     "cge_precision_bf16_available": (ctypes.c_bool, []),
     "cge_compile": (c_enum, [c_void_p, c_void_p, c_int32, _P(CompileOptions), _P(c_void_p)]),

@@ -82,6 +82,93 @@ def _type_name(dtype):
     return "tensor(%s)" % _DTYPES[dtype][1] if dtype in _DTYPES else "tensor(undefined)"
 
 
+def _value_type_name(vtype, dtype):
+    """ONNX Runtime's type string: "seq(tensor(float))", "optional(...)"."""
+    t = _type_name(dtype)
+    if vtype == _lib.TYPE_SEQUENCE:
+        return "seq(%s)" % t
+    if vtype == _lib.TYPE_OPTIONAL:
+        return "optional(%s)" % t
+    if vtype == _lib.TYPE_OPTIONAL_SEQUENCE:
+        return "optional(seq(%s))" % t
+    return t
+
+
+class _Sequence:
+    """A cge_sequence (cge/sequence.h) for one run's sequence or optional
+    input or output, destroyed with this object."""
+
+    def __init__(self, vtype, dtype):
+        self.handle = ctypes.c_void_p()
+        _check(lib.cge_sequence_create(vtype, dtype, ctypes.byref(self.handle)), "sequence")
+
+    def __del__(self):
+        h, self.handle = getattr(self, "handle", None), None
+        if h and lib is not None:   # lib may be gone at interpreter exit
+            lib.cge_sequence_destroy(h)
+
+    @classmethod
+    def from_value(cls, name, vtype, declared, value):
+        """A list of arrays (a sequence), an array or None (an optional)."""
+        seq_like = vtype in (_lib.TYPE_SEQUENCE, _lib.TYPE_OPTIONAL_SEQUENCE)
+        if value is None and vtype == _lib.TYPE_SEQUENCE:
+            raise Error("[session] input '%s' is a sequence: give a list of arrays, not None"
+                        % name, "session", "CGE_ERR_INVALID_ARG")
+        if value is not None and seq_like and not isinstance(value, (list, tuple)):
+            raise Error("[session] input '%s' is a sequence: give a list of arrays" % name,
+                        "session", "CGE_ERR_INVALID_ARG")
+        if value is not None and not seq_like and isinstance(value, (list, tuple)):
+            raise Error("[session] input '%s' is an optional tensor: give an array or None"
+                        % name, "session", "CGE_ERR_INVALID_ARG")
+        items = [] if value is None else (list(value) if seq_like else [value])
+        arrays = []
+        for v in items:
+            if hasattr(v, "ortvalue_from_numpy"):
+                v = v.numpy()
+            arrays.append(np.ascontiguousarray(np.asarray(v)) if np.ndim(v) else np.asarray(v))
+        dt = numpy_to_dtype(arrays[0].dtype) if arrays else declared
+        for i, a in enumerate(arrays):
+            if numpy_to_dtype(a.dtype) != dt:
+                raise Error("[session] input '%s': element %d is %s; element 0 is %s (a sequence "
+                            "holds one dtype)" % (name, i, a.dtype, arrays[0].dtype), "session",
+                            "CGE_ERR_DTYPE")
+        s = cls(vtype, dt)
+        if value is None:
+            _check(lib.cge_sequence_set_none(s.handle), "sequence")
+        for a in arrays:
+            shape = _make_shape(a.shape)
+            _check(lib.cge_sequence_append(s.handle, ctypes.byref(shape),
+                                           a.ctypes.data if a.nbytes else None), "sequence")
+        key = ("seq", name, tuple(a.shape for a in arrays), dt, value is None)
+        return s, key
+
+    def value(self):
+        """The Python value: a list of arrays, an array, or None."""
+        if not lib.cge_sequence_has_value(self.handle):
+            return None
+        out = []
+        for i in range(lib.cge_sequence_length(self.handle)):
+            t = _lib.Tensor()
+            _check(lib.cge_sequence_at(self.handle, i, ctypes.byref(t)), "sequence")
+            shape = tuple(int(t.shape.dims[k]) for k in range(t.shape.rank))
+            npdt = dtype_to_numpy(t.dtype)
+            a = np.empty(shape, dtype=npdt)
+            if a.nbytes:
+                ctypes.memmove(a.ctypes.data, t.data, a.nbytes)
+            out.append(a)
+        if lib.cge_sequence_type(self.handle) == _lib.TYPE_OPTIONAL:
+            return out[0] if out else None
+        return out
+
+
+class _SeqInput:
+    """A run's sequence or optional input: its cge_sequence, and the key the
+    output-shape cache sees for it."""
+
+    def __init__(self, seq, key):
+        self.seq, self.key = seq, key
+
+
 class NodeArg:
     """A graph input or output: ``name``, ``shape`` (ints; the dim_param name, a
     str, for a symbolic dimension; None for another unknown one) and ``type``
@@ -451,7 +538,10 @@ class InferenceSession:
     def _desc(self, fn, i):
         d = _lib.TensorDesc()
         _check(fn(self._session, _GRAPH_ID, i, ctypes.byref(d)))
-        return NodeArg(d.name.decode(), self._named_shape(d.shape), _type_name(d.dtype), d.dtype)
+        shape = self._named_shape(d.shape) if d.shape.rank >= 0 else None
+        arg = NodeArg(d.name.decode(), shape, _value_type_name(d.type, d.dtype), d.dtype)
+        arg.value_type = d.type   # cge_value_type: tensor, sequence, optional
+        return arg
 
     def _named_shape(self, shape):
         """Dims as ONNX Runtime reports them: ints, the dim_param name (str) of
@@ -718,14 +808,15 @@ class InferenceSession:
                             % (n, ", ".join(o.name for o in self._outputs)), "session",
                             "CGE_ERR_NOT_FOUND")
         ins, arrays, names = self._input_tensors(input_feed)
-        key = (tuple((n, a.shape, a.dtype.str) for n, a in zip(names, arrays)), tuple(output_names))
+        key = (tuple(a.key if isinstance(a, _SeqInput) else (n, a.shape, a.dtype.str)
+                     for n, a in zip(names, arrays)), tuple(output_names))
         idx = [self._out_index[n] for n in output_names]
         guess = self._shape_cache.get(key)
         if guess is None:
             guess = []
             for k in idx:
                 o = self._outputs[k]
-                static = all(isinstance(d, int) for d in o.shape)
+                static = o.shape is not None and all(isinstance(d, int) for d in o.shape)
                 guess.append((o.dtype, tuple(o.shape)) if static else None)
         profiling = getattr(self, "_profiling", False)  # builder.Session sets none
         if profiling:
@@ -738,6 +829,13 @@ class InferenceSession:
                 nb = output_names[j].encode()
                 names.append(nb)
                 outs[j].name = nb
+                vt = getattr(self._outputs[k], "value_type", _lib.TYPE_TENSOR)
+                if vt != _lib.TYPE_TENSOR:
+                    # a sequence or optional output: a cge_sequence receives it
+                    seq = _Sequence(vt, self._outputs[k].dtype or 1)
+                    outs[j].data = seq.handle
+                    bufs.append(seq)
+                    continue
                 g = guess[j]
                 buf = None
                 if g is not None and g[0] != 0:
@@ -763,6 +861,9 @@ class InferenceSession:
         result = []
         for j in range(len(idx)):
             t = outs[j]
+            if isinstance(bufs[j], _Sequence):
+                result.append(bufs[j].value())
+                continue
             shape = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))
             npdt = dtype_to_numpy(t.dtype)
             nbytes = int(np.prod(shape)) * npdt.itemsize
@@ -773,7 +874,9 @@ class InferenceSession:
                 # The run wrote dtype and shape back; the buffer may be larger.
                 arr = buf.reshape(-1).view(np.uint8)[:nbytes].view(npdt).reshape(shape)
             result.append(arr)
-        self._shape_cache[key] = [(outs[j].dtype, tuple(r.shape)) for j, r in enumerate(result)]
+        self._shape_cache[key] = [None if isinstance(bufs[j], _Sequence)
+                                  else (outs[j].dtype, tuple(r.shape))
+                                  for j, r in enumerate(result)]
         return result
 
     def _input_tensors(self, input_feed):
@@ -783,7 +886,20 @@ class InferenceSession:
         arrays, names = [], []
         ins = (_lib.Tensor * max(1, len(input_feed)))()
         declared = {a.name: a.dtype for a in self._inputs}
+        vtypes = {a.name: getattr(a, "value_type", _lib.TYPE_TENSOR) for a in self._inputs}
         for i, (name, value) in enumerate(input_feed.items()):
+            if vtypes.get(name, _lib.TYPE_TENSOR) != _lib.TYPE_TENSOR:
+                # A list of arrays (sequence), an array or None (optional):
+                # the C tensor's data is a cge_sequence holding copies.
+                seq, skey = _Sequence.from_value(name, vtypes[name], declared[name], value)
+                nb = name.encode()
+                arrays.append(_SeqInput(seq, skey))
+                names.append(nb)
+                ins[i].name = nb
+                ins[i].dtype = lib.cge_sequence_dtype(seq.handle)
+                ins[i].shape = _make_shape(())
+                ins[i].data = seq.handle
+                continue
             if hasattr(value, "ortvalue_from_numpy"):
                 value = value.numpy()
             a = np.asarray(value)  # keeps rank 0 (ascontiguousarray would not)

@@ -203,6 +203,17 @@ char *cge_shape_str(const cge_shape *s, char *buf, size_t size)
     return cge_shape_str_named(s, NULL, NULL, buf, size);
 }
 
+const char *cge_value_type_name(cge_value_type t)
+{
+    switch (t) {
+    case CGE_TYPE_TENSOR: return "tensor";
+    case CGE_TYPE_SEQUENCE: return "sequence";
+    case CGE_TYPE_OPTIONAL: return "optional tensor";
+    case CGE_TYPE_OPTIONAL_SEQUENCE: return "optional sequence";
+    }
+    return "invalid type";
+}
+
 const char *cge_format_name(cge_format f)
 {
     switch (f) {

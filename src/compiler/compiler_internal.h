@@ -84,6 +84,7 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g);
 void cc_forget_known(cc_ctx *ctx);
 cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fold_sequences(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g);
 /* MatMul(A, DequantizeLinear(constant int8 W)) -> com.microsoft MatMulNBits. */
 cge_status cc_pass_fuse_dq_matmul(cc_ctx *ctx, cge_graph *g);

@@ -86,6 +86,13 @@ static void propagate(cc_ctx *ctx, cge_graph *g, propagation *p, cge_node *n,
     int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
     if (no == 0 || cc_is_nondeterministic(n))
         return;
+    /* Sequences and optionals are run-time objects, never folded values. */
+    for (int32_t i = 0; i < ni; i++)
+        if (in[i].type != CGE_TYPE_TENSOR)
+            return;
+    for (int32_t i = 0; i < no; i++)
+        if (out[i].type != CGE_TYPE_TENSOR)
+            return;
     size_t total = 0;
     cge_dtype dt = CGE_DTYPE_UNDEFINED;
     for (int32_t i = 0; i < no; i++) {
@@ -438,8 +445,11 @@ static cge_status infer_node(cc_ctx *ctx, cge_graph *g, cge_node *n, propagation
             out[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
         st = cge_op_infer(def, cge_node_name(n), cge_node_attrs_const(n), in, vals,
                           any_sym ? syms : NULL, ni, out, no);
-        for (int32_t i = 0; !st && i < no; i++)
-            st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);
+        for (int32_t i = 0; !st && i < no; i++) {
+            st = cge_graph_set_value_type(g, out[i].name, out[i].type);
+            if (!st)
+                st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);
+        }
         if (!st && !big && carry) {
             propagate(ctx, g, p, n, def, in, vals, out);
             propagate_symbolic(g, p, n, in, ni, out);
@@ -476,6 +486,14 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g)
         cge_node *n = cge_graph_node(g, order[k]);
         if (!cge_node_is_removed(n))
             st = infer_node(ctx, g, n, &p, true);
+        /* Where sequences or optionals flow, what a node makes may depend
+         * on their run-time contents (a SequenceAt of an element of unknown
+         * rank): such a graph runs node by node, inferring with every value
+         * at hand, so a node that cannot be described now stays undescribed. */
+        if (st && cge_graph_has_non_tensor_values(g)) {
+            cge_clear_error();
+            st = CGE_OK;
+        }
     }
     for (int32_t i = 0; p.sym && i < p.num_values; i++)
         free(p.sym[i]);

@@ -23,6 +23,9 @@ typedef struct pass_entry {
 static const pass_entry passes[] = {
     {"prepare", "verify", cc_pass_verify, CGE_OPT_NONE, true, NULL, NULL},
     {"prepare", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
+    /* Sequences of elements known now become their tensors (a graph left
+     * with sequences runs node by node: see cge_compile). */
+    {"prepare", "fold_sequences", cc_pass_fold_sequences, CGE_OPT_NONE, false, NULL, NULL},
     {"prepare", "normalize", cc_pass_normalize, CGE_OPT_NONE, false, NULL, NULL},
     {"optimize", "fuse_qdq", cc_pass_fuse_qdq, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_dq_matmul", cc_pass_fuse_dq_matmul, CGE_OPT_FUSE, false, NULL, NULL},
@@ -176,6 +179,8 @@ static cge_status set_input_shapes(cge_graph *g, const cge_shape *shapes, int32_
         cge_status st = cge_graph_get_desc(g, cge_graph_input(g, i), &d);
         if (st)
             return st;
+        if (d.type != CGE_TYPE_TENSOR)
+            continue;   /* a sequence or optional: its elements' shapes come at run time */
         bool fits = shapes[i].rank == d.shape.rank && cge_shape_is_static(&shapes[i]);
         for (int32_t k = 0; fits && k < d.shape.rank; k++)
             fits = d.shape.dims[k] < 0 || d.shape.dims[k] == shapes[i].dims[k];
@@ -374,6 +379,21 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
         if (ctx.opts.allow_incomplete && !symbolic && ctx.stage &&
             !strcmp(ctx.stage, "prepare") && strcmp(pe->stage, "prepare"))
             symbolic = !shapes_known(pg);
+        /* Sequences or optionals left after prepare (their folding into
+         * tensors is a prepare pass): the graph runs node by node as
+         * prepared, since their descriptors may be partial. */
+        if (ctx.stage && !strcmp(ctx.stage, "prepare") && strcmp(pe->stage, "prepare") &&
+            cge_graph_has_non_tensor_values(pg)) {
+            if (!ctx.opts.allow_incomplete) {
+                st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_UNSUPPORTED,
+                               "compile: graph '%s' keeps sequence or optional values that only "
+                               "a session's node-by-node run can carry",
+                               cge_graph_name(pg));
+                break;
+            }
+            incomplete = true;
+            break;
+        }
         /* A symbolic plan (symbolic_plan) goes on with the dims symbolic:
          * cge_plan_specialize gives its sizes per signature. One stream:
          * the stream planner weighs branches by bytes. */

@@ -30,15 +30,19 @@ static void dot_esc(FILE *f, const char *s)
 }
 
 /* "float32 [8,2048]" ("[batch,16]" with symbols named) when the dtype is
- * known, else "". */
+ * known, else ""; "sequence<float32 [?,4]>" and the like for non-tensors. */
 static const char *desc_str(const cge_graph *g, const cge__ir_value *v, char *buf, size_t size)
 {
     buf[0] = '\0';
     if (v->dtype == CGE_DTYPE_UNDEFINED)
         return buf;
     char shp[CGE_SHAPE_STR_MAX];
-    snprintf(buf, size, "%s %s", cge_dtype_name(v->dtype),
-             cge_graph_shape_str(g, &v->shape, shp, sizeof shp));
+    if (v->vtype != CGE_TYPE_TENSOR)
+        snprintf(buf, size, "%s<%s %s>", cge_value_type_name((cge_value_type)v->vtype),
+                 cge_dtype_name(v->dtype), cge_graph_shape_str(g, &v->shape, shp, sizeof shp));
+    else
+        snprintf(buf, size, "%s %s", cge_dtype_name(v->dtype),
+                 cge_graph_shape_str(g, &v->shape, shp, sizeof shp));
     return buf;
 }
 

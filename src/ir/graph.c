@@ -529,6 +529,7 @@ cge_status cge_graph_get_desc(const cge_graph *g, const char *name, cge_tensor_d
     out->dtype = v->dtype;
     out->shape = v->shape;
     out->format = v->format;
+    out->type = (cge_value_type)v->vtype;
     return CGE_OK;
 }
 
@@ -544,8 +545,9 @@ cge_status cge_graph_set_desc(cge_graph *g, const char *name, cge_dtype dtype,
     if (dtype != CGE_DTYPE_UNDEFINED && !cge_dtype_valid(dtype))
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_DTYPE, "value '%s': invalid dtype %d", name,
                          (int)dtype);
-    /* shape NULL sets only the dtype. */
-    if (shape && !shape_ok(shape))
+    /* shape NULL sets only the dtype. A sequence's or optional's element
+     * shape may be of unknown rank (-1: elements of any rank). */
+    if (shape && !shape_ok(shape) && !(v->vtype != CGE_TYPE_TENSOR && shape->rank == -1))
         return bad_shape("value", name, shape);
     if (v->kind == CGE_IR_VALUE_CONST &&
         (dtype != v->dtype || (shape && !cge_shape_equal(shape, &v->shape)))) {
@@ -635,6 +637,35 @@ static bool dup_ints(int32_t **dst, int32_t *cap, const int32_t *src, int32_t n)
         return false;
     memcpy(*dst, src, (size_t)n * sizeof(int32_t));
     return true;
+}
+
+cge_status cge_graph_set_value_type(cge_graph *g, const char *name, cge_value_type type)
+{
+    if (!g)
+        return null_graph("cge_graph_set_value_type");
+    cge__ir_value *v = value_lookup(g, name);
+    if (!v)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph '%s' has no value '%s'",
+                         g->name, name ? name : "(null)");
+    if ((int)type < CGE_TYPE_TENSOR || type > CGE_TYPE_OPTIONAL_SEQUENCE)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "value '%s': invalid type %d",
+                         name, (int)type);
+    if (v->kind == CGE_IR_VALUE_CONST && type != CGE_TYPE_TENSOR)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_STATE,
+                         "constant '%s' is a tensor; it cannot become a %s", name,
+                         cge_value_type_name(type));
+    if (v->vtype != (uint8_t)type)
+        v->rev = ++g->rev;
+    v->vtype = (uint8_t)type;
+    return CGE_OK;
+}
+
+bool cge_graph_has_non_tensor_values(const cge_graph *g)
+{
+    for (int32_t i = 0; g && i < g->num_values; i++)
+        if (g->values[i].vtype != CGE_TYPE_TENSOR && g->values[i].kind != CGE_IR_VALUE_REF)
+            return true;
+    return false;
 }
 
 static cge_status clone_into(const cge_graph *g, cge_graph *c)

@@ -47,6 +47,7 @@ typedef struct cge__ir_value {
     cge_format format;
     cge_shape shape;
     uint8_t kind;          /* cge__ir_value_kind */
+    uint8_t vtype;         /* cge_value_type: tensor, sequence, optional */
     bool is_output;
     int32_t def;           /* INPUT: input index, CONST: constant index, NODE: node index */
     uint32_t stamp;        /* scratch for duplicate checks within one call */

@@ -76,7 +76,7 @@ cge_status cge_graph_value_desc(const cge_graph *g, int32_t id, cge_tensor_desc 
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NOT_FOUND, "graph has no value id %d", (int)id);
     const cge__ir_value *v = &g->values[id];
     *out = (cge_tensor_desc){.name = v->name, .dtype = v->dtype, .shape = v->shape,
-                             .format = v->format};
+                             .format = v->format, .type = (cge_value_type)v->vtype};
     return CGE_OK;
 }
 
@@ -157,6 +157,7 @@ cge_status cge_node_set_output(cge_node *n, int32_t i, const char *name)
     v->dtype = o->dtype;
     v->shape = o->shape;
     v->format = o->format;
+    v->vtype = o->vtype;
     o->kind = CGE_IR_VALUE_REF;
     o->def = -1;
     n->outputs[i] = id;

@@ -58,6 +58,7 @@ typedef struct value_type {
     cge_dtype dtype;
     bool has_shape;
     cge_shape shape;
+    cge_value_type vtype;   /* a sequence's or optional's dtype and shape are its elements' */
 } value_type;
 
 /* A dim_param's size: the value cge_onnx_options.dim_values binds it to,
@@ -96,11 +97,36 @@ static cge_status parse_type(const onnx_ctx *cx, cge_graph *g, const Onnx__TypeP
     case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE: break;
     case ONNX__TYPE_PROTO__VALUE__NOT_SET: return CGE_OK;
     case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE:
-        return cge__onnx_unsupported(cx, "%s: sequence types are not supported", what);
+    case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE: {
+        /* sequence(tensor), optional(tensor), optional(sequence(tensor)):
+         * the IR's value types, described by their elements. */
+        bool seq = tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+        const Onnx__TypeProto *et = seq ? (tp->sequence_type ? tp->sequence_type->elem_type : NULL)
+                                        : (tp->optional_type ? tp->optional_type->elem_type : NULL);
+        cge_status st = et ? parse_type(cx, NULL, et, what, out) : CGE_OK;
+        if (st)
+            return st;
+        if (seq && out->vtype != CGE_TYPE_TENSOR)
+            return cge__onnx_unsupported(cx, "%s: sequences of sequences or optionals are not "
+                                            "supported", what);
+        if (!seq && out->vtype != CGE_TYPE_TENSOR && out->vtype != CGE_TYPE_SEQUENCE)
+            return cge__onnx_unsupported(cx, "%s: optionals of optionals are not supported",
+                                        what);
+        out->vtype = seq ? CGE_TYPE_SEQUENCE
+                         : out->vtype == CGE_TYPE_SEQUENCE ? CGE_TYPE_OPTIONAL_SEQUENCE
+                                                           : CGE_TYPE_OPTIONAL;
+        /* Elements may differ in shape: dims stay unknown, unrelated
+         * (no symbols: a run binds none from them); no shape is rank -1. */
+        if (!out->has_shape)
+            out->shape.rank = -1;
+        for (int32_t d = 0; d < out->shape.rank; d++)
+            if (out->shape.dims[d] < 0)
+                out->shape.dims[d] = CGE_DIM_DYNAMIC;
+        out->has_shape = true;
+        return CGE_OK;
+    }
     case ONNX__TYPE_PROTO__VALUE_MAP_TYPE:
         return cge__onnx_unsupported(cx, "%s: map types are not supported", what);
-    case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE:
-        return cge__onnx_unsupported(cx, "%s: optional types are not supported", what);
     case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE:
         return cge__onnx_unsupported(cx, "%s: sparse tensor types are not supported", what);
     default:
@@ -225,6 +251,13 @@ static cge_status set_attr(graph_build *b, const char *node, const Onnx__Attribu
         return cge__onnx_unsupported(cx, "%s: references a function attribute ('%s'); functions "
                                         "are not supported", what, ap->ref_attr_name);
     int raw_type = ap->has_type ? (int)ap->type : 0;
+    if (raw_type == 13 && ap->tp) {
+        /* A type (Optional's `type`): ints [cge_value_type, element dtype]. */
+        value_type vt;
+        cge_status st = parse_type(cx, NULL, ap->tp, what, &vt);
+        int64_t v[2] = {(int64_t)vt.vtype, (int64_t)vt.dtype};
+        return st ? st : cge_attrs_set(attrs, &CGE_ATTR_INTS(ap->name, v, 2));
+    }
     if (raw_type >= 11 && raw_type <= 14)
         return cge__onnx_unsupported(cx, "%s: %s attributes are not supported", what,
                                     raw_type == 11 ? "sparse tensor"
@@ -853,6 +886,17 @@ static cge_status add_inputs(graph_build *b, bool is_main)
         }
         if (is_main && vt.dtype == CGE_DTYPE_UNDEFINED)
             return cge__onnx_io_error(cx, "%s declares no element type", what);
+        if (vt.vtype != CGE_TYPE_TENSOR) {
+            /* A sequence or optional: added as a tensor, then typed (its
+             * element shape may be of unknown rank). */
+            cge_shape sc = CGE_SCALAR;
+            st = as_io(cx, cge_graph_add_input(b->dst, vi->name, vt.dtype, &sc), what);
+            if (!st)
+                st = as_io(cx, cge_graph_set_value_type(b->dst, vi->name, vt.vtype), what);
+            if (!st)
+                st = as_io(cx, cge_graph_set_desc(b->dst, vi->name, vt.dtype, &vt.shape), what);
+            continue;
+        }
         if (is_main && !vt.has_shape)
             return cge__onnx_unsupported(cx, "%s declares no shape (unknown rank); give it one "
                                             "with cge_onnx_options.input_shapes", what);
@@ -886,6 +930,11 @@ static void add_value_info(graph_build *b, const Onnx__ValueInfoProto *vi)
         cge_clear_error();
         return;
     }
+    /* What a value holds is known here before meta runs (a graph output
+     * that is a sequence, whatever its producer). */
+    if (vt.vtype != CGE_TYPE_TENSOR &&
+        cge_graph_set_value_type(b->dst, vi->name, vt.vtype) != CGE_OK)
+        cge_clear_error();
     if (vt.dtype != CGE_DTYPE_UNDEFINED && vt.has_shape &&
         cge_graph_set_desc(b->dst, vi->name, vt.dtype, &vt.shape) != CGE_OK)
         cge_clear_error();

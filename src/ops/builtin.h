@@ -28,7 +28,7 @@ const cge_op_def *cge__ops_quant(int32_t *count);   /* QuantizeLinear Dequantize
 const cge_op_def *cge__ops_spectral(int32_t *count); /* DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix */
 const cge_op_def *cge__ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge__ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss */
-const cge_op_def *cge__ops_control_flow(int32_t *count); /* If Loop Scan */
+const cge_op_def *cge__ops_control_flow(int32_t *count); /* If Loop Scan SequenceMap */
 const cge_op_def *cge__ops_training(int32_t *count); /* Adagrad Momentum Adam (ai.onnx.preview.training) */
 const cge_op_def *cge__ops_cast_like(int32_t *count); /* CastLike */
 const cge_op_def *cge__ops_linalg(int32_t *count);  /* Det */
@@ -45,6 +45,8 @@ const cge_op_def *cge__ops_matmul_bf16(int32_t *count); /* cge.fused MatMulBF16 
 const cge_op_def *cge__ops_matmul_nbits(int32_t *count); /* com.microsoft MatMulNBits */
 const cge_op_def *cge__ops_channels_last(int32_t *count); /* cge.fused ChannelsLast* LayoutView */
 const cge_op_def *cge__ops_copy(int32_t *count); /* cge Copy Reorder */
+const cge_op_def *cge__ops_sequence(int32_t *count); /* SequenceEmpty Construct At Length Insert Erase, SplitToSequence ConcatFromSequence */
+const cge_op_def *cge__ops_optional(int32_t *count); /* Optional OptionalHasElement OptionalGetElement */
 
 /* Register the builtin library once (thread-safe; called by every lookup). */
 void cge__ops_builtin_init(void);

@@ -1,10 +1,11 @@
-/* Control flow: If, Loop and Scan, and the small interpreter that runs their
+/* Control flow: If, Loop, Scan and SequenceMap, and the small interpreter that runs their
  * bodies (graphs in GRAPH attributes) from one host function that the node's
  * launch enqueues. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sequence.h"
 #include "ops/builtin.h"
 #include "ops/meta.h"
 
@@ -51,8 +52,10 @@ typedef struct outer_binding {
 static void body_free(body_run *r)
 {
     for (int32_t i = 0; r->v && i < r->nv; i++)
-        if (r->v[i].owned)
+        if (r->v[i].owned) {
+            cge__value_release(r->v[i].desc.type, r->v[i].data);
             cge_mem_free(r->dev ? r->dev : r->fold_dev, r->v[i].data);
+        }
     free(r->v);
     r->v = NULL;
     cge_stream_destroy(r->fold_imm);
@@ -71,17 +74,22 @@ static cge_status body_err(const char *op, const char *node, cge_status st, cons
  * kernel on the immediate stream `imm`. */
 static cge_status run_node(cge_device *dev, cge_stream *imm, body_run *r, const cge_node *n,
                            const cge_op_def *def, cge_dtype kdt, const cge_tensor *ins,
-                           int32_t ni, int32_t no)
+                           const cge_value_type *in_types, int32_t ni, int32_t no)
 {
     cge_tensor outs[CF_MAX_ARGS];
+    cge_value_type out_types[CF_MAX_ARGS] = {0};
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < no; i++) {
         body_val *bv = &r->v[cge_node_output_id(n, i)];
-        bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+        bool tensor = bv->desc.type == CGE_TYPE_TENSOR;
+        bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
         st = cge_mem_alloc(dev, bv->bytes, &bv->data);
         bv->owned = !st;
+        if (!st && !tensor)
+            memset(bv->data, 0, bv->bytes);   /* an empty cge_sequence */
         outs[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
                                .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
+        out_types[i] = bv->desc.type;
     }
     const cge_kernel_def *kd = st ? NULL : cge_op_find_kernel(def, "cpu", kdt);
     if (!st && !kd)
@@ -91,7 +99,8 @@ static cge_status run_node(cge_device *dev, cge_stream *imm, body_run *r, const 
     cge_kernel_ctx kc = {.op_type = cge_node_op_type(n), .node_name = cge_node_name(n),
                          .num_inputs = ni, .inputs = ins, .num_outputs = no, .outputs = outs,
                          .attrs = cge_node_attrs_const(n), .device = dev,
-                         .num_threads = cge_device_num_threads(dev)};
+                         .num_threads = cge_device_num_threads(dev),
+                         .input_types = in_types, .output_types = out_types};
     void *ws = NULL;
     if (kd->workspace_size) {
         kc.workspace_size = kd->workspace_size(&kc);
@@ -205,8 +214,16 @@ static bool fold_gather(body_run *r, const cge_node *n, const cge_tensor *ins, i
 /* Meta only: computes the node's outputs when they are small and every input
  * it has is known (else they stay unknown; the run computes them). */
 static void fold_node(body_run *r, const cge_node *n, const cge_op_def *def, cge_dtype kdt,
-                      const cge_tensor *ins, int32_t ni, int32_t no)
+                      const cge_tensor *ins, const cge_value_type *in_types, int32_t ni,
+                      int32_t no)
 {
+    /* sequences and optionals are never folded here: the run builds them */
+    for (int32_t i = 0; i < ni; i++)
+        if (in_types[i] != CGE_TYPE_TENSOR)
+            return;
+    for (int32_t i = 0; i < no; i++)
+        if (r->v[cge_node_output_id(n, i)].desc.type != CGE_TYPE_TENSOR)
+            return;
     if (no < 1 || fold_skips(n) || fold_shape(r, n, ins, ni) || fold_gather(r, n, ins, ni))
         return;
     size_t total = 0;
@@ -236,7 +253,7 @@ static void fold_node(body_run *r, const cge_node *n, const cge_op_def *def, cge
             return;
         }
     }
-    if (run_node(r->fold_dev, r->fold_imm, r, n, def, kdt, ins, ni, no) == CGE_OK)
+    if (run_node(r->fold_dev, r->fold_imm, r, n, def, kdt, ins, in_types, ni, no) == CGE_OK)
         return;
     cge_clear_error();   /* not known now; the run computes it and reports any problem */
     for (int32_t i = 0; i < no; i++) {
@@ -284,8 +301,9 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
                 if (!strcmp(outer->names[j], bv->desc.name)) {
                     bv->desc.dtype = outer->descs[j].dtype;
                     bv->desc.shape = outer->descs[j].shape;
+                    bv->desc.type = outer->descs[j].type;
                     bv->data = (void *)outer->values[j];
-                    bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+                    bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
                 }
         }
     }
@@ -293,8 +311,9 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         body_val *bv = &r->v[cge_graph_value_id(g, cge_graph_input(g, i))];
         bv->desc.dtype = in_descs[i].dtype;
         bv->desc.shape = in_descs[i].shape;
+        bv->desc.type = in_descs[i].type;
         bv->data = (void *)in_vals[i];
-        bv->bytes = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+        bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
     }
     int32_t nn = cge_graph_num_nodes(g);
     int32_t *order = calloc((size_t)nn + 1, sizeof *order);
@@ -320,6 +339,7 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         const void *vals[CF_MAX_ARGS];
         const cge_symbolic_value *syms[CF_MAX_ARGS];
         cge_tensor ins[CF_MAX_ARGS];
+        cge_value_type in_types[CF_MAX_ARGS] = {0};
         cge_dtype kdt = CGE_DTYPE_UNDEFINED;
         bool any_sym = false;
         for (int32_t i = 0; !st && i < ni; i++) {
@@ -347,6 +367,7 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
             }
             ins[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
                                   .shape = bv->desc.shape, .data = bv->data, .bytes = bv->bytes};
+            in_types[i] = bv->desc.type;
             if (kdt == CGE_DTYPE_UNDEFINED)
                 kdt = bv->desc.dtype;
         }
@@ -359,23 +380,25 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
             body_val *bv = &r->v[cge_node_output_id(n, i)];
             bv->desc.dtype = outd[i].dtype;
             bv->desc.shape = outd[i].shape;
+            bv->desc.type = outd[i].type;
         }
         if (st)
             break;
         if (!dev) {
-            fold_node(r, n, def, kdt, ins, ni, no);
+            fold_node(r, n, def, kdt, ins, in_types, ni, no);
             continue;
         }
         for (int32_t i = 0; !st && i < no; i++) {
             body_val *bv = &r->v[cge_node_output_id(n, i)];
-            if (!cge_shape_is_static(&bv->desc.shape)) {
+            bool tensor = bv->desc.type == CGE_TYPE_TENSOR;
+            if (tensor && !cge_shape_is_static(&bv->desc.shape)) {
                 st = body_err(op, node, CGE_ERR_SHAPE, cge_node_name(n),
                               "an output's shape is unknown with every input value at hand");
                 break;
             }
         }
         if (!st)
-            st = run_node(dev, imm, r, n, def, kdt, ins, ni, no);
+            st = run_node(dev, imm, r, n, def, kdt, ins, in_types, ni, no);
     }
     free(order);
     for (int32_t i = 0; !st && i < cge_graph_num_outputs(g); i++) {
@@ -430,6 +453,11 @@ static const cge_graph *graph_attr(const cge_attrs *a, const char *name)
  * dynamic; a rank mismatch is an error. */
 static bool merge_shape(cge_shape *into, const cge_shape *other)
 {
+    if (into->rank < 0 || other->rank < 0) {
+        /* a sequence's elements of unknown rank (never a tensor's) */
+        into->rank = -1;
+        return true;
+    }
     if (into->rank != other->rank)
         return false;
     for (int32_t d = 0; d < into->rank; d++)
@@ -445,6 +473,7 @@ typedef struct cf_state {
     const cge_attrs *attrs;
     int32_t ni, no;
     cge_tensor *ins, *outs;
+    cge_value_type *in_types;   /* what each input holds (sequences, optionals) */
 } cf_state;
 
 static cge_status cf_prepare(const cge_kernel_ctx *ctx, void **state)
@@ -453,11 +482,13 @@ static cge_status cf_prepare(const cge_kernel_ctx *ctx, void **state)
     if (s) {
         s->ins = calloc((size_t)ctx->num_inputs + 1, sizeof *s->ins);
         s->outs = calloc((size_t)ctx->num_outputs + 1, sizeof *s->outs);
+        s->in_types = calloc((size_t)ctx->num_inputs + 1, sizeof *s->in_types);
     }
-    if (!s || !s->ins || !s->outs) {
+    if (!s || !s->ins || !s->outs || !s->in_types) {
         if (s) {
             free(s->ins);
             free(s->outs);
+            free(s->in_types);
         }
         free(s);
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
@@ -473,6 +504,7 @@ static void cf_release(void *state)
         return;
     free(s->ins);
     free(s->outs);
+    free(s->in_types);
     free(s);
 }
 
@@ -489,6 +521,8 @@ static cge_status cf_launch(const cge_kernel_ctx *ctx, cge_stream *stream, cge_h
     s->no = ctx->num_outputs;
     memcpy(s->ins, ctx->inputs, sizeof *s->ins * (size_t)ctx->num_inputs);
     memcpy(s->outs, ctx->outputs, sizeof *s->outs * (size_t)ctx->num_outputs);
+    for (int32_t i = 0; i < ctx->num_inputs; i++)
+        s->in_types[i] = ctx->input_types ? ctx->input_types[i] : CGE_TYPE_TENSOR;
     return cge_launch_host_func(stream, fn, s);
 }
 
@@ -526,6 +560,14 @@ static cge_status cancel_point(const char *op, const char *node, int64_t it, cge
 /* Copies a body result into a node output of exactly that size. */
 static cge_status put_output(const cf_state *s, int32_t i, const body_val *bv)
 {
+    if (bv->desc.type != CGE_TYPE_TENSOR) {
+        /* meta gave the node's output the body's type: a cge_sequence */
+        if (!bv->data || !s->outs[i].data || s->outs[i].bytes < sizeof(cge_sequence))
+            return cge_error(CGE_LAYER_KERNEL, CGE_ERR_DTYPE,
+                             "output %d: the body produced a %s where a tensor was planned", i,
+                             cge_value_type_name(bv->desc.type));
+        return cge_sequence_copy(s->outs[i].data, bv->data);
+    }
     size_t need = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
     /* The buffer may be larger than the value (an eager run's, reused). */
     if (bv->desc.dtype != s->outs[i].dtype || need > s->outs[i].bytes ||
@@ -547,7 +589,7 @@ static void tensors_split(const cf_state *s, cge_tensor_desc *d, const void **v)
     for (int32_t i = 0; i < s->ni; i++) {
         d[i] = (cge_tensor_desc){.name = s->ins[i].name ? s->ins[i].name : "",
                                  .dtype = s->ins[i].data ? s->ins[i].dtype : CGE_DTYPE_UNDEFINED,
-                                 .shape = s->ins[i].shape};
+                                 .shape = s->ins[i].shape, .type = s->in_types[i]};
         v[i] = s->ins[i].data;
     }
 }
@@ -609,9 +651,14 @@ static cge_status if_infer(cge_infer_ctx *c)
             if (k == 0) {
                 c->outputs[i].dtype = bv->desc.dtype;
                 c->outputs[i].shape = bv->desc.shape;
-            } else if (c->outputs[i].dtype != bv->desc.dtype ||
+                c->outputs[i].type = bv->desc.type;
+            } else if (c->outputs[i].type != CGE_TYPE_TENSOR && c->outputs[i].type == bv->desc.type &&
+                       c->outputs[i].dtype == bv->desc.dtype &&
                        c->outputs[i].shape.rank != bv->desc.shape.rank) {
-                /* One output needs one dtype and rank for the plan; a
+                c->outputs[i].shape.rank = -1;   /* sequences: elements of either rank */
+            } else if (c->outputs[i].dtype != bv->desc.dtype || c->outputs[i].type != bv->desc.type ||
+                       !merge_shape(&c->outputs[i].shape, &bv->desc.shape)) {
+                /* One output needs one type, dtype and rank for the plan; a
                  * condition known here (a constant, a shape computation)
                  * takes one branch above and never gets here. */
                 st = cge_meta_error(c, CGE_ERR_UNSUPPORTED,
@@ -731,7 +778,24 @@ static cge_status loop_infer(cge_infer_ctx *c)
         const body_val *bv = body_output(&r, 1 + i);
         c->outputs[i].dtype = c->inputs[2 + i].dtype;
         c->outputs[i].shape = c->inputs[2 + i].shape;
-        if (bv->desc.dtype != c->inputs[2 + i].dtype ||
+        c->outputs[i].type = c->inputs[2 + i].type;
+        /* An optional state the body unwraps (onnx's test_loop16_seq_none:
+         * optional(seq) in, seq out) carries what the body makes. */
+        cge_value_type it = c->inputs[2 + i].type, ot = bv->desc.type;
+        if ((it == CGE_TYPE_OPTIONAL_SEQUENCE && ot == CGE_TYPE_SEQUENCE) ||
+            (it == CGE_TYPE_OPTIONAL && ot == CGE_TYPE_TENSOR && trips != 0)) {
+            c->outputs[i].type = ot;
+            c->outputs[i].shape = bv->desc.shape;
+            if (bv->desc.dtype == c->inputs[2 + i].dtype)
+                continue;
+        }
+        if (c->outputs[i].type != CGE_TYPE_TENSOR && bv->desc.type == c->outputs[i].type &&
+            bv->desc.dtype == c->outputs[i].dtype &&
+            c->outputs[i].shape.rank != bv->desc.shape.rank) {
+            c->outputs[i].shape.rank = -1;   /* sequences: elements of either rank */
+            continue;
+        }
+        if (bv->desc.dtype != c->inputs[2 + i].dtype || bv->desc.type != c->inputs[2 + i].type ||
             (trips != 0 && !merge_shape(&c->outputs[i].shape, &bv->desc.shape)))
             st = cge_meta_error(c, CGE_ERR_UNSUPPORTED,
                                 "loop-carried value %d changes dtype or rank in the body", i);
@@ -752,7 +816,8 @@ static cge_status loop_infer(cge_infer_ctx *c)
     body_free(&r);
     bool all_static = true, all_values = c->input_values != NULL;
     for (int32_t i = 0; i < c->num_outputs; i++)
-        all_static &= cge_shape_is_static(&c->outputs[i].shape);
+        all_static &= c->outputs[i].type != CGE_TYPE_TENSOR ||
+                      cge_shape_is_static(&c->outputs[i].shape);
     for (int32_t i = 0; all_values && i < c->num_inputs; i++)
         all_values = !present(c, i) || c->input_values[i];
     if (!st && !all_static && all_values)
@@ -762,15 +827,28 @@ static cge_status loop_infer(cge_infer_ctx *c)
 
 static cge_status copy_owned(cge_device *dev, const body_val *from, body_val *to)
 {
-    body_val nv = {.desc = from->desc, .bytes = cge_tensor_nbytes(from->desc.dtype, &from->desc.shape),
+    body_val nv = {.desc = from->desc,
+                   .bytes = cge__value_nbytes(from->desc.type, from->desc.dtype, &from->desc.shape),
                    .owned = true};
     cge_status st = cge_mem_alloc(dev, nv.bytes, &nv.data);
     if (st)
         return st;
-    if (nv.bytes)
+    if (from->desc.type != CGE_TYPE_TENSOR) {
+        /* a sequence state: a deep copy the next iteration owns */
+        memset(nv.data, 0, nv.bytes);
+        st = from->data ? cge_sequence_copy(nv.data, from->data) : CGE_OK;
+        if (st) {
+            cge__value_release(from->desc.type, nv.data);
+            cge_mem_free(dev, nv.data);
+            return st;
+        }
+    } else if (nv.bytes) {
         memcpy(nv.data, from->data, nv.bytes);
-    if (to->owned)
+    }
+    if (to->owned) {
+        cge__value_release(to->desc.type, to->data);
         cge_mem_free(dev, to->data);
+    }
     *to = nv;
     return CGE_OK;
 }
@@ -872,11 +950,14 @@ static cge_status loop_exec(const char *op, const char *node, const cge_attrs *a
         } else {
             measured[i].dtype = state[i].desc.dtype;
             measured[i].shape = state[i].desc.shape;
+            measured[i].type = state[i].desc.type;
         }
     }
     for (int32_t i = 0; i < n_state; i++)
-        if (state[i].owned)
+        if (state[i].owned) {
+            cge__value_release(state[i].desc.type, state[i].data);
             cge_mem_free(dev, state[i].data);
+        }
     cge_stream_destroy(imm);
     return st;
 }
@@ -1349,21 +1430,159 @@ static cge_status scan_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return cf_launch(ctx, stream, scan_host);
 }
 
+/* ---- SequenceMap (opset 17) -------------------------------------------------------------- */
+
+/* The body runs once per element: each sequence input gives its element i,
+ * each tensor input itself; output k collects the body's output k of every
+ * run into a sequence. */
+
+/* Input j's descriptor and value for the body at element `i` (-1: only
+ * descriptors, for meta; a sequence then gives its elements' shape). */
+static void smap_bind(const cge_tensor_desc *d, const void *v, int64_t i, cge_tensor_desc *bd,
+                      const void **bv)
+{
+    *bd = *d;
+    *bv = v;
+    if (d->type != CGE_TYPE_SEQUENCE)
+        return;
+    const cge_sequence *q = v;
+    bd->type = CGE_TYPE_TENSOR;
+    *bv = NULL;
+    if (q && i >= 0 && i < q->count) {
+        bd->shape = q->elems[i].shape;
+        *bv = q->elems[i].data;
+    } else if (q && q->count > 0) {
+        bd->shape = q->elems[0].shape;
+        for (int32_t k = 1; k < q->count; k++)
+            merge_shape(&bd->shape, &q->elems[k].shape);
+    }
+    if (bd->shape.rank < 0)
+        bd->shape = CGE_SCALAR;   /* elements of unknown rank: a run knows them */
+}
+
+static cge_status smap_infer(cge_infer_ctx *c)
+{
+    const cge_graph *body = graph_attr(c->attrs, "body");
+    if (!body)
+        return cge_meta_error(c, CGE_ERR_INVALID_ARG, "body is required");
+    if (c->num_inputs > CF_MAX_ARGS)
+        return cge_meta_error(c, CGE_ERR_UNSUPPORTED, "more than 64 inputs");
+    int32_t n_in = c->num_inputs - num_outer(c->attrs, c->num_inputs);
+    if (n_in < 1 || c->inputs[0].type != CGE_TYPE_SEQUENCE)
+        return cge_meta_error(c, CGE_ERR_DTYPE, "input 0 must be a sequence");
+    const void *nulls[CF_MAX_ARGS] = {0};
+    const void *const *vals = c->input_values ? c->input_values : nulls;
+    outer_binding ob = outer_of(c->attrs, c->num_inputs, c->inputs, vals);
+    cge_tensor_desc bd[CF_MAX_ARGS];
+    const void *bv[CF_MAX_ARGS];
+    for (int32_t j = 0; j < n_in; j++) {
+        if (c->inputs[j].type != CGE_TYPE_SEQUENCE && c->inputs[j].type != CGE_TYPE_TENSOR)
+            return cge_meta_error(c, CGE_ERR_DTYPE, "input %d must be a sequence or a tensor", j);
+        smap_bind(&c->inputs[j], vals[j], -1, &bd[j], &bv[j]);
+        if (c->inputs[j].type == CGE_TYPE_SEQUENCE)
+            bv[j] = NULL;   /* element values differ: meta sees none */
+    }
+    body_run r;
+    cge_status st = body_exec(c->op_type, c->node_name, body, NULL, NULL, n_in, bd, bv, &ob, &r);
+    if (!st && cge_graph_num_outputs(body) != c->num_outputs)
+        st = cge_meta_error(c, CGE_ERR_INVALID_ARG, "the body has %d outputs; the node %d",
+                            cge_graph_num_outputs(body), c->num_outputs);
+    for (int32_t k = 0; !st && k < c->num_outputs; k++) {
+        const body_val *o = body_output(&r, k);
+        if (o->desc.type != CGE_TYPE_TENSOR) {
+            st = cge_meta_error(c, CGE_ERR_UNSUPPORTED, "body output %d is not a tensor", k);
+            break;
+        }
+        c->outputs[k].type = CGE_TYPE_SEQUENCE;
+        c->outputs[k].dtype = o->desc.dtype;
+        c->outputs[k].shape = o->desc.shape;
+    }
+    body_free(&r);
+    return st;
+}
+
+static void smap_host(void *user)
+{
+    cf_state *s = user;
+    cge_tensor_desc d[CF_MAX_ARGS];
+    const void *v[CF_MAX_ARGS];
+    tensors_split(s, d, v);
+    outer_binding ob = outer_of(s->attrs, s->ni, d, v);
+    int32_t n_in = s->ni - ob.n;
+    const cge_graph *body = graph_attr(s->attrs, "body");
+    int64_t len = ((const cge_sequence *)v[0])->count;
+    cge_status st = CGE_OK;
+    for (int32_t j = 1; j < n_in; j++)
+        if (d[j].type == CGE_TYPE_SEQUENCE && ((const cge_sequence *)v[j])->count != len)
+            st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_SHAPE,
+                           "sequence input %d has %d elements; input 0 has %lld", j,
+                           ((const cge_sequence *)v[j])->count, (long long)len);
+    for (int32_t k = 0; k < s->no; k++)
+        cge__seq_reset(s->outs[k].data, CGE_TYPE_SEQUENCE, s->outs[k].dtype);
+    cge_stream *imm = NULL;
+    if (!st)
+        st = cge_stream_create_immediate(s->dev, &imm);
+    for (int64_t i = 0; !st && i < len; i++) {
+        if ((st = cancel_point(s->op_type, s->node_name, i, CGE_OK)))
+            break;
+        cge_tensor_desc bd[CF_MAX_ARGS];
+        const void *bv[CF_MAX_ARGS];
+        for (int32_t j = 0; j < n_in; j++)
+            smap_bind(&d[j], v[j], i, &bd[j], &bv[j]);
+        body_run r;
+        st = cancel_point(s->op_type, s->node_name, i,
+                          body_exec(s->op_type, s->node_name, body, s->dev, imm, n_in, bd, bv,
+                                    &ob, &r));
+        for (int32_t k = 0; !st && k < s->no; k++) {
+            const body_val *o = body_output(&r, k);
+            cge_sequence *q = s->outs[k].data;
+            if (o->desc.type != CGE_TYPE_TENSOR || o->desc.dtype != q->dtype) {
+                st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_DTYPE,
+                               "body output %d at element %lld is not a %s tensor", k,
+                               (long long)i, cge_dtype_name(q->dtype));
+                break;
+            }
+            st = cge__seq_insert_copy(q, q->count, &o->desc.shape, o->data);
+        }
+        body_free(&r);
+    }
+    cge_stream_destroy(imm);
+    if (st)
+        cf_fail(s, st);
+}
+
+static cge_status smap_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs > CF_MAX_ARGS || ctx->num_outputs > CF_MAX_ARGS)
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED, "more than 64 inputs or outputs");
+    for (int32_t k = 0; k < ctx->num_outputs; k++)
+        if (!ctx->output_types || ctx->output_types[k] != CGE_TYPE_SEQUENCE)
+            return cge_kernel_error(ctx, CGE_ERR_DTYPE, "output %d is not a sequence", k);
+    if (!ctx->input_types || ctx->input_types[0] != CGE_TYPE_SEQUENCE)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "input 0 is not a sequence");
+    return cf_launch(ctx, stream, smap_host);
+}
+
 /* ---- definitions ----------------------------------------------------------------------- */
 
 static const cge_arg_def if_in[] = {
     {"cond", 0, CGE_DT(CGE_BOOL), "one-element condition"},
-    {"outer", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "outer-scope values the branches read"}};
+    {"outer", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC | CGE_ARG_NON_TENSOR, 0,
+     "outer-scope values the branches read"}};
 static const cge_arg_def loop_in[] = {
     {"M", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "trip count"},
     {"cond", CGE_ARG_OPTIONAL, CGE_DT(CGE_BOOL), "initial condition"},
-    {"v_initial", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
+    {"v_initial", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC | CGE_ARG_NON_TENSOR, 0,
      "loop-carried values, then outer-scope values (outer_names)"}};
 static const cge_arg_def scan_in[] = {
     /* optional: Scan-8's first input, sequence_lens, may be absent (meta
      * checks the counts) */
     {"initial_state_and_scan_inputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0,
      "(Scan-8: sequence_lens,) states, scan inputs, then outer-scope values (outer_names)"}};
+static const cge_arg_def smap_in[] = {
+    {"input_sequence", CGE_ARG_NON_TENSOR, 0, "the sequence mapped"},
+    {"additional_inputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC | CGE_ARG_NON_TENSOR, 0,
+     "more sequences (element by element) or tensors, then outer-scope values (outer_names)"}};
 static const cge_arg_def any_outs[] = {
     {"outputs", CGE_ARG_OPTIONAL | CGE_ARG_VARIADIC, 0, "results"}};
 
@@ -1394,6 +1613,10 @@ static const cge_attr_def scan_attrs[] = {
 static const cge_kernel_def k_if[] = {CF_KERNEL(if_launch)};
 static const cge_kernel_def k_loop[] = {CF_KERNEL(loop_launch)};
 static const cge_kernel_def k_scan[] = {CF_KERNEL(scan_launch)};
+static const cge_kernel_def k_smap[] = {CF_KERNEL(smap_launch)};
+static const cge_attr_def smap_attrs[] = {
+    {"body", CGE_ATTR_GRAPH, true, 0, 0.0f, NULL, "(elements, tensors) -> tensors"},
+    {"outer_names", CGE_ATTR_STRINGS, false, 0, 0.0f, NULL, "names the body reads outer values by"}};
 
 static const cge_op_def control_flow_ops[] = {
     {.name = "If", .domain = CGE_DOMAIN_DEFAULT, .since_version = 16, .inputs = if_in,
@@ -1408,6 +1631,10 @@ static const cge_op_def control_flow_ops[] = {
      .num_inputs = 1, .outputs = any_outs, .num_outputs = 1, .attrs = scan_attrs, .num_attrs = 9,
      .infer = scan_infer, .kernels = k_scan, .num_kernels = 1,
      .doc = "Runs body once per slice of the scan inputs, carrying states."},
+    {.name = "SequenceMap", .domain = CGE_DOMAIN_DEFAULT, .since_version = 17, .inputs = smap_in,
+     .num_inputs = 2, .outputs = any_outs, .num_outputs = 1, .attrs = smap_attrs, .num_attrs = 2,
+     .infer = smap_infer, .kernels = k_smap, .num_kernels = 1,
+     .doc = "Runs body once per element of the input sequences; its outputs form sequences."},
 };
 
 const cge_op_def *cge__ops_control_flow(int32_t *count)

@@ -130,6 +130,11 @@ cge_status cge__op_infer_node_symbolic(const cge_op_def *def, const char *node_n
         cge_dtype t = inputs[i].dtype;
         if (t == CGE_DTYPE_UNDEFINED || !a)
             continue;
+        if (inputs[i].type != CGE_TYPE_TENSOR && !(a->flags & CGE_ARG_NON_TENSOR))
+            return cge_error(CGE_LAYER_META, CGE_ERR_DTYPE,
+                             "%s '%s': input %d ('%s') is a %s of %s; %s takes a tensor there",
+                             def->name, node_name, i, a->name, cge_value_type_name(inputs[i].type),
+                             cge_dtype_name(t), def->name);
         if (!cge_dtype_valid(t))
             return cge_error(CGE_LAYER_META, CGE_ERR_DTYPE, "%s '%s': input %d ('%s') has no valid dtype",
                              def->name, node_name, i, a->name);
@@ -144,7 +149,7 @@ cge_status cge__op_infer_node_symbolic(const cge_op_def *def, const char *node_n
     /* A size no buffer can have is refused before any meta multiplies it
      * (graph inputs reach here first as some node's input). */
     for (int32_t i = 0; i < num_inputs; i++)
-        if (cge_dtype_valid(inputs[i].dtype) &&
+        if (cge_dtype_valid(inputs[i].dtype) && inputs[i].type == CGE_TYPE_TENSOR &&
             cge_tensor_too_large(inputs[i].dtype, &inputs[i].shape))
             return too_large(def, node_name, "input", i, &inputs[i]);
     for (int32_t i = 0; i < num_outputs; i++) {
@@ -152,6 +157,7 @@ cge_status cge__op_infer_node_symbolic(const cge_op_def *def, const char *node_n
         memset(&outputs[i].shape, 0, sizeof outputs[i].shape);
         outputs[i].shape.rank = -1; /* detects outputs that infer forgot */
         outputs[i].format = CGE_FORMAT_PLAIN;
+        outputs[i].type = CGE_TYPE_TENSOR;
     }
     const void *no_values[1] = {NULL};
     const void **vals = NULL;
@@ -181,12 +187,14 @@ cge_status cge__op_infer_node_symbolic(const cge_op_def *def, const char *node_n
         return st;
     }
     for (int32_t i = 0; i < num_outputs; i++)
-        if (!cge_dtype_valid(outputs[i].dtype) || outputs[i].shape.rank < 0 ||
+        if (!cge_dtype_valid(outputs[i].dtype) ||
+            outputs[i].shape.rank < (outputs[i].type == CGE_TYPE_TENSOR ? 0 : -1) ||
             outputs[i].shape.rank > CGE_MAX_RANK)
             return cge_error(CGE_LAYER_META, CGE_ERR_INTERNAL,
                              "%s '%s': meta left output %d without a dtype or shape", def->name,
                              node_name, i);
-        else if (cge_tensor_too_large(outputs[i].dtype, &outputs[i].shape))
+        else if (outputs[i].type == CGE_TYPE_TENSOR &&
+                 cge_tensor_too_large(outputs[i].dtype, &outputs[i].shape))
             return too_large(def, node_name, "output", i, &outputs[i]);
     return CGE_OK;
 }
@@ -304,8 +312,11 @@ cge_status cge_graph_infer(cge_graph *g)
         if (!st)
             st = cge__op_infer_node(def, cge_node_name(n), cge_node_attrs_const(n), in, vals, ni,
                                    out, no);
-        for (int32_t i = 0; i < no && !st; i++)
-            st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);
+        for (int32_t i = 0; i < no && !st; i++) {
+            st = cge_graph_set_value_type(g, out[i].name, out[i].type);
+            if (!st)
+                st = cge_graph_set_desc(g, out[i].name, out[i].dtype, &out[i].shape);
+        }
     }
     free(order);
     free(in);

@@ -26,10 +26,13 @@ static cge_status read_int_list_symbolic(const cge_infer_ctx *ctx, int32_t i, co
     const cge_tensor_desc *d = &ctx->inputs[i];
     *known = false;
     *len = -1;
-    if (d->shape.rank != 1)
+    /* A scalar axes is one axis (ONNX's reference and ONNX Runtime take it:
+     * onnx's test_loop13_seq unsqueezes with one). */
+    bool scalar_axes = d->shape.rank == 0 && !strcmp(what, "axes");
+    if (d->shape.rank != 1 && !scalar_axes)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input '%s' must be 1-D, got rank %d", what,
                               (int)d->shape.rank);
-    *len = d->shape.dims[0];
+    *len = scalar_axes ? 1 : d->shape.dims[0];
     if (*len > max)
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "input '%s' has %lld entries, at most %lld allowed",
                               what, (long long)*len, (long long)max);

@@ -6,6 +6,7 @@
 
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+#include "ops/sequence_util.h"
 #include "ops/unary_rows.h"
 
 #define MIN_PER_BLOCK 16384
@@ -163,6 +164,13 @@ static cge_status un_infer(cge_infer_ctx *ctx, un_op op)
 {
     CGE__CHECK_COUNTS(ctx, cge_meta_error, 1, 1, 1, 1, "1 input and 1 output");
     const cge_tensor_desc *x = &ctx->inputs[0];
+    if (op == U_IDENTITY && x->type != CGE_TYPE_TENSOR) {
+        /* Identity of a sequence or optional (ops/sequence.c copies it) */
+        ctx->outputs[0].dtype = x->dtype;
+        ctx->outputs[0].shape = x->shape;
+        ctx->outputs[0].type = x->type;
+        return CGE_OK;
+    }
     if (!in_set(un_ops[op].dtypes, x->dtype))
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "input has dtype %s, which %s does not support",
                               cge_dtype_name(x->dtype), un_ops[op].name);
@@ -222,6 +230,8 @@ static cge_status un_launch(const cge_kernel_ctx *ctx, cge_stream *stream, un_op
     CGE__CHECK_COUNTS(ctx, cge_kernel_error, 1, 1, 1, 1, "1 input and 1 output");
     const cge_tensor *x = &ctx->inputs[0];
     cge_tensor *y = &ctx->outputs[0];
+    if (op == U_IDENTITY && ctx->input_types && ctx->input_types[0] != CGE_TYPE_TENSOR)
+        return cge__seq_launch_copy(ctx, stream);
     if (op == U_GELU && !gelu_variant(ctx->attrs, &op))
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
                                 "attribute approximate must be 'none' or 'tanh'");
@@ -588,6 +598,9 @@ ARGS(flt, CGE_DT_FLOAT, CGE_DT_FLOAT, "X", "Y");
 ARGS(relu, RELU_DTYPES, RELU_DTYPES, "X", "Y");
 /* ONNX names these ops' tensors "input" and "output". */
 ARGS(io, CGE_DT_ALL, CGE_DT_ALL, "input", "output");
+/* Identity also passes sequences and optionals on. */
+static const cge_arg_def anyio_in[] = {{"input", CGE_ARG_NON_TENSOR, CGE_DT_ALL, "input"}};
+static const cge_arg_def anyio_out[] = {{"output", 0, CGE_DT_ALL, "result, same shape"}};
 ARGS(fltio, CGE_DT_FLOAT, CGE_DT_FLOAT, "input", "output");
 ARGS(sign, SIGN_DTYPES, SIGN_DTYPES, "input", "output");
 ARGS(test, CGE_DT_FLOAT, BOOL_DT, "X", "Y");
@@ -649,7 +662,7 @@ static const cge_attr_def dropout_attrs[] = {
     X(cast, U_CAST, "Cast", 13, io, CGE_DT_ALL, -1, cast_attrs, 1,                       \
       "convert to dtype 'to': float -> int truncates toward zero and saturates (NaN -> " \
       "0), int -> int wraps, x -> bool is x != 0")                                       \
-    X(identity, U_IDENTITY, "Identity", 16, io, CGE_DT_ALL, 0, NULL, 0, "a copy of the input") \
+    X(identity, U_IDENTITY, "Identity", 16, anyio, CGE_DT_ALL, 0, NULL, 0, "a copy of the input") \
     X(floor, U_FLOOR, "Floor", 13, flt, CGE_DT_FLOAT, 0, NULL, 0, "largest integer <= X") \
     X(ceil, U_CEIL, "Ceil", 13, flt, CGE_DT_FLOAT, 0, NULL, 0, "smallest integer >= X")  \
     X(round, U_ROUND, "Round", 11, flt, CGE_DT_FLOAT, 0, NULL, 0,                        \

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/sequence.h"
 #include "base/strmap.h"
 #include "cge/compiler.h"
 #include "cge/op.h"
@@ -80,6 +81,7 @@ typedef struct node_exec {
     int32_t *in_idx;        /* value index per input, -1 if absent */
     int32_t *out_idx;
     cge_tensor *ins, *outs;
+    cge_value_type *in_types, *out_types;  /* what each holds (sequences, optionals) */
     cge_kernel_ctx ctx;
     void *workspace;
 } node_exec;
@@ -190,6 +192,7 @@ static cge_status table_index_io(value_table *t, const cge_graph *g)
 static void table_free(cge_device *dev, value_table *t)
 {
     for (int32_t i = 0; i < t->num; i++) {
+        cge__value_release(t->values[i].desc.type, t->values[i].data);
         cge_mem_free(dev, t->values[i].data);
         cge_mem_free(dev, t->values[i].own);
         free(t->values[i].refs);
@@ -200,17 +203,23 @@ static void table_free(cge_device *dev, value_table *t)
     cge__strmap_free(&t->index);
 }
 
+/* A sequence or optional value's buffer holds one cge_sequence, zeroed when
+ * made (an empty one) and kept across runs with its element buffers, so
+ * that a steady state allocates nothing for it. */
 static cge_status alloc_value(cge__instance *inst, value *v)
 {
-    size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+    size_t need = cge__value_nbytes(v->desc.type, v->desc.dtype, &v->desc.shape);
     if (v->data && v->bytes >= need)
         return CGE_OK;
+    cge__value_release(v->desc.type, v->data);
     cge_mem_free(inst->dev, v->data);
     v->data = NULL;
     v->bytes = 0;
     cge_status st = cge_mem_alloc(inst->dev, need, &v->data);
     if (st)
         return st;
+    if (v->desc.type != CGE_TYPE_TENSOR)
+        memset(v->data, 0, need);
     v->bytes = need;
     return CGE_OK;
 }
@@ -236,11 +245,13 @@ static void bind_node(eager_exec *ex, node_exec *ne)
         value *v = &ex->vals.values[ne->in_idx[i]];
         ne->ins[i] = (cge_tensor){.name = v->name, .dtype = v->desc.dtype, .shape = v->desc.shape,
                                   .data = v->data, .bytes = v->bytes};
+        ne->in_types[i] = v->desc.type;
     }
     for (int32_t i = 0; i < no; i++) {
         value *v = &ex->vals.values[ne->out_idx[i]];
         ne->outs[i] = (cge_tensor){.name = v->name, .dtype = v->desc.dtype, .shape = v->desc.shape,
                                    .data = v->data, .bytes = v->bytes};
+        ne->out_types[i] = v->desc.type;
     }
 }
 
@@ -296,6 +307,8 @@ static void eager_free(cge_device *dev, eager_exec *ex)
         free(ne->out_idx);
         free(ne->ins);
         free(ne->outs);
+        free(ne->in_types);
+        free(ne->out_types);
     }
     free(ex->nodes);
     table_free(dev, &ex->vals);
@@ -329,7 +342,10 @@ static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_gra
         ne->out_idx = calloc((size_t)no + 1, sizeof(int32_t));
         ne->ins = calloc((size_t)ni + 1, sizeof(cge_tensor));
         ne->outs = calloc((size_t)no + 1, sizeof(cge_tensor));
-        if (!ne->in_idx || !ne->out_idx || !ne->ins || !ne->outs) {
+        ne->in_types = calloc((size_t)ni + 1, sizeof(cge_value_type));
+        ne->out_types = calloc((size_t)no + 1, sizeof(cge_value_type));
+        if (!ne->in_idx || !ne->out_idx || !ne->ins || !ne->outs || !ne->in_types ||
+            !ne->out_types) {
             st = oom();
             break;
         }
@@ -355,6 +371,8 @@ static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_gra
             .device = inst->dev,
             .num_threads = cge_device_num_threads(inst->dev),
             .shared = inst->shared,
+            .input_types = ne->in_types,
+            .output_types = ne->out_types,
         };
     }
     free(order);
@@ -1076,6 +1094,15 @@ static cge_status check_outputs(value_table *t, cge_tensor *outputs, const int32
     }
     for (int32_t i = 0; i < n; i++) {
         const value *v = output_value(t, out_pos[i]);
+        if (v->desc.type != CGE_TYPE_TENSOR) {
+            /* The caller's cge_sequence (cge/sequence.h) receives a copy. */
+            if (!outputs[i].data)
+                return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                                 "output '%s' is a %s of %s: its data must be a cge_sequence",
+                                 v->name, cge_value_type_name(v->desc.type),
+                                 cge_dtype_name(v->desc.dtype));
+            continue;
+        }
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (outputs[i].bytes < need || (need && !outputs[i].data))
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
@@ -1119,6 +1146,13 @@ static cge_status copy_outputs(cge__instance *inst, value_table *t, cge_stream *
         const value *v = output_value(t, out_pos[i]);
         if (plan && v->bound)
             continue;
+        if (v->desc.type != CGE_TYPE_TENSOR) {
+            /* host objects: copied once the stream has passed the run */
+            st = cge_stream_synchronize(stream);
+            if (!st)
+                st = cge_sequence_copy(outputs[i].data, v->data);
+            continue;
+        }
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && inst->prof)
             st = profiled_copy(inst, stream, outputs[i].data, plan ? v->cur : v->data, need,
@@ -1139,6 +1173,14 @@ static cge_status copy_inputs(cge__instance *inst, value_table *t, cge_stream *s
         value *v = input_value(t, in_pos[i]);
         if (plan && v->bound)
             continue;
+        if (v->desc.type != CGE_TYPE_TENSOR) {
+            /* The caller's cge_sequence, copied into the value's own (the
+             * previous run is over: eager runs end synchronized). */
+            st = cge_stream_synchronize(stream);
+            if (!st && v->data)
+                st = cge_sequence_copy(v->data, inputs[i].data);
+            continue;
+        }
         size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
         if (need && (plan ? v->cur != NULL : v->bytes >= need) && inst->prof)
             st = profiled_copy(inst, stream, plan ? v->cur : v->data, inputs[i].data, need,
@@ -1182,9 +1224,17 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
                               in_desc, vals, NULL, ni, out_desc, no);
         for (int32_t i = 0; !st && i < no; i++) {
             value *v = &values[ne->out_idx[i]];
+            if (v->desc.type != out_desc[i].type && v->data) {
+                /* what the value holds changed (a first run): a new buffer */
+                cge__value_release(v->desc.type, v->data);
+                cge_mem_free(inst->dev, v->data);
+                v->data = NULL;
+                v->bytes = 0;
+            }
             v->desc.dtype = out_desc[i].dtype;
             v->desc.shape = out_desc[i].shape;
-            if (!cge_shape_is_static(&v->desc.shape))
+            v->desc.type = out_desc[i].type;
+            if (v->desc.type == CGE_TYPE_TENSOR && !cge_shape_is_static(&v->desc.shape))
                 st = cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
                                "%s '%s': output %d's shape is unknown even with every input "
                                "value at hand",

@@ -9,6 +9,7 @@
 #include "cge/compiler.h"
 #include "cge/fused_ops.h"
 #include "cge/op.h"
+#include "cge/sequence.h"
 #include "cge/session.h"
 #include "ops/kernel_cache.h"
 #include "session/buckets.h"
@@ -668,6 +669,28 @@ static cge_status check_inputs(const graph_entry *e, const cge_tensor *inputs, i
         const char *name = cge_graph_input(e->g, pos_of[i]);
         cge_graph_get_desc(e->g, name, &d);
         const cge_tensor *t = &inputs[i];
+        if (d.type != CGE_TYPE_TENSOR) {
+            /* A sequence or optional: data is the caller's cge_sequence; the
+             * signature is the declared descriptor (lengths and element
+             * shapes are run-time contents). */
+            const cge_sequence *q = t->data;
+            if (!q)
+                return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
+                                 "graph %u: input '%s' is a %s: its data must be a cge_sequence",
+                                 e->id, name, cge_value_type_name(d.type));
+            cge_value_type qt = cge_sequence_type(q);
+            /* an optional's value may come as what it holds */
+            bool ok_type = qt == d.type ||
+                           (d.type == CGE_TYPE_OPTIONAL_SEQUENCE && qt == CGE_TYPE_SEQUENCE);
+            if (!ok_type || cge_sequence_dtype(q) != d.dtype)
+                return cge_error(CGE_LAYER_SESSION, CGE_ERR_DTYPE,
+                                 "graph %u: input '%s' is a %s of %s; the graph declares a %s of %s",
+                                 e->id, name, cge_value_type_name(qt),
+                                 cge_dtype_name(cge_sequence_dtype(q)),
+                                 cge_value_type_name(d.type), cge_dtype_name(d.dtype));
+            shapes[pos_of[i]] = d.shape.rank < 0 ? CGE_SCALAR : d.shape;
+            continue;
+        }
         if (t->dtype != d.dtype)
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_DTYPE,
                              "graph %u: input '%s' is %s; the graph declares %s", e->id, name,

@@ -4,6 +4,7 @@
 # Run: /usr/bin/python3 tests/onnx/gen_onnx_fixtures.py > tests/onnx/onnx_fixtures.h
 import numpy as np
 from onnx import TensorProto, helper
+from onnx import onnx_pb
 
 T = TensorProto
 
@@ -89,7 +90,14 @@ fx["sparse_constant"] = model([helper.make_node("Constant", [], ["y"], sparse_va
                               [vi("y", T.FLOAT, [4])])
 fx["sequence_input"] = model(
     [helper.make_node("Identity", ["x"], ["y"])],
-    [helper.make_tensor_sequence_value_info("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])])
+    [helper.make_tensor_sequence_value_info("x", T.FLOAT, [2])],
+    [helper.make_tensor_sequence_value_info("y", T.FLOAT, [2])])
+# Maps are no value type of cge's (sequences and optionals are).
+map_type = onnx_pb.TypeProto()
+map_type.map_type.key_type = T.INT64
+map_type.map_type.value_type.tensor_type.elem_type = T.FLOAT
+fx["map_input"] = model([helper.make_node("Identity", ["x"], ["y"])],
+                        [helper.make_value_info("x", map_type)], [vi("y", T.FLOAT, [2])])
 
 # External data: "w.bin" beside the model, and locations that try to leave.
 for name, loc, length in (("external_ok", "w.bin", 24), ("external_escape", "../w.bin", 24),

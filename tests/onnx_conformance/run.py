@@ -80,21 +80,24 @@ def collect_cases():
 
 
 def unsupported_reason(model, inputs, outputs):
-    """Why a case needs a value type cge does not have (None if it does not)."""
+    """Why a case needs a value type cge does not have (None if it does not).
+    Sequences and optionals of tensors are cge value types (issue 13); maps,
+    sparse tensors and strings are not."""
     import numpy as np
-    kinds = {"sequence_type": "sequence", "map_type": "map", "optional_type": "optional",
-             "sparse_tensor_type": "sparse tensor"}
+    kinds = {"map_type": "map", "sparse_tensor_type": "sparse tensor"}
     for vi in list(model.graph.input) + list(model.graph.output):
         which = vi.type.WhichOneof("value")
         if which in kinds:
             return kinds[which] + " type"
         if which == "tensor_type" and vi.type.tensor_type.elem_type == 8:
             return "string tensor"
-    for v in list(inputs) + list(outputs):
+    def elems(v):
         if v is None:
-            return "optional type"
+            return []
         if isinstance(v, (list, tuple)):
-            return "sequence type"
+            return [x for e in v for x in elems(e)]
+        return [v]
+    for v in [x for v in list(inputs) + list(outputs) for x in elems(v)]:
         v = np.asarray(v)
         if v.dtype == object or v.dtype.kind in "US":
             return "string tensor"
@@ -108,6 +111,22 @@ def check_outputs(expected, got, rtol, atol, values=True):
     if len(got) != len(expected):
         return "%d outputs; expected %d" % (len(got), len(expected))
     for (name, ref), out in zip(expected, got):
+        # Sequences come back as lists, optionals without a value as None.
+        if ref is None or out is None:
+            if ref is not None or out is not None:
+                return "output '%s': %s; expected %s" % (
+                    name, "None" if out is None else "a value", "None" if ref is None else "a value")
+            continue
+        if isinstance(ref, (list, tuple)) or isinstance(out, list):
+            if not isinstance(ref, (list, tuple)) or not isinstance(out, list):
+                return "output '%s': a %s; expected a %s" % (
+                    name, "list" if isinstance(out, list) else "tensor",
+                    "list" if isinstance(ref, (list, tuple)) else "tensor")
+            why = check_outputs([("%s[%d]" % (name, i), r) for i, r in enumerate(ref)], out,
+                                rtol, atol, values)
+            if why:
+                return "output '%s': %s" % (name, why)
+            continue
         ref = np.asarray(ref)
         if out.dtype != ref.dtype:
             return "output '%s': dtype %s; expected %s" % (name, out.dtype, ref.dtype)
