@@ -174,6 +174,8 @@ int cmd_compile(int argc, char **argv)
         const cge_plan_stats *st = cge_plan_get_stats(p);
         char a[32], w[32];
         human(cge_plan_arena_bytes(p), a, sizeof a);
+        if (cge_plan_is_symbolic(p))
+            snprintf(a, sizeof a, "per size");
         human(cge_plan_constant_bytes(p), w, sizeof w);
         printf("compiled %s -> %s: %d steps from %d nodes, arena %s, weights %s, %d stream(s); "
                "import %.1f ms, compile %.1f ms\n",
@@ -220,7 +222,7 @@ static void io_list(FILE *f, const cge_plan *p, bool inputs, bool json)
             fprintf(f, "]}");
         } else {
             fprintf(f, "  %-24s %-8s %s\n", pv->name, cge_dtype_name(pv->dtype),
-                    cge_shape_str(&pv->shape, sh, sizeof sh));
+                    cge_graph_shape_str(g, &pv->shape, sh, sizeof sh));
         }
     }
 }
@@ -319,6 +321,8 @@ int cmd_inspect(int argc, char **argv)
     } else {
         char a[32], w[32], lb[32], nv[32];
         human(cge_plan_arena_bytes(p), a, sizeof a);
+        if (cge_plan_is_symbolic(p))
+            snprintf(a, sizeof a, "per size");
         human(cge_plan_constant_bytes(p), w, sizeof w);
         human(st->lower_bound_bytes, lb, sizeof lb);
         human(st->naive_bytes, nv, sizeof nv);
