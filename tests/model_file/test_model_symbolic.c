@@ -16,7 +16,7 @@
 #include "mf_util.h"
 #include "model_file/format.h"
 
-enum { D = 8, MAXB = 4, MAXS = 9 };
+enum { D = MF_SYM_D, MAXB = 4, MAXS = 9 };
 
 static void node(cge_graph *g, const char *op, const char *name, const char **in, int32_t ni,
                  const char **out, cge_node **n)
@@ -24,66 +24,8 @@ static void node(cge_graph *g, const char *op, const char *name, const char **in
     assert_int_equal(cge_graph_add_node(g, op, "", name, in, ni, out, 1, n), CGE_OK);
 }
 
-/* x [batch, seq, 8] -> MatMul(W [8,8]) + b -> Softmax -> Reshape to
- * Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]): y [batch, seq*8]. The
- * Reshape's shape is a computation on sizes that reads constants, which the
- * shape program evaluates at each new size (from the model's weights once
- * loaded). batch, seq <= 0: symbolic. */
-static cge_graph *build(int64_t batch, int64_t seq)
-{
-    cge_graph *g = NULL;
-    assert_int_equal(cge_graph_create("symbolic_model", &g), CGE_OK);
-    int64_t b = batch > 0 ? batch : cge_graph_dim_symbol(g, "batch");
-    int64_t s = seq > 0 ? seq : cge_graph_dim_symbol(g, "seq");
-    cge_shape xs = CGE_SHAPE(b, s, D), ws = CGE_SHAPE(D, D), bs = CGE_SHAPE(D);
-    static float w[D * D], bias[D];
-    for (int i = 0; i < D * D; i++)
-        w[i] = (float)((i * 7) % 13) * 0.1f - 0.6f;
-    for (int i = 0; i < D; i++)
-        bias[i] = 0.05f * (float)i;
-    static const int64_t zero = 0, axes[1] = {0}, minus1[1] = {-1};
-    cge_shape scalar = {.rank = 0}, one = CGE_SHAPE(1);
-    assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &xs), CGE_OK);
-    assert_int_equal(cge_graph_add_constant(g, "w", CGE_F32, &ws, w, sizeof w), CGE_OK);
-    assert_int_equal(cge_graph_add_constant(g, "b", CGE_F32, &bs, bias, sizeof bias), CGE_OK);
-    assert_int_equal(cge_graph_add_constant(g, "zero", CGE_I64, &scalar, &zero, sizeof zero),
-                     CGE_OK);
-    assert_int_equal(cge_graph_add_constant(g, "axes", CGE_I64, &one, axes, sizeof axes), CGE_OK);
-    assert_int_equal(cge_graph_add_constant(g, "m1", CGE_I64, &one, minus1, sizeof minus1),
-                     CGE_OK);
-    const char *mm[] = {"x", "w"}, *ad[] = {"m", "b"}, *sm[] = {"a"}, *sh[] = {"x"};
-    const char *ga[] = {"shp", "zero"}, *un[] = {"n", "axes"}, *cc[] = {"n1", "m1"},
-               *rs[] = {"p", "shape"};
-    const char *om[] = {"m"}, *oa[] = {"a"}, *op[] = {"p"}, *osh[] = {"shp"}, *on[] = {"n"},
-               *on1[] = {"n1"}, *oshape[] = {"shape"}, *oy[] = {"y"};
-    cge_node *n = NULL;
-    node(g, "MatMul", "mm", mm, 2, om, NULL);
-    node(g, "Add", "add", ad, 2, oa, NULL);
-    node(g, "Softmax", "softmax", sm, 1, op, &n);
-    assert_int_equal(cge_node_set_int(n, "axis", -1), CGE_OK);
-    node(g, "Shape", "shape_x", sh, 1, osh, NULL);
-    node(g, "Gather", "batch_of", ga, 2, on, NULL);
-    node(g, "Unsqueeze", "unsq", un, 2, on1, NULL);
-    node(g, "Concat", "concat", cc, 2, oshape, &n);
-    assert_int_equal(cge_node_set_int(n, "axis", 0), CGE_OK);
-    node(g, "Reshape", "reshape", rs, 2, oy, NULL);
-    assert_int_equal(cge_graph_add_output(g, "y"), CGE_OK);
-    return g;
-}
-
-/* The symbolic plan as a session makes it: prepared with the dims
- * symbolic, then built with them symbolic. */
-static cge_plan *symbolic_plan(const cge_graph *g)
-{
-    cge_compile_options co = {.allow_incomplete = true};
-    cge_plan *prep = NULL, *p = NULL;
-    assert_int_equal(cge_compile(g, NULL, 0, &co, &prep), CGE_OK);
-    co.symbolic_plan = true;
-    assert_int_equal(cge_compile(cge_plan_graph(prep), NULL, 0, &co, &p), CGE_OK);
-    cge_plan_destroy(prep);
-    assert_true(cge_plan_is_symbolic(p));
-    return p;
-}
+static cge_graph *build(int64_t batch, int64_t seq) { return mf_symbolic_graph(batch, seq); }
+static cge_plan *symbolic_plan(const cge_graph *g) { return mf_compile_symbolic(g); }
 
 static void *saved_symbolic(cge_graph *g, size_t *size)
 {
