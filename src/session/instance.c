@@ -584,6 +584,15 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
         cge__instance_drop_capture(inst);
 }
 
+/* Operand i of step s (its inputs, then its outputs): the kernel's tensor,
+ * and in *vi the plan value (-1: an absent input). */
+static cge_tensor *operand(plan_exec *pe, const cge_plan_step *s, int32_t i, int32_t *vi)
+{
+    bool in = i < s->num_inputs;
+    *vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
+    return in ? &pe->ins[i] : &pe->outs[i - s->num_inputs];
+}
+
 /* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
  * used in place on the CPU device; NULL: written from the plan's graph), bind
  * every step's tensors and prepare its kernel once. The arena comes
@@ -646,18 +655,14 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
         if (!pe->ins || !pe->outs)
             return oom();
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
-            bool in = i < s->num_inputs;
-            int32_t vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
+            int32_t vi;
+            cge_tensor *t = operand(pe, s, i, &vi);
             if (vi < 0)
                 continue;
             const cge_plan_value *v = &vals[vi];
-            cge_tensor t = {.name = v->name, .dtype = v->dtype, .shape = v->shape,
-                            .data = value_address(inst, vals, vi), .bytes = v->bytes};
-            pe->reads_host = pe->reads_host || (in && v->storage == CGE_STORAGE_HOST);
-            if (in)
-                pe->ins[i] = t;
-            else
-                pe->outs[i - s->num_inputs] = t;
+            *t = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
+                              .data = value_address(inst, vals, vi), .bytes = v->bytes};
+            pe->reads_host = pe->reads_host || (i < s->num_inputs && v->storage == CGE_STORAGE_HOST);
         }
         pe->ctx = (cge_kernel_ctx){
             .op_type = cge_node_op_type(s->node), .node_name = cge_node_name(s->node),
@@ -856,14 +861,13 @@ static cge_status rebind_plan(cge__instance *inst, const cge__arena_source *aren
         bool changed = s->workspace_bytes != pe->ctx.workspace_size || pe->reads_host;
         pe->reads_host = false;
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
-            bool in = i < s->num_inputs;
-            int32_t vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
+            int32_t vi;
+            cge_tensor *t = operand(pe, s, i, &vi);
             if (vi < 0)
                 continue;
             const cge_plan_value *v = &vals[vi];
-            cge_tensor *t = in ? &pe->ins[i] : &pe->outs[i - s->num_inputs];
             changed = changed || !cge_shape_equal(&t->shape, &v->shape);
-            if (in && v->storage == CGE_STORAGE_HOST)
+            if (i < s->num_inputs && v->storage == CGE_STORAGE_HOST)
                 changed = pe->reads_host = true;
             t->shape = v->shape;
             t->bytes = v->bytes;
