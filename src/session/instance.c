@@ -112,7 +112,10 @@ struct cge__instance {
     cge_event *after;       /* another instance's `done` the next run waits for */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
     cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
-    int32_t *root;          /* per plan value: its memory group (binding_table) */
+    /* binding_table's index: per plan value its group's owner; the values
+     * and the kernels' tensors of each group (CSR by owner). */
+    int32_t *root, *grp_start, *grp_vals, *ref_start, *ref_v;
+    cge_tensor **ref_t;
     cge_profile_fn prof;    /* set for the duration of a profiled run */
     void *prof_user;
 };
@@ -409,6 +412,11 @@ void cge__instance_destroy(cge__instance *inst)
     table_free(inst->dev, &inst->io);
     plan_release(inst);
     free(inst->root);
+    free(inst->grp_start);
+    free(inst->grp_vals);
+    free(inst->ref_start);
+    free(inst->ref_v);
+    free(inst->ref_t);
     free(inst->input_shapes);
     free(inst);
 }
@@ -457,16 +465,82 @@ static bool constants_in_graph(const cge_plan *p)
  * output, so kernels working there touch nothing else. (The planner never
  * writes in place into an input's memory, so an input's group is views.) */
 
+/* Operand i of step s (its inputs, then its outputs): the kernel's tensor,
+ * and in *vi the plan value (-1: an absent input). */
+static cge_tensor *operand(plan_exec *pe, const cge_plan_step *s, int32_t i, int32_t *vi)
+{
+    bool in = i < s->num_inputs;
+    *vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
+    return in ? &pe->ins[i] : &pe->outs[i - s->num_inputs];
+}
+
+/* Values and kernel tensors by memory group (counting sort on the group's
+ * owner), so that each graph input and output visits its own group only: a
+ * new signature rebinds in time linear in the plan, not io x plan. */
+static cge_status group_index(cge__instance *inst)
+{
+    const cge_plan *p = inst->plan;
+    int32_t nv = cge_plan_num_values(p), ns = cge_plan_num_steps(p);
+    size_t nops = 0;
+    for (int32_t k = 0; k < ns; k++)
+        nops += (size_t)inst->steps[k].step->num_inputs + (size_t)inst->steps[k].step->num_outputs;
+    if (!inst->root) {
+        inst->root = malloc(sizeof *inst->root * ((size_t)nv + 1));
+        inst->grp_start = malloc(sizeof(int32_t) * ((size_t)nv + 2));
+        inst->grp_vals = malloc(sizeof(int32_t) * ((size_t)nv + 1));
+        inst->ref_start = malloc(sizeof(int32_t) * ((size_t)nv + 2));
+        inst->ref_t = malloc(sizeof *inst->ref_t * (nops + 1));
+        inst->ref_v = malloc(sizeof(int32_t) * (nops + 1));
+        if (!inst->root || !inst->grp_start || !inst->grp_vals || !inst->ref_start ||
+            !inst->ref_t || !inst->ref_v)
+            return oom();
+    }
+    int32_t *root = inst->root, *gs = inst->grp_start, *rs = inst->ref_start;
+    memset(gs, 0, sizeof(int32_t) * ((size_t)nv + 2));
+    memset(rs, 0, sizeof(int32_t) * ((size_t)nv + 2));
+    for (int32_t w = 0; w < nv; w++) {
+        root[w] = cge_plan_root_value(p, w);
+        gs[root[w] + 2]++;
+    }
+    for (int32_t k = 0; k < ns; k++) {
+        const cge_plan_step *st = inst->steps[k].step;
+        for (int32_t j = 0; j < st->num_inputs + st->num_outputs; j++) {
+            int32_t x;
+            operand(&inst->steps[k], st, j, &x);
+            if (x >= 0)
+                rs[root[x] + 2]++;
+        }
+    }
+    for (int32_t r = 0; r < nv; r++) {
+        gs[r + 2] += gs[r + 1];
+        rs[r + 2] += rs[r + 1];
+    }
+    /* gs[r + 1] / rs[r + 1] now count the entries placed so far. */
+    for (int32_t w = 0; w < nv; w++)
+        inst->grp_vals[gs[root[w] + 1]++] = w;
+    for (int32_t k = 0; k < ns; k++) {
+        plan_exec *pe = &inst->steps[k];
+        for (int32_t j = 0; j < pe->step->num_inputs + pe->step->num_outputs; j++) {
+            int32_t x;
+            cge_tensor *t = operand(pe, pe->step, j, &x);
+            if (x < 0)
+                continue;
+            int32_t at = rs[root[x] + 1]++;
+            inst->ref_t[at] = t;
+            inst->ref_v[at] = x;
+        }
+    }
+    return CGE_OK;
+}
+
 static cge_status binding_table(cge__instance *inst)
 {
     const cge_plan *p = inst->plan;
     const cge_plan_value *vals = cge_plan_values(p);
-    int32_t nv = cge_plan_num_values(p), ns = cge_plan_num_steps(p);
-    /* Each value's memory group, looked up here many times over. */
-    if (!inst->root && !(inst->root = malloc(sizeof *inst->root * ((size_t)nv + 1))))
-        return oom();
-    for (int32_t w = 0; w < nv; w++)
-        inst->root[w] = cge_plan_root_value(p, w);
+    int32_t ns = cge_plan_num_steps(p);
+    cge_status st0 = group_index(inst);
+    if (st0)
+        return st0;
     const int32_t *root_of = inst->root;
     for (int32_t i = 0; i < inst->io.num; i++) {
         value *v = &inst->io.values[i];
@@ -479,10 +553,9 @@ static cge_status binding_table(cge__instance *inst)
         int32_t root = root_of[pv];
         const cge_plan_value *rv = &vals[root];
         bool ok = rv->storage == CGE_STORAGE_ARENA && vals[pv].offset == rv->offset;
-        for (int32_t w = 0; ok && w < nv; w++) {
+        for (int32_t g = inst->grp_start[root]; ok && g < inst->grp_start[root + 1]; g++) {
+            int32_t w = inst->grp_vals[g];
             const cge_plan_value *x = &vals[w];
-            if (root_of[w] != root)
-                continue;
             ok = x->offset >= rv->offset && x->offset + x->bytes <= rv->offset + vals[pv].bytes;
             /* Another graph input or output in the group, or this one at two
              * positions, would get this buffer too. */
@@ -505,31 +578,17 @@ static cge_status binding_table(cge__instance *inst)
             uses += inst->io.out_idx[k] == i;
         if (!ok || uses != 1)
             continue;
-        int32_t n = 0;
-        for (int32_t pass = 0; pass < 2; pass++) {
-            if (pass && n > v->refs_cap) {
-                struct value_ref *r = realloc(v->refs, sizeof *r * ((size_t)n + 1));
-                if (!r)
-                    return oom();
-                v->refs = r;
-                v->refs_cap = n;
-            }
-            for (int32_t k = 0; k < ns; k++) {
-                plan_exec *pe = &inst->steps[k];
-                for (int32_t j = 0; j < pe->step->num_inputs + pe->step->num_outputs; j++) {
-                    bool in = j < pe->step->num_inputs;
-                    int32_t x = in ? pe->step->inputs[j] : pe->step->outputs[j - pe->step->num_inputs];
-                    if (x < 0 || root_of[x] != root)
-                        continue;
-                    if (pass)
-                        v->refs[v->num_refs++] = (struct value_ref){
-                            in ? &pe->ins[j] : &pe->outs[j - pe->step->num_inputs],
-                            vals[x].offset - rv->offset};
-                    else
-                        n++;
-                }
-            }
+        int32_t lo = inst->ref_start[root], n = inst->ref_start[root + 1] - lo;
+        if (n > v->refs_cap) {
+            struct value_ref *r = realloc(v->refs, sizeof *r * ((size_t)n + 1));
+            if (!r)
+                return oom();
+            v->refs = r;
+            v->refs_cap = n;
         }
+        for (int32_t q = 0; q < n; q++)
+            v->refs[v->num_refs++] = (struct value_ref){inst->ref_t[lo + q],
+                                                        vals[inst->ref_v[lo + q]].offset - rv->offset};
         v->bindable = true;
     }
     return CGE_OK;
@@ -582,15 +641,6 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
     /* A recording holds the addresses it was captured with. */
     if (moved_any)
         cge__instance_drop_capture(inst);
-}
-
-/* Operand i of step s (its inputs, then its outputs): the kernel's tensor,
- * and in *vi the plan value (-1: an absent input). */
-static cge_tensor *operand(plan_exec *pe, const cge_plan_step *s, int32_t i, int32_t *vi)
-{
-    bool in = i < s->num_inputs;
-    *vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
-    return in ? &pe->ins[i] : &pe->outs[i - s->num_inputs];
 }
 
 /* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
