@@ -16,6 +16,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-quantize bench-int8 bench-lowprec bench-long-tail \
+        bench-memory \
         bench-dist soak zoo
 
 all: build
@@ -127,7 +128,9 @@ bench-deps:
 
 # `cge quantize` on resnet18 and mobilenet_v2 (random weights, random
 # calibration images, per-channel): the float and int8 files timed in ONNX
-# Runtime and cge, ratios and the int8 files' error (docs/quantization.md).
+# Runtime and cge, ratios and the int8 files' error, then the same files in
+# ONNX Runtime's QOperator form (com.microsoft QLinear*) in both runtimes
+# (docs/quantization.md).
 bench-quantize: bench-deps deps build test-models
 	BUILD=$(abspath $(BUILD)) CGE_MODEL_DIR=$(TEST_MODELS) $(PYTHON) bench/quantize.py
 
@@ -136,6 +139,16 @@ bench-dispatch: bench-deps build
 
 bench-models: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/models.py
+
+# Peak RSS and session creation from .onnx, cge against ONNX Runtime in the
+# same minute, one big model at a time (bench/memory.py; the models come from
+# `make zoo`'s cache). MEMORY_MODELS: the models; MEMORY_BEFORE=LIB: a base
+# branch's libcge.so measured too.
+MEMORY_MODELS ?= alexnet vgg11 vit_b_16 convnext_tiny resnet50 regnet_y_32gf
+MEMORY_BEFORE ?=
+bench-memory: bench-deps build
+	CGE_LIBRARY=$(CURDIR)/$(BUILD)/libcge.so $(PYTHON) bench/memory.py --cache $(ZOO_CACHE) \
+	  $(if $(MEMORY_BEFORE),--before $(MEMORY_BEFORE)) $(MEMORY_MODELS)
 
 # Models with symbolic dimensions (scripts/make_dynamic_models.py): the first run
 # at each new shape and steady runs (resnet18 over batches, a TransformerEncoder

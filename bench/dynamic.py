@@ -30,7 +30,9 @@ static-cache ms/token <= 0.5x ONNX Runtime's concat form's (d against c).
 cge runs through python/cge (CGE_LIBRARY=$BUILD/libcge.so, CGE_NUM_THREADS)
 in each mode of BENCH_CGE_MODES ("default": cge's own choice; "bound": the
 default with I/O binding where the workload has a bound form (the static
-decoder: caches read and written in place, io_binding); "plan": as
+decoder: each per-layer cache one buffer bound as its past and its present,
+so ScatterElements writes the new slots in place and no cache is copied;
+io_binding); "plan": as
 CGE_RUN_MODE=plan), ONNX Runtime through bench/ort_dynamic.js (all
 optimizations, BENCH_THREADS intra-op threads), PyTorch eager in this process
 (BENCH_TORCH_RUNS runs per shape: it is slow here). Every engine and workload runs
@@ -117,7 +119,7 @@ def time_shapes(run, shapes, runs, warmup):
 def greedy(step, prompt, past, steps, repeat):
     """One generation: step(ids, past) -> (logits, presents). Timings include the
     argmax. Then the last step again, `repeat` times, at its (now seen) shape.
-    For the static cache, past is (pos, past_k, past_v) (static_step)."""
+    For the static cache, past is (pos, *caches) (static_step)."""
     t0 = time.perf_counter()
     logits, past = step(prompt, past)
     tokens = [int(logits[0, -1].argmax())]
@@ -152,15 +154,15 @@ def generations(step, empty_past, spec, repeat):
 
 def static_step(run):
     """A greedy() step for the static-cache decoder: run(ids, pos [1] int64,
-    past_k, past_v) -> (logits, present_k, present_v); the state carried is
-    (the next pos, present_k, present_v)."""
+    *pasts) -> (logits, *presents); the state carried is (the next pos,
+    *presents)."""
     import numpy as np
 
     def step(ids, state):
-        pos, k, v = state
+        pos, caches = state[0], state[1:]
         ids = np.asarray(ids, np.int64)
-        logits, k, v = run(ids, np.array([pos], np.int64), k, v)
-        return logits, (pos + ids.shape[1], k, v)
+        logits, *caches = run(ids, np.array([pos], np.int64), *caches)
+        return logits, (pos + ids.shape[1],) + tuple(caches)
     return step
 
 
@@ -173,10 +175,11 @@ def static_empty(spec):
 def static_bound_step(s, spec):
     """A greedy() step for the static-cache decoder through I/O binding
     (cge's mode "bound"): per sequence length, fixed ids/pos/logits buffers
-    and a present buffer per cache are bound once; the kernels read the past
-    caches and write the presents in place, with no copy, and the present is
-    copied into the past in numpy (one copy per cache per step). The same
-    buffers each step keep the replay's recording."""
+    are bound once, and each cache's one buffer is bound as both its past
+    (input) and its present (output): the kernels write the new slots in
+    place (cge keeps the cache where it is when the plan says the present may
+    share its past's memory, docs/guide.md), with no copy of any cache. The
+    same buffers each step keep the replay's recording."""
     import numpy as np
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import cge
@@ -191,23 +194,20 @@ def static_bound_step(s, spec):
         b = bound.get(key)
         if b is None:
             b = {"ids": np.empty(ids.shape, np.int64), "pos": np.empty(1, np.int64),
-                 "logits": np.empty((1, ids.shape[1], vocab), np.float32),
-                 "present": [np.empty_like(c) for c in caches]}
+                 "logits": np.empty((1, ids.shape[1], vocab), np.float32)}
             io = s.io_binding()
             io.bind_cpu_input(spec["ids"], b["ids"])
             io.bind_cpu_input(spec["pos"], b["pos"])
             for name, c in zip(pasts, caches):
                 io.bind_cpu_input(name, c)
             io.bind_ortvalue_output(s.get_outputs()[0].name, cge.OrtValue(b["logits"]))
-            for name, c in zip(presents, b["present"]):
+            for name, c in zip(presents, caches):
                 io.bind_ortvalue_output(name, cge.OrtValue(c))
             b["io"] = io
             bound[key] = b
         b["ids"][...] = ids
         b["pos"][0] = pos
         s.run_with_iobinding(b["io"])
-        for past, present in zip(caches, b["present"]):
-            past[...] = present
         return b["logits"], (pos + ids.shape[1],) + tuple(caches)
     return step
 
@@ -410,6 +410,7 @@ def decode_stats(g):
     ts = sorted(g["token_ms"])
     mean = sum(ts) / len(ts) if ts else None
     return {"prefill_ms": g["prefill_ms"], "median": ts[len(ts) // 2] if ts else None,
+            "p10": ts[len(ts) // 10] if ts else None,
             "mean": mean, "tps": 1e3 / mean if mean else None, "seen": g.get("seen_step_ms")}
 
 
@@ -425,9 +426,9 @@ def decode_table(title, engines, reference, peers):
     """peers: [(engine label, mean ms/token target or None)], each a block of
     cge/peer ratios."""
     print("\n" + title)
-    print(f"{'engine':>10} {'gen':>3} | {'prefill':>8} {'ms/token':>9} {'ms/token':>9} {'tokens/s':>9} "
-          f"{'seen-shape':>10} | {'tokens == PyTorch':<28}")
-    print(f"{'':>10} {'':>3} | {'ms':>8} {'median':>9} {'mean':>9} {'':>9} {'step ms':>10} |")
+    print(f"{'engine':>10} {'gen':>3} | {'prefill':>8} {'ms/token':>9} {'ms/token':>9} {'ms/token':>9} "
+          f"{'tokens/s':>9} {'seen-shape':>10} | {'tokens == PyTorch':<28}")
+    print(f"{'':>10} {'':>3} | {'ms':>8} {'median':>9} {'mean':>9} {'p10':>9} {'':>9} {'step ms':>10} |")
     stats = {}
     for lb, r, _ in engines:
         gens = r.get("generations") or [{"error": r.get("error", "no result")}]
@@ -438,13 +439,13 @@ def decode_table(title, engines, reference, peers):
             s = decode_stats(g)
             stats[(lb, gi)] = s
             print(f"{lb:>10} {gi:>3} | {fmt(s['prefill_ms'], 8)} {fmt(s['median'], 9)} {fmt(s['mean'], 9)} "
-                  f"{fmt(s['tps'], 9, 1)} {fmt(s['seen'], 10)} | "
+                  f"{fmt(s['p10'], 9)} {fmt(s['tps'], 9, 1)} {fmt(s['seen'], 10)} | "
                   f"{same_tokens(g['tokens'], reference) if reference else '-'}")
     for peer, target in peers:
         goal = "<=%.1f" % target if target else ""
-        print(f"{'cge/' + peer:>14} | {'prefill':>8} {'median':>9} {'mean':>9} {'':>9} "
+        print(f"{'cge/' + peer:>14} | {'prefill':>8} {'median':>9} {'mean':>9} {'p10':>9} {'':>9} "
               f"{'seen':>10} |")
-        print(f"{'target':>14} | {'':>8} {'':>9} {goal:>9} {'':>9} {'':>10} |")
+        print(f"{'target':>14} | {'':>8} {'':>9} {goal:>9} {'':>9} {'':>9} {'':>10} |")
         for lb, r, c in engines:
             if not c:
                 continue
@@ -455,7 +456,10 @@ def decode_table(title, engines, reference, peers):
                 print(f"{lb:>10} {gi:>3} | {ratio(a['prefill_ms'], o['prefill_ms'], None, 8)} "
                       f"{ratio(a['median'], o['median'], None, 9)} "
                       f"{ratio(a['mean'], o['mean'], target, 9)} "
+                      f"{ratio(a['p10'], o['p10'], None, 9)} "
                       f"{'':>9} {ratio(a['seen'], o['seen'], None, 10)} |")
+    print(f"{'':>10}       p10: the fastest tenth of the steps (the nearest to a quiet machine; under "
+          f"load the median and mean\n{'':>10}       measure the load too, ONNX Runtime's most)")
     print(f"{'':>10}       seen-shape step: the last step run again at its shape ({RUNS} runs, median; "
           f"PyTorch {min(TORCH_RUNS, RUNS)}),\n{'':>10}       what each step would cost with no "
           f"per-shape work")
@@ -508,12 +512,13 @@ def main():
                 spec = {"kind": "shapes", "model": model, "npz": npz, "input": "input",
                         "shapes": shapes, "runs": RUNS, "warmup": WARMUP, "threads": THREADS}
             elif wl == "decoder_static":
-                k_shape, v_shape = mdm.static_cache_shapes(mdm.build(name)[0])  # seeded, ~0.1 s
+                static = mdm.build(name)[0]  # seeded, ~0.1 s
+                ins, outs = mdm.static_io_names(static)
                 spec = {"kind": "static_decode", "model": model, "npz": npz, "steps": STEPS,
                         "runs": RUNS, "generations": GENERATIONS, "threads": THREADS,
                         "prompt": mdm.prompt().tolist(), "ids": "ids", "pos": "pos",
-                        "cache": [["past_k", "present_k", list(k_shape)],
-                                  ["past_v", "present_v", list(v_shape)]]}
+                        "cache": [[i, o, list(sh)] for i, o, sh in
+                                  zip(ins[2:], outs[1:], mdm.static_cache_shapes(static))]}
             else:
                 spec = concat_spec(out_dir)
             engines = []
@@ -558,7 +563,7 @@ def main():
                 report["workloads"][wl]["reference_tokens"] = ref
                 report["workloads"][wl]["ORT concat"] = ort_concat
                 decode_table(f"(d) the same decoder with a static cache ({mdm.MAX_LEN} "
-                             f"slots; past_k, past_v {spec['cache'][0][2]}): the prompt in one "
+                             f"slots; {len(spec['cache'])} caches {spec['cache'][0][2]}): the prompt in one "
                              f"run (seq {mdm.PROMPT_LEN}, pos 0), then {STEPS} steps of seq 1 "
                              f"(one shape);\n    tokens against PyTorch's concat decoder; ORT "
                              f"concat: ONNX Runtime on the concat form (c), {where}",

@@ -1,9 +1,10 @@
 """make bench-int8: quantized (QDQ, PyTorch FX fbgemm) resnet18, mobilenet_v2,
 resnet50 and a transformer encoder (batch 1, 2 threads): median latency of
 cge's int8 run, ONNX Runtime's on the same file, and cge's on the float32
-model, in one run, with the ratios. Models come from
-scripts/make_quant_models.py (cached in $CGE_QUANT_MODELS or
-/tmp/cge-quant-models). Not a test."""
+model, in one run, with the ratios; then the median CPU time per run (every
+thread, user + system) of the same runs, which a shared machine disturbs far
+less than the wall time. Models come from scripts/make_quant_models.py
+(cached in $CGE_QUANT_MODELS or /tmp/cge-quant-models). Not a test."""
 import json
 import os
 import subprocess
@@ -30,13 +31,16 @@ s = cge.InferenceSession(model)
 name = s.get_inputs()[0].name
 for _ in range(warmup):
     s.run(None, {name: x})
-times = []
+times, cpu = [], []
 for _ in range(runs):
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     s.run(None, {name: x})
     times.append((time.perf_counter() - t0) * 1e3)
+    cpu.append((time.process_time() - c0) * 1e3)
 times.sort()
-print(json.dumps({"median_ms": times[len(times) // 2], "min_ms": times[0]}))
+cpu.sort()
+print(json.dumps({"median_ms": times[len(times) // 2], "min_ms": times[0],
+                  "cpu_ms": cpu[len(cpu) // 2]}))
 '''
 
 
@@ -46,16 +50,16 @@ def cge_latency(model, npz):
     out = subprocess.run([sys.executable, "-c", CGE_CHILD, os.path.join(ROOT, "python"), model,
                           npz, str(RUNS), str(WARMUP)], env=env, check=True, capture_output=True,
                          text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def ort_latency(model):
     if not os.path.isfile(os.path.join(HERE, "node_modules", "onnxruntime-node", "package.json")):
         return None
-    out = subprocess.run(["node", os.path.join(HERE, "ort_run.js"), model, str(THREADS),
+    out = subprocess.run(["node", os.path.join(HERE, "ort_cpu.js"), model, str(THREADS),
                           str(WARMUP), str(RUNS)], check=True, capture_output=True, text=True,
                          cwd=HERE).stdout
-    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
@@ -63,7 +67,7 @@ def main():
     print(f"int8 (QDQ from PyTorch FX, fbgemm): batch 1, {THREADS} threads, median of {RUNS} "
           f"runs after {WARMUP} warm-up runs\n")
     print(f"{'model':14} {'cge int8':>9} {'ORT int8':>9} {'cge fp32':>9} {'int8/ORT':>9} "
-          f"{'fp32/int8':>10}   (ms)")
+          f"{'fp32/int8':>10}   (wall ms)")
     rows = []
     for name in MODELS:
         q = make_quant_models.make(name, out, with_float=True)
@@ -72,9 +76,19 @@ def main():
         ci = cge_latency(q, npz)
         o = ort_latency(q)
         cf = cge_latency(f, npz)
-        r = f"{ci / o:9.2f}" if o else f"{'-':>9}"
-        print(f"{name:14} {ci:9.2f} {(o or float('nan')):9.2f} {cf:9.2f} {r} {cf / ci:10.2f}")
-        rows.append({"model": name, "cge_int8_ms": ci, "ort_int8_ms": o, "cge_fp32_ms": cf})
+        rows.append({"model": name, "cge_int8_ms": ci["median_ms"],
+                     "ort_int8_ms": o["median_ms"] if o else None, "cge_fp32_ms": cf["median_ms"],
+                     "cge_int8_cpu_ms": ci["cpu_ms"], "ort_int8_cpu_ms": o["cpu_ms"] if o else None,
+                     "cge_fp32_cpu_ms": cf["cpu_ms"]})
+    for key, unit in (("ms", "wall ms, median"), ("cpu_ms", "CPU ms per run, median")):
+        if key == "cpu_ms":
+            print(f"\n{'':14} {'cge int8':>9} {'ORT int8':>9} {'cge fp32':>9} {'int8/ORT':>9} "
+                  f"{'fp32/int8':>10}   ({unit})")
+        for r in rows:
+            ci, o, cf = (r["cge_int8_" + key], r["ort_int8_" + key], r["cge_fp32_" + key])
+            ratio = f"{ci / o:9.2f}" if o else f"{'-':>9}"
+            print(f"{r['model']:14} {ci:9.2f} {(o or float('nan')):9.2f} {cf:9.2f} {ratio} "
+                  f"{cf / ci:10.2f}")
     print("\ntargets: int8/ORT <= 0.9; fp32/int8 >= 2.5 on the CNNs")
     if os.environ.get("BENCH_JSON"):
         with open(os.environ["BENCH_JSON"], "w") as fh:

@@ -12,7 +12,9 @@ Runtime, in one run. Not a test.
    scripts/make_dynamic_models.py (widened to d_model 1024, ff 4096, vocab
    8192 so that its weights, not its overheads, set a token's time), its
    MatMul weights rewritten into com.microsoft MatMulNBits (int4 and int8,
-   block 32; scripts/nbits.py, ONNX Runtime's layout). Per variant: bytes of
+   block 32; scripts/nbits.py, ONNX Runtime's layout), and the int4 codes as
+   standard opset-21 DequantizeLinear(block_size) -> MatMul (int4-dq21, from
+   cge quantize --format qdq). Per variant: bytes of
    weights the products read per token, ms per token of greedy decoding
    (prompt of 16, then 16 steps with the key/value cache fed back; median)
    for cge and ONNX Runtime (bench/ort_dynamic.js), and the ratio.
@@ -197,6 +199,12 @@ def decoder_models(out_dir):
             nbits.to_matmul_nbits(m, bits=bits, block_size=32)
             onnx.save(m, q)
         paths[f"int{bits}"] = q
+    # the same int4 codes in standard ONNX: DequantizeLinear(block_size) -> MatMul, opset 21
+    # (cge quantize --format qdq), which cge's fuse_dq_matmul turns into MatMulNBits
+    q = os.path.join(out_dir, "decoder_wide_int4_dq21.onnx")
+    if not os.path.exists(q):
+        cge.quantize(path, q, weights_only="int4", block_size=32, weights_format="qdq")
+    paths["int4-dq21"] = q
     return paths
 
 
@@ -232,7 +240,7 @@ def main():
     steps = 16
     print(f"decoder (layers {DEC['layers']}, d_model {DEC['d_model']}, ff {DEC['ff']}, vocab "
           f"{DEC['vocab']}): greedy decoding, prompt {len(prompt[0])}, {steps} steps")
-    print(f"{'weights':8} {'MB/token':>9} {'vs fp32':>8} {'cge ms/tok':>11} {'ORT ms/tok':>11} "
+    print(f"{'weights':10} {'MB/token':>9} {'vs fp32':>8} {'cge ms/tok':>11} {'ORT ms/tok':>11} "
           f"{'cge/ORT':>8}  same tokens as ORT")
     fp32_bytes = None
     tmp = tempfile.mkdtemp()
@@ -243,7 +251,7 @@ def main():
         o = ort_decode(path, steps, prompt, tmp)
         ok = o is not None and "error" not in o
         same = (o["tokens"] == c["tokens"]) if ok else None
-        print(f"{kind:8} {wb / 1e6:9.1f} {fp32_bytes / wb:7.2f}x {c['token_ms']:11.3f} "
+        print(f"{kind:10} {wb / 1e6:9.1f} {fp32_bytes / wb:7.2f}x {c['token_ms']:11.3f} "
               f"{(o['token_ms'] if ok else float('nan')):11.3f} "
               f"{(c['token_ms'] / o['token_ms'] if ok else float('nan')):8.2f}  "
               f"{same if ok else (o or {}).get('error', 'no ORT')}")

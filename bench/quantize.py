@@ -4,7 +4,10 @@ random calibration images), then the float and the int8 files timed in ONNX
 Runtime (bench/ort_run.js, all optimizations, 2 threads) and in cge (`cge
 bench`), with latency ratios and the int8 model's error against the float one
 (in ONNX Runtime, on inputs that were not calibrated on). Shows that the files
-are QDQ models a runtime accelerates. Not a test."""
+are QDQ models a runtime accelerates. Then the same int8 model in ONNX
+Runtime's QOperator form (scripts/qdq_to_qoperator.py --contrib: QLinearConv,
+com.microsoft QLinearAdd, QLinearGlobalAveragePool, QGemm, ...) in both
+runtimes, alternately, with the cge / ONNX Runtime ratio. Not a test."""
 import json
 import os
 import subprocess
@@ -73,9 +76,21 @@ def main():
                 of.append(ort_ms(src))
                 oq.append(ort_ms(out))
             cf, cq = cge_ms(src), cge_ms(out)
+            qop = os.path.join(tmp, name + "_qop.onnx")
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "qdq_to_qoperator.py"),
+                            out, qop, "--contrib"], check=True)
+            xq = {"input": rng.normal(0, 1, (1, 3, 224, 224)).astype(np.float32)}
+            same = float(np.abs(run_ort(qop, xq, tmp) - run_ort(out, xq, tmp)).max())
+            co, oo = [], []
+            for _ in range(3):
+                co.append(cge_ms(qop))
+                oo.append(ort_ms(qop))
             r = {"model": name, "quantize_s": q_s, "ort_float_ms": float(np.median(of)),
                  "ort_int8_ms": float(np.median(oq)), "cge_float_ms": cf, "cge_int8_ms": cq,
-                 "max_rel_err": max(errs), "top1_agree": "%d/4" % agree}
+                 "max_rel_err": max(errs), "top1_agree": "%d/4" % agree,
+                 "cge_qop_ms": float(np.median(co)) if None not in co else float("nan"),
+                 "ort_qop_ms": float(np.median(oo)),
+                 "ort_qop_vs_qdq_max_diff": same}
             rows.append(r)
             print(json.dumps(r))
     print("\nmodel          quantize  ORT float  ORT int8  ORT int8/float  cge float  cge int8  "
@@ -86,6 +101,13 @@ def main():
             r["model"], r["quantize_s"], f(r["ort_float_ms"]), f(r["ort_int8_ms"]),
             r["ort_int8_ms"] / r["ort_float_ms"], f(r["cge_float_ms"]), f(r["cge_int8_ms"]),
             r["max_rel_err"], r["top1_agree"]))
+    print("\nQOperator form (com.microsoft QLinear* ops), medians of 3 alternating runs")
+    print("model          cge qop    ORT qop    cge/ORT  |ORT qop - ORT qdq| max")
+    for r in rows:
+        print("%-14s %7.2f ms %7.2f ms %7.2f   %.4g" % (r["model"], r["cge_qop_ms"],
+                                                    r["ort_qop_ms"],
+                                                    r["cge_qop_ms"] / r["ort_qop_ms"],
+                                                    r["ort_qop_vs_qdq_max_diff"]))
 
 
 if __name__ == "__main__":

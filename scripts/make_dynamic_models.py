@@ -12,10 +12,10 @@
 #                    present_key_i / present_value_i (past and new, concatenated).
 #   decoder_static   the same decoder (same weights) with a static cache
 #                    (StaticDecoder below): ids [1,seq] int64, pos [1] int64
-#                    (the position of ids[0,0]), past_k and past_v
-#                    [layers 4,1,heads 4,MAX_LEN,64]; outputs logits
-#                    [1,seq,1000] and present_k / present_v, the caches with
-#                    slots pos..pos+seq-1 overwritten. Only seq is symbolic:
+#                    (the position of ids[0,0]), past_key_i / past_value_i
+#                    [1,heads 4,MAX_LEN,64] for i < 4; outputs logits
+#                    [1,seq,1000] and present_key_i / present_value_i, the
+#                    caches with slots pos..pos+seq-1 overwritten. Only seq is symbolic:
 #                    the prefill runs once at seq = prompt length, every
 #                    decoding step at seq 1 with the same shapes.
 # The concat decoder is exported with a past of length 3 and run with past_len
@@ -116,45 +116,48 @@ def _static_decoder_class():
         position. Every input shape but ids' seq is fixed, so all decoding
         steps (seq 1) have the same shapes; pos changes values only.
 
-        Caches: all layers in one tensor each, [layers, 1, heads, max_len,
-        head_dim]. (Keys stored transposed, [.., head_dim, max_len], save a
-        Transpose per layer: 5-9% per step in cge, measured on a quiet
-        machine; the usual layout stays, for now.) The write is torch.scatter (ONNX ScatterElements,
-        opset 11+; indices pos + arange(seq)): a copy of the layer's cache
-        with seq slots replaced, and no shape that depends on pos's value.
-        (A one-hot MatMul and Where in its place ran 1.2-1.6x slower per
-        token.) Slots past the last written one hold what the caller's
-        initial cache held (zeros) and are masked with the concat form's
-        -1e9, so softmax gives them weight 0 and the tokens equal the concat
-        decoder's. The caller keeps pos + seq <= max_len."""
+        Caches: one per layer and kind, as the concat form's (past_key_i,
+        past_value_i in, present_key_i, present_value_i out), each [1, heads,
+        max_len, head_dim]. Each present is its past's ScatterElements and
+        nothing else, so a caller that binds one buffer as past and present
+        (I/O binding) has cge write the seq slots in place, with no copy of
+        the cache (docs/guide.md, "Static-cache decoding"). (One stacked
+        [layers, ...] tensor per kind, the earlier form, copied each cache
+        three times a step: the layer's Gather, the scatter, the stack.) The
+        write is torch.scatter (ONNX ScatterElements, opset 11+; indices pos +
+        arange(seq)), with no shape that depends on pos's value. (A one-hot
+        MatMul and Where in its place ran 1.2-1.6x slower per token.) Slots
+        past the last written one hold what the caller's initial cache held
+        (zeros) and are masked with the concat form's -1e9, so softmax gives
+        them weight 0 and the tokens equal the concat decoder's. The caller
+        keeps pos + seq <= max_len."""
 
         def __init__(self, dec, max_len):
             super().__init__()
             self.dec, self.max_len = dec, max_len  # shares dec's parameters
             self.register_buffer("slots", torch.arange(max_len), persistent=False)
 
-        def forward(self, ids, pos, past_k, past_v):
+        def forward(self, ids, pos, *past):
             dec = self.dec
             s = ids.size(1)
             at = pos + torch.arange(s)                         # [s] the slots written
             x = dec.tok(ids) + dec.pos(at).unsqueeze(0)
             visible = self.slots.unsqueeze(0) <= at.unsqueeze(1)   # [s, max_len]
-            keys, values = [], []
+            presents = []
             for i, blk in enumerate(dec.blocks):
                 h = blk.ln1(x)
                 q, k, v = blk.split(blk.q(h)), blk.split(blk.k(h)), blk.split(blk.v(h))
                 index = at.view(1, 1, s, 1).expand(1, blk.heads, s, blk.head_dim)
-                k = torch.scatter(past_k[i], 2, index, k)   # [1, heads, max_len, head_dim]
-                v = torch.scatter(past_v[i], 2, index, v)
+                k = torch.scatter(past[2 * i], 2, index, k)       # [1, heads, max_len, head_dim]
+                v = torch.scatter(past[2 * i + 1], 2, index, v)
                 w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(blk.head_dim)
                 w = torch.where(visible, w, blk.masked)
                 a = torch.matmul(torch.softmax(w, dim=-1), v)
                 a = a.transpose(1, 2).reshape(1, s, blk.heads * blk.head_dim)
                 x = x + blk.o(a)
                 x = x + blk.fc2(blk.act(blk.fc1(blk.ln2(x))))
-                keys.append(k)
-                values.append(v)
-            return dec.head(dec.ln(x)), torch.stack(keys), torch.stack(values)
+                presents += [k, v]
+            return (dec.head(dec.ln(x)), *presents)
 
     return StaticDecoder
 
@@ -167,8 +170,14 @@ def decoder(**dims):
     return _decoder_class()(**dict(DECODER, **dims)).eval()
 
 
-STATIC_INPUTS = ("ids", "pos", "past_k", "past_v")
-STATIC_OUTPUTS = ("logits", "present_k", "present_v")
+def static_io_names(model):
+    """A StaticDecoder's (input names, output names): ids, pos and
+    past_key_i / past_value_i per layer in; logits and present_key_i /
+    present_value_i out (the concat form's cache names)."""
+    n = len(model.dec.blocks)
+    past = [f"past_{kv}_{i}" for i in range(n) for kv in ("key", "value")]
+    present = [f"present_{kv}_{i}" for i in range(n) for kv in ("key", "value")]
+    return ["ids", "pos"] + past, ["logits"] + present
 
 
 def static_decoder(dec, max_len=MAX_LEN):
@@ -177,16 +186,15 @@ def static_decoder(dec, max_len=MAX_LEN):
 
 
 def static_cache_shapes(model):
-    """The shapes of a StaticDecoder's past_k and past_v."""
+    """The shapes of a StaticDecoder's caches, in input order (past_key_0,
+    past_value_0, past_key_1, ...): [1, heads, max_len, head_dim] each."""
     blk = model.dec.blocks[0]
-    n = len(model.dec.blocks)
-    shape = (n, 1, blk.heads, model.max_len, blk.head_dim)
-    return shape, shape
+    return [(1, blk.heads, model.max_len, blk.head_dim)] * (2 * len(model.dec.blocks))
 
 
 def static_cache(model):
-    """Zeroed caches (past_k, past_v) for a StaticDecoder, as numpy arrays."""
-    return tuple(np.zeros(s, np.float32) for s in static_cache_shapes(model))
+    """Zeroed caches for a StaticDecoder, as a list of numpy arrays."""
+    return [np.zeros(s, np.float32) for s in static_cache_shapes(model)]
 
 
 def export_static(model, path, opset=OPSET):
@@ -196,23 +204,25 @@ def export_static(model, path, opset=OPSET):
     pos = torch.tensor([3], dtype=torch.long)
     past = tuple(torch.from_numpy(a) for a in static_cache(model))
     axes = {"ids": {1: "seq"}, "logits": {1: "seq"}}
+    ins, outs = static_io_names(model)
     torch.onnx.export(model, (ids, pos) + past, path, opset_version=opset,
-                      input_names=list(STATIC_INPUTS), output_names=list(STATIC_OUTPUTS),
+                      input_names=ins, output_names=outs,
                       dynamic_axes=axes, do_constant_folding=True)
 
 
 def static_greedy(step, model, ids, steps):
-    """Greedy decoding with a static-cache model: step(ids, pos, past_k, past_v)
-    -> (logits, present_k, present_v), numpy in and out. Prefills ids ([1, n])
-    in one call at pos 0, then `steps` calls of one token at pos n, n+1, ...
-    Returns (the steps + 1 tokens, prefill logits)."""
-    k, v = static_cache(model)
+    """Greedy decoding with a static-cache model: step(ids, pos, *caches) ->
+    (logits, *presents), numpy in and out. Prefills ids ([1, n]) in one call
+    at pos 0, then `steps` calls of one token at pos n, n+1, ... Returns (the
+    steps + 1 tokens, prefill logits)."""
+    caches = static_cache(model)
     n = ids.shape[1]
-    logits, k, v = step(ids, np.array([0], np.int64), k, v)
+    logits, *caches = step(ids, np.array([0], np.int64), *caches)
     first = logits
     tokens = [int(logits[0, -1].argmax())]
     for i in range(steps):
-        logits, k, v = step(np.array([[tokens[-1]]], np.int64), np.array([n + i], np.int64), k, v)
+        logits, *caches = step(np.array([[tokens[-1]]], np.int64), np.array([n + i], np.int64),
+                               *caches)
         tokens.append(int(logits[0, -1].argmax()))
     return tokens, first
 
@@ -221,9 +231,9 @@ def torch_static_step(model):
     """A static_greedy step function running `model` in PyTorch."""
     import torch
 
-    def step(ids, pos, k, v):
+    def step(ids, pos, *caches):
         with torch.no_grad():
-            out = model(*(torch.from_numpy(np.asarray(a)) for a in (ids, pos, k, v)))
+            out = model(*(torch.from_numpy(np.asarray(a)) for a in (ids, pos) + caches))
         return tuple(o.numpy() for o in out)
     return step
 

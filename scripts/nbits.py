@@ -135,15 +135,20 @@ def to_matmul_nbits(model, bits=4, block_size=32):
 
 def weight_bytes(model):
     """Bytes of weights the matrix products read per run: float32 B of
-    MatMul/Gemm initializers, or MatMulNBits' codes, scales and zero points."""
+    MatMul/Gemm initializers, MatMulNBits' codes, scales and zero points, or
+    those of the DequantizeLinear a MatMul's B comes from (uint4/int4 at half
+    a byte each)."""
     inits = {i.name: i for i in model.graph.initializer}
+    dq = {n.output[0]: n for n in model.graph.node if n.op_type == "DequantizeLinear"}
     total = 0
     for n in model.graph.node:
         names = n.input[1:2] if n.op_type in ("MatMul", "Gemm") else \
             n.input[1:4] if n.op_type == "MatMulNBits" else []
+        if n.op_type == "MatMul" and n.input[1] in dq:
+            names = dq[n.input[1]].input[:3]
         for x in names:
             if x in inits:
                 t = inits[x]
-                size = {1: 4, 2: 1, 3: 1, 10: 2, 16: 2}.get(t.data_type, 4)
-                total += int(np.prod(t.dims)) * size
+                size = {1: 4, 2: 1, 3: 1, 10: 2, 16: 2, 21: 0.5, 22: 0.5}.get(t.data_type, 4)
+                total += int(np.ceil(int(np.prod(t.dims)) * size))
     return total

@@ -12,7 +12,7 @@
 /* The newest default-domain (ai.onnx) opset the importer knows; a model
  * that imports a newer one is a [converter] error naming it, since its
  * operators may mean something this cge does not implement. */
-#define CGE_ONNX_MAX_OPSET 18
+#define CGE_ONNX_MAX_OPSET 21
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,6 +85,15 @@ typedef struct cge_quantize_options {
     const char *const *exclude;
     int32_t num_exclude;
     int num_threads;            /* calibration runs: 0 means cge's default */
+    /* With weights_only_bits: 0 writes com.microsoft MatMulNBits; 1 writes
+     * standard ONNX instead, MatMul(A, DequantizeLinear(W)) with W uint4 /
+     * uint8 [K, N], block_size blocks along K (axis 0) and per-block scales
+     * and zero points (opset 21: the model's default opset is raised to it). */
+    int32_t weights_only_format;
+    /* QDQ activations: 0 uint8 with a zero point (ONNX Runtime's default), 1
+     * int8 with a zero point, 2 int8 symmetric (zero point 0, scale
+     * max|x| / 127; Relu/Clip are then not folded into the range). */
+    int32_t activation_type;
 } cge_quantize_options;
 
 /* What cge_onnx_quantize did, for the caller to print. */

@@ -282,6 +282,12 @@ cge_status cge_mem_set_name(cge_device *dev, void *ptr, const char *name);
  * a hazard error if a replay in flight reads any of it (with checking on),
  * otherwise CGE_OK. */
 cge_status cge_mem_host_write(cge_device *dev, const void *ptr, size_t bytes);
+/* Memory that replays of `ri` read (write false) or write through kernel
+ * arguments, which the recording cannot see (they are opaque bytes): the
+ * guard then refuses writes into it while a replay is in flight, as for the
+ * recorded copies and fills. A session marks a bound run's caller buffers
+ * so. Not allowed while a replay is in flight (CGE_ERR_STATE). */
+cge_status cge_ri_track_range(cge_ri *ri, const void *ptr, size_t bytes, bool write);
 
 /* ---- immediate streams --------------------------------------------------- */
 

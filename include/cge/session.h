@@ -250,6 +250,16 @@ typedef struct cge_session_graph_stats {
     int64_t specializations;   /* signatures planned by the shape program instead */
     int64_t arena_grows;       /* times the shared arena moved to a larger block */
     bool shape_program;        /* new signatures come from the shape program */
+    /* Memory, in bytes, once compiled (0 before): the constants the graph's
+     * plans read as they are (weights not packed, biases, folded values);
+     * what kernels derived from constants at prepare (packed weights,
+     * reordered convolution weights); the weights freed once packed (a graph
+     * with static shapes keeps only their packed copy; $CGE_KEEP_PACKED_WEIGHTS=1
+     * keeps both); and the arena (activations and workspaces). */
+    size_t weight_bytes;
+    size_t packed_bytes;
+    size_t released_bytes;
+    size_t arena_bytes;
     /* Of the specializations, those that rewrote an instance seen once in
      * place (a decode step's), the kernels prepared again there (those
      * whose shapes changed), and the in-place ones that planned the arena

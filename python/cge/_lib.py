@@ -65,6 +65,14 @@ class RunOptions(ctypes.Structure):
                 ("cancel", c_void_p)]
 
 
+class GraphStats(ctypes.Structure):
+    # Mirrors cge_session_graph_stats (session.h).
+    _fields_ = [("compiles", ctypes.c_int64), ("specializations", ctypes.c_int64),
+                ("arena_grows", ctypes.c_int64), ("shape_program", ctypes.c_bool),
+                ("weight_bytes", c_size_t), ("packed_bytes", c_size_t),
+                ("released_bytes", c_size_t), ("arena_bytes", c_size_t)]
+
+
 class CompileOptions(ctypes.Structure):
     # Mirrors cge_compile_options (compiler.h); zeroed means cge's defaults.
     _fields_ = [("opt_level", c_enum), ("disable", c_char_p), ("enable", c_char_p),
@@ -202,6 +210,7 @@ _protos = {
     "cge_session_dim_symbol_name": (c_char_p, [c_void_p, ctypes.c_uint32, ctypes.c_int64]),
     "cge_session_last_run_mode": (c_enum, [c_void_p, ctypes.c_uint32, _P(c_enum)]),
     "cge_session_arena_bytes": (c_enum, [c_void_p, ctypes.c_uint32, _P(c_size_t)]),
+    "cge_session_get_graph_stats": (c_enum, [c_void_p, ctypes.c_uint32, _P(GraphStats)]),
     "cge_session_run_graph": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,
                                        _P(Tensor), c_int32]),
     "cge_session_run": (c_enum, [c_void_p, ctypes.c_uint32, _P(Tensor), c_int32,

@@ -20,7 +20,8 @@ class QuantizeOptions(ctypes.Structure):
                 ("per_channel", ctypes.c_bool), ("percentile", ctypes.c_double),
                 ("weights_only_bits", ctypes.c_int32), ("block_size", ctypes.c_int32),
                 ("exclude", ctypes.POINTER(ctypes.c_char_p)), ("num_exclude", ctypes.c_int32),
-                ("num_threads", ctypes.c_int)]
+                ("num_threads", ctypes.c_int), ("weights_only_format", ctypes.c_int32),
+                ("activation_type", ctypes.c_int32)]
 
 
 class QuantizeReport(ctypes.Structure):
@@ -85,21 +86,33 @@ def load_calibration_dir(path, input_names):
 
 
 def quantize(model, output, calibrate=None, method="minmax", per_channel=False,
-             percentile=None, weights_only=None, block_size=None, exclude=(), threads=0):
+             percentile=None, weights_only=None, block_size=None, exclude=(), threads=0,
+             weights_format="nbits", activations="uint8"):
     """Quantize the ONNX model at `model` into `output` with cge's quantizer
     (the same C code as `cge quantize`). `calibrate`: a folder of .npy files
     (the CLI's layouts) or an iterable of {input_name: numpy array} samples;
-    needed unless `weights_only` is "int8" or "int4" (MatMulNBits). Returns a
-    dict of what was done (nodes, activations, weights, opsets, warning)."""
+    needed unless `weights_only` is "int8" or "int4" (MatMulNBits, or with
+    weights_format="qdq" DequantizeLinear with block_size, opset 21).
+    `activations`: "uint8" (with zero points, the default), "int8" or
+    "int8-symmetric" (zero point 0). Returns a dict of what was done (nodes,
+    activations, weights, opsets, warning)."""
     if method not in _METHODS:
         raise ValueError("method is one of %s, not %r" % (sorted(_METHODS), method))
     bits = {None: 0, "int8": 8, "int4": 4, 8: 8, 4: 4}.get(weights_only)
     if bits is None:
         raise ValueError("weights_only is 'int8' or 'int4', not %r" % (weights_only,))
+    if weights_format not in ("nbits", "qdq"):
+        raise ValueError("weights_format is 'nbits' or 'qdq', not %r" % (weights_format,))
+    acts = {"uint8": 0, "int8": 1, "int8-symmetric": 2}.get(activations)
+    if acts is None:
+        raise ValueError("activations is 'uint8', 'int8' or 'int8-symmetric', not %r"
+                         % (activations,))
     model, output = os.fspath(model), os.fspath(output)
     o = QuantizeOptions(method=_METHODS[method], per_channel=bool(per_channel),
                         percentile=float(percentile or 0), weights_only_bits=bits,
-                        block_size=int(block_size or 0), num_threads=int(threads))
+                        block_size=int(block_size or 0), num_threads=int(threads),
+                        weights_only_format=1 if weights_format == "qdq" else 0,
+                        activation_type=acts)
     keep = []
     if not bits:
         if calibrate is None:

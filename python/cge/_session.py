@@ -661,6 +661,21 @@ class InferenceSession:
             self._leave()
         return n.value
 
+    def memory_stats(self):
+        """Where the model's memory goes, in bytes: ``weights`` (constants the
+        plans read as they are), ``packed_weights`` (copies kernels made at
+        prepare in their own layout), ``released_weights`` (weights freed once
+        packed: with static input shapes only the packed copy stays) and
+        ``arena`` (activations and workspaces)."""
+        st = _lib.GraphStats()
+        session = self._enter("memory_stats")
+        try:
+            _check(lib.cge_session_get_graph_stats(session, _GRAPH_ID, ctypes.byref(st)))
+        finally:
+            self._leave()
+        return {"weights": st.weight_bytes, "packed_weights": st.packed_bytes,
+                "released_weights": st.released_bytes, "arena": st.arena_bytes}
+
     def io_binding(self):
         """An IOBinding (ORT's): outputs bound to buffers are written in place
         by the kernels, with no copy (see cge._ort.IOBinding)."""

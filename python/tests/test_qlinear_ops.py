@@ -1,5 +1,5 @@
 # ONNX's own QLinearConv / QLinearMatMul (models in the QOperator form) on
-# fuse_qdq's fast path: with W a constant s8 tensor they become cge.fused
+# fuse_qdq's fast path: with W a constant tensor they become cge.fused
 # QConv / QMatMul (oneDNN int8, NHWC at level 3) and give the reference
 # loops' bits (opt_level 1 runs the QLinear* ops as written).
 import numpy as np
@@ -88,14 +88,16 @@ def test_qlinear_ops_fused_bit_equal_to_reference_loops(level, b_rank3, tmp_path
         np.testing.assert_array_equal(g, r)
 
 
-def test_qlinearconv_with_u8_weights_stays(tmp_path):
-    """u8 weights have no oneDNN form: the op stays as written, same results."""
+def test_qlinearconv_with_u8_weights_fuses(tmp_path):
+    """u8 weights (zero point 0, so w - 128 leaves int8) take the fast path
+    too, shifted by 128 with a compensation channel (test_qweights_zero_point.py
+    has the other forms): same results as the loops."""
     rng = np.random.default_rng(5)
     m, x = qoperator_model(rng, w_dtype=np.uint8)
     ref = run(m, x, level=1)
     got = run(m, x, dump=tmp_path)
     graph = last_optimized_graph(tmp_path)
-    assert "QLinearConv" in graph and "QConv" in graph  # the second conv still fuses
+    assert "QLinearConv" not in graph and "QConv" in graph
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(g, r)
 

@@ -249,9 +249,9 @@ def test_qadd_qmul_bit_equal_to_unfused(op, at, az, bt, bz, yt, yz, relu, tmp_pa
     np.testing.assert_array_equal(y, u)
 
 
-def unary_pool_model(kind):
+def unary_pool_model(kind, channels=6):
     rng = np.random.default_rng(11)
-    x = rng.normal(0, 3, size=(1, 6, 9, 11)).astype(np.float32)
+    x = rng.normal(0, 3, size=(1, channels, 9, 11)).astype(np.float32)
     xs, xz, ys, yz = np.float32(0.05), np.uint8(110), np.float32(0.03), np.uint8(20)
     inits = [const("xs", xs), const("xz", xz), const("ys", ys if kind != "MaxPool" else xs),
              const("yz", yz if kind != "MaxPool" else xz)]
@@ -277,9 +277,13 @@ def unary_pool_model(kind):
 @pytest.mark.parametrize("kind,exact", [("MaxPool", True), ("Sigmoid", True),
                                         ("HardSigmoid", True), ("GlobalAveragePool", False),
                                         ("AveragePool", False), ("AveragePoolCountPad", False)])
-def test_pool_and_unary_against_unfused(kind, exact, tmp_path):
-    m, inputs = unary_pool_model(kind)
-    (y,) = run(m, inputs, dump=tmp_path)
+@pytest.mark.parametrize("level", [2, 3])
+@pytest.mark.parametrize("channels", [6, 37])
+def test_pool_and_unary_against_unfused(kind, exact, level, channels, tmp_path):
+    # level 2 keeps NCHW: QPool's NCHW loop once took GlobalAveragePool's max;
+    # 37 channels run the NHWC loops' 16-lane bodies and their tails
+    m, inputs = unary_pool_model(kind, channels)
+    (y,) = run(m, inputs, level=level, dump=tmp_path)
     assert ("QLookup" if kind in ("Sigmoid", "HardSigmoid") else "QPool") in fused_ops(tmp_path)
     (u,) = run(m, inputs, level=1)
     if exact:
@@ -306,3 +310,48 @@ def test_tiny_qdq_cnn_end_to_end(tmp_path):
     (u,) = run(path, {"input": x}, level=1)
     step = float(np.abs(np.diff(np.unique(u))).min())
     assert np.abs(y - u).max() <= 4 * step + 1e-6
+
+
+def chain_model(kind, rng):
+    """DQ -> an elementwise float graph as torch exports it -> Q -> DQ."""
+    x = rng.normal(0, 2, size=(2, 5, 7, 3)).astype(np.float32)
+    xs, xz, ys, yz = np.float32(0.04), np.uint8(120), np.float32(0.02), np.uint8(30)
+    inits = [const("xs", xs), const("xz", xz), const("ys", ys), const("yz", yz),
+             const("c_sqrt2", np.float32(1.4142135)), const("c_one", np.float32(1.0)),
+             const("c_half", np.float32(0.5)), const("c_vec", np.arange(3, dtype=np.float32))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"])]
+    if kind == "gelu":  # x * (erf(x / sqrt 2) + 1) * 0.5: the DQ read twice
+        nodes += [helper.make_node("Div", ["xd", "c_sqrt2"], ["a"]),
+                  helper.make_node("Erf", ["a"], ["b"]),
+                  helper.make_node("Add", ["b", "c_one"], ["c"]),
+                  helper.make_node("Mul", ["xd", "c"], ["d"]),
+                  helper.make_node("Mul", ["d", "c_half"], ["f"])]
+    elif kind == "silu":
+        nodes += [helper.make_node("Sigmoid", ["xd"], ["a"]),
+                  helper.make_node("Mul", ["xd", "a"], ["f"])]
+    else:  # a per-channel operand: not a function of x's 256 values alone
+        nodes += [helper.make_node("Add", ["xd", "c_vec"], ["a"]),
+                  helper.make_node("Mul", ["a", "c_half"], ["f"])]
+    nodes += [helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["q"]),
+              helper.make_node("DequantizeLinear", ["q", "ys", "yz"], ["y"])]
+    return model(nodes, {"x": x}, ["y"], inits), {"x": x}
+
+
+@pytest.mark.parametrize("kind", ["gelu", "silu", "vector"])
+@pytest.mark.parametrize("level", [2, 3])
+def test_elementwise_chain_tabulated(kind, level, tmp_path):
+    """A chain of float ops between DQ and Q becomes one QLookup (each op's own
+    kernel run on the 256 values), the last DQ a float32 QLookup table: the
+    same bits as the unfused run."""
+    m, inputs = chain_model(kind, np.random.default_rng(21))
+    (y,) = run(m, inputs, level=level, dump=tmp_path)
+    graph = fused_ops(tmp_path)
+    assert "DequantizeLinear" not in graph
+    if kind == "vector":
+        assert graph.count("QLookup(") == 2 and "QuantizeLinear(" in graph
+    else:
+        assert graph.count("QLookup(") == 2 and "Erf" not in graph and "Sigmoid" not in graph
+    (u,) = run(m, inputs, level=1)
+    assert len(np.unique(u)) > 20
+    np.testing.assert_array_equal(y, u)

@@ -213,6 +213,38 @@ def test_cnn_qdq_structure_checker_and_accuracy(work, per_channel, tmp_path):
         print("ONNX Runtime (node + onnxruntime-node) not found: ORT part skipped")
 
 
+@pytest.mark.parametrize("acts", ["int8", "int8-symmetric"])
+def test_cnn_qdq_int8_activations(work, acts, tmp_path):
+    out = str(tmp_path / "cnn_s8.onnx")
+    stdout, _ = run_cli("quantize", work["cnn"], "-o", out, "--calibrate", work["cnn_calib"],
+                        "--per-channel", "--activations", acts)
+    assert acts in stdout
+    m = onnx.load(out)
+    onnx.checker.check_model(m, full_check=True)
+    zps = [init(m, n.input[2]) for n in m.graph.node if n.op_type == "QuantizeLinear"]
+    assert zps and all(z.dtype == np.int8 for z in zps)
+    if acts == "int8-symmetric":
+        assert not any(z.any() for z in zps)
+        # a symmetric range keeps negatives: Relu / Clip are not folded away
+        assert "Relu" in ops(m) and "Clip" in ops(m)
+        x_s = [(init(m, n.input[1]), n.input[0]) for n in m.graph.node
+               if n.op_type == "QuantizeLinear"]
+        assert all(s > 0 for s, _ in x_s)
+    else:
+        assert any(z.any() for z in zps)
+        assert "Relu" not in ops(m) and "Clip" not in ops(m)
+    # the same accuracy bound as uint8, in cge (fused int8 kernels) and ORT
+    for smp in work["cnn_samples"][:4]:
+        ref = run_cge(work["cnn"], smp)
+        got = run_cge(out, smp)
+        assert np.abs(got - ref).max() / np.abs(ref).max() < 0.03
+        if HAVE_ORT:
+            ort_q = run_ort(out, smp, tmp_path)
+            assert np.abs(ort_q - ref).max() / np.abs(ref).max() < 0.03
+    with pytest.raises(ValueError):
+        cge.quantize(work["cnn"], out, calibrate=work["cnn_calib"], activations="int16")
+
+
 def test_mlp_qdq_python_api_matches_cli(work, tmp_path):
     cli_out = str(tmp_path / "mlp_cli.onnx")
     py_out = str(tmp_path / "mlp_py.onnx")
@@ -401,6 +433,128 @@ def test_weights_only_matmulnbits_layout(tmp_path, bits, k):
         np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max())
     else:
         print("ONNX Runtime (node + onnxruntime-node) not found: ORT part skipped")
+
+
+def _unpack4(raw, n):
+    b = np.frombuffer(raw, np.uint8)
+    return np.stack([b & 15, b >> 4], -1).ravel()[:n]
+
+
+def _dequant_blocked(m, dq):
+    """(W [K, N] from a blocked DequantizeLinear's uint4/uint8 initializers, scales)."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in dq.attribute}
+    assert attrs["axis"] == 0
+    bs = attrs["block_size"]
+    t = {x.name: x for x in m.graph.initializer}
+    wt, st, zt = (t[n] for n in dq.input)
+    K, N = wt.dims
+    blocks = -(-K // bs)
+    assert list(st.dims) == [blocks, N] and list(zt.dims) == [blocks, N]
+    assert wt.data_type == zt.data_type and wt.data_type in (TensorProto.UINT8, 21)
+    if wt.data_type == 21:  # UINT4, two a byte
+        codes = _unpack4(wt.raw_data, K * N).reshape(K, N)
+        zps = _unpack4(zt.raw_data, blocks * N).reshape(blocks, N)
+    else:
+        codes, zps = numpy_helper.to_array(wt), numpy_helper.to_array(zt)
+    scales = numpy_helper.to_array(st)
+    z = np.repeat(zps, bs, 0)[:K].astype(np.float32)
+    return (codes.astype(np.float32) - z) * np.repeat(scales, bs, 0)[:K], scales
+
+
+@pytest.mark.parametrize("bits,k,bs", [(4, 64, 32), (8, 64, 16), (4, 40, 16)])
+def test_weights_only_dequantize_linear_21_form(tmp_path, bits, k, bs):
+    # --format qdq: MatMul(x, DequantizeLinear(W uint4/uint8, block_size along K)), the
+    # standard ONNX spelling (opset 21) of the same codes MatMulNBits would hold.
+    model = make_mlp(str(tmp_path / "mlp.onnx"), k=k)
+    out, nbits = str(tmp_path / "mlp_dq.onnx"), str(tmp_path / "mlp_nbits.onnx")
+    stdout, _ = run_cli("quantize", model, "-o", out, "--weights-only", "int%d" % bits,
+                        "--block-size", str(bs), "--format", "qdq")
+    assert "2 MatMuls -> DequantizeLinear-21 blocks" in stdout
+    run_cli("quantize", model, "-o", nbits, "--weights-only", "int%d" % bits, "--block-size",
+            str(bs))
+    m = onnx.load(out)
+    # onnx 1.12's checker knows neither opset 21 nor uint4: structure here, ORT below
+    assert ops(m) == ["DequantizeLinear", "DequantizeLinear", "MatMul", "Add", "Relu", "MatMul",
+                      "Add"]
+    assert {(o.domain, o.version) for o in m.opset_import} == {("", 21)}
+    assert m.ir_version >= 10
+    src = onnx.load(model)
+    deq = {}
+    mn = onnx.load(nbits)
+    for dq in (n for n in m.graph.node if n.op_type == "DequantizeLinear"):
+        W = init(src, "W1" if dq.output[0].startswith("W1") else "W2")
+        w, scales = _dequant_blocked(m, dq)
+        step = np.repeat(scales, bs, 0)[:W.shape[0]]
+        assert np.all(np.abs(w - W) <= step * 0.5 + 1e-6)
+        deq[dq.output[0]] = w
+    # the same weights as the MatMulNBits form
+    for n in (x for x in mn.graph.node if x.op_type == "MatMulNBits"):
+        w_nb = _dequant_nbits(mn, n)[0]
+        assert any(np.array_equal(w_nb, w) for w in deq.values())
+    x = rng.normal(0, 1, (4, k)).astype(np.float32)
+    mm = [n for n in m.graph.node if n.op_type == "MatMul"]
+    ref = np.maximum(x @ deq[mm[0].input[1]] + init(src, "b1"), 0) @ deq[mm[1].input[1]] + \
+        init(src, "b2")
+    got = cge.InferenceSession(out).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, ref, atol=1e-4 * np.abs(ref).max())
+    np.testing.assert_allclose(got, cge.InferenceSession(nbits).run(None, {"x": x})[0],
+                               atol=1e-5 * np.abs(ref).max())
+    if HAVE_ORT:
+        # ONNX Runtime decodes the uint4 weights as cge does: with the DequantizeLinear
+        # outputs made graph outputs (so that it cannot fuse them away), its result is
+        # the reference's ...
+        m.graph.output.insert(0, helper.make_tensor_value_info(mm[0].input[1], TensorProto.FLOAT,
+                                                               None))
+        exposed = str(tmp_path / "exposed.onnx")
+        onnx.save(m, exposed)
+        np.testing.assert_array_equal(run_ort(exposed, {"x": x}, tmp_path), deq[mm[0].input[1]])
+        # ... while its own DQ -> MatMul fusion (MatMulNBits, accuracy level 4: int8
+        # activations) is within about 1% of it
+        got = run_ort(out, {"x": x}, tmp_path)
+        assert np.abs(got - ref).max() < 0.03 * np.abs(ref).max()
+
+
+def _matmul_then(tmp_path, name, tail_nodes, opset, extra_inputs=(), y_shape=(2,), inits=()):
+    inits = [_t("W", rng.normal(0, 0.2, (16, 8)))] + list(inits)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], "mm")] + tail_nodes
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])] + list(extra_inputs)
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, list(y_shape))], inits)
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]),
+                 str(tmp_path / name))
+
+
+def test_weights_only_dq_form_rewrites_reductions_to_opset_18(tmp_path):
+    # ReduceMean's axes moved to an input at 18: raising the opset to 21 rewrites it
+    model = _matmul_then(tmp_path, "rm.onnx", [
+        helper.make_node("ReduceMean", ["h"], ["y"], "rm", axes=[1], keepdims=0)], 13)
+    out = str(tmp_path / "o.onnx")
+    run_cli("quantize", model, "-o", out, "--weights-only", "int8", "--block-size", "16",
+            "--format", "qdq")
+    m = onnx.load(out)
+    rm = [n for n in m.graph.node if n.op_type == "ReduceMean"][0]
+    assert len(rm.input) == 2 and [a.name for a in rm.attribute] == ["keepdims"]
+    assert list(init(m, rm.input[1])) == [1]
+    x = rng.normal(0, 1, (2, 16)).astype(np.float32)
+    want = run_cge(model, {"x": x})
+    got = cge.InferenceSession(out).run(None, {"x": x})[0]
+    assert got.shape == (2,) and np.abs(got - want).max() < 0.02 * np.abs(want).max() + 1e-3
+    if HAVE_ORT:
+        np.testing.assert_allclose(run_ort(out, {"x": x}, tmp_path), got, atol=0.02)
+
+
+def test_weights_only_dq_form_refuses_opset_crossing_changes(tmp_path):
+    # GridSample's modes were renamed at 20: a model using it is not raised to 21
+    grid = helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 2, 2, 2])
+    model = _matmul_then(tmp_path, "gs.onnx", [
+        helper.make_node("Reshape", ["h", "shape"], ["h4"], "r"),
+        helper.make_node("GridSample", ["h4", "grid"], ["y"], "gs")], 16, [grid],
+        (1, 1, 2, 2), [helper.make_tensor("shape", TensorProto.INT64, [4], [1, 1, 2, 8])])
+    _, err = run_cli("quantize", model, "-o", str(tmp_path / "o.onnx"), "--weights-only", "int4",
+                     "--format", "qdq", rc=1)
+    assert "[converter]" in err and "GridSample" in err and "opset 21" in err
+    with pytest.raises(ValueError):
+        cge.quantize(model, str(tmp_path / "o.onnx"), weights_only="int4", weights_format="x")
 
 
 # ---- bad input ------------------------------------------------------------------------

@@ -47,8 +47,10 @@ def exported(tiny, tmp_path_factory):
 
 
 def _step(sess):
-    def step(ids, pos, k, v):
-        return sess.run(None, {"ids": ids, "pos": pos, "past_k": k, "past_v": v})
+    names = [i.name for i in sess.get_inputs()]
+
+    def step(ids, pos, *caches):
+        return sess.run(None, dict(zip(names, (ids, pos) + caches)))
     return step
 
 
@@ -66,10 +68,11 @@ def test_static_module_matches_concat_decoder(tiny):
 def test_tokens_equal_pytorch(tiny, exported, opset, mode):
     dec, static = tiny
     sess = cge.InferenceSession(exported[opset], run_mode=mode)
-    assert [i.name for i in sess.get_inputs()] == list(mdm.STATIC_INPUTS)
+    ins, outs = mdm.static_io_names(static)
+    assert [i.name for i in sess.get_inputs()] == ins
+    assert [o.name for o in sess.get_outputs()] == outs
     shapes = mdm.static_cache_shapes(static)
-    assert [i.shape for i in sess.get_inputs()] == [[1, "seq"], [1], list(shapes[0]),
-                                                    list(shapes[1])]
+    assert [i.shape for i in sess.get_inputs()] == [[1, "seq"], [1]] + [list(s) for s in shapes]
     ref, logits = mdm.torch_greedy(dec, PROMPT, STEPS)
     got, first = mdm.static_greedy(_step(sess), static, PROMPT, STEPS)
     assert got == ref
@@ -83,20 +86,19 @@ def test_caches_hold_the_concat_presents(tiny, exported):
     dec, static = tiny
     sess = cge.InferenceSession(exported[13])
     step = _step(sess)
-    k, v = mdm.static_cache(static)
+    caches = mdm.static_cache(static)
     n = PROMPT.shape[1]
-    _, k, v = step(PROMPT, np.array([0], np.int64), k, v)
-    _, k, v = step(np.array([[5]], np.int64), np.array([n], np.int64), k, v)
+    _, *caches = step(PROMPT, np.array([0], np.int64), *caches)
+    _, *caches = step(np.array([[5]], np.int64), np.array([n], np.int64), *caches)
     blk = dec.blocks[0]
     past = [torch.zeros(1, blk.heads, 0, blk.head_dim) for _ in range(2 * len(dec.blocks))]
     with torch.no_grad():
         out = dec(torch.from_numpy(PROMPT), *past)
         out = dec(torch.tensor([[5]]), *out[1:])
-    for i in range(len(dec.blocks)):
-        ck, cv = out[1 + 2 * i].numpy(), out[2 + 2 * i].numpy()   # [1, heads, n + 1, head_dim]
-        np.testing.assert_allclose(k[i][:, :, :n + 1], ck, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(v[i][:, :, :n + 1], cv, rtol=1e-4, atol=1e-5)
-    assert not k[:, :, :, n + 1:].any() and not v[:, :, :, n + 1:].any()
+    for i, c in enumerate(caches):
+        ref = out[1 + i].numpy()   # [1, heads, n + 1, head_dim]
+        np.testing.assert_allclose(c[:, :, :n + 1], ref, rtol=1e-4, atol=1e-5)
+        assert not c[:, :, n + 1:].any()
 
 
 def test_decoding_compiles_once_and_replays(tiny, exported, monkeypatch, tmp_path):
@@ -116,11 +118,11 @@ def test_decoding_compiles_once_and_replays(tiny, exported, monkeypatch, tmp_pat
     _, static = tiny
     sess = cge.InferenceSession(exported[13])
     step = _step(sess)
-    k, v = mdm.static_cache(static)
+    caches = mdm.static_cache(static)
     n = PROMPT.shape[1]
-    logits, k, v = step(PROMPT, np.array([0], np.int64), k, v)
+    logits, *caches = step(PROMPT, np.array([0], np.int64), *caches)
     token = int(logits[0, -1].argmax())
-    logits, k, v = step(np.array([[token]], np.int64), np.array([n], np.int64), k, v)
+    logits, *caches = step(np.array([[token]], np.int64), np.array([n], np.int64), *caches)
     # Creation, prefill or the first step compiled (so the check below can see one).
     assert compiled() > 0
     # The first step is its signature's first run (a plan run); every later
@@ -128,6 +130,40 @@ def test_decoding_compiles_once_and_replays(tiny, exported, monkeypatch, tmp_pat
     assert sess.last_run_mode() == "plan"
     for i in range(1, STEPS):
         token = int(logits[0, -1].argmax())
-        logits, k, v = step(np.array([[token]], np.int64), np.array([n + i], np.int64), k, v)
+        logits, *caches = step(np.array([[token]], np.int64), np.array([n + i], np.int64), *caches)
         assert sess.last_run_mode() == "replay"
         assert compiled() == 0, "decoding step %d compiled again" % i
+
+
+def test_bound_caches_are_written_in_place(tiny, exported):
+    """Each cache one array, bound as its past and its present: the steps
+    write the new slots into it (no present arrays, no copies back), replay,
+    and give PyTorch's greedy tokens."""
+    dec, static = tiny
+    ref, _ = mdm.torch_greedy(dec, PROMPT, STEPS)
+    sess = cge.InferenceSession(exported[13])
+    ins, outs = mdm.static_io_names(static)
+    caches = mdm.static_cache(static)
+    out = sess.run(None, dict(zip(ins, [PROMPT, np.array([0], np.int64)] + caches)))
+    for c, x in zip(caches, out[1:]):
+        c[...] = x
+    ids, pos = np.empty((1, 1), np.int64), np.empty(1, np.int64)
+    logits = np.empty((1, 1, TINY["vocab"]), np.float32)
+    io = sess.io_binding()
+    io.bind_cpu_input("ids", ids)
+    io.bind_cpu_input("pos", pos)
+    io.bind_ortvalue_output("logits", cge.OrtValue(logits))
+    for past, present, c in zip(ins[2:], outs[1:], caches):
+        io.bind_cpu_input(past, c)
+        io.bind_ortvalue_output(present, cge.OrtValue(c))
+    tokens = [int(out[0][0, -1].argmax())]
+    n = PROMPT.shape[1]
+    for i in range(STEPS):
+        ids[0, 0], pos[0] = tokens[-1], n + i
+        before = [c[:, :, n + i].copy() for c in caches]
+        sess.run_with_iobinding(io)
+        tokens.append(int(logits[0, -1].argmax()))
+        assert sess.last_run_mode() == "replay" or i == 0
+        # The slot of this step changed in every cache, in the caller's arrays.
+        assert all(not np.array_equal(b, c[:, :, n + i]) for b, c in zip(before, caches))
+    assert tokens == ref

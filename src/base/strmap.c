@@ -3,16 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/strmap.h"
 
 uint64_t cge__str_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
+    return cge__fnv1a(CGE__FNV1A_SEED, s, strlen(s));
 }
 
 void cge__strmap_init(cge__strmap *m) { memset(m, 0, sizeof *m); }

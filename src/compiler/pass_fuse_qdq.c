@@ -7,6 +7,7 @@
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+#include "ops/q8.h"
 
 /* Runs first in optimize, before fold_constants would turn the weights'
  * DequantizeLinear into float constants; it folds everything else first
@@ -22,7 +23,7 @@
  *                                      made now with f's own kernel)
  *   view op / Concat (DQ x...) Q, all with one scale and zero point -> the
  *                                      same op on the int8 data
- *   QLinearConv / QLinearMatMul (ONNX's own, W constant s8)    -> QConv / QMatMul
+ *   QLinearConv / QLinearMatMul (ONNX's own, W constant)       -> QConv / QMatMul
  *
  * A Relu or Clip before the Q is a clamp of the requantised value (Q is
  * monotone and Q(0) is the zero point), and a QLookup that only clamps folds
@@ -67,14 +68,7 @@ static bool is_q8(cge_dtype t)
 
 static int32_t zp_value(const qparam *p, int64_t i)
 {
-    if (!p->z)
-        return 0;
-    switch (p->qt) {
-    case CGE_I8: return ((const int8_t *)p->z)[i];
-    case CGE_U8: return ((const uint8_t *)p->z)[i];
-    case CGE_I32: return ((const int32_t *)p->z)[i];
-    default: return 0;
-    }
+    return p->z ? cge__q_load(p->z, p->qt, i) : 0;
 }
 
 /* The parameters of Q or DQ node n (inputs 1 and 2); false unless the scale
@@ -371,7 +365,7 @@ static cge_status try_matmul(qctx *q, cge_node *n)
     if (cge_node_num_outputs(n) != 1 || (!gemm && cge_node_num_inputs(n) != 2) ||
         !dq_input(q, n, 0, true, &x, &xp) || !dq_input(q, tr ? tr : n, tr ? 0 : 1, false, &w, &wp) ||
         !cge_graph_value_constant(q->g, w) || cge_graph_value_desc(q->g, w, &wd) ||
-        wd.dtype != CGE_I8 || wd.shape.rank != 2 || !is_q8(xp.qt) ||
+        !is_q8(wd.dtype) || wd.shape.rank != 2 || !is_q8(xp.qt) ||
         cge_graph_value_desc(q->g, x, &xd) || xd.shape.rank < 1 || (gemm && xd.shape.rank != 2))
         return CGE_OK;
     bool trans = tr || (gemm && cge_attrs_get_int(a, "transB", 0));
@@ -411,15 +405,16 @@ static cge_status try_matmul(qctx *q, cge_node *n)
     if (st || !ok)
         return st;
     if (trans) {
-        const int8_t *src = cge_graph_value_constant(q->g, w)->data;
-        int8_t *t = malloc(K * N > 0 ? (size_t)(K * N) : 1);
+        /* bytes: int8 and uint8 alike */
+        const uint8_t *src = cge_graph_value_constant(q->g, w)->data;
+        uint8_t *t = malloc(K * N > 0 ? (size_t)(K * N) : 1);
         if (!t)
             return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "fuse_qdq: out of memory");
         for (int64_t i = 0; i < N; i++)
             for (int64_t k = 0; k < K; k++)
                 t[k * N + i] = src[i * K + k];
         cge_shape sh = CGE_SHAPE(K, N);
-        st = cc_add_const(q->cc, q->g, "weight_t", CGE_I8, &sh, t, wbuf, sizeof wbuf);
+        st = cc_add_const(q->cc, q->g, "weight_t", wd.dtype, &sh, t, wbuf, sizeof wbuf);
         free(t);
         wname = wbuf;
         if (st)
@@ -443,9 +438,10 @@ static cge_status try_matmul(qctx *q, cge_node *n)
 /* Models already in the QOperator form (ONNX Runtime's quantizer with
  * QuantFormat.QOperator, TFLite converters) hold QLinearConv and
  * QLinearMatMul, whose inputs are QConv's and QMatMul's in the same order.
- * Where oneDNN's int8 primitive can take them (W a constant s8 tensor with
- * zero points 0, x's scale and zero point one constant value, every scale and
- * zero point constant) they become QConv / QMatMul with w_const, so they get
+ * Where oneDNN's int8 primitive can take them (W a constant s8 or u8 tensor,
+ * its zero points shifted away when the kernel is prepared, x's scale and
+ * zero point one constant value, every scale and zero point constant) they
+ * become QConv / QMatMul with w_const, so they get
  * the packed-once kernels and the NHWC layout; both run the requantisation
  * float(acc) * (x_scale * w_scale[m] / y_scale) of the reference loops. Any
  * other form gains nothing (QConv would run the same loops) and stays. */
@@ -468,7 +464,7 @@ static cge_status try_qlinear(qctx *q, cge_node *n, bool conv)
     int32_t w = cge_node_input_id(n, 3), x = cge_node_input_id(n, 0);
     const cge_tensor *wc = w >= 0 ? cge_graph_value_constant(q->g, w) : NULL;
     cge_tensor_desc xd, yd = cc_out_desc(q->g, n, 0);
-    if (!wc || wc->dtype != CGE_I8 || x < 0 || cge_graph_value_desc(q->g, x, &xd) ||
+    if (!wc || !is_q8(wc->dtype) || x < 0 || cge_graph_value_desc(q->g, x, &xd) ||
         !is_q8(xd.dtype) || !is_q8(yd.dtype) || !cge_shape_is_static(&xd.shape))
         return CGE_OK;
     /* the per-channel count: conv's M = W[0], matmul's N = B[1] */
@@ -481,10 +477,8 @@ static cge_status try_qlinear(qctx *q, cge_node *n, bool conv)
         !const_input(q, n, 4, CGE_F32, 1, per) || !const_input(q, n, 5, CGE_DTYPE_UNDEFINED, 1, per) ||
         !const_input(q, n, 6, CGE_F32, 1, 1) || !const_input(q, n, 7, yd.dtype, 1, 1))
         return CGE_OK;
-    const cge_tensor *wz = cge_graph_value_constant(q->g, cge_node_input_id(n, 5));
-    for (int64_t i = 0; i < cge_shape_numel(&wz->shape); i++)
-        if (zp_value(&(qparam){.z = wz->data, .qt = wz->dtype}, i))
-            return CGE_OK;
+    if (cc_in_desc(q->g, n, 5).dtype != wc->dtype)
+        return CGE_OK;
     if (ni == 9 && cge_node_input_id(n, 8) >= 0 && !const_input(q, n, 8, CGE_I32, per, per))
         return CGE_OK;
     /* a new node takes n's inputs, attributes and (once n is gone) output */
@@ -654,16 +648,8 @@ static cge_status try_unary(qctx *q, cge_node *n)
     uint8_t table[256];
     const float *f = host[0];
     float s = yp.s[0], z = (float)zp_value(&yp, 0);
-    for (int v = 0; v < 256; v++) {
-        /* QuantizeLinear's arithmetic (quant.c): divide, round, add, saturate */
-        float r = rintf(f[v] / s) + z;
-        if (r != r)
-            r = 0.0f;
-        if (yp.qt == CGE_I8)
-            table[v] = (uint8_t)(int8_t)(r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r));
-        else
-            table[v] = (uint8_t)(r < 0.0f ? 0.0f : (r > 255.0f ? 255.0f : r));
-    }
+    for (int v = 0; v < 256; v++) /* QuantizeLinear's arithmetic, as quant.c has it */
+        cge__q8_store_sat(table, yp.qt == CGE_I8, v, cge__q8_quantize(f[v], s, z));
     free(host[0]);
     char tname[256];
     cge_shape sh = CGE_SHAPE(256);
@@ -744,6 +730,211 @@ static cge_status fold_clamps(qctx *q)
     return CGE_OK;
 }
 
+/* ---- elementwise chains -------------------------------------------------------- */
+
+/* DQ x -> a graph of elementwise float ops on x alone (each other operand a
+ * one-element constant) -> one Q: torch's exports spell GELU, SiLU and
+ * HardSwish so (Div, Erf, Add, Mul, Mul), and fuse_gelu only comes later. The
+ * graph is a function of x's 256 values: a QLookup table made now by running
+ * each node's own kernel on them in order, then QuantizeLinear's arithmetic
+ * (the same bits as the unfused run, as for one unary op). */
+#define CHAIN_MAX 16
+
+static bool chain_op(const cge_node *n)
+{
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Sigmoid",
+                                      "Relu", "Exp", "Neg", "Abs", "Sqrt", "Clip", "HardSigmoid",
+                                      "HardSwish", "LeakyRelu", "Softplus", "Elu", "Gelu", "Pow",
+                                      "Min", "Max"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (cc_is_op(n, ops[i]))
+            return cge_node_num_outputs(n) == 1;
+    return false;
+}
+
+static int chain_index(const int32_t *vals, int nv, int32_t id)
+{
+    for (int i = 0; i < nv; i++)
+        if (vals[i] == id)
+            return i;
+    return -1;
+}
+
+static cge_status try_chain(qctx *q, cge_node *dq)
+{
+    int32_t x = through_casts(q, cge_node_input_id(dq, 0)), d = cge_node_output_id(dq, 0);
+    cge_tensor_desc xd, dd;
+    qparam xp, yp;
+    if (x < 0 || cge_graph_value_constant(q->g, x) || cge_graph_value_desc(q->g, x, &xd) ||
+        !is_q8(xd.dtype) || !read_params(q, dq, xd.dtype, &xp) || xp.n != 1 ||
+        cge_graph_value_desc(q->g, d, &dd) || dd.dtype != CGE_F32)
+        return CGE_OK;
+    /* the nodes reachable from d, each value read only inside, but one, read by a Q alone */
+    cge_node *S[CHAIN_MAX], *qn = NULL;
+    int32_t vals[CHAIN_MAX + 1] = {d}, o = -1;
+    int ns = 0, nv = 1;
+    for (int vi = 0; vi < nv; vi++) {
+        int32_t v = vals[vi];
+        cc_use uses[8];
+        int32_t nu = cc_uses_count(&q->u, v);
+        if (nu < 1 || nu > 8 || cge_graph_value_is_output(q->g, v))
+            return CGE_OK;
+        cc_uses_list(&q->u, v, uses, 8);
+        for (int32_t k = 0; k < nu; k++) {
+            cge_node *c = uses[k].node;
+            if (cc_is_op(c, "QuantizeLinear")) {
+                if (qn || uses[k].slot != 0 || nu != 1)
+                    return CGE_OK;
+                qn = c, o = v;
+                continue;
+            }
+            bool seen = false;
+            for (int j = 0; j < ns && !seen; j++)
+                seen = S[j] == c;
+            if (seen)
+                continue;
+            cge_tensor_desc cd = cc_out_desc(q->g, c, 0);
+            if (!chain_op(c) || ns == CHAIN_MAX || cd.dtype != CGE_F32 ||
+                !cge_shape_equal(&cd.shape, &dd.shape))
+                return CGE_OK;
+            S[ns++] = c;
+            vals[nv++] = cge_node_output_id(c, 0);
+        }
+    }
+    if (!qn || ns == 0 || !q_params(q, qn, &yp))
+        return CGE_OK;
+    for (int j = 0; j < ns; j++)
+        for (int32_t i = 0; i < cge_node_num_inputs(S[j]); i++) {
+            int32_t id = cge_node_input_id(S[j], i);
+            const cge_tensor *c = id >= 0 ? cge_graph_value_constant(q->g, id) : NULL;
+            if (id >= 0 && chain_index(vals, nv, id) < 0 && !(c && cge_shape_numel(&c->shape) == 1))
+                return CGE_OK;
+        }
+    /* evaluate in dependency order: buffers per value, vals[0] = DQ(v) */
+    float *buf[CHAIN_MAX + 1] = {NULL};
+    bool done[CHAIN_MAX] = {false};
+    cge_status st = CGE_OK;
+    bool ok = (buf[0] = malloc(sizeof(float) * 256)) != NULL;
+    for (int v = 0; ok && v < 256; v++) {
+        int32_t qv = xd.dtype == CGE_I8 ? (int32_t)(int8_t)(uint8_t)v : v;
+        buf[0][v] = (float)((int64_t)qv - zp_value(&xp, 0)) * xp.s[0];
+    }
+    for (int round = 0; ok && round < ns; round++) {
+        int j = -1;
+        for (int c = 0; c < ns && j < 0; c++) {
+            if (done[c])
+                continue;
+            bool ready = true;
+            for (int32_t i = 0; i < cge_node_num_inputs(S[c]) && ready; i++) {
+                int vi = chain_index(vals, nv, cge_node_input_id(S[c], i));
+                ready = vi < 0 || buf[vi];
+            }
+            if (ready)
+                j = c;
+        }
+        const cge_op_def *def = j >= 0 ? cc_find_op(q->cc, S[j]) : NULL;
+        const cge_kernel_def *k = def ? cge_op_find_kernel(def, "cpu", CGE_F32) : NULL;
+        int32_t ni = j >= 0 ? cge_node_num_inputs(S[j]) : 0;
+        if (!k || ni > 8) {
+            ok = false;
+            break;
+        }
+        cge_tensor ins[8];
+        for (int32_t i = 0; i < ni; i++) {
+            int32_t id = cge_node_input_id(S[j], i);
+            int vi = id >= 0 ? chain_index(vals, nv, id) : -1;
+            const cge_tensor *c = id >= 0 && vi < 0 ? cge_graph_value_constant(q->g, id) : NULL;
+            ins[i] = vi >= 0 ? (cge_tensor){.dtype = CGE_F32, .shape = CGE_SHAPE(256), .data = buf[vi]}
+                     : c     ? *c
+                             : (cge_tensor){.dtype = CGE_DTYPE_UNDEFINED};
+        }
+        cge_tensor_desc od = {.name = cge_node_output(S[j], 0), .dtype = CGE_F32,
+                              .shape = CGE_SHAPE(256)};
+        void *host[1] = {NULL};
+        if (cc_evaluate_node(q->cc, S[j], k, ins, &od, host)) {
+            free(host[0]);
+            ok = false;
+            break;
+        }
+        buf[chain_index(vals, nv, cge_node_output_id(S[j], 0))] = host[0];
+        done[j] = true;
+    }
+    int oi = chain_index(vals, nv, o);
+    if (ok && oi >= 0 && buf[oi]) {
+        uint8_t table[256];
+        float ys = yp.s[0], yz = (float)zp_value(&yp, 0);
+        for (int v = 0; v < 256; v++)
+            cge__q8_store_sat(table, yp.qt == CGE_I8, v, cge__q8_quantize(buf[oi][v], ys, yz));
+        char tname[256];
+        cge_shape sh = CGE_SHAPE(256);
+        st = cc_add_const(q->cc, q->g, "table", yp.qt, &sh, table, tname, sizeof tname);
+        const char *tin[2] = {cge_graph_value_name(q->g, x), tname};
+        cge_node *nodes[CHAIN_MAX + 2];
+        nodes[0] = dq;
+        for (int j = 0; j < ns; j++)
+            nodes[1 + j] = S[j];
+        nodes[1 + ns] = qn;
+        if (!st)
+            st = replace(q, nodes, ns + 2, qn, "QLookup", CGE_DOMAIN_FUSED, tin, 2, NULL, NULL);
+    } else {
+        cge_clear_error();
+    }
+    for (int i = 0; i < nv; i++)
+        free(buf[i]);
+    return st;
+}
+
+static cge_status tabulate_chains(qctx *q)
+{
+    int32_t nn = cge_graph_num_nodes(q->g);
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; i < nn && !st; i++) {
+        cge_node *n = cge_graph_node(q->g, i);
+        if (n && !cge_node_is_removed(n) && cc_is_op(n, "DequantizeLinear") &&
+            cge_node_num_inputs(n) >= 2 && cge_node_num_outputs(n) == 1)
+            st = try_chain(q, n);
+    }
+    return st;
+}
+
+/* The DequantizeLinear nodes the fusions left (where int8 data goes back to
+ * float: attention, LayerNorm, the outputs): per tensor, of an int8
+ * activation, they become QLookup with a float32 table of the 256 values computed
+ * with DequantizeLinear's own arithmetic (quant.c: (float)(v - z) * s). */
+static cge_status tabulate_dequantize(qctx *q)
+{
+    int32_t nn = cge_graph_num_nodes(q->g);
+    for (int32_t i = 0; i < nn; i++) {
+        cge_node *n = cge_graph_node(q->g, i);
+        if (!n || cge_node_is_removed(n) || !cc_is_op(n, "DequantizeLinear") ||
+            cge_node_num_inputs(n) < 2 || cge_node_num_outputs(n) != 1)
+            continue;
+        int32_t x = cge_node_input_id(n, 0);
+        cge_tensor_desc xd;
+        qparam p;
+        if (x < 0 || cge_graph_value_constant(q->g, x) || cge_graph_value_desc(q->g, x, &xd) ||
+            !is_q8(xd.dtype) || !read_params(q, n, xd.dtype, &p) || p.n != 1)
+            continue;
+        float table[256];
+        for (int v = 0; v < 256; v++) {
+            int32_t qv = xd.dtype == CGE_I8 ? (int32_t)(int8_t)(uint8_t)v : v;
+            table[v] = (float)((int64_t)qv - zp_value(&p, 0)) * p.s[0];
+        }
+        char tname[256];
+        cge_shape sh = CGE_SHAPE(256);
+        cge_status st = cc_add_const(q->cc, q->g, "dq_table", CGE_F32, &sh, table, tname,
+                                     sizeof tname);
+        const char *ins[2] = {cge_graph_value_name(q->g, x), tname};
+        cge_node *nodes[1] = {n};
+        if (!st)
+            st = replace(q, nodes, 1, n, "QLookup", CGE_DOMAIN_FUSED, ins, 2, NULL, NULL);
+        if (st)
+            return st;
+        q->cc->fused--; /* one node for one: a rewrite, not a fusion */
+    }
+    return CGE_OK;
+}
+
 static bool is_unary(const cge_node *n)
 {
     static const char *const ops[] = {"Relu", "Clip", "Sigmoid", "HardSwish", "HardSigmoid",
@@ -797,7 +988,11 @@ cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g)
     if (!st)
         st = cc_pass_dce(ctx, g);
     if (!st && !(st = cc_uses_build(&q.u, g))) {
-        st = fold_clamps(&q);
+        st = tabulate_chains(&q);
+        if (!st)
+            st = fold_clamps(&q);
+        if (!st)
+            st = tabulate_dequantize(&q);
         cc_uses_free(&q.u);
     }
     /* descriptors and values the inference kept no longer describe the graph */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "dist/dist_internal.h"
 #include "cge/op.h"
 #include "ops/kernel_cache.h"
@@ -17,6 +18,9 @@
 
 typedef struct coll_state {
     cge__dist_node_comm *nc;   /* NULL: a world of one */
+    cge__dist_red red;         /* the node's attributes, read once at prepare */
+    int peer, tag;
+    int64_t axis;
 } coll_state;
 
 /* What the task needs, copied by cge_launch. Reorders move rank blocks
@@ -57,11 +61,10 @@ static cge_status check_reduction(cge_infer_ctx *ctx)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
                               "reduction '%s' is not one of sum, max, min, prod", r);
     cge_dtype t = ctx->inputs[0].dtype;
-    if (t == CGE_F16 || t == CGE_BF16 || t == CGE_BOOL)
+    if (t == CGE_BOOL)
         return cge_meta_error(ctx, CGE_ERR_DTYPE,
-                              "input is %s; reductions over ranks take float32, float64 and "
-                              "integer types (MPI has no %s arithmetic)",
-                              cge_dtype_name(t), cge_dtype_name(t));
+                              "input is bool; reductions over ranks take floating-point and "
+                              "integer types");
     return CGE_OK;
 }
 
@@ -207,25 +210,27 @@ static cge_status recv_infer(cge_infer_ctx *ctx)
 
 /* ---- kernels ------------------------------------------------------------------ */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* What every rank's node must agree on: op, dtype, sizes, attributes. */
 static uint64_t node_signature(const cge_kernel_ctx *ctx)
 {
-    uint64_t h = 1469598103934665603ull;
-    h = fnv(h, ctx->op_type, strlen(ctx->op_type));
+    uint64_t h = cge__fnv1a(CGE__FNV1A_SEED, ctx->op_type, strlen(ctx->op_type));
     const cge_tensor *in = &ctx->inputs[0];
     int64_t v[6] = {in->dtype, cge_shape_numel(&in->shape), cge_shape_numel(&ctx->outputs[0].shape),
                     parse_reduction(cge_attrs_get_string(ctx->attrs, "reduction", "sum")),
                     cge_attrs_get_int(ctx->attrs, "axis", 0), cge_attrs_get_int(ctx->attrs, "root", 0)};
-    h = fnv(h, v, sizeof v);
+    h = cge__fnv1a(h, v, sizeof v);
     return h | 1;
+}
+
+static cge__dist_kind kind_of(const char *op)
+{
+    if (!strcmp(op, "AllReduce")) return CGE__DIST_ALLREDUCE;
+    if (!strcmp(op, "AllGather")) return CGE__DIST_ALLGATHER;
+    if (!strcmp(op, "ReduceScatter")) return CGE__DIST_REDUCE_SCATTER;
+    if (!strcmp(op, "Broadcast")) return CGE__DIST_BROADCAST;
+    if (!strcmp(op, "AllToAll")) return CGE__DIST_ALLTOALL;
+    if (!strcmp(op, "Send")) return CGE__DIST_SEND;
+    return CGE__DIST_RECV;
 }
 
 static bool is_p2p(const char *op) { return !strcmp(op, "Send") || !strcmp(op, "Recv"); }
@@ -254,6 +259,11 @@ static cge_status coll_prepare(const cge_kernel_ctx *ctx, void **state)
     coll_state *s = calloc(1, sizeof *s);
     if (!s)
         return cge_error(CGE_LAYER_KERNEL, CGE_ERR_NO_MEMORY, "%s: out of memory", ctx->op_type);
+    s->red = (cge__dist_red)parse_reduction(cge_attrs_get_string(ctx->attrs, "reduction", "sum"));
+    s->peer = (int)cge_attrs_get_int(ctx->attrs,
+                                     kind_of(ctx->op_type) == CGE__DIST_BROADCAST ? "root" : "peer", 0);
+    s->tag = (int)cge_attrs_get_int(ctx->attrs, "tag", 0);
+    s->axis = cge_attrs_get_int(ctx->attrs, "axis", 0);
     if (comm) {
         cge_status st = cge__dist_node_comm_create(comm, ctx->op_type, ctx->node_name,
                                                    is_p2p(ctx->op_type) ? 0 : node_signature(ctx),
@@ -354,17 +364,6 @@ static void coll_task(int64_t blk, int64_t nblk, void *p)
         from_rank_major(a->out, a->ws + a->in_bytes, a->outer, P, a->chunk);
 }
 
-static cge__dist_kind kind_of(const char *op)
-{
-    if (!strcmp(op, "AllReduce")) return CGE__DIST_ALLREDUCE;
-    if (!strcmp(op, "AllGather")) return CGE__DIST_ALLGATHER;
-    if (!strcmp(op, "ReduceScatter")) return CGE__DIST_REDUCE_SCATTER;
-    if (!strcmp(op, "Broadcast")) return CGE__DIST_BROADCAST;
-    if (!strcmp(op, "AllToAll")) return CGE__DIST_ALLTOALL;
-    if (!strcmp(op, "Send")) return CGE__DIST_SEND;
-    return CGE__DIST_RECV;
-}
-
 /* Outer count and per-rank chunk bytes along `axis` of `t` split into P. */
 static void split_dims(const cge_tensor *t, int64_t axis_attr, int P, int64_t *outer, size_t *chunk)
 {
@@ -403,9 +402,7 @@ static cge_status coll_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                    .out_bytes = cge_tensor_nbytes(ctx->outputs[0].dtype, &ctx->outputs[0].shape),
                    .ws = ctx->workspace};
     a.x = (cge__dist_xfer){
-        .kind = k, .red = parse_reduction(cge_attrs_get_string(ctx->attrs, "reduction", "sum")),
-        .peer = (int)cge_attrs_get_int(ctx->attrs, k == CGE__DIST_BROADCAST ? "root" : "peer", 0),
-        .tag = (int)cge_attrs_get_int(ctx->attrs, "tag", 0),
+        .kind = k, .red = s->red, .peer = s->peer, .tag = s->tag,
         .dtype = ctx->outputs[0].dtype, .op_type = ctx->op_type, .node_name = ctx->node_name};
     if (k == CGE__DIST_RECV) {
         a.in = a.out;
@@ -419,10 +416,9 @@ static cge_status coll_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         a.x.count = n;
         if (k == CGE__DIST_REDUCE_SCATTER || k == CGE__DIST_ALLTOALL) {
             a.x.count = n / P;
-            split_dims(in, cge_attrs_get_int(ctx->attrs, "axis", 0), P, &a.outer, &a.chunk);
+            split_dims(in, s->axis, P, &a.outer, &a.chunk);
         } else if (k == CGE__DIST_ALLGATHER) {
-            split_dims(&ctx->outputs[0], cge_attrs_get_int(ctx->attrs, "axis", 0), P, &a.outer,
-                       &a.chunk);
+            split_dims(&ctx->outputs[0], s->axis, P, &a.outer, &a.chunk);
         }
         if (!s->nc && a.in_bytes != a.out_bytes)
             return cge_kernel_error(ctx, CGE_ERR_STATE, "world_size does not match a world of one");

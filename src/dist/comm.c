@@ -325,6 +325,52 @@ void cge__dist_node_comm_destroy(cge__dist_node_comm *nc)
     free(nc);
 }
 
+/* float16 and bfloat16: MPI has no arithmetic on them, so each is a derived
+ * 16-bit type of its own and each reduction a user operation that widens to
+ * float32, combines, and rounds back (to nearest even): a ring over P ranks
+ * rounds P - 1 times, as reducing in the type itself does elsewhere. The
+ * types and operations are made once, after MPI is initialised. */
+static MPI_Datatype half_types[2]; /* [0] float16, [1] bfloat16 */
+static MPI_Op half_ops[4];          /* by cge__dist_red */
+static pthread_once_t half_once = PTHREAD_ONCE_INIT;
+static int half_ready;
+
+static float half_get(bool bf16, uint16_t v) { return bf16 ? cge_bf16_to_f32(v) : cge_f16_to_f32(v); }
+static uint16_t half_put(bool bf16, float f) { return bf16 ? cge_f32_to_bf16(f) : cge_f32_to_f16(f); }
+
+static void half_reduce(void *in, void *inout, int *len, MPI_Datatype *dt, cge__dist_red red)
+{
+    bool bf16 = *dt == half_types[1];
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) {
+        float x = half_get(bf16, a[i]), y = half_get(bf16, b[i]);
+        float r = red == CGE__RED_MAX ? (x > y || x != x ? x : y)
+                  : red == CGE__RED_MIN ? (x < y || x != x ? x : y)
+                  : red == CGE__RED_PROD ? x * y : x + y;
+        b[i] = half_put(bf16, r);
+    }
+}
+
+static void half_sum(void *a, void *b, int *n, MPI_Datatype *t) { half_reduce(a, b, n, t, CGE__RED_SUM); }
+static void half_max(void *a, void *b, int *n, MPI_Datatype *t) { half_reduce(a, b, n, t, CGE__RED_MAX); }
+static void half_min(void *a, void *b, int *n, MPI_Datatype *t) { half_reduce(a, b, n, t, CGE__RED_MIN); }
+static void half_prod(void *a, void *b, int *n, MPI_Datatype *t) { half_reduce(a, b, n, t, CGE__RED_PROD); }
+
+static void half_init(void)
+{
+    MPI_User_function *fns[4] = {[CGE__RED_SUM] = half_sum, [CGE__RED_MAX] = half_max,
+                                 [CGE__RED_MIN] = half_min, [CGE__RED_PROD] = half_prod};
+    for (int k = 0; k < 2; k++)
+        if (MPI_Type_contiguous(1, MPI_UINT16_T, &half_types[k]) != MPI_SUCCESS ||
+            MPI_Type_commit(&half_types[k]) != MPI_SUCCESS)
+            return;
+    for (int r = 0; r < 4; r++)
+        if (MPI_Op_create(fns[r], 1, &half_ops[r]) != MPI_SUCCESS)
+            return;
+    half_ready = 1;
+}
+
 static MPI_Datatype mpi_type(cge_dtype t)
 {
     switch (t) {
@@ -339,14 +385,16 @@ static MPI_Datatype mpi_type(cge_dtype t)
     case CGE_I64: return MPI_INT64_T;
     case CGE_U64: return MPI_UINT64_T;
     case CGE_BOOL: return MPI_UINT8_T;
-    case CGE_F16:
-    case CGE_BF16: return MPI_UINT16_T; /* moved as bits; never reduced (meta refuses) */
+    case CGE_F16: return half_types[0];
+    case CGE_BF16: return half_types[1];
     default: return MPI_DATATYPE_NULL;
     }
 }
 
-static MPI_Op mpi_op(cge__dist_red r)
+static MPI_Op mpi_op(cge__dist_red r, cge_dtype t)
 {
+    if (t == CGE_F16 || t == CGE_BF16)
+        return half_ops[r];
     switch (r) {
     case CGE__RED_MAX: return MPI_MAX;
     case CGE__RED_MIN: return MPI_MIN;
@@ -366,6 +414,14 @@ cge_status cge__dist_exchange(cge__dist_node_comm *nc, const cge__dist_xfer *x, 
                  x->op_type, x->node_name, x->count, INT32_MAX);
         return CGE_ERR_UNSUPPORTED;
     }
+    if (x->dtype == CGE_F16 || x->dtype == CGE_BF16) {
+        pthread_once(&half_once, half_init);
+        if (!half_ready) {
+            snprintf(msg, msg_size, "%s '%s': MPI refused the %s type or its reductions",
+                     x->op_type, x->node_name, cge_dtype_name(x->dtype));
+            return CGE_ERR_STATE;
+        }
+    }
     int n = (int)x->count, P = c->size;
     MPI_Datatype dt = mpi_type(x->dtype);
     size_t esz = cge_dtype_size(x->dtype);
@@ -375,7 +431,7 @@ cge_status cge__dist_exchange(cge__dist_node_comm *nc, const cge__dist_xfer *x, 
     int rc;
     switch (x->kind) {
     case CGE__DIST_ALLREDUCE:
-        rc = MPI_Iallreduce(sendbuf, x->recv, n, dt, mpi_op(x->red), nc->comm, &req);
+        rc = MPI_Iallreduce(sendbuf, x->recv, n, dt, mpi_op(x->red, x->dtype), nc->comm, &req);
         sent = x->count;
         break;
     case CGE__DIST_ALLGATHER:
@@ -383,7 +439,7 @@ cge_status cge__dist_exchange(cge__dist_node_comm *nc, const cge__dist_xfer *x, 
         sent = x->count;
         break;
     case CGE__DIST_REDUCE_SCATTER:
-        rc = MPI_Ireduce_scatter_block(x->send, x->recv, n, dt, mpi_op(x->red), nc->comm, &req);
+        rc = MPI_Ireduce_scatter_block(x->send, x->recv, n, dt, mpi_op(x->red, x->dtype), nc->comm, &req);
         sent = x->count * P;
         break;
     case CGE__DIST_BROADCAST:

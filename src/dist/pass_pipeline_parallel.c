@@ -576,6 +576,10 @@ cge_status cge_dist_pipeline_parallel_micro(const cge_graph *g, int pp, int rank
     cge_graph_destroy(full);
     if (!st)
         st = cge_graph_verify(mb);
+    /* The micro-batch copies were added without descs: infer them, so that
+     * the Sends' sizes below are known (they read 0 bytes before). */
+    if (!st)
+        st = cge_graph_infer(mb);
     bytes = 0; /* what this rank's Sends hand MPI per run */
     for (int32_t j = 0; !st && j < cge_graph_num_nodes(mb); j++) {
         cge_node *n = cge_graph_node(mb, j);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "cge/compiler.h"
 #include "cge/dist.h"
 #include "cge/op.h"
@@ -151,10 +152,7 @@ static bool add_part(region *R, cge_node *n, int32_t input, int32_t axis, int64_
     char key[80];
     if (!c || !shard_const(c, axis, block, R->P, R->r, &part))
         return false;
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = c->data;
-    for (size_t i = 0; i < c->bytes; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
+    uint64_t h = cge__fnv1a(CGE__FNV1A_SEED, c->data, c->bytes);
     h ^= (uint64_t)c->shape.dims[0] * 31 + (uint64_t)c->shape.rank;
     snprintf(key, sizeof key, "tp%d/%016llx/a%d_b%lld", R->r, (unsigned long long)h, (int)axis,
              (long long)block);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/shared_block.h"
+#include "ir/constant_block.h"
 #include "ir/graph_internal.h"
 
 #define NONE_STR ""
@@ -194,8 +195,41 @@ cge_status cge_graph_add_input(cge_graph *g, const char *name, cge_dtype dtype,
     return CGE_OK;
 }
 
+/* `block`: a shared block the graph takes (its reference, on failure too);
+ * NULL: a block copied from `data`. */
+static cge_status add_constant(cge_graph *g, const char *name, cge_dtype dtype,
+                               const cge_shape *shape, const void *data, size_t bytes, void *block);
+static cge_status add_constant_checked(cge_graph *g, const char *name, cge_dtype dtype,
+                                       const cge_shape *shape, const void *data, size_t bytes,
+                                       void *block);
+
 cge_status cge_graph_add_constant(cge_graph *g, const char *name, cge_dtype dtype,
                                   const cge_shape *shape, const void *data, size_t bytes)
+{
+    return add_constant(g, name, dtype, shape, data, bytes, NULL);
+}
+
+cge_status cge__graph_add_constant_block(cge_graph *g, const char *name, cge_dtype dtype,
+                                        const cge_shape *shape, void *block, size_t bytes)
+{
+    cge_status st = block ? add_constant(g, name, dtype, shape, block, bytes, block)
+                          : cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
+                                      "constant '%s': block is NULL", name ? name : "");
+    return st;
+}
+
+static cge_status add_constant(cge_graph *g, const char *name, cge_dtype dtype,
+                               const cge_shape *shape, const void *data, size_t bytes, void *block)
+{
+    cge_status st = add_constant_checked(g, name, dtype, shape, data, bytes, block);
+    if (st != CGE_OK)
+        cge__block_unref(block);
+    return st;
+}
+
+static cge_status add_constant_checked(cge_graph *g, const char *name, cge_dtype dtype,
+                                       const cge_shape *shape, const void *data, size_t bytes,
+                                       void *block)
 {
     if (!g)
         return null_graph("cge_graph_add_constant");
@@ -231,14 +265,15 @@ cge_status cge_graph_add_constant(cge_graph *g, const char *name, cge_dtype dtyp
     cge__ir_const *c = calloc(1, sizeof *c);
     if (!c)
         return oom("adding constant", name);
-    c->t.data = cge__block_new(data, bytes);
+    c->t.data = block ? block : cge__block_new(data, bytes);
     int32_t idx = -1;
     if (!c->t.data)
         st = oom("copying constant", name);
     else
         st = value_intern(g, name, &idx);
     if (st != CGE_OK) {
-        cge__block_unref(c->t.data);
+        if (!block)
+            cge__block_unref(c->t.data);
         free(c);
         return st;
     }

@@ -59,6 +59,8 @@ typedef struct cge__ir_const {
                               (base/shared_block.h): immutable, clones share it, so
                               a compile's copy of the graph copies no weights */
     bool removed;          /* detached by cge_graph_remove_constant, dropped by compact */
+    bool released;         /* its bytes let go (cge__graph_release_constant_data):
+                              t.data is NULL, the descriptor stays */
 } cge__ir_const;
 
 struct cge_attrs {

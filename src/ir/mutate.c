@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/shared_block.h"
+#include "ir/constant_block.h"
 #include "ir/graph_internal.h"
 
 static cge_status bad_arg(const char *fn, const char *what)
@@ -229,6 +230,20 @@ cge_status cge_graph_remove_constant(cge_graph *g, const char *name)
     v->kind = CGE_IR_VALUE_REF;
     v->def = -1;
     return CGE_OK;
+}
+
+bool cge__graph_release_constant_data(cge_graph *g, const char *name, const void *data)
+{
+    int32_t id = g && name ? cge__strmap_get(&g->value_map, name) : -1;
+    if (id < 0 || g->values[id].kind != CGE_IR_VALUE_CONST)
+        return false;
+    cge__ir_const *c = g->consts[g->values[id].def];
+    if (c->released || !c->t.data || c->t.data != data)
+        return false;
+    cge__block_unref(c->t.data);
+    c->t.data = NULL;
+    c->released = true;
+    return true;
 }
 
 cge_status cge_graph_compact(cge_graph *g)

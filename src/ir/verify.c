@@ -265,6 +265,12 @@ cge_status cge_graph_verify_structure(const cge_graph *g)
                 return cge__ir_node_error(n, CGE_ERR_NOT_FOUND,
                                          "input '%s' is not defined " UNDEFINED_HINT,
                                          g->values[vi].name);
+            if (vi >= 0 && g->values[vi].kind == CGE_IR_VALUE_CONST &&
+                g->consts[g->values[vi].def]->released)
+                return cge__ir_node_error(n, CGE_ERR_INVALID_ARG,
+                                         "constant '%s' has no data: a session released it once "
+                                         "its kernel had packed it (compile the original graph)",
+                                         g->values[vi].name);
         }
     }
     for (int32_t i = 0; i < g->num_outputs; i++) {

@@ -171,32 +171,8 @@ static const char *const feature_names[CGE_CPU_NUM_FEATURES] = {
     "sse2", "sse3", "ssse3", "sse4_1", "sse4_2", "popcnt", "avx", "avx2",
     "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"};
 
-uint64_t cge_cpu_features(void)
-{
-    uint64_t f = 0;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    f |= __builtin_cpu_supports("sse2") ? CGE_CPU_SSE2 : 0;
-    f |= __builtin_cpu_supports("sse3") ? CGE_CPU_SSE3 : 0;
-    f |= __builtin_cpu_supports("ssse3") ? CGE_CPU_SSSE3 : 0;
-    f |= __builtin_cpu_supports("sse4.1") ? CGE_CPU_SSE4_1 : 0;
-    f |= __builtin_cpu_supports("sse4.2") ? CGE_CPU_SSE4_2 : 0;
-    f |= __builtin_cpu_supports("popcnt") ? CGE_CPU_POPCNT : 0;
-    f |= __builtin_cpu_supports("avx") ? CGE_CPU_AVX : 0;
-    f |= __builtin_cpu_supports("avx2") ? CGE_CPU_AVX2 : 0;
-    f |= __builtin_cpu_supports("fma") ? CGE_CPU_FMA : 0;
-    f |= __builtin_cpu_supports("bmi2") ? CGE_CPU_BMI2 : 0;
-    f |= __builtin_cpu_supports("avx512f") ? CGE_CPU_AVX512F : 0;
-    f |= __builtin_cpu_supports("avx512bw") ? CGE_CPU_AVX512BW : 0;
-    f |= __builtin_cpu_supports("avx512vl") ? CGE_CPU_AVX512VL : 0;
-    f |= __builtin_cpu_supports("avx512vnni") ? CGE_CPU_AVX512VNNI : 0;
-    f |= __builtin_cpu_supports("avx512bf16") ? CGE_CPU_AVX512BF16 : 0;
-    /* F16C has no name in every compiler's list: it comes with AVX2 on every
-     * x86 that has AVX2. */
-    f |= (f & CGE_CPU_AVX2) ? CGE_CPU_F16C : 0;
-#endif
-    return f;
-}
+/* cge_cpu_features itself lives in src/base/cpu_features.c, where the
+ * kernels reach it too. */
 
 /* What the compiler was told it may use everywhere (-march): kernels built
  * without runtime dispatch assume these. Wider instructions (per-ISA clones,

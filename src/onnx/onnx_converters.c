@@ -338,7 +338,22 @@ static const cge_op_library library = {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static cge_status registered;
 
-static void register_once(void) { registered = cge_op_register_library(&library); }
+/* The opset 19-21 and com.microsoft QOperator converters (onnx_opset21.c,
+ * onnx_qoperator.c) are libraries of their own, registered with this one. */
+static void register_once(void)
+{
+    registered = cge_op_register_library(&library);
+    if (!registered)
+        registered = cge_op_register_library(cge__onnx_opset21_library());
+    if (!registered)
+        registered = cge_op_register_library(cge__onnx_qoperator_library());
+}
+
+void cge__onnx_fresh_name(const cge_graph *dst, const char *base, const char *suffix, char *buf,
+                          size_t size)
+{
+    fresh_name(dst, base, suffix, buf, size);
+}
 
 cge_status cge_onnx_register_converters(void)
 {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "base/file.h"
+#include "ir/constant_block.h"
 #include "onnx/onnx_internal.h"
 #include "cge/op.h"
 
@@ -757,6 +758,8 @@ static cge_status import_node(graph_build *b, const Onnx__NodeProto *np, size_t 
     for (size_t a = 0; !st && a < np->n_attribute; a++)
         if (!promoted[a])
             st = set_attr(b, node, np->attribute[a], cge_node_attrs(src));
+    if (!st) /* a 4-bit zero point's type, lost once unpacked (onnx_opset21.c) */
+        st = as_io(cx, cge__onnx_note_4bit_output(b->gp, np, opset, src), node);
     if (!st && outer.n) {
         cge_attr names = {.name = "outer_names", .kind = CGE_ATTR_STRINGS,
                           .strings = outer.v, .n = (int64_t)outer.n};
@@ -909,12 +912,22 @@ static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int dep
         }
         char what[512];
         snprintf(what, sizeof what, "initializer '%s'", tp->name);
+        /* The weights' one copy: from the model's bytes (or an external
+         * file's mapping) into the graph's constant. */
         cge_tensor t;
-        st = cge__onnx_decode_tensor(cx, tp, what, &t);
-        if (!st) {
+        onnx_bytes how;
+        const onnx_raw *raw = is_main && i < cx->num_raw ? &cx->raw[i] : NULL;
+        st = cge__onnx_view_tensor(cx, tp, what, raw, &t, &how);
+        if (!st && how == ONNX_BYTES_MAPPED) {
+            void *block = cge__onnx_copy_mapped(cx, t.data, t.bytes);
+            st = block ? as_io(cx, cge__graph_add_constant_block(b.dst, tp->name, t.dtype, &t.shape,
+                                                                  block, t.bytes), what)
+                       : oom();
+        } else if (!st) {
             st = as_io(cx, cge_graph_add_constant(b.dst, tp->name, t.dtype, &t.shape, t.data,
                                                   t.bytes), what);
-            free(t.data);
+            if (how == ONNX_BYTES_OWNED)
+                free(t.data);
         }
     }
     if (!st)
@@ -949,8 +962,12 @@ static cge_status import_graph(onnx_ctx *cx, const Onnx__GraphProto *gp, int dep
 
 /* ---- entry points ------------------------------------------------------- */
 
+/* `own`: the importer's own read-only mapping of the file, which data is
+ * (NULL: the caller's bytes): initializers are read from the file and its
+ * pages may be dropped. */
 static cge_status import_model(const void *data, size_t size, const char *base_dir,
-                               const char *label, const cge_onnx_options *opts, cge_graph **out)
+                               const char *label, const cge_onnx_options *opts,
+                               const onnx_mapping *own, cge_graph **out)
 {
     if (!out)
         return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "onnx import: out is NULL");
@@ -960,15 +977,31 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
     cge_status st = cge_onnx_register_converters();
     if (st)
         return st;
-    onnx_ctx cx = {.label = label, .base_dir = base_dir, .opts = opts ? opts : &no_options};
+    onnx_ctx cx = {.label = label, .base_dir = base_dir, .opts = opts ? opts : &no_options,
+                   .own_buffer = own != NULL, .model_map = own, .cache_ext = true};
     if (size == 0)
         return cge__onnx_io_error(&cx, "empty input: not an ONNX model");
     st = cge__onnx_check_wire(&cx, data, size, &onnx__model_proto__descriptor);
     if (st)
         return st;
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
-    if (!m)
+    /* protobuf-c copies every bytes field: it unpacks a copy without the
+     * initializers' raw_data, which stays in `data` until the graph's
+     * constants take it (one copy of the weights, not three). */
+    uint8_t *slim = NULL;
+    size_t slim_size = 0, num_raw = 0;
+    onnx_raw *raw = NULL;
+    st = cge__onnx_slim_model(&cx, data, size, &slim, &slim_size, &raw, &num_raw);
+    if (st)
+        return st;
+    cx.raw = raw;
+    cx.num_raw = num_raw;
+    Onnx__ModelProto *m = slim ? onnx__model_proto__unpack(NULL, slim_size, slim)
+                               : onnx__model_proto__unpack(NULL, size, data);
+    free(slim);
+    if (!m) {
+        free(raw);
         return cge__onnx_io_error(&cx, "not a valid ONNX model (protobuf decoding failed)");
+    }
     if (!m->graph)
         st = cge__onnx_io_error(&cx, "the model has no graph");
     if (!st && m->n_opset_import == 0)
@@ -992,6 +1025,8 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
     if (!st)
         st = import_graph(&cx, m->graph, 0, true, out);
     free(cx.opsets);
+    free(raw);
+    cge__onnx_unmap_external(&cx);
     onnx__model_proto__free_unpacked(m, NULL);
     return st;
 }
@@ -999,7 +1034,7 @@ static cge_status import_model(const void *data, size_t size, const char *base_d
 cge_status cge_onnx_import_buffer(const void *data, size_t size, const char *base_dir,
                                   const cge_onnx_options *opts, cge_graph **out)
 {
-    return import_model(data, size, base_dir, "<buffer>", opts, out);
+    return import_model(data, size, base_dir, "<buffer>", opts, NULL, out);
 }
 
 cge_status cge_onnx_import_file(const char *path, const cge_onnx_options *opts, cge_graph **out)
@@ -1008,26 +1043,18 @@ cge_status cge_onnx_import_file(const char *path, const cge_onnx_options *opts, 
         *out = NULL;
     if (!path || !path[0])
         return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "onnx import: no path");
+    /* Mapped, not read: the weights are copied once, from the page cache
+     * into the graph, and their pages dropped as they are. */
     const char *why = NULL;
-    size_t size = 0;
-    FILE *f = cge__fopen_regular(path, &size, &why);
-    if (!f)
+    onnx_mapping map;
+    cge_status st = cge__onnx_map_file(path, &map, &why);
+    if (st == CGE_ERR_NO_MEMORY)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory", path);
+    if (st)
         return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: cannot open: %s", path, why);
-    void *data = malloc(size ? size : 1);
-    if (!data) {
-        fclose(f);
-        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory (%zu bytes)", path,
-                         size);
-    }
-    size_t got = size ? fread(data, 1, size, f) : 0;
-    fclose(f);
-    if (got != size) {
-        free(data);
-        return cge_error(CGE_LAYER_IO, CGE_ERR_IO, "%s: read %zu of %zu bytes", path, got, size);
-    }
     char *dir = dup_bytes(path, strlen(path));
     if (!dir) {
-        free(data);
+        cge__onnx_unmap(&map);
         return oom();
     }
     char *slash = strrchr(dir, '/');
@@ -1037,8 +1064,8 @@ cge_status cge_onnx_import_file(const char *path, const cge_onnx_options *opts, 
         dir[1] = '\0';
     else
         *slash = '\0';
-    cge_status st = import_model(data, size, dir, path, opts, out);
+    st = import_model(map.data, map.size, dir, path, opts, map.mapped ? &map : NULL, out);
     free(dir);
-    free(data);
+    cge__onnx_unmap(&map);
     return st;
 }

@@ -33,7 +33,7 @@ typedef struct qval {
     int32_t alias_of;                  /* V_ALIAS: the value whose DQ produces it */
     const char *q_src, *dq_name;       /* V_QDQ: Q input and DQ output names */
     float scale;
-    uint8_t zp;
+    uint8_t zp;                        /* uint8, or int8's bits (activation_type 1, 2) */
     int32_t fold_to;                   /* a Relu/Clip folded into its range: its output */
     int32_t renamed_uses;              /* initializer uses now reading a DequantizeLinear */
 } qval;
@@ -62,8 +62,9 @@ typedef struct qweight {
     void *zps;
     size_t zp_bytes;
     cge_dtype zp_dtype;
-    int64_t dims_q[4];                 /* MatMulNBits B: [N, blocks, blob] */
+    int64_t dims_q[4];                 /* MatMulNBits B: [N, blocks, blob]; blocked DQ: [K, N] */
     int rank_q;
+    int64_t block;                     /* kind 4 (blocked DQ, opset 21): block_size along axis 0 */
 } qweight;
 
 typedef struct qctx {
@@ -76,6 +77,7 @@ typedef struct qctx {
     Onnx__ModelProto *m;
     Onnx__GraphProto *g;
     int64_t opset, opset_out;
+    bool upgrade_reduce;               /* main-graph Reduce* rewritten to 18's axes input */
     cge__strmap vmap;                  /* value name -> index */
     cge__strmap taken;                 /* every name in use (values, nodes) */
     qval *v;
@@ -377,6 +379,9 @@ static bool const_scalar(qctx *q, int32_t v, float *out)
  * the same way). */
 static bool foldable_act(qctx *q, const Onnx__NodeProto *np)
 {
+    /* a symmetric range around 0 keeps the negatives: nothing clips them */
+    if (q->o->activation_type == 2)
+        return false;
     if (!strcmp(np->op_type, "Relu"))
         return true;
     float lo = -INFINITY, hi = INFINITY;
@@ -533,6 +538,27 @@ static void act_params(float rmin, float rmax, float *scale, uint8_t *zp)
     *scale = (float)s;
     double z = nearbyint(-lo / *scale);
     *zp = (uint8_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+}
+
+/* An activation's scale and zero point for the chosen type: uint8 as above;
+ * int8 the same range shifted by 128; int8 symmetric over max|x| with zero
+ * point 0 (ONNX Runtime's ActivationSymmetric, in [-127, 127]). */
+static void act_params_for(const qctx *q, float rmin, float rmax, float *scale, uint8_t *zp)
+{
+    if (q->o->activation_type == 2) {
+        double a = fmax(fabs((double)rmin), fabs((double)rmax)), s = a / 127.0;
+        *scale = s > 0 && isfinite(s) ? (float)s : 1.0f;
+        *zp = 0;
+        return;
+    }
+    act_params(rmin, rmax, scale, zp);
+    if (q->o->activation_type == 1)
+        *zp = (uint8_t)(int8_t)((int)*zp - 128);
+}
+
+static cge_dtype act_dtype(const qctx *q)
+{
+    return q->o->activation_type ? CGE_I8 : CGE_U8;
 }
 
 static qweight *new_weight(qctx *q, int32_t init, int axis, int kind)
@@ -793,7 +819,7 @@ static cge_status apply_qdq(qctx *q, const cge__qrange *ranges, const int32_t *r
             }
             continue;
         }
-        act_params(r->rmin, r->rmax, &x->scale, &x->zp);
+        act_params_for(q, r->rmin, r->rmax, &x->scale, &x->zp);
     }
     for (int32_t i = 0; i < (int32_t)q->g->n_node; i++) {
         qnode *qn = &q->n[i];
@@ -850,6 +876,28 @@ static cge_status apply_qdq(qctx *q, const cge__qrange *ranges, const int32_t *r
 
 /* ---- weight-only: MatMulNBits ------------------------------------------- */
 
+/* Column n's block of K rows k0 .. k0 + len of the [K, N] float weights x:
+ * asymmetric over [min(w, 0), max(w, 0)] in `levels` steps; writes the
+ * scale and returns the zero point. */
+static int block_params(const float *x, int64_t N, int64_t n, int64_t k0, int64_t len,
+                        int levels, float *scale)
+{
+    float lo = 0, hi = 0;
+    for (int64_t k = 0; k < len; k++) {
+        float v = x[(k0 + k) * N + n];
+        if (isfinite(v)) {
+            lo = fminf(lo, v);
+            hi = fmaxf(hi, v);
+        }
+    }
+    float s = (hi - lo) / levels;
+    if (!(s > 0))
+        s = 1.0f;
+    *scale = s;
+    double zd = nearbyint(-lo / s);
+    return zd < 0 ? 0 : zd > levels ? levels : (int)zd;
+}
+
 /* ONNX Runtime's layout: B uint8 [N, blocks, block_size * bits / 8] with
  * each column's K values in blocks, codes packed low bits first; scales
  * float [N * blocks]; zero points uint8, per column ceil(blocks * bits / 8)
@@ -872,19 +920,8 @@ static cge_status pack_nbits(qctx *q, qweight *w, const cge_tensor *t, int bits,
     for (int64_t n = 0; n < N; n++)
         for (int64_t k0 = 0, blk = 0; k0 < K; k0 += bs, blk++) {
             int64_t len = K - k0 < bs ? K - k0 : bs;
-            float lo = 0, hi = 0;
-            for (int64_t k = 0; k < len; k++) {
-                float v = x[(k0 + k) * N + n];
-                if (isfinite(v)) {
-                    lo = fminf(lo, v);
-                    hi = fmaxf(hi, v);
-                }
-            }
-            float s = (hi - lo) / levels;
-            if (!(s > 0))
-                s = 1.0f;
-            double zd = nearbyint(-lo / s);
-            int zp = zd < 0 ? 0 : zd > levels ? levels : (int)zd;
+            float s;
+            int zp = block_params(x, N, n, k0, len, levels, &s);
             w->scales[n * blocks + blk] = s;
             uint8_t *zrow = (uint8_t *)w->zps + n * zp_col;
             if (bits == 8)
@@ -916,10 +953,67 @@ static cge_status pack_nbits(qctx *q, qweight *w, const cge_tensor *t, int bits,
     return CGE_OK;
 }
 
+/* The same codes as pack_nbits (asymmetric per block of K, per column), kept
+ * in the weight's own [K, N] layout for DequantizeLinear 21 with
+ * block_size: W uint4 (two codes a byte, low nibble first, ONNX's packing)
+ * or uint8, scales float and zero points uint4 / uint8 [blocks, N]. */
+static cge_status pack_blocked_dq(qweight *w, const cge_tensor *t, int bits, int64_t bs)
+{
+    int64_t K = t->shape.dims[0], N = t->shape.dims[1], blocks = (K + bs - 1) / bs;
+    size_t nq = bits == 4 ? (size_t)(K * N + 1) / 2 : (size_t)(K * N);
+    size_t nz = bits == 4 ? (size_t)(blocks * N + 1) / 2 : (size_t)(blocks * N);
+    const float *x = t->data;
+    uint8_t *b = calloc(nq + 1, 1);
+    w->scales = malloc(sizeof(float) * (size_t)(N * blocks));
+    w->zps = calloc(nz + 1, 1);
+    if (!b || !w->scales || !w->zps) {
+        free(b);
+        return oom();
+    }
+    const int levels = (1 << bits) - 1;
+    uint8_t *zp_out = w->zps;
+    for (int64_t blk = 0; blk < blocks; blk++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t k0 = blk * bs, len = K - k0 < bs ? K - k0 : bs, p = blk * N + n;
+            float s;
+            int zp = block_params(x, N, n, k0, len, levels, &s);
+            w->scales[p] = s;
+            if (bits == 8)
+                zp_out[p] = (uint8_t)zp;
+            else
+                zp_out[p / 2] |= (uint8_t)(zp << (4 * (p & 1)));
+            for (int64_t k = 0; k < len; k++) {
+                int64_t i = (k0 + k) * N + n;
+                double v = nearbyint(x[i] / s) + zp;
+                int c = v < 0 ? 0 : v > levels ? levels : (int)v;
+                if (bits == 8)
+                    b[i] = (uint8_t)c;
+                else
+                    b[i / 2] |= (uint8_t)(c << (4 * (i & 1)));
+            }
+        }
+    w->n_scales = N * blocks;
+    w->zp_bytes = nz;
+    /* cge's dtype numbers are ONNX's; 21 (UINT4) has no cge dtype, the
+     * writer only passes the number on */
+    w->zp_dtype = bits == 4 ? (cge_dtype)21 : CGE_U8;
+    w->q = (cge_tensor){.dtype = w->zp_dtype, .data = b, .bytes = nq};
+    w->dims_q[0] = K;
+    w->dims_q[1] = N;
+    w->rank_q = 2;
+    w->axis = 0;
+    w->block = bs;
+    return CGE_OK;
+}
+
 static cge_status decide_nbits(qctx *q)
 {
     int bits = q->o->weights_only_bits;
     int64_t bs = q->o->block_size ? q->o->block_size : 32;
+    if (q->o->weights_only_format != 0 && q->o->weights_only_format != 1)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "quantize: weights_only_format is 0 (MatMulNBits) or 1 "
+                         "(DequantizeLinear), not %d", (int)q->o->weights_only_format);
     if (bits != 4 && bits != 8)
         return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
                          "quantize: --weights-only takes int8 or int4 (bits 8 or 4), not %d", bits);
@@ -947,20 +1041,26 @@ static cge_status decide_nbits(qctx *q)
             if (q->w[k].init == q->v[bv].cinit)
                 wk = k;
         if (wk < 0) {
-            qweight *w = new_weight(q, q->v[bv].cinit, -1, 3);
+            bool dq = q->o->weights_only_format == 1;
+            qweight *w = new_weight(q, q->v[bv].cinit, -1, dq ? 4 : 3);
             if (!w)
                 return oom();
-            cge_status st = pack_nbits(q, w, t, bits, bs);
+            cge_status st = dq ? pack_blocked_dq(w, t, bits, bs) : pack_nbits(q, w, t, bits, bs);
             if (!st)
-                st = name_weight(q, w, q->g->initializer[q->v[bv].cinit]->name, false);
+                st = name_weight(q, w, q->g->initializer[q->v[bv].cinit]->name, dq);
             if (st)
                 return st;
             wk = q->nw - 1;
             q->rep->weights++;
         }
-        q->n[i].kind = N_NBITS;
-        q->n[i].nbits = wk;
-        q->v[bv].renamed_uses++;
+        if (q->o->weights_only_format == 1) {
+            q->n[i].kind = N_QUANT;
+            use_weight(q, i, 1, bv, &q->w[wk]);
+        } else {
+            q->n[i].kind = N_NBITS;
+            q->n[i].nbits = wk;
+            q->v[bv].renamed_uses++;
+        }
         q->rep->nodes_quantized++;
     }
     if (!q->rep->nodes_quantized)
@@ -983,24 +1083,46 @@ static const struct {
     {"Slice", 10},   {"TopK", 10},      {"Upsample", 10},  {"Clip", 11},   {"Pad", 11},
     {"Resize", 11},  {"Scatter", 11},   {"Dropout", 12},   {"Squeeze", 13}, {"Unsqueeze", 13},
     {"Split", 13},   {"ReduceSum", 13}, {"Softmax", 13},   {"LogSoftmax", 13}, {"Hardmax", 13},
+    /* 18 moved the other reductions' axes to an input; 20 and 21 changed
+     * these (what an opset-21 weight-only output must not cross) */
+    {"ReduceMean", 18}, {"ReduceMax", 18}, {"ReduceMin", 18}, {"ReduceProd", 18},
+    {"ReduceL1", 18},   {"ReduceL2", 18},  {"ReduceLogSum", 18}, {"ReduceLogSumExp", 18},
+    {"ReduceSumSquare", 18}, {"GridSample", 20}, {"DFT", 20}, {"GroupNormalization", 21},
 };
 
-static const char *breaking_op(const Onnx__GraphProto *g, int64_t from, int64_t to, int depth)
+/* A reduction whose axes attribute 18 moved to an input. */
+static bool reduce18(const Onnx__NodeProto *np)
+{
+    if (!is_default_domain(np->domain) || !np->op_type || strncmp(np->op_type, "Reduce", 6) ||
+        !strcmp(np->op_type, "ReduceSum"))
+        return false;
+    for (size_t k = 0; k < sizeof opset_breaks / sizeof *opset_breaks; k++)
+        if (!strcmp(np->op_type, opset_breaks[k].op))
+            return opset_breaks[k].version == 18;
+    return false;
+}
+
+/* The first operator of g (nested graphs included) whose definition broke
+ * between opsets from and to; with upgrade18, the main graph's reductions
+ * (which write_reduce18 rewrites) do not count. */
+static const char *breaking_op_ex(const Onnx__GraphProto *g, int64_t from, int64_t to, int depth,
+                                  bool upgrade18)
 {
     if (!g || depth > CGE_ONNX_MAX_DEPTH)
         return NULL;
     for (size_t i = 0; i < g->n_node; i++) {
         const Onnx__NodeProto *np = g->node[i];
-        if (is_default_domain(np->domain) && np->op_type)
+        if (is_default_domain(np->domain) && np->op_type && !(upgrade18 && depth == 0 &&
+                                                              reduce18(np)))
             for (size_t k = 0; k < sizeof opset_breaks / sizeof *opset_breaks; k++)
                 if (!strcmp(np->op_type, opset_breaks[k].op) && opset_breaks[k].version > from &&
                     opset_breaks[k].version <= to)
                     return np->op_type;
         for (size_t a = 0; a < np->n_attribute; a++) {
             const Onnx__AttributeProto *ap = np->attribute[a];
-            const char *r = breaking_op(ap->g, from, to, depth + 1);
+            const char *r = breaking_op_ex(ap->g, from, to, depth + 1, upgrade18);
             for (size_t k = 0; !r && k < ap->n_graphs; k++)
-                r = breaking_op(ap->graphs[k], from, to, depth + 1);
+                r = breaking_op_ex(ap->graphs[k], from, to, depth + 1, upgrade18);
             if (r)
                 return r;
         }
@@ -1008,11 +1130,30 @@ static const char *breaking_op(const Onnx__GraphProto *g, int64_t from, int64_t 
     return NULL;
 }
 
+static const char *breaking_op(const Onnx__GraphProto *g, int64_t from, int64_t to, int depth)
+{
+    return breaking_op_ex(g, from, to, depth, false);
+}
+
 /* QDQ needs opset 10 (per-channel axes: 13); the output imports 13 where the
  * model's operators allow it. */
 static cge_status choose_opset(qctx *q)
 {
     q->opset_out = q->opset;
+    if (q->o->weights_only_bits && q->o->weights_only_format == 1) {
+        /* DequantizeLinear's block_size and uint4 are opset 21's */
+        /* the main graph's reductions are rewritten to 18's form (write_reduce18) */
+        const char *bad = q->opset < 21 ? breaking_op_ex(q->g, q->opset, 21, 0, true) : NULL;
+        if (bad)
+            return cge__onnx_unsupported(&q->cx, "the DequantizeLinear weight-only form needs "
+                                                "opset 21; the model imports opset %lld and uses "
+                                                "%s, which changed since: write the MatMulNBits "
+                                                "form instead", (long long)q->opset, bad);
+        if (q->opset < 21)
+            q->opset_out = 21;
+        q->upgrade_reduce = q->opset < 18;
+        return CGE_OK;
+    }
     if (q->o->weights_only_bits || q->opset >= 13)
         return CGE_OK;
     const char *bad = breaking_op(q->g, q->opset, 13, 0);
@@ -1127,6 +1268,19 @@ static void write_weight(qctx *q, const qweight *w, cge__pbw *nodes, cge__pbw *i
     else
         cge__onnx_write_tensor(inits, 5, w->q_name, w->q.dtype, tp->dims, (int)tp->n_dims,
                                w->q.data, w->q.bytes);
+    if (w->kind == 4) {
+        /* blocked: scales and zero points [blocks, N] */
+        int64_t pd[2] = {(w->dims_q[0] + w->block - 1) / w->block, w->dims_q[1]};
+        cge__onnx_write_tensor(inits, 5, w->s_name, CGE_F32, pd, 2, w->scales,
+                               sizeof(float) * (size_t)w->n_scales);
+        cge__onnx_write_tensor(inits, 5, w->z_name, w->zp_dtype, pd, 2, w->zps, w->zp_bytes);
+        const char *in[3] = {w->q_name, w->s_name, w->z_name};
+        cge__onnx_attr_w at[2] = {{.name = "axis", .kind = CGE_ATTR_INT, .i = 0},
+                                  {.name = "block_size", .kind = CGE_ATTR_INT, .i = w->block}};
+        cge__onnx_write_node(nodes, 1, fresh(q, w->dq_out, "_DequantizeLinear"),
+                             "DequantizeLinear", "", in, 3, &w->dq_out, 1, at, 2);
+        return;
+    }
     bool vec = w->axis >= 0 || w->kind == 3;
     int64_t ns = w->n_scales, nz = (int64_t)w->zp_bytes;
     cge__onnx_write_tensor(inits, 5, w->s_name, CGE_F32, vec ? &ns : no_dims, vec ? 1 : 0,
@@ -1154,7 +1308,7 @@ static void write_pair(qctx *q, const qval *x, cge__pbw *nodes, cge__pbw *inits)
         return;
     }
     cge__onnx_write_tensor(inits, 5, s, CGE_F32, no_dims, 0, &x->scale, sizeof(float));
-    cge__onnx_write_tensor(inits, 5, z, CGE_U8, no_dims, 0, &x->zp, 1);
+    cge__onnx_write_tensor(inits, 5, z, act_dtype(q), no_dims, 0, &x->zp, 1);
     const char *qin[3] = {x->q_src, s, z}, *dqin[3] = {qo, s, z};
     cge__onnx_write_node(nodes, 1, fresh(q, x->name, "_QuantizeLinear"), "QuantizeLinear", "", qin,
                          3, &qo, 1, NULL, 0);
@@ -1213,6 +1367,38 @@ static void write_nbits_node(qctx *q, int32_t i, cge__pbw *nodes)
     cge__onnx_write_node(nodes, 1, name, "MatMulNBits", "com.microsoft", in, 4, &out, 1, a, 4);
 }
 
+/* A reduction of opset < 18 in 18's form: its axes attribute becomes a
+ * constant int64 input; keepdims stays. */
+static void write_reduce18(qctx *q, const Onnx__NodeProto *np, cge__pbw *nodes, cge__pbw *inits)
+{
+    const Onnx__AttributeProto *axes = NULL, *keep = NULL;
+    for (size_t a = 0; a < np->n_attribute; a++) {
+        const Onnx__AttributeProto *ap = np->attribute[a];
+        if (ap && ap->name && !strcmp(ap->name, "axes"))
+            axes = ap;
+        else if (ap && ap->name && !strcmp(ap->name, "keepdims"))
+            keep = ap;
+    }
+    const char *out = np->n_output ? np->output[0] : "";
+    const char *in[2] = {np->n_input ? np->input[0] : "", NULL};
+    int n_in = 1;
+    if (axes && axes->n_ints) {
+        const char *an = fresh(q, out, "_axes");
+        if (!an) {
+            nodes->oom = true;
+            return;
+        }
+        int64_t n = (int64_t)axes->n_ints;
+        cge__onnx_write_tensor(inits, 5, an, CGE_I64, &n, 1, axes->ints,
+                               sizeof(int64_t) * axes->n_ints);
+        in[n_in++] = an;
+    }
+    cge__onnx_attr_w kd = {.name = "keepdims", .kind = CGE_ATTR_INT, .i = keep ? keep->i : 1};
+    const char *name = np->name && np->name[0] ? np->name : fresh(q, out, np->op_type);
+    cge__onnx_write_node(nodes, 1, name, np->op_type, "", in, n_in,
+                         (const char *const *)np->output, (int)np->n_output, &kd, 1);
+}
+
 static bool init_removed(const qctx *q, int32_t idx)
 {
     int32_t v = cge__strmap_get(&q->vmap, q->g->initializer[idx]->name);
@@ -1252,6 +1438,8 @@ static cge_status write_graph(qctx *q, const Onnx__ModelProto *m, const uint8_t 
                 write_nbits_node(q, node_k, &nodes);
             else if (qn->kind == N_FOLDED)
                 ;   /* its clipping is the saturation of the pair before it */
+            else if (q->upgrade_reduce && reduce18(np))
+                write_reduce18(q, np, &nodes, &inits);
             else if (node_renamed(qn, np))
                 bad |= !write_renamed_node(qn, &f, &nodes);
             else
@@ -1298,7 +1486,8 @@ static cge_status write_model(qctx *q, cge__pbw *out)
     size_t pos = 0;
     bool bad = false, have_ms = false;
     cge__pb_field f;
-    int64_t ir_min = q->opset_out >= 13 ? 7 : 0;
+    /* IR 10 brought the 4-bit types, 7 goes with opset 13 */
+    int64_t ir_min = q->opset_out >= 21 ? 10 : q->opset_out >= 13 ? 7 : 0;
     while (cge__pb_next(q->data, q->size, &pos, &f, &bad)) {
         if (f.number == 1 && f.wire == 0 && (int64_t)f.varint < ir_min) {
             cge__pbw_int(out, 1, ir_min);
@@ -1331,7 +1520,7 @@ static cge_status write_model(qctx *q, cge__pbw *out)
     }
     if (bad)
         return cge__onnx_io_error(&q->cx, "the model's protobuf framing is malformed");
-    if (q->o->weights_only_bits && !have_ms)
+    if (q->o->weights_only_bits && q->o->weights_only_format != 1 && !have_ms)
         cge__onnx_write_opset(out, 8, "com.microsoft", 1);
     return out->oom ? oom() : CGE_OK;
 }
@@ -1399,6 +1588,10 @@ static cge_status quantize(qctx *q)
             return cge__onnx_unsupported(&q->cx, "--exclude '%s': the graph has no node of that "
                                                 "name", q->o->exclude[i] ? q->o->exclude[i] : "");
     }
+    if (q->o->activation_type < 0 || q->o->activation_type > 2)
+        return cge_error(CGE_LAYER_CONVERTER, CGE_ERR_INVALID_ARG,
+                         "quantize: activation_type is 0 (uint8), 1 (int8) or 2 (int8 "
+                         "symmetric), not %d", (int)q->o->activation_type);
     if ((st = choose_opset(q)))
         return st;
     if (q->o->weights_only_bits) {

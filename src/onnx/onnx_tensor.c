@@ -1,15 +1,19 @@
 /* ONNX tensors to dense cge tensors: dtype mapping, raw and typed fields,
- * external data files (confined to the model's folder), with every size
- * checked against the shape before anything is copied. */
+ * external data files (confined to the model's folder, mapped), with every
+ * size checked against the shape before anything is copied; the importer's
+ * file mappings. */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/file.h"
+#include "base/shared_block.h"
 #include "onnx/onnx_internal.h"
 
 static cge_status layered(cge_layer layer, cge_status st, const onnx_ctx *cx, const char *fmt,
@@ -50,9 +54,14 @@ cge_status cge__onnx_map_dtype(const onnx_ctx *cx, int32_t t, const char *what, 
         return cge__onnx_unsupported(cx, "%s: string tensors are not supported", what);
     case 14: case 15:
         return cge__onnx_unsupported(cx, "%s: complex tensors are not supported", what);
-    case 17: case 18: case 19: case 20: case 21: case 22:
-        return cge__onnx_unsupported(cx, "%s: element type %d (8-bit float or 4-bit int) is not "
-                                        "supported", what, (int)t);
+    case 21: case 22:
+        /* UINT4 / INT4: cge has no 4-bit dtype; tensors are unpacked into
+         * one byte per value (cge__onnx_decode_tensor) */
+        *out = t == 21 ? CGE_U8 : CGE_I8;
+        return CGE_OK;
+    case 17: case 18: case 19: case 20:
+        return cge__onnx_unsupported(cx, "%s: element type %d (8-bit float) is not supported",
+                                     what, (int)t);
     case 0:
         return cge__onnx_io_error(cx, "%s: element type is missing (UNDEFINED)", what);
     default:
@@ -154,8 +163,170 @@ static bool path_is_confined(const char *loc)
     return true;
 }
 
-static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
-                                size_t need, void *dst)
+cge_status cge__onnx_map_file(const char *path, onnx_mapping *m, const char **why)
+{
+    memset(m, 0, sizeof *m);
+    m->fd = -1;
+    size_t size = 0;
+    int fd = cge__open_regular(path, &size, why);
+    if (fd < 0)
+        return CGE_ERR_IO;
+    void *p = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (p != MAP_FAILED) {
+        m->fd = fd;
+        m->data = p;
+        m->size = size;
+        m->mapped = true;
+        return CGE_OK;
+    }
+    /* Empty files, file systems without mmap: read them. */
+    uint8_t *buf = malloc(size ? size : 1);
+    size_t got = 0;
+    while (buf && got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!buf || got != size) {
+        *why = buf ? "short read" : "out of memory";
+        free(buf);
+        return buf ? CGE_ERR_IO : CGE_ERR_NO_MEMORY;
+    }
+    m->data = buf;
+    m->size = size;
+    return CGE_OK;
+}
+
+void cge__onnx_unmap(onnx_mapping *m)
+{
+    if (m->mapped)
+        munmap((void *)m->data, m->size);
+    else
+        free((void *)m->data);
+    if (m->fd >= 0)
+        close(m->fd);
+    free(m->path);
+    memset(m, 0, sizeof *m);
+    m->fd = -1;
+}
+
+void cge__onnx_unmap_external(onnx_ctx *cx)
+{
+    for (int32_t i = 0; i < cx->num_ext; i++)
+        cge__onnx_unmap(&cx->ext[i]);
+    free(cx->ext);
+    cx->ext = NULL;
+    cx->num_ext = cx->cap_ext = 0;
+}
+
+void cge__onnx_drop_pages(const void *p, size_t n)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !n)
+        return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: a failure costs memory only */
+}
+
+#define IN_PLACE_FROM ((size_t)256 << 10)
+
+static const onnx_mapping *mapping_of(const onnx_ctx *cx, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    if (cx->model_map && b >= cx->model_map->data && n <= cx->model_map->size &&
+        (size_t)(b - cx->model_map->data) <= cx->model_map->size - n)
+        return cx->model_map;
+    for (int32_t i = 0; i < cx->num_ext; i++) {
+        const onnx_mapping *m = &cx->ext[i];
+        if (b >= m->data && n <= m->size && (size_t)(b - m->data) <= m->size - n)
+            return m;
+    }
+    return NULL;
+}
+
+void *cge__onnx_copy_mapped(const onnx_ctx *cx, const void *src, size_t n)
+{
+    const onnx_mapping *m = mapping_of(cx, src, n);
+    /* Large weights at 64-byte aligned offsets (external data mostly) are
+     * the file's pages, mapped in place: no copy at all. (Not small ones:
+     * a mapping each.) */
+    if (m && m->fd >= 0 && n >= IN_PLACE_FROM) {
+        void *mapped = cge__block_map_file(m->fd, (uint64_t)((const uint8_t *)src - m->data), n);
+        if (mapped)
+            return mapped;
+    }
+    void *block = cge__block_new(NULL, n);
+    if (!block)
+        return NULL;
+    size_t done = 0;
+    if (m && m->fd >= 0) {
+        off_t at = (off_t)((const uint8_t *)src - m->data);
+        while (done < n) {
+            ssize_t r = pread(m->fd, (char *)block + done, n - done, at + (off_t)done);
+            if (r <= 0)
+                break;
+            done += (size_t)r;
+        }
+    }
+    /* No file to read (or it failed): from the mapping, a slice at a time,
+     * so that the mapping and the copy are resident together for one slice. */
+    enum { SLICE = 16 << 20 };
+    /* Only a file's pages come back if read again (malloc'd bytes would
+     * come back as zeros): read bytes stay where the file was read. */
+    bool drop = m && m->mapped;
+    for (size_t off = done; off < n; off += SLICE) {
+        size_t len = n - off < SLICE ? n - off : SLICE;
+        memcpy((char *)block + off, (const char *)src + off, len);
+        if (drop)
+            cge__onnx_drop_pages((const char *)src + off, len);
+    }
+    if (drop && done < n)
+        cge__onnx_drop_pages(src, n);   /* the pages slices shared */
+    return block;
+}
+
+/* The external file at `real_file`, mapped once per import. */
+static cge_status external_mapping(onnx_ctx *cx, const char *real_file, const char *what,
+                                   const char *loc, const onnx_mapping **out)
+{
+    for (int32_t i = 0; i < cx->num_ext; i++)
+        if (!strcmp(cx->ext[i].path, real_file)) {
+            *out = &cx->ext[i];
+            return CGE_OK;
+        }
+    if (cx->num_ext == cx->cap_ext) {
+        int32_t cap = cx->cap_ext ? 2 * cx->cap_ext : 4;
+        onnx_mapping *e = realloc(cx->ext, sizeof *e * (size_t)cap);
+        if (!e)
+            return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory", what);
+        cx->ext = e;
+        cx->cap_ext = cap;
+    }
+    onnx_mapping m;
+    const char *why = NULL;
+    cge_status st = cge__onnx_map_file(real_file, &m, &why);
+    if (st == CGE_ERR_NO_MEMORY)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory", what);
+    if (st)
+        return cge__onnx_io_error(cx, "%s: cannot read external data '%s' (%s)", what, loc, why);
+    m.path = malloc(strlen(real_file) + 1);
+    if (!m.path) {
+        cge__onnx_unmap(&m);
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory", what);
+    }
+    strcpy(m.path, real_file);
+    cx->ext[cx->num_ext] = m;
+    *out = &cx->ext[cx->num_ext++];
+    return CGE_OK;
+}
+
+/* The tensor's bytes in its external file's mapping (*dst). */
+static cge_status read_external(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
+                                size_t need, const uint8_t **dst)
 {
     const char *loc = NULL;
     uint64_t offset = 0, length = 0;
@@ -205,16 +376,11 @@ static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp,
             st = cge__onnx_io_error(cx, "%s: external data '%s' resolves outside the model's "
                                        "folder (refused)", what, loc);
     }
-    FILE *f = NULL;
-    size_t file_size = 0;
+    const onnx_mapping *map = NULL;
+    if (!st)
+        st = external_mapping(cx, real_file, what, loc, &map);
     if (!st) {
-        const char *why = NULL;
-        f = cge__fopen_regular(real_file, &file_size, &why);
-        if (!f)
-            st = cge__onnx_io_error(cx, "%s: cannot read external data '%s' (%s)", what, loc, why);
-    }
-    if (!st) {
-        uint64_t fsize = (uint64_t)file_size;
+        uint64_t fsize = (uint64_t)map->size;
         if (offset > fsize)
             st = cge__onnx_io_error(cx, "%s: external data offset %llu is past the end of '%s' "
                                        "(%llu bytes)", what, (unsigned long long)offset, loc,
@@ -229,22 +395,71 @@ static cge_status read_external(const onnx_ctx *cx, const Onnx__TensorProto *tp,
             st = cge__onnx_io_error(cx, "%s: external data holds %llu bytes; the shape needs %zu",
                                    what, (unsigned long long)length, need);
     }
-    if (!st && need) {
-        if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, need, f) != need)
-            st = cge__onnx_io_error(cx, "%s: reading %zu bytes of external data '%s' failed",
-                                   what, need, loc);
-    }
-    if (f)
-        fclose(f);
+    if (!st)
+        *dst = map->data + offset;
     free(real_base);
     free(real_file);
     return st;
 }
 
-cge_status cge__onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *tp,
-                                  const char *what, cge_tensor *out)
+/* UINT4 / INT4 (ONNX 1.16): two values a byte, the first in the low nibble,
+ * in raw_data, external data or one byte per int32_data entry; unpacked
+ * into uint8 / int8 (sign-extended), out->shape already set. */
+static cge_status decode_4bit(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
+                              size_t numel, bool sgn, const onnx_raw *detached, cge_tensor *out)
+{
+    size_t packed = (numel + 1) / 2;
+    bool external = tp->has_data_location &&
+                    tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    bool raw = tp->has_raw_data && !external;
+    const uint8_t *raw_bytes = tp->raw_data.data;
+    size_t raw_len = tp->raw_data.len;
+    if (raw && detached && detached->present) { /* the slim copy's bytes stay in the file */
+        raw_bytes = detached->data;
+        raw_len = detached->len;
+    }
+    if (!external && !raw && tp->n_int32_data != packed)
+        return cge__onnx_io_error(cx, "%s: int32_data holds %zu packed bytes; %zu 4-bit values "
+                                     "need %zu", what, tp->n_int32_data, numel, packed);
+    if (raw && raw_len != packed)
+        return cge__onnx_io_error(cx, "%s: raw_data holds %zu bytes; %zu 4-bit values need %zu",
+                                 what, raw_len, numel, packed);
+    uint8_t *bytes = malloc(packed ? packed : 1), *data = malloc(numel ? numel : 1);
+    if (!bytes || !data) {
+        free(bytes);
+        free(data);
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory (%zu bytes)", what,
+                         numel);
+    }
+    cge_status st = CGE_OK;
+    const uint8_t *ext = NULL;
+    if (external && !(st = read_external(cx, tp, what, packed, &ext)) && packed)
+        memcpy(bytes, ext, packed);
+    else if (raw && packed)
+        memcpy(bytes, raw_bytes, packed);
+    else if (!external)
+        for (size_t i = 0; i < packed; i++)
+            bytes[i] = (uint8_t)tp->int32_data[i];
+    for (size_t i = 0; !st && i < numel; i++) {
+        int v = (bytes[i / 2] >> (4 * (i & 1))) & 15;
+        data[i] = (uint8_t)(sgn && v >= 8 ? v - 16 : v);
+    }
+    free(bytes);
+    if (st) {
+        free(data);
+        return st;
+    }
+    out->dtype = sgn ? CGE_I8 : CGE_U8;
+    out->data = data;
+    out->bytes = numel;
+    return CGE_OK;
+}
+
+cge_status cge__onnx_view_tensor(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
+                                const onnx_raw *detached, cge_tensor *out, onnx_bytes *how)
 {
     memset(out, 0, sizeof *out);
+    *how = ONNX_BYTES_OWNED;
     if (!tp)
         return cge__onnx_io_error(cx, "%s: tensor is missing", what);
     if (!tp->has_data_type)
@@ -273,42 +488,79 @@ cge_status cge__onnx_decode_tensor(const onnx_ctx *cx, const Onnx__TensorProto *
         out->shape.dims[i] = d;
     }
     size_t need = (size_t)numel * esize;
+    if (tp->data_type == 21 || tp->data_type == 22)
+        return decode_4bit(cx, tp, what, (size_t)numel, tp->data_type == 22, detached, out);
     bool external = tp->has_data_location &&
                     tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     typed_field f = field_of(dt);
     size_t have = field_count(tp, f);
     bool raw = tp->has_raw_data && !external;
+    const uint8_t *raw_bytes = tp->raw_data.data;
+    size_t raw_len = tp->raw_data.len;
+    if (raw && detached && detached->present) {
+        raw_bytes = detached->data;
+        raw_len = detached->len;
+    }
     if (!external && !raw && have == 0 && numel > 0)
         return cge__onnx_io_error(cx, "%s: tensor of %llu %s elements holds no data (expected "
                                      "raw_data or %s)", what, (unsigned long long)numel,
                                  cge_dtype_name(dt), field_name(f));
-    if (raw && tp->raw_data.len != need)
+    if (raw && raw_len != need)
         return cge__onnx_io_error(cx, "%s: raw_data holds %zu bytes; shape and type need %zu",
-                                 what, tp->raw_data.len, need);
+                                 what, raw_len, need);
     if (!external && !raw && have != numel)
         return cge__onnx_io_error(cx, "%s: %s holds %zu values; the shape needs %llu", what,
                                  field_name(f), have, (unsigned long long)numel);
+    out->dtype = dt;
+    out->bytes = need;
+    /* Raw bytes are cge's layout (little-endian) as they are; bools are
+     * normalised to 0/1 in a copy. */
+    const uint8_t *src = NULL;
+    if (external) {
+        st = read_external(cx, tp, what, need, &src);
+        if (st)
+            return st;
+    } else if (raw) {
+        src = raw_bytes;
+    }
+    if (src && need && dt != CGE_BOOL) {
+        out->data = (void *)src;
+        *how = external || (detached && detached->present && cx->own_buffer)
+                   ? ONNX_BYTES_MAPPED : ONNX_BYTES_BORROWED;
+        return CGE_OK;
+    }
     void *data = malloc(need ? need : 1);
     if (!data)
         return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory (%zu bytes)", what,
                          need);
-    if (external) {
-        st = read_external(cx, tp, what, need, data);
-        if (st) {
-            free(data);
-            return st;
-        }
-    } else if (raw) {
+    if (src) {
         if (need)
-            memcpy(data, tp->raw_data.data, need);
+            memcpy(data, src, need);
     } else {
         copy_typed(tp, dt, (size_t)numel, data);
     }
     if (dt == CGE_BOOL)
         for (size_t i = 0; i < need; i++)
             ((uint8_t *)data)[i] = ((uint8_t *)data)[i] != 0;
-    out->dtype = dt;
     out->data = data;
-    out->bytes = need;
     return CGE_OK;
+}
+
+cge_status cge__onnx_decode_tensor(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
+                                  cge_tensor *out)
+{
+    onnx_bytes how;
+    cge_status st = cge__onnx_view_tensor(cx, tp, what, NULL, out, &how);
+    if (!st && how != ONNX_BYTES_OWNED) {
+        void *data = malloc(out->bytes ? out->bytes : 1);
+        if (data)
+            memcpy(data, out->data, out->bytes);
+        else
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory (%zu bytes)", what,
+                           out->bytes);
+        out->data = data;
+    }
+    if (!cx->cache_ext)
+        cge__onnx_unmap_external(cx);
+    return st;
 }

@@ -10,6 +10,7 @@
 #include "ops/dnnl_conv.h"
 #include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
+#include "ops/kernel_cache.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
 
@@ -899,6 +900,12 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, bool tra
             *state = NULL;
             return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "oneDNN could not reorder W");
         }
+        /* Runs then read the reordered W only (conv_compute takes oneDNN's
+         * path whenever its scratch fits the workspace, as it does here). */
+        size_t scratch = cge__dnnl_conv_scratch_size(dc);
+        if (p.w_const && cge__dnnl_conv_weights_packed(dc) &&
+            (scratch == 0 || (ctx->workspace_size >= scratch + 64)))
+            cge__kernel_input_packed(ctx, 1);
     } else if (p.channels_last)
         return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
                                 "oneDNN refused this channels_last convolution");

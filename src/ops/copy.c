@@ -83,6 +83,21 @@ static void reorder_to_nhwc_few(const float *restrict x, float *restrict y, int6
     }
 }
 
+/* The same for int8 data (a quantized network's input after its first
+ * QuantizeLinear): byte by byte through restrict pointers, not the generic
+ * tile's strided writes. */
+static void reorder_to_nhwc_few_u8(const uint8_t *restrict x, uint8_t *restrict y, int64_t C,
+                                   int64_t HW, int64_t s0, int64_t s1)
+{
+    if (C == 1) {
+        memcpy(y + s0, x + s0, (size_t)(s1 - s0));
+        return;
+    }
+    for (int64_t s = s0; s < s1; s++)
+        for (int64_t ch = 0; ch < C; ch++)
+            y[C * s + ch] = x[ch * HW + s];
+}
+
 static void reorder_tile(const reorder_args *a, int64_t b, int64_t s0, int64_t s1, int64_t c0,
                          int64_t c1)
 {
@@ -121,14 +136,18 @@ static void reorder_block(int64_t blk, int64_t nblk, void *p)
     const reorder_args *a = p;
     int64_t strips = (a->hw + REORDER_TILE - 1) / REORDER_TILE, lo, hi;
     cge__block_range(a->n * strips, blk, nblk, &lo, &hi);
-    if (a->es == 4 && a->to_nhwc && a->c <= 4) {
+    if ((a->es == 4 || a->es == 1) && a->to_nhwc && a->c <= 4) {
         /* runs of strips within one image at a time */
         while (lo < hi) {
             int64_t b = lo / strips, e = (b + 1) * strips < hi ? (b + 1) * strips : hi;
             int64_t s0 = (lo % strips) * REORDER_TILE, s1 = (e - b * strips) * REORDER_TILE;
             size_t off = (size_t)(b * a->c * a->hw);
-            reorder_to_nhwc_few((const float *)a->src + off, (float *)a->dst + off, a->c, a->hw,
-                                s0, s1 < a->hw ? s1 : a->hw);
+            if (a->es == 4)
+                reorder_to_nhwc_few((const float *)a->src + off, (float *)a->dst + off, a->c,
+                                    a->hw, s0, s1 < a->hw ? s1 : a->hw);
+            else
+                reorder_to_nhwc_few_u8((const uint8_t *)a->src + off, (uint8_t *)a->dst + off,
+                                       a->c, a->hw, s0, s1 < a->hw ? s1 : a->hw);
             lo = e;
         }
         return;

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 
 #ifdef CGE_HAVE_DNNL
-#include <dlfcn.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <string.h>
+
+#include "ops/dnnl_common.h"
 
 /* In blocked mode src, wei and dst hold oneDNN's layouts in buffers of their
  * own, and the *_user memories wrap the caller's plain tensors; a NULL
@@ -30,38 +30,7 @@ struct cge__dnnl_conv {
     size_t scratch_bytes, dst_bytes;
     int post;
     int threads; /* OpenMP threads it was made for and runs with */
-    void (*omp_set_num_threads)(int);
-    int (*omp_get_max_threads)(void);
 };
-
-/* The calling thread's OpenMP thread count set to `threads` for one oneDNN
- * call and given back after, so that neither oneDNN's scratch sizing nor
- * the caller's own OpenMP code (PyTorch on the same thread) sees another's
- * setting. libgomp comes with oneDNN; its functions are looked up rather
- * than linked so that cge needs no OpenMP flags. */
-typedef struct omp_scope {
-    void (*set)(int);
-    int saved;
-} omp_scope;
-
-static omp_scope omp_enter(void (*set)(int), int (*get)(void), int threads)
-{
-    omp_scope o = {set, get ? get() : 0};
-    if (set)
-        set(threads > 0 ? threads : 1);
-    return o;
-}
-
-static void omp_leave(omp_scope o)
-{
-    if (o.set && o.saved > 0)
-        o.set(o.saved);
-}
-
-int cge__dnnl_available(void)
-{
-    return 1;
-}
 
 void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
 {
@@ -81,33 +50,6 @@ void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
     dnnl_stream_destroy(c->stream);
     dnnl_engine_destroy(c->engine);
     free(c);
-}
-
-static int make_reorder(const cge__dnnl_conv *c, const dnnl_memory_desc_t *from,
-                        const dnnl_memory_desc_t *to, dnnl_primitive_t *out)
-{
-    dnnl_primitive_desc_t rpd;
-    if (dnnl_reorder_primitive_desc_create(&rpd, from, c->engine, to, c->engine, NULL) !=
-        dnnl_success)
-        return 0;
-    int ok = dnnl_primitive_create(out, rpd) == dnnl_success;
-    dnnl_primitive_desc_destroy(rpd);
-    return ok;
-}
-
-/* The memory for one argument: the caller's plain buffer when oneDNN chose
- * the plain layout, else a buffer of its own plus a wrapper of the plain one
- * and the reorders between them (to_own: plain -> chosen; from_own back). */
-static int bind(cge__dnnl_conv *c, const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen,
-                dnnl_memory_t *own, dnnl_memory_t *user, dnnl_primitive_t *to_own,
-                dnnl_primitive_t *from_own)
-{
-    if (dnnl_memory_desc_equal(plain, chosen))
-        return dnnl_memory_create(own, plain, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
-    return dnnl_memory_create(own, chosen, c->engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
-           dnnl_memory_create(user, plain, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-           (!to_own || make_reorder(c, plain, chosen, to_own)) &&
-           (!from_own || make_reorder(c, chosen, plain, from_own));
 }
 
 /* The eltwise post-op(s) for d->eltwise. oneDNN 2.6 has no HardSigmoid:
@@ -142,10 +84,8 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
     cge__dnnl_conv *c = calloc(1, sizeof *c);
     if (!c)
         return CGE_ERR_NO_MEMORY;
-    *(void **)&c->omp_set_num_threads = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-    *(void **)&c->omp_get_max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
     c->threads = d->threads > 0 ? d->threads : 1;
-    omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
+    int omp = cge__dnnl_omp_enter(c->threads);
     int n = d->nsp, off = 3 - n;
     dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd, bd = {d->M}, st, dil, pl, pr;
     int wr = d->G > 1 ? n + 3 : n + 2;
@@ -224,15 +164,15 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
         (cs = dnnl_primitive_desc_query_md(c->pd, dnnl_query_src_md, 0)) != NULL &&
         (cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0)) != NULL &&
         (cdst = dnnl_primitive_desc_query_md(c->pd, dnnl_query_dst_md, 0)) != NULL &&
-        bind(c, &smd, cs, &c->src, &c->src_user, &c->r_src, NULL) &&
-        bind(c, &wmd, cw, &c->wei, &c->wei_user, &c->r_wei, NULL) &&
-        bind(c, &dmd, cdst, &c->dst, &c->dst_user,
-             (c->post & CGE_DNNL_POST_SUM) ? &c->r_z : NULL, &c->r_dst) &&
+        cge__dnnl_bind(c->engine, &smd, cs, &c->src, &c->src_user, &c->r_src, NULL) &&
+        cge__dnnl_bind(c->engine, &wmd, cw, &c->wei, &c->wei_user, &c->r_wei, NULL) &&
+        cge__dnnl_bind(c->engine, &dmd, cdst, &c->dst, &c->dst_user,
+                       (c->post & CGE_DNNL_POST_SUM) ? &c->r_z : NULL, &c->r_dst) &&
         dnnl_memory_create(&c->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
         dnnl_memory_create(&c->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
     dnnl_primitive_attr_destroy(attr);
     dnnl_post_ops_destroy(po);
-    omp_leave(omp);
+    cge__dnnl_omp_leave(omp);
     if (!ok) {
         cge__dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
@@ -251,12 +191,6 @@ size_t cge__dnnl_conv_scratch_size(const cge__dnnl_conv *c)
 int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)
 {
     return c ? c->post : 0;
-}
-
-static int run_reorder(cge__dnnl_conv *c, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to)
-{
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    return dnnl_primitive_execute(r, c->stream, 2, a) == dnnl_success;
 }
 
 /* Point `user` (or `own` when there is no reorder) at the caller's buffer. */
@@ -292,27 +226,10 @@ static int ensure_weights(cge__dnnl_conv *c, const float *w)
         cge_kernel_shared_release(c->wei_block);
         c->wei_block = NULL;
     }
-    int ok = set(c->wei, c->wei_user, c->r_wei, w) && run_reorder(c, c->r_wei, c->wei_user, c->wei);
+    int ok = set(c->wei, c->wei_user, c->r_wei, w) &&
+             cge__dnnl_run_reorder(c->stream, c->r_wei, c->wei_user, c->wei);
     c->wei_from = ok ? w : NULL;
     return ok;
-}
-
-typedef struct pack_job {
-    cge__dnnl_conv *c;
-    const float *w;
-} pack_job;
-
-static cge_status pack_fill(void *dst, void *user)
-{
-    pack_job *j = user;
-    cge__dnnl_conv *c = j->c;
-    const dnnl_memory_desc_t *cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
-    dnnl_memory_t to = NULL;
-    int ok = cw && dnnl_memory_create(&to, cw, c->engine, dst) == dnnl_success &&
-             set(c->wei, c->wei_user, c->r_wei, j->w) && run_reorder(c, c->r_wei, c->wei_user, to) &&
-             dnnl_stream_wait(c->stream) == dnnl_success;
-    dnnl_memory_destroy(to);
-    return ok ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
 cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, const float *w)
@@ -324,40 +241,38 @@ cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, 
     const dnnl_memory_desc_t *cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
     if (!cw)
         return CGE_ERR_INTERNAL;
-    omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
-    pack_job job = {c, w};
     void *block = NULL;
-    cge_status st = cge_kernel_shared_get(ctx, w, cw, sizeof *cw, dnnl_memory_desc_get_size(cw),
-                                          pack_fill, &job, &block);
-    if (!st && !weights_memory(c, block)) {
-        cge_kernel_shared_release(block);
-        st = CGE_ERR_INTERNAL;
-    }
+    dnnl_memory_t m = NULL;
+    cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, c->r_wei, c->wei_user, cw, w,
+                                          w, NULL, 0, c->threads, &block, &m);
     if (!st) {
-        /* The buffer oneDNN allocated at creation went with the old memory. */
+        /* The buffer oneDNN allocated at creation goes with the old memory. */
+        dnnl_memory_destroy(c->wei);
+        c->wei = m;
         cge_kernel_shared_release(c->wei_block);
         c->wei_block = block;
         c->wei_from = w;
     }
-    omp_leave(omp);
     return st;
 }
+
+bool cge__dnnl_conv_weights_packed(const cge__dnnl_conv *c) { return c && c->wei_block; }
 
 cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
                              const float *z, float *y, void *scratch)
 {
-    omp_scope omp = omp_enter(c->omp_set_num_threads, c->omp_get_max_threads, c->threads);
+    int omp = cge__dnnl_omp_enter(c->threads);
     bool sum = (c->post & CGE_DNNL_POST_SUM) && z;
     int ok = set(c->src, c->src_user, c->r_src, x) && set(c->dst, c->dst_user, c->r_dst, y) &&
              dnnl_memory_set_data_handle(c->bias, (void *)b) == dnnl_success &&
              dnnl_memory_set_data_handle(c->scratch, scratch) == dnnl_success;
     ok = ok && ensure_weights(c, w);
     if (ok && c->r_src)
-        ok = run_reorder(c, c->r_src, c->src_user, c->src);
+        ok = cge__dnnl_run_reorder(c->stream, c->r_src, c->src_user, c->src);
     /* The sum post-op adds what the output holds. */
     if (ok && sum && c->r_z)
         ok = dnnl_memory_set_data_handle(c->dst_user, (void *)z) == dnnl_success &&
-             run_reorder(c, c->r_z, c->dst_user, c->dst) &&
+             cge__dnnl_run_reorder(c->stream, c->r_z, c->dst_user, c->dst) &&
              dnnl_memory_set_data_handle(c->dst_user, y) == dnnl_success;
     else if (ok && sum && z != y)
         memcpy(y, z, c->dst_bytes);
@@ -366,18 +281,13 @@ cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w,
                                {DNNL_ARG_BIAS, c->bias}};
     ok = ok && dnnl_primitive_execute(c->prim, c->stream, b ? 5 : 4, args) == dnnl_success;
     if (ok && c->r_dst)
-        ok = run_reorder(c, c->r_dst, c->dst, c->dst_user);
+        ok = cge__dnnl_run_reorder(c->stream, c->r_dst, c->dst, c->dst_user);
     ok = ok && dnnl_stream_wait(c->stream) == dnnl_success;
-    omp_leave(omp);
+    cge__dnnl_omp_leave(omp);
     return ok ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
 #else
-
-int cge__dnnl_available(void)
-{
-    return 0;
-}
 
 cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
@@ -402,6 +312,12 @@ cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, 
 {
     (void)c, (void)ctx, (void)w;
     return CGE_ERR_UNSUPPORTED;
+}
+
+bool cge__dnnl_conv_weights_packed(const cge__dnnl_conv *c)
+{
+    (void)c;
+    return false;
 }
 
 cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,

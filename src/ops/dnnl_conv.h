@@ -55,6 +55,9 @@ typedef struct cge__dnnl_conv_desc {
     int threads;
 } cge__dnnl_conv_desc;
 
+/* Whether this build has oneDNN (dnnl_common.c). */
+int cge__dnnl_available(void);
+
 enum { CGE_DNNL_POST_SUM = 1, CGE_DNNL_POST_ELTWISE = 2 };
 enum {
     CGE_DNNL_ELT_NONE, CGE_DNNL_ELT_RELU, CGE_DNNL_ELT_CLIP, CGE_DNNL_ELT_SWISH,
@@ -62,8 +65,6 @@ enum {
     CGE_DNNL_ELT_HARDSIGMOID
 };
 
-/* Whether this build has oneDNN. */
-int cge__dnnl_available(void);
 /* Make the primitive; CGE_ERR_UNSUPPORTED when oneDNN is absent or refuses. */
 cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out);
 /* Scratch bytes the primitive needs from the caller. */
@@ -79,6 +80,9 @@ cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w,
  * primitives of one session graph that chose the same layout share one. Nothing
  * to do for plain weights. */
 cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, const float *w);
+/* Whether runs with the W given to prepack read only its reordered copy
+ * (prepack reordered it; a W used in its own layout is read as it is). */
+bool cge__dnnl_conv_weights_packed(const cge__dnnl_conv *c);
 void cge__dnnl_conv_destroy(cge__dnnl_conv *c);
 
 #endif

@@ -6,9 +6,18 @@
 #include <stdlib.h>
 
 #ifdef CGE_HAVE_DNNL
-#include <dlfcn.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <string.h>
+
+#include "ops/dnnl_common.h"
+#include "ops/q8.h"
+
+/* How the weights reach oneDNN, which takes s8 weights without zero points:
+ * as they are; shifted by their zero points into s8 (every w - w_zp fits);
+ * or shifted by 128 (u8) or not at all (s8), with one all-ones output channel
+ * per group for the compensation, int32 results and cge's requantisation. */
+enum { W_PLAIN, W_SHIFT, W_COMP };
+
+#define QMM_MAX_SLICES 16
 
 /* src and dst are the caller's buffers when the primitive takes their layout
  * (channels-last, or a matmul's rows); otherwise the *_user memories wrap the
@@ -24,25 +33,31 @@ struct cge__dnnl_qconv {
     dnnl_primitive_t r_src, r_dst, r_wei;
     void *wei_block;
     int threads;
-    void (*omp_set)(int);
-    int (*omp_get)(void);
+    int mode;                      /* W_* */
+    int matmul, w_u8, has_bias;
+    int64_t G, M, mg, per;         /* groups, outputs, per group, weights per output */
+    int32_t *wz;                   /* W_SHIFT / W_COMP: M weight zero points */
+    /* W_COMP: the int32 results [rows, G * (mg + 1)] and their requantisation */
+    int32_t *acc;
+    int64_t rows, sp;              /* rows = N * sp; sp the output's spatial size */
+    float *scale;
+    int64_t num_scales;
+    int32_t y_zp;
+    int y_signed, clip, plain_out;
+    float lo, hi;
+    /* A matrix product of enough rows is cut into nslice slices of rows_q
+     * rows, one per block of cge's pool, each a one-thread run of the one
+     * primitive with memories, stream and scratch of its own: oneDNN's
+     * OpenMP team is not started (as MatMulBF16; on the shared machine its
+     * spinning workers made the int8 encoder 8x slower at 2 threads). */
+    int nslice;
+    int64_t rows_q, K, Mo;
+    struct qmm_slot {
+        dnnl_stream_t stream;
+        dnnl_memory_t src, dst, wei, bias, scratch;
+        void *scratch_buf;
+    } slot[QMM_MAX_SLICES];
 };
-
-/* OpenMP threads scoped to one call, as in dnnl_conv.c: oneDNN's team is the
- * engine's thread budget, and the caller's own setting comes back after. */
-static int omp_enter(const cge__dnnl_qconv *c)
-{
-    int saved = c->omp_get ? c->omp_get() : 0;
-    if (c->omp_set)
-        c->omp_set(c->threads);
-    return saved;
-}
-
-static void omp_leave(const cge__dnnl_qconv *c, int saved)
-{
-    if (c->omp_set && saved > 0)
-        c->omp_set(saved);
-}
 
 void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)
 {
@@ -59,50 +74,114 @@ void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)
     cge_kernel_shared_release(c->wei_block);
     dnnl_stream_destroy(c->stream);
     dnnl_engine_destroy(c->engine);
+    for (int i = 0; i < QMM_MAX_SLICES; i++) {
+        struct qmm_slot *q = &c->slot[i];
+        dnnl_memory_t m[] = {q->src, q->dst, q->wei, q->bias, q->scratch};
+        for (size_t k = 0; k < sizeof m / sizeof m[0]; k++)
+            dnnl_memory_destroy(m[k]);
+        dnnl_stream_destroy(q->stream);
+        free(q->scratch_buf);
+    }
+    free(c->wz);
+    free(c->acc);
+    free(c->scale);
     free(c);
 }
 
-static int make_reorder(const cge__dnnl_qconv *c, const dnnl_memory_desc_t *from,
-                        const dnnl_memory_desc_t *to, dnnl_primitive_t *out)
+/* Output channel of weight element i ([M, per] for a convolution, [K, M]
+ * for a matmul). */
+static int64_t w_channel(const cge__dnnl_qconv *c, int64_t i)
 {
-    dnnl_primitive_desc_t rpd;
-    if (dnnl_reorder_primitive_desc_create(&rpd, from, c->engine, to, c->engine, NULL) !=
-        dnnl_success)
-        return 0;
-    int ok = dnnl_primitive_create(out, rpd) == dnnl_success;
-    dnnl_primitive_desc_destroy(rpd);
-    return ok;
+    return c->matmul ? i % c->M : i / c->per;
 }
 
-/* `own` over the caller's buffer when oneDNN took the plain layout; else a
- * buffer of its own, a wrapper of the plain one and the reorder between. */
-static int bind(cge__dnnl_qconv *c, const dnnl_memory_desc_t *plain,
-                const dnnl_memory_desc_t *chosen, dnnl_memory_t *own, dnnl_memory_t *user,
-                dnnl_primitive_t *r, int into_own)
+static int32_t w_value(const cge__dnnl_qconv *c, const void *w, int64_t i)
 {
-    if (dnnl_memory_desc_equal(plain, chosen))
-        return dnnl_memory_create(own, plain, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
-    return dnnl_memory_create(own, chosen, c->engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
-           dnnl_memory_create(user, plain, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-           (into_own ? make_reorder(c, plain, chosen, r) : make_reorder(c, chosen, plain, r));
+    return cge__q8_load(w, !c->w_u8, i);
+}
+
+/* c->mode and c->wz from d: the zero points, and whether w - w_zp fits s8. */
+static cge_status weight_mode(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c)
+{
+    c->mode = W_PLAIN;
+    int any = c->w_u8;
+    for (int64_t m = 0; d->w_zp && m < d->num_w_zp && !any; m++)
+        any = cge__q8_load(d->w_zp, !d->w_zp_u8, m) != 0;
+    if (!any)
+        return CGE_OK;
+    if (!d->w || (d->w_zp && d->num_w_zp != 1 && d->num_w_zp != c->M))
+        return CGE_ERR_UNSUPPORTED;
+    c->wz = malloc(sizeof(int32_t) * (size_t)c->M);
+    if (!c->wz)
+        return CGE_ERR_NO_MEMORY;
+    for (int64_t m = 0; m < c->M; m++)
+        c->wz[m] = d->w_zp ? cge__q8_load(d->w_zp, !d->w_zp_u8, d->num_w_zp == 1 ? 0 : m) : 0;
+    c->mode = W_SHIFT;
+    for (int64_t i = 0, n = c->M * c->per; i < n && c->mode == W_SHIFT; i++) {
+        int32_t v = w_value(c, d->w, i) - c->wz[w_channel(c, i)];
+        if (v < -128 || v > 127)
+            c->mode = W_COMP;
+    }
+    return CGE_OK;
+}
+
+/* W_COMP's requantisation state: what oneDNN would have done after the sum. */
+static cge_status comp_state(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c,
+                             const dnnl_memory_desc_t *dst)
+{
+    /* a sliced matrix product's dst describes one slice of rows */
+    size_t bytes = dnnl_memory_desc_get_size(dst) * (size_t)(d->matmul ? c->nslice : 1);
+    c->scale = malloc(sizeof(float) * (size_t)d->num_scales);
+    c->acc = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!c->scale || !c->acc)
+        return CGE_ERR_NO_MEMORY;
+    memcpy(c->scale, d->scale, sizeof(float) * (size_t)d->num_scales);
+    c->num_scales = d->num_scales;
+    c->y_zp = d->y_zp;
+    c->y_signed = d->y_signed;
+    c->clip = d->clip;
+    c->lo = d->lo;
+    c->hi = d->hi;
+    c->plain_out = !d->matmul && !d->channels_last;
+    c->sp = 1;
+    for (int i = 0; !d->matmul && i < d->nsp; i++)
+        c->sp *= d->out[3 - d->nsp + i];
+    c->rows = d->N * c->sp;
+    return CGE_OK;
 }
 
 cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv **out)
 {
     *out = NULL;
-    if ((!d->matmul && (d->nsp < 1 || d->nsp > 3)) || d->G < 1 || d->num_scales < 1)
+    if ((!d->matmul && (d->nsp < 1 || d->nsp > 3)) || d->G < 1 || d->num_scales < 1 ||
+        d->M % d->G || d->C % d->G)
         return CGE_ERR_UNSUPPORTED;
     cge__dnnl_qconv *c = calloc(1, sizeof *c);
     if (!c)
         return CGE_ERR_NO_MEMORY;
-    *(void **)&c->omp_set = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-    *(void **)&c->omp_get = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
     c->threads = d->threads > 0 ? d->threads : 1;
-    int saved = omp_enter(c);
-    dnnl_data_type_t xt = d->x_signed ? dnnl_s8 : dnnl_u8, yt = d->y_signed ? dnnl_s8 : dnnl_u8;
+    c->matmul = d->matmul;
+    c->w_u8 = d->w_u8;
+    c->G = d->matmul ? 1 : d->G;
+    c->M = d->M;
+    c->mg = d->M / c->G;
+    c->per = d->C / c->G;
+    for (int i = 0; !d->matmul && i < d->nsp; i++)
+        c->per *= d->k[3 - d->nsp + i];
+    cge_status made = weight_mode(d, c);
+    if (made) {
+        cge__dnnl_qconv_destroy(c);
+        return made;
+    }
+    int comp = c->mode == W_COMP, mg = (int)(c->mg + comp);
+    c->has_bias = d->has_bias && !comp;
+    int saved = cge__dnnl_omp_enter(c->threads);
+    dnnl_data_type_t xt = d->x_signed ? dnnl_s8 : dnnl_u8;
+    dnnl_data_type_t yt = comp ? dnnl_s32 : d->y_signed ? dnnl_s8 : dnnl_u8;
     dnnl_memory_desc_t smd, dmd, wmd, wany, bmd, sa, da;
     dnnl_dims_t bd = {d->M};
-    int n = d->nsp, off = 3 - n, rank = n + 2, wr = d->G > 1 ? n + 3 : n + 2;
+    int n = d->nsp, off = 3 - n, rank = n + 2, wr = c->G > 1 ? n + 3 : n + 2;
+    int64_t Mo = c->G * mg; /* oneDNN's output channels */
     union {
         dnnl_convolution_desc_t conv;
         dnnl_matmul_desc_t mm;
@@ -110,25 +189,35 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
     int ok = dnnl_engine_create(&c->engine, dnnl_cpu, 0) == dnnl_success &&
              dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_s32, dnnl_x) == dnnl_success;
+    /* slices: the most blocks up to the threads that divide the rows
+     * evenly, at least 16 rows each (so that one primitive serves all) */
+    c->nslice = 1;
+    for (int sl = c->threads < QMM_MAX_SLICES ? c->threads : QMM_MAX_SLICES;
+         d->matmul && sl > 1 && c->nslice == 1; sl--)
+        if (d->N % sl == 0 && d->N / sl >= 16)
+            c->nslice = sl;
+    c->rows_q = d->N / c->nslice;
+    c->K = d->C;
+    c->Mo = Mo;
     if (ok && d->matmul) {
         /* a [M] bias is [1, M] to the matmul */
-        dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd = {d->C, d->M}, b2 = {1, d->M};
+        dnnl_dims_t sd = {c->rows_q, d->C}, dd = {c->rows_q, Mo}, wd = {d->C, Mo}, b2 = {1, d->M};
         ok = dnnl_memory_desc_init_by_tag(&smd, 2, sd, xt, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&dmd, 2, dd, yt, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_s8, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any) ==
                  dnnl_success &&
              dnnl_memory_desc_init_by_tag(&bmd, 2, b2, dnnl_s32, dnnl_ab) == dnnl_success &&
-             dnnl_matmul_desc_init(&opd.mm, &smd, &wany, d->has_bias ? &bmd : NULL, &dmd) ==
+             dnnl_matmul_desc_init(&opd.mm, &smd, &wany, c->has_bias ? &bmd : NULL, &dmd) ==
                  dnnl_success;
     } else if (ok) {
-        dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd, st, dil, pl, pr;
-        if (d->G > 1) {
-            wd[0] = d->G;
-            wd[1] = d->M / d->G;
-            wd[2] = d->C / d->G;
+        dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, Mo}, wd, st, dil, pl, pr;
+        if (c->G > 1) {
+            wd[0] = c->G;
+            wd[1] = mg;
+            wd[2] = d->C / c->G;
         } else {
-            wd[0] = d->M;
+            wd[0] = mg;
             wd[1] = d->C;
         }
         for (int i = 0; i < n; i++) {
@@ -145,58 +234,80 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
         static const dnnl_format_tag_t w1[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw};
         static const dnnl_format_tag_t wg[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
         /* Plain activations: oneDNN's int8 kernels want channels-last or
-         * blocked data, so the primitive chooses and the data is reordered. */
+         * blocked data, so the primitive chooses and the data is reordered.
+         * The int32 sums of W_COMP are channels-last, read by cge's loop. */
         dnnl_format_tag_t at = d->channels_last ? last[n - 1] : dnnl_format_tag_any;
+        dnnl_format_tag_t yplain = comp || d->channels_last ? last[n - 1] : plain[n - 1];
         ok = dnnl_memory_desc_init_by_tag(&smd, rank, sd, xt,
                                           d->channels_last ? last[n - 1] : plain[n - 1]) ==
                  dnnl_success &&
-             dnnl_memory_desc_init_by_tag(&dmd, rank, dd, yt,
-                                          d->channels_last ? last[n - 1] : plain[n - 1]) ==
-                 dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&dmd, rank, dd, yt, yplain) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&sa, rank, sd, xt, at) == dnnl_success &&
-             dnnl_memory_desc_init_by_tag(&da, rank, dd, yt, at) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&da, rank, dd, yt, comp ? yplain : at) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wmd, wr, wd, dnnl_s8,
-                                          d->G > 1 ? wg[n - 1] : w1[n - 1]) == dnnl_success &&
+                                          c->G > 1 ? wg[n - 1] : w1[n - 1]) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wany, wr, wd, dnnl_s8, dnnl_format_tag_any) ==
                  dnnl_success &&
              dnnl_dilated_convolution_forward_desc_init(
                  &opd.conv, dnnl_forward_inference, dnnl_convolution_direct, &sa, &wany,
-                 d->has_bias ? &bmd : NULL, &da, st, dil, pl, pr) == dnnl_success;
+                 c->has_bias ? &bmd : NULL, &da, st, dil, pl, pr) == dnnl_success;
     }
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     const dnnl_memory_desc_t *cs, *cw, *cd;
     int dst_dim = 1; /* channels are dst dim 1 for both (a matmul's columns) */
+    /* AMX tiles take 64 bytes of K per step: with a shorter reduction (the
+     * 1x1 convolutions of 16 to 96 channels of mobilenet_v2) oneDNN's AMX
+     * kernels measured up to 2x slower than its AVX512-VNNI ones, which win
+     * from K = 128 on only rarely. */
+    const char *avoid = c->per < 128 ? "amx" : NULL;
     ok = ok && dnnl_primitive_attr_create(&attr) == dnnl_success &&
-         dnnl_primitive_attr_set_output_scales(attr, d->num_scales,
-                                               d->num_scales > 1 ? 1 << dst_dim : 0,
-                                               d->scale) == dnnl_success &&
+         (c->nslice == 1 || dnnl_primitive_attr_set_scratchpad_mode(
+                                attr, dnnl_scratchpad_mode_user) == dnnl_success) &&
+         (comp || dnnl_primitive_attr_set_output_scales(attr, d->num_scales,
+                                                        d->num_scales > 1 ? 1 << dst_dim : 0,
+                                                        d->scale) == dnnl_success) &&
          (!d->x_zp || dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &d->x_zp) ==
                           dnnl_success) &&
-         (!d->y_zp || dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &d->y_zp) ==
-                          dnnl_success) &&
+         (comp || !d->y_zp ||
+          dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &d->y_zp) ==
+              dnnl_success) &&
          dnnl_post_ops_create(&po) == dnnl_success &&
          /* round before the zero point is added, as QLinearConv's reference
           * loops (and ONNX Runtime) do: rint(a) + z, not rint(a + z), which
           * differs where a + z loses a's low bits or z is odd at a tie */
-         (!d->y_zp ||
+         (comp || !d->y_zp ||
           dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_round, 0.0f, 0.0f) == dnnl_success) &&
-         (!d->clip ||
+         (comp || !d->clip ||
           dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, d->lo, d->hi) == dnnl_success) &&
          dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
-         dnnl_primitive_desc_create(&c->pd, &opd, attr, c->engine, NULL) == dnnl_success &&
+         cge__dnnl_pd_create(&c->pd, &opd, attr, c->engine, avoid) == dnnl_success &&
          dnnl_primitive_create(&c->prim, c->pd) == dnnl_success &&
          (cs = dnnl_primitive_desc_query_md(c->pd, dnnl_query_src_md, 0)) != NULL &&
          (cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0)) != NULL &&
          (cd = dnnl_primitive_desc_query_md(c->pd, dnnl_query_dst_md, 0)) != NULL &&
-         bind(c, &smd, cs, &c->src, &c->src_user, &c->r_src, 1) &&
-         bind(c, &dmd, cd, &c->dst, &c->dst_user, &c->r_dst, 0) &&
+         cge__dnnl_bind(c->engine, &smd, cs, &c->src, &c->src_user, &c->r_src, NULL) &&
+         cge__dnnl_bind(c->engine, &dmd, cd, &c->dst, &c->dst_user, NULL, &c->r_dst) &&
          dnnl_memory_create(&c->wei_user, &wmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-         make_reorder(c, &wmd, cw, &c->r_wei) &&
-         dnnl_memory_create(&c->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
+         cge__dnnl_make_reorder(c->engine, &wmd, cw, &c->r_wei) &&
+         dnnl_memory_create(&c->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         (!comp || comp_state(d, c, &dmd) == CGE_OK);
+    for (int i = 0; ok && c->nslice > 1 && i < c->nslice; i++) {
+        struct qmm_slot *q = &c->slot[i];
+        const dnnl_memory_desc_t *spd = dnnl_primitive_desc_query_md(c->pd, dnnl_query_scratchpad_md, 0);
+        size_t sb = spd ? dnnl_memory_desc_get_size(spd) : 0;
+        ok = spd && dnnl_stream_create(&q->stream, c->engine, dnnl_stream_default_flags) ==
+                        dnnl_success &&
+             dnnl_memory_create(&q->src, cs, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->dst, cd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->wei, cw, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             (q->scratch_buf = malloc(sb ? sb : 1)) != NULL &&
+             dnnl_memory_create(&q->scratch, spd, c->engine, q->scratch_buf) == dnnl_success;
+    }
     dnnl_primitive_attr_destroy(attr);
     dnnl_post_ops_destroy(po);
-    omp_leave(c, saved);
+    cge__dnnl_omp_leave(saved);
     if (!ok) {
         cge__dnnl_qconv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
@@ -205,80 +316,179 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
     return CGE_OK;
 }
 
-typedef struct pack_job {
-    cge__dnnl_qconv *c;
-    const int8_t *w;
-} pack_job;
-
-static cge_status pack_fill(void *dst, void *user)
+/* The s8 weights oneDNN packs, in their plain layout, derived from w. */
+static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
 {
-    pack_job *j = user;
-    cge__dnnl_qconv *c = j->c;
-    const dnnl_memory_desc_t *cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
-    dnnl_memory_t to = NULL;
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, c->wei_user}, {DNNL_ARG_TO, NULL}};
-    int ok = cw && dnnl_memory_create(&to, cw, c->engine, dst) == dnnl_success &&
-             dnnl_memory_set_data_handle(c->wei_user, (void *)j->w) == dnnl_success;
-    a[1].memory = to;
-    ok = ok && dnnl_primitive_execute(c->r_wei, c->stream, 2, a) == dnnl_success &&
-         dnnl_stream_wait(c->stream) == dnnl_success;
-    dnnl_memory_destroy(to);
-    return ok ? CGE_OK : CGE_ERR_INTERNAL;
+    int comp = c->mode == W_COMP;
+    int64_t n = (c->M + (comp ? c->G : 0)) * c->per;
+    int8_t *t = malloc(n > 0 ? (size_t)n : 1);
+    if (!t)
+        return NULL;
+    if (!comp) {
+        for (int64_t i = 0; i < c->M * c->per; i++)
+            t[i] = (int8_t)(w_value(c, w, i) - c->wz[w_channel(c, i)]);
+        return t;
+    }
+    int32_t shift = c->w_u8 ? 128 : 0;
+    if (c->matmul) { /* [K, M + 1]: the last column all ones */
+        for (int64_t k = 0; k < c->per; k++) {
+            for (int64_t m = 0; m < c->M; m++)
+                t[k * (c->M + 1) + m] = (int8_t)(w_value(c, w, k * c->M + m) - shift);
+            t[k * (c->M + 1) + c->M] = 1;
+        }
+        return t;
+    }
+    /* [G, mg + 1, per]: each group's last output all ones */
+    for (int64_t g = 0; g < c->G; g++) {
+        int8_t *tg = t + g * (c->mg + 1) * c->per;
+        for (int64_t j = 0; j < c->mg; j++)
+            for (int64_t e = 0; e < c->per; e++)
+                tg[j * c->per + e] = (int8_t)(w_value(c, w, (g * c->mg + j) * c->per + e) - shift);
+        memset(tg + c->mg * c->per, 1, (size_t)c->per);
+    }
+    return t;
 }
 
-cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const int8_t *w)
+cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w)
 {
     if (!c || !w)
         return CGE_ERR_INVALID_ARG;
     const dnnl_memory_desc_t *cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
     if (!cw)
         return CGE_ERR_INTERNAL;
-    int saved = omp_enter(c);
-    pack_job job = {c, w};
+    /* The packed bytes depend on W, the chosen layout (the descriptor, which
+     * also records the compensation oneDNN folds in for zero points) and,
+     * when derived, on how: the mode and the zero points. */
+    struct {
+        dnnl_memory_desc_t md;
+        int32_t mode, w_u8;
+        uint64_t zp_hash;
+    } key;
+    memset(&key, 0, sizeof key);
+    key.md = *cw;
+    key.mode = c->mode;
+    key.w_u8 = c->w_u8;
+    key.zp_hash = 1469598103934665603ull;
+    for (int64_t m = 0; c->wz && m < c->M; m++)
+        key.zp_hash = (key.zp_hash ^ (uint32_t)c->wz[m]) * 1099511628211ull;
+    int8_t *derived = NULL;
+    if (c->mode != W_PLAIN && !(derived = derived_weights(c, w)))
+        return CGE_ERR_NO_MEMORY;
     void *block = NULL;
-    /* The packed bytes depend on W and the chosen layout (the descriptor,
-     * which also records the compensation oneDNN folds in for zero points). */
-    cge_status st = cge_kernel_shared_get(ctx, w, cw, sizeof *cw, dnnl_memory_desc_get_size(cw),
-                                          pack_fill, &job, &block);
     dnnl_memory_t m = NULL;
-    if (!st && dnnl_memory_create(&m, cw, c->engine, block) != dnnl_success) {
-        cge_kernel_shared_release(block);
-        st = CGE_ERR_INTERNAL;
-    }
+    cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, c->r_wei, c->wei_user, cw, w,
+                                          derived ? (const void *)derived : w, &key, sizeof key,
+                                          c->threads, &block, &m);
+    free(derived);
     if (!st) {
         dnnl_memory_destroy(c->wei);
         cge_kernel_shared_release(c->wei_block);
         c->wei = m;
         c->wei_block = block;
     }
-    omp_leave(c, saved);
     return st;
 }
 
-static int run_reorder(cge__dnnl_qconv *c, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to)
+/* W_COMP: y = saturate(clip(rint(float(acc + comp[m] * S + bias[m]) *
+ * scale[m])) + y_zp), S the group's all-ones channel, in int32 as the
+ * reference loops sum (wrapping alike). */
+static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void *y, int64_t r0,
+                            int64_t r1)
 {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    return dnnl_primitive_execute(r, c->stream, 2, a) == dnnl_success;
+    int64_t mo = c->mg + 1, stride = c->G * mo;
+    int32_t shift = c->w_u8 ? 128 : 0;
+    float z = (float)c->y_zp;
+    for (int64_t r = r0; r < r1; r++) {
+        const int32_t *a = c->acc + r * stride;
+        int64_t n = r / c->sp, s = r % c->sp;
+        for (int64_t g = 0; g < c->G; g++) {
+            const int32_t *ag = a + g * mo;
+            uint32_t S = (uint32_t)ag[c->mg];
+            for (int64_t j = 0; j < c->mg; j++) {
+                int64_t m = g * c->mg + j;
+                uint32_t comp = (uint32_t)(shift - c->wz[m]);
+                int32_t t = (int32_t)((uint32_t)ag[j] + comp * S + (uint32_t)(bias ? bias[m] : 0));
+                float v = rintf((float)t * c->scale[c->num_scales > 1 ? m : 0]);
+                if (c->clip)
+                    v = v < c->lo ? c->lo : (v > c->hi ? c->hi : v);
+                int64_t o = c->plain_out ? (n * c->M + m) * c->sp + s : r * c->M + m;
+                cge__q8_store_sat(y, c->y_signed, o, v + z);
+            }
+        }
+    }
+}
+
+int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads)
+{
+    (void)threads; /* fixed when the primitive was made */
+    return c->nslice;
+}
+
+/* One slice of rows of a sliced matrix product, on the calling thread. */
+static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y,
+                            int64_t blk)
+{
+    struct qmm_slot *q = &c->slot[blk];
+    int comp = c->mode == W_COMP;
+    int64_t m0 = blk * c->rows_q;
+    void *w = NULL;
+    int saved = cge__dnnl_omp_enter(1);
+    int ok = dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
+             dnnl_memory_set_data_handle(q->wei, w) == dnnl_success &&
+             dnnl_memory_set_data_handle(q->src, (char *)x + m0 * c->K) == dnnl_success &&
+             dnnl_memory_set_data_handle(q->dst, comp ? (void *)(c->acc + m0 * c->Mo)
+                                                      : (void *)((char *)y + m0 * c->M)) ==
+                 dnnl_success &&
+             dnnl_memory_set_data_handle(q->bias, (void *)bias) == dnnl_success;
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, q->src}, {DNNL_ARG_WEIGHTS, q->wei},
+                               {DNNL_ARG_DST, q->dst}, {DNNL_ARG_SCRATCHPAD, q->scratch},
+                               {DNNL_ARG_BIAS, q->bias}};
+    ok = ok && dnnl_primitive_execute(c->prim, q->stream, bias && c->has_bias ? 5 : 4, args) ==
+                   dnnl_success &&
+         dnnl_stream_wait(q->stream) == dnnl_success;
+    cge__dnnl_omp_leave(saved);
+    if (ok && comp)
+        comp_requantise(c, bias, y, m0, m0 + c->rows_q);
+    return ok ? CGE_OK : CGE_ERR_INTERNAL;
+}
+
+cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const int32_t *bias,
+                                     void *y, int64_t blk, int64_t nblk)
+{
+    if (c->nslice > 1 && nblk == c->nslice)
+        return c->wei && blk < c->nslice ? run_slice(c, x, bias, y, blk) : CGE_ERR_INVALID_ARG;
+    return blk == 0 ? cge__dnnl_qconv_run(c, x, bias, y) : CGE_OK;
 }
 
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y)
 {
     if (!c->wei)
         return CGE_ERR_INVALID_ARG;
-    int saved = omp_enter(c);
+    if (c->nslice > 1) { /* every slice in turn */
+        cge_status st = CGE_OK;
+        for (int64_t b = 0; b < c->nslice && !st; b++)
+            st = run_slice(c, x, bias, y, b);
+        return st;
+    }
+    int comp = c->mode == W_COMP;
+    int saved = cge__dnnl_omp_enter(c->threads);
     int ok = dnnl_memory_set_data_handle(c->r_src ? c->src_user : c->src, (void *)x) ==
                  dnnl_success &&
-             dnnl_memory_set_data_handle(c->r_dst ? c->dst_user : c->dst, y) == dnnl_success &&
+             dnnl_memory_set_data_handle(c->r_dst ? c->dst_user : c->dst,
+                                         comp ? (void *)c->acc : y) == dnnl_success &&
              dnnl_memory_set_data_handle(c->bias, (void *)bias) == dnnl_success;
     if (ok && c->r_src)
-        ok = run_reorder(c, c->r_src, c->src_user, c->src);
+        ok = cge__dnnl_run_reorder(c->stream, c->r_src, c->src_user, c->src);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, c->src}, {DNNL_ARG_WEIGHTS, c->wei},
                                {DNNL_ARG_DST, c->dst}, {DNNL_ARG_BIAS, c->bias}};
-    ok = ok && dnnl_primitive_execute(c->prim, c->stream, bias ? 4 : 3, args) == dnnl_success;
+    ok = ok && dnnl_primitive_execute(c->prim, c->stream, bias && c->has_bias ? 4 : 3, args) ==
+                   dnnl_success;
     if (ok && c->r_dst)
-        ok = run_reorder(c, c->r_dst, c->dst, c->dst_user);
+        ok = cge__dnnl_run_reorder(c->stream, c->r_dst, c->dst, c->dst_user);
     ok = ok && dnnl_stream_wait(c->stream) == dnnl_success;
-    omp_leave(c, saved);
+    cge__dnnl_omp_leave(saved);
+    if (ok && comp)
+        comp_requantise(c, bias, y, 0, c->rows);
     return ok ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
@@ -291,7 +501,7 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
     return CGE_ERR_UNSUPPORTED;
 }
 
-cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const int8_t *w)
+cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w)
 {
     (void)c, (void)ctx, (void)w;
     return CGE_ERR_UNSUPPORTED;
@@ -300,6 +510,19 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y)
 {
     (void)c, (void)x, (void)bias, (void)y;
+    return CGE_ERR_UNSUPPORTED;
+}
+
+int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads)
+{
+    (void)c, (void)threads;
+    return 1;
+}
+
+cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const int32_t *bias,
+                                     void *y, int64_t blk, int64_t nblk)
+{
+    (void)c, (void)x, (void)bias, (void)y, (void)blk, (void)nblk;
     return CGE_ERR_UNSUPPORTED;
 }
 

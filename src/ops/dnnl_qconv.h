@@ -1,6 +1,7 @@
 /* int8 convolution and matrix product through oneDNN's C API, when the build
- * has it (CGE_HAVE_DNNL): u8/s8 activations, s8 weights packed once, int32
- * bias, per-tensor or per-channel requantisation scales and zero points. */
+ * has it (CGE_HAVE_DNNL): u8/s8 activations, s8 or u8 weights with zero
+ * points packed once, int32 bias, per-tensor or per-channel requantisation
+ * scales and zero points. */
 #ifndef CGE_OPS_DNNL_QCONV_H
 #define CGE_OPS_DNNL_QCONV_H
 
@@ -38,14 +39,34 @@ typedef struct cge__dnnl_qconv_desc {
     /* X and Y channels-last (NHWC); else plain NCHW, reordered in and out. */
     int channels_last;
     int threads;                   /* OpenMP threads it runs with (0: 1) */
+    /* The weights: s8, or u8 with w_u8; w_zp their zero points (NULL: 0),
+     * one or M values, u8 with w_zp_u8 else s8. oneDNN takes s8 weights
+     * without zero points only, so otherwise `w` (the constant weights,
+     * the ones prepack gets) decides at creation: where every w - w_zp
+     * fits s8 that is the weight packed (exact); else w - 128 (u8) or w
+     * (s8) is, with an extra all-ones output channel per group giving
+     * S = sum(x - x_zp) over the window, and the int32 sums come back to a
+     * requantisation of cge's own: acc + (128 or 0 - w_zp[m]) * S, exact. */
+    int w_u8;
+    const void *w_zp;
+    int w_zp_u8;
+    int64_t num_w_zp;
+    const void *w;
 } cge__dnnl_qconv_desc;
 
 /* CGE_ERR_UNSUPPORTED when oneDNN is absent or refuses. */
 cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv **out);
-/* Reorder the constant s8 weights (OIHW / GOIHW, or [K, N] for a matmul)
- * into the primitive's layout, shared through ctx's cache. */
-cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const int8_t *w);
-/* Run on the calling thread (prepack first). */
+/* Reorder the constant weights (OIHW / GOIHW, or [K, N] for a matmul; s8
+ * or u8 as the description said) into the primitive's layout, shared
+ * through ctx's cache. */
+cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w);
+/* The blocks a launch runs: a matrix product of enough rows is cut into
+ * slices, one per block of cge's pool, each on one thread; else one block,
+ * where oneDNN runs its own OpenMP team. One of them (prepack first). */
+int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads);
+cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const int32_t *bias,
+                                     void *y, int64_t blk, int64_t nblk);
+/* Run on the calling thread, every block in turn (prepack first). */
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y);
 void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c);
 

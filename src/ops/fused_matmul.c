@@ -10,6 +10,7 @@
 #include "ops/fast_math.h"
 #include "ops/fused_act.h"
 #include "ops/gemm_kernel.h"
+#include "ops/kernel_cache.h"
 #include "ops/kernel_util.h"
 #include "ops/matmul_epilogue.h"
 
@@ -211,6 +212,7 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
         fmm_release(s);
         return st;
     }
+    cge__kernel_input_packed(ctx, 1); /* launches read the packed copy only */
     *state = s;
     return CGE_OK;
 }

@@ -326,6 +326,71 @@ direct_edge(const int R, const int TWO, int64_t kc, const float *a, int64_t lda,
     }
 }
 
+/* One row of A against NP (1-8, a constant at each call) neighbouring
+ * 16-column panels of B (panel p's row k at bp + p * pstride + k * kstride:
+ * packed, or B itself with unit column stride), the last one's columns
+ * masked by `last`: NP independent accumulators, where the one-row edge
+ * kernel has one or two chains that wait on the FMA latency, and NP streams
+ * of B in flight at once (an M=1 product, a decoding step's, only streams
+ * B). The same operations per element as the direct kernels, in the same
+ * order, so the same bits. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+gemv_panels(const int NP, int64_t kc, const float *a, const float *bp, int64_t pstride,
+            int64_t kstride, float *c, int mode, const float *bias, __mmask16 last)
+{
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; p++)
+        acc[p] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 av = _mm512_set1_ps(a[k]);
+#pragma GCC unroll 8
+        for (int p = 0; p < NP - 1; p++)
+            acc[p] = _mm512_fmadd_ps(av, _mm512_loadu_ps(bp + p * pstride + k * kstride), acc[p]);
+        acc[NP - 1] = _mm512_fmadd_ps(
+            av, _mm512_maskz_loadu_ps(last, bp + (NP - 1) * pstride + k * kstride), acc[NP - 1]);
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; p++) {
+        __mmask16 m = p == NP - 1 ? last : (__mmask16)0xffff;
+        __m512 v = acc[p];
+        if (mode == 1)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + p * NR), v);
+        else if (mode == 2)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, bias + p * NR), v);
+        _mm512_mask_storeu_ps(c + p * NR, m, v);
+    }
+}
+
+/* Columns [j0, j1) of one row of C (j0 a multiple of 16) over depth
+ * [k0, k0 + kc), eight panels at a time; B packed (b NULL: g->bp) or
+ * unpacked, B(k, j) = b[k * b_rs + j]. */
+__attribute__((target("avx512f"))) static void gemv_row_avx512(const cge__gemm_f32 *g,
+                                                                const float *b, int64_t b_rs,
+                                                                const float *a, int64_t k0,
+                                                                int64_t kc, float *c, int64_t j0,
+                                                                int64_t j1)
+{
+    int mode = k0 > 0 ? 1 : g->bias ? 2 : 0;
+    for (int64_t j = j0; j < j1; j += 8 * NR) {
+        int64_t cols = j1 - j < 8 * NR ? j1 - j : 8 * NR;
+        int np = (int)((cols + NR - 1) / NR);
+        int64_t tail = cols - (int64_t)(np - 1) * NR;
+        __mmask16 last = (__mmask16)((1u << tail) - 1u);
+        const float *bp = b ? b + k0 * b_rs + j : g->bp + (j / NR) * g->K * NR + k0 * NR;
+        int64_t pstride = b ? NR : g->K * NR, kstride = b ? b_rs : NR;
+        const float *bias = g->bias ? g->bias + j : NULL;
+        switch (np) {
+#define GEMV_CASE(P)                                                                               \
+    case P: gemv_panels(P, kc, a + k0, bp, pstride, kstride, c + j, mode, bias, last); break;
+            GEMV_CASE(1) GEMV_CASE(2) GEMV_CASE(3) GEMV_CASE(4)
+            GEMV_CASE(5) GEMV_CASE(6) GEMV_CASE(7) GEMV_CASE(8)
+#undef GEMV_CASE
+        default: break;
+        }
+    }
+}
+
 __attribute__((target("avx512f"))) static void ukr_avx512_edge(int rows, int two, int64_t kc,
                                                                 const float *a, int64_t lda,
                                                                 const float *bp0, const float *bp1,
@@ -424,6 +489,12 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
      * path below, pass by pass, so every element sees the same operations. */
     bool direct = ukr == ukr_avx512 && g->a_cs == 1 && g->alpha == 1.0f &&
                   (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f));
+    if (direct && g->K > 0 && i1 - i0 == 1) {
+        for (int64_t k0 = 0; k0 < g->K; k0 += KC)
+            gemv_row_avx512(g, NULL, 0, g->a + i0 * g->a_rs, k0, g->K - k0 < KC ? g->K - k0 : KC,
+                            g->c + i0 * g->ldc, j0, j1);
+        return;
+    }
     if (direct && g->K > 0) {
         for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
             int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
@@ -487,6 +558,28 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
             }
         }
     }
+}
+
+int cge__gemv_f32_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t j0,
+                           int64_t j1)
+{
+#if GEMM_X86
+    bool direct = g->a_cs == 1 && g->alpha == 1.0f && g->K > 0 &&
+                  (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f)) &&
+                  (g->isa == CGE_GEMM_ISA_AUTO ? cge__gemm_isa_best() : g->isa) ==
+                      CGE_GEMM_ISA_AVX512 &&
+                  cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512);
+    if (!direct)
+        return 0;
+    if (j1 > g->N)
+        j1 = g->N;
+    for (int64_t k0 = 0; j0 < j1 && k0 < g->K; k0 += KC)
+        gemv_row_avx512(g, b, b_rs, g->a, k0, g->K - k0 < KC ? g->K - k0 : KC, g->c, j0, j1);
+    return 1;
+#else
+    (void)g, (void)b, (void)b_rs, (void)j0, (void)j1;
+    return 0;
+#endif
 }
 
 static int64_t round_up(int64_t v, int64_t m)

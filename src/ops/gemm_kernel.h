@@ -55,6 +55,16 @@ typedef struct cge__gemm_f32 {
  * be a multiple of 16. Uses about 13 KiB of stack. */
 void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
 
+/* Columns [j0, j1) of row 0 of an M = 1 product (j0 a multiple of 16) with
+ * B unpacked, B(k, j) = b[k * b_rs + j]: for a B that changes every run
+ * (attention's keys and values), whose packing would cost as much as the
+ * product. g->bp is not read. The same bits as cge__gemm_f32_tile on the
+ * packed B. Returns 0, computing nothing, where only the packed path can
+ * (no AVX-512, a strided A, alpha != 1, a bias other than a broadcast row,
+ * K = 0). */
+int cge__gemv_f32_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t j0,
+                           int64_t j1);
+
 /* How a batch of M x N products is cut into tiles: tile rows `mt` (multiple of
  * CGE_GEMM_MT), tile columns `nt` (multiple of 16); enough tiles to keep
  * `num_threads` cores busy without making them tiny. */

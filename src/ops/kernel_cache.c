@@ -3,6 +3,7 @@
  * address ranges whose bytes stay put for the cache's life. */
 #include "ops/kernel_cache.h"
 
+#include "base/hash.h"
 #include "base/shared_block.h"
 
 #include <pthread.h>
@@ -30,6 +31,7 @@ struct cge_kernel_cache {
     int32_t num_ranges, cap_ranges;
     bool sorted;
     void *comm;             /* cge__kernel_cache_set_comm */
+    size_t made_bytes;      /* blocks made for kernels of this cache (atomic) */
 };
 
 static cge_status oom(const char *what)
@@ -124,14 +126,53 @@ static bool stable(cge_kernel_cache *c, const void *src)
 
 static uint64_t hash_key(const void *src, const void *key, size_t n)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)src;
-    const unsigned char *k = key;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ k[i]) * 1099511628211ull;
-    return h;
+    return cge__fnv1a(CGE__FNV1A_SEED ^ (uint64_t)(uintptr_t)src, key, n);
 }
 
 void cge_kernel_shared_release(void *block) { cge__block_unref(block); }
+
+/* The prepare running on this thread records here (cge__kernel_watch_packed). */
+static _Thread_local uint64_t *watched;
+
+void cge__kernel_watch_packed(uint64_t *bits) { watched = bits; }
+
+void cge__kernel_input_packed(const cge_kernel_ctx *ctx, int32_t input)
+{
+    (void)ctx;
+    if (watched && input >= 0 && input < 64)
+        *watched |= (uint64_t)1 << input;
+}
+
+size_t cge__kernel_cache_made_bytes(const cge_kernel_cache *c)
+{
+    return c ? __atomic_load_n(&c->made_bytes, __ATOMIC_RELAXED) : 0;
+}
+
+void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t bytes)
+{
+    if (!c || !data)
+        return;
+    uintptr_t lo = (uintptr_t)data, hi = lo + bytes;
+    pthread_mutex_lock(&c->lock);
+    int32_t k = 0;
+    for (int32_t i = 0; i < c->num_ranges; i++)
+        if (c->ranges[i].hi <= lo || c->ranges[i].lo >= hi)
+            c->ranges[k++] = c->ranges[i];
+    c->num_ranges = k;
+    k = 0;
+    for (int32_t i = 0; i < c->num; i++) {
+        uintptr_t s = (uintptr_t)c->entries[i].src;
+        if (s >= lo && s < hi) {
+            /* Kernels keep their own references: only the lookup goes. */
+            cge_kernel_shared_release(c->entries[i].block);
+            free(c->entries[i].key);
+        } else {
+            c->entries[k++] = c->entries[i];
+        }
+    }
+    c->num = k;
+    pthread_mutex_unlock(&c->lock);
+}
 
 static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
                        cge_status (*fill)(void *, void *), void *user, void **out)
@@ -146,6 +187,8 @@ static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
         return st;
     }
     __atomic_fetch_add(&made_count, 1, __ATOMIC_RELAXED);
+    if (ctx->shared)
+        __atomic_fetch_add(&ctx->shared->made_bytes, bytes, __ATOMIC_RELAXED);
     *out = b;
     return CGE_OK;
 }

@@ -13,6 +13,19 @@ void cge__kernel_cache_destroy(cge_kernel_cache *c);
  * only data in such ranges is a source worth sharing (another address may
  * be freed and reused for other bytes). */
 cge_status cge__kernel_cache_add_stable(cge_kernel_cache *c, const void *data, size_t bytes);
+/* Called from a builtin kernel's prepare: this node's launches never read
+ * constant input `input` (0-63) again, only what prepare derived from it (a
+ * packed copy), so the session may free the constant's bytes once no other
+ * node reads them. Recorded in the bits the caller of prepare watches on
+ * this thread (cge__kernel_watch_packed; NULL: nobody asks, nothing kept). */
+void cge__kernel_input_packed(const cge_kernel_ctx *ctx, int32_t input);
+void cge__kernel_watch_packed(uint64_t *bits);
+/* Bytes of the blocks kernels made through this cache (packed weights). */
+size_t cge__kernel_cache_made_bytes(const cge_kernel_cache *c);
+/* [data, data + bytes) is about to be freed (a constant released after
+ * packing): it is no longer stable, and blocks derived from it are no longer
+ * found (kernels holding them keep them). */
+void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t bytes);
 /* The session's communicator (a cge_dist_comm, cge/dist.h), carried here
  * because the cache is what a kernel's prepare already gets from its session:
  * the cge.dist kernels read it; NULL outside a session or without

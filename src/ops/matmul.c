@@ -276,12 +276,48 @@ static void gemm_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+/* M = 1 products (a decoding step's attention: one query row against the
+ * keys or values, which change every run) read B where it is, row-major:
+ * packing it first would copy as many bytes as the product reads. The
+ * products' columns are cut into chunks for the cores. */
+static int gemv_direct(const mm_args *p)
+{
+    return uses_gemm(p) && p->M == 1 && p->b_cs == 1 && p->a_cs == 1 && p->alpha == 1.0f &&
+           !p->bias && cge__gemm_isa_best() == CGE_GEMM_ISA_AVX512;
+}
+
+static void gemv_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const mm_args *p = args;
+    int64_t chunks = (p->N + p->tiling.nt - 1) / p->tiling.nt, w0, w1;
+    cge__block_range(p->batch * chunks, blk, nblk, &w0, &w1);
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t t = w / chunks, j0 = (w % chunks) * p->tiling.nt, ao, bo;
+        batch_offsets(p, t, &ao, &bo);
+        cge__gemm_f32 g = {.M = 1, .N = p->N, .K = p->K,
+                           .a = (const float *)p->a + ao * p->a_mat, .a_rs = p->K, .a_cs = 1,
+                           .c = (float *)p->y + t * p->N, .ldc = p->N, .alpha = 1.0f,
+                           .isa = CGE_GEMM_ISA_AVX512};
+        cge__gemv_f32_unpacked(&g, (const float *)p->b + bo * p->b_mat, p->b_rs, j0,
+                               j0 + p->tiling.nt);
+    }
+}
+
 /* Enqueue the product described by `p` (inputs and output already set). */
 static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_args *p)
 {
     if (p->batch == 0 || p->M == 0 || p->N == 0)
         return CGE_OK;
     int threads = ctx->num_threads;
+    if (gemv_direct(p)) {
+        /* About two chunks per core over all products, whole panels each. */
+        int64_t per = (2 * (int64_t)(threads > 0 ? threads : 1) + p->batch - 1) / p->batch;
+        int64_t nt = (p->N + per - 1) / per;
+        p->tiling.nt = (nt + CGE_GEMM_NR - 1) / CGE_GEMM_NR * CGE_GEMM_NR;
+        int64_t chunks = (p->N + p->tiling.nt - 1) / p->tiling.nt;
+        return cge_launch(stream, gemv_fn, cge__blocks_for(p->batch * chunks, 1, threads), p,
+                          sizeof *p);
+    }
     if (uses_gemm(p)) {
         size_t need = gemm_workspace(p);
         /* Without the workspace the plan promised, fall back to the row loop

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cge/fused_ops.h"
+#include "cge/model_file.h"
 #include "ops/builtin.h"
 #include "ops/fused_act.h"
 #include "ops/kernel_util.h"
@@ -45,18 +46,13 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) static void cvt_avx512(co
 #endif
 
 #if defined(HAVE_CVT_AVX512) || defined(CGE_HAVE_DNNL)
+/* cge_cpu_features is the one answer (src/base/cpu_features.c), read once. */
 static int cpu_bf16(void)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
     static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
-    }
+    if (known < 0)
+        known = (cge_cpu_features() & CGE_CPU_AVX512BF16) != 0;
     return known;
-#else
-    return 0;
-#endif
 }
 #endif
 
@@ -266,16 +262,39 @@ static void bmm_ref_fn(int64_t blk, int64_t nblk, void *p)
     }
 }
 
-static bool bmm_args(const cge_kernel_ctx *ctx, bmm_call *k)
+/* The attributes, read once when the plan is prepared (kept in the kernel's
+ * state), or per launch where there is no state (eager runs). */
+typedef struct bmm_opts {
+    bool trans_b;
+    int act;
+    float alpha, lo, hi;
+} bmm_opts;
+
+static bool bmm_opts_parse(const cge_attrs *a, bmm_opts *o)
+{
+    o->trans_b = cge_attrs_get_int(a, "trans_b", 0) != 0;
+    o->act = cge__mm_act_from_name(cge_attrs_get_string(a, "activation", "none"));
+    o->alpha = cge_attrs_get_float(a, "alpha", 0.01f);
+    o->lo = cge_attrs_get_float(a, "min", -INFINITY);
+    o->hi = cge_attrs_get_float(a, "max", INFINITY);
+    return o->act >= 0;
+}
+
+typedef struct bmm_state {
+    bmm_opts o;
+    struct bmm_prim *prim; /* NULL: the reference path */
+} bmm_state;
+
+static bool bmm_args(const cge_kernel_ctx *ctx, const bmm_opts *o, bmm_call *k)
 {
     memset(k, 0, sizeof *k);
-    bool tb = cge_attrs_get_int(ctx->attrs, "trans_b", 0) != 0;
-    if (ctx->num_inputs < 2 || !bmm_geometry(&ctx->inputs[0].shape, &ctx->inputs[1].shape, tb, &k->g))
+    if (ctx->num_inputs < 2 ||
+        !bmm_geometry(&ctx->inputs[0].shape, &ctx->inputs[1].shape, o->trans_b, &k->g))
         return false;
-    k->act = cge__mm_act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
-    k->alpha = cge_attrs_get_float(ctx->attrs, "alpha", 0.01f);
-    k->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
-    k->hi = cge_attrs_get_float(ctx->attrs, "max", INFINITY);
+    k->act = o->act;
+    k->alpha = o->alpha;
+    k->lo = o->lo;
+    k->hi = o->hi;
     k->a = ctx->inputs[0].data;
     k->b = ctx->inputs[1].data;
     k->bias = cge__kernel_has_input(ctx, 2) ? ctx->inputs[2].data : NULL;
@@ -291,8 +310,7 @@ static bool b_const(const cge_kernel_ctx *ctx)
 /* ---- oneDNN -------------------------------------------------------------------------- */
 
 #ifdef CGE_HAVE_DNNL
-#include <dlfcn.h>
-#include <oneapi/dnnl/dnnl.h>
+#include "ops/dnnl_common.h"
 
 /* Threads: cge's own. The rows of a product with a 2-D B are cut into
  * slices, one per SPMD block, and each block runs a one-thread primitive on
@@ -323,25 +341,7 @@ typedef struct bmm_prim {
     const void *wei_from;           /* the B the block below holds */
     void *wei_block;                /* cge_kernel_shared_get block, or NULL */
     void *wei_own;                  /* room for another B (made when one comes) */
-    void (*omp_set)(int);
-    int (*omp_get)(void);
 } bmm_prim;
-
-/* oneDNN's OpenMP at one thread on the calling thread for one call, the
- * caller's setting given back after (as dnnl_conv.c does). */
-static int omp_one(const bmm_prim *p)
-{
-    int saved = p->omp_get ? p->omp_get() : 0;
-    if (p->omp_set)
-        p->omp_set(1);
-    return saved;
-}
-
-static void omp_back(const bmm_prim *p, int saved)
-{
-    if (p->omp_set && saved > 0)
-        p->omp_set(saved);
-}
 
 static void prim_destroy(bmm_prim *p)
 {
@@ -449,10 +449,9 @@ static cge_status prim_create(const bmm_call *k, bool has_bias, bool packed, int
     bmm_prim *p = calloc(1, sizeof *p);
     if (!p)
         return CGE_ERR_NO_MEMORY;
-    *(void **)&p->omp_set = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-    *(void **)&p->omp_get = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
     p->packed_b = packed;
-    int saved = omp_one(p);
+    /* oneDNN's OpenMP at one thread, as everywhere in this file */
+    int saved = cge__dnnl_omp_enter(1);
     const bmm_geom *g = &k->g;
     bool sliced = g->rank == 2;
     if (!sliced || blocks < 1)
@@ -503,16 +502,12 @@ static cge_status prim_create(const bmm_call *k, bool has_bias, bool packed, int
     if (ok && packed) {
         dnnl_memory_desc_t bumd;
         dnnl_dims_t bd = {g->b[0], g->b[1]}, bs = {g->b_strides[0], g->b_strides[1]};
-        dnnl_primitive_desc_t rpd = NULL;
         ok = dnnl_memory_desc_init_by_strides(&bumd, 2, bd, dnnl_f32, bs) == dnnl_success &&
              dnnl_memory_create(&p->wei_user, &bumd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
              dnnl_memory_create(&p->wei_pack, wmd, p->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-             dnnl_reorder_primitive_desc_create(&rpd, &bumd, p->engine, wmd, p->engine, NULL) ==
-                 dnnl_success &&
-             dnnl_primitive_create(&p->r_wei, rpd) == dnnl_success;
-        dnnl_primitive_desc_destroy(rpd);
+             cge__dnnl_make_reorder(p->engine, &bumd, wmd, &p->r_wei);
     }
-    omp_back(p, saved);
+    cge__dnnl_omp_leave(saved);
     if (!ok) {
         prim_destroy(p);
         return CGE_ERR_UNSUPPORTED;
@@ -524,25 +519,13 @@ static cge_status prim_create(const bmm_call *k, bool has_bias, bool packed, int
 /* Reorder the float32 B at `b` into oneDNN's bf16 layout at `dst`. */
 static int reorder_b(bmm_prim *p, const float *b, void *dst)
 {
-    int saved = omp_one(p);
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, p->wei_user}, {DNNL_ARG_TO, p->wei_pack}};
+    int saved = cge__dnnl_omp_enter(1);
     int ok = dnnl_memory_set_data_handle(p->wei_user, (void *)b) == dnnl_success &&
              dnnl_memory_set_data_handle(p->wei_pack, dst) == dnnl_success &&
-             dnnl_primitive_execute(p->r_wei, p->stream, 2, a) == dnnl_success &&
+             cge__dnnl_run_reorder(p->stream, p->r_wei, p->wei_user, p->wei_pack) &&
              dnnl_stream_wait(p->stream) == dnnl_success;
-    omp_back(p, saved);
+    cge__dnnl_omp_leave(saved);
     return ok;
-}
-
-typedef struct pack_job {
-    bmm_prim *p;
-    const float *b;
-} pack_job;
-
-static cge_status pack_fill(void *dst, void *user)
-{
-    pack_job *j = user;
-    return reorder_b(j->p, j->b, dst) ? CGE_OK : CGE_ERR_INTERNAL;
 }
 
 static size_t prim_weights_bytes(const bmm_prim *p)
@@ -551,13 +534,15 @@ static size_t prim_weights_bytes(const bmm_prim *p)
 }
 
 /* The constant B reordered once, shared by the graph's plans: the key is B's
- * layout as oneDNN chose it (the memory descriptor holds all of it). */
+ * layout as oneDNN chose it (the memory descriptor holds all of it). The
+ * slots' memories point at the block; the one made over it is not needed. */
 static cge_status prim_prepack(bmm_prim *p, const cge_kernel_ctx *ctx, const float *b)
 {
-    const dnnl_memory_desc_t *w = pd_md(p->pd[0], dnnl_query_weights_md);
-    pack_job job = {p, b};
-    cge_status st = cge_kernel_shared_get(ctx, b, w, sizeof *w, dnnl_memory_desc_get_size(w),
-                                          pack_fill, &job, &p->wei_block);
+    dnnl_memory_t m = NULL;
+    cge_status st = cge__dnnl_pack_shared(ctx, p->engine, p->stream, p->r_wei, p->wei_user,
+                                          pd_md(p->pd[0], dnnl_query_weights_md), b, b, NULL, 0, 1,
+                                          &p->wei_block, &m);
+    dnnl_memory_destroy(m);
     if (!st)
         p->wei_from = b;
     return st;
@@ -595,7 +580,7 @@ static void prim_run_fn(int64_t blk, int64_t nblk, void *args)
     if (!p->packed_b)
         cge__f32_to_bf16_row(k->b, k->b16, g->b_numel);
     void *w = !p->packed_b ? (void *)k->b16 : k->b == p->wei_from ? p->wei_block : p->wei_own;
-    int saved = omp_one(p);
+    int saved = cge__dnnl_omp_enter(1);
     int ok = dnnl_memory_set_data_handle(s->src, k->a16 + a_off) == dnnl_success &&
              dnnl_memory_set_data_handle(s->wei, w) == dnnl_success &&
              dnnl_memory_set_data_handle(s->dst, k->c + c_off) == dnnl_success &&
@@ -608,7 +593,7 @@ static void prim_run_fn(int64_t blk, int64_t nblk, void *args)
     ok = ok && dnnl_primitive_execute(p->prim[last ? 1 : 0], s->stream, k->bias ? 5 : 4, args5) ==
                    dnnl_success &&
          dnnl_stream_wait(s->stream) == dnnl_success;
-    omp_back(p, saved);
+    cge__dnnl_omp_leave(saved);
     if (!ok)
         cge_kernel_fail(CGE_ERR_INTERNAL, "MatMulBF16: oneDNN's matmul failed to run");
 }
@@ -658,7 +643,8 @@ static size_t bmm_fixed_bytes(const bmm_call *k, bool packed)
 static size_t bmm_workspace(const cge_kernel_ctx *ctx)
 {
     bmm_call k;
-    if (!bmm_args(ctx, &k))
+    bmm_opts o;
+    if (!bmm_opts_parse(ctx->attrs, &o) || !bmm_args(ctx, &o, &k))
         return 0;
     size_t need = bmm_fixed_bytes(&k, b_const(ctx));
 #ifdef CGE_HAVE_DNNL
@@ -680,9 +666,17 @@ static size_t bmm_workspace(const cge_kernel_ctx *ctx)
 static cge_status bmm_prepare(const cge_kernel_ctx *ctx, void **state)
 {
     *state = NULL;
+    bmm_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    if (!bmm_opts_parse(ctx->attrs, &s->o)) {
+        free(s);
+        return CGE_OK; /* the launch reports the activation */
+    }
+    *state = s;
 #ifdef CGE_HAVE_DNNL
     bmm_call k;
-    if (!cge__bf16_available() || !bmm_args(ctx, &k) || k.g.c_numel * k.g.K == 0)
+    if (!cge__bf16_available() || !bmm_args(ctx, &s->o, &k) || k.g.c_numel * k.g.K == 0)
         return CGE_OK;
     bool has_bias = ctx->num_inputs > 2 && ctx->inputs[2].dtype == CGE_F32;
     bool packed = b_const(ctx) && ctx->inputs[1].data;
@@ -707,29 +701,36 @@ static cge_status bmm_prepare(const cge_kernel_ctx *ctx, void **state)
             return cge_kernel_error(ctx, st, "oneDNN could not reorder B into bfloat16");
         }
     }
-    *state = p;
-#else
-    (void)ctx;
+    s->prim = p;
 #endif
     return CGE_OK;
 }
 
 static void bmm_release(void *state)
 {
-    prim_destroy(state);
+    bmm_state *s = state;
+    if (s)
+        prim_destroy(s->prim);
+    free(s);
 }
 
 static cge_status bmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
+    const bmm_state *s = ctx->state;
+    bmm_opts o;
+    if (s)
+        o = s->o;
+    else if (!bmm_opts_parse(ctx->attrs, &o))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "unknown activation");
     bmm_call k;
-    if (!bmm_args(ctx, &k))
+    if (!bmm_args(ctx, &o, &k))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "inputs do not form a matrix product");
     if (k.g.c_numel == 0)
         return CGE_OK;
     if (!k.a || !k.b || !k.c)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
 #ifdef CGE_HAVE_DNNL
-    bmm_prim *p = ctx->state;
+    bmm_prim *p = s ? s->prim : NULL;
     if (p && k.g.K > 0) {
         size_t a_bytes = align64((size_t)k.g.a_numel * 2);
         size_t b_bytes = p->packed_b ? 0 : align64((size_t)k.g.b_numel * 2);

@@ -2,12 +2,15 @@
  * QLookup, QPool, made by fuse_qdq): int8 in, int8 out, requantised in one pass,
  * plain NCHW or channels-last data. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
+#include "cge/model_file.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
+#include "ops/q8.h"
 
 /* QAdd / QMul compute exactly what DequantizeLinear, the float Add / Mul
  * (and a Relu or Clip) and QuantizeLinear compute one after the other:
@@ -20,26 +23,6 @@
 
 #define Q8 (CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
 #define F32 CGE_DT(CGE_F32)
-
-static inline int32_t q8_load(const void *p, int sg, int64_t i)
-{
-    return sg ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
-}
-
-static inline float q8_clamp(float v, float lo, float hi)
-{
-    if (v != v)
-        v = 0.0f;
-    return v < lo ? lo : (v > hi ? hi : v);
-}
-
-static inline void q8_store(void *y, int sg, int64_t i, float v)
-{
-    if (sg)
-        ((int8_t *)y)[i] = (int8_t)v;
-    else
-        ((uint8_t *)y)[i] = (uint8_t)v;
-}
 
 /* [lo, hi] of the output: the dtype's range narrowed by the lo/hi attributes. */
 static void out_range(const cge_kernel_ctx *ctx, int sg, float *lo, float *hi)
@@ -132,11 +115,32 @@ typedef struct qbin_args {
             QBIN_LOOP(TA, TB, uint8_t);                                                      \
     } while (0)
 
-static void qbin_fn(int64_t blk, int64_t nblk, void *args)
+/* The loops below are compiled twice: for the build's baseline (SSE4, 4
+ * lanes) and, where the CPU has it (cge_cpu_features), for AVX-512 (16
+ * lanes). The same IEEE operations in the same order (no contraction into
+ * FMA: ISO C mode), so the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define HAVE_Q8_AVX512 1
+#endif
+
+static bool q8_avx512(void)
 {
-    const qbin_args *p = args;
-    int64_t e0, e1;
-    cge__block_range(p->n, blk, nblk, &e0, &e1);
+#ifdef HAVE_Q8_AVX512
+    static int known = -1;
+    if (known < 0) {
+        uint64_t need = CGE_CPU_AVX512F | CGE_CPU_AVX512BW | CGE_CPU_AVX512VL;
+        known = (cge_cpu_features() & need) == need;
+    }
+    return known != 0;
+#else
+    return false;
+#endif
+}
+
+static inline __attribute__((always_inline)) void qbin_body(const qbin_args *p, int64_t e0,
+                                                            int64_t e1)
+{
     /* NaN cannot come out of int8 inputs (finite scales), so the clamp to
      * [lo, hi], within the dtype's range, is the whole saturation. */
     if (p->asg && p->bsg)
@@ -149,6 +153,24 @@ static void qbin_fn(int64_t blk, int64_t nblk, void *args)
         QBIN_Y(uint8_t, uint8_t);
 }
 
+static void qbin_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qbin_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    qbin_body(p, e0, e1);
+}
+
+#ifdef HAVE_Q8_AVX512
+Q8_AVX512 static void qbin_fn_avx512(int64_t blk, int64_t nblk, void *args)
+{
+    const qbin_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    qbin_body(p, e0, e1);
+}
+#endif
+
 static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     qbin_args p;
@@ -160,9 +182,9 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     p.asg = A->dtype == CGE_I8;
     p.bsg = B->dtype == CGE_I8;
     p.sa = ((const float *)ctx->inputs[1].data)[0];
-    p.za = q8_load(ctx->inputs[2].data, p.asg, 0);
+    p.za = cge__q8_load(ctx->inputs[2].data, p.asg, 0);
     p.sb = ((const float *)ctx->inputs[4].data)[0];
-    p.zb = q8_load(ctx->inputs[5].data, p.bsg, 0);
+    p.zb = cge__q8_load(ctx->inputs[5].data, p.bsg, 0);
     p.a = A->data;
     p.b = B->data;
     p.y = Y->data;
@@ -171,11 +193,16 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     p.n = cge_shape_numel(&Y->shape);
     p.sc = ((const float *)ctx->inputs[6].data)[0];
     p.ysg = Y->dtype == CGE_I8;
-    p.zc = (float)q8_load(ctx->inputs[7].data, p.ysg, 0);
+    p.zc = (float)cge__q8_load(ctx->inputs[7].data, p.ysg, 0);
     out_range(ctx, p.ysg, &p.lo, &p.hi);
     if (p.n == 0)
         return CGE_OK;
-    return cge_launch(stream, qbin_fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
+    cge_kernel_fn fn = qbin_fn;
+#ifdef HAVE_Q8_AVX512
+    if (q8_avx512())
+        fn = qbin_fn_avx512;
+#endif
+    return cge_launch(stream, fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
 }
 
 /* ---- QLookup: y = table[x], a unary function of 256 values ------------------ */
@@ -189,11 +216,18 @@ static cge_status qlut_infer(cge_infer_ctx *ctx)
     return CGE_OK;
 }
 
+/* An int8 table (Q(f(DQ(x)))) or a float32 one: a DequantizeLinear left
+ * after the fusions, tabulated by fuse_qdq with DequantizeLinear's own
+ * arithmetic, so a load per element instead of a conversion and a product. */
 typedef struct qlut_args {
-    uint8_t t[256];
+    union {
+        uint8_t q[256];
+        float f[256];
+    } t;
     const uint8_t *x;
-    uint8_t *y;
+    void *y;
     int64_t n;
+    int wide;
 } qlut_args;
 
 static void qlut_fn(int64_t blk, int64_t nblk, void *args)
@@ -201,17 +235,24 @@ static void qlut_fn(int64_t blk, int64_t nblk, void *args)
     const qlut_args *p = args;
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
-    for (int64_t i = e0; i < e1; i++)
-        p->y[i] = p->t[p->x[i]];
+    if (p->wide)
+        for (int64_t i = e0; i < e1; i++)
+            ((float *)p->y)[i] = p->t.f[p->x[i]];
+    else
+        for (int64_t i = e0; i < e1; i++)
+            ((uint8_t *)p->y)[i] = p->t.q[p->x[i]];
 }
 
 static cge_status qlut_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     qlut_args p;
-    if (cge_dtype_size(ctx->inputs[0].dtype) != 1 || cge_dtype_size(ctx->inputs[1].dtype) != 1 ||
-        cge_shape_numel(&ctx->inputs[1].shape) != 256)
-        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "X and the table must be 8-bit, 256 entries");
-    memcpy(p.t, ctx->inputs[1].data, 256);
+    cge_dtype tt = ctx->inputs[1].dtype;
+    if (cge_dtype_size(ctx->inputs[0].dtype) != 1 ||
+        (cge_dtype_size(tt) != 1 && tt != CGE_F32) || cge_shape_numel(&ctx->inputs[1].shape) != 256)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE,
+                                "X must be 8-bit, the table 256 8-bit or float32 values");
+    p.wide = tt == CGE_F32;
+    memcpy(&p.t, ctx->inputs[1].data, p.wide ? sizeof p.t.f : sizeof p.t.q);
     p.x = ctx->inputs[0].data;
     p.y = ctx->outputs[0].data;
     p.n = cge_shape_numel(&ctx->inputs[0].shape);
@@ -302,13 +343,14 @@ static int32_t qpool_out(const qpool_args *p, int32_t acc, int64_t real, int64_t
     float v = p->mode == 0 ? (float)(acc - p->zx) * p->sx
               : div        ? (float)(acc - (int32_t)real * p->zx) * p->sx / (float)div
                            : 0.0f;
-    return q8_clamp(rintf(v / p->sy) + p->zy, p->lo, p->hi);
+    return cge__q8_clamp(rintf(v / p->sy) + p->zy, p->lo, p->hi);
 }
 
 /* NHWC: per output position, the taps outside and the channels inside
  * (contiguous), in chunks of int32 sums. */
 #define QP_CHUNK 256
-static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
+static inline __attribute__((always_inline)) void qpool_nhwc(const qpool_args *p, int64_t r0,
+                                                             int64_t r1)
 {
     const nn_geom *g = &p->g;
     int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
@@ -350,13 +392,20 @@ static void qpool_nhwc(const qpool_args *p, int64_t r0, int64_t r1)
                 }
                 int64_t yo = ((n * OH + oh) * OW + ow) * C + c0;
                 for (int64_t c = 0; c < nc; c++)
-                    q8_store(p->y, p->ysg, yo + c, qpool_out(p, acc[c], real, div));
+                    cge__q8_store(p->y, p->ysg, yo + c, qpool_out(p, acc[c], real, div));
             }
         }
     }
 }
 
 /* Block work: (n, output row); every channel of it. */
+#ifdef HAVE_Q8_AVX512
+Q8_AVX512 static void qpool_nhwc_avx512(const qpool_args *p, int64_t r0, int64_t r1)
+{
+    qpool_nhwc(p, r0, r1);
+}
+#endif
+
 static void qpool_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qpool_args *p = args;
@@ -365,6 +414,12 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
     int64_t r0, r1;
     cge__block_range(p->N * OH, blk, nblk, &r0, &r1);
     if (p->nhwc) {
+#ifdef HAVE_Q8_AVX512
+        if (q8_avx512()) {
+            qpool_nhwc_avx512(p, r0, r1);
+            return;
+        }
+#endif
         qpool_nhwc(p, r0, r1);
         return;
     }
@@ -380,41 +435,91 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
                     int64_t ih = oh * g->s[1] - g->pb[1] + ta * g->d[1];
                     for (int64_t tb = kb0; tb < kb1; tb++) {
                         int64_t iw = ow * g->s[2] - g->pb[2] + tb * g->d[2];
-                        int32_t v = q8_load(p->x, p->xsg, ((n * C + c) * H + ih) * W + iw);
-                        acc = p->mode == 1 ? acc + v : v > acc ? v : acc;
+                        int32_t v = cge__q8_load(p->x, p->xsg, ((n * C + c) * H + ih) * W + iw);
+                        acc = p->mode == 0 ? (v > acc ? v : acc) : acc + v;
                     }
                 }
-                q8_store(p->y, p->ysg, ((n * C + c) * OH + oh) * OW + ow,
+                cge__q8_store(p->y, p->ysg, ((n * C + c) * OH + oh) * OW + ow,
                          qpool_out(p, acc, real, div));
             }
         }
     }
 }
 
-static cge_status qpool_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+/* What the attributes say (the geometry, mode, layout, padding rule and the
+ * output range): read once when the plan is prepared, kept as the kernel's
+ * state, or per launch where there is none. */
+typedef struct qpool_opts {
+    nn_geom g;
+    int mode, nhwc, count_pad;
+    float lo, hi;
+} qpool_opts;
+
+static cge_status qpool_opts_read(const cge_kernel_ctx *ctx, qpool_opts *o)
 {
-    qpool_args p;
-    memset(&p, 0, sizeof p);
+    memset(o, 0, sizeof *o);
     char err[256];
     const cge_tensor *X = &ctx->inputs[0], *Y = &ctx->outputs[0];
-    cge_status st = qpool_geom(ctx->attrs, &X->shape, &p.g, &p.mode, err, sizeof err);
+    cge_status st = qpool_geom(ctx->attrs, &X->shape, &o->g, &o->mode, err, sizeof err);
     if (st)
         return cge_kernel_error(ctx, st, "%s", err);
     if ((X->dtype != CGE_I8 && X->dtype != CGE_U8) || (Y->dtype != CGE_I8 && Y->dtype != CGE_U8))
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "X and Y must be int8 or uint8");
+    o->nhwc = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
+    o->count_pad = cge_attrs_get_int(ctx->attrs, "count_include_pad", 0) != 0;
+    out_range(ctx, Y->dtype == CGE_I8, &o->lo, &o->hi);
+    return CGE_OK;
+}
+
+static cge_status qpool_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    *state = NULL;
+    qpool_opts *o = malloc(sizeof *o);
+    if (!o)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    cge_status st = qpool_opts_read(ctx, o);
+    if (st) {
+        free(o);
+        return st;
+    }
+    *state = o;
+    return CGE_OK;
+}
+
+static void qpool_release(void *state)
+{
+    free(state);
+}
+
+static cge_status qpool_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    qpool_opts o;
+    if (ctx->state)
+        o = *(const qpool_opts *)ctx->state;
+    else {
+        cge_status st = qpool_opts_read(ctx, &o);
+        if (st)
+            return st;
+    }
+    qpool_args p;
+    memset(&p, 0, sizeof p);
+    const cge_tensor *X = &ctx->inputs[0], *Y = &ctx->outputs[0];
+    p.g = o.g;
+    p.mode = o.mode;
+    p.nhwc = o.nhwc;
+    p.count_pad = o.count_pad;
+    p.lo = o.lo;
+    p.hi = o.hi;
     p.x = X->data;
     p.y = Y->data;
     p.N = X->shape.dims[0];
     p.C = X->shape.dims[1];
     p.xsg = X->dtype == CGE_I8;
     p.ysg = Y->dtype == CGE_I8;
-    p.nhwc = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
-    p.count_pad = cge_attrs_get_int(ctx->attrs, "count_include_pad", 0) != 0;
     p.sx = ((const float *)ctx->inputs[1].data)[0];
-    p.zx = q8_load(ctx->inputs[2].data, p.xsg, 0);
+    p.zx = cge__q8_load(ctx->inputs[2].data, p.xsg, 0);
     p.sy = ((const float *)ctx->inputs[3].data)[0];
-    p.zy = (float)q8_load(ctx->inputs[4].data, p.ysg, 0);
-    out_range(ctx, p.ysg, &p.lo, &p.hi);
+    p.zy = (float)cge__q8_load(ctx->inputs[4].data, p.ysg, 0);
     int64_t rows = p.N * p.g.out[1];
     if (rows * p.g.out[2] * p.C == 0)
         return CGE_OK;
@@ -465,12 +570,14 @@ static const cge_kernel_def qbin_kernels[] = {
     {.engine = "cpu", .launch = qbin_launch, .inplace_input = -1}};
 static const cge_arg_def qlut_in[] = {
     {"X", 0, Q8, "int8 or uint8"},
-    {"table", 0, Q8, "[256]: the output for each byte of X"},
+    {"table", 0, Q8 | F32, "[256]: the output for each byte of X (its dtype is Y's)"},
 };
+static const cge_arg_def qlut_out[] = {{"Y", 0, Q8 | F32, "table[X]"}};
 static const cge_kernel_def qlut_kernels[] = {
     {.engine = "cpu", .launch = qlut_launch, .inplace_input = 0}};
 static const cge_kernel_def qpool_kernels[] = {
-    {.engine = "cpu", .launch = qpool_launch, .inplace_input = -1}};
+    {.engine = "cpu", .launch = qpool_launch, .prepare = qpool_prepare, .release = qpool_release,
+     .inplace_input = -1}};
 
 #define N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
 
@@ -485,9 +592,10 @@ static const cge_op_def qlinear_ops[] = {
      .num_attrs = N_OF(qbin_attrs), .infer = qbin_infer, .kernels = qbin_kernels,
      .num_kernels = 1, .doc = "Q(DQ(A) * DQ(B)) clamped to [lo, hi]"},
     {.name = "QLookup", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qlut_in,
-     .num_inputs = 2, .outputs = q_out, .num_outputs = 1, .infer = qlut_infer,
+     .num_inputs = 2, .outputs = qlut_out, .num_outputs = 1, .infer = qlut_infer,
      .kernels = qlut_kernels, .num_kernels = 1,
-     .doc = "table[X]: Q(f(DQ(X))) for a unary f, tabulated by fuse_qdq with f's own kernel"},
+     .doc = "table[X]: Q(f(DQ(X))) for a unary f (or a chain of them), or DQ(X) itself in "
+            "float32, tabulated by fuse_qdq with the ops' own kernels"},
     {.name = "QPool", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = qpool_in,
      .num_inputs = 5, .outputs = q_out, .num_outputs = 1, .attrs = qpool_attrs,
      .num_attrs = N_OF(qpool_attrs), .infer = qpool_infer, .kernels = qpool_kernels,

@@ -1,8 +1,10 @@
-/* Quantization operators: QuantizeLinear / DequantizeLinear (13: per tensor
- * and per axis, int8/uint8, int32 in), DynamicQuantizeLinear, MatMulInteger,
- * ConvInteger, QLinearMatMul and QLinearConv, and the compiler's cge.fused
- * QConv / QMatMul (fuse_qdq: constant weights on oneDNN's int8 kernels). */
+/* Quantization operators: QuantizeLinear / DequantizeLinear (13-21: per
+ * tensor, per axis and blocked; int8/uint8/int16/uint16, int32 in),
+ * DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul and
+ * QLinearConv, and the compiler's cge.fused QConv / QMatMul (fuse_qdq:
+ * constant weights on oneDNN's int8 kernels). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@
 #include "ops/dnnl_qconv.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
+#include "ops/q8.h"
 
 /* Rounding is to nearest, ties to even (rintf in the default rounding mode),
  * then saturation. Integer products accumulate in int32, as the ONNX
@@ -18,6 +21,7 @@
 
 #define Q8 (CGE_DT(CGE_I8) | CGE_DT(CGE_U8))
 #define F32 CGE_DT(CGE_F32)
+#define Q16 (CGE_DT(CGE_I16) | CGE_DT(CGE_U16))
 
 static int present(const cge_infer_ctx *ctx, int32_t i)
 {
@@ -29,72 +33,134 @@ static int kpresent(const cge_kernel_ctx *ctx, int32_t i)
     return ctx->num_inputs > i && ctx->inputs[i].dtype != CGE_DTYPE_UNDEFINED;
 }
 
-/* Saturating store of a rounded value into int8 or uint8. */
-static inline void store_q8(void *y, int is_signed, int64_t i, float v)
-{
-    if (v != v)
-        v = 0.0f;
-    if (is_signed)
-        ((int8_t *)y)[i] = (int8_t)(v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v));
-    else
-        ((uint8_t *)y)[i] = (uint8_t)(v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v));
-}
-
-static inline int32_t load_q(const void *p, cge_dtype t, int64_t i)
-{
-    switch (t) {
-    case CGE_I8: return ((const int8_t *)p)[i];
-    case CGE_U8: return ((const uint8_t *)p)[i];
-    case CGE_I32: return ((const int32_t *)p)[i];
-    default: return 0;
-    }
-}
-
 /* ---- QuantizeLinear / DequantizeLinear ------------------------------------ */
 
-/* Scale (and zero point) are scalars, or 1-D along `axis` of x. Writes the
- * normalised axis and the number of scales. */
-static cge_status check_scale(cge_infer_ctx *ctx, int32_t si, int32_t zi, int32_t *axis_out)
+/* Three forms of scale (and zero point), as opset 21 defines them: a scalar
+ * (per tensor); 1-D along `axis` (per axis); or, with block_size > 0, x's
+ * rank with dims[axis] = ceil(x.dims[axis] / block_size) and the other dims
+ * x's (blocked: consecutive block_size elements along axis share one). The
+ * importer unpacks int4/uint4 tensors into int8/uint8 and turns a 4-bit
+ * QuantizeLinear into an 8-bit one and a Clip (onnx_opset21.c), so nothing
+ * here is 4-bit. */
+typedef struct qdq_layout {
+    int32_t axis;
+    int64_t block;      /* 0: per tensor or per axis */
+    int64_t axis_dim;   /* x's size along axis (1 per tensor) */
+    int64_t nb;         /* scales along axis: axis_dim, or ceil(axis_dim / block) */
+    int64_t inner;      /* elements after axis */
+} qdq_layout;
+
+/* The layout of the scale at input si against x's shape; an error message in
+ * err otherwise. Unknown (dynamic) dims are accepted by the meta and checked
+ * again when the kernel runs. */
+static bool qdq_layout_of(const cge_shape *x, const cge_shape *s, const cge_attrs *attrs,
+                          qdq_layout *l, char *err, size_t errsz)
 {
-    const cge_tensor_desc *x = &ctx->inputs[0], *s = &ctx->inputs[si];
-    int64_t ns = cge_shape_numel(&s->shape);
-    *axis_out = 0;
-    if (s->shape.rank > 1)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "the scale must be a scalar or 1-D");
+    memset(l, 0, sizeof *l);
+    l->axis_dim = l->nb = l->inner = 1;
+    int64_t ns = cge_shape_numel(s), axis_attr = cge_attrs_get_int(attrs, "axis", 1);
+    l->block = cge_attrs_get_int(attrs, "block_size", 0);
+    if (l->block < 0) {
+        snprintf(err, errsz, "block_size %lld is negative", (long long)l->block);
+        return false;
+    }
+    bool per_tensor = l->block == 0 && (s->rank == 0 || (s->rank == 1 && s->dims[0] == 1));
+    if (per_tensor)
+        return true;
+    if (l->block == 0 && s->rank > 1) {
+        snprintf(err, errsz, "the scale must be a scalar or 1-D (rank %d without block_size)",
+                 s->rank);
+        return false;
+    }
+    int32_t ax;
+    if (!cge_axis_normalize(axis_attr, x->rank, false, &ax)) {
+        snprintf(err, errsz, "axis %lld is out of range for rank %d", (long long)axis_attr,
+                 x->rank);
+        return false;
+    }
+    l->axis = ax;
+    l->axis_dim = x->dims[ax];
+    for (int32_t d = ax + 1; d < x->rank; d++)
+        l->inner *= x->dims[d];
+    if (l->block == 0) {
+        l->nb = ns;
+        if (ns >= 0 && l->axis_dim >= 0 && ns != l->axis_dim) {
+            snprintf(err, errsz, "%lld scales for axis %d of size %lld", (long long)ns, ax,
+                     (long long)l->axis_dim);
+            return false;
+        }
+        return true;
+    }
+    if (s->rank != x->rank) {
+        snprintf(err, errsz, "block_size %lld: the scale has rank %d, x rank %d (they must "
+                 "agree)", (long long)l->block, s->rank, x->rank);
+        return false;
+    }
+    for (int32_t d = 0; d < x->rank; d++) {
+        int64_t xd = x->dims[d], sd = s->dims[d];
+        int64_t want = d == ax && xd >= 0 ? (xd + l->block - 1) / l->block : xd;
+        if (xd >= 0 && sd >= 0 && sd != want) {
+            snprintf(err, errsz, "block_size %lld: the scale's dim %d is %lld, %lld expected "
+                     "(x's dim %lld%s)", (long long)l->block, d, (long long)sd, (long long)want,
+                     (long long)xd, d == ax ? " in blocks, rounded up" : "");
+            return false;
+        }
+    }
+    l->nb = s->dims[ax];
+    return true;
+}
+
+static cge_status check_scale(cge_infer_ctx *ctx, int32_t si, int32_t zi)
+{
+    const cge_tensor_desc *s = &ctx->inputs[si];
     if (present(ctx, zi) && !cge_shape_equal(&ctx->inputs[zi].shape, &s->shape))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "the zero point's shape differs from the scale's");
-    if (s->shape.rank == 1 && !(s->shape.dims[0] == 1 && x->shape.rank == 0)) {
-        int32_t ax;
-        if (!cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 1), x->shape.rank, false,
-                                &ax))
-            return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "axis %lld is out of range for rank %d",
-                                  (long long)cge_attrs_get_int(ctx->attrs, "axis", 1),
-                                  x->shape.rank);
-        int64_t d = x->shape.dims[ax];
-        if (ns >= 0 && d >= 0 && ns != d && ns != 1)
-            return cge_meta_error(ctx, CGE_ERR_SHAPE,
-                                  "%lld scales for axis %d of size %lld", (long long)ns, ax,
-                                  (long long)d);
-        *axis_out = ax;
-    }
+    qdq_layout l;
+    char err[256];
+    if (!qdq_layout_of(&ctx->inputs[0].shape, &s->shape, ctx->attrs, &l, err, sizeof err))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "%s", err);
     return CGE_OK;
+}
+
+/* QuantizeLinear's output type: the zero point's, else output_dtype (an
+ * ONNX type number; 0 means uint8). */
+static cge_dtype quantize_out_dtype(const cge_attrs *attrs, cge_dtype zt)
+{
+    if (zt != CGE_DTYPE_UNDEFINED)
+        return zt;
+    switch (cge_attrs_get_int(attrs, "output_dtype", 0)) {
+    case 0: case 2: return CGE_U8;
+    case 3: return CGE_I8;
+    case 4: return CGE_U16;
+    case 5: return CGE_I16;
+    default: return CGE_DTYPE_UNDEFINED;
+    }
 }
 
 static cge_status quantize_infer(cge_infer_ctx *ctx)
 {
-    int32_t ax;
-    cge_status st = check_scale(ctx, 1, 2, &ax);
+    cge_status st = check_scale(ctx, 1, 2);
     if (st)
         return st;
-    ctx->outputs[0].dtype = present(ctx, 2) ? ctx->inputs[2].dtype : CGE_U8;
+    cge_dtype zt = present(ctx, 2) ? ctx->inputs[2].dtype : CGE_DTYPE_UNDEFINED;
+    int64_t od = cge_attrs_get_int(ctx->attrs, "output_dtype", 0);
+    cge_dtype yt = quantize_out_dtype(ctx->attrs, zt);
+    if (yt == CGE_DTYPE_UNDEFINED)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "output_dtype %lld is not supported (uint8, "
+                              "int8, uint16, int16; int4/uint4 through the importer)",
+                              (long long)od);
+    if (zt != CGE_DTYPE_UNDEFINED && od != 0 &&
+        quantize_out_dtype(ctx->attrs, CGE_DTYPE_UNDEFINED) != zt)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "output_dtype %lld disagrees with the zero "
+                              "point's %s", (long long)od, cge_dtype_name(zt));
+    ctx->outputs[0].dtype = yt;
     ctx->outputs[0].shape = ctx->inputs[0].shape;
     return CGE_OK;
 }
 
 static cge_status dequantize_infer(cge_infer_ctx *ctx)
 {
-    int32_t ax;
-    cge_status st = check_scale(ctx, 1, 2, &ax);
+    cge_status st = check_scale(ctx, 1, 2);
     if (st)
         return st;
     if (present(ctx, 2) && ctx->inputs[2].dtype != ctx->inputs[0].dtype)
@@ -111,13 +177,42 @@ typedef struct qdq_args {
     const void *x, *zp;
     const float *scale;
     void *y;
-    int64_t n, inner, axis_dim, nscale;
+    int64_t n, nscale;
+    qdq_layout l;
+    float lo, hi;
 } qdq_args;
 
-/* The scale index of element i: per axis, (i / inner) % axis_dim. */
+/* The scale index of element i. Per axis: (i / inner) % axis_dim; blocked:
+ * the same coordinates with the axis one divided by the block. */
 static inline int64_t scale_idx(const qdq_args *p, int64_t i)
 {
-    return p->nscale == 1 ? 0 : (i / p->inner) % p->axis_dim;
+    if (p->nscale == 1)
+        return 0;
+    int64_t in = i % p->l.inner, r = i / p->l.inner;
+    int64_t a = r % p->l.axis_dim, o = r / p->l.axis_dim;
+    if (!p->l.block)
+        return a;
+    return (o * p->l.nb + a / p->l.block) * p->l.inner + in;
+}
+
+static inline int32_t load_qx(const void *p, cge_dtype t, int64_t i)
+{
+    switch (t) {
+    case CGE_I16: return ((const int16_t *)p)[i];
+    case CGE_U16: return ((const uint16_t *)p)[i];
+    default: return cge__q_load(p, t, i);
+    }
+}
+
+static inline void store_qx(void *y, cge_dtype t, int64_t i, float v)
+{
+    switch (t) {
+    case CGE_I8: ((int8_t *)y)[i] = (int8_t)v; break;
+    case CGE_U8: ((uint8_t *)y)[i] = (uint8_t)v; break;
+    case CGE_I16: ((int16_t *)y)[i] = (int16_t)v; break;
+    case CGE_U16: ((uint16_t *)y)[i] = (uint16_t)v; break;
+    default: break;
+    }
 }
 
 static void quantize_fn(int64_t blk, int64_t nblk, void *args)
@@ -125,12 +220,12 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     const qdq_args *p = args;
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
-    int sg = p->yt == CGE_I8;
-    if (p->nscale == 1 && p->xt == CGE_F32) {
+    float lo = p->lo, hi = p->hi;
+    if (p->nscale == 1 && p->xt == CGE_F32 && (p->yt == CGE_I8 || p->yt == CGE_U8)) {
         /* per tensor, the common case: one loop the compiler vectorises */
+        int sg = p->yt == CGE_I8;
         const float *x = p->x;
-        float s = p->scale[0], z = p->zp ? (float)load_q(p->zp, p->zt, 0) : 0.0f;
-        float lo = sg ? -128.0f : 0.0f, hi = sg ? 127.0f : 255.0f;
+        float s = p->scale[0], z = p->zp ? (float)cge__q_load(p->zp, p->zt, 0) : 0.0f;
         for (int64_t i = e0; i < e1; i++) {
             float v = rintf(x[i] / s) + z;
             v = v != v ? 0.0f : v;
@@ -145,8 +240,10 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
         float xv = p->xt == CGE_F32 ? ((const float *)p->x)[i] : (float)((const int32_t *)p->x)[i];
-        float z = p->zp ? (float)load_q(p->zp, p->zt, s) : 0.0f;
-        store_q8(p->y, sg, i, rintf(xv / p->scale[s]) + z);
+        float z = p->zp ? (float)load_qx(p->zp, p->zt, s) : 0.0f;
+        float v = rintf(xv / p->scale[s]) + z;
+        v = v != v ? 0.0f : v;
+        store_qx(p->y, p->yt, i, v < lo ? lo : (v > hi ? hi : v));
     }
 }
 
@@ -158,9 +255,9 @@ static void dequantize_fn(int64_t blk, int64_t nblk, void *args)
     float *y = p->y;
     for (int64_t i = e0; i < e1; i++) {
         int64_t s = scale_idx(p, i);
-        int32_t z = p->zp ? load_q(p->zp, p->zt, s) : 0;
+        int32_t z = p->zp ? load_qx(p->zp, p->zt, s) : 0;
         /* int32 x - zero point in int64: no overflow before the conversion */
-        y[i] = (float)((int64_t)load_q(p->x, p->xt, i) - z) * p->scale[s];
+        y[i] = (float)((int64_t)load_qx(p->x, p->xt, i) - z) * p->scale[s];
     }
 }
 
@@ -170,7 +267,7 @@ static cge_status qdq_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int 
     qdq_args p = {
         .xt = x->dtype, .x = x->data, .scale = s->data, .y = ctx->outputs[0].data,
         .yt = ctx->outputs[0].dtype, .n = cge_shape_numel(&x->shape),
-        .nscale = cge_shape_numel(&s->shape), .inner = 1, .axis_dim = 1,
+        .nscale = cge_shape_numel(&s->shape),
     };
     if (kpresent(ctx, 2)) {
         p.zp = ctx->inputs[2].data;
@@ -178,22 +275,21 @@ static cge_status qdq_launch(const cge_kernel_ctx *ctx, cge_stream *stream, int 
         if (cge_shape_numel(&ctx->inputs[2].shape) != p.nscale)
             return cge_kernel_error(ctx, CGE_ERR_SHAPE, "zero point and scale sizes differ");
     }
+    bool q_ok = p.yt == CGE_I8 || p.yt == CGE_U8 || p.yt == CGE_I16 || p.yt == CGE_U16;
     if (s->dtype != CGE_F32 || (quant && p.zp && p.zt != p.yt) ||
-        (quant ? (p.yt != CGE_I8 && p.yt != CGE_U8) : p.yt != CGE_F32))
+        (quant ? !q_ok : p.yt != CGE_F32))
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "unsupported dtypes");
-    if (p.nscale > 1) {
-        int32_t ax;
-        if (!cge_axis_normalize(cge_attrs_get_int(ctx->attrs, "axis", 1), x->shape.rank, false,
-                                &ax) ||
-            x->shape.dims[ax] != p.nscale)
-            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%lld scales do not fit axis of x",
-                                    (long long)p.nscale);
-        p.axis_dim = x->shape.dims[ax];
-        for (int32_t d = ax + 1; d < x->shape.rank; d++)
-            p.inner *= x->shape.dims[d];
-    } else if (p.nscale != 1) {
-        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "the scale is empty");
+    switch (p.yt) {
+    case CGE_I8: p.lo = -128.0f, p.hi = 127.0f; break;
+    case CGE_U8: p.lo = 0.0f, p.hi = 255.0f; break;
+    case CGE_I16: p.lo = -32768.0f, p.hi = 32767.0f; break;
+    default: p.lo = 0.0f, p.hi = 65535.0f; break;
     }
+    char err[256];
+    if (p.nscale < 1)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "the scale is empty");
+    if (!qdq_layout_of(&x->shape, &s->shape, ctx->attrs, &p.l, err, sizeof err))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "%s", err);
     if (p.n == 0)
         return CGE_OK;
     return cge_launch(stream, quant ? quantize_fn : dequantize_fn,
@@ -270,7 +366,7 @@ static void dynq_quant_fn(int64_t blk, int64_t nblk, void *args)
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
     for (int64_t i = e0; i < e1; i++)
-        store_q8(p->y, 0, i, rintf(p->x[i] / scale) + zf);
+        cge__q8_store_sat(p->y, 0, i, rintf(p->x[i] / scale) + zf);
 }
 
 static size_t dynq_workspace(const cge_kernel_ctx *ctx)
@@ -380,8 +476,8 @@ static void imm_bconv_fn(int64_t blk, int64_t nblk, void *args)
     cge__block_range(p->b_count * p->K * p->N, blk, nblk, &e0, &e1);
     for (int64_t e = e0; e < e1; e++) {
         int64_t j = e % p->N;
-        int32_t z = p->bz ? load_q(p->bz, p->bt, p->nbz == 1 ? 0 : j) : 0;
-        p->bw[e] = (int16_t)(load_q(p->b, p->bt, e) - z);
+        int32_t z = p->bz ? cge__q_load(p->bz, p->bt, p->nbz == 1 ? 0 : j) : 0;
+        p->bw[e] = (int16_t)(cge__q_load(p->b, p->bt, e) - z);
     }
 }
 
@@ -400,7 +496,7 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
         }
         int64_t arow = (ao * p->M + i) * p->K;
         const int16_t *bm = p->bw + bo * p->K * p->N;
-        int32_t za = p->az ? load_q(p->az, p->at, p->naz == 1 ? 0 : i) : 0;
+        int32_t za = p->az ? cge__q_load(p->az, p->at, p->naz == 1 ? 0 : i) : 0;
         float sa = p->as ? ((const float *)p->as)[p->nas == 1 ? 0 : i] : 0.0f;
         for (int64_t j0 = 0; j0 < p->N; j0 += 64) {
             int64_t nj = p->N - j0 < 64 ? p->N - j0 : 64;
@@ -408,7 +504,7 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
             for (int64_t j = 0; j < nj; j++)
                 acc[j] = p->bias ? p->bias[j0 + j] : 0;
             for (int64_t k = 0; k < p->K; k++) {
-                int32_t av = load_q(p->a, p->at, arow + k) - za;
+                int32_t av = cge__q_load(p->a, p->at, arow + k) - za;
                 const int16_t *bk = bm + k * p->N + j0;
                 for (int64_t j = 0; j < nj; j++)
                     acc[j] += av * (int32_t)bk[j];
@@ -419,12 +515,12 @@ static void imm_rows_fn(int64_t blk, int64_t nblk, void *args)
                 continue;
             }
             float ys = ((const float *)p->ys)[0];
-            float yz = (float)load_q(p->yz, p->yt, 0);
+            float yz = (float)cge__q_load(p->yz, p->yt, 0);
             const float *bs = p->bs;
             for (int64_t j = 0; j < nj; j++) {
                 float m = sa * bs[p->nbs == 1 ? 0 : j0 + j] / ys;
                 float v = rintf((float)acc[j] * m) + yz;
-                store_q8(p->y, p->yt == CGE_I8, yo + j, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
+                cge__q8_store_sat(p->y, p->yt == CGE_I8, yo + j, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
             }
         }
     }
@@ -625,14 +721,14 @@ static void iconv_prep_fn(int64_t blk, int64_t nblk, void *args)
     int64_t kk = g->k[0] * g->k[1] * g->k[2], nw = p->M * (p->C / p->group) * kk;
     int64_t e0, e1;
     cge__block_range(nx + nw, blk, nblk, &e0, &e1);
-    int32_t xz = p->xz ? load_q(p->xz, p->xt, 0) : 0;
+    int32_t xz = p->xz ? cge__q_load(p->xz, p->xt, 0) : 0;
     for (int64_t e = e0; e < e1; e++) {
         if (e < nx) {
-            p->xw[e] = (int16_t)(load_q(p->x, p->xt, e) - xz);
+            p->xw[e] = (int16_t)(cge__q_load(p->x, p->xt, e) - xz);
         } else {
             int64_t i = e - nx, m = i / (nw / p->M);
-            int32_t wz = p->wz ? load_q(p->wz, p->wt, p->nwz == 1 ? 0 : m) : 0;
-            p->ww[i] = (int16_t)(load_q(p->w, p->wt, i) - wz);
+            int32_t wz = p->wz ? cge__q_load(p->wz, p->wt, p->nwz == 1 ? 0 : m) : 0;
+            p->ww[i] = (int16_t)(cge__q_load(p->w, p->wt, i) - wz);
         }
     }
 }
@@ -648,7 +744,7 @@ static void iconv_fn(int64_t blk, int64_t nblk, void *args)
     int64_t w0, w1;
     cge__block_range(p->N * p->M * o0n, blk, nblk, &w0, &w1);
     float ys = p->ys ? ((const float *)p->ys)[0] : 1.0f;
-    float yz = p->yz ? (float)load_q(p->yz, p->yt, 0) : 0.0f;
+    float yz = p->yz ? (float)cge__q_load(p->yz, p->yt, 0) : 0.0f;
     float xs = p->xs ? ((const float *)p->xs)[0] : 1.0f;
     for (int64_t w = w0; w < w1; w++) {
         int64_t n = w / (p->M * o0n), m = (w / o0n) % p->M, a = w % o0n;
@@ -685,7 +781,7 @@ static void iconv_fn(int64_t blk, int64_t nblk, void *args)
                     ((int32_t *)p->y)[yo] = acc;
                 else {
                     float v = rintf((float)acc * mult) + yz;
-                    store_q8(p->y, p->yt == CGE_I8, yo, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
+                    cge__q8_store_sat(p->y, p->yt == CGE_I8, yo, v < p->lo ? p->lo : (v > p->hi ? p->hi : v));
                 }
             }
         }
@@ -775,8 +871,8 @@ static cge_status iconv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- the oneDNN path of QConv / QMatMul ------------------------------------- */
 
-/* Made at prepare when W is a constant s8 tensor with zero points 0 (what
- * symmetric weight quantizers write) and x's zero point is one value: the
+/* Made at prepare when W is a constant s8 or u8 tensor (zero points other
+ * than 0 are shifted away by dnnl_qconv.c) and x's zero point is one value: the
  * primitive requantises with scale[m] = x_scale * w_scale[m] / y_scale, the
  * factor cge's own loops use, and packs W once. Anything else keeps the
  * loops above (no state). */
@@ -787,17 +883,6 @@ typedef struct qprim {
     const int32_t *bias;
     void *y;
 } qprim;
-
-static int all_zero_q(const cge_tensor *t)
-{
-    if (!t || !t->data)
-        return t == NULL;
-    int64_t n = cge_shape_numel(&t->shape);
-    for (int64_t i = 0; i < n; i++)
-        if (load_q(t->data, t->dtype, i))
-            return 0;
-    return 1;
-}
 
 static const cge_tensor *kopt(const cge_kernel_ctx *ctx, int32_t i)
 {
@@ -815,8 +900,8 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
     const cge_tensor *x = &ctx->inputs[0], *xs = &ctx->inputs[1], *xz = &ctx->inputs[2];
     const cge_tensor *w = &ctx->inputs[3], *ws = &ctx->inputs[4], *wz = kopt(ctx, 5);
     const cge_tensor *ys = &ctx->inputs[6], *yz = &ctx->inputs[7];
-    if (w->dtype != CGE_I8 || !w->data || !xs->data || !xz->data || !ws->data || !ys->data ||
-        !yz->data || !all_zero_q(wz) || cge_shape_numel(&xz->shape) != 1 ||
+    if (!w->data || !xs->data || !xz->data || !ws->data || !ys->data || !yz->data ||
+        (wz && !wz->data) || cge_shape_numel(&xz->shape) != 1 ||
         cge_shape_numel(&xs->shape) != 1 || !cge_shape_is_static(&x->shape))
         return 0;
     int64_t M;
@@ -853,8 +938,8 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
     d->num_scales = nws;
     d->x_signed = x->dtype == CGE_I8;
     d->y_signed = ctx->outputs[0].dtype == CGE_I8;
-    d->x_zp = load_q(xz->data, xz->dtype, 0);
-    d->y_zp = load_q(yz->data, yz->dtype, 0);
+    d->x_zp = cge__q_load(xz->data, xz->dtype, 0);
+    d->y_zp = cge__q_load(yz->data, yz->dtype, 0);
     d->has_bias = kpresent(ctx, 8);
     float lo, hi;
     clamp_attrs(ctx, &lo, &hi);
@@ -866,6 +951,12 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
         d->hi = (hi < thi ? hi : thi) - (float)d->y_zp;
     }
     d->threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    /* u8 weights and weight zero points: dnnl_qconv.c shifts them */
+    d->w_u8 = w->dtype == CGE_U8;
+    d->w = w->data;
+    d->w_zp = wz ? wz->data : NULL;
+    d->w_zp_u8 = wz && wz->dtype == CGE_U8;
+    d->num_w_zp = wz ? cge_shape_numel(&wz->shape) : 0;
     return 1;
 }
 
@@ -905,12 +996,12 @@ static void qprim_release(void *state)
     cge__dnnl_qconv_destroy(state);
 }
 
-/* One block: oneDNN runs its own team while the pool's other workers wait. */
+/* One block (oneDNN runs its own team while the pool's other workers wait),
+ * or one slice of a matrix product's rows per block. */
 static void qprim_fn(int64_t blk, int64_t nblk, void *args)
 {
-    (void)blk, (void)nblk;
     const qprim *a = args;
-    if (cge__dnnl_qconv_run(a->dc, a->x, a->bias, a->y) != CGE_OK)
+    if (cge__dnnl_qconv_run_block(a->dc, a->x, a->bias, a->y, blk, nblk) != CGE_OK)
         cge_kernel_fail(CGE_ERR_INTERNAL, "oneDNN's int8 primitive failed to run");
 }
 
@@ -940,7 +1031,8 @@ static cge_status qprim_launch(const cge_kernel_ctx *ctx, cge_stream *stream, in
         qprim a = {.dc = ctx->state, .x = ctx->inputs[0].data,
                    .bias = kpresent(ctx, 8) ? ctx->inputs[8].data : NULL,
                    .y = ctx->outputs[0].data};
-        return cge_launch(stream, qprim_fn, 1, &a, sizeof a);
+        return cge_launch(stream, qprim_fn, cge__dnnl_qconv_blocks(a.dc, ctx->num_threads), &a,
+                          sizeof a);
     }
     if (cge_attrs_get_int(ctx->attrs, "channels_last", 0))
         return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
@@ -960,20 +1052,31 @@ static cge_status qmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 
 /* ---- definitions ------------------------------------------------------------ */
 
-static const cge_attr_def axis_attr[] = {
-    {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "axis of per-axis scales"},
+/* 19 and 21 add block_size, output_dtype and saturate (the last only
+ * matters for float8, which cge has not) to 13's definition, which the
+ * current one covers: one definition serves 13-21. */
+static const cge_attr_def q_attrs[] = {
+    {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "axis of per-axis or blocked scales"},
+    {"block_size", CGE_ATTR_INT, false, 0, 0.0f, NULL, "> 0: blocked scales along axis (21)"},
+    {"output_dtype", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "ONNX type of y without a zero point (21): 0/2 uint8, 3 int8, 4 uint16, 5 int16"},
+    {"saturate", CGE_ATTR_INT, false, 1, 0.0f, NULL, "float8 only (19); ignored"},
+};
+static const cge_attr_def dq_attrs[] = {
+    {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "axis of per-axis or blocked scales"},
+    {"block_size", CGE_ATTR_INT, false, 0, 0.0f, NULL, "> 0: blocked scales along axis (21)"},
 };
 
 static const cge_arg_def q_inputs[] = {
     {"x", 0, CGE_DT(CGE_F32) | CGE_DT(CGE_I32), "values to quantize"},
-    {"y_scale", 0, F32, "scalar or 1-D along axis"},
-    {"y_zero_point", CGE_ARG_OPTIONAL, Q8, "shape of y_scale; uint8 0 when absent"},
+    {"y_scale", 0, F32, "scalar, 1-D along axis, or blocked (x's rank)"},
+    {"y_zero_point", CGE_ARG_OPTIONAL, Q8 | Q16, "shape of y_scale; uint8 0 when absent"},
 };
-static const cge_arg_def q_outputs[] = {{"y", 0, Q8, "quantized values"}};
+static const cge_arg_def q_outputs[] = {{"y", 0, Q8 | Q16, "quantized values"}};
 static const cge_arg_def dq_inputs[] = {
-    {"x", 0, Q8 | CGE_DT(CGE_I32), "quantized values"},
-    {"x_scale", 0, F32, "scalar or 1-D along axis"},
-    {"x_zero_point", CGE_ARG_OPTIONAL, Q8 | CGE_DT(CGE_I32), "shape of x_scale"},
+    {"x", 0, Q8 | Q16 | CGE_DT(CGE_I32), "quantized values"},
+    {"x_scale", 0, F32, "scalar, 1-D along axis, or blocked (x's rank)"},
+    {"x_zero_point", CGE_ARG_OPTIONAL, Q8 | Q16 | CGE_DT(CGE_I32), "shape of x_scale"},
 };
 static const cge_arg_def dq_outputs[] = {{"y", 0, F32, "(x - x_zero_point) * x_scale"}};
 static const cge_arg_def dynq_inputs[] = {{"x", 0, F32, "values"}};
@@ -1075,14 +1178,14 @@ static const cge_op_def quant_ops[] = {
     {
         .name = "QuantizeLinear", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13,
         .inputs = q_inputs, .num_inputs = 3, .outputs = q_outputs, .num_outputs = 1,
-        .attrs = axis_attr, .num_attrs = 1, .infer = quantize_infer,
+        .attrs = q_attrs, .num_attrs = N_OF(q_attrs), .infer = quantize_infer,
         .kernels = q_kernels, .num_kernels = 1,
         .doc = "y = saturate(round_half_even(x / y_scale) + y_zero_point).",
     },
     {
         .name = "DequantizeLinear", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13,
         .inputs = dq_inputs, .num_inputs = 3, .outputs = dq_outputs, .num_outputs = 1,
-        .attrs = axis_attr, .num_attrs = 1, .infer = dequantize_infer,
+        .attrs = dq_attrs, .num_attrs = N_OF(dq_attrs), .infer = dequantize_infer,
         .kernels = dq_kernels, .num_kernels = 1,
         .doc = "y = (x - x_zero_point) * x_scale.",
     },

@@ -207,3 +207,29 @@ cge_status cge_mem_host_write(cge_device *dev, const void *ptr, size_t bytes)
                          "cge_mem_host_write: ptr is NULL for %zu bytes", bytes);
     return rt_hazard_check(dev, 0, ptr, bytes, "cge_mem_host_write");
 }
+
+cge_status cge_ri_track_range(cge_ri *ri, const void *ptr, size_t bytes, bool write)
+{
+    if (!ri || (!ptr && bytes))
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_ri_track_range: ri is NULL or ptr is NULL for %zu bytes", bytes);
+    if (!bytes)
+        return CGE_OK;
+    pthread_mutex_lock(&ri->mu);
+    bool idle = ri->finished == ri->submitted;
+    pthread_mutex_unlock(&ri->mu);
+    if (!idle)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_STATE,
+                         "cge_ri_track_range: ri#%llu has a replay in flight",
+                         (unsigned long long)ri->id);
+    cge_device *dev = ri->dev;
+    pthread_mutex_lock(&dev->hz_lock);
+    rt_range *r = realloc(ri->ranges, ((size_t)ri->num_ranges + 1) * sizeof *r);
+    if (r) {
+        ri->ranges = r;
+        r[ri->num_ranges++] = (rt_range){.ptr = ptr, .bytes = bytes, .write = write};
+    }
+    pthread_mutex_unlock(&dev->hz_lock);
+    return r ? CGE_OK
+             : cge_error(CGE_LAYER_RUNTIME, CGE_ERR_NO_MEMORY, "cge_ri_track_range: out of memory");
+}

@@ -10,6 +10,8 @@
 #include "base/strmap.h"
 #include "cge/compiler.h"
 #include "cge/op.h"
+#include "ir/constant_block.h"
+#include "ops/kernel_cache.h"
 #include "session/instance.h"
 
 /* The compiler turns the graph into a plan (cge/compiler.h): one arena and one
@@ -43,6 +45,14 @@ typedef struct value {
     int32_t num_refs, refs_cap;
     void *cur;
     bool bindable, bound;
+    /* A graph input's: the table index of the graph output that may be
+     * bound to the same buffer as this input (share_output), -1 if none;
+     * with one, `own` is a buffer of the session's that stands in for both
+     * when the caller binds neither (made at the first such run), and
+     * in_own says this run uses it. */
+    int32_t share;
+    void *own;
+    bool in_own;
 } value;
 
 /* Values by name: a graph's, for eager runs, or a plan's inputs and outputs. */
@@ -60,6 +70,7 @@ typedef struct plan_exec {
     const cge_plan_step *step;
     cge_tensor *ins, *outs;
     cge_kernel_ctx ctx;
+    uint64_t packed_inputs; /* inputs its prepare packed (cge__kernel_input_packed) */
     bool reads_host;        /* an input is a host value (the shape program's) */
 } plan_exec;
 
@@ -112,6 +123,10 @@ struct cge__instance {
     cge_event *after;       /* another instance's `done` the next run waits for */
     bool step_sync;         /* synchronize after every step (eager on a plan) */
     cge_stream *inline_stream; /* immediate: synchronous one-stream plan runs */
+    /* cge__instance_create_releasing: the graph the plan was compiled from,
+     * whose constants go with the plan's once packed; and their bytes. */
+    cge_graph *release_src;
+    size_t released_bytes;
     /* binding_table's index: per plan value its group's owner; the values
      * and the kernels' tensors of each group (CSR by owner). */
     int32_t *root, *grp_start, *grp_vals, *ref_start, *ref_v;
@@ -147,6 +162,7 @@ static cge_status add_value(value_table *t, const cge_graph *g, const char *name
     value *v = &t->values[t->num];
     memset(v, 0, sizeof *v);
     v->name = name;
+    v->share = -1;
     cge_status st = cge_graph_get_desc(g, name, &v->desc);
     if (st)
         return st;
@@ -182,6 +198,7 @@ static void table_free(cge_device *dev, value_table *t)
 {
     for (int32_t i = 0; i < t->num; i++) {
         cge_mem_free(dev, t->values[i].data);
+        cge_mem_free(dev, t->values[i].own);
         free(t->values[i].refs);
     }
     free(t->values);
@@ -533,6 +550,48 @@ static cge_status group_index(cge__instance *inst)
     return CGE_OK;
 }
 
+/* The graph output that may take graph input `in`'s memory (plan values;
+ * -1 if none), for a caller who binds one buffer as both (a key/value cache
+ * written in place): the step making the output is the last of the input's
+ * readers, all on one stream, and its kernel writes output 0 in place of the
+ * input (inplace_input: the kernel handles the output in its input's
+ * buffer), reading nothing else in that memory. Nothing reads the input
+ * after the output is written, so sharing changes no result. The planner
+ * does not share them itself: a run with separate buffers, or none bound,
+ * keeps them apart. */
+static int32_t share_output(const cge__instance *inst, int32_t in)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    int32_t ns = cge_plan_num_steps(inst->plan), root = cge_plan_root_value(inst->plan, in), last = -1;
+    for (int32_t k = 0; k < ns; k++) {
+        const cge_plan_step *st = inst->steps[k].step;
+        bool reads = false;
+        for (int32_t j = 0; j < st->num_inputs && !reads; j++)
+            reads = st->inputs[j] >= 0 && cge_plan_root_value(inst->plan, st->inputs[j]) == root;
+        if (!reads || st->folded)
+            continue;
+        if (last >= 0 && inst->steps[last].step->stream != st->stream)
+            return -1;
+        last = k;
+    }
+    if (last < 0)
+        return -1;
+    const cge_plan_step *st = inst->steps[last].step;
+    int32_t ip = st->kernel->inplace_input;
+    if (ip < 0 || ip >= st->num_inputs || st->num_outputs < 1 || st->outputs[0] < 0)
+        return -1;
+    int32_t x = st->inputs[ip], out = st->outputs[0];
+    if (x < 0 || cge_plan_root_value(inst->plan, x) != root || vals[x].offset != vals[root].offset ||
+        vals[x].bytes != vals[in].bytes || vals[out].bytes != vals[in].bytes ||
+        vals[out].output_index < 0 || vals[out].input_index >= 0 || cge_plan_root_value(inst->plan, out) != out ||
+        vals[out].memory_space != vals[in].memory_space)
+        return -1;
+    for (int32_t j = 0; j < st->num_inputs; j++)
+        if (j != ip && st->inputs[j] >= 0 && cge_plan_root_value(inst->plan, st->inputs[j]) == root)
+            return -1;
+    return out;
+}
+
 static cge_status binding_table(cge__instance *inst)
 {
     const cge_plan *p = inst->plan;
@@ -591,7 +650,26 @@ static cge_status binding_table(cge__instance *inst)
                                                         vals[inst->ref_v[lo + q]].offset - rv->offset};
         v->bindable = true;
     }
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        int32_t pv = cge_plan_find_value(p, v->name);
+        if (!v->bindable || pv < 0 || vals[pv].input_index < 0)
+            continue;
+        int32_t out = share_output(inst, pv);
+        int32_t w = out >= 0 ? cge__strmap_get(&inst->io.index, vals[out].name) : -1;
+        if (w < 0 || w == i || !inst->io.values[w].bindable)
+            continue;
+        v->share = w;
+    }
     return CGE_OK;
+}
+
+/* Whether [p, p + n) overlaps bound value w's buffer. */
+static bool overlaps(const void *p, size_t n, const value *w)
+{
+    uintptr_t a0 = (uintptr_t)p, b0 = (uintptr_t)w->cur;
+    size_t nb = cge_tensor_nbytes(w->desc.dtype, &w->desc.shape);
+    return n && nb && a0 < b0 + nb && b0 < a0 + n;
 }
 
 static void point_value(value *v, void *to)
@@ -612,16 +690,7 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
         return;
     bool moved_any = false;
     for (int32_t i = 0; i < inst->io.num; i++)
-        inst->io.values[i].bound = false;
-    for (int32_t i = 0; bind && i < num_inputs; i++) {
-        value *v = input_value(&inst->io, in_pos[i]);
-        if (v->bindable && inputs[i].data &&
-            inputs[i].bytes >= cge_tensor_nbytes(v->desc.dtype, &v->desc.shape)) {
-            moved_any |= v->cur != inputs[i].data;
-            point_value(v, inputs[i].data);
-            v->bound = true;
-        }
-    }
+        inst->io.values[i].bound = inst->io.values[i].in_own = false;
     for (int32_t i = 0; bind && i < num_outputs; i++) {
         value *v = output_value(&inst->io, out_pos[i]);
         if (v->bindable && outputs[i].data &&
@@ -631,9 +700,50 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
             v->bound = true;
         }
     }
+    for (int32_t i = 0; bind && i < num_inputs; i++) {
+        value *v = input_value(&inst->io, in_pos[i]);
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        bool ok = v->bindable && inputs[i].data && inputs[i].bytes >= need;
+        /* An input bound where an output is written: only the output that
+         * may share it (share_output), in exactly its buffer; any other
+         * input is copied into the plan's own memory first, so the run
+         * reads it as the caller gave it. */
+        for (int32_t j = 0; ok && j < num_outputs; j++) {
+            const value *w = output_value(&inst->io, out_pos[j]);
+            bool shared = v->share >= 0 && w == &inst->io.values[v->share] &&
+                          w->cur == inputs[i].data;
+            ok = !w->bound || shared || !overlaps(inputs[i].data, need, w);
+        }
+        if (ok) {
+            moved_any |= v->cur != inputs[i].data;
+            point_value(v, inputs[i].data);
+            v->bound = true;
+        }
+    }
+    /* A pair that may share, neither bound (the session owns a copy of the
+     * input): one buffer of the session's for both, so the in-place step
+     * writes only what it updates. The run copies the input into it and
+     * the output out of it, as with the plan's own places. The buffer is
+     * made at the first such run (a caller who binds never pays for it);
+     * without it the run keeps the plan's places. */
     for (int32_t i = 0; i < inst->io.num; i++) {
         value *v = &inst->io.values[i];
-        if (!v->bound && v->cur != v->pdata) {
+        value *w = v->share >= 0 ? &inst->io.values[v->share] : NULL;
+        if (!w || v->bound || w->bound)
+            continue;
+        size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
+        if (!v->own && (!need || cge_mem_alloc(inst->dev, need, &v->own) != CGE_OK)) {
+            v->own = NULL;
+            continue;
+        }
+        moved_any |= v->cur != v->own || w->cur != v->own;
+        point_value(v, v->own);
+        point_value(w, v->own);
+        v->in_own = w->in_own = true;
+    }
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        if (!v->bound && !v->in_own && v->cur != v->pdata) {
             point_value(v, v->pdata);
             moved_any = true;
         }
@@ -641,6 +751,71 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
     /* A recording holds the addresses it was captured with. */
     if (moved_any)
         cge__instance_drop_capture(inst);
+}
+
+/* Weights freed once packed (cge__instance_create_releasing): per constant
+ * value, how many steps read it and how many of those have packed it; -1 for
+ * one that stays (a view of it exists, or it is a graph input or output). */
+typedef struct release_plan {
+    int32_t *readers, *packed;
+} release_plan;
+
+static bool release_plan_make(const cge__instance *inst, release_plan *r)
+{
+    const cge_plan *p = inst->plan;
+    const cge_plan_value *vals = cge_plan_values(p);
+    int32_t nv = cge_plan_num_values(p);
+    r->readers = calloc((size_t)nv + 1, sizeof *r->readers);
+    r->packed = calloc((size_t)nv + 1, sizeof *r->packed);
+    if (!r->readers || !r->packed) {
+        free(r->readers);
+        free(r->packed);
+        return false;  /* nothing released: the memory stays, nothing breaks */
+    }
+    for (int32_t v = 0; v < nv; v++) {
+        if (vals[v].storage != CGE_STORAGE_CONSTANT)
+            continue;
+        if (vals[v].input_index >= 0 || vals[v].output_index >= 0)
+            r->readers[v] = -1;
+        if (vals[v].alias_of >= 0) {
+            int32_t root = vals[v].alias_of;
+            while (vals[root].alias_of >= 0)
+                root = vals[root].alias_of;
+            r->readers[root] = -1;
+        }
+    }
+    for (int32_t k = 0; k < cge_plan_num_steps(p); k++) {
+        const cge_plan_step *st = &cge_plan_steps(p)[k];
+        for (int32_t i = 0; i < st->num_inputs; i++) {
+            int32_t v = st->inputs[i];
+            if (v >= 0 && vals[v].storage == CGE_STORAGE_CONSTANT && r->readers[v] >= 0)
+                r->readers[v]++;
+        }
+    }
+    return true;
+}
+
+/* After step k's prepare: the constants it packed whose every reader has
+ * packed them now go, from the plan's graph and the graph it came from. */
+static void release_packed_inputs(cge__instance *inst, release_plan *r, int32_t k, uint64_t bits)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    const cge_plan_step *st = &cge_plan_steps(inst->plan)[k];
+    for (int32_t i = 0; i < st->num_inputs && i < 64; i++) {
+        int32_t v = st->inputs[i];
+        if (!(bits >> i & 1) || v < 0 || vals[v].storage != CGE_STORAGE_CONSTANT ||
+            r->readers[v] <= 0 || ++r->packed[v] != r->readers[v])
+            continue;
+        const cge_tensor *t = cge_graph_constant(inst->pg, vals[v].name);
+        if (!t || !t->data)
+            continue;
+        const void *data = t->data;
+        size_t bytes = t->bytes;
+        cge__kernel_cache_forget(inst->shared, data, bytes);
+        cge__graph_release_constant_data(inst->release_src, vals[v].name, data);
+        if (cge__graph_release_constant_data((cge_graph *)inst->pg, vals[v].name, data))
+            inst->released_bytes += bytes;
+    }
 }
 
 /* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
@@ -697,13 +872,20 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
         if (pv >= 0 && vals[pv].storage != CGE_STORAGE_NONE)
             v->pdata = value_address(inst, vals, pv);
     }
+    /* Constants packed by every kernel reading them go as soon as the last
+     * one has packed them: the peak holds one weight twice, not them all. */
+    release_plan rel = {0};
+    bool releasing = !st && inst->release_src && !inst->eager && inst->consts_in_graph &&
+                     release_plan_make(inst, &rel);
     for (int32_t k = 0; !st && k < n; k++) {
         plan_exec *pe = &inst->steps[k];
         const cge_plan_step *s = &cge_plan_steps(p)[k];
         pe->ins = calloc((size_t)s->num_inputs + 1, sizeof(cge_tensor));
         pe->outs = calloc((size_t)s->num_outputs + 1, sizeof(cge_tensor));
-        if (!pe->ins || !pe->outs)
-            return oom();
+        if (!pe->ins || !pe->outs) {
+            st = oom();
+            break;
+        }
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
             int32_t vi;
             cge_tensor *t = operand(pe, s, i, &vi);
@@ -723,10 +905,17 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
             .workspace_size = s->workspace_bytes,
             .device = inst->dev, .num_threads = cge_device_num_threads(inst->dev),
             .shared = inst->shared};
-        if (s->kernel->prepare)
+        if (s->kernel->prepare) {
+            cge__kernel_watch_packed(&pe->packed_inputs);
             st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
+            cge__kernel_watch_packed(NULL);
+        }
         pe->step = s;
+        if (!st && releasing && pe->packed_inputs)
+            release_packed_inputs(inst, &rel, k, pe->packed_inputs);
     }
+    free(rel.readers);
+    free(rel.packed);
     return st ? st : binding_table(inst);
 }
 
@@ -801,14 +990,16 @@ static cge__instance *instance_new(cge_device *dev, int32_t num_inputs)
     return inst;
 }
 
-cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
-                               const cge_compile_options *copts, cge_kernel_cache *shared,
-                               const cge__arena_source *arena, cge__instance **out)
+static cge_status create(cge_device *dev, const cge_graph *g, cge_graph *release_src,
+                         const cge_shape *input_shapes, const cge_compile_options *copts,
+                         cge_kernel_cache *shared, const cge__arena_source *arena,
+                         cge__instance **out)
 {
     cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
         return oom();
     inst->src = g;
+    inst->release_src = release_src;
     inst->shared = shared;
     memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
     /* The compiler does all the graph work, once: verify, infer, optimize,
@@ -833,6 +1024,27 @@ cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_s
     }
     *out = inst;
     return CGE_OK;
+}
+
+cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
+                               const cge_compile_options *copts, cge_kernel_cache *shared,
+                               const cge__arena_source *arena, cge__instance **out)
+{
+    return create(dev, g, NULL, input_shapes, copts, shared, arena, out);
+}
+
+cge_status cge__instance_create_releasing(cge_device *dev, cge_graph *g,
+                                         const cge_shape *input_shapes,
+                                         const cge_compile_options *copts,
+                                         cge_kernel_cache *shared, const cge__arena_source *arena,
+                                         cge__instance **out)
+{
+    return create(dev, g, g, input_shapes, copts, shared, arena, out);
+}
+
+size_t cge__instance_released_bytes(const cge__instance *inst)
+{
+    return inst ? inst->released_bytes : 0;
 }
 
 /* The end of making a plan instance: memory and kernels bound, the event
@@ -1053,10 +1265,10 @@ static cge_status copy_outputs(cge__instance *inst, value_table *t, cge_stream *
             continue;
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && inst->prof)
-            st = profiled_copy(inst, stream, outputs[i].data, plan ? v->pdata : v->data, need,
+            st = profiled_copy(inst, stream, outputs[i].data, plan ? v->cur : v->data, need,
                                CGE_MEMCPY_DEVICE_TO_HOST, v->name);
         else if (need)
-            st = cge_memcpy_async(stream, outputs[i].data, plan ? v->pdata : v->data, need,
+            st = cge_memcpy_async(stream, outputs[i].data, plan ? v->cur : v->data, need,
                                   CGE_MEMCPY_DEVICE_TO_HOST);
     }
     return st;
@@ -1072,11 +1284,11 @@ static cge_status copy_inputs(cge__instance *inst, value_table *t, cge_stream *s
         if (plan && v->bound)
             continue;
         size_t need = cge_tensor_nbytes(v->desc.dtype, &inst->input_shapes[in_pos[i]]);
-        if (need && (plan ? v->pdata != NULL : v->bytes >= need) && inst->prof)
-            st = profiled_copy(inst, stream, plan ? v->pdata : v->data, inputs[i].data, need,
+        if (need && (plan ? v->cur != NULL : v->bytes >= need) && inst->prof)
+            st = profiled_copy(inst, stream, plan ? v->cur : v->data, inputs[i].data, need,
                                CGE_MEMCPY_HOST_TO_DEVICE, v->name);
-        else if (need && (plan ? v->pdata != NULL : v->bytes >= need))
-            st = cge_memcpy_async(stream, plan ? v->pdata : v->data, inputs[i].data, need,
+        else if (need && (plan ? v->cur != NULL : v->bytes >= need))
+            st = cge_memcpy_async(stream, plan ? v->cur : v->data, inputs[i].data, need,
                                   CGE_MEMCPY_HOST_TO_DEVICE);
     }
     return st;
@@ -1240,6 +1452,21 @@ cge_status cge__instance_capture(cge__instance *inst, cge_stream *stream)
     }
     if (end)
         return end;
+    /* The kernels read and write the caller's bound buffers through their
+     * arguments, which the hazard guard does not see: name them to it. */
+    for (int32_t pass = 0; !st && pass < 2; pass++) {
+        int32_t n = pass ? cge_graph_num_outputs(inst->pg) : cge_graph_num_inputs(inst->pg);
+        for (int32_t k = 0; !st && k < n; k++) {
+            const value *v = pass ? output_value(&inst->io, k) : input_value(&inst->io, k);
+            if (v->bound)
+                st = cge_ri_track_range(ri, v->cur, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape),
+                                        pass == 1);
+        }
+    }
+    if (st) {
+        cge_ri_destroy(ri);
+        return st;
+    }
     inst->ri = ri;
     return CGE_OK;
 }
@@ -1254,8 +1481,8 @@ static cge_status copy_inputs_now(cge__instance *inst, const cge_tensor *inputs,
     for (int32_t i = 0; !st && i < num_inputs; i++) {
         value *v = input_value(&inst->io, in_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-        if (need && v->pdata && !v->bound)
-            st = cge_memcpy(inst->dev, v->pdata, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
+        if (need && v->cur && !v->bound)
+            st = cge_memcpy(inst->dev, v->cur, inputs[i].data, need, CGE_MEMCPY_HOST_TO_DEVICE);
     }
     return st;
 }
@@ -1268,7 +1495,7 @@ static cge_status copy_outputs_now(cge__instance *inst, cge_tensor *outputs,
         const value *v = output_value(&inst->io, out_pos[i]);
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
         if (need && !v->bound)
-            st = cge_memcpy(inst->dev, outputs[i].data, v->pdata, need, CGE_MEMCPY_DEVICE_TO_HOST);
+            st = cge_memcpy(inst->dev, outputs[i].data, v->cur, need, CGE_MEMCPY_DEVICE_TO_HOST);
     }
     return st;
 }
@@ -1295,8 +1522,10 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
                             bool sync)
 {
     cge_status st;
-    if ((inst->prebuilt || inst->steps_only) && mode == CGE_RUN_EAGER) {
-        /* A loaded model has no unoptimised graph: its eager runs are the
+    if ((inst->prebuilt || inst->steps_only || inst->released_bytes) && mode == CGE_RUN_EAGER) {
+        /* A loaded model has no unoptimised graph (a symbolic one's has no
+         * constants), and one whose weights went once packed has it without
+         * them: its eager runs are the
          * plan's steps, each synchronized before the next. */
         inst->step_sync = true;
         st = cge__instance_run(inst, stream, inputs, in_pos, num_inputs, outputs, out_pos,

@@ -37,6 +37,19 @@ void cge__instance_wait(const cge__instance *inst);
  * share an arena); NULL or `inst` itself: no extra wait. */
 void cge__instance_after(cge__instance *inst, const cge__instance *prev);
 void cge__instance_destroy(cge__instance *inst);
+/* As cge__instance_create, for a graph that nothing compiles again (a
+ * static session graph's one plan): each constant that only kernels which
+ * packed it read (their prepare called cge__kernel_input_packed) goes once
+ * the last of them has packed it, from the plan's graph and from `g`; the
+ * shared cache forgets it. A later compile of `g` fails cleanly ([graph]
+ * constant released) instead of reading nothing. */
+cge_status cge__instance_create_releasing(cge_device *dev, cge_graph *g,
+                                         const cge_shape *input_shapes,
+                                         const cge_compile_options *copts,
+                                         cge_kernel_cache *shared, const cge__arena_source *arena,
+                                         cge__instance **out);
+/* Bytes of constants released so far (cge__instance_create_releasing). */
+size_t cge__instance_released_bytes(const cge__instance *inst);
 bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */
 bool cge__instance_value_dependent(const cge__instance *inst);

@@ -41,6 +41,7 @@ typedef struct graph_entry {
     cge_shape_program *program;   /* the symbolic plan's, its buffers reused */
     bool symbolic_off;
     int64_t compiles, specializations, arena_grows;
+    size_t released_bytes;  /* weights freed once packed (cge__instance_release_packed) */
     /* Signatures that took over an instance seen once (respecialised in
      * place), kernels prepared again there, and the CPU time of making
      * signatures' plans and binding them. */
@@ -91,6 +92,9 @@ struct cge_session {
     cge__buckets *buckets;  /* paddable dims' sizes, or NULL */
     bool shape_program;     /* symbolic graphs plan signatures by their shape program */
     bool capture_first;     /* $CGE_CAPTURE_FIRST=1: capture at a signature's first run */
+    /* $CGE_KEEP_PACKED_WEIGHTS=1: a static graph keeps the weights its kernels
+     * packed (for comparisons; they are freed by default). */
+    bool keep_packed_sources;
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
     cge_dist_comm *comm;    /* distribution (session_dist.c), or NULL */
@@ -155,6 +159,8 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
         s->shape_program = false;
     const char *cf = getenv("CGE_CAPTURE_FIRST");
     s->capture_first = cf && !strcmp(cf, "1");
+    const char *kw = getenv("CGE_KEEP_PACKED_WEIGHTS");
+    s->keep_packed_sources = kw && !strcmp(kw, "1");
     s->copts.precision = opts ? opts->precision : CGE_PRECISION_FP32;
     const char *penv = getenv("CGE_PRECISION");
     if (s->copts.precision == CGE_PRECISION_FP32 && penv && penv[0]) {
@@ -535,10 +541,19 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
     if (all_static && e->num_inst == 0) {
         cge__instance *inst = NULL;
         cge__arena_source src = {entry_arena, e};
-        st = cge__instance_create(s->dev, e->g, shapes, &s->copts, e->shared, &src, &inst);
+        /* Static shapes: this is the graph's one plan (runs at other sizes are
+         * refused, nothing compiles e->g again), so weights its kernels
+         * packed need not stay as they were too. Shape buckets may compile
+         * padded signatures from e->g: they keep them. */
+        st = !s->buckets && !s->keep_packed_sources
+                 ? cge__instance_create_releasing(s->dev, e->g, shapes, &s->copts, e->shared,
+                                                  &src, &inst)
+                 : cge__instance_create(s->dev, e->g, shapes, &s->copts, e->shared, &src, &inst);
         e->compiles++;
-        if (!st)
+        if (!st) {
             e->inst[e->num_inst++] = inst;
+            e->released_bytes = cge__instance_released_bytes(inst);
+        }
     } else if (!all_static && !e->prepared) {
         cge_compile_options o = s->copts;
         o.device = s->dev;
@@ -1105,6 +1120,43 @@ cge_status cge_session_arena_bytes(const cge_session *s, uint32_t graph_id, size
     return CGE_OK;
 }
 
+/* Bytes of the constants the entry's plans read that are still held: each
+ * instance's plan graph's, counted once per block (instances of one graph
+ * share them). */
+static size_t held_weight_bytes(const graph_entry *e)
+{
+    if (!e->compiled)
+        return 0;
+    size_t total = 0;
+    const void **seen = NULL;
+    int32_t num_seen = 0, cap_seen = 0;
+    for (int32_t i = 0; i < e->num_inst; i++) {
+        const cge_graph *g = cge__instance_graph(e->inst[i]);
+        for (int32_t id = 0; id < cge_graph_num_values(g); id++) {
+            const cge_tensor *t = cge_graph_value_constant(g, id);
+            if (!t || !t->data)
+                continue;
+            bool dup = false;
+            for (int32_t k = 0; k < num_seen && !dup; k++)
+                dup = seen[k] == t->data;
+            if (dup)
+                continue;
+            if (num_seen == cap_seen) {
+                int32_t cap = cap_seen ? 2 * cap_seen : 256;
+                const void **n = realloc(seen, sizeof *n * (size_t)cap);
+                if (!n)
+                    break;   /* a statistic: an undercount beats failing */
+                seen = n;
+                cap_seen = cap;
+            }
+            seen[num_seen++] = t->data;
+            total += t->bytes;
+        }
+    }
+    free(seen);
+    return total;
+}
+
 cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                                        cge_session_graph_stats *out)
 {
@@ -1119,6 +1171,10 @@ cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                                      .specializations = e->specializations,
                                      .arena_grows = e->arena_grows,
                                      .shape_program = e->symbolic && !e->symbolic_off,
+                                     .weight_bytes = held_weight_bytes(e),
+                                     .packed_bytes = cge__kernel_cache_made_bytes(e->shared),
+                                     .released_bytes = e->released_bytes,
+                                     .arena_bytes = e->arena ? e->arena_bytes : 0,
                                      .respecializations = e->respecializations,
                                      .kernel_prepares = e->kernel_prepares,
                                      .arena_replans = cge_shape_program_replans(e->program),

@@ -24,7 +24,8 @@ static int rank, world, failures;
         failures++;                                                      \
     } while (0)
 
-/* Small integers 1..3: exact in every dtype, and products of 3 ranks fit u8. */
+/* Small integers 1..3: exact in every dtype (float16 and bfloat16 too), and
+ * products of 3 ranks fit u8. */
 static double val(int r, int64_t i) { return (double)(1 + (r + i) % 3); }
 
 static void put(cge_dtype t, void *p, int64_t i, double v)
@@ -35,6 +36,8 @@ static void put(cge_dtype t, void *p, int64_t i, double v)
     case CGE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
     case CGE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
     case CGE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case CGE_F16: ((uint16_t *)p)[i] = cge_f32_to_f16((float)v); break;
+    case CGE_BF16: ((uint16_t *)p)[i] = cge_f32_to_bf16((float)v); break;
     default: memset((char *)p + i * (int64_t)cge_dtype_size(t), 0, cge_dtype_size(t));
     }
 }
@@ -47,6 +50,8 @@ static double get(cge_dtype t, const void *p, int64_t i)
     case CGE_I32: return ((const int32_t *)p)[i];
     case CGE_I64: return (double)((const int64_t *)p)[i];
     case CGE_U8: return ((const uint8_t *)p)[i];
+    case CGE_F16: return cge_f16_to_f32(((const uint16_t *)p)[i]);
+    case CGE_BF16: return cge_bf16_to_f32(((const uint16_t *)p)[i]);
     default: abort();
     }
 }
@@ -179,7 +184,7 @@ static void check_case(cge_session *s, uint32_t id, const char *op, const char *
 static int collectives(void)
 {
     cge_session *s = open_session(20000);
-    const cge_dtype dtypes[] = {CGE_F32, CGE_F64, CGE_I32, CGE_I64, CGE_U8};
+    const cge_dtype dtypes[] = {CGE_F32, CGE_F64, CGE_I32, CGE_I64, CGE_U8, CGE_F16, CGE_BF16};
     const char *reds[] = {"sum", "max", "min", "prod"};
     int P = world;
     /* AllReduce and Broadcast: any size, empty and odd ones included. */
@@ -221,11 +226,11 @@ static int collectives(void)
             FAIL("ReduceScatter of %d over %d ranks: want a [meta] error, got %s", P + 1, P,
                  st ? cge_last_error() : "success");
         free(y);
-        /* float16 sums: refused at meta, not silently wrong. */
-        st = run_one(s, id++, "AllReduce", "sum", 0, 0, CGE_F16, CGE_SHAPE(4), CGE_RUN_PLAN, &y, &ys, 1);
+        /* bool sums: refused at meta, not silently wrong. */
+        st = run_one(s, id++, "AllReduce", "sum", 0, 0, CGE_BOOL, CGE_SHAPE(4), CGE_RUN_PLAN, &y, &ys, 1);
         free(y);
         if (!st || !strstr(cge_last_error(), "[meta]"))
-            FAIL("float16 AllReduce: want a [meta] error, got %s", st ? cge_last_error() : "success");
+            FAIL("bool AllReduce: want a [meta] error, got %s", st ? cge_last_error() : "success");
     }
 
     /* Mismatched graphs: rank 0's AllReduce has 16 elements, the others 8:
@@ -430,6 +435,10 @@ static int tensor_parallel(const char *path, int expect_sharded, bool pipeline, 
     if (pipeline ? cge_dist_pipeline_parallel_micro(g, world, rank, micro, &sharded, &regions, &sent)
                  : cge_dist_tensor_parallel(g, world, rank, &sharded, &regions))
         FAIL("%s: %s", pipeline ? "pipeline_parallel" : "tensor_parallel", cge_last_error());
+    /* A cut happened: every stage but the last sends its activations on. */
+    if (pipeline && expect_sharded && rank < world - 1 && sent <= 0)
+        FAIL("pp: stage %d of %d sends %lld bytes per run; want its activations", rank, world,
+             (long long)sent);
     if (pipeline)
         regions = regions == world ? 2 * world : 0; /* stages, counted as the tp test wants */
     if (expect_sharded && regions < 2)

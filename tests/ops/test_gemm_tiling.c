@@ -2,7 +2,7 @@
  * product is split evenly between the cores, every tiling covers C, and the
  * 12x32 direct kernel gives the same bits as the 12x16 one (tilings that use
  * one or the other agree exactly), with and without a bias, over several
- * depth slices. */
+ * depth slices; so does the one-row (GEMV) path. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,6 +84,19 @@ static void run_tiled(const cge__gemm_f32 *g, int64_t mt, int64_t nt)
             cge__gemm_f32_tile(g, i, i + mt, j, j + nt);
 }
 
+/* Operands of a direct-kernel test: A (M x K), B (K x N) packed into bp, a
+ * bias row; values that do not round to each other's sums. */
+static void fill(int64_t M, int64_t K, int64_t N, float *a, float *b, float *bias, float *bp)
+{
+    for (int64_t i = 0; i < M * K; i++)
+        a[i] = (float)((i * 37 % 101) - 50) / 49.0f;
+    for (int64_t i = 0; i < K * N; i++)
+        b[i] = (float)((i * 53 % 97) - 48) / 47.0f;
+    for (int64_t j = 0; j < N; j++)
+        bias[j] = (float)j / 16.0f - 3.0f;
+    cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+}
+
 /* Column tiles of one panel only reach the 12x16 direct kernel; whole-width
  * tiles pair panels in the 12x32 one. N = 7 panels + 5 columns also takes
  * the single-panel and edge paths; M = 12k + 8 the packed edge rows; K = 600
@@ -102,13 +115,7 @@ static void test_direct_kernels_agree(void **state)
     float *bp = malloc(sizeof(float) * (size_t)cge__gemm_packed_b_floats(K, N));
     float *c1 = malloc(sizeof(float) * (size_t)(M * N));
     float *c2 = malloc(sizeof(float) * (size_t)(M * N));
-    for (int64_t i = 0; i < M * K; i++)
-        a[i] = (float)((i * 37 % 101) - 50) / 49.0f;
-    for (int64_t i = 0; i < K * N; i++)
-        b[i] = (float)((i * 53 % 97) - 48) / 47.0f;
-    for (int64_t j = 0; j < N; j++)
-        bias[j] = (float)j / 16.0f - 3.0f;
-    cge__gemm_pack_b(b, N, 1, K, N, 0, (N + 15) / 16, bp);
+    fill(M, K, N, a, b, bias, bp);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
                           .ldc = N, .alpha = 1.0f, .bias = with_bias ? bias : NULL,
@@ -141,12 +148,70 @@ static void test_direct_kernels_agree(void **state)
     free(c2);
 }
 
+/* One row of C on its own (an M=1 product: the GEMV path, eight panels at
+ * a time) gives the bits that row gets inside a 12-row tile, at 1x1, prime
+ * sizes, several depth slices and whole and partial panels, with and
+ * without a bias; and the double-precision sum. */
+static void test_gemv_rows_agree(void **state)
+{
+    if (!cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512)) {
+        print_message("skipped: this CPU has no AVX-512, so the direct kernels do not exist\n");
+        skip();
+    }
+    const int64_t sizes[][2] = {{1, 1}, {7, 13}, {97, 131}, {256, 256}, {600, 17 * 16 + 3},
+                                {256, 1000}, {1024, 256}, {3, 129}};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        const int64_t M = 12, K = sizes[z][0], N = sizes[z][1];
+        float *a = malloc(sizeof(float) * (size_t)(M * K));
+        float *b = malloc(sizeof(float) * (size_t)(K * N));
+        float *bias = malloc(sizeof(float) * (size_t)N);
+        float *bp = malloc(sizeof(float) * (size_t)cge__gemm_packed_b_floats(K, N));
+        float *tile = malloc(sizeof(float) * (size_t)(M * N));
+        float *row = malloc(sizeof(float) * (size_t)N);
+        fill(M, K, N, a, b, bias, bp);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
+                              .c = tile, .ldc = N, .alpha = 1.0f,
+                              .bias = with_bias ? bias : NULL, .bias_rs = 0, .bias_cs = 1,
+                              .beta = with_bias ? 1.0f : 0.0f, .isa = CGE_GEMM_ISA_AVX512};
+            cge__gemm_f32_tile(&g, 0, M, 0, N);
+            for (int64_t i = 0; i < M; i++) {
+                cge__gemm_f32 r = g;
+                r.M = 1;
+                r.a = a + i * K;
+                r.c = row;
+                memset(row, 0xff, sizeof(float) * (size_t)N); /* NaN: every element is written */
+                cge__gemm_f32_tile(&r, 0, 1, 0, N);
+                for (int64_t j = 0; j < N; j++) {
+                    if (memcmp(&row[j], &tile[i * N + j], sizeof(float)) != 0)
+                        fail_msg("%lldx%lld bias %d [%lld,%lld]: alone %.9g, in a tile %.9g",
+                                 (long long)K, (long long)N, with_bias, (long long)i,
+                                 (long long)j, row[j], tile[i * N + j]);
+                    double sum = with_bias ? bias[j] : 0.0;
+                    for (int64_t k = 0; k < K; k++)
+                        sum += (double)a[i * K + k] * b[k * N + j];
+                    if (!(fabs(row[j] - sum) <= 1e-4 * (1 + fabs(sum))))
+                        fail_msg("%lldx%lld [%lld,%lld]: got %g, expected %g", (long long)K,
+                                 (long long)N, (long long)i, (long long)j, row[j], sum);
+                }
+            }
+        }
+        free(a);
+        free(b);
+        free(bias);
+        free(bp);
+        free(tile);
+        free(row);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_products_balance),
         cmocka_unit_test(test_plans_cover),
         cmocka_unit_test(test_direct_kernels_agree),
+        cmocka_unit_test(test_gemv_rows_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

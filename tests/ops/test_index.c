@@ -201,6 +201,69 @@ static void test_scatter_elements_dtypes(void **state)
     free(upd);
 }
 
+/* ScatterElements along axis 2 of data [1, 2, 8, 4] (a key/value cache's
+ * slots), launched on a capturing stream with the output in data's buffer
+ * (in place, as the planner or a caller's I/O binding arranges it) or
+ * apart: `tasks` gets the recording's task count. */
+static void scatter_el_captured(float *data, float *out, const int64_t *idx, const float *upd,
+                                int32_t *tasks)
+{
+    const cge_op_def *def = cge_op_find("", "ScatterElements", 16);
+    assert_non_null(def);
+    const cge_kernel_def *k = cge_op_find_kernel(def, "cpu", CGE_F32);
+    assert_non_null(k);
+    assert_int_equal(k->inplace_input, 0);
+    cge_graph *g = NULL;
+    cge_node *node = NULL;
+    const char *ins[3] = {"d", "i", "u"}, *outs[1] = {"y"};
+    assert_int_equal(cge_graph_create("scatter", &g), CGE_OK);
+    assert_int_equal(cge_graph_add_node(g, "ScatterElements", "", "se0", ins, 3, outs, 1, &node),
+                     CGE_OK);
+    cge_attr axis = CGE_ATTR_I("axis", 2);
+    assert_int_equal(cge_attrs_set(cge_node_attrs(node), &axis), CGE_OK);
+    cge_tensor in[3] = {op_tensor(CGE_F32, CGE_SHAPE(1, 2, 8, 4), data),
+                        op_tensor(CGE_I64, CGE_SHAPE(1, 2, 1, 4), idx),
+                        op_tensor(CGE_F32, CGE_SHAPE(1, 2, 1, 4), upd)};
+    cge_tensor y = op_tensor(CGE_F32, CGE_SHAPE(1, 2, 8, 4), out);
+    cge_kernel_ctx ctx = {.op_type = "ScatterElements", .node_name = "se0", .num_inputs = 3,
+                          .inputs = in, .num_outputs = 1, .outputs = &y,
+                          .attrs = cge_node_attrs_const(node), .device = g_dev, .num_threads = 2};
+    assert_int_equal(cge_stream_begin_capture(g_stream, CGE_CAPTURE_THREAD_LOCAL), CGE_OK);
+    cge_status st = k->launch(&ctx, g_stream);
+    cge_ri *ri = NULL;
+    assert_int_equal(cge_stream_end_capture(g_stream, &ri), CGE_OK);
+    assert_int_equal(st, CGE_OK);
+    *tasks = cge_ri_num_tasks(ri);
+    assert_int_equal(cge_ri_execute(ri, -1), CGE_OK);
+    cge_ri_destroy(ri);
+    cge_graph_destroy(g);
+}
+
+/* In place, the kernel writes only the updated slots (one task, no copy of
+ * the data); apart, it copies data into the output first (two tasks). The
+ * results are the same bits. */
+static void test_scatter_elements_in_place_skips_the_copy(void **state)
+{
+    (void)state;
+    enum { NUMEL = 2 * 8 * 4 };
+    float data[NUMEL], apart[NUMEL], upd[8];
+    int64_t idx[8];
+    for (int i = 0; i < NUMEL; i++)
+        data[i] = (float)i * 0.25f - 3.0f;
+    for (int i = 0; i < 8; i++) {
+        idx[i] = i < 4 ? 5 : -1;   /* head 0 slot 5, head 1 the last slot */
+        upd[i] = 100.0f + (float)i;
+    }
+    memset(apart, 0, sizeof apart);
+    int32_t tasks_apart = 0, tasks_in_place = 0;
+    scatter_el_captured(data, apart, idx, upd, &tasks_apart);
+    scatter_el_captured(data, data, idx, upd, &tasks_in_place);
+    assert_int_equal(tasks_apart, 2);
+    assert_int_equal(tasks_in_place, 1);
+    assert_memory_equal(data, apart, sizeof data);
+    assert_true(apart[5 * 4] == 100.0f && apart[8 * 4 + 7 * 4 + 3] == 107.0f);
+}
+
 /* An index outside [-dim, dim) is a [kernel] error naming the node, the
  * index, its position and the range, as in ONNX Runtime (these gave zeros or
  * skipped the update before); both signs, int32 and int64 indices. */
@@ -497,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_cumsum_axes_and_ints),
         cmocka_unit_test(test_trilu_extreme_k_and_bool),
         cmocka_unit_test(test_compress_large),
+        cmocka_unit_test(test_scatter_elements_in_place_skips_the_copy),
         cmocka_unit_test(test_meta_dynamic_and_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -121,6 +121,73 @@ static void test_mm_large_vs_loop(void **state)
     free(b);
 }
 
+/* M = 1 (a decoding step's products: the GEMV path) at 1x1, prime sizes,
+ * the decoder's shapes and a batch of single rows, against a float64 loop;
+ * and the empty cases: N = 0, K = 0 (zeros). */
+static void test_mm_single_row(void **state)
+{
+    const int64_t shapes[][3] = {{1, 1, 1}, {1, 97, 131}, {1, 13, 7}, {1, 256, 1000},
+                                 {1, 1024, 256}, {3, 256, 257}};
+    for (size_t z = 0; z < sizeof shapes / sizeof shapes[0]; z++) {
+        const int64_t B = shapes[z][0], K = shapes[z][1], N = shapes[z][2];
+        float *a = new_f32(CGE_SHAPE(B, 1, K), 60), *b = new_f32(CGE_SHAPE(K, N), 61);
+        cge_tensor in[2] = {op_tensor(CGE_F32, CGE_SHAPE(B, 1, K), a),
+                            op_tensor(CGE_F32, CGE_SHAPE(K, N), b)};
+        cge_tensor y = run("MatMul", in, 2, NULL, 0);
+        op_assert_shape(&y, CGE_SHAPE(B, 1, N));
+        const float *yd = y.data;
+        for (int64_t t = 0; t < B; t++)
+            for (int64_t j = 0; j < N; j++) {
+                double sum = 0;
+                for (int64_t k = 0; k < K; k++)
+                    sum += (double)a[t * K + k] * b[k * N + j];
+                if (fabs(yd[t * N + j] - sum) > 1e-4 * (1 + fabs(sum)))
+                    fail_msg("%lldx%lldx%lld [%lld,%lld]: got %g, expected %g", (long long)B,
+                             (long long)K, (long long)N, (long long)t, (long long)j,
+                             yd[t * N + j], sum);
+            }
+        op_free_outputs(&y, 1);
+        free(a);
+        free(b);
+    }
+    /* Attention's shape: one query row per head against that head's keys (B
+     * read in place, unpacked) gives the bits of the same row in a two-row
+     * product (B packed). */
+    const int64_t H = 4, K = 64, N = 131;
+    float *q = new_f32(CGE_SHAPE(H, 2, K), 62), *kv = new_f32(CGE_SHAPE(H, K, N), 63);
+    float *q1 = malloc(sizeof(float) * (size_t)(H * K));
+    for (int64_t h = 0; h < H; h++)
+        memcpy(q1 + h * K, q + h * 2 * K, sizeof(float) * (size_t)K);
+    cge_tensor one[2] = {op_tensor(CGE_F32, CGE_SHAPE(H, 1, K), q1),
+                         op_tensor(CGE_F32, CGE_SHAPE(H, K, N), kv)};
+    cge_tensor two[2] = {op_tensor(CGE_F32, CGE_SHAPE(H, 2, K), q),
+                         op_tensor(CGE_F32, CGE_SHAPE(H, K, N), kv)};
+    cge_tensor y1 = run("MatMul", one, 2, NULL, 0), y2 = run("MatMul", two, 2, NULL, 0);
+    for (int64_t h = 0; h < H; h++)
+        if (memcmp((float *)y1.data + h * N, (float *)y2.data + h * 2 * N,
+                   sizeof(float) * (size_t)N) != 0)
+            fail_msg("head %lld: the one-row product differs from row 0 of the two-row one",
+                     (long long)h);
+    op_free_outputs(&y1, 1);
+    op_free_outputs(&y2, 1);
+    free(q);
+    free(q1);
+    free(kv);
+
+    float dummy[8] = {0};
+    cge_tensor in[2] = {op_tensor(CGE_F32, CGE_SHAPE(1, 5), dummy),
+                        op_tensor(CGE_F32, CGE_SHAPE(5, 0), dummy)};
+    cge_tensor y = run("MatMul", in, 2, NULL, 0);
+    op_assert_shape(&y, CGE_SHAPE(1, 0));
+    op_free_outputs(&y, 1);
+    const float zeros[7] = {0};
+    in[0] = op_tensor(CGE_F32, CGE_SHAPE(1, 0), dummy);
+    in[1] = op_tensor(CGE_F32, CGE_SHAPE(0, 7), dummy);
+    y = run("MatMul", in, 2, NULL, 0);
+    op_assert_equal(&y, CGE_F32, CGE_SHAPE(1, 7), zeros);
+    op_free_outputs(&y, 1);
+}
+
 static void test_mm_f64(void **state)
 {
     double *a = new_f64(CGE_SHAPE(3, 4), 13), *b = new_f64(CGE_SHAPE(2, 4, 5), 14);
@@ -455,6 +522,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mm_batched_ragged), cmocka_unit_test(test_mm_broadcast),
         cmocka_unit_test(test_mm_vectors),        cmocka_unit_test(test_mm_large_vs_loop),
+        cmocka_unit_test(test_mm_single_row),
         cmocka_unit_test(test_mm_f64),            cmocka_unit_test(test_mm_half),
         cmocka_unit_test(test_mm_ints),           cmocka_unit_test(test_mm_empty),
         cmocka_unit_test(test_mm_meta_errors),    cmocka_unit_test(test_gemm_kernels),

@@ -11,9 +11,10 @@
 
 static const char help[] =
     "usage: cge quantize MODEL.onnx -o OUT.onnx --calibrate DIR [--method minmax|entropy|percentile]\n"
-    "                    [--percentile P] [--per-channel] [--exclude NODE]... [--threads N]\n"
+    "                    [--percentile P] [--per-channel] [--activations uint8|int8|int8-symmetric]\n"
+    "                    [--exclude NODE]... [--threads N]\n"
     "       cge quantize MODEL.onnx -o OUT.onnx --weights-only int8|int4 [--block-size N]\n"
-    "                    [--exclude NODE]...\n"
+    "                    [--format nbits|qdq] [--exclude NODE]...\n"
     "\n"
     "Writes a standard QDQ ONNX model (QuantizeLinear/DequantizeLinear around Conv, MatMul,\n"
     "Gemm, Add, Mul, Concat, pooling, ...: u8 activations, s8 weights, int32 biases), or with\n"
@@ -26,8 +27,11 @@ static const char help[] =
     "  --method M         activation ranges: minmax (default), entropy (KL), percentile\n"
     "  --percentile P     for --method percentile (default 99.999)\n"
     "  --per-channel      one weight scale per output channel (opset 13)\n"
+    "  --activations T    uint8 (default) or int8 with zero points, or int8-symmetric\n"
     "  --weights-only B   int8 or int4 MatMulNBits weights, float activations (no calibration)\n"
-    "  --block-size N     MatMulNBits block along K (default 32)\n"
+    "  --block-size N     weight block along K (default 32)\n"
+    "  --format F         weight-only form: nbits (com.microsoft MatMulNBits, default) or\n"
+    "                     qdq (DequantizeLinear with block_size, uint4/uint8: opset 21)\n"
     "  --exclude NODE     leave this node in float (repeatable)\n"
     "  --threads N        threads of the calibration runs\n";
 
@@ -187,6 +191,7 @@ static int load_calibration(const char *dir, const cge_graph *g, calib_set *c)
 int cmd_quantize(int argc, char **argv)
 {
     const char *model = NULL, *out = NULL, *dir = NULL, *method = "minmax", *wo = NULL;
+    const char *fmt = NULL, *acts = NULL;
     const char *exclude[CLI_MAX_LIST];
     cge_quantize_options o = {.exclude = exclude};
     for (int i = 0; i < argc; i++) {
@@ -220,6 +225,10 @@ int cmd_quantize(int argc, char **argv)
             wo = v;
         else if (!strcmp(a, "--block-size"))
             o.block_size = atoi(v);
+        else if (!strcmp(a, "--format"))
+            fmt = v;
+        else if (!strcmp(a, "--activations"))
+            acts = v;
         else if (!strcmp(a, "--threads"))
             o.num_threads = atoi(v);
         else if (!strcmp(a, "--exclude") && o.num_exclude < CLI_MAX_LIST)
@@ -239,6 +248,19 @@ int cmd_quantize(int argc, char **argv)
         return cli_usage("quantize", "--method is minmax, entropy or percentile, not '%s'", method);
     if (o.percentile && (o.percentile <= 0 || o.percentile > 100))
         return cli_usage("quantize", "--percentile is in (0, 100]");
+    if (acts && !strcmp(acts, "int8"))
+        o.activation_type = 1;
+    else if (acts && !strcmp(acts, "int8-symmetric"))
+        o.activation_type = 2;
+    else if (acts && strcmp(acts, "uint8"))
+        return cli_usage("quantize", "--activations is uint8, int8 or int8-symmetric, not '%s'",
+                         acts);
+    if (fmt && !strcmp(fmt, "qdq"))
+        o.weights_only_format = 1;
+    else if (fmt && strcmp(fmt, "nbits"))
+        return cli_usage("quantize", "--format is nbits or qdq, not '%s'", fmt);
+    if (fmt && !wo)
+        return cli_usage("quantize", "--format goes with --weights-only");
     if (wo) {
         if (!strcmp(wo, "int8") || !strcmp(wo, "8"))
             o.weights_only_bits = 8;
@@ -273,15 +295,17 @@ int cmd_quantize(int argc, char **argv)
     if (r.warning[0])
         fprintf(stderr, "cge quantize: warning: %s\n", r.warning);
     if (wo)
-        printf("%s -> %s: %d MatMul%s -> MatMulNBits (%s, block %d), %d weight%s packed; "
+        printf("%s -> %s: %d MatMul%s -> %s (%s, block %d), %d weight%s packed; "
                "%d left float (%.0f ms)\n", model, out, r.nodes_quantized,
-               r.nodes_quantized == 1 ? "" : "s", wo, o.block_size ? o.block_size : 32,
+               r.nodes_quantized == 1 ? "" : "s",
+               o.weights_only_format ? "DequantizeLinear-21 blocks" : "MatMulNBits", wo,
+               o.block_size ? o.block_size : 32,
                r.weights, r.weights == 1 ? "" : "s", r.nodes_left_float, cli_now_ms() - t0);
     else
-        printf("%s -> %s: %d nodes quantized (QDQ, %s, %s), %d activations, %d weights, "
+        printf("%s -> %s: %d nodes quantized (QDQ, %s, %s, %s), %d activations, %d weights, "
                "%d Relu/Clip folded, %d quantizable nodes left float; opset %lld -> %lld; "
                "%d calibration samples (%.0f ms)\n", model, out, r.nodes_quantized, method,
-               o.per_channel ? "per-channel" : "per-tensor", r.activations, r.weights,
+               o.per_channel ? "per-channel" : "per-tensor", acts ? acts : "uint8", r.activations, r.weights,
                r.relu_folded, r.nodes_left_float, (long long)r.opset_in, (long long)r.opset_out,
                o.num_samples, cli_now_ms() - t0);
     return CLI_OK;

@@ -800,6 +800,13 @@ int cmd_bench(int argc, char **argv)
         cge_session_last_run_mode(p.s, 1, &used);
         double thr = total > 0 ? (double)n / (total / 1e3) : 0;
         long long arena = p.m.is_cgm ? (long long)cge_plan_arena_bytes(cge_model_plan(p.m.model)) : -1;
+        /* Where the memory went: weights read as they are, packed copies,
+         * weights freed once packed, the arena. */
+        cge_session_graph_stats gs = {0};
+        if (cge_session_get_graph_stats(p.s, 1, &gs) != CGE_OK)
+            cge_clear_error();
+        if (arena < 0)
+            arena = (long long)gs.arena_bytes;
         if (o.json) {
             printf("{\"model\": ");
             cli_json_str(stdout, o.model);
@@ -807,12 +814,13 @@ int cmd_bench(int argc, char **argv)
                    "\"prepare_ms\": %.3f, \"first_run_ms\": %.3f, \"iterations\": %ld, "
                    "\"warmup\": %ld, \"min_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
                    "\"p99_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, "
-                   "\"throughput_per_s\": %.2f, \"peak_rss_bytes\": %lld, \"arena_bytes\": %lld}\n",
+                   "\"throughput_per_s\": %.2f, \"peak_rss_bytes\": %lld, \"arena_bytes\": %lld, "
+                   "\"weight_bytes\": %zu, \"packed_bytes\": %zu, \"released_bytes\": %zu}\n",
                    p.m.is_cgm ? "cgm" : "onnx", cge_run_mode_name(used),
                    o.threads ? o.threads : cge_device_num_threads(cge_session_device(p.s)),
                    p.m.is_cgm ? "load" : "import", p.m.open_ms, p.prepare_ms, first, n, warm,
                    lat[0], pct(lat, n, 0.5), pct(lat, n, 0.9), pct(lat, n, 0.99), lat[n - 1],
-                   mean, thr, peak, arena);
+                   mean, thr, peak, arena, gs.weight_bytes, gs.packed_bytes, gs.released_bytes);
         } else {
             printf("%s (%s, %s mode, %d threads)\n", o.model, p.m.is_cgm ? "compiled model" : "ONNX",
                    cge_run_mode_name(used),
@@ -829,6 +837,11 @@ int cmd_bench(int argc, char **argv)
             if (arena >= 0)
                 printf(" (arena %.1f MiB)", (double)arena / 1048576.0);
             printf("\n");
+            if (gs.weight_bytes || gs.packed_bytes)
+                printf("  memory: weights %.1f MiB, packed weights %.1f MiB (weights freed once "
+                       "packed: %.1f MiB), arena %.1f MiB\n",
+                       (double)gs.weight_bytes / 1048576.0, (double)gs.packed_bytes / 1048576.0,
+                       (double)gs.released_bytes / 1048576.0, (double)arena / 1048576.0);
         }
         cli_dist_bench_report(p.s, lat, n, n + warm + 1);
     }

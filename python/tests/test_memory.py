@@ -1,0 +1,135 @@
+"""Weights from .onnx: imported with one copy (from the file, from bytes, from
+external data) and, with static shapes, kept only in their packed form;
+InferenceSession.memory_stats() shows weights, packed weights, released
+weights and arena apart."""
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import cge
+
+K, N = 96, 80
+
+
+def _model(path, external=False):
+    rng = np.random.default_rng(3)
+    w1 = rng.standard_normal((K, N)).astype(np.float32)
+    w2 = rng.standard_normal((N, 10)).astype(np.float32)
+    b2 = rng.standard_normal(10).astype(np.float32)
+    mask = np.array([True, False] * 5)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+         helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "w2", "b2"], ["g"]),
+         helper.make_node("Where", ["mask", "g", "zero"], ["y"])],
+        "mem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 10])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+         numpy_helper.from_array(b2, "b2"),
+         helper.make_tensor("mask", TensorProto.BOOL, [10], mask.tolist()),
+         helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    if external:
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="model.onnx.data", size_threshold=0)
+    else:
+        onnx.save_model(m, path)
+
+    def ref(x):
+        return np.where(mask, np.maximum(x @ w1, 0) @ w2 + b2, 0).astype(np.float32)
+    return ref, w1.nbytes + w2.nbytes
+
+
+@pytest.mark.parametrize("source", ["file", "bytes", "external"])
+def test_weights_once_and_packed_only(tmp_path, source):
+    path = str(tmp_path / "model.onnx")
+    ref, packed_weights = _model(path, external=source == "external")
+    x = np.random.default_rng(5).standard_normal((3, K)).astype(np.float32)
+    if source == "bytes":
+        with open(path, "rb") as f:
+            sess = cge.InferenceSession(f.read())
+    else:
+        sess = cge.InferenceSession(path)
+    for _ in range(2):
+        (y,) = sess.run(None, {"x": x})
+        np.testing.assert_allclose(y, ref(x), rtol=1e-5, atol=1e-5)
+    st = sess.memory_stats()
+    # Both products' B were packed at prepare; their float copies went.
+    assert st["released_weights"] == packed_weights
+    assert st["packed_weights"] >= packed_weights
+    assert st["weights"] < packed_weights  # the bias, the mask: read as they are
+    assert st["arena"] > 0
+
+
+def test_keep_packed_weights_env(tmp_path, monkeypatch):
+    path = str(tmp_path / "model.onnx")
+    ref, packed_weights = _model(path)
+    monkeypatch.setenv("CGE_KEEP_PACKED_WEIGHTS", "1")
+    sess = cge.InferenceSession(path)
+    x = np.ones((3, K), np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref(x), rtol=1e-5, atol=1e-5)
+    st = sess.memory_stats()
+    assert st["released_weights"] == 0
+    assert st["weights"] >= packed_weights
+
+
+def test_truncated_external_data_is_an_io_error(tmp_path):
+    path = str(tmp_path / "model.onnx")
+    _model(path, external=True)
+    data = str(tmp_path / "model.onnx.data")
+    size = os.path.getsize(data)
+    with open(data, "r+b") as f:
+        f.truncate(size - 4)
+    with pytest.raises(cge.Error) as e:
+        cge.InferenceSession(path)
+    assert "[io]" in str(e.value)
+
+
+def _mapping_of(addr):
+    """The file /proc/self/maps names for the mapping holding addr ('' if none)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= addr < hi:
+                return parts[5] if len(parts) > 5 else ""
+    return None
+
+
+def test_aligned_external_weights_are_mapped_in_place(tmp_path):
+    """A large external weight at a 64-byte aligned offset is the data file's
+    pages (no copy); the first one (offset 0: no room for the block's header)
+    is copied; both hold the file's values."""
+    import ctypes
+    from cge import _lib
+    a = np.arange(256 * 512, dtype=np.float32).reshape(256, 512) / 7
+    b = -np.arange(512 * 128, dtype=np.float32).reshape(512, 128) / 3
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])], "ext", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 128])],
+        [numpy_helper.from_array(a, "a"), numpy_helper.from_array(b, "b")])
+    path = str(tmp_path / "model.onnx")
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+                    path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="w.data", size_threshold=0)
+    lib = _lib.lib
+    lib.cge_graph_constant.restype = ctypes.POINTER(_lib.Tensor)
+    lib.cge_graph_constant.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    g = ctypes.c_void_p()
+    assert lib.cge_onnx_import_file(path.encode(), None, ctypes.byref(g)) == 0
+    try:
+        where = {}
+        for name, want in (("a", a), ("b", b)):
+            t = lib.cge_graph_constant(g, name.encode()).contents
+            got = np.ctypeslib.as_array((ctypes.c_float * want.size).from_address(t.data))
+            np.testing.assert_array_equal(got.reshape(want.shape), want)
+            where[name] = _mapping_of(t.data)
+        assert not where["a"].endswith("w.data")
+        assert where["b"].endswith("w.data")
+    finally:
+        lib.cge_graph_destroy(g)
+    (y,) = cge.InferenceSession(path).run(None, {})
+    np.testing.assert_allclose(y, a @ b, rtol=1e-4)

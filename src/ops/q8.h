@@ -1,0 +1,61 @@
+/* int8 / uint8 helpers shared by the quantized operators (quant.c,
+ * qlinear_elementwise.c, dnnl_qconv.c) and the QDQ fusion pass: loads of
+ * quantized values, the clamp, the saturating store and QuantizeLinear's
+ * rounding, so that every path writes the same bits. */
+#ifndef CGE_OPS_Q8_H
+#define CGE_OPS_Q8_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "cge/types.h"
+
+/* Element i of int8, uint8 or int32 data as int32 (0 for another dtype). */
+static inline int32_t cge__q_load(const void *p, cge_dtype t, int64_t i)
+{
+    switch (t) {
+    case CGE_I8: return ((const int8_t *)p)[i];
+    case CGE_U8: return ((const uint8_t *)p)[i];
+    case CGE_I32: return ((const int32_t *)p)[i];
+    default: return 0;
+    }
+}
+
+/* Element i of int8 (sg) or uint8 data. */
+static inline int32_t cge__q8_load(const void *p, int sg, int64_t i)
+{
+    return sg ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
+}
+
+/* v within [lo, hi]; NaN becomes 0 (then clamped). */
+static inline float cge__q8_clamp(float v, float lo, float hi)
+{
+    if (v != v)
+        v = 0.0f;
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/* Store of a rounded value already within the dtype's range. */
+static inline void cge__q8_store(void *y, int sg, int64_t i, float v)
+{
+    if (sg)
+        ((int8_t *)y)[i] = (int8_t)v;
+    else
+        ((uint8_t *)y)[i] = (uint8_t)v;
+}
+
+/* Saturating store of a rounded value (NaN: 0) into int8 (sg) or uint8. */
+static inline void cge__q8_store_sat(void *y, int sg, int64_t i, float v)
+{
+    cge__q8_store(y, sg, i, cge__q8_clamp(v, sg ? -128.0f : 0.0f, sg ? 127.0f : 255.0f));
+}
+
+/* QuantizeLinear's arithmetic for one value: x / scale rounded half to even
+ * (rintf in the default rounding mode), plus the zero point; saturate it
+ * with cge__q8_store_sat. */
+static inline float cge__q8_quantize(float x, float scale, float zero_point)
+{
+    return rintf(x / scale) + zero_point;
+}
+
+#endif
