@@ -234,6 +234,28 @@ bool cge_plan_is_symbolic(const cge_plan *p);
  * signature instead. */
 cge_status cge_plan_specialize(const cge_plan *symbolic, const cge_shape *input_shapes,
                                int32_t num_inputs, cge_device *dev, cge_plan **out);
+/* The shape program as an object that lives beside its symbolic plan (which
+ * must outlive it), for callers that specialise again and again (a session,
+ * a decode loop): its per-value arrays, host values and stream are reused,
+ * so a run allocates nothing once sizes stop growing. run: *plan NULL makes
+ * a new concrete plan, as cge_plan_specialize; a plan this program made
+ * before is rewritten in place for the new shapes (sizes, host values,
+ * workspaces), keeping its offsets and arena size while every block fits the
+ * bytes its offset was planned for, and otherwise planning the arena again
+ * with half as much again for each block that grew. On error an existing
+ * plan is left as it was. Errors as cge_plan_specialize. */
+typedef struct cge_shape_program cge_shape_program;
+cge_status cge_shape_program_create(const cge_plan *symbolic, cge_device *dev,
+                                    cge_shape_program **out);
+void cge_shape_program_destroy(cge_shape_program *sp);   /* NULL is a no-op */
+cge_status cge_shape_program_run(cge_shape_program *sp, const cge_shape *input_shapes,
+                                 int32_t num_inputs, cge_plan **plan);
+/* Constants whose bytes the plan's graph does not hold (a loaded model's)
+ * are read from `blob` (cge_plan_constant_bytes() bytes of host memory, laid
+ * out as cge_plan_write_constants writes them), which must outlive `sp`. */
+void cge_shape_program_use_constants(cge_shape_program *sp, const void *blob);
+/* In-place runs that had to plan the arena again (a block outgrew its room). */
+int64_t cge_shape_program_replans(const cge_shape_program *sp);
 int32_t cge_plan_num_steps(const cge_plan *p);
 const cge_plan_step *cge_plan_steps(const cge_plan *p);
 int32_t cge_plan_num_values(const cge_plan *p);
@@ -243,6 +265,9 @@ int32_t cge_plan_input_value(const cge_plan *p, int32_t i);
 int32_t cge_plan_output_value(const cge_plan *p, int32_t i);
 /* Plan value index by name, or -1. */
 int32_t cge_plan_find_value(const cge_plan *p, const char *name);
+/* The value whose memory value `v` shares (following alias_of to the end):
+ * `v` itself when it owns its memory; -1 for an index out of range. */
+int32_t cge_plan_root_value(const cge_plan *p, int32_t v);
 size_t cge_plan_arena_bytes(const cge_plan *p);
 /* The bytes of CGE_STORAGE_HOST values (NULL if none), owned by the plan. */
 const void *cge_plan_host_data(const cge_plan *p);

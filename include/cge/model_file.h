@@ -16,8 +16,9 @@
 extern "C" {
 #endif
 
-/* Version of the file layout this cge writes and reads. */
-#define CGE_MODEL_FORMAT_VERSION 1
+/* Version of the file layout this cge writes (it reads this one and 1).
+ * Version 2 adds the shape program of a plan with symbolic dims. */
+#define CGE_MODEL_FORMAT_VERSION 2
 
 typedef struct cge_model cge_model;
 

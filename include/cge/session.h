@@ -260,6 +260,14 @@ typedef struct cge_session_graph_stats {
     size_t packed_bytes;
     size_t released_bytes;
     size_t arena_bytes;
+    /* Of the specializations, those that rewrote an instance seen once in
+     * place (a decode step's), the kernels prepared again there (those
+     * whose shapes changed), and the in-place ones that planned the arena
+     * again (a block outgrew the room its offset was planned for). */
+    int64_t respecializations, kernel_prepares, arena_replans;
+    /* CPU time (ms) of the shape program and the in-place rebinding, and of
+     * binding new instances (kernel prepare included). */
+    double specialize_ms, bind_ms;
 } cge_session_graph_stats;
 cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                                        cge_session_graph_stats *out);

@@ -75,7 +75,11 @@ class GraphStats(ctypes.Structure):
     _fields_ = [("compiles", ctypes.c_int64), ("specializations", ctypes.c_int64),
                 ("arena_grows", ctypes.c_int64), ("shape_program", ctypes.c_bool),
                 ("weight_bytes", c_size_t), ("packed_bytes", c_size_t),
-                ("released_bytes", c_size_t), ("arena_bytes", c_size_t)]
+                ("released_bytes", c_size_t), ("arena_bytes", c_size_t),
+                # the shape program's (new signatures in place)
+                ("respecializations", ctypes.c_int64), ("kernel_prepares", ctypes.c_int64),
+                ("arena_replans", ctypes.c_int64), ("specialize_ms", ctypes.c_double),
+                ("bind_ms", ctypes.c_double)]
 
 
 class CompileOptions(ctypes.Structure):

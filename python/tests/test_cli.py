@@ -108,9 +108,9 @@ def test_compile_and_its_bad_arguments(mlp, tmp_path):
                     "--disable-pass", "cse")
     assert out.read_bytes()[:8] == b"CGEMODEL"
     assert stdout.startswith("compiled %s -> %s" % (mlp, out))
-    # Dynamic dims need a shape: a compile failure (exit 1) naming the value.
-    _, err = cge("compile", mlp, "-o", tmp_path / "d.cgm", rc=1)
-    assert err.startswith("cge compile: [") and "shape" in err
+    # Dynamic dims stay symbolic: the .cgm serves every size.
+    stdout, _ = cge("compile", mlp, "-o", tmp_path / "d.cgm")
+    assert "arena per size" in stdout
     _, err = cge("compile", mlp, rc=2)
     assert "give -o" in err
     _, err = cge("compile", tmp_path / "missing.onnx", "-o", out, rc=1)
@@ -139,25 +139,39 @@ def test_compile_and_its_bad_arguments(mlp, tmp_path):
     assert any(n.endswith("_infer.dot") for n in os.listdir(dump))
 
 
-def test_compile_refuses_symbolic_dims_saying_why(mlp, tmp_path):
-    """A .cgm (model format 1) records fixed shapes: a dim left symbolic, by the
-    model (dim_param) or by --input-shape NAME:D0,batch, is refused before
-    compiling, naming the input and dims and what to do instead."""
-    out = tmp_path / "m.cgm"
-    for args, shown in (((), "'x' [batch,4]"), (("--input-shape", "x:batch,4"), "'x' [batch,4]"),
-                        (("--input-shape", "x:n,4"), "'x' [n,4]")):
-        _, err = cge("compile", mlp, "-o", out, *args, rc=1)
-        assert err.startswith("cge compile: [io] %s: the inputs keep dims that are not sizes "
-                              "(%s)" % (mlp, shown)), err
-        assert "cannot hold a plan for symbolic dims yet" in err
-        assert "--input-shape" in err and "cge bench --shapes" in err
-        assert not out.exists()
-    _, err = cge("compile", mlp, "-o", out, "--input-shape", "nope:batch,4", rc=1)
+def test_compile_keeps_symbolic_dims(mlp, tmp_path):
+    """A dim left symbolic, by the model (dim_param) or by --input-shape
+    NAME:D0,batch, stays symbolic in the .cgm (model format 2): one compiled
+    model runs every size, with the outputs of a compile for that size."""
+    x = np.linspace(-2, 2, 28, dtype=np.float32).reshape(7, 4)
+    for args, shown in (((), "[batch,4]"), (("--input-shape", "x:n,4"), "[n,4]")):
+        out = tmp_path / "sym.cgm"
+        stdout, _ = cge("compile", mlp, "-o", out, *args)
+        assert out.read_bytes()[:8] == b"CGEMODEL" and "arena per size" in stdout
+        stdout, _ = cge("inspect", out)
+        assert "format 2" in stdout and shown in stdout, stdout
+        for rows in (1, 3, 7, 2, 5):
+            np.save(tmp_path / "x.npy", x[:rows])
+            got, want = tmp_path / "got", tmp_path / "want"
+            cge("run", out, "--input", "x=%s" % (tmp_path / "x.npy"), "--output-dir", got)
+            fixed = tmp_path / "fixed.cgm"
+            cge("compile", mlp, "-o", fixed, "--input-shape", "x:%d,4" % rows)
+            cge("run", fixed, "--input", "x=%s" % (tmp_path / "x.npy"), "--output-dir", want)
+            for name in os.listdir(want):
+                a, b = np.load(got / name), np.load(want / name)
+                assert a.shape == b.shape and a.shape[0] == rows
+                np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        # Random inputs at a size given on the command line; a sweep in one session.
+        stdout, _ = cge("run", out, "--input-shape", "x:6,4")
+        assert "[6," in stdout, stdout
+        stdout, _ = cge("bench", out, "--shapes", "x:1,4;x:4,4;x:2,4", "--iterations", "3")
+        assert stdout.count("x:") >= 3, stdout
+    # A fixed-shape .cgm takes no --input-shape.
+    _, err = cge("run", tmp_path / "fixed.cgm", "--input-shape", "x:6,4", rc=2)
+    assert "compiled for fixed input shapes" in err
+    _, err = cge("compile", mlp, "-o", tmp_path / "m.cgm", "--input-shape", "nope:batch,4", rc=1)
     assert "--input-shape names 'nope', which is not an input of the model" in err
-    # Sizes for every dim still compile.
-    cge("compile", mlp, "-o", out, "--input-shape", "x:5,4")
-    assert out.read_bytes()[:8] == b"CGEMODEL"
-    # inspect (which compiles) says which inputs need sizes.
+    # inspect (which compiles) on the .onnx says which inputs need sizes.
     _, err = cge("inspect", mlp, rc=1)
     assert "inputs with dims that are not sizes: 'x' [batch,4]" in err
 
@@ -402,7 +416,7 @@ def test_inspect(mlp, mlp_cgm):
     assert sum(a["ops"].values()) == a["nodes"] and a["engines"] == {"cpu": a["nodes"]}
     assert a["weight_bytes"] >= W.nbytes + B.nbytes
     assert a["lower_bound_bytes"] <= a["arena_bytes"] <= a["naive_bytes"]
-    assert a["format_version"] == 1 and "sse2" in a["cpu_required"]
+    assert a["format_version"] == 2 and "sse2" in a["cpu_required"]
     text, _ = cge("inspect", mlp_cgm)
     for word in ("inputs:", "outputs:", "ops:", "engines:", "streams:", "weights:", "arena:",
                  "lower bound"):

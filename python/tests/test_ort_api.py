@@ -284,12 +284,16 @@ def test_capture_sizes_pad_and_cut(model_path):
 
 
 def test_last_run_mode_and_shared_arena(model_path):
-    """The default mode replays once a signature is captured; every batch size
-    runs in one arena, as large as the largest plan's."""
+    """The default mode runs a new signature as a plan first (the binding's
+    first try at a new shape, refused for its output buffers, is no run) and
+    replays once it comes back; every batch size runs in one arena, as large
+    as the largest plan's."""
     sess = ort.InferenceSession(model_path)
     assert sess.arena_bytes() == 0
     sizes = []
     for n in (4, 1, 16, 2):
+        sess.run(None, {"x": np.ones((n, 3), np.float32)})
+        assert sess.last_run_mode() == "plan"
         sess.run(None, {"x": np.ones((n, 3), np.float32)})
         assert sess.last_run_mode() == "replay"
         sizes.append(sess.arena_bytes())

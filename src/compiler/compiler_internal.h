@@ -212,6 +212,27 @@ cge_status cc_set_activation(cge_node *f, const cc_activation *a);
 cge_status cc_evaluate_node(cc_ctx *ctx, const cge_node *n, const cge_kernel_def *k,
                             const cge_tensor *in_host, const cge_tensor_desc *out_desc,
                             void **host_out);
+/* Shape and Size of a static input shape `in` into dst (room for
+ * CGE_MAX_RANK values), with no kernel: false for other nodes, or a Shape
+ * whose output length `out` does not say. */
+bool cc_shape_values(const cge_node *n, const cge_shape *in, const cge_shape *out, int64_t *dst);
+/* Reusable host scratch (workspaces of host evaluations), grown on demand. */
+typedef struct cc_scratch {
+    void *data;
+    size_t bytes;
+} cc_scratch;
+/* Run `n` with CPU kernel `k` on host tensors now (ins/outs data on the host,
+ * `imm` an immediate stream of `dev`): workspace from `ws`, prepare, launch,
+ * synchronize, release. The one way the compiler runs a kernel itself. */
+cge_status cc_launch_on_host(cge_device *dev, cge_stream *imm, const cge_node *n,
+                             const cge_kernel_def *k, cge_tensor *ins, int32_t ni,
+                             cge_tensor *outs, int32_t no, cc_scratch *ws);
+/* The workspace step `s` asks of its kernel for its values' shapes and bytes
+ * (`shapes`/`bytes` per plan value, or NULL: the values' own), with no data;
+ * 0 for a kernel without one or a step past CC_STEP_MAX_IO operands. */
+#define CC_STEP_MAX_IO 64
+size_t cc_step_workspace(const cge_plan_step *s, const cge_plan_value *vals, const cge_shape *shapes,
+                         const size_t *bytes, int32_t num_threads);
 /* The one node reading `id`, if it has exactly one use and is no graph output. */
 cge_node *cc_only_consumer(const cc_uses *u, const cge_graph *g, int32_t id);
 /* The other operand of a two-input node that reads `id`, or -1. */

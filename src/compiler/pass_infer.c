@@ -52,30 +52,15 @@ static const void *value_of(const cge_graph *g, const propagation *p, int32_t id
 static bool from_shape(const cge_node *n, const cge_tensor_desc *in, const cge_tensor_desc *out,
                        void **host)
 {
-    if (in[0].dtype == CGE_DTYPE_UNDEFINED || !cge_shape_is_static(&in[0].shape))
+    int64_t v[CGE_MAX_RANK + 1];
+    if (in[0].dtype == CGE_DTYPE_UNDEFINED || !cc_shape_values(n, &in[0].shape, &out[0].shape, v))
         return false;
-    if (cc_is_op(n, "Size")) {
-        int64_t *v = malloc(sizeof *v);
-        if (!v)
-            return false;
-        *v = cge_shape_numel(&in[0].shape);
-        host[0] = v;
-        return true;
-    }
-    if (cc_is_op(n, "Shape") && out[0].shape.rank == 1 && out[0].shape.dims[0] >= 0) {
-        int64_t r = in[0].shape.rank;
-        int64_t s = cge_attrs_get_int(cge_node_attrs_const(n), "start", 0);
-        s = s < 0 ? s + r : s;
-        s = s < 0 ? 0 : (s > r ? r : s);
-        int64_t cnt = out[0].shape.dims[0];
-        int64_t *v = malloc(sizeof *v * (size_t)(cnt ? cnt : 1));
-        if (!v)
-            return false;
-        memcpy(v, in[0].shape.dims + s, sizeof *v * (size_t)cnt);
-        host[0] = v;
-        return true;
-    }
-    return false;
+    size_t bytes = cc_is_op(n, "Size") ? sizeof *v : sizeof *v * (size_t)out[0].shape.dims[0];
+    host[0] = malloc(bytes ? bytes : 1);
+    if (!host[0])
+        return false;
+    memcpy(host[0], v, bytes);
+    return true;
 }
 
 /* Evaluate `n` when every input it has is known and its outputs are small. */

@@ -254,29 +254,11 @@ static cge_status build_steps(mp *m, const int32_t *order)
         /* Workspace for these shapes, asked of the kernel with no data yet
          * (a symbolic plan's come with its sizes: cge_plan_specialize). */
         if (s->kernel->workspace_size && !m->sym) {
-            cge_tensor ins[64], outs[64];
-            if (s->num_inputs > 64 || s->num_outputs > 64)
+            if (s->num_inputs > CC_STEP_MAX_IO || s->num_outputs > CC_STEP_MAX_IO)
                 return cge_error(CGE_LAYER_ENGINE, CGE_ERR_UNSUPPORTED,
                                  "node '%s': more than 64 inputs or outputs", cge_node_name(nd));
-            for (int32_t k = 0; k < s->num_inputs; k++) {
-                memset(&ins[k], 0, sizeof ins[k]);
-                if (s->inputs[k] >= 0) {
-                    const cge_plan_value *v = &m->vals[s->inputs[k]];
-                    ins[k] = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
-                                          .bytes = v->bytes};
-                }
-            }
-            for (int32_t k = 0; k < s->num_outputs; k++) {
-                const cge_plan_value *v = &m->vals[s->outputs[k]];
-                outs[k] = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
-                                       .bytes = v->bytes};
-            }
-            cge_kernel_ctx kc = {.op_type = cge_node_op_type(nd), .node_name = cge_node_name(nd),
-                                 .num_inputs = s->num_inputs, .inputs = ins,
-                                 .num_outputs = s->num_outputs, .outputs = outs,
-                                 .attrs = cge_node_attrs_const(nd),
-                                 .num_threads = m->ctx->dev ? cge_device_num_threads(m->ctx->dev) : 0};
-            s->workspace_bytes = s->kernel->workspace_size(&kc);
+            s->workspace_bytes = cc_step_workspace(
+                s, m->vals, NULL, NULL, m->ctx->dev ? cge_device_num_threads(m->ctx->dev) : 0);
         }
     }
     return CGE_OK;

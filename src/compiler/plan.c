@@ -27,6 +27,10 @@ struct cge_plan {
     int32_t num_pass_stats, cap_pass_stats;
     int32_t *ws_last;             /* last step each step's workspace is live */
     void *host_data;              /* CGE_STORAGE_HOST values' bytes */
+    size_t host_room;             /* bytes host_data holds (0: not known) */
+    /* The shape program's: bytes each value's and step workspace's offset
+     * was planned for, so that a new size that fits keeps the offsets. */
+    size_t *reserved;
 };
 
 static cge_status oom(void)
@@ -252,6 +256,7 @@ void cge_plan_destroy(cge_plan *p)
     free(p->pass_stats);
     free(p->ws_last);
     free(p->host_data);
+    free(p->reserved);
     free(p);
 }
 
@@ -275,6 +280,28 @@ void cge__plan_set_host_data(cge_plan *p, void *blob)
 {
     free(p->host_data);
     p->host_data = blob;
+    p->host_room = 0;
+}
+
+void *cge__plan_host_room(cge_plan *p, size_t bytes)
+{
+    if (p->host_data && bytes <= p->host_room)
+        return p->host_data;
+    size_t room = (bytes + bytes / 2 + 63) & ~(size_t)63;
+    void *blob = aligned_alloc(64, room ? room : 64);
+    if (!blob)
+        return NULL;
+    free(p->host_data);
+    p->host_data = blob;
+    p->host_room = room;
+    return blob;
+}
+
+size_t *cge__plan_reserved(cge_plan *p)
+{
+    if (!p->reserved)
+        p->reserved = calloc((size_t)p->num_values + (size_t)p->num_steps + 1, sizeof(size_t));
+    return p->reserved;
 }
 size_t cge_plan_constant_bytes(const cge_plan *p) { return p ? p->constant_bytes : 0; }
 int32_t cge_plan_num_streams(const cge_plan *p) { return p ? p->num_streams : 0; }
@@ -289,6 +316,17 @@ int32_t cge_plan_input_value(const cge_plan *p, int32_t i)
 int32_t cge_plan_output_value(const cge_plan *p, int32_t i)
 {
     return p && i >= 0 && i < p->num_outputs ? p->output_values[i] : -1;
+}
+
+int32_t cge_plan_root_value(const cge_plan *p, int32_t v)
+{
+    if (!p || v < 0 || v >= p->num_values)
+        return -1;
+    /* Alias chains point at earlier-planned owners; bounded against a cycle
+     * in a corrupt plan. */
+    for (int32_t hops = 0; p->values[v].alias_of >= 0 && hops < p->num_values; hops++)
+        v = p->values[v].alias_of;
+    return v;
 }
 
 int32_t cge_plan_find_value(const cge_plan *p, const char *name)

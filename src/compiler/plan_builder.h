@@ -49,6 +49,13 @@ cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out);
 
 /* The CGE_STORAGE_HOST values' bytes (malloc'ed; the plan frees them). */
 void cge__plan_set_host_data(cge_plan *p, void *blob);
+/* The host values' blob, at least `bytes` (64-byte aligned; what it held is
+ * not kept when it grows, by half at least); NULL when out of memory. */
+void *cge__plan_host_room(cge_plan *p, size_t bytes);
+/* Per value, then per step (its workspace): the bytes its offset was planned
+ * for (zero until the shape program plans them), kept with the plan so that
+ * a later size that fits reuses the offsets; NULL when out of memory. */
+size_t *cge__plan_reserved(cge_plan *p);
 
 void cge__plan_set_sizes(cge_plan *p, size_t arena_bytes, size_t constant_bytes,
                          int32_t num_streams, int32_t num_events);

@@ -1,7 +1,8 @@
-/* The shape program of a symbolic plan (cge_plan_specialize): a concrete plan
- * for one input signature from the plan's own steps, by running each step's
- * meta on concrete shapes and giving the fixed lifetimes offsets. No pass, no
- * graph copy, no whole-graph inference. */
+/* The shape program of a symbolic plan (cge_shape_program_run,
+ * cge_plan_specialize): a concrete plan for one input signature from the
+ * plan's own steps, by running each step's meta on concrete shapes and giving
+ * the fixed lifetimes offsets. No pass, no graph copy, no whole-graph
+ * inference; made again in place, its buffers reused, at each new size. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,86 +17,113 @@
  * computations inside the graph (Shape -> Gather -> Concat -> Reshape) need
  * their values for the Reshape's meta: small integer values are evaluated
  * here with their CPU kernels on host memory, as the compiler's inference
- * does. The plan's structure (steps, kernels, alias groups, lifetimes) does
- * not depend on sizes; only bytes, offsets and workspaces do, and the
- * offsets come from one cge_memplan_assign over the fixed lifetimes. */
+ * does (cc_launch_on_host, cc_shape_values). The plan's structure (steps,
+ * kernels, alias groups, lifetimes) does not depend on sizes; only bytes,
+ * offsets and workspaces do.
+ *
+ * A decode loop meets a new size at every step, so the program keeps its
+ * per-value arrays, the host values' buffers and an immediate stream from
+ * one run to the next (nothing is allocated once sizes stop growing), and a
+ * plan it rewrites in place keeps its offsets while every block fits the
+ * bytes it was planned for: only a block that outgrows them plans the
+ * arena again, with half as much again for each block that grew, so that a
+ * cache growing a row per step re-plans a few times, not at every step. */
 
-#define MAX_IO 64
+#define MAX_IO CC_STEP_MAX_IO
 /* Values evaluated here are shape-sized (as the infer pass's). */
 #define SMALL_BYTES 4096
 
-typedef struct spec {
+struct cge_shape_program {
     const cge_plan *sp;
     const cge_graph *g;
     const cge_plan_value *vals;
     int32_t nv, ns;
+    cge_device *dev;
+    cge_stream *imm;
+    const void **consts;      /* per value: its constant bytes in the graph, or NULL */
     cge_shape *shape;         /* per value, concrete */
     size_t *bytes;
     const void **data;        /* per value: constant bytes, or host values made here */
-    void **owned;             /* what `data` points at when made here */
-    cge_device *dev;
-    cge_stream *imm;
-} spec;
+    void **owned;             /* per value: buffer for a host value (kept across runs) */
+    size_t *owned_bytes;      /* its capacity */
+    bool *made;               /* the value was computed on the host (this run's) */
+    bool *dirty;              /* its shape or host value differs from the last run's */
+    bool valid;               /* the arrays hold the last run's results (a run
+                                 recomputes only the steps whose inputs changed) */
+    bool *host;               /* ... and the plan keeps it (CGE_STORAGE_HOST) */
+    size_t *ws;               /* per step */
+    cge_mem_block *blocks;
+    int32_t *block_of;        /* per value: its block, or -1 */
+    int32_t *block_item;      /* per block: the value, or num_values + step */
+    cc_scratch scratch;       /* host evaluations' workspaces */
+    int64_t replans;
+};
 
 static cge_status oom(void)
 {
     return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "specialize: out of memory");
 }
 
-static int32_t root_of(const cge_plan_value *vals, int32_t v)
+static cge_status unsupported(const cge_plan_step *st, const char *why)
 {
-    while (vals[v].alias_of >= 0)
-        v = vals[v].alias_of;
-    return v;
+    return cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED, "%s '%s': %s", cge_node_op_type(st->node),
+                     cge_node_name(st->node), why);
 }
 
 /* Constant bytes of plan value v in place, in the plan's graph. */
-static const void *constant_data(const spec *s, int32_t v)
+static const void *constant_data(const cge_shape_program *s, int32_t v)
 {
     const cge_plan_value *pv = &s->vals[v];
     if (pv->storage != CGE_STORAGE_CONSTANT)
         return NULL;
-    const cge_plan_value *root = &s->vals[root_of(s->vals, v)];
+    const cge_plan_value *root = &s->vals[cge_plan_root_value(s->sp, v)];
     const cge_tensor *t = cge_graph_constant(s->g, root->name);
     if (!t || t->bytes < pv->offset - root->offset + pv->bytes)
         return NULL;
     return (const char *)t->data + (pv->offset - root->offset);
 }
 
+/* Host buffer for value v of `bytes`, the one of earlier runs when it fits. */
+static void *host_buffer(cge_shape_program *s, int32_t v, size_t bytes)
+{
+    if (s->owned[v] && s->owned_bytes[v] >= bytes)
+        return s->owned[v];
+    void *b = malloc(bytes + 8);
+    if (!b)
+        return NULL;
+    free(s->owned[v]);
+    s->owned[v] = b;
+    s->owned_bytes[v] = bytes;
+    return b;
+}
+
 /* Host value of a small computation all of whose inputs are at hand: Shape
  * and Size from the shape alone, the rest by their CPU kernel. A step that
  * cannot be evaluated leaves its outputs unknown (the run computes them). */
-static cge_status evaluate(spec *s, const cge_plan_step *st, const cge_tensor_desc *out)
+static cge_status evaluate_outputs(cge_shape_program *s, const cge_plan_step *st, bool *same)
 {
     int32_t ni = st->num_inputs, no = st->num_outputs;
     size_t total = 0;
     for (int32_t k = 0; k < no; k++)
         total += s->bytes[st->outputs[k]];
-    if (total > SMALL_BYTES || cc_is_nondeterministic(st->node))
+    if (total > SMALL_BYTES || no == 0 || cc_is_nondeterministic(st->node))
         return CGE_OK;
     if (cc_is_op(st->node, "Shape") || cc_is_op(st->node, "Size")) {
-        const cge_shape *in = &s->shape[st->inputs[0]];
-        int64_t *v = malloc(sizeof(int64_t) * CGE_MAX_RANK + 8);
-        if (!v)
+        int32_t o = st->outputs[0];
+        int64_t v[CGE_MAX_RANK + 1];
+        if (st->inputs[0] < 0 || !cc_shape_values(st->node, &s->shape[st->inputs[0]], &s->shape[o], v))
+            return CGE_OK;
+        same[0] = s->owned[o] && s->owned_bytes[o] >= s->bytes[o] &&
+                  !memcmp(s->owned[o], v, s->bytes[o]);
+        void *b = host_buffer(s, o, s->bytes[o]);
+        if (!b)
             return oom();
-        if (cc_is_op(st->node, "Size")) {
-            v[0] = cge_shape_numel(in);
-        } else {
-            int64_t r = in->rank, a = cge_attrs_get_int(cge_node_attrs_const(st->node), "start", 0);
-            a = a < 0 ? a + r : a;
-            a = a < 0 ? 0 : (a > r ? r : a);
-            int64_t cnt = out[0].shape.rank == 1 ? out[0].shape.dims[0] : -1;
-            if (cnt < 0 || a + cnt > r) {
-                free(v);
-                return CGE_OK;
-            }
-            memcpy(v, in->dims + a, sizeof(int64_t) * (size_t)cnt);
-        }
-        s->owned[st->outputs[0]] = v;
-        s->data[st->outputs[0]] = v;
+        memcpy(b, v, s->bytes[o]);
+        s->data[o] = b;
+        s->made[o] = true;
         return CGE_OK;
     }
-    if (strcmp(st->kernel->engine, "cpu") || ni > MAX_IO || no > MAX_IO)
+    if (strcmp(st->kernel->engine, "cpu"))
         return CGE_OK;
     cge_tensor ins[MAX_IO], outs[MAX_IO];
     for (int32_t k = 0; k < ni; k++) {
@@ -114,70 +142,78 @@ static cge_status evaluate(spec *s, const cge_plan_step *st, const cge_tensor_de
         if (st2)
             return st2;
     }
-    cge_status rc = CGE_OK;
+    /* The outputs' last values, to tell whether they changed. */
+    char before[SMALL_BYTES + 8];
+    size_t at = 0;
     for (int32_t k = 0; k < no; k++) {
         int32_t v = st->outputs[k];
-        outs[k] = (cge_tensor){.name = s->vals[v].name, .dtype = out[k].dtype,
-                               .shape = out[k].shape, .bytes = s->bytes[v],
-                               .data = malloc(s->bytes[v] + 8)};
-        if (!outs[k].data)
-            rc = oom();
+        bool had = s->owned[v] && s->owned_bytes[v] >= s->bytes[v];
+        void *b = host_buffer(s, v, s->bytes[v]);
+        if (!b)
+            return oom();
+        if (had)
+            memcpy(before + at, b, s->bytes[v]);
+        same[k] = had;
+        at += s->bytes[v];
+        outs[k] = (cge_tensor){.name = s->vals[v].name, .dtype = s->vals[v].dtype,
+                               .shape = s->shape[v], .bytes = s->bytes[v], .data = b};
     }
-    cge_kernel_ctx kc = {.op_type = cge_node_op_type(st->node), .node_name = cge_node_name(st->node),
-                         .num_inputs = ni, .inputs = ins, .num_outputs = no, .outputs = outs,
-                         .attrs = cge_node_attrs_const(st->node), .device = s->dev,
-                         .num_threads = 1};
-    void *ws = NULL;
-    if (!rc && st->kernel->workspace_size) {
-        kc.workspace_size = st->kernel->workspace_size(&kc);
-        if (kc.workspace_size && !(ws = malloc(kc.workspace_size)))
-            rc = oom();
-        kc.workspace = ws;
-    }
-    if (!rc && st->kernel->prepare)
-        rc = st->kernel->prepare(&kc, &kc.state);
-    if (!rc)
-        rc = st->kernel->launch(&kc, s->imm);
-    cge_status sy = cge_stream_synchronize(s->imm);
-    if (!rc)
-        rc = sy;
-    if (st->kernel->release && kc.state)
-        st->kernel->release(kc.state);
-    free(ws);
-    bool ok = rc == CGE_OK;
+    cge_status rc = cc_launch_on_host(s->dev, s->imm, st->node, st->kernel, ins, ni, outs, no,
+                                      &s->scratch);
     if (rc && rc != CGE_ERR_NO_MEMORY) {
         cge_clear_error();   /* not known now; the run computes it and reports a problem */
-        rc = CGE_OK;
+        return CGE_OK;
     }
-    for (int32_t k = 0; k < no; k++) {
-        if (ok) {
-            s->owned[st->outputs[k]] = outs[k].data;
-            s->data[st->outputs[k]] = outs[k].data;
-        } else {
-            free(outs[k].data);
-        }
+    at = 0;
+    for (int32_t k = 0; !rc && k < no; k++) {
+        int32_t v = st->outputs[k];
+        same[k] = same[k] && !memcmp(before + at, outs[k].data, s->bytes[v]);
+        at += s->bytes[v];
+        s->data[v] = outs[k].data;
+        s->made[v] = true;
     }
     return rc;
 }
 
-static cge_status unsupported(const cge_plan_step *st, const char *why)
+/* evaluate_outputs, and which outputs now differ from the last run: known
+ * then and not now (or the reverse), or known with other values. */
+static cge_status evaluate(cge_shape_program *s, const cge_plan_step *st)
 {
-    return cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED, "%s '%s': %s", cge_node_op_type(st->node),
-                     cge_node_name(st->node), why);
+    bool was[MAX_IO], same[MAX_IO];
+    for (int32_t k = 0; k < st->num_outputs; k++) {
+        int32_t v = st->outputs[k];
+        was[k] = s->made[v];
+        same[k] = false;
+        s->made[v] = false;
+        s->data[v] = NULL;
+    }
+    cge_status rc = evaluate_outputs(s, st, same);
+    for (int32_t k = 0; k < st->num_outputs; k++) {
+        int32_t v = st->outputs[k];
+        s->dirty[v] = s->dirty[v] || was[k] != s->made[v] || (s->made[v] && !same[k]);
+    }
+    return rc;
 }
 
 /* Meta along the steps: every value's concrete shape and bytes, and the
  * workspace each step asks for at them. */
-static cge_status run_meta(spec *s, size_t *ws)
+static cge_status run_meta(cge_shape_program *s)
 {
     const cge_plan_step *steps = cge_plan_steps(s->sp);
     cge_tensor_desc in[MAX_IO], out[MAX_IO];
     const void *iv[MAX_IO];
+    int32_t threads = cge_device_num_threads(s->dev);
     for (int32_t t = 0; t < s->ns; t++) {
         const cge_plan_step *st = &steps[t];
         int32_t ni = st->num_inputs, no = st->num_outputs;
         if (ni > MAX_IO || no > MAX_IO)
             return unsupported(st, "more than 64 inputs or outputs");
+        /* Inputs as at the last run: so are its outputs and workspace. */
+        bool changed = !s->valid;
+        for (int32_t k = 0; !changed && k < ni; k++)
+            changed = st->inputs[k] >= 0 && s->dirty[st->inputs[k]];
+        if (!changed)
+            continue;
         for (int32_t k = 0; k < ni; k++) {
             int32_t v = st->inputs[k];
             iv[k] = NULL;
@@ -201,36 +237,279 @@ static cge_status run_meta(spec *s, size_t *ws)
                 return unsupported(st, "an output's shape depends on values computed at run time");
             if (out[k].dtype != s->vals[v].dtype)
                 return unsupported(st, "an output's dtype differs from the symbolic plan's");
+            s->dirty[v] = !s->valid || !cge_shape_equal(&s->shape[v], &out[k].shape);
             s->shape[v] = out[k].shape;
             s->bytes[v] = cge_tensor_nbytes(out[k].dtype, &out[k].shape);
             if (s->bytes[v] == SIZE_MAX)
                 return unsupported(st, "an output's size overflows");
         }
-        rc = evaluate(s, st, out);
+        rc = evaluate(s, st);
         if (rc)
             return rc;
-        ws[t] = 0;
-        if (st->kernel->workspace_size) {
-            cge_tensor ins[MAX_IO], outs[MAX_IO];
-            for (int32_t k = 0; k < ni; k++) {
-                int32_t v = st->inputs[k];
-                ins[k] = v < 0 ? (cge_tensor){.dtype = CGE_DTYPE_UNDEFINED}
-                               : (cge_tensor){.name = s->vals[v].name, .dtype = s->vals[v].dtype,
-                                              .shape = s->shape[v], .bytes = s->bytes[v]};
-            }
-            for (int32_t k = 0; k < no; k++) {
-                int32_t v = st->outputs[k];
-                outs[k] = (cge_tensor){.name = s->vals[v].name, .dtype = s->vals[v].dtype,
-                                       .shape = s->shape[v], .bytes = s->bytes[v]};
-            }
-            cge_kernel_ctx kc = {.op_type = cge_node_op_type(st->node),
-                                 .node_name = cge_node_name(st->node), .num_inputs = ni,
-                                 .inputs = ins, .num_outputs = no, .outputs = outs,
-                                 .attrs = cge_node_attrs_const(st->node),
-                                 .num_threads = s->dev ? cge_device_num_threads(s->dev) : 0};
-            ws[t] = st->kernel->workspace_size(&kc);
+        s->ws[t] = cc_step_workspace(st, s->vals, s->shape, s->bytes, threads);
+    }
+    return CGE_OK;
+}
+
+void cge_shape_program_destroy(cge_shape_program *s)
+{
+    if (!s)
+        return;
+    for (int32_t v = 0; s->owned && v < s->nv; v++)
+        free(s->owned[v]);
+    cge_stream_destroy(s->imm);
+    free(s->consts);
+    free(s->shape);
+    free(s->bytes);
+    free(s->data);
+    free(s->owned);
+    free(s->owned_bytes);
+    free(s->made);
+    free(s->dirty);
+    free(s->host);
+    free(s->ws);
+    free(s->blocks);
+    free(s->block_of);
+    free(s->block_item);
+    free(s->scratch.data);
+    free(s);
+}
+
+cge_status cge_shape_program_create(const cge_plan *sym, cge_device *dev, cge_shape_program **out)
+{
+    if (!sym || !dev || !out)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "specialize: NULL argument");
+    *out = NULL;
+    const cge_graph *g = cge_plan_graph(sym);
+    if (!cge_plan_is_symbolic(sym))
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
+                         "specialize: the plan of '%s' is not symbolic", cge_graph_name(g));
+    if (strcmp(cge_device_name(dev), "cpu"))
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_UNSUPPORTED,
+                         "specialize: small shape computations are evaluated on a CPU device");
+    cge_shape_program *s = calloc(1, sizeof *s);
+    if (!s)
+        return oom();
+    *s = (cge_shape_program){.sp = sym, .g = g, .vals = cge_plan_values(sym),
+                             .nv = cge_plan_num_values(sym), .ns = cge_plan_num_steps(sym),
+                             .dev = dev};
+    size_t nv1 = (size_t)s->nv + 1, ns1 = (size_t)s->ns + 1;
+    s->consts = calloc(nv1, sizeof *s->consts);
+    s->shape = malloc(sizeof *s->shape * nv1);
+    s->bytes = malloc(sizeof *s->bytes * nv1);
+    s->data = calloc(nv1, sizeof *s->data);
+    s->owned = calloc(nv1, sizeof *s->owned);
+    s->owned_bytes = calloc(nv1, sizeof *s->owned_bytes);
+    s->made = calloc(nv1, sizeof *s->made);
+    s->dirty = calloc(nv1, sizeof *s->dirty);
+    s->host = calloc(nv1, sizeof *s->host);
+    s->ws = calloc(ns1, sizeof *s->ws);
+    s->blocks = malloc(sizeof *s->blocks * (nv1 + ns1));
+    s->block_of = malloc(sizeof *s->block_of * nv1);
+    s->block_item = malloc(sizeof *s->block_item * (nv1 + ns1));
+    if (!s->consts || !s->shape || !s->bytes || !s->data || !s->owned || !s->owned_bytes ||
+        !s->made || !s->dirty || !s->host || !s->ws || !s->blocks || !s->block_of || !s->block_item) {
+        cge_shape_program_destroy(s);
+        return oom();
+    }
+    for (int32_t v = 0; v < s->nv; v++)
+        s->consts[v] = constant_data(s, v);
+    *out = s;
+    return CGE_OK;
+}
+
+int64_t cge_shape_program_replans(const cge_shape_program *s) { return s ? s->replans : 0; }
+
+void cge_shape_program_use_constants(cge_shape_program *s, const void *blob)
+{
+    for (int32_t v = 0; s && blob && v < s->nv; v++)
+        if (!s->consts[v] && s->vals[v].storage == CGE_STORAGE_CONSTANT)
+            s->consts[v] = (const char *)blob + s->vals[v].offset;
+    if (s)
+        s->valid = false;
+}
+
+/* Which values the plan keeps on the host: values computed here (shape
+ * computations: Shape, Gather, Concat, ... of sizes) are the same at every
+ * run of these sizes, and the steps that make them are not launched. A
+ * memory group moves to the host whole, or not at all. */
+static size_t choose_host(cge_shape_program *s)
+{
+    for (int32_t v = 0; v < s->nv; v++)
+        s->host[v] = s->vals[v].storage == CGE_STORAGE_ARENA && s->made[v] &&
+                     s->vals[v].input_index < 0 && s->vals[v].output_index < 0;
+    for (int32_t v = 0; v < s->nv; v++)
+        if (!s->host[v] && s->vals[v].storage == CGE_STORAGE_ARENA)
+            s->host[cge_plan_root_value(s->sp, v)] = false;
+    size_t bytes = 0;
+    for (int32_t v = 0; v < s->nv; v++) {
+        if (s->host[v] && !s->host[cge_plan_root_value(s->sp, v)])
+            s->host[v] = false;
+        if (s->host[v])
+            bytes += (s->bytes[v] + 63) & ~(size_t)63;
+    }
+    return bytes;
+}
+
+/* The arena blocks (each memory group's owner, each step's workspace) at
+ * these sizes: whether each fits the bytes `reserved` says its offset was
+ * planned for (zero: never planned). */
+static bool make_blocks(cge_shape_program *s, const size_t *reserved, int32_t *nb)
+{
+    bool fits = reserved != NULL;
+    int32_t n = 0;
+    for (int32_t v = 0; v < s->nv; v++) {
+        s->block_of[v] = -1;
+        if (s->vals[v].alias_of >= 0 || s->vals[v].storage != CGE_STORAGE_ARENA || !s->bytes[v] ||
+            s->host[v])
+            continue;
+        s->block_of[v] = n;
+        s->block_item[n] = v;
+        s->blocks[n++] = (cge_mem_block){.bytes = s->bytes[v], .first = s->vals[v].first_step,
+                                         .last = s->vals[v].last_step};
+        fits = fits && s->bytes[v] <= reserved[v];
+    }
+    for (int32_t t = 0; t < s->ns; t++)
+        if (s->ws[t]) {
+            s->block_item[n] = s->nv + t;
+            s->blocks[n++] = (cge_mem_block){.bytes = s->ws[t], .first = t,
+                                             .last = cge_plan_workspace_last_step(s->sp, t)};
+            fits = fits && s->ws[t] <= reserved[s->nv + t];
+        }
+    *nb = n;
+    return fits;
+}
+
+cge_status cge_shape_program_run(cge_shape_program *s, const cge_shape *input_shapes,
+                                 int32_t num_inputs, cge_plan **plan)
+{
+    if (!s || !plan || (num_inputs && !input_shapes))
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "specialize: NULL argument");
+    if (num_inputs != cge_graph_num_inputs(s->g))
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
+                         "specialize: graph '%s' has %d inputs, %d shapes given",
+                         cge_graph_name(s->g), (int)cge_graph_num_inputs(s->g), (int)num_inputs);
+    for (int32_t v = 0; v < s->nv; v++) {
+        s->dirty[v] = !s->valid;
+        if (s->valid)
+            continue;
+        s->shape[v] = s->vals[v].shape;
+        s->bytes[v] = cge_shape_is_static(&s->vals[v].shape) ? s->vals[v].bytes : 0;
+        s->data[v] = s->consts[v];
+        s->made[v] = false;
+    }
+    for (int32_t i = 0; i < num_inputs; i++) {
+        int32_t v = cge_plan_input_value(s->sp, i);
+        if (v < 0 || (s->valid && cge_shape_equal(&s->shape[v], &input_shapes[i])))
+            continue;
+        s->shape[v] = input_shapes[i];
+        s->bytes[v] = cge_tensor_nbytes(s->vals[v].dtype, &input_shapes[i]);
+        s->dirty[v] = true;
+    }
+    cge_status st = run_meta(s);
+    /* A run that failed part way leaves the arrays between two signatures:
+     * the next one starts from scratch. */
+    s->valid = st == CGE_OK;
+    /* The symbolic plan shares memory where sizes are equal at every size
+     * (views, in-place outputs); what it promised must hold here. */
+    for (int32_t v = 0; !st && v < s->nv; v++) {
+        int32_t r = cge_plan_root_value(s->sp, v);
+        if (r != v && s->vals[v].storage == CGE_STORAGE_ARENA && s->bytes[v] != s->bytes[r])
+            st = cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED,
+                           "specialize: '%s' shares the memory of '%s' but has %zu bytes, not %zu",
+                           s->vals[v].name, s->vals[r].name, s->bytes[v], s->bytes[r]);
+    }
+    if (st)
+        return st;
+    size_t host_bytes = choose_host(s);
+    cge_plan *p = *plan;
+    bool fresh = p == NULL;
+    size_t *reserved = p ? cge__plan_reserved(p) : NULL;
+    if (p && !reserved)
+        return oom();
+    int32_t nb = 0;
+    size_t arena = p ? cge_plan_arena_bytes(p) : 0;
+    if (!make_blocks(s, reserved, &nb)) {
+        /* Re-planned: a block that outgrew its room gets half as much again
+         * (it is likely to grow again: a cache, a sequence); one that fits
+         * keeps the room it had. A first plan is exact. */
+        for (int32_t b = 0; reserved && b < nb; b++) {
+            size_t r = reserved[s->block_item[b]], need = s->blocks[b].bytes;
+            s->blocks[b].bytes = need <= r ? r : (need + need / 2 + 63) & ~(size_t)63;
+        }
+        st = cge_memplan_assign(s->blocks, nb, 64, CGE_MEMPLAN_AUTO, &arena);
+        if (!st && p)
+            s->replans++;
+    } else {
+        /* Every block fits where it was: the offsets stay. */
+        const cge_plan_value *pv = cge_plan_values(p);
+        const cge_plan_step *ps = cge_plan_steps(p);
+        for (int32_t b = 0; b < nb; b++) {
+            int32_t it = s->block_item[b];
+            s->blocks[b].offset = it < s->nv ? pv[it].offset : ps[it - s->nv].workspace_offset;
+            s->blocks[b].bytes = reserved[it];
         }
     }
+    if (!st && fresh)
+        st = cge__plan_clone_layout(s->sp, &p);
+    char *blob = NULL;
+    if (!st && host_bytes && !(blob = cge__plan_host_room(p, host_bytes)))
+        st = oom();
+    if (!st && !(reserved = cge__plan_reserved(p)))
+        st = oom();
+    if (st) {
+        if (fresh)
+            cge_plan_destroy(p);
+        return st;
+    }
+    /* From here on nothing fails: the plan is written whole. */
+    cge_plan_value *pv = cge__plan_values_mut(p);
+    memcpy(pv, s->vals, sizeof *pv * (size_t)s->nv);
+    memset(reserved, 0, sizeof *reserved * ((size_t)s->nv + (size_t)s->ns));
+    for (int32_t b = 0; b < nb; b++)
+        reserved[s->block_item[b]] = s->blocks[b].bytes;
+    size_t at = 0;
+    for (int32_t v = 0; v < s->nv; v++) {
+        pv[v].shape = s->shape[v];
+        pv[v].bytes = s->bytes[v];
+        int32_t r = cge_plan_root_value(s->sp, v);
+        if (s->host[v]) {
+            pv[v].storage = CGE_STORAGE_HOST;
+            pv[v].alias_of = -1;
+            pv[v].offset = at;
+            if (s->bytes[v])
+                memcpy(blob + at, s->data[v], s->bytes[v]);
+            at += (s->bytes[v] + 63) & ~(size_t)63;
+        } else if (s->vals[v].storage == CGE_STORAGE_ARENA) {
+            pv[v].offset = s->block_of[r] >= 0 ? s->blocks[s->block_of[r]].offset : 0;
+        }
+    }
+    const cge_plan_step *ss = cge_plan_steps(s->sp);
+    cge_plan_step *ps = cge__plan_steps_mut(p);
+    for (int32_t t = 0, k = 0; t < s->ns; t++) {
+        while (k < nb && s->block_item[k] < s->nv)
+            k++;
+        ps[t].workspace_bytes = s->ws[t];
+        ps[t].workspace_offset = s->ws[t] ? s->blocks[k++].offset : 0;
+        bool folded = ss[t].num_outputs > 0;
+        for (int32_t j = 0; folded && j < ss[t].num_outputs; j++)
+            folded = s->host[ss[t].outputs[j]];
+        ps[t].folded = folded;
+    }
+    cge__plan_set_sizes(p, arena, cge_plan_constant_bytes(s->sp), cge_plan_num_streams(s->sp),
+                        cge_plan_num_events(s->sp));
+    cge_plan_stats *stats = cge__plan_stats_mut(p);
+    stats->arena_bytes = arena;
+    stats->compile_ms = 0.0;
+#ifndef NDEBUG
+    st = cge_plan_verify(p);
+    if (st) {
+        if (fresh)
+            cge_plan_destroy(p);
+        return st;
+    }
+#endif
+    *plan = p;
     return CGE_OK;
 }
 
@@ -240,149 +519,10 @@ cge_status cge_plan_specialize(const cge_plan *sym, const cge_shape *input_shape
     if (!sym || !out || (num_inputs && !input_shapes) || !dev)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG, "specialize: NULL argument");
     *out = NULL;
-    const cge_graph *g = cge_plan_graph(sym);
-    if (!cge_plan_is_symbolic(sym))
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
-                         "specialize: the plan of '%s' is not symbolic", cge_graph_name(g));
-    if (num_inputs != cge_graph_num_inputs(g))
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
-                         "specialize: graph '%s' has %d inputs, %d shapes given", cge_graph_name(g),
-                         (int)cge_graph_num_inputs(g), (int)num_inputs);
-    if (strcmp(cge_device_name(dev), "cpu"))
-        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_UNSUPPORTED,
-                         "specialize: small shape computations are evaluated on a CPU device");
-    spec s = {.sp = sym, .g = g, .vals = cge_plan_values(sym), .nv = cge_plan_num_values(sym),
-              .ns = cge_plan_num_steps(sym), .dev = dev};
-    size_t nv1 = (size_t)s.nv + 1, ns1 = (size_t)s.ns + 1;
-    s.shape = malloc(sizeof *s.shape * nv1);
-    s.bytes = malloc(sizeof *s.bytes * nv1);
-    s.data = calloc(nv1, sizeof *s.data);
-    s.owned = calloc(nv1, sizeof *s.owned);
-    bool *host = calloc(nv1, sizeof *host);
-    size_t *ws = malloc(sizeof *ws * ns1);
-    cge_mem_block *blocks = malloc(sizeof *blocks * (nv1 + ns1));
-    int32_t *block_of = malloc(sizeof *block_of * nv1);
-    cge_plan *p = NULL;
-    cge_status st = s.shape && s.bytes && s.data && s.owned && host && ws && blocks && block_of
-                        ? CGE_OK
-                        : oom();
-    for (int32_t v = 0; !st && v < s.nv; v++) {
-        s.shape[v] = s.vals[v].shape;
-        s.bytes[v] = cge_shape_is_static(&s.vals[v].shape) ? s.vals[v].bytes : 0;
-        s.data[v] = constant_data(&s, v);
-    }
-    for (int32_t i = 0; !st && i < num_inputs; i++) {
-        int32_t v = cge_plan_input_value(sym, i);
-        if (v < 0)
-            continue;
-        s.shape[v] = input_shapes[i];
-        s.bytes[v] = cge_tensor_nbytes(s.vals[v].dtype, &input_shapes[i]);
-    }
+    cge_shape_program *s = NULL;
+    cge_status st = cge_shape_program_create(sym, dev, &s);
     if (!st)
-        st = run_meta(&s, ws);
-    /* The symbolic plan shares memory where sizes are equal at every size
-     * (views, in-place outputs); what it promised must hold here. */
-    for (int32_t v = 0; !st && v < s.nv; v++) {
-        int32_t r = root_of(s.vals, v);
-        if (r != v && s.vals[v].storage == CGE_STORAGE_ARENA && s.bytes[v] != s.bytes[r])
-            st = cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED,
-                           "specialize: '%s' shares the memory of '%s' but has %zu bytes, not %zu",
-                           s.vals[v].name, s.vals[r].name, s.bytes[v], s.bytes[r]);
-    }
-    /* Values the host computed (shape computations: Shape, Gather, Concat,
-     * ... of sizes) are the same at every run of these sizes: the plan keeps
-     * them, and the steps that make them are not launched. A memory group
-     * moves to the host whole, or not at all. */
-    size_t host_bytes = 0;
-    for (int32_t v = 0; !st && v < s.nv; v++)
-        host[v] = s.vals[v].storage == CGE_STORAGE_ARENA && s.owned[v] &&
-                  s.vals[v].input_index < 0 && s.vals[v].output_index < 0;
-    for (int32_t v = 0; !st && v < s.nv; v++)
-        if (!host[v] && s.vals[v].storage == CGE_STORAGE_ARENA)
-            host[root_of(s.vals, v)] = false;
-    for (int32_t v = 0; !st && v < s.nv; v++)
-        if (host[v] && !host[root_of(s.vals, v)])
-            host[v] = false;
-    for (int32_t v = 0; !st && v < s.nv; v++)
-        if (host[v])
-            host_bytes += (s.bytes[v] + 63) & ~(size_t)63;
-    char *blob = !st && host_bytes ? aligned_alloc(64, host_bytes) : NULL;
-    if (host_bytes && !blob && !st)
-        st = oom();
-    int32_t nb = 0;
-    size_t arena = 0;
-    for (int32_t v = 0; !st && v < s.nv; v++) {
-        block_of[v] = -1;
-        if (s.vals[v].alias_of >= 0 || s.vals[v].storage != CGE_STORAGE_ARENA || !s.bytes[v] ||
-            host[v])
-            continue;
-        block_of[v] = nb;
-        blocks[nb++] = (cge_mem_block){.bytes = s.bytes[v], .first = s.vals[v].first_step,
-                                       .last = s.vals[v].last_step};
-    }
-    int32_t ws0 = nb;
-    for (int32_t t = 0; !st && t < s.ns; t++)
-        if (ws[t])
-            blocks[nb++] = (cge_mem_block){.bytes = ws[t], .first = t,
-                                           .last = cge_plan_workspace_last_step(sym, t)};
-    if (!st)
-        st = cge_memplan_assign(blocks, nb, 64, CGE_MEMPLAN_AUTO, &arena);
-    if (!st)
-        st = cge__plan_clone_layout(sym, &p);
-    if (!st) {
-        cge_plan_value *pv = cge__plan_values_mut(p);
-        size_t at = 0;
-        for (int32_t v = 0; v < s.nv; v++) {
-            pv[v].shape = s.shape[v];
-            pv[v].bytes = s.bytes[v];
-            int32_t r = root_of(s.vals, v);
-            if (host[v]) {
-                pv[v].storage = CGE_STORAGE_HOST;
-                pv[v].alias_of = -1;
-                pv[v].offset = at;
-                if (s.bytes[v])
-                    memcpy(blob + at, s.owned[v], s.bytes[v]);
-                at += (s.bytes[v] + 63) & ~(size_t)63;
-            } else if (s.vals[v].storage == CGE_STORAGE_ARENA) {
-                pv[v].offset = block_of[r] >= 0 ? blocks[block_of[r]].offset : 0;
-            }
-        }
-        cge__plan_set_host_data(p, blob);
-        blob = NULL;
-        cge_plan_step *ps = cge__plan_steps_mut(p);
-        for (int32_t t = 0, k = ws0; t < s.ns; t++) {
-            ps[t].workspace_bytes = ws[t];
-            ps[t].workspace_offset = ws[t] ? blocks[k++].offset : 0;
-            bool folded = ps[t].num_outputs > 0;
-            for (int32_t j = 0; folded && j < ps[t].num_outputs; j++)
-                folded = host[ps[t].outputs[j]];
-            ps[t].folded = folded;
-        }
-        cge__plan_set_sizes(p, arena, cge_plan_constant_bytes(sym), cge_plan_num_streams(sym),
-                            cge_plan_num_events(sym));
-        cge_plan_stats *stats = cge__plan_stats_mut(p);
-        stats->arena_bytes = arena;
-        stats->compile_ms = 0.0;
-#ifndef NDEBUG
-        st = cge_plan_verify(p);
-#endif
-    }
-    for (int32_t v = 0; s.owned && v < s.nv; v++)
-        free(s.owned[v]);
-    cge_stream_destroy(s.imm);
-    free(s.shape);
-    free(s.bytes);
-    free(s.data);
-    free(s.owned);
-    free(host);
-    free(blob);
-    free(ws);
-    free(blocks);
-    free(block_of);
-    if (st) {
-        cge_plan_destroy(p);
-        return st;
-    }
-    *out = p;
-    return CGE_OK;
+        st = cge_shape_program_run(s, input_shapes, num_inputs, out);
+    cge_shape_program_destroy(s);
+    return st;
 }

@@ -45,8 +45,17 @@ typedef enum cgm_section_kind {
     CGM_SEC_ATTRS = 6,     /* cgm_attr[] */
     CGM_SEC_AUX = 7,       /* attribute arrays and tensors, 8-byte aligned items */
     CGM_SEC_LIBS = 8,      /* cgm_lib[] */
-    CGM_SEC_COUNT = 9
+    /* Version 2: a symbolic plan's shape program (docs/model_file.md):
+     * cgm_symbol[], record 0 a header ({CGM_SHAPES_MAGIC, number of named
+     * symbols}), then one record per symbol, in id order. Empty (or absent,
+     * version 1): the plan is static. */
+    CGM_SEC_SHAPES = 9,
+    CGM_SEC_COUNT = 10
 } cgm_section_kind;
+
+/* The first version the loader still reads (version 1: static plans only). */
+#define CGM_FORMAT_OLDEST 1
+#define CGM_SHAPES_MAGIC 0x53594d42u   /* "BMYS" on disk: symbols follow */
 
 typedef struct cgm_section {
     uint32_t kind;
@@ -117,6 +126,12 @@ typedef struct cgm_lib {
     uint32_t name, path;          /* strings */
 } cgm_lib;
 
+/* A record of the shape program's section: the header {magic, count}, or a
+ * symbol {name (string), 0}. */
+typedef struct cgm_symbol {
+    uint32_t a, b;
+} cgm_symbol;
+
 _Static_assert(sizeof(cgm_header) == 128, "cgm_header is 128 bytes");
 _Static_assert(sizeof(cgm_section) == 32, "cgm_section is 32 bytes");
 _Static_assert(sizeof(cgm_model) % 8 == 0, "cgm_model keeps 8-byte alignment");
@@ -124,6 +139,7 @@ _Static_assert(sizeof(cgm_value) == 128, "cgm_value is 128 bytes");
 _Static_assert(sizeof(cgm_step) == 80, "cgm_step is 80 bytes");
 _Static_assert(sizeof(cgm_attr) == 40, "cgm_attr is 40 bytes");
 _Static_assert(sizeof(cgm_tensor) == 88, "cgm_tensor is 88 bytes");
+_Static_assert(sizeof(cgm_symbol) == 8, "cgm_symbol is 8 bytes");
 
 /* CRC-32 (IEEE 802.3, as zlib), continued from `crc` (0 to start); carry-less
  * multiplication (PCLMULQDQ) where the CPU has it. */

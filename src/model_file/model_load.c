@@ -61,6 +61,11 @@ typedef struct loader {
     const cgm_lib *libs;
     uint64_t num_libs;
     const char *weights;
+    /* Version 2, a symbolic plan: its named symbols (cgm_symbol records
+     * after the header). */
+    bool symbolic;
+    const cgm_symbol *symbols;
+    uint32_t num_symbols;
 } loader;
 
 static cge_status bad(const loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -112,9 +117,11 @@ static const uint32_t record_bytes[CGM_SEC_COUNT] = {
     [CGM_SEC_STRINGS] = 1, [CGM_SEC_MODEL] = sizeof(cgm_model),
     [CGM_SEC_VALUES] = sizeof(cgm_value), [CGM_SEC_STEPS] = sizeof(cgm_step),
     [CGM_SEC_INDICES] = sizeof(int32_t), [CGM_SEC_ATTRS] = sizeof(cgm_attr),
-    [CGM_SEC_AUX] = 1, [CGM_SEC_LIBS] = sizeof(cgm_lib)};
+    [CGM_SEC_AUX] = 1, [CGM_SEC_LIBS] = sizeof(cgm_lib),
+    [CGM_SEC_SHAPES] = sizeof(cgm_symbol)};
 static const char *const section_names[CGM_SEC_COUNT] = {
-    "", "strings", "model", "values", "steps", "indices", "attributes", "aux", "libraries"};
+    "", "strings", "model", "values", "steps", "indices", "attributes", "aux", "libraries",
+    "shape program"};
 
 static cge_status check_header(loader *L, const cge_model_load_options *opts)
 {
@@ -127,12 +134,13 @@ static cge_status check_header(loader *L, const cge_model_load_options *opts)
     if (h->byte_order != CGM_BYTE_ORDER)
         return bad(L, "written with another byte order (marker %08x, this machine reads "
                       "%08x)", h->byte_order, CGM_BYTE_ORDER);
-    if (h->format_version != CGE_MODEL_FORMAT_VERSION)
-        return bad(L, "format version %u; this cge (%s) reads version %u: recompile the model",
-                   h->format_version, CGE_VERSION_STRING, CGE_MODEL_FORMAT_VERSION);
+    if (h->format_version < CGM_FORMAT_OLDEST || h->format_version > CGE_MODEL_FORMAT_VERSION)
+        return bad(L, "format version %u; this cge (%s) reads versions %u to %u: recompile the "
+                      "model", h->format_version, CGE_VERSION_STRING, CGM_FORMAT_OLDEST,
+                   CGE_MODEL_FORMAT_VERSION);
     if (h->header_bytes != sizeof(cgm_header))
         return bad(L, "header claims %u bytes; version %u headers are %zu", h->header_bytes,
-                   CGE_MODEL_FORMAT_VERSION, sizeof(cgm_header));
+                   h->format_version, sizeof(cgm_header));
     if (h->file_bytes != L->size)
         return bad(L, "%zu bytes; the header says %llu (%s)", L->size,
                    (unsigned long long)h->file_bytes,
@@ -166,6 +174,35 @@ static cge_status check_header(loader *L, const cge_model_load_options *opts)
     return CGE_OK;
 }
 
+/* The shape program's section (version 2): a header naming how many
+ * symbols follow, then their names; absent or empty for a static plan. */
+static cge_status check_shape_program(loader *L)
+{
+    const cgm_section *s = L->sec[CGM_SEC_SHAPES];
+    if (!s || !s->count)
+        return CGE_OK;
+    const cgm_symbol *r = (const cgm_symbol *)(L->base + s->offset);
+    if (r[0].a != CGM_SHAPES_MAGIC)
+        return bad(L, "the shape program section does not begin with its header (%08x)", r[0].a);
+    if ((uint64_t)r[0].b + 1 != s->count || r[0].b >= CGE_DIM_DERIVED_FIRST)
+        return bad(L, "the shape program names %u symbols in %llu records", r[0].b,
+                   (unsigned long long)s->count - 1);
+    for (uint32_t k = 1; k <= r[0].b; k++) {
+        char what[48];
+        const char *nm = "";
+        snprintf(what, sizeof what, "symbol %u of the shape program", k - 1);
+        cge_status st = get_str(L, r[k].a, true, what, &nm);
+        if (st)
+            return st;
+        if (r[k].b)
+            return bad(L, "%s has reserved bits %08x set", what, r[k].b);
+    }
+    L->symbolic = true;
+    L->symbols = r + 1;
+    L->num_symbols = r[0].b;
+    return CGE_OK;
+}
+
 static cge_status check_sections(loader *L)
 {
     const cgm_header *h = L->h;
@@ -178,14 +215,15 @@ static cge_status check_sections(loader *L)
     const cgm_section *tab = (const cgm_section *)(L->base + h->section_table);
     for (uint32_t i = 0; i < h->num_sections; i++) {
         const cgm_section *s = &tab[i];
-        if (s->kind == 0 || s->kind >= CGM_SEC_COUNT)
+        if (s->kind == 0 || s->kind >= CGM_SEC_COUNT ||
+            (s->kind == CGM_SEC_SHAPES && h->format_version < 2))
             return bad(L, "section %u has unknown kind %u", i, s->kind);
         const char *nm = section_names[s->kind];
         if (L->sec[s->kind])
             return bad(L, "section '%s' appears twice", nm);
         if (s->record_bytes != record_bytes[s->kind])
             return bad(L, "section '%s' has %u-byte records; version %u's are %u bytes", nm,
-                       s->record_bytes, CGE_MODEL_FORMAT_VERSION, record_bytes[s->kind]);
+                       s->record_bytes, h->format_version, record_bytes[s->kind]);
         if (s->offset % 8 || s->offset < sizeof(cgm_header) ||
             !in_range(s->offset, s->bytes, h->meta_end))
             return bad(L, "section '%s' (%llu bytes at %llu) lies outside the metadata (%llu "
@@ -226,7 +264,7 @@ static cge_status check_sections(loader *L)
         L->num_libs = L->sec[CGM_SEC_LIBS]->count;
     }
     L->weights = L->base + h->weights_offset;
-    return CGE_OK;
+    return check_shape_program(L);
 }
 
 static cge_status check_shape(const loader *L, const char *what, int32_t dtype, int32_t rank,
@@ -239,9 +277,24 @@ static cge_status check_shape(const loader *L, const char *what, int32_t dtype, 
     memset(shape, 0, sizeof *shape);
     shape->rank = rank;
     for (int32_t k = 0; k < rank; k++) {
-        if (dims[k] < 0 || dims[k] > ((int64_t)1 << 32))
+        /* A symbolic plan's dims may be its named symbols, sizes derived
+         * from them (a strided window's), or unknown until the shape
+         * program runs (a Reshape to computed sizes). */
+        int64_t base = dims[k], add = 0, div = 1;
+        if (L->symbolic && dims[k] < 0 && cge_dim_derived_parts(dims[k], &base, &add, &div))
+            (void)add;
+        bool sym = L->symbolic && (dims[k] == CGE_DIM_DYNAMIC ||   /* the shape program's */
+                                   (cge_dim_is_symbol(base) && div >= 1 &&
+                                    cge_dim_symbol_id(base) < (int64_t)L->num_symbols));
+        if (!sym && (dims[k] < 0 || dims[k] > ((int64_t)1 << 32)))
             return bad(L, "%s has dimension %d of size %lld", what, (int)k, (long long)dims[k]);
         shape->dims[k] = dims[k];
+    }
+    if (!cge_shape_is_static(shape)) {
+        if (bytes)
+            return bad(L, "%s has symbolic dims and %llu bytes; the file must say 0", what,
+                       (unsigned long long)bytes);
+        return CGE_OK;
     }
     if (cge_tensor_too_large((cge_dtype)dtype, shape)) {
         char sh[CGE_SHAPE_STR_MAX], sz[64];
@@ -301,7 +354,12 @@ static cge_status check_model(loader *L)
         if (r->storage != CGE_STORAGE_ARENA && r->storage != CGE_STORAGE_CONSTANT &&
             r->storage != CGE_STORAGE_NONE)
             st = bad(L, "%s has unknown storage %d", what, r->storage);
-        else if (r->storage != CGE_STORAGE_NONE && !in_range(r->offset, r->bytes, limit))
+        else if (L->symbolic && r->storage == CGE_STORAGE_ARENA && r->offset)
+            st = bad(L, "%s has arena offset %llu in a symbolic plan (its offsets are made per "
+                        "signature)", what, (unsigned long long)r->offset);
+        else if (r->storage != CGE_STORAGE_NONE &&
+                 !(L->symbolic && r->storage == CGE_STORAGE_ARENA) &&
+                 !in_range(r->offset, r->bytes, limit))
             st = bad(L, "%s (%llu bytes at %llu) lies outside its %s (%llu bytes)", what,
                      (unsigned long long)r->bytes, (unsigned long long)r->offset,
                      r->storage == CGE_STORAGE_ARENA ? "arena" : "constants",
@@ -544,6 +602,15 @@ static cge_status build_graph(loader *L, cge_graph **out)
     const char **names = calloc(2 * MAX_STEP_IO + 2, sizeof *names);
     if (!names)
         st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model load: out of memory");
+    /* The symbols first, in id order, so that the ids the values carry
+     * name the same dims here. */
+    for (uint32_t k = 0; !st && k < L->num_symbols; k++) {
+        const char *nm = str_at(L, L->symbols[k].a);
+        if (cge_graph_dim_symbol(g, nm) != CGE_DIM_SYMBOL((int64_t)k)) {
+            cge_clear_error();
+            st = bad(L, "symbol %u ('%s') of the shape program is named twice", k, nm);
+        }
+    }
     for (int32_t i = 0; !st && i < m->num_inputs; i++) {
         const cgm_value *v = &L->values[L->idx[m->inputs_first + (uint32_t)i]];
         cge_shape shape = {.rank = v->rank};
@@ -661,7 +728,7 @@ static cge_status bind_step(loader *L, cge_plan *p, int32_t t)
         tin[ni + k] = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
                                    .bytes = v->bytes};
     }
-    if (!st && s->kernel->workspace_size) {
+    if (!st && s->kernel->workspace_size && !L->symbolic) {   /* symbolic: per signature */
         cge_kernel_ctx kc = {.op_type = cge_node_op_type(n), .node_name = cge_node_name(n),
                              .num_inputs = ni, .inputs = tin, .num_outputs = no,
                              .outputs = tin + ni, .attrs = cge_node_attrs_const(n)};
@@ -751,8 +818,11 @@ static cge_status build_plan(loader *L, cge_plan **out)
         ps->num_events = m->num_events;
         ps->num_subgraphs = m->num_subgraphs;
         ps->num_conversions = m->num_conversions;
-        /* Overlaps, views and in-place writes checked as for a fresh plan. */
-        if (cge_plan_verify(p))
+        /* A symbolic plan has offsets per signature, each specialisation
+         * verified as a fresh plan is; a static one is checked now:
+         * overlaps, views and in-place writes. */
+        ps->symbolic = L->symbolic;
+        if (!L->symbolic && cge_plan_verify(p))
             st = wrap(L, "memory plan");
     }
     if (st) {

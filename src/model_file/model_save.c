@@ -273,6 +273,18 @@ static cge_status build_sections(writer *w, const cge_model_save_options *opts)
     }
     m.num_attrs = num_attrs;
     m.opt_level = opts ? (int32_t)opts->opt_level : 0;   /* the plan does not keep it */
+    if (cge_plan_is_symbolic(p)) {
+        /* The shape program is meta along the steps (cge_shape_program_run):
+         * what it needs beyond the plan is the graph's symbol names, so that
+         * a loaded model names its dims as the session that compiled it. */
+        int32_t ns = cge_graph_num_dim_symbols(g);
+        cgm_symbol head = {CGM_SHAPES_MAGIC, (uint32_t)ns};
+        buf_put(&w->sec[CGM_SEC_SHAPES], &head, sizeof head);
+        for (int32_t k = 0; k < ns; k++) {
+            cgm_symbol r = {str_ref(w, cge_graph_dim_symbol_name(g, CGE_DIM_SYMBOL(k))), 0};
+            buf_put(&w->sec[CGM_SEC_SHAPES], &r, sizeof r);
+        }
+    }
     buf_put(&w->sec[CGM_SEC_MODEL], &m, sizeof m);
     write_libs(w, opts);
     for (int s = 1; s < CGM_SEC_COUNT; s++)
@@ -285,7 +297,8 @@ static const uint32_t record_bytes[CGM_SEC_COUNT] = {
     [CGM_SEC_STRINGS] = 1, [CGM_SEC_MODEL] = sizeof(cgm_model),
     [CGM_SEC_VALUES] = sizeof(cgm_value), [CGM_SEC_STEPS] = sizeof(cgm_step),
     [CGM_SEC_INDICES] = sizeof(int32_t), [CGM_SEC_ATTRS] = sizeof(cgm_attr),
-    [CGM_SEC_AUX] = 1, [CGM_SEC_LIBS] = sizeof(cgm_lib)};
+    [CGM_SEC_AUX] = 1, [CGM_SEC_LIBS] = sizeof(cgm_lib),
+    [CGM_SEC_SHAPES] = sizeof(cgm_symbol)};
 
 cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_options *opts,
                                  void **data, size_t *size)

@@ -43,7 +43,7 @@ typedef struct value {
      * value, the address they hold now (pdata or a caller's buffer), whether
      * a caller's buffer may stand in for it, and whether this run's does. */
     struct value_ref *refs;
-    int32_t num_refs;
+    int32_t num_refs, refs_cap;
     void *cur;
     bool bindable, bound;
     /* A graph input's: the table index of the graph output that may be
@@ -72,6 +72,7 @@ typedef struct plan_exec {
     cge_tensor *ins, *outs;
     cge_kernel_ctx ctx;
     uint64_t packed_inputs; /* inputs its prepare packed (cge__kernel_input_packed) */
+    bool reads_host;        /* an input is a host value (the shape program's) */
 } plan_exec;
 
 typedef struct node_exec {
@@ -115,6 +116,8 @@ struct cge__instance {
     cge_event *done;        /* the last run's end, ordering runs across streams */
     cge_ri *ri;             /* the plan's launches, captured for REPLAY */
     bool prebuilt;          /* plan, graph and constants are borrowed */
+    bool steps_only;        /* a loaded model's signature: its graph has no
+                               constants, so EAGER runs are the plan's steps */
     bool consts_borrowed;   /* consts points at the caller's host memory */
     bool consts_in_graph;   /* constants are read in place from the plan's graph */
     cge_kernel_cache *shared; /* kernels' prepared constant data, the session graph's */
@@ -126,6 +129,10 @@ struct cge__instance {
      * whose constants go with the plan's once packed; and their bytes. */
     cge_graph *release_src;
     size_t released_bytes;
+    /* binding_table's index: per plan value its group's owner; the values
+     * and the kernels' tensors of each group (CSR by owner). */
+    int32_t *root, *grp_start, *grp_vals, *ref_start, *ref_v;
+    cge_tensor **ref_t;
     cge_profile_fn prof;    /* set for the duration of a profiled run */
     void *prof_user;
 };
@@ -439,6 +446,12 @@ void cge__instance_destroy(cge__instance *inst)
         eager_free(inst->dev, &inst->ex);
     table_free(inst->dev, &inst->io);
     plan_release(inst);
+    free(inst->root);
+    free(inst->grp_start);
+    free(inst->grp_vals);
+    free(inst->ref_start);
+    free(inst->ref_v);
+    free(inst->ref_t);
     free(inst->input_shapes);
     free(inst);
 }
@@ -486,11 +499,73 @@ static bool constants_in_graph(const cge_plan *p)
  * value's own bytes, from its start, and holds no other graph input or
  * output, so kernels working there touch nothing else. (The planner never
  * writes in place into an input's memory, so an input's group is views.) */
-static int32_t root_of(const cge_plan_value *vals, int32_t v)
+
+/* Operand i of step s (its inputs, then its outputs): the kernel's tensor,
+ * and in *vi the plan value (-1: an absent input). */
+static cge_tensor *operand(plan_exec *pe, const cge_plan_step *s, int32_t i, int32_t *vi)
 {
-    while (vals[v].alias_of >= 0)
-        v = vals[v].alias_of;
-    return v;
+    bool in = i < s->num_inputs;
+    *vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
+    return in ? &pe->ins[i] : &pe->outs[i - s->num_inputs];
+}
+
+/* Values and kernel tensors by memory group (counting sort on the group's
+ * owner), so that each graph input and output visits its own group only: a
+ * new signature rebinds in time linear in the plan, not io x plan. */
+static cge_status group_index(cge__instance *inst)
+{
+    const cge_plan *p = inst->plan;
+    int32_t nv = cge_plan_num_values(p), ns = cge_plan_num_steps(p);
+    size_t nops = 0;
+    for (int32_t k = 0; k < ns; k++)
+        nops += (size_t)inst->steps[k].step->num_inputs + (size_t)inst->steps[k].step->num_outputs;
+    if (!inst->root) {
+        inst->root = malloc(sizeof *inst->root * ((size_t)nv + 1));
+        inst->grp_start = malloc(sizeof(int32_t) * ((size_t)nv + 2));
+        inst->grp_vals = malloc(sizeof(int32_t) * ((size_t)nv + 1));
+        inst->ref_start = malloc(sizeof(int32_t) * ((size_t)nv + 2));
+        inst->ref_t = malloc(sizeof *inst->ref_t * (nops + 1));
+        inst->ref_v = malloc(sizeof(int32_t) * (nops + 1));
+        if (!inst->root || !inst->grp_start || !inst->grp_vals || !inst->ref_start ||
+            !inst->ref_t || !inst->ref_v)
+            return oom();
+    }
+    int32_t *root = inst->root, *gs = inst->grp_start, *rs = inst->ref_start;
+    memset(gs, 0, sizeof(int32_t) * ((size_t)nv + 2));
+    memset(rs, 0, sizeof(int32_t) * ((size_t)nv + 2));
+    for (int32_t w = 0; w < nv; w++) {
+        root[w] = cge_plan_root_value(p, w);
+        gs[root[w] + 2]++;
+    }
+    for (int32_t k = 0; k < ns; k++) {
+        const cge_plan_step *st = inst->steps[k].step;
+        for (int32_t j = 0; j < st->num_inputs + st->num_outputs; j++) {
+            int32_t x;
+            operand(&inst->steps[k], st, j, &x);
+            if (x >= 0)
+                rs[root[x] + 2]++;
+        }
+    }
+    for (int32_t r = 0; r < nv; r++) {
+        gs[r + 2] += gs[r + 1];
+        rs[r + 2] += rs[r + 1];
+    }
+    /* gs[r + 1] / rs[r + 1] now count the entries placed so far. */
+    for (int32_t w = 0; w < nv; w++)
+        inst->grp_vals[gs[root[w] + 1]++] = w;
+    for (int32_t k = 0; k < ns; k++) {
+        plan_exec *pe = &inst->steps[k];
+        for (int32_t j = 0; j < pe->step->num_inputs + pe->step->num_outputs; j++) {
+            int32_t x;
+            cge_tensor *t = operand(pe, pe->step, j, &x);
+            if (x < 0)
+                continue;
+            int32_t at = rs[root[x] + 1]++;
+            inst->ref_t[at] = t;
+            inst->ref_v[at] = x;
+        }
+    }
+    return CGE_OK;
 }
 
 /* The graph output that may take graph input `in`'s memory (plan values;
@@ -505,12 +580,12 @@ static int32_t root_of(const cge_plan_value *vals, int32_t v)
 static int32_t share_output(const cge__instance *inst, int32_t in)
 {
     const cge_plan_value *vals = cge_plan_values(inst->plan);
-    int32_t ns = cge_plan_num_steps(inst->plan), root = root_of(vals, in), last = -1;
+    int32_t ns = cge_plan_num_steps(inst->plan), root = cge_plan_root_value(inst->plan, in), last = -1;
     for (int32_t k = 0; k < ns; k++) {
         const cge_plan_step *st = inst->steps[k].step;
         bool reads = false;
         for (int32_t j = 0; j < st->num_inputs && !reads; j++)
-            reads = st->inputs[j] >= 0 && root_of(vals, st->inputs[j]) == root;
+            reads = st->inputs[j] >= 0 && cge_plan_root_value(inst->plan, st->inputs[j]) == root;
         if (!reads || st->folded)
             continue;
         if (last >= 0 && inst->steps[last].step->stream != st->stream)
@@ -524,13 +599,13 @@ static int32_t share_output(const cge__instance *inst, int32_t in)
     if (ip < 0 || ip >= st->num_inputs || st->num_outputs < 1 || st->outputs[0] < 0)
         return -1;
     int32_t x = st->inputs[ip], out = st->outputs[0];
-    if (x < 0 || root_of(vals, x) != root || vals[x].offset != vals[root].offset ||
+    if (x < 0 || cge_plan_root_value(inst->plan, x) != root || vals[x].offset != vals[root].offset ||
         vals[x].bytes != vals[in].bytes || vals[out].bytes != vals[in].bytes ||
-        vals[out].output_index < 0 || vals[out].input_index >= 0 || root_of(vals, out) != out ||
+        vals[out].output_index < 0 || vals[out].input_index >= 0 || cge_plan_root_value(inst->plan, out) != out ||
         vals[out].memory_space != vals[in].memory_space)
         return -1;
     for (int32_t j = 0; j < st->num_inputs; j++)
-        if (j != ip && st->inputs[j] >= 0 && root_of(vals, st->inputs[j]) == root)
+        if (j != ip && st->inputs[j] >= 0 && cge_plan_root_value(inst->plan, st->inputs[j]) == root)
             return -1;
     return out;
 }
@@ -539,20 +614,25 @@ static cge_status binding_table(cge__instance *inst)
 {
     const cge_plan *p = inst->plan;
     const cge_plan_value *vals = cge_plan_values(p);
-    int32_t nv = cge_plan_num_values(p), ns = cge_plan_num_steps(p);
+    int32_t ns = cge_plan_num_steps(p);
+    cge_status st0 = group_index(inst);
+    if (st0)
+        return st0;
+    const int32_t *root_of = inst->root;
     for (int32_t i = 0; i < inst->io.num; i++) {
         value *v = &inst->io.values[i];
         int32_t pv = cge_plan_find_value(p, v->name);
         v->cur = v->pdata;
+        v->bindable = v->bound = false;
+        v->num_refs = 0;
         if (pv < 0 || vals[pv].storage != CGE_STORAGE_ARENA)
             continue;
-        int32_t root = root_of(vals, pv);
+        int32_t root = root_of[pv];
         const cge_plan_value *rv = &vals[root];
         bool ok = rv->storage == CGE_STORAGE_ARENA && vals[pv].offset == rv->offset;
-        for (int32_t w = 0; ok && w < nv; w++) {
+        for (int32_t g = inst->grp_start[root]; ok && g < inst->grp_start[root + 1]; g++) {
+            int32_t w = inst->grp_vals[g];
             const cge_plan_value *x = &vals[w];
-            if (root_of(vals, w) != root)
-                continue;
             ok = x->offset >= rv->offset && x->offset + x->bytes <= rv->offset + vals[pv].bytes;
             /* Another graph input or output in the group, or this one at two
              * positions, would get this buffer too. */
@@ -565,8 +645,8 @@ static cge_status binding_table(cge__instance *inst)
             const cge_plan_step *st = inst->steps[k].step;
             int32_t ip = st->kernel->inplace_input;
             ok = !(ip >= 0 && ip < st->num_inputs && st->inputs[ip] >= 0 &&
-                   root_of(vals, st->inputs[ip]) == root && st->num_outputs > 0 &&
-                   st->outputs[0] >= 0 && root_of(vals, st->outputs[0]) == root);
+                   root_of[st->inputs[ip]] == root && st->num_outputs > 0 &&
+                   st->outputs[0] >= 0 && root_of[st->outputs[0]] == root);
         }
         int32_t uses = 0;
         for (int32_t k = 0; ok && k < cge_graph_num_inputs(inst->pg); k++)
@@ -575,26 +655,17 @@ static cge_status binding_table(cge__instance *inst)
             uses += inst->io.out_idx[k] == i;
         if (!ok || uses != 1)
             continue;
-        int32_t n = 0;
-        for (int32_t pass = 0; pass < 2; pass++) {
-            if (pass && !(v->refs = malloc(sizeof *v->refs * ((size_t)n + 1))))
+        int32_t lo = inst->ref_start[root], n = inst->ref_start[root + 1] - lo;
+        if (n > v->refs_cap) {
+            struct value_ref *r = realloc(v->refs, sizeof *r * ((size_t)n + 1));
+            if (!r)
                 return oom();
-            for (int32_t k = 0; k < ns; k++) {
-                plan_exec *pe = &inst->steps[k];
-                for (int32_t j = 0; j < pe->step->num_inputs + pe->step->num_outputs; j++) {
-                    bool in = j < pe->step->num_inputs;
-                    int32_t x = in ? pe->step->inputs[j] : pe->step->outputs[j - pe->step->num_inputs];
-                    if (x < 0 || root_of(vals, x) != root)
-                        continue;
-                    if (pass)
-                        v->refs[v->num_refs++] = (struct value_ref){
-                            in ? &pe->ins[j] : &pe->outs[j - pe->step->num_inputs],
-                            vals[x].offset - rv->offset};
-                    else
-                        n++;
-                }
-            }
+            v->refs = r;
+            v->refs_cap = n;
         }
+        for (int32_t q = 0; q < n; q++)
+            v->refs[v->num_refs++] = (struct value_ref){inst->ref_t[lo + q],
+                                                        vals[inst->ref_v[lo + q]].offset - rv->offset};
         v->bindable = true;
     }
     for (int32_t i = 0; i < inst->io.num; i++) {
@@ -834,17 +905,14 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
             break;
         }
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
-            bool in = i < s->num_inputs;
-            int32_t vi = in ? s->inputs[i] : s->outputs[i - s->num_inputs];
+            int32_t vi;
+            cge_tensor *t = operand(pe, s, i, &vi);
             if (vi < 0)
                 continue;
             const cge_plan_value *v = &vals[vi];
-            cge_tensor t = {.name = v->name, .dtype = v->dtype, .shape = v->shape,
-                            .data = value_address(inst, vals, vi), .bytes = v->bytes};
-            if (in)
-                pe->ins[i] = t;
-            else
-                pe->outs[i - s->num_inputs] = t;
+            *t = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
+                              .data = value_address(inst, vals, vi), .bytes = v->bytes};
+            pe->reads_host = pe->reads_host || (i < s->num_inputs && v->storage == CGE_STORAGE_HOST);
         }
         pe->ctx = (cge_kernel_ctx){
             .op_type = cge_node_op_type(s->node), .node_name = cge_node_name(s->node),
@@ -875,11 +943,14 @@ static void *moved(void *p, const void *from, size_t bytes, void *to)
     return p && a >= f && a < f + bytes ? (char *)to + (a - f) : p;
 }
 
-void cge__instance_relocate(cge__instance *inst, const void *from, void *to)
+void cge__instance_relocate(cge__instance *inst, const void *from, size_t from_bytes, void *to)
 {
     if (inst->eager || !inst->steps || inst->arena != from)
         return;
-    size_t b = cge_plan_arena_bytes(inst->plan);
+    /* The old block's size, not the plan's: a plan being respecialised
+     * already asks for more, and a wider range would move pointers to
+     * memory beyond the block (constants). */
+    size_t b = from_bytes;
     for (int32_t k = 0; k < cge_plan_num_steps(inst->plan); k++) {
         plan_exec *pe = &inst->steps[k];
         for (int32_t i = 0; i < pe->step->num_inputs; i++)
@@ -1012,8 +1083,8 @@ static cge_status finish_plan(cge__instance *inst, const void *consts,
 
 cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
                                       const cge_shape *input_shapes, cge_plan *plan,
-                                      cge_kernel_cache *shared, const cge__arena_source *arena,
-                                      cge__instance **out)
+                                      const void *consts, cge_kernel_cache *shared,
+                                      const cge__arena_source *arena, cge__instance **out)
 {
     cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst) {
@@ -1024,6 +1095,7 @@ cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
     inst->shared = shared;
     inst->plan = plan;
     inst->pg = cge_plan_graph(plan);
+    inst->steps_only = consts != NULL;
     memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
     cge_status st = io_table(inst);
     /* The io table describes the plan's graph, whose inputs and outputs are
@@ -1038,7 +1110,79 @@ cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
         cge__instance_destroy(inst);
         return st;
     }
-    return finish_plan(inst, NULL, arena, out);
+    return finish_plan(inst, consts, arena, out);
+}
+
+/* A kernel's prepared state depends on its tensors' shapes and attributes,
+ * not on their addresses (a relocation moves addresses under it), nor on
+ * arena contents; host values (shape computations) are data a prepare may
+ * read. So a step keeps its state across a new specialisation when its
+ * tensors' shapes and workspace size are unchanged and it reads no host
+ * value: in a decode step most steps (projections, norms, the MLP) keep
+ * theirs, and only those whose shapes follow the cache prepare again. */
+static cge_status rebind_plan(cge__instance *inst, const cge__arena_source *arena,
+                              int64_t *prepares)
+{
+    const cge_plan *p = inst->plan;
+    const cge_plan_value *vals = cge_plan_values(p);
+    int32_t n = cge_plan_num_steps(p);
+    cge_status st = arena->get(arena->user, cge_plan_arena_bytes(p), &inst->arena);
+    for (int32_t i = 0; !st && i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        int32_t pv = cge_plan_find_value(p, v->name);
+        if (pv < 0)
+            continue;
+        v->desc.shape = vals[pv].shape;
+        v->pdata = vals[pv].storage != CGE_STORAGE_NONE ? value_address(inst, vals, pv) : NULL;
+    }
+    for (int32_t k = 0; !st && k < n; k++) {
+        plan_exec *pe = &inst->steps[k];
+        const cge_plan_step *s = &cge_plan_steps(p)[k];
+        bool changed = s->workspace_bytes != pe->ctx.workspace_size || pe->reads_host;
+        pe->reads_host = false;
+        for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
+            int32_t vi;
+            cge_tensor *t = operand(pe, s, i, &vi);
+            if (vi < 0)
+                continue;
+            const cge_plan_value *v = &vals[vi];
+            changed = changed || !cge_shape_equal(&t->shape, &v->shape);
+            if (i < s->num_inputs && v->storage == CGE_STORAGE_HOST)
+                changed = pe->reads_host = true;
+            t->shape = v->shape;
+            t->bytes = v->bytes;
+            if (v->storage != CGE_STORAGE_CONSTANT)   /* constants stay where they are */
+                t->data = value_address(inst, vals, vi);
+        }
+        pe->ctx.workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL;
+        pe->ctx.workspace_size = s->workspace_bytes;
+        pe->step = s;
+        if (!changed || !s->kernel->prepare)
+            continue;
+        if (s->kernel->release && pe->ctx.state)
+            s->kernel->release(pe->ctx.state);
+        pe->ctx.state = NULL;
+        st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
+        (*prepares)++;
+    }
+    return st ? st : binding_table(inst);
+}
+
+cge_status cge__instance_respecialize(cge__instance *inst, cge_shape_program *sp,
+                                      const cge_shape *input_shapes,
+                                      const cge__arena_source *arena, int64_t *prepares)
+{
+    if (inst->eager || inst->prebuilt || !inst->steps || !inst->arena_borrowed)
+        return cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL,
+                         "respecialize: the instance is not a shape program's");
+    cge__instance_wait(inst);
+    cge__instance_drop_capture(inst);   /* it holds the old addresses */
+    cge_status st = cge_shape_program_run(sp, input_shapes, inst->num_inputs, &inst->plan);
+    if (st)
+        return st;
+    memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
+    inst->last_eager = false;
+    return rebind_plan(inst, arena, prepares);
 }
 
 cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
@@ -1428,9 +1572,10 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
                             bool sync)
 {
     cge_status st;
-    if ((inst->prebuilt || inst->released_bytes) && mode == CGE_RUN_EAGER) {
-        /* A loaded model has no unoptimised graph, and one whose weights
-         * went once packed has it without them: its eager runs are the
+    if ((inst->prebuilt || inst->steps_only || inst->released_bytes) && mode == CGE_RUN_EAGER) {
+        /* A loaded model has no unoptimised graph (a symbolic one's has no
+         * constants), and one whose weights went once packed has it without
+         * them: its eager runs are the
          * plan's steps, each synchronized before the next. */
         inst->step_sync = true;
         st = cge__instance_run(inst, stream, inputs, in_pos, num_inputs, outputs, out_pos,

@@ -26,11 +26,11 @@ typedef struct cge__arena_source {
 cge_status cge__instance_create(cge_device *dev, const cge_graph *g, const cge_shape *input_shapes,
                                const cge_compile_options *copts, cge_kernel_cache *shared,
                                const cge__arena_source *arena, cge__instance **out);
-/* The plan's arena moved from `from` to `to` (the same bytes, a larger
- * block): every address into it follows, and a recording is dropped (it
+/* The plan's arena moved from `from` (a block of `from_bytes`) to `to` (the
+ * same bytes, a larger block): every address into it follows, and a recording is dropped (it
  * holds the old addresses; the next replay captures again). No run of the
  * instance may be in flight. */
-void cge__instance_relocate(cge__instance *inst, const void *from, void *to);
+void cge__instance_relocate(cge__instance *inst, const void *from, size_t from_bytes, void *to);
 /* Wait until the instance's last run has ended (on whatever stream). */
 void cge__instance_wait(const cge__instance *inst);
 /* The next run of `inst` starts after the last run of `prev` ends (they
@@ -86,11 +86,22 @@ cge_status cge__instance_output_desc(const cge__instance *inst, int32_t pos, cge
 
 /* An instance over `plan`, a symbolic plan's specialisation for
  * `input_shapes` (cge_plan_specialize), which it owns from now on (also on
- * failure); `g` runs its EAGER runs, as for cge__instance_create. */
+ * failure); `g` runs its EAGER runs, as for cge__instance_create.
+ * `consts`: the constants' host blob (a loaded model's weights, which must
+ * outlive the instance), or NULL: the plan's graph holds them. */
 cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
                                       const cge_shape *input_shapes, cge_plan *plan,
-                                      cge_kernel_cache *shared, const cge__arena_source *arena,
-                                      cge__instance **out);
+                                      const void *consts, cge_kernel_cache *shared,
+                                      const cge__arena_source *arena, cge__instance **out);
+/* The instance (one made by cge__instance_create_planned) serves
+ * `input_shapes` from now on: its plan rewritten in place by `sp` (the
+ * symbolic plan's shape program), its steps' tensors and workspaces bound
+ * again, and only the kernels whose shapes changed prepared again (counted
+ * in *prepares); its recording is dropped. Waits for its runs in flight. On
+ * error the instance must be destroyed. */
+cge_status cge__instance_respecialize(cge__instance *inst, cge_shape_program *sp,
+                                      const cge_shape *input_shapes,
+                                      const cge__arena_source *arena, int64_t *prepares);
 /* An instance over a plan made elsewhere (a loaded model file): `plan` (its
  * graph included) and `constants` (host memory of cge_plan_constant_bytes(),
  * used in place on the CPU device) stay the caller's and must outlive it. */

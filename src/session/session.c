@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/strmap.h"
 #include "cge/compiler.h"
@@ -20,6 +21,8 @@
  * checked before anything is enqueued. */
 
 #define MAX_INSTANCES 16
+/* Instances a graph keeps before a signature seen once gives its own up. */
+#define REUSE_AFTER 8
 
 typedef struct graph_entry {
     uint32_t id;
@@ -36,9 +39,15 @@ typedef struct graph_entry {
      * the graph cannot have one, or once a signature showed that it does not
      * serve (value-dependent shapes): then signatures compile. */
     cge_plan *symbolic;
+    cge_shape_program *program;   /* the symbolic plan's, its buffers reused */
     bool symbolic_off;
     int64_t compiles, specializations, arena_grows;
     size_t released_bytes;  /* weights freed once packed (cge__instance_release_packed) */
+    /* Signatures that took over an instance seen once (respecialised in
+     * place), kernels prepared again there, and the CPU time of making
+     * signatures' plans and binding them. */
+    int64_t respecializations, kernel_prepares;
+    double specialize_ms, bind_ms;
     /* Constant data kernels prepare (packed weights), shared by the
      * instances: a new signature packs nothing the graph's others did. */
     cge_kernel_cache *shared;
@@ -57,7 +66,8 @@ typedef struct graph_entry {
     cge__instance *inst[MAX_INSTANCES];
     uint64_t used[MAX_INSTANCES];   /* clock of each instance's last run */
     /* Runs of each instance, and whether the shape program made it. */
-    int64_t runs[MAX_INSTANCES];
+    int64_t runs[MAX_INSTANCES];    /* that got as far as running (a call refused
+                                       for a too small output buffer is none) */
     bool planned[MAX_INSTANCES];
     int32_t num_inst;
     uint64_t clock;
@@ -201,11 +211,13 @@ static void entry_free(graph_entry *e)
         cge_mem_free(e->session->dev, e->arena);
     free(e->stage);
     cge__pad_plan_destroy(e->pad);
+    cge_shape_program_destroy(e->program);
+    if (e->symbolic != e->plan)   /* a loaded symbolic plan is the model's */
+        cge_plan_destroy(e->symbolic);
     if (e->release)
         e->release(e->owner);
     if (!e->plan)
         cge_graph_destroy(e->g);
-    cge_plan_destroy(e->symbolic);
     cge_plan_destroy(e->prepared);
     pthread_mutex_destroy(&e->lock);
     free(e);
@@ -358,7 +370,7 @@ static cge_status entry_arena(void *user, size_t bytes, void **out)
             if (e->last_inst)
                 cge__instance_wait(e->last_inst);
             for (int32_t i = 0; i < e->num_inst; i++)
-                cge__instance_relocate(e->inst[i], e->arena, grown);
+                cge__instance_relocate(e->inst[i], e->arena, e->arena_bytes, grown);
             cge_mem_free(e->session->dev, e->arena);
             e->arena_grows++;
         }
@@ -454,6 +466,11 @@ static cge_status make_symbolic(cge_session *s, graph_entry *e)
         cge_plan_destroy(p);
         return st;
     }
+    st = cge_shape_program_create(p, s->dev, &e->program);
+    if (st) {
+        cge_plan_destroy(p);
+        return st;
+    }
     e->symbolic = p;
     return CGE_OK;
 }
@@ -462,6 +479,28 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
 {
     if (e->compiled)
         return CGE_OK;
+    if (e->plan && cge_plan_is_symbolic(e->plan)) {
+        /* A loaded model with symbolic dims: its plan is the symbolic one,
+         * each signature planned by its shape program, with the model's
+         * weights (host memory) as the constants. */
+        cge_status st = cge__kernel_cache_create(&e->shared);
+        if (!st && e->consts)
+            st = cge__kernel_cache_add_stable(e->shared, e->consts, cge_plan_constant_bytes(e->plan));
+        if (!st)
+            st = cge_shape_program_create(e->plan, s->dev, &e->program);
+        if (!st)
+            cge_shape_program_use_constants(e->program, e->consts);
+        if (st) {
+            cge_shape_program_destroy(e->program);
+            e->program = NULL;
+            cge__kernel_cache_destroy(e->shared);
+            e->shared = NULL;
+            return st;
+        }
+        e->symbolic = (cge_plan *)e->plan;
+        e->compiled = true;
+        return CGE_OK;
+    }
     if (e->plan) {
         cge__instance *inst = NULL;
         cge_status st = cge__instance_create_prebuilt(s->dev, e->plan, e->consts, &inst);
@@ -734,6 +773,15 @@ static cge_status check_inputs(const graph_entry *e, const cge_tensor *inputs, i
     return CGE_OK;
 }
 
+/* CPU time of this thread: what making a signature costs, apart from the
+ * machine's other load. */
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *shapes,
                                cge__instance **out)
 {
@@ -741,11 +789,10 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     for (int32_t i = 0; i < e->num_inst; i++)
         if (cge__instance_matches(e->inst[i], shapes, ni)) {
             e->used[i] = ++e->clock;
-            e->runs[i]++;
             *out = e->inst[i];
             return CGE_OK;
         }
-    if (e->plan)   /* unreachable: check_inputs holds inputs to the static shapes */
+    if (e->plan && !e->symbolic)   /* unreachable: check_inputs holds inputs to the static shapes */
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_SHAPE,
                          "graph %u is a compiled model; its input shapes are fixed", e->id);
     /* A symbolic graph was optimised once (its weights folded and fused):
@@ -756,12 +803,59 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     cge_status st = CGE_ERR_UNSUPPORTED;
     bool planned = false;
     if (e->symbolic && !e->symbolic_off) {
+        /* A signature seen once (a decode step's: each step's cache is a row
+         * longer) is not likely to come back: once the graph has REUSE_AFTER
+         * instances, the new signature takes over the last such instance,
+         * rewritten in place, instead of a new one (a sweep over a few sizes
+         * keeps them all). So does the least recently run planned instance
+         * once the cache is full. */
+        int32_t reuse = -1;
+        for (int32_t i = 0; e->num_inst >= REUSE_AFTER && i < e->num_inst; i++)
+            if (e->planned[i] && e->runs[i] <= 1 && !cge__instance_captured(e->inst[i]) &&
+                (reuse < 0 || e->used[i] > e->used[reuse]))
+                reuse = i;
+        for (int32_t i = 0; reuse < 0 && e->num_inst == MAX_INSTANCES && i < e->num_inst; i++)
+            if (e->planned[i] && (reuse < 0 || e->used[i] < e->used[reuse]))
+                reuse = i;
+        if (reuse >= 0) {
+            double t0 = cpu_ms();
+            st = cge__instance_respecialize(e->inst[reuse], e->program, shapes, &src,
+                                            &e->kernel_prepares);
+            e->specialize_ms += cpu_ms() - t0;
+            if (!st) {
+                e->specializations++;
+                e->respecializations++;
+                e->used[reuse] = ++e->clock;
+                e->runs[reuse] = 0;
+                *out = e->inst[reuse];
+                return CGE_OK;
+            }
+            /* Its plan may be half rewritten: the instance goes. */
+            if (e->last_inst == e->inst[reuse])
+                e->last_inst = NULL;
+            cge__instance_destroy(e->inst[reuse]);
+            e->num_inst--;
+            e->inst[reuse] = e->inst[e->num_inst];
+            e->used[reuse] = e->used[e->num_inst];
+            e->runs[reuse] = e->runs[e->num_inst];
+            e->planned[reuse] = e->planned[e->num_inst];
+            if (st != CGE_ERR_UNSUPPORTED)
+                return st;
+            cge_clear_error();
+        }
+    }
+    if (st && e->symbolic && !e->symbolic_off) {
         /* The shape program: this signature's plan from the symbolic one. */
         cge_plan *p = NULL;
-        st = cge_plan_specialize(e->symbolic, shapes, ni, s->dev, &p);
+        double t0 = cpu_ms();
+        st = cge_shape_program_run(e->program, shapes, ni, &p);
+        double t1 = cpu_ms();
+        e->specialize_ms += t1 - t0;
         if (!st) {
             e->specializations++;
-            st = cge__instance_create_planned(s->dev, g, shapes, p, e->shared, &src, &inst);
+            st = cge__instance_create_planned(s->dev, g, shapes, p, e->consts, e->shared, &src,
+                                              &inst);
+            e->bind_ms += cpu_ms() - t1;
             planned = st == CGE_OK;
         }
         if (st && st != CGE_ERR_UNSUPPORTED)
@@ -799,7 +893,7 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
     }
     e->inst[slot] = inst;
     e->used[slot] = ++e->clock;
-    e->runs[slot] = 1;
+    e->runs[slot] = 0;
     e->planned[slot] = planned;
     *out = inst;
     return CGE_OK;
@@ -822,7 +916,7 @@ static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *
      * back: a signature seen once (a decode step's) runs as a plan, with no
      * recording made for nothing. */
     for (int32_t i = 0; by_default && i < e->num_inst; i++)
-        if (e->inst[i] == inst && e->planned[i] && e->runs[i] < 2 && !s->capture_first)
+        if (e->inst[i] == inst && e->planned[i] && e->runs[i] < 1 && !s->capture_first)
             return CGE_RUN_PLAN;
     int32_t captured = 0, lru = -1;
     for (int32_t i = 0; i < e->num_inst; i++)
@@ -998,6 +1092,8 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
         st = cge__instance_run(inst, on, run_in, in_pos, num_inputs, run_out, out_pos,
                               num_outputs, mode, sync || !stream);
         cge__instance_set_profile(inst, NULL, NULL);
+        for (int32_t i = 0; !st && i < e->num_inst; i++)
+            e->runs[i] += e->inst[i] == inst;
     }
     if (!st && pad)
         st = cut_padded(e, shapes, pout, outputs, out_pos, num_outputs);
@@ -1101,7 +1197,12 @@ cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                                      .weight_bytes = held_weight_bytes(e),
                                      .packed_bytes = cge__kernel_cache_made_bytes(e->shared),
                                      .released_bytes = e->released_bytes,
-                                     .arena_bytes = e->arena ? e->arena_bytes : 0};
+                                     .arena_bytes = e->arena ? e->arena_bytes : 0,
+                                     .respecializations = e->respecializations,
+                                     .kernel_prepares = e->kernel_prepares,
+                                     .arena_replans = cge_shape_program_replans(e->program),
+                                     .specialize_ms = e->specialize_ms,
+                                     .bind_ms = e->bind_ms};
     pthread_mutex_unlock(&e->lock);
     return CGE_OK;
 }

@@ -94,6 +94,9 @@ cge_status mf_run(cge_session *s, uint32_t id, cge_run_mode mode, uint32_t seed,
         st = cge_session_input_desc(s, id, i, &d);
         if (st)
             break;
+        for (int32_t r = 0; r < d.shape.rank; r++)
+            if (d.shape.dims[r] < 0)
+                d.shape.dims[r] = 2;   /* a symbolic model's dims: one size */
         size_t nb = cge_tensor_nbytes(d.dtype, &d.shape);
         in[i] = (cge_tensor){.name = d.name, .dtype = d.dtype, .shape = d.shape,
                              .data = calloc(1, nb + 1), .bytes = nb};
@@ -112,7 +115,8 @@ cge_status mf_run(cge_session *s, uint32_t id, cge_run_mode mode, uint32_t seed,
     for (int32_t i = 0; !st && i < no; i++) {
         cge_tensor_desc d;
         st = cge_session_output_desc(s, id, i, &d);
-        size_t nb = st ? 0 : cge_tensor_nbytes(d.dtype, &d.shape);
+        size_t nb = st ? 0 : cge_shape_is_static(&d.shape) ? cge_tensor_nbytes(d.dtype, &d.shape)
+                                                           : (size_t)1 << 16;
         out->t[i] = (cge_tensor){.name = d.name, .data = calloc(1, nb + 1), .bytes = nb};
     }
     cge_run_options o = {.mode = mode};
@@ -141,6 +145,73 @@ void mf_assert_same(const mf_outputs *a, const mf_outputs *b)
         if (memcmp(a->t[i].data, b->t[i].data, nb))
             fail_msg("output %d ('%s') differs", (int)i, a->t[i].name);
     }
+}
+
+static void sym_node(cge_graph *g, const char *op, const char *name, const char **in, int32_t ni,
+                 const char **out, cge_node **n)
+{
+    assert_int_equal(cge_graph_add_node(g, op, "", name, in, ni, out, 1, n), CGE_OK);
+}
+
+/* x [batch, seq, 8] -> MatMul(W [8,8]) + b -> Softmax -> Reshape to
+ * Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]): y [batch, seq*8]. The
+ * Reshape's shape is a computation on sizes that reads constants, which the
+ * shape program evaluates at each new size (from the model's weights once
+ * loaded). batch, seq <= 0: symbolic. */
+cge_graph *mf_symbolic_graph(int64_t batch, int64_t seq)
+{
+    cge_graph *g = NULL;
+    assert_int_equal(cge_graph_create("symbolic_model", &g), CGE_OK);
+    int64_t b = batch > 0 ? batch : cge_graph_dim_symbol(g, "batch");
+    int64_t s = seq > 0 ? seq : cge_graph_dim_symbol(g, "seq");
+    cge_shape xs = CGE_SHAPE(b, s, MF_SYM_D), ws = CGE_SHAPE(MF_SYM_D, MF_SYM_D), bs = CGE_SHAPE(MF_SYM_D);
+    static float w[MF_SYM_D * MF_SYM_D], bias[MF_SYM_D];
+    for (int i = 0; i < MF_SYM_D * MF_SYM_D; i++)
+        w[i] = (float)((i * 7) % 13) * 0.1f - 0.6f;
+    for (int i = 0; i < MF_SYM_D; i++)
+        bias[i] = 0.05f * (float)i;
+    static const int64_t zero = 0, axes[1] = {0}, minus1[1] = {-1};
+    cge_shape scalar = {.rank = 0}, one = CGE_SHAPE(1);
+    assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &xs), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "w", CGE_F32, &ws, w, sizeof w), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "b", CGE_F32, &bs, bias, sizeof bias), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "zero", CGE_I64, &scalar, &zero, sizeof zero),
+                     CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "axes", CGE_I64, &one, axes, sizeof axes), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "m1", CGE_I64, &one, minus1, sizeof minus1),
+                     CGE_OK);
+    const char *mm[] = {"x", "w"}, *ad[] = {"m", "b"}, *sm[] = {"a"}, *sh[] = {"x"};
+    const char *ga[] = {"shp", "zero"}, *un[] = {"n", "axes"}, *cc[] = {"n1", "m1"},
+               *rs[] = {"p", "shape"};
+    const char *om[] = {"m"}, *oa[] = {"a"}, *op[] = {"p"}, *osh[] = {"shp"}, *on[] = {"n"},
+               *on1[] = {"n1"}, *oshape[] = {"shape"}, *oy[] = {"y"};
+    cge_node *n = NULL;
+    sym_node(g, "MatMul", "mm", mm, 2, om, NULL);
+    sym_node(g, "Add", "add", ad, 2, oa, NULL);
+    sym_node(g, "Softmax", "softmax", sm, 1, op, &n);
+    assert_int_equal(cge_node_set_int(n, "axis", -1), CGE_OK);
+    sym_node(g, "Shape", "shape_x", sh, 1, osh, NULL);
+    sym_node(g, "Gather", "batch_of", ga, 2, on, NULL);
+    sym_node(g, "Unsqueeze", "unsq", un, 2, on1, NULL);
+    sym_node(g, "Concat", "concat", cc, 2, oshape, &n);
+    assert_int_equal(cge_node_set_int(n, "axis", 0), CGE_OK);
+    sym_node(g, "Reshape", "reshape", rs, 2, oy, NULL);
+    assert_int_equal(cge_graph_add_output(g, "y"), CGE_OK);
+    return g;
+}
+
+/* The symbolic plan as a session makes it: prepared with the dims
+ * symbolic, then built with them symbolic. */
+cge_plan *mf_compile_symbolic(const cge_graph *g)
+{
+    cge_compile_options co = {.allow_incomplete = true};
+    cge_plan *prep = NULL, *p = NULL;
+    assert_int_equal(cge_compile(g, NULL, 0, &co, &prep), CGE_OK);
+    co.symbolic_plan = true;
+    assert_int_equal(cge_compile(cge_plan_graph(prep), NULL, 0, &co, &p), CGE_OK);
+    cge_plan_destroy(prep);
+    assert_true(cge_plan_is_symbolic(p));
+    return p;
 }
 
 cge_plan *mf_compile(const cge_graph *g, int streams, cge_opt_level level)

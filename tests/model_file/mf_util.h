@@ -28,6 +28,15 @@ void mf_outputs_free(mf_outputs *o);
 /* Bitwise equality of two runs' outputs (dtypes, shapes, bytes). */
 void mf_assert_same(const mf_outputs *a, const mf_outputs *b);
 
+/* x [batch, seq, 8] -> MatMul + bias -> Softmax -> Reshape to [batch, -1]
+ * with the target computed from Shape(x) (constants read): y [batch,
+ * seq*8]; batch or seq <= 0 is a symbol of that name. */
+#define MF_SYM_D 8
+cge_graph *mf_symbolic_graph(int64_t batch, int64_t seq);
+/* The symbolic plan of `g` as a session makes it (prepared, then built with
+ * the dims symbolic), or fail the test. */
+cge_plan *mf_compile_symbolic(const cge_graph *g);
+
 /* Compile `g` as a session with default options would (level 2, 1 stream
  * unless `streams`), or fail the test. */
 cge_plan *mf_compile(const cge_graph *g, int streams, cge_opt_level level);

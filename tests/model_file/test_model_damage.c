@@ -2,7 +2,8 @@
  * word and section-table word perturbed, every word of every record perturbed
  * (with the checksum recomputed, as a crafted file would have it), random byte
  * flips. Each is an [io] error, or — when the change is harmless — a model
- * that loads and runs; never a crash or a sanitizer report. */
+ * that loads and runs; never a crash or a sanitizer report. The symbolic
+ * model (format 2: a shape program section, symbolic dims) gets the same. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,7 +55,11 @@ static void try_variant(const void *data, size_t size, tally *t)
 
 static void *saved(cge_graph *g, size_t *size)
 {
-    cge_plan *p = mf_compile(g, 2, CGE_OPT_DEFAULT);
+    /* A graph with symbolic dims saves its symbolic plan and shape program. */
+    cge_tensor_desc d;
+    cge_graph_get_desc(g, cge_graph_input(g, 0), &d);
+    cge_plan *p = cge_shape_is_static(&d.shape) ? mf_compile(g, 2, CGE_OPT_DEFAULT)
+                                                : mf_compile_symbolic(g);
     void *data = NULL;
     assert_int_equal(cge_model_save_buffer(p, NULL, &data, size), CGE_OK);
     cge_plan_destroy(p);
@@ -78,8 +83,9 @@ static int teardown(void **state)
 static void test_truncated_at_every_boundary(void **state)
 {
     (void)state;
+    for (int symbolic = 0; symbolic < 2; symbolic++) {
     size_t size;
-    char *data = saved(mf_attr_graph(), &size);
+    char *data = saved(symbolic ? mf_symbolic_graph(0, 0) : mf_attr_graph(), &size);
     cgm_header h;
     memcpy(&h, data, sizeof h);
     size_t cuts[256];
@@ -116,6 +122,7 @@ static void test_truncated_at_every_boundary(void **state)
     assert_int_equal(t.loaded, 0);
     assert_true(t.errors >= n);
     free(data);
+    }
 }
 
 static const uint32_t patterns[] = {1, 0x80000000u, 0xffffffffu, 0x7fffffffu, 0x10, 0x100};
@@ -182,8 +189,9 @@ static void test_section_table_entries(void **state)
 static void test_every_record_word(void **state)
 {
     (void)state;
+    for (int symbolic = 0; symbolic < 2; symbolic++) {
     size_t size;
-    char *data = saved(mf_attr_graph(), &size);
+    char *data = saved(symbolic ? mf_symbolic_graph(0, 0) : mf_attr_graph(), &size);
     cgm_header h;
     memcpy(&h, data, sizeof h);
     const cgm_section *tab = (const cgm_section *)(data + h.section_table);
@@ -203,6 +211,7 @@ static void test_every_record_word(void **state)
      * and padding are harmless); what loads, runs. */
     assert_true(total.errors > total.loaded);
     free(data);
+    }
 }
 
 /* A crafted value whose size overflows (each dim within the loader's limit)
@@ -235,8 +244,9 @@ static void test_value_too_large(void **state)
 static void test_random_flips(void **state)
 {
     (void)state;
+    for (int symbolic = 0; symbolic < 2; symbolic++) {
     size_t size;
-    char *data = saved(mf_attr_graph(), &size);
+    char *data = saved(symbolic ? mf_symbolic_graph(0, 0) : mf_attr_graph(), &size);
     cgm_header h;
     memcpy(&h, data, sizeof h);
     char *copy = malloc(size);
@@ -269,10 +279,12 @@ static void test_random_flips(void **state)
     }
     assert_int_equal(plain.loaded, 0);
     assert_true(crafted.errors > 0);
-    print_message("random flips: %d refused, %d loaded (crafted); weights: %d loaded\n",
-                  crafted.errors, crafted.loaded, weights.loaded);
+    print_message("random flips%s: %d refused, %d loaded (crafted); weights: %d loaded\n",
+                  symbolic ? " (symbolic plan)" : "", crafted.errors, crafted.loaded,
+                  weights.loaded);
     free(copy);
     free(data);
+    }
 }
 
 int main(void)

@@ -17,8 +17,9 @@ static const char compile_help[] =
     "  -o FILE                    the .cgm to write (required)\n"
     "  --input-shape NAME:D0,D1   set an input's shape (repeatable; needed for\n"
     "                             dynamic dimensions). A dim may be a name\n"
-    "                             (ids:1,batch): a symbolic dim, which a .cgm\n"
-    "                             cannot hold yet (refused, saying so)\n"
+    "                             (ids:1,batch): a symbolic dim, which the .cgm\n"
+    "                             keeps (one plan and its shape program serve\n"
+    "                             every size; cge run/bench --input-shape sets it)\n"
     "  --opt-level 0-3            0: as written, 1: exact rewrites, 2: + fusions,\n"
     "                             3: + layout changes (default)\n"
     "  --disable-pass NAME        skip a compiler pass (repeatable)\n"
@@ -98,6 +99,38 @@ static void human(size_t b, char *buf, size_t n)
         snprintf(buf, n, "%zu B", b);
 }
 
+/* The plan of a graph with symbolic input dims, as a session makes it:
+ * prepared and optimised once with the dims symbolic, then partitioned and
+ * built with them symbolic (compile option symbolic_plan). */
+static int symbolic_plan(const cli_opts *o, cli_model *m, cge_plan **out, double *ms,
+                         const char *sym)
+{
+    char dis[1024];
+    cge_compile_options co = cli_compile_options(o, dis, sizeof dis);
+    co.allow_incomplete = true;
+    double t0 = cli_now_ms();
+    cge_plan *prep = NULL, *p = NULL;
+    if (cge_compile(m->graph, NULL, 0, &co, &prep))
+        return cli_fail_last("compile", NULL);
+    co.symbolic_plan = true;
+    cge_status st = cge_compile(cge_plan_graph(prep), NULL, 0, &co, &p);
+    cge_plan_destroy(prep);
+    if (!st && !cge_plan_is_symbolic(p)) {
+        cge_plan_destroy(p);
+        return cli_fail("compile",
+                        "[io] %s: the inputs keep dims that are not sizes (%s), and shapes in "
+                        "the graph depend on values computed at run time (or control flow), "
+                        "which a shape program does not follow: give every dim a size "
+                        "(--input-shape NAME:D0,D1,...; one .cgm per shape), or run the .onnx "
+                        "itself", o->model, sym);
+    }
+    if (st)
+        return cli_fail_last("compile", NULL);
+    *ms = cli_now_ms() - t0;
+    *out = p;
+    return CLI_OK;
+}
+
 int cmd_compile(int argc, char **argv)
 {
     cli_opts o;
@@ -121,22 +154,15 @@ int cmd_compile(int argc, char **argv)
     cge_plan *p = NULL;
     const cge_plan *cp = NULL;
     double ms = 0;
-    /* A .cgm (format 1) records every value with a static shape and an
-     * arena offset: no symbol table, no shape program. A symbolic dim is
-     * refused here, before compiling, with what to do instead. */
+    /* Inputs with symbolic dims keep them: the .cgm holds the symbolic plan
+     * and its shape program (format 2), which serve every size, as a
+     * session does with the .onnx. */
     char sym[1024] = "";
     if (!rc)
         cli_symbolic_inputs(m.graph, sym, sizeof sym);
     if (!rc && sym[0])
-        rc = cli_fail("compile",
-                      "[io] %s: the inputs keep dims that are not sizes (%s): a .cgm (model "
-                      "format %d) records every value with a fixed shape, so it cannot hold a "
-                      "plan for symbolic dims yet. Give every dim a size (--input-shape "
-                      "NAME:D0,D1,...; one .cgm per shape), or run the .onnx itself (cge run, "
-                      "cge bench --shapes, cge.InferenceSession: a session compiles each new "
-                      "input shape at its first run)",
-                      o.model, sym, CGE_MODEL_FORMAT_VERSION);
-    if (!rc)
+        rc = symbolic_plan(&o, &m, &p, &ms, sym);
+    else if (!rc)
         rc = get_plan("compile", &o, &m, &p, &cp, &ms);
     if (!rc) {
         cge_model_save_options so = {.op_libraries = o.libs, .num_op_libraries = o.num_libs,
@@ -148,6 +174,8 @@ int cmd_compile(int argc, char **argv)
         const cge_plan_stats *st = cge_plan_get_stats(p);
         char a[32], w[32];
         human(cge_plan_arena_bytes(p), a, sizeof a);
+        if (cge_plan_is_symbolic(p))
+            snprintf(a, sizeof a, "per size");
         human(cge_plan_constant_bytes(p), w, sizeof w);
         printf("compiled %s -> %s: %d steps from %d nodes, arena %s, weights %s, %d stream(s); "
                "import %.1f ms, compile %.1f ms\n",
@@ -194,7 +222,7 @@ static void io_list(FILE *f, const cge_plan *p, bool inputs, bool json)
             fprintf(f, "]}");
         } else {
             fprintf(f, "  %-24s %-8s %s\n", pv->name, cge_dtype_name(pv->dtype),
-                    cge_shape_str(&pv->shape, sh, sizeof sh));
+                    cge_graph_shape_str(g, &pv->shape, sh, sizeof sh));
         }
     }
 }
@@ -293,6 +321,8 @@ int cmd_inspect(int argc, char **argv)
     } else {
         char a[32], w[32], lb[32], nv[32];
         human(cge_plan_arena_bytes(p), a, sizeof a);
+        if (cge_plan_is_symbolic(p))
+            snprintf(a, sizeof a, "per size");
         human(cge_plan_constant_bytes(p), w, sizeof w);
         human(st->lower_bound_bytes, lb, sizeof lb);
         human(st->naive_bytes, nv, sizeof nv);

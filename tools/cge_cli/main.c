@@ -336,13 +336,19 @@ int cli_open(const char *cmd, const cli_opts *o, cli_model *m)
     m->is_cgm = is_cgm_file(o->model);
     double t0 = cli_now_ms();
     if (m->is_cgm) {
-        if (o->num_shapes)
-            return cli_usage(cmd, "--input-shape applies to .onnx models; '%s' was compiled for "
-                                  "fixed input shapes", o->model);
         cge_model_load_options lo = {.weights_check = o->verify ? CGE_WEIGHTS_CHECK_VERIFY
                                                                 : CGE_WEIGHTS_CHECK_DEFAULT};
         if (cge_model_load(o->model, &lo, &m->model))
             return cli_fail_last(cmd, NULL);
+        /* A .cgm with symbolic dims (format 2) takes sizes for them; one
+         * compiled for fixed shapes has none to set. */
+        if (o->num_shapes && !cge_plan_is_symbolic(cge_model_plan(m->model))) {
+            cge_model_destroy(m->model);
+            m->model = NULL;
+            return cli_usage(cmd, "--input-shape applies to .onnx models and .cgm models with "
+                                  "symbolic dims; '%s' was compiled for fixed input shapes",
+                             o->model);
+        }
     } else {
         /* Sizes go to the importer; shapes with named dims are set after the
          * import, where the names become the graph's symbols (the model's
@@ -549,6 +555,11 @@ int cli_make_inputs_at(const char *cmd, const cli_opts *o, cge_session *s,
                 t->dtype = CGE_BF16;
         } else {
             cge_shape sh = shapes ? shapes[i] : d[i].shape;
+            /* A symbolic .cgm's input: --input-shape gives its size. */
+            for (int j = 0; !shapes && j < o->num_shapes; j++)
+                if (!strcmp(o->shapes[j].name, d[i].name) && !o->shape_symbolic[j] &&
+                    o->shapes[j].shape.rank == sh.rank)
+                    sh = o->shapes[j].shape;
             for (int32_t r = 0; r < sh.rank; r++)
                 if (sh.dims[r] < 0)
                     sh.dims[r] = 1;   /* dynamic dims of random inputs: 1 */
