@@ -164,7 +164,9 @@ def test_folding_is_visible_in_the_compiler_dump():
         script = ("import cge, numpy as np; s = cge.InferenceSession(%r); "
                   "print(s.run(None, {'a': np.float32([1, 2]), 'b': np.float32([3, 4])})[0])"
                   % path)
-        env = dict(os.environ, CGE_DUMP_DIR=os.path.join(d, "dump"))
+        pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        env = dict(os.environ, CGE_DUMP_DIR=os.path.join(d, "dump"),
+                   PYTHONPATH=pkg + os.pathsep + os.environ.get("PYTHONPATH", ""))
         out = subprocess.run(["/usr/bin/python3", "-c", script], env=env, capture_output=True,
                              text=True, check=True).stdout
         assert "[3. 4.]" in out
