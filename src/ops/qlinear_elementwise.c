@@ -124,19 +124,17 @@ typedef struct qbin_args {
 #define HAVE_Q8_AVX512 1
 #endif
 
+#ifdef HAVE_Q8_AVX512
 static bool q8_avx512(void)
 {
-#ifdef HAVE_Q8_AVX512
     static int known = -1;
     if (known < 0) {
         uint64_t need = CGE_CPU_AVX512F | CGE_CPU_AVX512BW | CGE_CPU_AVX512VL;
         known = (cge_cpu_features() & need) == need;
     }
     return known != 0;
-#else
-    return false;
-#endif
 }
+#endif
 
 static inline __attribute__((always_inline)) void qbin_body(const qbin_args *p, int64_t e0,
                                                             int64_t e1)
