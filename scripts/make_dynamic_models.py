@@ -323,12 +323,28 @@ def _export(name, model, args, path):
                       output_names=outs, dynamic_axes=axes, do_constant_folding=True)
 
 
+# A model whose graph changes gets a new version here, so that a cached
+# export of the old graph (its inputs, its outputs) is made again instead of
+# being run with the new inputs. decoder_static 2: one cache per layer.
+VERSIONS = {"decoder_static": 2}
+
+
+def _cached_version(out_dir, name):
+    try:
+        with open(os.path.join(out_dir, name + ".version")) as f:
+            return int(f.read().strip() or 1)
+    except (OSError, ValueError):
+        return 1
+
+
 def make(name, out_dir):
-    """Export `name` into out_dir (once); returns (onnx path, npz path)."""
+    """Export `name` into out_dir (once per version); returns (onnx path, npz path)."""
     import torch
     onnx_path = os.path.join(out_dir, name + ".onnx")
     npz_path = os.path.join(out_dir, name + ".npz")
-    if os.path.exists(onnx_path) and os.path.exists(npz_path):
+    version = VERSIONS.get(name, 1)
+    if (os.path.exists(onnx_path) and os.path.exists(npz_path)
+            and _cached_version(out_dir, name) == version):
         return onnx_path, npz_path
     os.makedirs(out_dir, exist_ok=True)
     model, args = build(name)
@@ -353,6 +369,8 @@ def make(name, out_dir):
     np.savez(npz_path + ".tmp.npz", **ref)
     os.replace(npz_path + ".tmp.npz", npz_path)
     os.replace(tmp, onnx_path)
+    with open(os.path.join(out_dir, name + ".version"), "w") as f:
+        f.write("%d\n" % version)
     return onnx_path, npz_path
 
 
