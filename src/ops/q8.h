@@ -8,7 +8,27 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cge/model_file.h" /* cge_cpu_features */
 #include "cge/types.h"
+
+/* The int8 loops compiled a second time for AVX-512 (F, BW, VL, DQ) where
+ * the compiler can (not in the ThreadSanitizer build), chosen at run time
+ * by cge__q8_avx512(): the same IEEE operations, so the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define CGE__Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define CGE__HAVE_Q8_AVX512 1
+
+/* Whether this CPU runs them (asked once per file that calls it). */
+static inline bool cge__q8_avx512(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        uint64_t need = CGE_CPU_AVX512F | CGE_CPU_AVX512BW | CGE_CPU_AVX512VL;
+        known = (cge_cpu_features() & need) == need;
+    }
+    return known != 0;
+}
+#endif
 
 /* Element i of int8, uint8 or int32 data as int32 (0 for another dtype). */
 static inline int32_t cge__q_load(const void *p, cge_dtype t, int64_t i)

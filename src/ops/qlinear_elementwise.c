@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "cge/fused_ops.h"
-#include "cge/model_file.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/nn_spatial.h"
@@ -116,26 +115,9 @@ typedef struct qbin_args {
     } while (0)
 
 /* The loops below are compiled twice: for the build's baseline (SSE4, 4
- * lanes) and, where the CPU has it (cge_cpu_features), for AVX-512 (16
+ * lanes) and, where the CPU has it (cge__q8_avx512 in q8.h), for AVX-512 (16
  * lanes). The same IEEE operations in the same order (no contraction into
  * FMA: ISO C mode), so the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#define HAVE_Q8_AVX512 1
-#endif
-
-#ifdef HAVE_Q8_AVX512
-static bool q8_avx512(void)
-{
-    static int known = -1;
-    if (known < 0) {
-        uint64_t need = CGE_CPU_AVX512F | CGE_CPU_AVX512BW | CGE_CPU_AVX512VL;
-        known = (cge_cpu_features() & need) == need;
-    }
-    return known != 0;
-}
-#endif
-
 static inline __attribute__((always_inline)) void qbin_body(const qbin_args *p, int64_t e0,
                                                             int64_t e1)
 {
@@ -159,8 +141,8 @@ static void qbin_fn(int64_t blk, int64_t nblk, void *args)
     qbin_body(p, e0, e1);
 }
 
-#ifdef HAVE_Q8_AVX512
-Q8_AVX512 static void qbin_fn_avx512(int64_t blk, int64_t nblk, void *args)
+#ifdef CGE__HAVE_Q8_AVX512
+CGE__Q8_AVX512 static void qbin_fn_avx512(int64_t blk, int64_t nblk, void *args)
 {
     const qbin_args *p = args;
     int64_t e0, e1;
@@ -196,8 +178,8 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (p.n == 0)
         return CGE_OK;
     cge_kernel_fn fn = qbin_fn;
-#ifdef HAVE_Q8_AVX512
-    if (q8_avx512())
+#ifdef CGE__HAVE_Q8_AVX512
+    if (cge__q8_avx512())
         fn = qbin_fn_avx512;
 #endif
     return cge_launch(stream, fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
@@ -397,8 +379,8 @@ static inline __attribute__((always_inline)) void qpool_nhwc(const qpool_args *p
 }
 
 /* Block work: (n, output row); every channel of it. */
-#ifdef HAVE_Q8_AVX512
-Q8_AVX512 static void qpool_nhwc_avx512(const qpool_args *p, int64_t r0, int64_t r1)
+#ifdef CGE__HAVE_Q8_AVX512
+CGE__Q8_AVX512 static void qpool_nhwc_avx512(const qpool_args *p, int64_t r0, int64_t r1)
 {
     qpool_nhwc(p, r0, r1);
 }
@@ -412,8 +394,8 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
     int64_t r0, r1;
     cge__block_range(p->N * OH, blk, nblk, &r0, &r1);
     if (p->nhwc) {
-#ifdef HAVE_Q8_AVX512
-        if (q8_avx512()) {
+#ifdef CGE__HAVE_Q8_AVX512
+        if (cge__q8_avx512()) {
             qpool_nhwc_avx512(p, r0, r1);
             return;
         }

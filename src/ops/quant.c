@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "cge/fused_ops.h"
-#include "cge/model_file.h" /* cge_cpu_features */
 #include "ops/builtin.h"
 #include "ops/dnnl_qconv.h"
 #include "ops/kernel_util.h"
@@ -221,10 +220,9 @@ static inline void store_qx(void *y, cge_dtype t, int64_t i, float v)
  * round half to even, the zero point added, NaN to 0, the clamp), so the
  * same bits; the compiler left the scalar loop unvectorised (2-3 ns an
  * element, a model's input quantisation ~9% of mobilenet_v2 int8). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#ifdef CGE__HAVE_Q8_AVX512
 #include <immintrin.h>
-#define HAVE_QUANTIZE_AVX512 1
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static int64_t
+CGE__Q8_AVX512 static int64_t
 quantize_avx512(const float *x, void *y, int sg, float s, float z, float lo, float hi, int64_t e0,
                 int64_t e1)
 {
@@ -244,15 +242,6 @@ quantize_avx512(const float *x, void *y, int sg, float s, float z, float lo, flo
     return i;
 }
 
-static bool quantize_avx512_ok(void)
-{
-    static int known = -1;
-    if (known < 0) {
-        uint64_t need = CGE_CPU_AVX512F | CGE_CPU_AVX512BW | CGE_CPU_AVX512VL;
-        known = (cge_cpu_features() & need) == need;
-    }
-    return known != 0;
-}
 #endif
 
 static void quantize_fn(int64_t blk, int64_t nblk, void *args)
@@ -266,8 +255,8 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
         int sg = p->yt == CGE_I8;
         const float *x = p->x;
         float s = p->scale[0], z = p->zp ? (float)cge__q_load(p->zp, p->zt, 0) : 0.0f;
-#ifdef HAVE_QUANTIZE_AVX512
-        if (quantize_avx512_ok())
+#ifdef CGE__HAVE_Q8_AVX512
+        if (cge__q8_avx512())
             e0 = quantize_avx512(x, p->y, sg, s, z, lo, hi, e0, e1);
 #endif
         for (int64_t i = e0; i < e1; i++) {
