@@ -20,6 +20,11 @@ cge beside ONNX Runtime (and PyTorch eager), in one run. Not a test.
       tokens against PyTorch's concat decoder (c's reference), and the ratio
       to ONNX Runtime on this form and on the concat form (c) (ORT's (c) run
       when (c) ran in this invocation, else ORT on the concat model here).
+  (e) decoder_rewritten: the concat-form model (c) itself, opened with
+      InferenceSession(..., kv_cache_max_len=MAX_LEN): cge rewrites it to
+      the static form (caches of MAX_LEN slots, input cache_position) and
+      runs it as (d), in each mode. Beside ONNX Runtime's concat form (c)
+      (the model as the user has it); tokens against PyTorch's.
 
 Targets (printed beside the ratios; '*' marks a miss): cge's first run at a
 new shape <= 1.5x its steady run at that shape; cge's steady run <= 0.9x ONNX
@@ -42,7 +47,7 @@ reported in the table, as its first line. Models: scripts/make_dynamic_models.py
 CGE_SHAPE_PROGRAM=0 measures the compile-per-signature path that symbolic
 graphs took before their shape program (docs/compiler.md), for A/B runs.
 
-Usage: dynamic.py [--json OUT] [--workloads resnet18,encoder,decoder,decoder_static]"""
+Usage: dynamic.py [--json OUT] [--workloads resnet18,encoder,decoder,decoder_static,decoder_rewritten]"""
 import argparse
 import json
 import os
@@ -72,6 +77,7 @@ WORKLOADS = {
     "encoder": ("encoder_dyn", "seq", [[1, s, 256] for s in ENCODER_SEQS]),
     "decoder": ("decoder_dyn", None, None),
     "decoder_static": ("decoder_static", None, None),
+    "decoder_rewritten": ("decoder_dyn", None, None),
 }
 # The issue's targets.
 FIRST_OVER_STEADY = 1.5  # first run at a new shape <= 1.5x that shape's steady run
@@ -221,7 +227,7 @@ def cge_child(spec_path):
         spec = json.load(f)
     t0 = time.perf_counter()
     try:
-        s = cge.InferenceSession(spec["model"])
+        s = cge.InferenceSession(spec["model"], kv_cache_max_len=spec.get("kv_cache_max_len"))
     except Exception as e:  # noqa: BLE001
         print(json.dumps({"error": first_line(e)}))
         return
@@ -244,9 +250,9 @@ def cge_child(spec_path):
         else:
             step = static_step(lambda *a: s.run(None, dict(zip(names, a))))
         result["generations"] = generations(step, static_empty(spec), spec, spec["runs"])
-        try:  # the prefill's logits against the PyTorch static module's
+        try:  # the prefill's logits against the PyTorch module's (static, or concat for (e))
             ref = np.load(spec["npz"])
-            logits, _ = step(ref["ids"], static_empty(spec)())
+            logits, _ = step(ref["ids"] if "ids" in ref else ref["input_ids"], static_empty(spec)())
             result["max_abs_diff"] = float(np.abs(logits - ref["logits"]).max())
         except Exception as e:  # noqa: BLE001
             result["check_error"] = first_line(e)
@@ -488,7 +494,8 @@ def torch_version():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write every measurement to this file")
-    ap.add_argument("--workloads", default="resnet18,encoder,decoder,decoder_static")
+    ap.add_argument("--workloads",
+                    default="resnet18,encoder,decoder,decoder_static,decoder_rewritten")
     ap.add_argument("--cge-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cge_child:
@@ -519,6 +526,15 @@ def main():
                         "prompt": mdm.prompt().tolist(), "ids": "ids", "pos": "pos",
                         "cache": [[i, o, list(sh)] for i, o, sh in
                                   zip(ins[2:], outs[1:], mdm.static_cache_shapes(static))]}
+            elif wl == "decoder_rewritten":
+                ins, outs = mdm.decoder_io_names()
+                hd = mdm.DECODER["d_model"] // mdm.DECODER["heads"]
+                spec = {"kind": "static_decode", "model": model, "npz": npz, "steps": STEPS,
+                        "runs": RUNS, "generations": GENERATIONS, "threads": THREADS,
+                        "prompt": mdm.prompt().tolist(), "ids": "input_ids",
+                        "pos": "cache_position", "kv_cache_max_len": mdm.MAX_LEN,
+                        "cache": [[i, o, [1, mdm.DECODER["heads"], mdm.MAX_LEN, hd]]
+                                  for i, o in zip(ins[1:], outs[1:])]}
             else:
                 spec = concat_spec(out_dir)
             engines = []
@@ -529,11 +545,12 @@ def main():
                 if "error" not in r:  # a crash's last line is its error
                     notes.extend(f"[{lb}, {wl}] {x}" for x in n if f"[{lb}, {wl}] {x}" not in notes)
                 engines.append((lb, r, True))
-            r, n = run_ort(spec, tmp)
-            engines.append(("ORT", r, False))
-            if "version" in r:
-                report["ort_version"] = r["version"]
-            engines.append(("PyTorch", run_torch(name, spec), False))
+            if wl != "decoder_rewritten":   # ORT has no rewrite: its concat form is (e)'s peer
+                r, n = run_ort(spec, tmp)
+                engines.append(("ORT", r, False))
+                if "version" in r:
+                    report["ort_version"] = r["version"]
+                engines.append(("PyTorch", run_torch(name, spec), False))
             report["workloads"][wl] = {lb: r for lb, r, _ in engines}
             if shapes:
                 title = ("(a) resnet18, dynamic batch" if wl == "resnet18" else
@@ -559,9 +576,18 @@ def main():
                 if ort_concat is None:
                     ort_concat, _ = run_ort(concat_spec(out_dir), tmp)
                     where = "run here on decoder_dyn"
+                    if "version" in ort_concat:
+                        report["ort_version"] = ort_concat["version"]
                 engines.append(("ORT concat", ort_concat, False))
                 report["workloads"][wl]["reference_tokens"] = ref
                 report["workloads"][wl]["ORT concat"] = ort_concat
+                if wl == "decoder_rewritten":
+                    decode_table(f"(e) the concat-form decoder (c) opened with kv_cache_max_len="
+                                 f"{mdm.MAX_LEN}: cge rewrites it to the static form and runs it "
+                                 f"as (d);\n    tokens against PyTorch's concat decoder; ORT "
+                                 f"concat: ONNX Runtime on the model as exported, {where}",
+                                 engines, ref, [("ORT concat", STATIC_OVER_CONCAT)])
+                    continue
                 decode_table(f"(d) the same decoder with a static cache ({mdm.MAX_LEN} "
                              f"slots; {len(spec['cache'])} caches {spec['cache'][0][2]}): the prompt in one "
                              f"run (seq {mdm.PROMPT_LEN}, pos 0), then {STEPS} steps of seq 1 "

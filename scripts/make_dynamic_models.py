@@ -238,8 +238,39 @@ def torch_static_step(model):
     return step
 
 
-def decoder_io_names():
-    n = DECODER["layers"]
+def export_concat(model, path, opset=OPSET):
+    """torch.onnx.export of a Decoder in the concat form (decoder_dyn's
+    interface: input_ids, past_key_i / past_value_i in, logits and
+    present_key_i / present_value_i out; batch, seq, past_len dynamic),
+    traced with a past of length 3."""
+    import torch
+    blk = model.blocks[0]
+    n = len(model.blocks)
+    ins, outs = decoder_io_names(n)
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
+    for name in ins[1:]:
+        axes[name] = {0: "batch", 2: "past_len"}
+    for name in outs[1:]:
+        axes[name] = {0: "batch", 2: "total_len"}
+    ids = torch.zeros((1, 4), dtype=torch.long)
+    past = tuple(torch.zeros(1, blk.heads, 3, blk.head_dim) for _ in range(2 * n))
+    torch.onnx.export(model, (ids,) + past, path, opset_version=opset, input_names=ins,
+                      output_names=outs, dynamic_axes=axes, do_constant_folding=True)
+
+
+def rewritten_step(sess):
+    """A static_greedy step function for a concat-form export run with
+    kv_cache_max_len: its inputs are input_ids, the caches, then
+    cache_position (the static form's pos)."""
+    names = [i.name for i in sess.get_inputs()]
+
+    def step(ids, pos, *caches):
+        return sess.run(None, dict(zip(names, (ids,) + tuple(caches) + (pos,))))
+    return step
+
+
+def decoder_io_names(n=None):
+    n = DECODER["layers"] if n is None else n
     past = [f"past_{kv}_{i}" for i in range(n) for kv in ("key", "value")]
     present = [f"present_{kv}_{i}" for i in range(n) for kv in ("key", "value")]
     return ["input_ids"] + past, ["logits"] + present

@@ -111,6 +111,10 @@ typedef struct cge_compile_options {
     /* Arithmetic of the heavy float32 operators (see cge_precision). Last,
      * so that a zeroed struct keeps float32. */
     cge_precision precision;
+    /* > 0: rewrite a concat-form key/value cache export to the static form
+     * with caches of this many slots, as the prepare pass kv_cache_static
+     * (cge_graph_kv_cache_static below); 0: no rewrite. */
+    int64_t kv_cache_max_len;
 } cge_compile_options;
 
 /* ---- the plan ------------------------------------------------------------ */
@@ -201,6 +205,21 @@ typedef struct cge_plan_stats {
  * shapes the graph computes (Reshape(x, Concat(Shape(x)[0], ...))) become
  * known. Nothing is rewritten. This is the compiler's own infer pass. */
 cge_status cge_graph_infer_values(cge_graph *g);
+
+/* Rewrite, in place, a graph that exports a key/value cache in the concat
+ * form (a graph input past_* concatenated with the new keys or values along
+ * a dynamic axis into a graph output present_*) to the static form for
+ * caches of max_len slots: each past becomes [.., max_len, ..], each present
+ * the past with the new slots written (ScatterElements; in place where the
+ * caller binds one buffer as both), a new last input "cache_position" (int64
+ * [1]: the position of the first new token) replaces the lengths the graph
+ * read from the caches' shapes, and every Softmax over the key slots masks
+ * the slots not written yet. Every decoding step then has the same shapes.
+ * A graph with no such cache, or whose use of the cache length is not a
+ * construct the rewrite knows, is a [meta] error naming the node; the graph
+ * may be partly rewritten then (rewrite a copy). docs/guide.md,
+ * "Static-cache decoding". */
+cge_status cge_graph_kv_cache_static(cge_graph *g, int64_t max_len);
 
 cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_t num_inputs,
                        const cge_compile_options *opts, cge_plan **out);

@@ -113,6 +113,14 @@ typedef struct cge_session_options {
      * flow through the stages one after another, GPipe-style, so that the
      * stages work at the same time (cge_dist_pipeline_parallel_micro). */
     int dist_micro_batches;
+    /* > 0: each graph added is rewritten from the concat form of a
+     * key/value cache export to the static form with caches of this many
+     * slots (cge_graph_kv_cache_static, cge/compiler.h): the pasts become
+     * [.., max_len, ..], a last input "cache_position" (int64 [1]) appears,
+     * and every decoding step has the same shapes. A graph it does not match
+     * is a [meta] error at cge_session_add_graph. Plans added
+     * (cge_session_add_plan, models) are taken as they are. 0: no rewrite. */
+    int64_t kv_cache_max_len;
 } cge_session_options;
 
 /* Profiling: a run with cge_run_options.profile set executes step by step

@@ -49,7 +49,9 @@ class SessionOptions(ctypes.Structure):
                 ("dist", c_enum), ("dist_mpi_comm", c_void_p), ("dist_world_size", ctypes.c_int),
                 ("dist_rank", ctypes.c_int), ("dist_timeout_ms", ctypes.c_int),
                 ("dist_tp", ctypes.c_int), ("dist_pp", ctypes.c_int),
-                ("dist_micro_batches", ctypes.c_int)]
+                ("dist_micro_batches", ctypes.c_int),
+                # > 0: the concat-form KV cache rewritten to the static form
+                ("kv_cache_max_len", c_int64)]
 
 
 class ProfileEvent(ctypes.Structure):
@@ -90,7 +92,7 @@ class CompileOptions(ctypes.Structure):
                 ("fold_limit_bytes", c_size_t), ("training", ctypes.c_bool),
                 ("engines", c_void_p), ("num_engines", c_int32), ("device", c_void_p),
                 ("allow_incomplete", ctypes.c_bool), ("symbolic_plan", ctypes.c_bool),
-                ("precision", c_enum)]
+                ("precision", c_enum), ("kv_cache_max_len", c_int64)]
 
 
 class ModelSaveOptions(ctypes.Structure):

@@ -363,12 +363,16 @@ class InferenceSession:
     ``precision`` "fp32" (default) or "bf16": float32 Conv, MatMul and Gemm
     run with bfloat16 operands and float32 accumulation where the CPU has
     AVX512-BF16 (relative errors near 1e-3; SessionOptions.precision says
-    the same; None takes it from there)."""
+    the same; None takes it from there);
+    ``kv_cache_max_len`` N rewrites a concat-form key/value cache export
+    (past_* concatenated into present_*) to the static form: caches of N
+    slots, bound as one buffer for past and present, and a last input
+    ``cache_position`` (int64 [1]); docs/guide.md, "Static-cache decoding"."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
                  input_shapes=None, dim_values=None, run_mode=None, num_threads=0, base_dir=None,
                  opt_level=None, capture_sizes=None, verify_weights=None, precision=None,
-                 **kwargs):
+                 kv_cache_max_len=None, **kwargs):
         from . import _ort
         self._session = ctypes.c_void_p()
         self._init_lifecycle()
@@ -402,6 +406,10 @@ class InferenceSession:
             if input_shapes or dim_values:
                 raise Error("[session] a compiled model (.cgm) has fixed input shapes",
                             "session", "CGE_ERR_INVALID_ARG")
+            if kv_cache_max_len:
+                raise Error("[session] a compiled model (.cgm) keeps the interface it was "
+                            "compiled with (cge compile --kv-cache-max-len)", "session",
+                            "CGE_ERR_INVALID_ARG")
             if opt_level is not None:
                 raise Error("[session] a compiled model (.cgm) keeps the level it was compiled "
                             "at (cge compile --opt-level)", "session", "CGE_ERR_INVALID_ARG")
@@ -439,6 +447,11 @@ class InferenceSession:
             so = _lib.SessionOptions(None, int(num_threads), _RUN_MODES[run_mode], 0,
                                      0 if opt_level is None else opt_level + 1)
             so.precision = self._precision = _precision(precision)
+            if kv_cache_max_len is not None and (not isinstance(kv_cache_max_len, int) or
+                                                 kv_cache_max_len < 0):
+                raise Error("[session] kv_cache_max_len %r is not a positive int"
+                            % (kv_cache_max_len,), "session", "CGE_ERR_INVALID_ARG")
+            so.kv_cache_max_len = self._kv_cache_max_len = kv_cache_max_len or 0
             held = _buckets(so, capture_sizes)
             _dist(so, self._sess_options)
             _check(lib.cge_session_create(ctypes.byref(so), ctypes.byref(self._session)))
@@ -456,6 +469,7 @@ class InferenceSession:
         co = _lib.CompileOptions()
         co.opt_level = level
         co.precision = getattr(self, "_precision", 0)
+        co.kv_cache_max_len = getattr(self, "_kv_cache_max_len", 0)
         plan = ctypes.c_void_p()
         if lib.cge_compile(graph, None, 0, ctypes.byref(co), ctypes.byref(plan)) != 0:
             err = _last_error("compile")

@@ -42,6 +42,7 @@ int main(void) {
     O(cge_tensor_desc, format);
     S(cge_session_options); O(cge_session_options, num_threads);
     O(cge_session_options, run_mode); O(cge_session_options, capture_limit);
+    O(cge_session_options, kv_cache_max_len);
     S(cge_onnx_input_shape); O(cge_onnx_input_shape, shape);
     S(cge_onnx_dim_value); O(cge_onnx_dim_value, value);
     S(cge_onnx_options); O(cge_onnx_options, num_input_shapes); O(cge_onnx_options, dim_values);
@@ -57,6 +58,7 @@ int main(void) {
     O(cge_compile_options, fold_limit_bytes); O(cge_compile_options, training);
     O(cge_compile_options, engines); O(cge_compile_options, num_engines);
     O(cge_compile_options, device); O(cge_compile_options, allow_incomplete);
+    O(cge_compile_options, kv_cache_max_len);
     S(cge_model_save_options); O(cge_model_save_options, num_op_libraries);
     O(cge_model_save_options, opt_level);
     S(cge_model_load_options); O(cge_model_load_options, weights_check);
@@ -97,7 +99,7 @@ def test_struct_layouts_match_the_c_headers(tmp_path):
         else:
             struct, field = key.split(".")
             assert getattr(structs[struct], field).offset == value, key
-    assert len(c) == 26 + 28
+    assert len(c) == 26 + 30
 
 
 def test_inputs_outputs_metadata():

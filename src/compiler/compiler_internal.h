@@ -84,6 +84,8 @@ cge_status cc_pass_infer(cc_ctx *ctx, cge_graph *g);
 void cc_forget_known(cc_ctx *ctx);
 cge_status cc_pass_infer_changes(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
+/* Only with compile option kv_cache_max_len: cge_graph_kv_cache_static. */
+cge_status cc_pass_kv_cache_static(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fold_sequences(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g);
 /* MatMul(A, DequantizeLinear(constant int8 W)) -> com.microsoft MatMulNBits. */

@@ -23,6 +23,7 @@ typedef struct pass_entry {
 static const pass_entry passes[] = {
     {"prepare", "verify", cc_pass_verify, CGE_OPT_NONE, true, NULL, NULL},
     {"prepare", "infer", cc_pass_infer, CGE_OPT_NONE, true, NULL, NULL},
+    {"prepare", "kv_cache_static", cc_pass_kv_cache_static, CGE_OPT_NONE, false, NULL, NULL},
     /* Sequences of elements known now become their tensors (a graph left
      * with sequences runs node by node: see cge_compile). */
     {"prepare", "fold_sequences", cc_pass_fold_sequences, CGE_OPT_NONE, false, NULL, NULL},

@@ -96,6 +96,7 @@ struct cge_session {
     /* $CGE_KEEP_PACKED_WEIGHTS=1: a static graph keeps the weights its kernels
      * packed (for comparisons; they are freed by default). */
     bool keep_packed_sources;
+    int64_t kv_cache_max_len;   /* > 0: graphs added get the static cache form */
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
     cge_dist_comm *comm;    /* distribution (session_dist.c), or NULL */
@@ -152,6 +153,7 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     pthread_mutex_init(&s->lock, NULL);
     s->mode = opts ? opts->run_mode : CGE_RUN_DEFAULT;
     s->capture_limit = opts && opts->capture_limit > 0 ? opts->capture_limit : 8;
+    s->kv_cache_max_len = opts ? opts->kv_cache_max_len : 0;
     s->copts.opt_level = opts ? opts->opt_level : CGE_OPT_DEFAULT;
     s->copts.num_streams = opts && opts->num_streams > 0 ? opts->num_streams : 1;
     s->shape_program = !(opts && opts->disable_shape_program);
@@ -273,6 +275,10 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     if (!e)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "add_graph: out of memory");
     cge_status st = cge_graph_clone(g, &e->g);
+    /* On the session's copy, before anything reads its interface: the
+     * rewrite changes the inputs (the caches' shapes, cache_position). */
+    if (!st && s->kv_cache_max_len > 0)
+        st = cge_graph_kv_cache_static(e->g, s->kv_cache_max_len);
     if (!st && s->tp > 1) {
         cge_graph *sharded = NULL;
         st = s->pp ? cge_dist_pipeline_parallel_micro(e->g, s->tp, cge_dist_comm_rank(s->comm),

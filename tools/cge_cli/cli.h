@@ -47,6 +47,7 @@ typedef struct cli_opts {
     unsigned seed;
     bool verify;
     cge_precision precision;                /* --precision fp32|bf16 */
+    long kv_cache_max_len;                  /* --kv-cache-max-len N: static cache form */
     bool compare_precision;                 /* bench --compare-precision */
     int tp;                                 /* --tp: tensor-parallel degree (dist.c) */
     int pp;                                 /* --pp: pipeline stages (dist.c) */

@@ -28,7 +28,9 @@ static const char compile_help[] =
     "  --streams N                streams the plan may use (default 1)\n"
     "  --precision fp32|bf16      bf16: Conv/MatMul/Gemm run in bfloat16 (the file\n"
     "                             keeps it; default fp32)\n"
-    "  --dump DIR                 write the graph after every pass into DIR\n";
+    "  --dump DIR                 write the graph after every pass into DIR\n"
+    "  --kv-cache-max-len N       rewrite a concat-form KV cache export to the static\n"
+    "                             form (N slots, input cache_position; docs/guide.md)\n";
 
 static const char inspect_help[] =
     "usage: cge inspect MODEL [--json] [options]\n"
@@ -136,7 +138,8 @@ int cmd_compile(int argc, char **argv)
     cli_opts o;
     bool done;
     int rc = cli_parse("compile", argc, argv,
-                       "o,input-shape,opt-level,disable-pass,custom-op-lib,dump,streams,precision",
+                       "o,input-shape,opt-level,disable-pass,custom-op-lib,dump,streams,precision,"
+                       "kv-cache-max-len",
                        compile_help, &o, &done);
     if (rc || done) {
         opts_free(&o);

@@ -32,6 +32,8 @@ static const char run_help[] =
     "  --precision fp32|bf16      bf16: float32 Conv/MatMul/Gemm in bfloat16 with\n"
     "                             float32 accumulation (AVX512-BF16 CPUs)\n"
     "  --opt-level 0-3, --streams N, --custom-op-lib LIB.so\n"
+    "  --kv-cache-max-len N       (.onnx) a concat-form KV cache as the static form\n"
+    "                             (N slots, input cache_position; docs/guide.md)\n"
     "\n"
     ".npy: every cge dtype; bfloat16 is read and written as '<u2' (its bits).\n";
 
@@ -69,6 +71,7 @@ static const char bench_help[] =
     "  --input-shape NAME:D0,D1   (.onnx, symbolic .cgm) an input's shape; a dim may be a\n"
     "                             name (ids:1,batch: a symbol for --shapes)\n"
     "  --precision fp32|bf16      bf16: float32 Conv/MatMul/Gemm in bfloat16\n"
+    "  --kv-cache-max-len N       (.onnx) a concat-form KV cache as the static form\n"
     "  --compare-precision        run the model in fp32 and in bf16 (alternating,\n"
     "                             --iterations each, default 20) on the same inputs:\n"
     "                             p50 latency of each, the speed-up, and per output\n"
@@ -187,7 +190,7 @@ int cmd_run(int argc, char **argv)
     bool done;
     int rc = cli_parse("run", argc, argv,
                        "input,output-dir,mode,seed,threads,input-shape,opt-level,streams,"
-                       "custom-op-lib,verify,precision,tp,pp,micro-batches",
+                       "custom-op-lib,verify,precision,tp,pp,micro-batches,kv-cache-max-len",
                        run_help, &o, &done);
     if (rc || done) {
         opts_free(&o);
@@ -717,7 +720,7 @@ int cmd_bench(int argc, char **argv)
     int rc = cli_parse("bench", argc, argv,
                        "iterations,warmup,duration,mode,threads,json,input,seed,input-shape,"
                        "opt-level,streams,custom-op-lib,shapes,precision,compare-precision,tp,pp,"
-                       "micro-batches",
+                       "micro-batches,kv-cache-max-len",
                        bench_help, &o, &done);
     if (rc || done) {
         opts_free(&o);

@@ -231,6 +231,10 @@ int cli_parse(const char *cmd, int argc, char **argv, const char *allowed, const
             if (!parse_long(val, 0, 3, &n))
                 return cli_usage(cmd, "--opt-level '%s': want 0, 1, 2 or 3", val);
             o->opt_level = (int)n;
+        } else if (!strcmp(name, "kv-cache-max-len")) {
+            if (!parse_long(val, 1, 1L << 30, &n))
+                return cli_usage(cmd, "--kv-cache-max-len '%s': want a positive length", val);
+            o->kv_cache_max_len = n;
         } else if (!strcmp(name, "precision")) {
             int p = cge_precision_from_name(val);
             if (p < 0)
@@ -385,6 +389,18 @@ int cli_open(const char *cmd, const cli_opts *o, cli_model *m)
                 return rc;
             }
         }
+    }
+    if (o->kv_cache_max_len > 0 && m->model) {
+        cli_close(m);
+        return cli_usage(cmd, "--kv-cache-max-len applies to .onnx models ('%s' is compiled)",
+                         o->model);
+    }
+    /* The static cache form changes the interface: before any session or
+     * compile reads it. */
+    if (o->kv_cache_max_len > 0 && cge_graph_kv_cache_static(m->graph, o->kv_cache_max_len)) {
+        int rc = cli_fail_last(cmd, NULL);
+        cli_close(m);
+        return rc;
     }
     m->open_ms = cli_now_ms() - t0;
     return CLI_OK;

@@ -1,0 +1,284 @@
+# kv_cache_max_len: a concat-form key/value cache export (scripts/
+# make_dynamic_models.py's Decoder, at tiny sizes) rewritten to the static
+# form by cge: its greedy tokens equal PyTorch's and the static-form export's,
+# in plain runs and with the caches bound in place (replays); a graph the
+# rewrite does not know is a [meta] error naming the construct; without the
+# option the graph keeps its interface.
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import cge
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TINY = dict(layers=2, d_model=32, heads=2, vocab=50, max_pos=64, ff=64)
+MAX_LEN = 24
+PROMPT = np.array([[7, 3, 41, 0, 18]], np.int64)
+STEPS = 12
+
+
+def _load_maker():
+    spec = importlib.util.spec_from_file_location(
+        "make_dynamic_models", os.path.join(ROOT, "scripts", "make_dynamic_models.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mdm = _load_maker()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    dec = mdm.decoder(**TINY)
+    return dec, mdm.static_decoder(dec, MAX_LEN)
+
+
+@pytest.fixture(scope="module")
+def exported(tiny, tmp_path_factory):
+    """{(form, opset): path}: the tiny decoder in the concat form at opsets
+    13 and 17, and in the static form (opset 13)."""
+    d = tmp_path_factory.mktemp("kv_static")
+    paths = {}
+    for opset in (13, 17):
+        paths["concat", opset] = str(d / ("decoder_concat_%d.onnx" % opset))
+        mdm.export_concat(tiny[0], paths["concat", opset], opset=opset)
+    paths["static", 13] = str(d / "decoder_static_13.onnx")
+    mdm.export_static(tiny[1], paths["static", 13])
+    return paths
+
+
+def test_option_absent_keeps_the_concat_interface(tiny, exported):
+    dec, _ = tiny
+    sess = cge.InferenceSession(exported["concat", 13])
+    ins, outs = mdm.decoder_io_names(TINY["layers"])
+    assert [i.name for i in sess.get_inputs()] == ins
+    assert [o.name for o in sess.get_outputs()] == outs
+    assert sess.get_inputs()[1].shape == ["batch", 2, "past_len", 16]
+    # ... and runs the concat form: PyTorch's tokens with growing pasts.
+    ref, logits = mdm.torch_greedy(dec, PROMPT, 3)
+    past = [np.zeros((1, 2, 0, 16), np.float32) for _ in range(2 * TINY["layers"])]
+    out = sess.run(None, dict(zip(ins, [PROMPT] + past)))
+    np.testing.assert_allclose(out[0], logits, rtol=1e-4, atol=1e-4)
+    assert out[1].shape == (1, 2, PROMPT.shape[1], 16)
+
+
+def test_rewritten_interface(exported):
+    sess = cge.InferenceSession(exported["concat", 13], kv_cache_max_len=MAX_LEN)
+    ins, outs = mdm.decoder_io_names(TINY["layers"])
+    assert [i.name for i in sess.get_inputs()] == ins + ["cache_position"]
+    assert [o.name for o in sess.get_outputs()] == outs
+    shapes = [i.shape for i in sess.get_inputs()]
+    assert shapes[1:-1] == [["batch", 2, MAX_LEN, 16]] * (2 * TINY["layers"])
+    assert shapes[-1] == [1]
+    assert sess.get_inputs()[-1].type == "tensor(int64)"
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("mode", [None, "plan", "eager"])
+def test_tokens_equal_pytorch_and_the_static_form(tiny, exported, opset, mode):
+    dec, static = tiny
+    ref, logits = mdm.torch_greedy(dec, PROMPT, STEPS)
+    sess = cge.InferenceSession(exported["concat", opset], kv_cache_max_len=MAX_LEN,
+                                run_mode=mode)
+    got, first = mdm.static_greedy(mdm.rewritten_step(sess), static, PROMPT, STEPS)
+    assert got == ref
+    np.testing.assert_allclose(first, logits, rtol=1e-4, atol=1e-4)
+    ssess = cge.InferenceSession(exported["static", 13], run_mode=mode)
+    names = [i.name for i in ssess.get_inputs()]
+    sgot, sfirst = mdm.static_greedy(
+        lambda ids, pos, *c: ssess.run(None, dict(zip(names, (ids, pos) + c))),
+        static, PROMPT, STEPS)
+    assert sgot == got
+    np.testing.assert_allclose(first, sfirst, rtol=1e-4, atol=1e-5)
+
+
+def test_caches_hold_the_concat_presents(tiny, exported):
+    """Slot t of the rewritten model's caches holds PyTorch's key/value of
+    position t; the slots not written keep the caller's zeros."""
+    import torch
+    dec, static = tiny
+    sess = cge.InferenceSession(exported["concat", 13], kv_cache_max_len=MAX_LEN)
+    step = mdm.rewritten_step(sess)
+    caches = mdm.static_cache(static)
+    n = PROMPT.shape[1]
+    _, *caches = step(PROMPT, np.array([0], np.int64), *caches)
+    _, *caches = step(np.array([[5]], np.int64), np.array([n], np.int64), *caches)
+    blk = dec.blocks[0]
+    past = [torch.zeros(1, blk.heads, 0, blk.head_dim) for _ in range(2 * len(dec.blocks))]
+    with torch.no_grad():
+        out = dec(torch.from_numpy(PROMPT), *past)
+        out = dec(torch.tensor([[5]]), *out[1:])
+    for i, c in enumerate(caches):
+        np.testing.assert_allclose(c[:, :, :n + 1], out[1 + i].numpy(), rtol=1e-4, atol=1e-5)
+        assert not c[:, :, n + 1:].any()
+
+
+def test_bound_caches_replay_in_place(tiny, exported):
+    """bench/dynamic.py's bound mode: each cache one array bound as past and
+    present; every step after the first replays, writes its slot into the
+    caller's arrays, and the tokens are PyTorch's."""
+    dec, static = tiny
+    ref, _ = mdm.torch_greedy(dec, PROMPT, STEPS)
+    sess = cge.InferenceSession(exported["concat", 13], kv_cache_max_len=MAX_LEN)
+    ins = [i.name for i in sess.get_inputs()]
+    outs = [o.name for o in sess.get_outputs()]
+    caches = mdm.static_cache(static)
+    out = sess.run(None, dict(zip(ins, [PROMPT] + caches + [np.array([0], np.int64)])))
+    for c, x in zip(caches, out[1:]):
+        c[...] = x
+    ids, pos = np.empty((1, 1), np.int64), np.empty(1, np.int64)
+    logits = np.empty((1, 1, TINY["vocab"]), np.float32)
+    io = sess.io_binding()
+    io.bind_cpu_input("input_ids", ids)
+    io.bind_cpu_input("cache_position", pos)
+    io.bind_ortvalue_output("logits", cge.OrtValue(logits))
+    for past, present, c in zip(ins[1:-1], outs[1:], caches):
+        io.bind_cpu_input(past, c)
+        io.bind_ortvalue_output(present, cge.OrtValue(c))
+    tokens = [int(out[0][0, -1].argmax())]
+    n = PROMPT.shape[1]
+    for i in range(STEPS):
+        ids[0, 0], pos[0] = tokens[-1], n + i
+        before = [c[:, :, n + i].copy() for c in caches]
+        sess.run_with_iobinding(io)
+        tokens.append(int(logits[0, -1].argmax()))
+        assert sess.last_run_mode() == "replay" or i == 0
+        assert all(not np.array_equal(b, c[:, :, n + i]) for b, c in zip(before, caches))
+    assert tokens == ref
+
+
+def test_a_step_past_the_end_is_an_error(tiny, exported):
+    _, static = tiny
+    sess = cge.InferenceSession(exported["concat", 13], kv_cache_max_len=MAX_LEN)
+    step = mdm.rewritten_step(sess)
+    with pytest.raises(cge.Error, match="ScatterElements"):
+        step(np.array([[1]], np.int64), np.array([MAX_LEN], np.int64), *mdm.static_cache(static))
+
+
+def test_the_static_form_itself_is_refused(exported):
+    with pytest.raises(cge.Error, match=r"\[meta\] kv_cache_max_len: .*no concat-form cache"):
+        cge.InferenceSession(exported["static", 13], kv_cache_max_len=MAX_LEN)
+
+
+def test_an_unknown_use_of_the_length_names_the_construct(tmp_path):
+    """A graph that reads the cache length as data (here a Mul of the
+    activations by it) cannot be rewritten: the error names the node."""
+    import torch
+
+    class Odd(torch.nn.Module):
+        def forward(self, x, past):
+            k = torch.cat([past, x], 2)
+            scale = k.size(2)
+            return torch.softmax(torch.matmul(x, k.transpose(-1, -2)), -1) * scale, k
+
+    path = str(tmp_path / "odd.onnx")
+    torch.onnx.export(Odd(), (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 5, 4)), path,
+                      opset_version=13, input_names=["x", "past"], output_names=["y", "present"],
+                      dynamic_axes={"x": {2: "seq"}, "past": {2: "past_len"},
+                                    "y": {2: "seq"}, "present": {2: "total"}})
+    with pytest.raises(cge.Error) as e:
+        cge.InferenceSession(path, kv_cache_max_len=8)
+    msg = str(e.value)
+    assert "[meta] kv_cache_max_len: the length of cache 'past' reaches" in msg
+    assert "a length used as data or as a shape" in msg
+    # The same graph without the option runs as exported.
+    sess = cge.InferenceSession(path)
+    y, present = sess.run(None, {"x": np.ones((1, 2, 3, 4), np.float32),
+                                 "past": np.ones((1, 2, 5, 4), np.float32)})
+    assert present.shape == (1, 2, 8, 4)
+
+
+def test_compile_option_runs_the_pass(exported):
+    """cge_compile with kv_cache_max_len (the pass manager's prepare pass):
+    the plan's graph has the static interface."""
+    import ctypes
+    from cge import _lib
+    lib = _lib.lib
+    lib.cge_plan_graph.restype, lib.cge_plan_graph.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    lib.cge_graph_num_inputs.restype = ctypes.c_int32
+    lib.cge_graph_num_inputs.argtypes = [ctypes.c_void_p]
+    lib.cge_graph_input.restype = ctypes.c_char_p
+    lib.cge_graph_input.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    graph = ctypes.c_void_p()
+    assert lib.cge_onnx_import_file(os.fsencode(exported["concat", 13]), None,
+                                    ctypes.byref(graph)) == 0
+    try:
+        for max_len, want in ((0, None), (MAX_LEN, "cache_position")):
+            co = _lib.CompileOptions()
+            co.allow_incomplete = True
+            co.kv_cache_max_len = max_len
+            plan = ctypes.c_void_p()
+            assert lib.cge_compile(graph, None, 0, ctypes.byref(co), ctypes.byref(plan)) == 0
+            pg = lib.cge_plan_graph(plan)
+            n = lib.cge_graph_num_inputs(pg)
+            last = lib.cge_graph_input(pg, n - 1).decode()
+            lib.cge_plan_destroy(plan)
+            assert (last == "cache_position") == (want is not None)
+            assert n == 1 + 2 * TINY["layers"] + (want is not None)
+    finally:
+        lib.cge_graph_destroy(graph)
+
+
+def _arange_mask_decoder():
+    """A second export style: no causal buffer; the mask is built from
+    positions (key slots arange(total) <= query positions arange(past, past
+    + seq)) and added to the scores, Llama-like, one fused qkv projection."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads, self.head_dim = heads, d // heads
+            self.ln, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+        def forward(self, x, past_k, past_v, q_pos):
+            b, s, d = x.shape
+            q, k, v = (t.view(b, s, self.heads, self.head_dim).transpose(1, 2)
+                       for t in self.qkv(self.ln(x)).split(d, -1))
+            k, v = torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
+            allowed = torch.arange(k.size(2)).unsqueeze(0) <= q_pos.unsqueeze(1)
+            bias = torch.where(allowed, torch.tensor(0.0), torch.tensor(-1e9))
+            w = torch.matmul(q, k.transpose(-1, -2)) * self.head_dim ** -0.5 + bias
+            a = torch.matmul(torch.softmax(w, -1), v).transpose(1, 2).reshape(b, s, d)
+            return x + self.o(a), k, v
+
+    class Decoder(nn.Module):
+        def __init__(self, layers=2, d=32, heads=2, vocab=50, max_pos=64):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(max_pos, d)
+            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+            self.head = nn.Linear(d, vocab)
+
+        def forward(self, ids, *past):
+            p = past[0].size(2)
+            q_pos = torch.arange(p, p + ids.size(1))
+            x = self.tok(ids) + self.pos(q_pos).unsqueeze(0)
+            presents = []
+            for i, blk in enumerate(self.blocks):
+                x, k, v = blk(x, past[2 * i], past[2 * i + 1], q_pos)
+                presents += [k, v]
+            return (self.head(x), *presents)
+
+    torch.manual_seed(5)
+    return Decoder().eval()
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_a_position_mask_export_is_rewritten(tmp_path, opset):
+    """The second style: Range over the key slots (all max_len of them), the
+    query positions pos + arange(seq), an additive mask (the rewrite adds
+    a Where before the Softmax). Tokens equal PyTorch's, plain and bound."""
+    import types
+    dec = _arange_mask_decoder()
+    path = str(tmp_path / "arange.onnx")
+    mdm.export_concat(dec, path, opset=opset)
+    shapes = types.SimpleNamespace(dec=dec, max_len=MAX_LEN)
+    ref, logits = mdm.torch_greedy(dec, PROMPT, STEPS)
+    sess = cge.InferenceSession(path, kv_cache_max_len=MAX_LEN)
+    got, first = mdm.static_greedy(mdm.rewritten_step(sess), shapes, PROMPT, STEPS)
+    assert got == ref
+    np.testing.assert_allclose(first, logits, rtol=1e-4, atol=1e-4)
