@@ -222,16 +222,19 @@ def test_compile_option_runs_the_pass(exported):
         lib.cge_graph_destroy(graph)
 
 
-def _arange_mask_decoder():
+def _arange_mask_decoder(masked=True):
     """A second export style: no causal buffer; the mask is built from
     positions (key slots arange(total) <= query positions arange(past, past
-    + seq)) and added to the scores, Llama-like, one fused qkv projection."""
+    + seq)) and added to the scores, Llama-like, one fused qkv projection.
+    masked=False: no mask at all (every token sees every key, the prompt's
+    included), so only the rewrite's own mask hides the unwritten slots."""
     import torch
     from torch import nn
 
     class Block(nn.Module):
         def __init__(self, d, heads):
             super().__init__()
+            self.masked = masked
             self.heads, self.head_dim = heads, d // heads
             self.ln, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
 
@@ -242,7 +245,9 @@ def _arange_mask_decoder():
             k, v = torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
             allowed = torch.arange(k.size(2)).unsqueeze(0) <= q_pos.unsqueeze(1)
             bias = torch.where(allowed, torch.tensor(0.0), torch.tensor(-1e9))
-            w = torch.matmul(q, k.transpose(-1, -2)) * self.head_dim ** -0.5 + bias
+            w = torch.matmul(q, k.transpose(-1, -2)) * self.head_dim ** -0.5
+            if self.masked:
+                w = w + bias
             a = torch.matmul(torch.softmax(w, -1), v).transpose(1, 2).reshape(b, s, d)
             return x + self.o(a), k, v
 
@@ -267,13 +272,14 @@ def _arange_mask_decoder():
     return Decoder().eval()
 
 
-@pytest.mark.parametrize("opset", [13, 17])
-def test_a_position_mask_export_is_rewritten(tmp_path, opset):
+@pytest.mark.parametrize("opset,masked", [(13, True), (17, True), (13, False)])
+def test_a_position_mask_export_is_rewritten(tmp_path, opset, masked):
     """The second style: Range over the key slots (all max_len of them), the
-    query positions pos + arange(seq), an additive mask (the rewrite adds
-    a Where before the Softmax). Tokens equal PyTorch's, plain and bound."""
+    query positions pos + arange(seq), an additive mask or none (the rewrite
+    adds a Where before the Softmax: without it the unwritten slots' zero
+    keys would take weight and change the tokens). Tokens equal PyTorch's."""
     import types
-    dec = _arange_mask_decoder()
+    dec = _arange_mask_decoder(masked)
     path = str(tmp_path / "arange.onnx")
     mdm.export_concat(dec, path, opset=opset)
     shapes = types.SimpleNamespace(dec=dec, max_len=MAX_LEN)
@@ -282,3 +288,127 @@ def test_a_position_mask_export_is_rewritten(tmp_path, opset):
     got, first = mdm.static_greedy(mdm.rewritten_step(sess), shapes, PROMPT, STEPS)
     assert got == ref
     np.testing.assert_allclose(first, logits, rtol=1e-4, atol=1e-4)
+
+
+def _gpt2_like_decoder():
+    """A third style, GPT-2-shaped: an attention_mask input [batch, past +
+    seq] added to the scores ((1 - mask) * -10000), a causal buffer made
+    with tril inside forward, a fused qkv projection."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, d=32, heads=2):
+            super().__init__()
+            self.heads, self.head_dim = heads, d // heads
+            self.ln, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+        def forward(self, x, pk, pv, amask):
+            b, n, d = x.shape
+            q, k, v = (t.view(b, n, self.heads, self.head_dim).transpose(1, 2)
+                       for t in self.qkv(self.ln(x)).split(d, -1))
+            k, v = torch.cat([pk, k], 2), torch.cat([pv, v], 2)
+            total = k.size(2)
+            causal = torch.tril(torch.ones(64, 64, dtype=torch.bool))[total - n:total, :total]
+            w = torch.where(causal, torch.matmul(q, k.transpose(-1, -2)) / 4.0,
+                            torch.tensor(-1e4))
+            w = w + (1.0 - amask[:, None, None, :]) * -10000.0
+            a = torch.matmul(torch.softmax(w, -1), v).transpose(1, 2).reshape(b, n, d)
+            return x + self.o(a), k, v
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(50, 32), nn.Embedding(64, 32)
+            self.blocks = nn.ModuleList([Block(), Block()])
+            self.head = nn.Linear(32, 50)
+
+        def forward(self, ids, amask, *past):
+            p = past[0].size(2)
+            x = self.tok(ids) + self.pos(torch.arange(p, p + ids.size(1))).unsqueeze(0)
+            presents = []
+            for i, blk in enumerate(self.blocks):
+                x, k, v = blk(x, past[2 * i], past[2 * i + 1], amask)
+                presents += [k, v]
+            return (self.head(x), *presents)
+
+    torch.manual_seed(0)
+    return Decoder().eval()
+
+
+def test_an_attention_mask_input_becomes_max_len(tmp_path):
+    """An input sized by the presents' length symbol (attention_mask [batch,
+    total_len]) is declared [batch, max_len] after the rewrite: a shorter
+    mask is a [session] error naming it, and with a mask of ones over the
+    max_len slots the tokens are PyTorch's (the rewrite's mask hides the
+    slots not written)."""
+    import torch
+    dec = _gpt2_like_decoder()
+    ins, outs = mdm.decoder_io_names(2)
+    ins = [ins[0], "attention_mask"] + ins[1:]
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"},
+            "attention_mask": {0: "batch", 1: "total_len"}}
+    axes.update({n: {0: "batch", 2: "past_len"} for n in ins[2:]})
+    axes.update({n: {0: "batch", 2: "total_len"} for n in outs[1:]})
+    path = str(tmp_path / "gpt2_like.onnx")
+    past = tuple(torch.zeros(1, 2, 3, 16) for _ in range(4))
+    torch.onnx.export(dec, (torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 7)) + past, path,
+                      opset_version=13, input_names=ins, output_names=outs, dynamic_axes=axes)
+    sess = cge.InferenceSession(path, kv_cache_max_len=MAX_LEN)
+    assert sess.get_inputs()[1].shape == ["batch", MAX_LEN]
+    names = [i.name for i in sess.get_inputs()]
+    caches = [np.zeros((1, 2, MAX_LEN, 16), np.float32) for _ in range(4)]
+    with pytest.raises(cge.Error, match="attention_mask"):
+        sess.run(None, dict(zip(names, [PROMPT, np.ones((1, 5), np.float32)] + caches
+                                + [np.array([0], np.int64)])))
+    ones = np.ones((1, MAX_LEN), np.float32)
+    # PyTorch: the concat form with a growing mask of ones.
+    with torch.no_grad():
+        out = dec(torch.from_numpy(PROMPT), torch.ones(1, PROMPT.shape[1]),
+                  *[torch.zeros(1, 2, 0, 16)] * 4)
+        ref = [int(out[0][0, -1].argmax())]
+        for i in range(STEPS):
+            out = dec(torch.tensor([[ref[-1]]]), torch.ones(1, PROMPT.shape[1] + i + 1), *out[1:])
+            ref.append(int(out[0][0, -1].argmax()))
+    logits, *caches = sess.run(None, dict(zip(names, [PROMPT, ones] + caches +
+                                              [np.array([0], np.int64)])))
+    got = [int(logits[0, -1].argmax())]
+    for i in range(STEPS):
+        logits, *caches = sess.run(None, dict(zip(names, [np.array([[got[-1]]]), ones] + caches +
+                                                  [np.array([PROMPT.shape[1] + i], np.int64)])))
+        got.append(int(logits[0, -1].argmax()))
+    assert got == ref
+
+
+def test_cli_kv_cache_max_len(exported, tmp_path):
+    """cge compile / run with --kv-cache-max-len: the .cgm has the static
+    interface and its prefill logits are the session's; misuse is refused."""
+    import subprocess
+    cli = os.path.join(os.path.dirname(cge.library_path), "cge")
+    assert os.path.isfile(cli), cli
+
+    def run(*args, rc=0):
+        p = subprocess.run([cli] + [str(a) for a in args], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == rc, (args, p.stdout, p.stderr)
+        return p.stderr
+    cgm = tmp_path / "rw.cgm"
+    run("compile", exported["concat", 13], "--kv-cache-max-len", MAX_LEN, "-o", cgm)
+    inputs = {"input_ids": PROMPT, "cache_position": np.array([0], np.int64)}
+    ins, _ = mdm.decoder_io_names(TINY["layers"])
+    for name in ins[1:]:
+        inputs[name] = np.zeros((1, 2, MAX_LEN, 16), np.float32)
+    args = []
+    for name, a in inputs.items():
+        np.save(tmp_path / (name + ".npy"), a)
+        args += ["--input", "%s=%s" % (name, tmp_path / (name + ".npy"))]
+    out = tmp_path / "out"
+    run("run", cgm, *args, "--output-dir", out)
+    sess = cge.InferenceSession(exported["concat", 13], kv_cache_max_len=MAX_LEN)
+    want = sess.run(None, inputs)
+    np.testing.assert_allclose(np.load(out / "logits.npy"), want[0], rtol=1e-5, atol=1e-6)
+    assert "no concat-form cache" in run("run", exported["static", 13], "--kv-cache-max-len",
+                                         MAX_LEN, rc=1)
+    assert "applies to .onnx" in run("run", cgm, "--kv-cache-max-len", MAX_LEN, rc=2)
+    assert "want a positive length" in run("run", exported["concat", 13], "--kv-cache-max-len",
+                                           0, rc=2)

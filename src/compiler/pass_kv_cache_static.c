@@ -58,6 +58,11 @@ typedef struct kv_rw {
      * new ones have no descriptor until the rewrite infers again. */
     int32_t alias_new[1024], alias_old[1024];
     int32_t num_alias;
+    /* The presents' declared length symbols (graph outputs, before the
+     * first inference replaced their descriptors): another input sized by
+     * one (an attention_mask [batch, past + seq]) is max_len long now. */
+    const int64_t *total_syms;
+    int32_t num_total_syms;
 } kv_rw;
 
 static cge_status unknown(const kv_rw *r, int32_t cache, const cge_node *n, const char *what)
@@ -691,7 +696,8 @@ static cge_status follow(kv_rw *r, const cc_uses *u, int32_t c, int32_t v, int32
     return CGE_OK;
 }
 
-static cge_status rewrite(cc_ctx *ctx, cge_graph *g, int64_t max_len)
+static cge_status rewrite(cc_ctx *ctx, cge_graph *g, int64_t max_len, const int64_t *total_syms,
+                          int32_t num_total_syms)
 {
     if (max_len <= 0)
         return cge_error(CGE_LAYER_META, CGE_ERR_INVALID_ARG,
@@ -704,6 +710,7 @@ static cge_status rewrite(cc_ctx *ctx, cge_graph *g, int64_t max_len)
     if (!r)
         return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "kv_cache_max_len: out of memory");
     r->ctx = ctx, r->g = g, r->max_len = max_len;
+    r->total_syms = total_syms, r->num_total_syms = num_total_syms;
     cc_uses u = {0};
     cge_status st = cc_uses_build(&u, g);
     if (!st)
@@ -730,6 +737,20 @@ static cge_status rewrite(cc_ctx *ctx, cge_graph *g, int64_t max_len)
     }
     for (int32_t c = 0; !st && c < r->num_caches; c++)
         st = write_in_place(r, &r->caches[c]);
+    for (int32_t i = 0; !st && i < cge_graph_num_inputs(g); i++) {
+        int32_t id = cge_graph_value_id(g, cge_graph_input(g, i));
+        bool cache = false;
+        for (int32_t c = 0; c < r->num_caches; c++)
+            cache |= r->caches[c].past == id;
+        cge_tensor_desc d = desc(r, id);
+        bool changed = false;
+        for (int32_t k = 0; !cache && k < d.shape.rank; k++)
+            for (int32_t t = 0; t < r->num_total_syms; t++)
+                if (d.shape.dims[k] < CGE_DIM_DYNAMIC && d.shape.dims[k] == r->total_syms[t])
+                    d.shape.dims[k] = r->max_len, changed = true;
+        if (changed)
+            st = cge_graph_set_desc(g, d.name, d.dtype, &d.shape);
+    }
     for (int32_t c = 0; !st && c < r->num_caches; c++) {
         st = seed(r, &u, c, r->caches[c].past, false);
         if (!st)
@@ -768,7 +789,29 @@ cge_status cc_pass_kv_cache_static(cc_ctx *ctx, cge_graph *g)
 {
     if (ctx->opts.kv_cache_max_len <= 0)
         return CGE_OK;
-    return rewrite(ctx, g, ctx->opts.kv_cache_max_len);
+    return rewrite(ctx, g, ctx->opts.kv_cache_max_len, NULL, 0);
+}
+
+/* The declared length symbol of each graph output that a Concat makes from
+ * a graph input (a present, before inference describes it). */
+static int32_t total_symbols(const cge_graph *g, int64_t *syms, int32_t cap)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < cge_graph_num_outputs(g) && n < cap; i++) {
+        cge_node *cat = cge_graph_producer(g, cge_graph_output(g, i));
+        cge_tensor_desc d;
+        if (!cat || !cc_is_op(cat, "Concat") || cge_node_num_inputs(cat) != 2 ||
+            cge_graph_value_kind(g, cge_node_input_id(cat, 0)) != CGE_VALUE_INPUT ||
+            cge_graph_get_desc(g, cge_graph_output(g, i), &d))
+            continue;
+        int64_t axis = cge_attrs_get_int(cge_node_attrs_const(cat), "axis", 0);
+        if (axis < 0)
+            axis += d.shape.rank;
+        if (axis >= 0 && axis < d.shape.rank && d.shape.dims[axis] < CGE_DIM_DYNAMIC)
+            syms[n++] = d.shape.dims[axis];
+    }
+    cge_clear_error();
+    return n;
 }
 
 cge_status cge_graph_kv_cache_static(cge_graph *g, int64_t max_len)
@@ -778,9 +821,11 @@ cge_status cge_graph_kv_cache_static(cge_graph *g, int64_t max_len)
     cc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "kv_cache_max_len: out of memory");
+    int64_t syms[KV_MAX_CACHES];
+    int32_t ns = total_symbols(g, syms, KV_MAX_CACHES);
     cge_status st = cc_pass_infer(ctx, g);
     if (!st)
-        st = rewrite(ctx, g, max_len);
+        st = rewrite(ctx, g, max_len, syms, ns);
     cc_forget_known(ctx);
     cge_stream_destroy(ctx->stream);
     if (ctx->own_dev)
