@@ -31,6 +31,7 @@ typedef struct kv_cache {
     int32_t axis, rank;
     int32_t seq;                    /* scalar int64: fresh's length along axis */
     int32_t valid;                  /* bool [max_len]: slot < pos + seq (key caches) */
+    int32_t index;                  /* the scatter's index (shared by caches alike) */
     const char *past_name;
 } kv_cache;
 
@@ -451,7 +452,9 @@ static cge_status seed(kv_rw *r, const cc_uses *u, int32_t c, int32_t id, bool t
 }
 
 /* The caches: a graph input whose only readers are Shapes and one
- * Concat(past, new) along a non-static axis, that Concat a graph output. */
+ * Concat(past, new), that Concat a graph output. (A past of fixed length is
+ * a cache too: the user asked for the rewrite, and what reads the present is
+ * checked below.) */
 static cge_status find_caches(kv_rw *r, const cc_uses *u)
 {
     cge_graph *g = r->g;
@@ -474,8 +477,8 @@ static cge_status find_caches(kv_rw *r, const cc_uses *u)
         int64_t axis = cge_attrs_get_int(cge_node_attrs_const(cat), "axis", 0);
         if (axis < 0)
             axis += pd.shape.rank;
-        if (axis < 0 || axis >= pd.shape.rank || pd.shape.dims[axis] >= 0)
-            continue;   /* a concat along a fixed axis: no cache */
+        if (axis < 0 || axis >= pd.shape.rank)
+            continue;
         if (r->num_caches == KV_MAX_CACHES)
             return cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED,
                              "kv_cache_max_len: more than %d caches", KV_MAX_CACHES);
@@ -489,15 +492,17 @@ static cge_status find_caches(kv_rw *r, const cc_uses *u)
         r->caches[r->num_caches++] = (kv_cache){
             .past = id, .present = cge_node_output_id(cat, 0), .fresh = cge_node_input_id(cat, 1),
             .axis = (int32_t)axis, .rank = pd.shape.rank, .past_name = cge_graph_input(g, i),
-            .valid = -1};
+            .valid = -1, .index = -1};
     }
     if (!r->num_caches)
         return cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED,
                          "kv_cache_max_len: graph '%s' has no concat-form cache (a graph input "
-                         "concatenated with new values along a dynamic axis into a graph output)",
+                         "concatenated with new values into a graph output)",
                          cge_graph_name(g));
     return CGE_OK;
 }
+
+static cge_status make_index(kv_rw *r, kv_cache *k);
 
 /* present = ScatterElements(past, pos + arange(seq) along the axis, new). */
 static cge_status write_in_place(kv_rw *r, kv_cache *k)
@@ -509,6 +514,44 @@ static cge_status write_in_place(kv_rw *r, kv_cache *k)
     cge_status st = cge_graph_set_desc(g, k->past_name, pd.dtype, &pd.shape);
     if (st)
         return st;
+    /* Caches whose new values have the same shape (symbols included: keys
+     * and values, every layer) share one index: fewer kernels per step. */
+    cge_tensor_desc fd = desc(r, k->fresh);
+    bool known = fd.shape.rank == k->rank;
+    for (int32_t i = 0; known && i < fd.shape.rank; i++)
+        known = fd.shape.dims[i] != CGE_DIM_DYNAMIC;
+    for (kv_cache *o = r->caches; known && o < k; o++) {
+        cge_tensor_desc od = desc(r, o->fresh);
+        if (o->axis == k->axis && o->index >= 0 && cge_shape_equal(&od.shape, &fd.shape)) {
+            k->seq = o->seq, k->index = o->index;
+            break;
+        }
+    }
+    int32_t idx = k->index;
+    if (idx < 0) {
+        st = make_index(r, k);
+        idx = k->index;
+    }
+    if (st || idx < 0)
+        return st ? st : cge_last_error_status();
+    const char *present = cge_graph_value_name(g, k->present);
+    const char *ins[3] = {k->past_name, vname(r, idx), vname(r, k->fresh)};
+    char nb[96];
+    snprintf(nb, sizeof nb, "%.80s/kv_write", cge_node_name(cat));
+    if ((st = cge_graph_remove_node(g, cat)))
+        return st;
+    cge_node *sc = NULL;
+    st = cge_graph_add_node(g, "ScatterElements", NULL, nb, ins, 3, &present, 1, &sc);
+    if (!st)
+        st = cge_node_set_int(sc, "axis", k->axis);
+    r->ctx->fused++;
+    return st;
+}
+
+/* The cache's seq (scalar) and the scatter's index pos + arange(seq) along
+ * the axis, expanded to the new values' shape. */
+static cge_status make_index(kv_rw *r, kv_cache *k)
+{
     int32_t shape = mk(r, "Shape", &k->fresh, 1, NULL);
     int32_t ax = kint(r, CGE_I64, 0, k->axis);
     int32_t gi[2] = {shape, ax};
@@ -528,21 +571,8 @@ static cge_status write_in_place(kv_rw *r, kv_cache *k)
     int32_t rs[2] = {at, to};
     int32_t col = at < 0 || to < 0 ? -1 : mk(r, "Reshape", rs, 2, NULL);
     int32_t ex[2] = {col, shape};
-    int32_t idx = col < 0 ? -1 : mk(r, "Expand", ex, 2, NULL);
-    if (idx < 0)
-        return cge_last_error_status();
-    const char *present = cge_graph_value_name(g, k->present);
-    const char *ins[3] = {k->past_name, vname(r, idx), vname(r, k->fresh)};
-    char nb[96];
-    snprintf(nb, sizeof nb, "%.80s/kv_write", cge_node_name(cat));
-    if ((st = cge_graph_remove_node(g, cat)))
-        return st;
-    cge_node *sc = NULL;
-    st = cge_graph_add_node(g, "ScatterElements", NULL, nb, ins, 3, &present, 1, &sc);
-    if (!st)
-        st = cge_node_set_int(sc, "axis", k->axis);
-    r->ctx->fused++;
-    return st;
+    k->index = col < 0 ? -1 : mk(r, "Expand", ex, 2, NULL);
+    return k->index < 0 ? cge_last_error_status() : CGE_OK;
 }
 
 /* Nodes none of whose results is read any more (the old length arithmetic). */
