@@ -4,30 +4,15 @@
 # in plain runs and with the caches bound in place (replays); a graph the
 # rewrite does not know is a [meta] error naming the construct; without the
 # option the graph keeps its interface.
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
 import cge
-
-ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TINY = dict(layers=2, d_model=32, heads=2, vocab=50, max_pos=64, ff=64)
-MAX_LEN = 24
-PROMPT = np.array([[7, 3, 41, 0, 18]], np.int64)
-STEPS = 12
-
-
-def _load_maker():
-    spec = importlib.util.spec_from_file_location(
-        "make_dynamic_models", os.path.join(ROOT, "scripts", "make_dynamic_models.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mdm = _load_maker()
+# The tiny decoder's sizes, prompt and the model maker: the static export's
+# tests (test_static_cache.py) use the same, so both forms compare alike.
+from test_static_cache import MAX_LEN, PROMPT, STEPS, TINY, mdm
 
 
 @pytest.fixture(scope="module")

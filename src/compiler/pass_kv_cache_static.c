@@ -461,9 +461,11 @@ static cge_status find_caches(kv_rw *r, const cc_uses *u)
     for (int32_t i = 0; i < cge_graph_num_inputs(g); i++) {
         int32_t id = cge_graph_value_id(g, cge_graph_input(g, i));
         int32_t nu = cc_uses_count(u, id);
-        cc_use uses[64];
-        if (nu < 1 || nu > 64)
+        if (nu < 1)
             continue;
+        cc_use *uses = malloc(sizeof *uses * (size_t)nu);
+        if (!uses)
+            return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "kv_cache_max_len: out of memory");
         nu = cc_uses_list(u, id, uses, nu);
         cge_node *cat = NULL;
         for (int32_t k = 0; k < nu; k++)
@@ -471,24 +473,26 @@ static cge_status find_caches(kv_rw *r, const cc_uses *u)
                 cge_node_num_inputs(uses[k].node) == 2 &&
                 cge_graph_value_is_output(g, cge_node_output_id(uses[k].node, 0)))
                 cat = uses[k].node;
-        if (!cat)
-            continue;
         cge_tensor_desc pd = desc(r, id);
-        int64_t axis = cge_attrs_get_int(cge_node_attrs_const(cat), "axis", 0);
-        if (axis < 0)
+        int64_t axis = cat ? cge_attrs_get_int(cge_node_attrs_const(cat), "axis", 0) : -1;
+        if (axis < 0 && cat)
             axis += pd.shape.rank;
-        if (axis < 0 || axis >= pd.shape.rank)
+        cge_node *other = NULL;
+        for (int32_t k = 0; cat && k < nu; k++)
+            if (uses[k].node != cat && !cc_is_op(uses[k].node, "Shape"))
+                other = uses[k].node;
+        free(uses);
+        if (!cat || axis < 0 || axis >= pd.shape.rank)
             continue;
         if (r->num_caches == KV_MAX_CACHES)
             return cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED,
                              "kv_cache_max_len: more than %d caches", KV_MAX_CACHES);
-        for (int32_t k = 0; k < nu; k++)
-            if (uses[k].node != cat && !cc_is_op(uses[k].node, "Shape"))
-                return cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED,
-                                 "kv_cache_max_len: cache input '%s' is read by %s '%s' besides its "
-                                 "Concat '%s'; the rewrite knows only Shape readers",
-                                 cge_graph_input(g, i), cge_node_op_type(uses[k].node),
-                                 cge_node_name(uses[k].node), cge_node_name(cat));
+        if (other)
+            return cge_error(CGE_LAYER_META, CGE_ERR_UNSUPPORTED,
+                             "kv_cache_max_len: cache input '%s' is read by %s '%s' besides its "
+                             "Concat '%s'; the rewrite knows only Shape readers",
+                             cge_graph_input(g, i), cge_node_op_type(other),
+                             cge_node_name(other), cge_node_name(cat));
         r->caches[r->num_caches++] = (kv_cache){
             .past = id, .present = cge_node_output_id(cat, 0), .fresh = cge_node_input_id(cat, 1),
             .axis = (int32_t)axis, .rank = pd.shape.rank, .past_name = cge_graph_input(g, i),
