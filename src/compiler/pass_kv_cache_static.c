@@ -9,7 +9,7 @@
 
 #include "compiler/compiler_internal.h"
 
-/* The construct (docs/guide.md, "A pass from the concat form"):
+/* The construct (docs/guide.md, "From the concat form"):
  *   present = Concat(past, new, axis a)      past a graph input, present an output
  *   Shape(past)[a]     the past length  ->  pos (the value of cache_position)
  *   Shape(present)[a]  the total length ->  pos + seq, or max_len as an extent
