@@ -203,6 +203,25 @@ def test_compile_option_runs_the_pass(exported):
             lib.cge_plan_destroy(plan)
             assert (last == "cache_position") == (want is not None)
             assert n == 1 + 2 * TINY["layers"] + (want is not None)
+        # Static shapes of the concat interface (any past length): a
+        # complete plan of the static form.
+        shapes = (_lib.Shape * (1 + 2 * TINY["layers"]))()
+        for k, dims in enumerate([[1, 1]] + [[1, 2, 7, 16]] * (2 * TINY["layers"])):
+            shapes[k].rank = len(dims)
+            for j, d in enumerate(dims):
+                shapes[k].dims[j] = d
+        co = _lib.CompileOptions()
+        co.kv_cache_max_len = MAX_LEN
+        plan = ctypes.c_void_p()
+        assert lib.cge_compile(graph, shapes, len(shapes), ctypes.byref(co),
+                               ctypes.byref(plan)) == 0
+        lib.cge_plan_is_complete.restype = ctypes.c_bool
+        lib.cge_plan_is_complete.argtypes = [ctypes.c_void_p]
+        try:
+            assert lib.cge_plan_is_complete(plan)
+            assert lib.cge_graph_num_inputs(lib.cge_plan_graph(plan)) == len(shapes) + 1
+        finally:
+            lib.cge_plan_destroy(plan)
     finally:
         lib.cge_graph_destroy(graph)
 
