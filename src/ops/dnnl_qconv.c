@@ -398,6 +398,11 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
     c->Mo = c->G * mg; /* oneDNN's output channels */
     plan_slices(d, c, bands, bands_ok);
     c->rows_q = d->N / c->nslice;
+    /* A product of too few rows to slice and little work (a classifier's
+     * one row): one thread, where starting oneDNN's team costs more than
+     * it saves and on a loaded machine its spinning takes the cores. */
+    if (d->matmul && c->nslice == 1 && (double)d->N * (double)d->C * (double)d->M < 4e6)
+        c->threads = 1;
     int ok = dnnl_engine_create(&c->engine, dnnl_cpu, 0) == dnnl_success &&
              dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_s32, dnnl_x) == dnnl_success;
