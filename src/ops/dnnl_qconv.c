@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #ifdef CGE_HAVE_DNNL
+#include <pthread.h>
 #include <string.h>
 
 #include "ops/dnnl_common.h"
@@ -22,8 +23,9 @@ enum { W_PLAIN, W_SHIFT, W_COMP };
 /* src and dst are the caller's buffers when the primitive takes their layout
  * (channels-last, or a matmul's rows); otherwise the *_user memories wrap the
  * caller's plain tensors and reorders move data in and out. The weights live
- * in a block shared through cge_kernel_shared_get. oneDNN keeps its scratch
- * itself (library mode): a buffer made once and reused by later runs. */
+ * in a block shared through cge_kernel_shared_get. Unsliced, oneDNN keeps
+ * its scratch itself (library mode): a buffer made once and reused by later
+ * runs; a slice's comes from the running thread's buffer (thread_scratch). */
 struct cge__dnnl_qconv {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
@@ -53,7 +55,7 @@ struct cge__dnnl_qconv {
     float lo, hi;
     /* A matrix product of enough rows is cut into nslice slices of rows_q
      * rows, one per block of cge's pool, each a one-thread run of the one
-     * primitive with memories, stream and scratch of its own: oneDNN's
+     * primitive with memories and stream of its own: oneDNN's
      * OpenMP team is not started (as MatMulBF16; on the shared machine its
      * spinning workers made the int8 encoder 8x slower at 2 threads). */
     int nslice;
@@ -67,7 +69,7 @@ struct cge__dnnl_qconv {
     struct qmm_slot {
         dnnl_stream_t stream;
         dnnl_memory_t src, dst, wei, bias, scratch;
-        void *scratch_buf;
+        size_t scratch_bytes;      /* taken from the running thread's buffer */
         dnnl_primitive_desc_t pd;  /* a band's own (band 0: c->pd) */
         dnnl_primitive_t prim;
         int64_t x_off, y_off, r0, r1; /* bytes into x and y; its rows of y */
@@ -95,7 +97,6 @@ void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)
         for (size_t k = 0; k < sizeof m / sizeof m[0]; k++)
             dnnl_memory_destroy(m[k]);
         dnnl_stream_destroy(q->stream);
-        free(q->scratch_buf);
         dnnl_primitive_destroy(q->prim);
         dnnl_primitive_desc_destroy(q->pd);
     }
@@ -490,8 +491,8 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
                                 c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
              dnnl_memory_create(&q->wei, cw, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
              dnnl_memory_create(&q->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-             (q->scratch_buf = malloc(sb ? sb : 1)) != NULL &&
-             dnnl_memory_create(&q->scratch, spd, c->engine, q->scratch_buf) == dnnl_success;
+             dnnl_memory_create(&q->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
+        q->scratch_bytes = sb;
         slice_offsets(d, c, &bands[i], q, i);
     }
     if (ok && c->xcomp)
@@ -623,6 +624,55 @@ int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads)
     return c->nslice;
 }
 
+/* The scratch of a slice, from a buffer of the running thread's own that
+ * grows to the largest one asked (as oneDNN's own library-mode scratchpad):
+ * a thread runs one slice at a time, and one buffer per thread of the pool
+ * costs far less than one per slice of every layer. Freed at thread exit. */
+typedef struct tscratch {
+    void *p;
+    size_t n;
+} tscratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *v)
+{
+    tscratch *t = v;
+    free(t->p);
+    free(t);
+}
+
+static void scratch_init(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+static void *thread_scratch(size_t n)
+{
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_key_ok)
+        return NULL;
+    tscratch *t = pthread_getspecific(scratch_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t)) || pthread_setspecific(scratch_key, t)) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (t->n < n || !t->p) {
+        size_t bytes = ((n ? n : 1) + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, bytes);
+        if (!p)
+            return NULL;
+        free(t->p);
+        t->p = p;
+        t->n = bytes;
+    }
+    return t->p;
+}
+
 /* One slice (rows of a matrix product, a band of a convolution's output
  * rows) on the calling thread. */
 static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y,
@@ -632,8 +682,10 @@ static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bi
     int comp = c->mode == W_COMP;
     void *w = NULL;
     bias = run_bias(c, bias, blk);
+    void *scratch = thread_scratch(q->scratch_bytes);
     int saved = cge__dnnl_omp_enter(1);
-    int ok = dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
+    int ok = scratch && dnnl_memory_set_data_handle(q->scratch, scratch) == dnnl_success &&
+             dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
              dnnl_memory_set_data_handle(q->wei, w) == dnnl_success &&
              dnnl_memory_set_data_handle(q->src, (char *)x + q->x_off) == dnnl_success &&
              dnnl_memory_set_data_handle(q->dst, (comp ? (char *)c->acc : (char *)y) + q->y_off) ==
