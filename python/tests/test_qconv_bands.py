@@ -11,29 +11,12 @@ import pytest
 import cge
 from onnx import helper
 
-from test_quant_int8 import const, fused_ops, model, quantize, saturate
+from test_quant_int8 import const, conv_int, fused_ops, model, qdq_conv_graph, quantize, saturate
+from test_quant_int8 import run as run_inputs
 
 
 def conv_ref(xq, w, stride, dil, pads, group):
-    """exact int64 convolution of zero-point-free values, NCHW; pads (t, l, b, r)."""
-    n, c, h, wd = xq.shape
-    m, cg, kh, kw = w.shape
-    xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]), np.int64)
-    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = xq
-    ekh, ekw = (kh - 1) * dil + 1, (kw - 1) * dil + 1
-    oh = (xp.shape[2] - ekh) // stride + 1
-    ow = (xp.shape[3] - ekw) // stride + 1
-    y = np.zeros((n, m, oh, ow), np.int64)
-    mg = m // group
-    for o in range(m):
-        g = o // mg
-        xs = xp[:, g * cg:(g + 1) * cg]
-        for i in range(kh):
-            for j in range(kw):
-                patch = xs[:, :, i * dil:i * dil + stride * oh:stride,
-                           j * dil:j * dil + stride * ow:stride]
-                y[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j].astype(np.int64))
-    return y
+    return conv_int(xq, w, stride, pads, group, dil)
 
 
 def requant(acc, mult, zp, dt, lo=None, hi=None):
@@ -87,29 +70,11 @@ def conv_case(case, rng, N=1):
     wsd = ws if per_ch else ws.reshape(())
     ys = np.float32(0.2)
     bq = rng.integers(-5000, 5000, M).astype(np.int32)
-    inits = [const("xs", xs), const("xz", np.array(xz, xt)), const("wq", wq), const("ws", wsd),
-             const("wz", wz), const("ys", ys), const("yz", np.array(yz, yt))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
-             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0)]
-    conv_in = ["xd", "wd"]
-    if with_b:
-        bs = (xs * ws).astype(np.float32)
-        inits += [const("bq", bq), const("bs", bs if per_ch else bs.reshape(())),
-                  const("bz", np.zeros(M if per_ch else (), np.int32))]
-        nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], axis=0))
-        conv_in.append("bd")
-    nodes.append(helper.make_node("Conv", conv_in, ["c"], group=G, strides=[S, S],
-                                  dilations=[D, D], pads=list(P), kernel_shape=[K, K]))
-    last = "c"
-    if act == "relu":
-        nodes.append(helper.make_node("Relu", ["c"], ["a"]))
-        last = "a"
-    elif act == "relu6":
-        inits += [const("lo", np.float32(0)), const("hi", np.float32(6))]
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["a"]))
-        last = "a"
-    nodes.append(helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["y"]))
+    bs = (xs * ws).astype(np.float32)
+    inits, nodes = qdq_conv_graph(xs, np.array(xz, xt), wq, wsd, wz, ys, np.array(yz, yt),
+                                  (bq, bs if per_ch else bs.reshape(())) if with_b else None, act,
+                                  group=G, strides=[S, S], dilations=[D, D], pads=list(P),
+                                  kernel_shape=[K, K])
     x = rng.normal(0, 2.5, size=(N, C, H, W)).astype(np.float32)
     m = model(nodes, {"x": x}, ["y"], inits)
     xq = quantize(x, xs, xz, xt).astype(np.int64) - xz
@@ -127,19 +92,7 @@ def conv_case(case, rng, N=1):
 
 
 def run(m, x, level, threads, dump=None):
-    import os
-    old = os.environ.get("CGE_DUMP_DIR")
-    if dump:
-        os.environ["CGE_DUMP_DIR"] = str(dump)
-    try:
-        s = cge.InferenceSession(m, opt_level=level, num_threads=threads)
-    finally:
-        if dump:
-            if old is None:
-                del os.environ["CGE_DUMP_DIR"]
-            else:
-                os.environ["CGE_DUMP_DIR"] = old
-    return s.run(None, {"x": x})
+    return run_inputs(m, {"x": x}, level=level, dump=dump, threads=threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
