@@ -33,12 +33,12 @@ def model(nodes, inputs, outputs, inits):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
 
-def run(m, inputs, level=None, dump=None):
+def run(m, inputs, level=None, dump=None, threads=0):
     old = os.environ.get("CGE_DUMP_DIR")
     if dump:
         os.environ["CGE_DUMP_DIR"] = str(dump)
     try:
-        s = cge.InferenceSession(m, opt_level=level)
+        s = cge.InferenceSession(m, opt_level=level, num_threads=threads)
     finally:
         if dump:
             if old is None:
@@ -63,14 +63,14 @@ def quantize(x, s, z, dt):
     return saturate(np.rint(x.astype(np.float32) / np.float32(s)) + z, dt)
 
 
-def conv_int(x, w, stride, pads, group):
+def conv_int(x, w, stride, pads, group, dil=1):
     """exact int64 convolution of zero-point-free values; pads = (t, l, b, r)."""
     n, c, h, wd = x.shape
     m, cg, kh, kw = w.shape
     xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]), np.int64)
     xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
-    oh = (xp.shape[2] - kh) // stride + 1
-    ow = (xp.shape[3] - kw) // stride + 1
+    oh = (xp.shape[2] - (kh - 1) * dil - 1) // stride + 1
+    ow = (xp.shape[3] - (kw - 1) * dil - 1) // stride + 1
     y = np.zeros((n, m, oh, ow), np.int64)
     mg = m // group
     for o in range(m):
@@ -78,7 +78,8 @@ def conv_int(x, w, stride, pads, group):
         xs = xp[:, g * cg:(g + 1) * cg]
         for i in range(kh):
             for j in range(kw):
-                patch = xs[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                patch = xs[:, :, i * dil:i * dil + stride * oh:stride,
+                           j * dil:j * dil + stride * ow:stride]
                 y[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j].astype(np.int64))
     return y
 
@@ -101,6 +102,33 @@ CONV_CASES = [
 ]
 
 
+def qdq_conv_graph(xs, xz, wq, ws, wz, ys, yz, bias, act, **conv_attrs):
+    """x -> Q -> DQ, DQ(wq) (per channel along axis 0), DQ(int32 bias) when
+    bias = (bq, bs), Conv, Relu / Clip(0, 6) for act "relu" / "clip", Q -> y."""
+    inits = [const("xs", xs), const("xz", xz), const("wq", wq), const("ws", ws),
+             const("wz", wz), const("ys", ys), const("yz", yz)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0)]
+    conv_in = ["xd", "wd"]
+    if bias is not None:
+        bq, bs = bias
+        inits += [const("bq", bq), const("bs", bs), const("bz", np.zeros(bs.shape, np.int32))]
+        nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], axis=0))
+        conv_in.append("bd")
+    nodes.append(helper.make_node("Conv", conv_in, ["c"], **conv_attrs))
+    last = "c"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["a"]))
+        last = "a"
+    elif act in ("clip", "relu6"):
+        inits += [const("lo", np.float32(0)), const("hi", np.float32(6))]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["a"]))
+        last = "a"
+    nodes.append(helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["y"]))
+    return inits, nodes
+
+
 def conv_model(case, rng, y_scale=None):
     xt, xz, per_ch, with_b, act, yt, yz, C, M, G, S, P, H, W = case
     xs = np.float32(0.05)
@@ -110,30 +138,12 @@ def conv_model(case, rng, y_scale=None):
     bq = rng.integers(-5000, 5000, M).astype(np.int32)
     ys = np.float32(y_scale if y_scale else 0.2)
     wsd = ws if per_ch else ws.reshape(())
-    inits = [const("xs", xs), const("xz", np.array(xz, xt)), const("wq", wq), const("ws", wsd),
-             const("wz", np.zeros(M if per_ch else (), np.int8)), const("ys", ys),
-             const("yz", np.array(yz, yt))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
-             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0)]
-    conv_in = ["xd", "wd"]
-    if with_b:
-        bs = (xs * ws).astype(np.float32)
-        inits += [const("bq", bq), const("bs", bs if per_ch else bs.reshape(())),
-                  const("bz", np.zeros(M if per_ch else (), np.int32))]
-        nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], axis=0))
-        conv_in.append("bd")
-    nodes.append(helper.make_node("Conv", conv_in, ["c"], group=G, strides=[S, S], pads=list(P),
-                                  kernel_shape=list(wq.shape[2:])))
-    last = "c"
-    if act == "relu":
-        nodes.append(helper.make_node("Relu", ["c"], ["a"]))
-        last = "a"
-    elif act == "clip":
-        inits += [const("lo", np.float32(0)), const("hi", np.float32(6))]
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["a"]))
-        last = "a"
-    nodes.append(helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["y"]))
+    bs = (xs * ws).astype(np.float32)
+    inits, nodes = qdq_conv_graph(xs, np.array(xz, xt), wq, wsd,
+                                  np.zeros(M if per_ch else (), np.int8), ys, np.array(yz, yt),
+                                  (bq, bs if per_ch else bs.reshape(())) if with_b else None, act,
+                                  group=G, strides=[S, S], pads=list(P),
+                                  kernel_shape=list(wq.shape[2:]))
     x = rng.normal(0, 2.5, size=(2, C, H, W)).astype(np.float32)
     m = model(nodes, {"x": x}, ["y"], inits)
     # reference: ONNX's formulas with an exact integer accumulation

@@ -730,6 +730,99 @@ static cge_status fold_clamps(qctx *q)
     return CGE_OK;
 }
 
+/* ---- clamped outputs with zero point 0 ----------------------------------------- */
+
+/* Where input `slot` of fused node n is read as (v - zero point) only, the
+ * slot of that zero point: QConv / QMatMul's x, QAdd / QMul's A and B. */
+static bool zp_reader(const cge_node *n, int32_t slot, int32_t *zslot)
+{
+    if (strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED))
+        return false;
+    const char *op = cge_node_op_type(n);
+    if ((!strcmp(op, "QConv") || !strcmp(op, "QMatMul")) && slot == 0)
+        *zslot = 2;
+    else if ((!strcmp(op, "QAdd") || !strcmp(op, "QMul")) && (slot == 0 || slot == 3))
+        *zslot = slot + 2;
+    else
+        return false;
+    return true;
+}
+
+static bool zp_const(const qctx *q, const cge_node *n, int32_t slot, cge_dtype t, int32_t *z)
+{
+    const cge_tensor *c = cc_input_const(q->g, n, slot);
+    if (!c || c->dtype != t || cge_shape_numel(&c->shape) != 1)
+        return false;
+    *z = cge__q_load(c->data, t, 0);
+    return true;
+}
+
+/* A QConv / QMatMul / QAdd / QMul whose clamp keeps the real values >= 0
+ * (lo >= the output's zero point z: a Relu or ReLU6 folded in, as torch's
+ * exports of mobilenet_v2 write them, quantized before the ReLU6) writes
+ * v - z with zero point 0 instead of v with z, when every reader takes
+ * (v - zero point) only. The values stand for the same reals and every
+ * reader computes the same integers (exact), but the convolutions reading
+ * them and the one writing them lose a zero point: oneDNN's int8 kernels
+ * without source zero points (its brgemm ones, depthwise included) are the
+ * faster ones, and a destination zero point costs post-ops of its own. */
+static cge_status rezero_clamped(qctx *q)
+{
+    int32_t nn = cge_graph_num_nodes(q->g);
+    for (int32_t i = 0; i < nn; i++) {
+        cge_node *p = cge_graph_node(q->g, i);
+        int32_t zs, z;
+        if (!p || cge_node_is_removed(p) || cge_node_num_outputs(p) != 1 ||
+            cge_node_num_inputs(p) < 8 || !zp_reader(p, 0, &zs))
+            continue;
+        const cge_attrs *pa = cge_node_attrs_const(p);
+        int64_t lo = cge_attrs_get_int(pa, "lo", -1024), hi = cge_attrs_get_int(pa, "hi", 1024);
+        int32_t y = cge_node_output_id(p, 0);
+        cge_dtype t = cc_out_desc(q->g, p, 0).dtype;
+        int64_t top = t == CGE_I8 ? 127 : 255;
+        if (!is_q8(t) || !zp_const(q, p, 7, t, &z) || z == 0 || lo < z ||
+            (hi < top ? hi : top) - z > top || cge_graph_value_is_output(q->g, y))
+            continue;
+        cc_use uses[32];
+        int32_t nu = cc_uses_count(&q->u, y);
+        if (nu < 1 || nu > 32)
+            continue;
+        cc_uses_list(&q->u, y, uses, nu);
+        bool ok = true;
+        for (int32_t k = 0; k < nu && ok; k++) {
+            int32_t rz;
+            ok = zp_reader(uses[k].node, uses[k].slot, &zs) &&
+                 zp_const(q, uses[k].node, zs, t, &rz) && rz == z;
+        }
+        if (!ok)
+            continue;
+        const cge_tensor *old = cc_input_const(q->g, p, 7);
+        int64_t zero = 0;
+        char zname[256];
+        cge_status st = cc_add_const(q->cc, q->g, "zero_point", t, &old->shape, &zero, zname,
+                                     sizeof zname);
+        if (!st)
+            st = cge_node_set_input(p, 7, zname);
+        if (!st)
+            st = cc_uses_add(&q->u, p, 7);
+        for (int32_t k = 0; k < nu && !st; k++) {
+            zp_reader(uses[k].node, uses[k].slot, &zs);
+            st = cge_node_set_input(uses[k].node, zs, zname);
+            if (!st)
+                st = cc_uses_add(&q->u, uses[k].node, zs);
+        }
+        /* [lo, hi] moves with the values; the dtype's top, which saturation
+         * kept, becomes a clamp of its own */
+        if (!st)
+            st = cge_node_set_int(p, "lo", lo - z);
+        if (!st)
+            st = cge_node_set_int(p, "hi", (hi < top ? hi : top) - z);
+        if (st)
+            return st;
+    }
+    return CGE_OK;
+}
+
 /* ---- elementwise chains -------------------------------------------------------- */
 
 /* DQ x -> a graph of elementwise float ops on x alone (each other operand a
@@ -993,6 +1086,8 @@ cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g)
             st = fold_clamps(&q);
         if (!st)
             st = tabulate_dequantize(&q);
+        if (!st)
+            st = rezero_clamped(&q);
         cc_uses_free(&q.u);
     }
     /* descriptors and values the inference kept no longer describe the graph */
