@@ -416,7 +416,7 @@ def test_inspect(mlp, mlp_cgm):
     assert sum(a["ops"].values()) == a["nodes"] and a["engines"] == {"cpu": a["nodes"]}
     assert a["weight_bytes"] >= W.nbytes + B.nbytes
     assert a["lower_bound_bytes"] <= a["arena_bytes"] <= a["naive_bytes"]
-    assert a["format_version"] == 2 and "sse2" in a["cpu_required"]
+    assert a["format_version"] == 3 and "sse2" in a["cpu_required"]
     text, _ = cge("inspect", mlp_cgm)
     for word in ("inputs:", "outputs:", "ops:", "engines:", "streams:", "weights:", "arena:",
                  "lower bound"):

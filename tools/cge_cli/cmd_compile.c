@@ -28,7 +28,11 @@ static const char compile_help[] =
     "  --streams N                streams the plan may use (default 1)\n"
     "  --precision fp32|bf16      bf16: Conv/MatMul/Gemm run in bfloat16 (the file\n"
     "                             keeps it; default fp32)\n"
-    "  --dump DIR                 write the graph after every pass into DIR\n";
+    "  --dump DIR                 write the graph after every pass into DIR\n"
+    "\n"
+    "The file also holds the weights packed for their kernels (loads on a machine\n"
+    "with the same CPU features use them as they are); CGE_CGM_PACKED=0 leaves\n"
+    "them out.\n";
 
 static const char inspect_help[] =
     "usage: cge inspect MODEL [--json] [options]\n"
@@ -165,8 +169,12 @@ int cmd_compile(int argc, char **argv)
     else if (!rc)
         rc = get_plan("compile", &o, &m, &p, &cp, &ms);
     if (!rc) {
+        /* Packed weights too (format 3), unless $CGE_CGM_PACKED=0: a load on
+         * a machine like this one maps them instead of packing. */
+        const char *pk = getenv("CGE_CGM_PACKED");
         cge_model_save_options so = {.op_libraries = o.libs, .num_op_libraries = o.num_libs,
-                                     .opt_level = cge_plan_get_stats(p)->opt_level};
+                                     .opt_level = cge_plan_get_stats(p)->opt_level,
+                                     .pack_weights = !(pk && !strcmp(pk, "0"))};
         if (cge_model_save(p, o.out, &so))
             rc = cli_fail_last("compile", NULL);
     }
