@@ -205,6 +205,25 @@ static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
     return CGE_OK;
 }
 
+/* Room for one more entry and a copy of its key (the lock held). */
+static cge_status entry_room(cge_kernel_cache *c, const void *key, size_t key_bytes, void **k)
+{
+    *k = NULL;
+    if (c->num == c->cap) {
+        int32_t cap = c->cap ? 2 * c->cap : 32;
+        entry *n = realloc(c->entries, sizeof *n * (size_t)cap);
+        if (!n)
+            return oom("entries");
+        c->entries = n;
+        c->cap = cap;
+    }
+    if (key_bytes && !(*k = malloc(key_bytes)))
+        return oom("key");
+    if (key_bytes)
+        memcpy(*k, key, key_bytes);
+    return CGE_OK;
+}
+
 static cge_status shared_get(const cge_kernel_ctx *ctx, const void *src, const void *key,
                              size_t key_bytes, size_t bytes,
                              cge_status (*fill)(void *dst, void *user), void *user,
@@ -236,24 +255,11 @@ static cge_status shared_get(const cge_kernel_ctx *ctx, const void *src, const v
     }
     /* Made under the lock: two plans preparing at once pack once. */
     void *b = NULL;
-    if (c->num == c->cap) {
-        int32_t cap = c->cap ? 2 * c->cap : 32;
-        entry *n = realloc(c->entries, sizeof *n * (size_t)cap);
-        if (!n)
-            st = oom("entries");
-        else {
-            c->entries = n;
-            c->cap = cap;
-        }
-    }
     void *k = NULL;
-    if (!st && key_bytes && !(k = malloc(key_bytes)))
-        st = oom("key");
+    st = entry_room(c, key, key_bytes, &k);
     if (!st)
         st = make(ctx, bytes, fill, user, fill_populates, &b);
     if (!st) {
-        if (key_bytes)
-            memcpy(k, key, key_bytes);
         c->entries[c->num++] = (entry){src, h, k, key_bytes, bytes, b};
         *out = cge__block_ref(b);
     } else {
@@ -297,23 +303,9 @@ cge_status cge__kernel_cache_seed(cge_kernel_cache *c, const void *src, const vo
     if (!c || !src || !block || (key_bytes && !key))
         return cge_error(CGE_LAYER_KERNEL, CGE_ERR_INVALID_ARG, "kernel cache seed: NULL argument");
     pthread_mutex_lock(&c->lock);
-    cge_status st = CGE_OK;
-    if (c->num == c->cap) {
-        int32_t cap = c->cap ? 2 * c->cap : 32;
-        entry *n = realloc(c->entries, sizeof *n * (size_t)cap);
-        if (!n)
-            st = oom("entries");
-        else {
-            c->entries = n;
-            c->cap = cap;
-        }
-    }
     void *k = NULL;
-    if (!st && key_bytes && !(k = malloc(key_bytes)))
-        st = oom("key");
+    cge_status st = entry_room(c, key, key_bytes, &k);
     if (!st) {
-        if (key_bytes)
-            memcpy(k, key, key_bytes);
         c->entries[c->num++] =
             (entry){src, hash_key(src, key, key_bytes), k, key_bytes, bytes, cge__block_ref(block)};
     }
