@@ -298,10 +298,9 @@ static cge_status build_sections(writer *w, const cge_model_save_options *opts)
 /* ---- packed weights (version 3) ------------------------------------------ */
 
 /* What the kernels' prepare made from the constants, as a session would at
- * load: each step with a prepare runs it once over the constants (other
- * operands without data, as a plan's prepare may see them), with a kernel
- * cache of its own, and the cache's entries derived from a constant are
- * what the file stores. */
+ * load: each step with a prepare runs it once over the constants and an
+ * arena of the plan's size, with a kernel cache of its own, and the cache's
+ * entries derived from a constant are what the file stores. */
 typedef struct packed_item {
     uint64_t src;                 /* offset into the constants */
     const void *key;
@@ -354,13 +353,19 @@ static void prepare_steps(const cge_plan *p, const char *consts, cge_device *dev
     const cge_plan_value *vals = cge_plan_values(p);
     const cge_plan_step *steps = cge_plan_steps(p);
     const char *host = cge_plan_host_data(p);
+    /* An arena as a session's, so that every operand and workspace has the
+     * address kind a prepare expects (calloc: pages nobody touches cost
+     * nothing). */
+    char *arena = calloc(1, cge_plan_arena_bytes(p) + 64);
+    if (!arena)
+        return;
     for (int32_t k = 0; k < cge_plan_num_steps(p); k++) {
         const cge_plan_step *s = &steps[k];
         if (!s->kernel || !s->kernel->prepare || s->folded)
             continue;
         cge_tensor *t = calloc((size_t)(s->num_inputs + s->num_outputs) + 1, sizeof *t);
         if (!t)
-            return;
+            break;
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
             int32_t vi = i < s->num_inputs ? s->inputs[i] : s->outputs[i - s->num_inputs];
             if (vi < 0)
@@ -371,6 +376,8 @@ static void prepare_steps(const cge_plan *p, const char *consts, cge_device *dev
                 data = (char *)consts + v->offset;
             else if (v->storage == CGE_STORAGE_HOST && host)
                 data = (char *)host + v->offset;
+            else if (v->storage == CGE_STORAGE_ARENA)
+                data = arena + v->offset;
             t[i] = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
                                 .data = data, .bytes = v->bytes};
         }
@@ -378,6 +385,7 @@ static void prepare_steps(const cge_plan *p, const char *consts, cge_device *dev
             .op_type = cge_node_op_type(s->node), .node_name = cge_node_name(s->node),
             .num_inputs = s->num_inputs, .inputs = t, .num_outputs = s->num_outputs,
             .outputs = t + s->num_inputs, .attrs = cge_node_attrs_const(s->node),
+            .workspace = s->workspace_bytes ? arena + s->workspace_offset : NULL,
             .workspace_size = s->workspace_bytes, .device = dev,
             .num_threads = cge_device_num_threads(dev), .shared = cache};
         void *state = NULL;
@@ -386,6 +394,7 @@ static void prepare_steps(const cge_plan *p, const char *consts, cge_device *dev
             s->kernel->release(state);
         free(t);
     }
+    free(arena);
 }
 
 static cge_status collect_packed(const cge_plan *p, const char *consts, cge_kernel_cache **cache,
