@@ -14,7 +14,10 @@ static const char compile_help[] =
     "\n"
     "Compile an ONNX model for fixed input shapes and write the offline model.\n"
     "\n"
-    "  -o FILE                    the .cgm to write (required)\n"
+    "  -o FILE                    the .cgm to write (required); it also holds the\n"
+    "                             weights packed for their kernels (a load on a\n"
+    "                             machine with the same CPU features uses them as\n"
+    "                             they are; CGE_CGM_PACKED=0 leaves them out)\n"
     "  --input-shape NAME:D0,D1   set an input's shape (repeatable; needed for\n"
     "                             dynamic dimensions). A dim may be a name\n"
     "                             (ids:1,batch): a symbolic dim, which the .cgm\n"
@@ -28,11 +31,7 @@ static const char compile_help[] =
     "  --streams N                streams the plan may use (default 1)\n"
     "  --precision fp32|bf16      bf16: Conv/MatMul/Gemm run in bfloat16 (the file\n"
     "                             keeps it; default fp32)\n"
-    "  --dump DIR                 write the graph after every pass into DIR\n"
-    "\n"
-    "The file also holds the weights packed for their kernels (loads on a machine\n"
-    "with the same CPU features use them as they are); CGE_CGM_PACKED=0 leaves\n"
-    "them out.\n";
+    "  --dump DIR                 write the graph after every pass into DIR\n";
 
 static const char inspect_help[] =
     "usage: cge inspect MODEL [--json] [options]\n"
