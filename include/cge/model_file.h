@@ -16,9 +16,10 @@
 extern "C" {
 #endif
 
-/* Version of the file layout this cge writes (it reads this one and 1).
- * Version 2 adds the shape program of a plan with symbolic dims. */
-#define CGE_MODEL_FORMAT_VERSION 2
+/* Version of the file layout this cge writes (it reads this one, 1 and 2).
+ * Version 2 adds the shape program of a plan with symbolic dims; version 3
+ * the weights packed for their kernels (cge_model_save_options.pack_weights). */
+#define CGE_MODEL_FORMAT_VERSION 3
 
 typedef struct cge_model cge_model;
 
@@ -31,6 +32,12 @@ typedef struct cge_model_save_options {
     /* The level the plan was compiled at, recorded for inspection (the plan
      * does not keep it); CGE_OPT_DEFAULT: not said. */
     cge_opt_level opt_level;
+    /* Also store the weights as their kernels pack them at prepare (packed
+     * GEMM panels, oneDNN's blocked layouts), so that a load on a machine
+     * with the same CPU features maps them instead of packing; elsewhere
+     * the kernels pack at load as without them. Makes the file larger by
+     * about the packed weights' size. `cge compile` sets it by default. */
+    bool pack_weights;
 } cge_model_save_options;
 
 /* Write `plan` (and its constants) to `path` atomically (a temporary file

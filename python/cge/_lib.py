@@ -98,7 +98,7 @@ class CompileOptions(ctypes.Structure):
 class ModelSaveOptions(ctypes.Structure):
     # Mirrors cge_model_save_options (model_file.h).
     _fields_ = [("op_libraries", ctypes.POINTER(c_char_p)), ("num_op_libraries", c_int32),
-                ("opt_level", c_enum)]
+                ("opt_level", c_enum), ("pack_weights", ctypes.c_bool)]
 
 
 class ModelLoadOptions(ctypes.Structure):

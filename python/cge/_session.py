@@ -484,7 +484,8 @@ class InferenceSession:
     def _save_plan(self, plan, level):
         libs = list(self._sess_options._custom_op_libraries)
         arr = (ctypes.c_char_p * max(1, len(libs)))(*[os.fsencode(x) for x in libs])
-        mo = _lib.ModelSaveOptions(arr if libs else None, len(libs), level)
+        mo = _lib.ModelSaveOptions(arr if libs else None, len(libs), level,
+                                   os.environ.get("CGE_CGM_PACKED") != "0")
         _check(lib.cge_model_save(plan, os.fsencode(os.fspath(self._save_path)),
                                   ctypes.byref(mo)), "model save")
 

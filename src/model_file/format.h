@@ -50,12 +50,21 @@ typedef enum cgm_section_kind {
      * symbols}), then one record per symbol, in id order. Empty (or absent,
      * version 1): the plan is static. */
     CGM_SEC_SHAPES = 9,
-    CGM_SEC_COUNT = 10
+    /* Version 3: weights packed for their kernels at compile time
+     * (docs/model_file.md, "Packed weights"): cgm_packed[], record 0 a
+     * header ({CGM_PACKED_MAGIC, ...}: the region after the weights that
+     * holds them, its CRC-32 and the CPU features they were packed on),
+     * then one record per packed weight. Absent or empty: kernels pack at
+     * load, as for versions 1 and 2. */
+    CGM_SEC_PACKED = 10,
+    CGM_SEC_COUNT = 11
 } cgm_section_kind;
 
 /* The first version the loader still reads (version 1: static plans only). */
 #define CGM_FORMAT_OLDEST 1
 #define CGM_SHAPES_MAGIC 0x53594d42u   /* "BMYS" on disk: symbols follow */
+#define CGM_PACKED_MAGIC 0x4b434150u   /* "PACK" on disk: packed weights follow */
+#define CGM_PACKED_KEY_MAX 4096u       /* bytes of a kernel's key for one packed weight */
 
 typedef struct cgm_section {
     uint32_t kind;
@@ -132,6 +141,25 @@ typedef struct cgm_symbol {
     uint32_t a, b;
 } cgm_symbol;
 
+/* A record of the packed weights' section. The header (record 0):
+ * magic = CGM_PACKED_MAGIC, src = the region's offset in the file (right
+ * after the weights, 64-byte aligned), bytes = its size (to the file's end),
+ * crc32 = its CRC-32, key = the CPU features (cge_cpu_features) of the
+ * machine that packed them. Each weight after it: the constant it was made
+ * from (`src`, an offset into the weights), the kernel's key for it
+ * (`key_bytes` at AUX offset `key`), and its bytes (`bytes` at file offset
+ * `data`, 64-byte aligned, with 64 bytes free before it). */
+typedef struct cgm_packed {
+    uint32_t magic;               /* header: CGM_PACKED_MAGIC; weights: 0 */
+    uint32_t key_bytes;
+    uint64_t src;
+    uint64_t key;
+    uint64_t data;
+    uint64_t bytes;
+    uint32_t crc32;               /* header only */
+    uint32_t pad;
+} cgm_packed;
+
 _Static_assert(sizeof(cgm_header) == 128, "cgm_header is 128 bytes");
 _Static_assert(sizeof(cgm_section) == 32, "cgm_section is 32 bytes");
 _Static_assert(sizeof(cgm_model) % 8 == 0, "cgm_model keeps 8-byte alignment");
@@ -140,6 +168,7 @@ _Static_assert(sizeof(cgm_step) == 80, "cgm_step is 80 bytes");
 _Static_assert(sizeof(cgm_attr) == 40, "cgm_attr is 40 bytes");
 _Static_assert(sizeof(cgm_tensor) == 88, "cgm_tensor is 88 bytes");
 _Static_assert(sizeof(cgm_symbol) == 8, "cgm_symbol is 8 bytes");
+_Static_assert(sizeof(cgm_packed) == 48, "cgm_packed is 48 bytes");
 
 /* CRC-32 (IEEE 802.3, as zlib), continued from `crc` (0 to start); carry-less
  * multiplication (PCLMULQDQ) where the CPU has it. */

@@ -14,9 +14,12 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/shared_block.h"
 #include "cge/cge.h"
 #include "compiler/plan_builder.h"
 #include "model_file/model_internal.h"
+#include "ops/kernel_cache.h"
+#include "session/session_seed.h"
 
 /* The plan is rebuilt the way the compiler's plan_memory pass lays it out
  * (compiler_internal.h), looking operators and kernels up again. Large
@@ -118,10 +121,10 @@ static const uint32_t record_bytes[CGM_SEC_COUNT] = {
     [CGM_SEC_VALUES] = sizeof(cgm_value), [CGM_SEC_STEPS] = sizeof(cgm_step),
     [CGM_SEC_INDICES] = sizeof(int32_t), [CGM_SEC_ATTRS] = sizeof(cgm_attr),
     [CGM_SEC_AUX] = 1, [CGM_SEC_LIBS] = sizeof(cgm_lib),
-    [CGM_SEC_SHAPES] = sizeof(cgm_symbol)};
+    [CGM_SEC_SHAPES] = sizeof(cgm_symbol), [CGM_SEC_PACKED] = sizeof(cgm_packed)};
 static const char *const section_names[CGM_SEC_COUNT] = {
     "", "strings", "model", "values", "steps", "indices", "attributes", "aux", "libraries",
-    "shape program"};
+    "shape program", "packed weights"};
 
 static cge_status check_header(loader *L, const cge_model_load_options *opts)
 {
@@ -148,7 +151,7 @@ static cge_status check_header(loader *L, const cge_model_load_options *opts)
     if (h->meta_end != h->weights_offset || h->weights_offset % 64 ||
         h->weights_offset < sizeof(cgm_header) ||
         !in_range(h->weights_offset, h->weights_bytes, L->size) ||
-        h->weights_offset + h->weights_bytes != L->size)
+        (h->weights_offset + h->weights_bytes != L->size && h->format_version < 3))
         return bad(L, "weights at %llu (+%llu bytes) do not fit the layout (metadata ends at "
                       "%llu, file %zu bytes)",
                    (unsigned long long)h->weights_offset, (unsigned long long)h->weights_bytes,
@@ -216,7 +219,8 @@ static cge_status check_sections(loader *L)
     for (uint32_t i = 0; i < h->num_sections; i++) {
         const cgm_section *s = &tab[i];
         if (s->kind == 0 || s->kind >= CGM_SEC_COUNT ||
-            (s->kind == CGM_SEC_SHAPES && h->format_version < 2))
+            (s->kind == CGM_SEC_SHAPES && h->format_version < 2) ||
+            (s->kind == CGM_SEC_PACKED && h->format_version < 3))
             return bad(L, "section %u has unknown kind %u", i, s->kind);
         const char *nm = section_names[s->kind];
         if (L->sec[s->kind])
@@ -948,11 +952,97 @@ static bool want_weights_check(const cge_model_load_options *opts)
                    !strcasecmp(e, "off")));
 }
 
+/* ---- packed weights (version 3) ------------------------------------------------ */
+
+/* The packed section, checked whole: its header says where the region after
+ * the weights lies (to the file's end: a file without the section ends with
+ * its weights) and each record where a weight lies in it, in file order,
+ * never overlapping, each with the 64 bytes before it free; the source is a
+ * constant's offset, the key in AUX. With `use` the weights become borrowed
+ * blocks for sessions (the file was packed on a machine like this one);
+ * otherwise they are checked and left unused: kernels pack at load. */
+static cge_status check_packed(const loader *L, cge_model *M, bool verify, bool use)
+{
+    const cgm_header *h = L->h;
+    uint64_t wend = h->weights_offset + h->weights_bytes;
+    const cgm_section *s = L->sec[CGM_SEC_PACKED];
+    if (!s || !s->count) {
+        if (wend != L->size)
+            return bad(L, "%llu bytes after the weights, and no packed weights section",
+                       (unsigned long long)(L->size - wend));
+        return CGE_OK;
+    }
+    const cgm_packed *r = (const cgm_packed *)(L->base + s->offset);
+    uint64_t region = r[0].src, rbytes = r[0].bytes;
+    if (r[0].magic != CGM_PACKED_MAGIC)
+        return bad(L, "the packed weights section does not begin with its header (%08x)",
+                   r[0].magic);
+    if (region % 64 || region < wend || region - wend >= 64 ||
+        !in_range(region, rbytes, L->size) || region + rbytes != L->size)
+        return bad(L, "packed weights at %llu (+%llu bytes) do not fit the layout (weights end "
+                      "at %llu, file %zu bytes)",
+                   (unsigned long long)region, (unsigned long long)rbytes,
+                   (unsigned long long)wend, L->size);
+    uint64_t at = region;
+    for (uint64_t i = 1; i < s->count; i++) {
+        const cgm_packed *p = &r[i];
+        if (p->magic || p->pad || p->crc32 || p->data % 64 || p->data < at + 64 || !p->bytes ||
+            !in_range(p->data, p->bytes, region + rbytes))
+            return bad(L, "packed weight %llu (%llu bytes at %llu) lies outside its region or "
+                          "overlaps the one before",
+                       (unsigned long long)i - 1, (unsigned long long)p->bytes,
+                       (unsigned long long)p->data);
+        if (p->src >= h->weights_bytes)
+            return bad(L, "packed weight %llu comes from offset %llu, past the weights (%llu "
+                          "bytes)", (unsigned long long)i - 1, (unsigned long long)p->src,
+                       (unsigned long long)h->weights_bytes);
+        if (p->key_bytes > CGM_PACKED_KEY_MAX || p->key % 8 ||
+            !in_range(p->key, p->key_bytes, L->aux_bytes))
+            return bad(L, "packed weight %llu: its key (%u bytes at %llu) lies outside the aux "
+                          "section", (unsigned long long)i - 1, p->key_bytes,
+                       (unsigned long long)p->key);
+        at = p->data + p->bytes;
+    }
+    if (verify) {
+        uint32_t crc = cgm_crc32(0, L->base + region, rbytes);
+        if (crc != r[0].crc32)
+            return bad(L, "packed weights checksum mismatch (stored %08x, computed %08x): the "
+                          "section is damaged or was replaced", r[0].crc32, crc);
+    }
+    if (!use)
+        return CGE_OK;
+    M->packed = calloc(s->count, sizeof *M->packed);
+    if (!M->packed)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model load: out of memory");
+    for (uint64_t i = 1; i < s->count; i++) {
+        const cgm_packed *p = &r[i];
+        void *block = cge__block_borrow((char *)L->base + p->data);
+        if (!block)
+            continue;
+        M->packed[M->num_packed++] =
+            (cgm_packed_weight){L->weights + p->src, L->aux + p->key, p->key_bytes, block,
+                                p->bytes};
+    }
+    return CGE_OK;
+}
+
+static cge_status seed_packed(void *owner, cge_kernel_cache *c)
+{
+    const cge_model *m = owner;
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < m->num_packed; i++) {
+        const cgm_packed_weight *p = &m->packed[i];
+        st = cge__kernel_cache_seed(c, p->src, p->key, p->key_bytes, p->block, p->bytes);
+    }
+    return st;
+}
+
 /* ---- the model ------------------------------------------------------------------ */
 
 static void model_free(cge_model *m)
 {
     cge_plan_destroy(m->plan);
+    free(m->packed);
     free(m->lib_names);
     free(m->lib_paths);
     if (m->mapped)
@@ -1000,6 +1090,14 @@ static cge_status parse(cge_model *M, const char *what, const cge_model_load_opt
             st = bad(&L, "weights checksum mismatch (stored %08x, computed %08x): the weights "
                          "section is damaged or was replaced", L.h->weights_crc32, crc);
     }
+    /* Packed on a machine with other CPU features (or told to check against
+     * others): kept out of use, the kernels pack as for an older file. */
+    uint64_t here = opts && opts->cpu_features ? opts->cpu_features : cge_cpu_features();
+    bool use_packed = false;
+    if (!st && L.sec[CGM_SEC_PACKED] && L.sec[CGM_SEC_PACKED]->count)
+        use_packed = ((const cgm_packed *)(L.base + L.sec[CGM_SEC_PACKED]->offset))->key == here;
+    if (!st)
+        st = check_packed(&L, M, verify, use_packed);
     if (!st)
         st = build_plan(&L, &M->plan);
     if (st)
@@ -1135,7 +1233,10 @@ cge_status cge_session_add_model(cge_session *s, uint32_t graph_id, cge_model *m
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
                          "add_model: NULL session or model");
     __atomic_add_fetch(&m->refs, 1, __ATOMIC_ACQ_REL);
-    cge_status st = cge_session_add_plan(s, graph_id, m->plan, m->weights, model_release, m);
+    cge_status st = m->num_packed
+                        ? cge__session_add_plan_seeded(s, graph_id, m->plan, m->weights,
+                                                       model_release, m, seed_packed)
+                        : cge_session_add_plan(s, graph_id, m->plan, m->weights, model_release, m);
     if (st)
         model_release(m);
     return st;

@@ -8,9 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/shared_block.h"
 #include "base/strmap.h"
 #include "cge/cge.h"
 #include "model_file/model_internal.h"
+#include "ops/kernel_cache.h"
 
 typedef struct buf {
     char *p;
@@ -293,12 +295,156 @@ static cge_status build_sections(writer *w, const cge_model_save_options *opts)
     return CGE_OK;
 }
 
+/* ---- packed weights (version 3) ------------------------------------------ */
+
+/* What the kernels' prepare made from the constants, as a session would at
+ * load: each step with a prepare runs it once over the constants and an
+ * arena of the plan's size, with a kernel cache of its own, and the cache's
+ * entries derived from a constant are what the file stores. */
+typedef struct packed_item {
+    uint64_t src;                 /* offset into the constants */
+    const void *key;
+    size_t key_bytes;
+    void *block;                  /* the cache's (alive while it is) */
+    size_t bytes;
+} packed_item;
+
+typedef struct packed_set {
+    const char *consts;
+    size_t const_bytes;
+    packed_item *items;
+    int32_t num, cap;
+    bool oom;
+} packed_set;
+
+static void packed_visit(void *user, const void *src, const void *key, size_t key_bytes,
+                         void *block, size_t bytes)
+{
+    packed_set *ps = user;
+    const char *p = src;
+    if (ps->oom || !p || p < ps->consts || p >= ps->consts + ps->const_bytes ||
+        key_bytes > CGM_PACKED_KEY_MAX || !bytes)
+        return;
+    if (ps->num == ps->cap) {
+        int32_t cap = ps->cap ? 2 * ps->cap : 32;
+        packed_item *n = realloc(ps->items, sizeof *n * (size_t)cap);
+        if (!n) {
+            ps->oom = true;
+            return;
+        }
+        ps->items = n;
+        ps->cap = cap;
+    }
+    /* The cache holds key and block until the file is written. */
+    ps->items[ps->num++] = (packed_item){(uint64_t)(p - ps->consts), key, key_bytes, block, bytes};
+}
+
+static void packed_free(packed_set *ps)
+{
+    free(ps->items);
+    memset(ps, 0, sizeof *ps);
+}
+
+/* Runs the steps' prepares over `consts` into `cache`; a step whose prepare
+ * fails is left to pack at load (its error shows there, if anywhere). */
+static void prepare_steps(const cge_plan *p, const char *consts, cge_device *dev,
+                          cge_kernel_cache *cache)
+{
+    const cge_plan_value *vals = cge_plan_values(p);
+    const cge_plan_step *steps = cge_plan_steps(p);
+    const char *host = cge_plan_host_data(p);
+    /* An arena as a session's, so that every operand and workspace has the
+     * address kind a prepare expects (calloc: pages nobody touches cost
+     * nothing). */
+    char *arena = calloc(1, cge_plan_arena_bytes(p) + 64);
+    if (!arena)
+        return;
+    for (int32_t k = 0; k < cge_plan_num_steps(p); k++) {
+        const cge_plan_step *s = &steps[k];
+        if (!s->kernel || !s->kernel->prepare || s->folded)
+            continue;
+        cge_tensor *t = calloc((size_t)(s->num_inputs + s->num_outputs) + 1, sizeof *t);
+        if (!t)
+            break;
+        for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
+            int32_t vi = i < s->num_inputs ? s->inputs[i] : s->outputs[i - s->num_inputs];
+            if (vi < 0)
+                continue;
+            const cge_plan_value *v = &vals[vi];
+            void *data = NULL;
+            if (v->storage == CGE_STORAGE_CONSTANT)
+                data = (char *)consts + v->offset;
+            else if (v->storage == CGE_STORAGE_HOST && host)
+                data = (char *)host + v->offset;
+            else if (v->storage == CGE_STORAGE_ARENA)
+                data = arena + v->offset;
+            t[i] = (cge_tensor){.name = v->name, .dtype = v->dtype, .shape = v->shape,
+                                .data = data, .bytes = v->bytes};
+        }
+        cge_kernel_ctx ctx = {
+            .op_type = cge_node_op_type(s->node), .node_name = cge_node_name(s->node),
+            .num_inputs = s->num_inputs, .inputs = t, .num_outputs = s->num_outputs,
+            .outputs = t + s->num_inputs, .attrs = cge_node_attrs_const(s->node),
+            .workspace = s->workspace_bytes ? arena + s->workspace_offset : NULL,
+            .workspace_size = s->workspace_bytes, .device = dev,
+            .num_threads = cge_device_num_threads(dev), .shared = cache};
+        void *state = NULL;
+        cge__kernel_watch_packed(NULL);
+        if (s->kernel->prepare(&ctx, &state) == CGE_OK && state && s->kernel->release)
+            s->kernel->release(state);
+        free(t);
+    }
+    free(arena);
+}
+
+static cge_status collect_packed(const cge_plan *p, const char *consts, cge_kernel_cache **cache,
+                                 packed_set *ps)
+{
+    size_t n = cge_plan_constant_bytes(p);
+    *ps = (packed_set){.consts = consts, .const_bytes = n};
+    cge_device *dev = NULL;
+    cge_status st = cge_device_create_cpu(NULL, &dev);
+    if (!st)
+        st = cge__kernel_cache_create(cache);
+    if (!st)
+        st = cge__kernel_cache_add_stable(*cache, consts, n);
+    if (!st) {
+        prepare_steps(p, consts, dev, *cache);
+        cge__kernel_cache_each(*cache, packed_visit, ps);
+        if (ps->oom)
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+    }
+    cge_device_destroy(dev);
+    return st;
+}
+
 static const uint32_t record_bytes[CGM_SEC_COUNT] = {
     [CGM_SEC_STRINGS] = 1, [CGM_SEC_MODEL] = sizeof(cgm_model),
     [CGM_SEC_VALUES] = sizeof(cgm_value), [CGM_SEC_STEPS] = sizeof(cgm_step),
     [CGM_SEC_INDICES] = sizeof(int32_t), [CGM_SEC_ATTRS] = sizeof(cgm_attr),
     [CGM_SEC_AUX] = 1, [CGM_SEC_LIBS] = sizeof(cgm_lib),
-    [CGM_SEC_SHAPES] = sizeof(cgm_symbol)};
+    [CGM_SEC_SHAPES] = sizeof(cgm_symbol), [CGM_SEC_PACKED] = sizeof(cgm_packed)};
+
+/* The packed section's records and where each weight goes after `start`
+ * (the region's offset): 64 bytes free before each (a loaded block's
+ * header), data 64-byte aligned. Returns the region's size. */
+static uint64_t packed_records(writer *w, const packed_set *ps, uint64_t start)
+{
+    buf *sec = &w->sec[CGM_SEC_PACKED];
+    cgm_packed head = {.magic = CGM_PACKED_MAGIC, .src = start, .key = cge_cpu_features()};
+    buf_put(sec, &head, sizeof head);
+    uint64_t at = start;
+    for (int32_t i = 0; i < ps->num; i++) {
+        const packed_item *it = &ps->items[i];
+        at += 64;
+        cgm_packed r = {.key_bytes = (uint32_t)it->key_bytes, .src = it->src, .data = at,
+                        .bytes = it->bytes};
+        r.key = aux_put(w, it->key, it->key_bytes, 8);
+        buf_put(sec, &r, sizeof r);
+        at = (at + it->bytes + 63) & ~(uint64_t)63;
+    }
+    return at - start;
+}
 
 cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_options *opts,
                                  void **data, size_t *size)
@@ -311,8 +457,35 @@ cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_opti
     cge__strmap_init(&w.strs);
     cge_status st = build_sections(&w, opts);
     buf out = {0};
+    /* Packed weights: the kernels prepare over a copy of the constants; the
+     * records go in once the weights' place in the file is known. */
+    char *consts = NULL;
+    cge_kernel_cache *cache = NULL;
+    packed_set ps = {0};
+    size_t const_bytes = cge_plan_constant_bytes(plan);
+    if (!st && opts && opts->pack_weights && const_bytes && !cge_plan_is_symbolic(plan)) {
+        consts = cge__block_new(NULL, const_bytes);
+        if (!consts)
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+        else {
+            cge_plan_write_constants(plan, consts);
+            st = collect_packed(plan, consts, &cache, &ps);
+        }
+    }
     if (!st) {
-        int nsec = CGM_SEC_COUNT - 1;
+        /* Each present section once; the packed one only when it holds
+         * weights, so that a file without them reads as version 2 did. */
+        int kinds[CGM_SEC_COUNT], nsec = 0;
+        for (int k = 1; k < CGM_SEC_COUNT; k++)
+            if (k != CGM_SEC_PACKED || ps.num)
+                kinds[nsec++] = k;
+        /* The packed section's size is known before the layout: its records
+         * are fixed-size, their keys go in AUX, which must be final first. */
+        uint64_t region_bytes = 0;
+        if (ps.num)
+            region_bytes = packed_records(&w, &ps, 0);
+        if (w.sec[CGM_SEC_AUX].oom || w.sec[CGM_SEC_PACKED].oom)
+            out.oom = true;
         cgm_header h = {.format_version = CGE_MODEL_FORMAT_VERSION,
                         .header_bytes = sizeof(cgm_header), .byte_order = CGM_BYTE_ORDER,
                         .engine_version = CGE_VERSION_MAJOR << 16 | CGE_VERSION_MINOR << 8 |
@@ -326,20 +499,44 @@ cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_opti
         h.section_table = out.n;
         cgm_section table[CGM_SEC_COUNT];
         buf_put(&out, NULL, sizeof(cgm_section) * (size_t)nsec);
-        for (int s = 1; s <= nsec; s++) {
+        size_t packed_at = 0;
+        for (int i = 0; i < nsec; i++) {
+            int s = kinds[i];
             buf_align(&out, 8);
-            table[s - 1] = (cgm_section){.kind = (uint32_t)s, .record_bytes = record_bytes[s],
-                                         .offset = out.n, .bytes = w.sec[s].n,
-                                         .count = w.sec[s].n / record_bytes[s]};
+            table[i] = (cgm_section){.kind = (uint32_t)s, .record_bytes = record_bytes[s],
+                                     .offset = out.n, .bytes = w.sec[s].n,
+                                     .count = w.sec[s].n / record_bytes[s]};
+            if (s == CGM_SEC_PACKED)
+                packed_at = out.n;
             buf_put(&out, w.sec[s].p, w.sec[s].n);
         }
         buf_align(&out, CGM_WEIGHTS_ALIGN);
         h.meta_end = h.weights_offset = out.n;
-        h.weights_bytes = cge_plan_constant_bytes(plan);
+        h.weights_bytes = const_bytes;
         size_t woff = buf_put(&out, NULL, h.weights_bytes);
+        uint64_t region = 0;
+        if (ps.num) {
+            buf_align(&out, 64);
+            region = out.n;
+            buf_put(&out, NULL, region_bytes);
+        }
         if (!out.oom) {
-            cge_plan_write_constants(plan, out.p + woff);
+            if (consts)
+                memcpy(out.p + woff, consts, const_bytes);
+            else
+                cge_plan_write_constants(plan, out.p + woff);
             h.weights_crc32 = cgm_crc32(0, out.p + woff, h.weights_bytes);
+            if (ps.num) {
+                /* Records written relative to 0: move them to the region. */
+                cgm_packed *r = (cgm_packed *)(out.p + packed_at);
+                r[0].src = region;
+                r[0].bytes = region_bytes;
+                for (int32_t i = 0; i < ps.num; i++) {
+                    r[i + 1].data += region;
+                    memcpy(out.p + r[i + 1].data, ps.items[i].block, ps.items[i].bytes);
+                }
+                r[0].crc32 = cgm_crc32(0, out.p + region, region_bytes);
+            }
             h.file_bytes = out.n;
             memcpy(out.p, &h, sizeof h);
             memcpy(out.p + h.section_table, table, sizeof(cgm_section) * (size_t)nsec);
@@ -352,6 +549,9 @@ cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_opti
     for (int s = 0; s < CGM_SEC_COUNT; s++)
         free(w.sec[s].p);
     cge__strmap_free(&w.strs);
+    packed_free(&ps);
+    cge__kernel_cache_destroy(cache);
+    cge__block_unref(consts);
     if (st) {
         free(out.p);
         return st;

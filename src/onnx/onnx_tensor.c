@@ -251,7 +251,7 @@ static const onnx_mapping *mapping_of(const onnx_ctx *cx, const void *p, size_t 
 void *cge__onnx_copy_mapped(const onnx_ctx *cx, const void *src, size_t n)
 {
     const onnx_mapping *m = mapping_of(cx, src, n);
-    /* Large weights at 64-byte aligned offsets (external data mostly) are
+    /* Large weights at 8-byte aligned offsets (external data mostly) are
      * the file's pages, mapped in place: no copy at all. (Not small ones:
      * a mapping each.) */
     if (m && m->fd >= 0 && n >= IN_PLACE_FROM) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cge/fused_ops.h"
+#include "base/shared_block.h"
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
 #include "ops/fused_act.h"
@@ -185,12 +186,37 @@ static void fmm_release(void *state)
     free(s);
 }
 
+/* Packs B's panels over the core pool, each block making its own pages
+ * first (cge__kernel_shared_get_parallel): at prepare this is most of a
+ * session's creation, the kernel zeroing fresh pages included. */
+typedef struct fmm_fill_args {
+    fmm_args a;
+    const cge_kernel_ctx *ctx;
+} fmm_fill_args;
+
+static void fmm_pack_populate(int64_t blk, int64_t nblk, void *p)
+{
+    const fmm_args *a = p;
+    int64_t panels = (a->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR, q0, q1;
+    cge__block_range(panels, blk, nblk, &q0, &q1);
+    if (q1 <= q0)
+        return;
+    /* Panel q occupies [q * K * NR, (q + 1) * K * NR) floats of the packed B. */
+    size_t panel = (size_t)a->K * CGE_GEMM_NR * sizeof(float);
+    cge__block_populate((char *)a->bp + (size_t)q0 * panel, (size_t)(q1 - q0) * panel);
+    cge__gemm_pack_b(a->b, a->b_rs, a->b_cs, a->K, a->N, q0, q1, a->bp);
+}
+
 static cge_status fmm_fill(void *dst, void *user)
 {
-    const fmm_args *a = user;
-    cge__gemm_pack_b(a->b, a->b_rs, a->b_cs, a->K, a->N, 0, (a->N + CGE_GEMM_NR - 1) / CGE_GEMM_NR,
-                    dst);
-    return CGE_OK;
+    fmm_fill_args *f = user;
+    fmm_args a = f->a;
+    a.bp = dst;
+    int64_t panels = (a.N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
+    /* At least 256 KiB of packed B per block: smaller ones are not worth a hand-off. */
+    int64_t per = ((int64_t)1 << 16) / (a.K * CGE_GEMM_NR) + 1;
+    return cge__prepare_parallel(f->ctx, fmm_pack_populate,
+                                 cge__blocks_for(panels, per, f->ctx->num_threads), &a, sizeof a);
 }
 
 static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
@@ -206,8 +232,9 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
     size_t bytes = (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float);
     int64_t key[4] = {a.K, a.N, a.b_rs, a.b_cs};
     s->src = a.b = ctx->inputs[1].data;
-    cge_status st = cge_kernel_shared_get(ctx, s->src, key, sizeof key, bytes, fmm_fill, &a,
-                                          (void **)&s->packed);
+    fmm_fill_args f = {a, ctx};
+    cge_status st = cge__kernel_shared_get_parallel(ctx, s->src, key, sizeof key, bytes, fmm_fill,
+                                                    &f, (void **)&s->packed);
     if (st) {
         fmm_release(s);
         return st;

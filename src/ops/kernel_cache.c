@@ -186,9 +186,10 @@ void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t byte
 }
 
 static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
-                       cge_status (*fill)(void *, void *), void *user, void **out)
+                       cge_status (*fill)(void *, void *), void *user, bool fill_populates,
+                       void **out)
 {
-    void *b = cge__block_new(NULL, bytes);
+    void *b = fill_populates ? cge__block_new_unpopulated(bytes) : cge__block_new(NULL, bytes);
     if (!b)
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "prepared constant data (%zu bytes): out of memory",
                                 bytes);
@@ -204,10 +205,29 @@ static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
     return CGE_OK;
 }
 
-cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, const void *key,
-                                 size_t key_bytes, size_t bytes,
-                                 cge_status (*fill)(void *dst, void *user), void *user,
-                                 void **out)
+/* Room for one more entry and a copy of its key (the lock held). */
+static cge_status entry_room(cge_kernel_cache *c, const void *key, size_t key_bytes, void **k)
+{
+    *k = NULL;
+    if (c->num == c->cap) {
+        int32_t cap = c->cap ? 2 * c->cap : 32;
+        entry *n = realloc(c->entries, sizeof *n * (size_t)cap);
+        if (!n)
+            return oom("entries");
+        c->entries = n;
+        c->cap = cap;
+    }
+    if (key_bytes && !(*k = malloc(key_bytes)))
+        return oom("key");
+    if (key_bytes)
+        memcpy(*k, key, key_bytes);
+    return CGE_OK;
+}
+
+static cge_status shared_get(const cge_kernel_ctx *ctx, const void *src, const void *key,
+                             size_t key_bytes, size_t bytes,
+                             cge_status (*fill)(void *dst, void *user), void *user,
+                             bool fill_populates, void **out)
 {
     if (!ctx || !fill || !out || (key_bytes && !key))
         return cge_error(CGE_LAYER_KERNEL, CGE_ERR_INVALID_ARG,
@@ -215,12 +235,12 @@ cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, con
     *out = NULL;
     cge_kernel_cache *c = ctx->shared;
     if (!c)
-        return make(ctx, bytes, fill, user, out);
+        return make(ctx, bytes, fill, user, fill_populates, out);
     pthread_mutex_lock(&c->lock);
     cge_status st = CGE_OK;
     if (!src || !stable(c, src)) {
         pthread_mutex_unlock(&c->lock);
-        return make(ctx, bytes, fill, user, out);
+        return make(ctx, bytes, fill, user, fill_populates, out);
     }
     uint64_t h = hash_key(src, key, key_bytes);
     for (int32_t i = 0; i < c->num; i++) {
@@ -235,28 +255,59 @@ cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, con
     }
     /* Made under the lock: two plans preparing at once pack once. */
     void *b = NULL;
-    if (c->num == c->cap) {
-        int32_t cap = c->cap ? 2 * c->cap : 32;
-        entry *n = realloc(c->entries, sizeof *n * (size_t)cap);
-        if (!n)
-            st = oom("entries");
-        else {
-            c->entries = n;
-            c->cap = cap;
-        }
-    }
     void *k = NULL;
-    if (!st && key_bytes && !(k = malloc(key_bytes)))
-        st = oom("key");
+    st = entry_room(c, key, key_bytes, &k);
     if (!st)
-        st = make(ctx, bytes, fill, user, &b);
+        st = make(ctx, bytes, fill, user, fill_populates, &b);
     if (!st) {
-        if (key_bytes)
-            memcpy(k, key, key_bytes);
         c->entries[c->num++] = (entry){src, h, k, key_bytes, bytes, b};
         *out = cge__block_ref(b);
     } else {
         free(k);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+cge_status cge_kernel_shared_get(const cge_kernel_ctx *ctx, const void *src, const void *key,
+                                 size_t key_bytes, size_t bytes,
+                                 cge_status (*fill)(void *dst, void *user), void *user,
+                                 void **out)
+{
+    return shared_get(ctx, src, key, key_bytes, bytes, fill, user, false, out);
+}
+
+cge_status cge__kernel_shared_get_parallel(const cge_kernel_ctx *ctx, const void *src,
+                                           const void *key, size_t key_bytes, size_t bytes,
+                                           cge_status (*fill)(void *dst, void *user),
+                                           void *user, void **out)
+{
+    return shared_get(ctx, src, key, key_bytes, bytes, fill, user, true, out);
+}
+
+void cge__kernel_cache_each(cge_kernel_cache *c, cge__kernel_cache_visit fn, void *user)
+{
+    if (!c || !fn)
+        return;
+    pthread_mutex_lock(&c->lock);
+    for (int32_t i = 0; i < c->num; i++) {
+        const entry *e = &c->entries[i];
+        fn(user, e->src, e->key, e->key_bytes, e->block, e->bytes);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+cge_status cge__kernel_cache_seed(cge_kernel_cache *c, const void *src, const void *key,
+                                  size_t key_bytes, void *block, size_t bytes)
+{
+    if (!c || !src || !block || (key_bytes && !key))
+        return cge_error(CGE_LAYER_KERNEL, CGE_ERR_INVALID_ARG, "kernel cache seed: NULL argument");
+    pthread_mutex_lock(&c->lock);
+    void *k = NULL;
+    cge_status st = entry_room(c, key, key_bytes, &k);
+    if (!st) {
+        c->entries[c->num++] =
+            (entry){src, hash_key(src, key, key_bytes), k, key_bytes, bytes, cge__block_ref(block)};
     }
     pthread_mutex_unlock(&c->lock);
     return st;

@@ -22,6 +22,25 @@ cge_status cge__kernel_cache_add_stable(cge_kernel_cache *c, const void *data, s
  * this thread (cge__kernel_watch_packed; NULL: nobody asks, nothing kept). */
 void cge__kernel_input_packed(const cge_kernel_ctx *ctx, int32_t input);
 void cge__kernel_watch_packed(uint64_t *bits);
+/* cge_kernel_shared_get for a fill that shares its work out over the core
+ * pool (cge__prepare_parallel) and makes each part's pages itself
+ * (cge__block_populate): the block comes with no pages yet, so the kernel's
+ * zeroing of them runs on every core, not in one call before the fill. */
+cge_status cge__kernel_shared_get_parallel(const cge_kernel_ctx *ctx, const void *src,
+                                           const void *key, size_t key_bytes, size_t bytes,
+                                           cge_status (*fill)(void *dst, void *user),
+                                           void *user, void **out);
+/* Every entry (source, key, block), in the order they were made, for a
+ * model file that stores packed weights (model_save.c); the lock is held. */
+typedef void (*cge__kernel_cache_visit)(void *user, const void *src, const void *key,
+                                        size_t key_bytes, void *block, size_t bytes);
+void cge__kernel_cache_each(cge_kernel_cache *c, cge__kernel_cache_visit fn, void *user);
+/* An entry made elsewhere (a packed weight read from a model file): a later
+ * cge_kernel_shared_get for the same source, key and size returns `block`
+ * (a reference is taken) instead of filling one. `src` must lie in a stable
+ * range for it to be found. */
+cge_status cge__kernel_cache_seed(cge_kernel_cache *c, const void *src, const void *key,
+                                  size_t key_bytes, void *block, size_t bytes);
 /* Bytes of the blocks kernels made through this cache (packed weights). */
 size_t cge__kernel_cache_made_bytes(const cge_kernel_cache *c);
 /* [data, data + bytes) is about to be freed (a constant released after

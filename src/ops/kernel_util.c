@@ -1,6 +1,24 @@
 /* Generic element access by dtype, for rare-dtype paths and shape inputs. */
 #include "ops/kernel_util.h"
 
+#include "cge/runtime.h"
+
+cge_status cge__prepare_parallel(const cge_kernel_ctx *ctx, cge_kernel_fn fn, int64_t num_blocks,
+                                 const void *args, size_t args_size)
+{
+    cge_stream *s = NULL;
+    if (num_blocks > 1 && ctx && ctx->device && args_size <= CGE_LAUNCH_MAX_ARGS &&
+        cge_stream_create_immediate(ctx->device, &s) == CGE_OK) {
+        cge_status st = cge_launch(s, fn, num_blocks, args, args_size);
+        cge_status sy = cge_stream_synchronize(s);
+        cge_stream_destroy(s);
+        return st ? st : sy;
+    }
+    for (int64_t b = 0; b < num_blocks; b++)
+        fn(b, num_blocks, (void *)args);
+    return CGE_OK;
+}
+
 double cge__load_as_double(cge_dtype dtype, const void *data, int64_t i)
 {
     switch (dtype) {

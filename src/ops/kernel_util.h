@@ -66,6 +66,14 @@ static inline void cge__block_range(int64_t work, int64_t b, int64_t nb, int64_t
 cge_status cge__launch_copy_bytes(cge_stream *stream, void *dst, const void *src, int64_t bytes,
                                   int64_t min_block, int num_threads);
 
+/* For prepare's one-off work (packing a constant weight): runs fn's blocks
+ * over the core pool of ctx's device and returns when all are done. Safe
+ * from inside a running task (an immediate stream: the calling thread works
+ * too); without a device, the blocks run here in order. The blocks must
+ * write disjoint bytes, so the result never depends on the split. */
+cge_status cge__prepare_parallel(const cge_kernel_ctx *ctx, cge_kernel_fn fn, int64_t num_blocks,
+                                 const void *args, size_t args_size);
+
 /* c ? a : b on the bits. gcc (with its default -ftrapping-math) will not
  * if-convert a loop where float arithmetic feeds a conditional, which keeps
  * such loops scalar; this select it vectorises. */

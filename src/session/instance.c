@@ -1186,13 +1186,15 @@ cge_status cge__instance_respecialize(cge__instance *inst, cge_shape_program *sp
 }
 
 cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
-                                        const void *constants, cge__instance **out)
+                                        const void *constants, cge_kernel_cache *shared,
+                                        cge__instance **out)
 {
     const cge_graph *g = cge_plan_graph(plan);
     cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst)
         return oom();
     inst->prebuilt = true;
+    inst->shared = shared;
     inst->plan = (cge_plan *)plan;
     inst->pg = g;
     cge_status st = io_table(inst);

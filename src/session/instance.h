@@ -104,9 +104,11 @@ cge_status cge__instance_respecialize(cge__instance *inst, cge_shape_program *sp
                                       const cge__arena_source *arena, int64_t *prepares);
 /* An instance over a plan made elsewhere (a loaded model file): `plan` (its
  * graph included) and `constants` (host memory of cge_plan_constant_bytes(),
- * used in place on the CPU device) stay the caller's and must outlive it. */
+ * used in place on the CPU device) stay the caller's and must outlive it.
+ * `shared` (or NULL: none) is the kernel cache its prepares look in. */
 cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,
-                                        const void *constants, cge__instance **out);
+                                        const void *constants, cge_kernel_cache *shared,
+                                        cge__instance **out);
 /* Report every step and copy of the following runs to `fn` (NULL: stop). */
 void cge__instance_set_profile(cge__instance *inst, cge_profile_fn fn, void *user);
 

@@ -15,6 +15,7 @@
 #include "ops/kernel_cache.h"
 #include "session/buckets.h"
 #include "session/instance.h"
+#include "session/session_seed.h"
 #include "session/session_dist.h"
 
 /* The instances are the session's one plan cache. Inputs and outputs are
@@ -79,6 +80,8 @@ typedef struct graph_entry {
     const void *consts;
     void (*release)(void *);
     void *owner;
+    /* cge__session_add_plan_seeded: fills the plan's kernel cache first. */
+    cge_status (*seed)(void *owner, cge_kernel_cache *c);
     pthread_mutex_t lock;   /* one run (enqueue) or compile at a time */
     struct graph_entry *next;
 } graph_entry;
@@ -302,8 +305,9 @@ cge_status cge_session_add_graph(cge_session *s, uint32_t graph_id, const cge_gr
     return CGE_OK;
 }
 
-cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
-                                const void *constants, void (*release)(void *), void *owner)
+static cge_status add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
+                           const void *constants, void (*release)(void *), void *owner,
+                           cge_status (*seed)(void *, cge_kernel_cache *))
 {
     if (!s || !plan)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG, "add_plan: NULL session or plan");
@@ -327,12 +331,27 @@ cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_pla
     e->consts = constants;
     e->release = release;
     e->owner = owner;
+    e->seed = seed;
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_lock(&s->lock);
     e->next = s->graphs;
     s->graphs = e;
     pthread_mutex_unlock(&s->lock);
     return CGE_OK;
+}
+
+cge_status cge_session_add_plan(cge_session *s, uint32_t graph_id, const cge_plan *plan,
+                                const void *constants, void (*release)(void *), void *owner)
+{
+    return add_plan(s, graph_id, plan, constants, release, owner, NULL);
+}
+
+cge_status cge__session_add_plan_seeded(cge_session *s, uint32_t graph_id, const cge_plan *plan,
+                                        const void *constants, void (*release)(void *),
+                                        void *owner,
+                                        cge_status (*seed)(void *owner, cge_kernel_cache *c))
+{
+    return add_plan(s, graph_id, plan, constants, release, owner, seed);
 }
 
 cge_status cge_session_remove_graph(cge_session *s, uint32_t graph_id)
@@ -509,7 +528,23 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
     }
     if (e->plan) {
         cge__instance *inst = NULL;
-        cge_status st = cge__instance_create_prebuilt(s->dev, e->plan, e->consts, &inst);
+        cge_status st = CGE_OK;
+        if (e->seed && e->consts && !e->shared) {
+            /* Packed weights made elsewhere: found by the kernels' prepare
+             * through the cache, so they are not packed again. */
+            st = cge__kernel_cache_create(&e->shared);
+            if (!st)
+                st = cge__kernel_cache_add_stable(e->shared, e->consts,
+                                                  cge_plan_constant_bytes(e->plan));
+            if (!st)
+                st = e->seed(e->owner, e->shared);
+            if (st) {
+                cge__kernel_cache_destroy(e->shared);
+                e->shared = NULL;
+                return st;
+            }
+        }
+        st = cge__instance_create_prebuilt(s->dev, e->plan, e->consts, e->shared, &inst);
         if (st)
             return st;
         e->inst[e->num_inst++] = inst;

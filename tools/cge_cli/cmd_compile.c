@@ -14,7 +14,10 @@ static const char compile_help[] =
     "\n"
     "Compile an ONNX model for fixed input shapes and write the offline model.\n"
     "\n"
-    "  -o FILE                    the .cgm to write (required)\n"
+    "  -o FILE                    the .cgm to write (required); it also holds the\n"
+    "                             weights packed for their kernels (a load on a\n"
+    "                             machine with the same CPU features uses them as\n"
+    "                             they are; CGE_CGM_PACKED=0 leaves them out)\n"
     "  --input-shape NAME:D0,D1   set an input's shape (repeatable; needed for\n"
     "                             dynamic dimensions). A dim may be a name\n"
     "                             (ids:1,batch): a symbolic dim, which the .cgm\n"
@@ -168,8 +171,12 @@ int cmd_compile(int argc, char **argv)
     else if (!rc)
         rc = get_plan("compile", &o, &m, &p, &cp, &ms);
     if (!rc) {
+        /* Packed weights too (format 3), unless $CGE_CGM_PACKED=0: a load on
+         * a machine like this one maps them instead of packing. */
+        const char *pk = getenv("CGE_CGM_PACKED");
         cge_model_save_options so = {.op_libraries = o.libs, .num_op_libraries = o.num_libs,
-                                     .opt_level = cge_plan_get_stats(p)->opt_level};
+                                     .opt_level = cge_plan_get_stats(p)->opt_level,
+                                     .pack_weights = !(pk && !strcmp(pk, "0"))};
         if (cge_model_save(p, o.out, &so))
             rc = cli_fail_last("compile", NULL);
     }
