@@ -3,6 +3,10 @@
  * a running-max (online) softmax, so no [M, N] score tensor is ever stored;
  * Q, K, V and the output are read and written through permutations (the
  * Transposes around the attention, folded away). */
+/* Multiply-adds fused (FMA in the AVX2 / AVX-512 clones): this kernel sums in
+ * its own order anyway, so it is not bit-equal to the unfused graph. */
+#pragma GCC optimize("fp-contract=fast")
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,16 +16,27 @@
 #include "ops/fast_math.h"
 #include "ops/kernel_util.h"
 
+/* CGE_TARGET_CLONES' instruction sets, named by level so that the AVX2 and
+ * AVX-512 clones have FMA too (GCC's "avx2" target does not). */
+#if defined(__SANITIZE_THREAD__)
+#define ATTN_CLONES
+#else
+#define ATTN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+
 /* Keys per chunk: one row's scores of a chunk live in 8 vectors of 8 floats. */
 #define NC 64
 /* Floats of the packed K^T chunk ([D][NC]) kept on the stack: D up to 256. */
 #define KT_FLOATS (256 * NC)
-/* Rows of one work item (their running maxima and sums live on the stack). */
-#define RB 16
+/* Rows of one work item (their running maxima and sums live on the stack);
+ * a packed K^T chunk serves all of them. */
+#define RB 64
 
 typedef float v8f __attribute__((vector_size(32)));
 /* the same, at any float's alignment, for loads and stores */
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define V8_MAX(a, b) ((v8f)((((v8i)(a)) & ((a) > (b))) | (((v8i)(b)) & ~((a) > (b)))))
 
 enum { MASK_NONE = 0, MASK_ADD = 1, MASK_KEEP_TRUE = 2, MASK_KEEP_FALSE = 3 };
 
@@ -161,7 +176,7 @@ static void strides_of(const cge_shape *s, int64_t *st)
     } while (0)
 
 /* Whether key n is kept for row m (only for the Where-form masks). */
-static inline bool kept(const attn_args *a, const unsigned char *mrow, int64_t n)
+static inline __attribute__((always_inline)) bool kept(const attn_args *a, const unsigned char *mrow, int64_t n)
 {
     bool sel = mrow[n * a->mask_n] != 0;
     return a->kind == MASK_KEEP_TRUE ? sel : !sel;
@@ -170,23 +185,33 @@ static inline bool kept(const attn_args *a, const unsigned char *mrow, int64_t n
 /* One row's chunk of scores s[0..nc): from a packed K^T chunk when kt is
  * given, else by a dot product per key (the one-row path: packing would read
  * K as often as scoring it). Scaled and masked. */
-static inline void score_chunk(const attn_args *a, const float *qr, const float *kc, const float *kt,
+static inline __attribute__((always_inline)) void score_chunk(const attn_args *a, const float *qr, const float *kc, const float *kt,
                                const void *mrow, int64_t n0, int64_t nc, float *s)
 {
     const int64_t D = a->D;
     if (kt) {
         v8f acc[NC / 8] = {{0}};
-        for (int64_t d = 0; d < D; d++) {
-            float qv = qr[d * a->q_d];
-            v8f qb = {qv, qv, qv, qv, qv, qv, qv, qv};
-            const float *kr = kt + d * NC;
-            for (int t = 0; t < NC / 8; t++)
-                acc[t] += qb * LD8(kr + 8 * t);
+        int64_t nv = (nc + 7) / 8;
+        if (nv == NC / 8) { /* a whole chunk: the 8 sums stay in registers */
+            for (int64_t d = 0; d < D; d++) {
+                float qv = qr[d * a->q_d];
+                v8f qb = {qv, qv, qv, qv, qv, qv, qv, qv};
+                const float *kr = kt + d * NC;
+                for (int t = 0; t < NC / 8; t++)
+                    acc[t] += qb * LD8(kr + 8 * t);
+            }
+        } else {
+            for (int64_t d = 0; d < D; d++) {
+                float qv = qr[d * a->q_d];
+                v8f qb = {qv, qv, qv, qv, qv, qv, qv, qv};
+                const float *kr = kt + d * NC;
+                for (int64_t t = 0; t < nv; t++)
+                    acc[t] += qb * LD8(kr + 8 * t);
+            }
         }
-        for (int t = 0; t < NC / 8; t++)
-            ST8(s + 8 * t, acc[t]);
-        for (int64_t j = 0; j < nc; j++)
-            s[j] *= a->scale;
+        v8f sc = {a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale};
+        for (int64_t t = 0; t < nv; t++)
+            ST8(s + 8 * t, acc[t] * sc);
     } else {
         for (int64_t j = 0; j < nc; j++) {
             if ((a->kind == MASK_KEEP_TRUE || a->kind == MASK_KEEP_FALSE) &&
@@ -228,13 +253,24 @@ static inline void score_chunk(const attn_args *a, const float *qr, const float 
 
 /* Folds one chunk of scores into a row's running maximum *mx, sum *l and
  * unnormalised output o[0..Dv). */
-static inline void fold_chunk(const attn_args *a, const float *vc, float *s, int64_t nc, float *mx,
+static inline __attribute__((always_inline)) void fold_chunk(const attn_args *a, const float *vc, float *s, int64_t nc, float *mx,
                               float *l, float *o)
 {
     const int64_t Dv = a->Dv;
-    float cm = -INFINITY;
-    for (int64_t j = 0; j < nc; j++)
-        cm = s[j] > cm ? s[j] : cm;
+    /* s has room for NC: pad to whole vectors with -inf (weight 0) */
+    int64_t nv = (nc + 7) / 8;
+    for (int64_t j = nc; j < nv * 8; j++)
+        s[j] = -INFINITY;
+    v8f vm = LD8(s);
+    for (int64_t t = 1; t < nv; t++) {
+        v8f x = LD8(s + 8 * t);
+        vm = V8_MAX(x, vm);
+    }
+    float cm, mt[8];
+    memcpy(mt, &vm, sizeof mt);
+    cm = mt[0];
+    for (int i = 1; i < 8; i++)
+        cm = mt[i] > cm ? mt[i] : cm;
     float nm = cm > *mx ? cm : *mx;
     if (nm == -INFINITY)
         return; /* every score so far is -inf: nothing to weigh yet */
@@ -245,44 +281,48 @@ static inline void fold_chunk(const attn_args *a, const float *vc, float *s, int
             o[d] *= alpha;
         *mx = nm;
     }
-    float sum = 0.0f;
-    for (int64_t j = 0; j < nc; j++) {
+    for (int64_t j = 0; j < nv * 8; j++) /* no reduction here: this loop vectorises */
         s[j] = cge__expf_fast(s[j] - nm);
-        sum += s[j];
-    }
+    v8f vs = {0};
+    for (int64_t t = 0; t < nv; t++)
+        vs += LD8(s + 8 * t);
+    float sum;
+    HSUM8(vs, sum);
     *l += sum;
-    /* the weights of up to 4 keys per pass over o; weight-0 keys (masked) skipped */
-    int64_t idx[4];
-    float w[4];
-    int cnt = 0;
-    for (int64_t j = 0; j <= nc; j++) {
-        if (j < nc && s[j] != 0.0f) {
-            idx[cnt] = j;
-            w[cnt++] = s[j];
+    /* o += sum_j s[j] V[j], 64 columns at a time held in registers; weight-0
+     * keys (masked, or far below the maximum) skipped */
+    int64_t d0 = 0;
+    for (; d0 + 64 <= Dv; d0 += 64) {
+        v8f acc[8];
+        for (int t = 0; t < 8; t++)
+            acc[t] = LD8(o + d0 + 8 * t);
+        for (int64_t j = 0; j < nc; j++) {
+            float w = s[j];
+            if (w == 0.0f)
+                continue;
+            v8f wb = {w, w, w, w, w, w, w, w};
+            const float *vr = vc + j * a->v_n + d0;
+            for (int t = 0; t < 8; t++)
+                acc[t] += wb * LD8(vr + 8 * t);
         }
-        if (cnt == 4 || (j == nc && cnt > 0)) {
-            for (int c = cnt; c < 4; c++) {
-                idx[c] = idx[0];
-                w[c] = 0.0f;
-            }
-            const float *v0 = vc + idx[0] * a->v_n, *v1 = vc + idx[1] * a->v_n,
-                        *v2 = vc + idx[2] * a->v_n, *v3 = vc + idx[3] * a->v_n;
-            v8f w0 = {w[0], w[0], w[0], w[0], w[0], w[0], w[0], w[0]};
-            v8f w1 = {w[1], w[1], w[1], w[1], w[1], w[1], w[1], w[1]};
-            v8f w2 = {w[2], w[2], w[2], w[2], w[2], w[2], w[2], w[2]};
-            v8f w3 = {w[3], w[3], w[3], w[3], w[3], w[3], w[3], w[3]};
-            int64_t d = 0;
-            for (; d + 8 <= Dv; d += 8)
-                ST8(o + d, LD8(o + d) + ((w0 * LD8(v0 + d) + w1 * LD8(v1 + d)) +
-                                         (w2 * LD8(v2 + d) + w3 * LD8(v3 + d))));
-            for (; d < Dv; d++)
-                o[d] += (w[0] * v0[d] + w[1] * v1[d]) + (w[2] * v2[d] + w[3] * v3[d]);
-            cnt = 0;
-        }
+        for (int t = 0; t < 8; t++)
+            ST8(o + d0 + 8 * t, acc[t]);
+    }
+    for (int64_t j = 0; j < nc && d0 < Dv; j++) {
+        float w = s[j];
+        if (w == 0.0f)
+            continue;
+        const float *vr = vc + j * a->v_n;
+        v8f wb = {w, w, w, w, w, w, w, w};
+        int64_t d = d0;
+        for (; d + 8 <= Dv; d += 8)
+            ST8(o + d, LD8(o + d) + wb * LD8(vr + d));
+        for (; d < Dv; d++)
+            o[d] += w * vr[d];
     }
 }
 
-CGE_TARGET_CLONES static void attn_rows(const attn_args *a, int64_t b, int64_t m0, int64_t m1)
+ATTN_CLONES static void attn_rows(const attn_args *a, int64_t b, int64_t m0, int64_t m1)
 {
     int64_t qo = 0, ko = 0, vo = 0, oo = 0, mo = 0, rem = b;
     for (int32_t i = a->nb - 1; i >= 0; i--) {
