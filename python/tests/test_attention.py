@@ -204,3 +204,79 @@ def test_disabled_pass_leaves_softmax(tmp_path):
                  "past_v": np.zeros((1, 3, 2, 12), np.float32)})
     text = _last_dump(dump)
     assert _op_count(text, "Softmax") == 1 and _op_count(text, "Attention") == 0
+
+
+def _np_attention(q, k, v, scale, mask=None, kind=0, fill=0.0):
+    s = np.einsum("...md,...nd->...mn", q.astype(np.float64), k.astype(np.float64)) * scale
+    if kind == 1:
+        s = s + mask
+    elif kind in (2, 3):
+        keep = mask if kind == 2 else ~mask
+        s = np.where(keep, s, fill)
+    s = s - s.max(-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("...mn,...nd->...md", p, v.astype(np.float64))
+
+
+def _attention_model(path, shapes, attrs, mask_shape=None, mask_type=None):
+    import onnx
+    from onnx import TensorProto, helper
+    ins = ["q", "k", "v"] + (["mask"] if mask_shape else [])
+    node = helper.make_node("Attention", ins, ["y"], domain="cge.fused", **attrs)
+    vis = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in zip(ins[:3], shapes)]
+    if mask_shape:
+        vis.append(helper.make_tensor_value_info("mask", mask_type, mask_shape))
+    graph = helper.make_graph([node], "attention", vis,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("cge.fused", 1)])
+    onnx.save_model(model, path)
+
+
+@pytest.mark.parametrize("m,n,d", [(1, 1, 5), (1, 131, 12), (7, 64, 16), (67, 70, 20), (3, 200, 72)])
+def test_attention_op_permuted_and_masked(tmp_path, m, n, d):
+    """The operator itself against numpy: Q as [B, M, H, D] (q_perm), K stored
+    transposed [B, H, D, N] (k_perm), a keep-where-false bool mask broadcast
+    over the batch, the output written as [B, M, H, Dv] (out_perm)."""
+    from onnx import TensorProto
+    rng = np.random.RandomState(m * 1000 + n)
+    b, h, dv = 2, 3, d + 3
+    q = rng.randn(b, m, h, d).astype(np.float32)           # logical [b, h, m, d]
+    kt = rng.randn(b, h, d, n).astype(np.float32)          # logical [b, h, n, d]
+    v = rng.randn(b, h, n, dv).astype(np.float32)
+    mask = rng.rand(1, h, m, n) < 0.3                      # True: dropped (kind 3)
+    mask[..., 0] = False                                   # every row keeps a key
+    path = str(tmp_path / "att.onnx")
+    _attention_model(path, [q.shape, kt.shape, v.shape],
+                     {"scale": 0.3, "mask_kind": 3, "fill": -1e9, "q_perm": [0, 2, 1, 3],
+                      "k_perm": [0, 1, 3, 2], "out_perm": [0, 2, 1, 3]}, list(mask.shape), TensorProto.BOOL)
+    y = cge.InferenceSession(path).run(None, {"q": q, "k": kt, "v": v, "mask": mask})[0]
+    ref = _np_attention(q.transpose(0, 2, 1, 3), kt.transpose(0, 1, 3, 2), v, 0.3, mask, 3, -1e9)
+    assert y.shape == (b, m, h, dv)
+    np.testing.assert_allclose(y, ref.transpose(0, 2, 1, 3), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_op_additive_mask_rank2(tmp_path):
+    """An additive [M, N] mask broadcast over batch and heads; rank-3 inputs."""
+    from onnx import TensorProto
+    rng = np.random.RandomState(7)
+    q, k, v = (rng.randn(4, 9, 8).astype(np.float32), rng.randn(4, 11, 8).astype(np.float32),
+               rng.randn(4, 11, 5).astype(np.float32))
+    mask = np.triu(np.full((9, 11), -np.inf, np.float32), 3)
+    path = str(tmp_path / "att.onnx")
+    _attention_model(path, [q.shape, k.shape, v.shape], {"scale": 0.5, "mask_kind": 1},
+                     [9, 11], TensorProto.FLOAT)
+    y = cge.InferenceSession(path).run(None, {"q": q, "k": k, "v": v, "mask": mask})[0]
+    np.testing.assert_allclose(y, _np_attention(q, k, v, 0.5, mask, 1), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_op_meta_errors(tmp_path):
+    """Q's and K's head sizes differ: a [meta] error naming them, no crash."""
+    path = str(tmp_path / "bad.onnx")
+    _attention_model(path, [[2, 3, 8], [2, 5, 7], [2, 5, 4]], {"scale": 1.0})
+    with pytest.raises(Exception) as e:
+        s = cge.InferenceSession(path)
+        s.run(None, {"q": np.zeros((2, 3, 8), np.float32), "k": np.zeros((2, 5, 7), np.float32),
+                     "v": np.zeros((2, 5, 4), np.float32)})
+    assert "[meta]" in str(e.value) and "head size" in str(e.value)
