@@ -28,9 +28,10 @@
 #define NC 64
 /* Floats of the packed K^T chunk ([D][NC]) kept on the stack: D up to 256. */
 #define KT_FLOATS (256 * NC)
-/* Rows of one work item (their running maxima and sums live on the stack);
- * a packed K^T chunk serves all of them. */
-#define RB 64
+/* Most rows of one work item (their running maxima and sums live on the
+ * stack); a packed K^T chunk serves all of them, so items are as large as
+ * the thread count allows. */
+#define RB 256
 
 typedef float v8f __attribute__((vector_size(32)));
 /* the same, at any float's alignment, for loads and stores */
@@ -50,7 +51,7 @@ typedef struct attn_args {
         mb[CGE_MAX_RANK];            /* batch strides (0 where broadcast) */
     int64_t nbatch, M, N, D, Dv;
     int64_t q_m, q_d, k_n, k_d, v_n, o_m, mask_m, mask_n;
-    int64_t rblocks;                 /* row blocks per batch entry */
+    int64_t rb, rblocks;             /* rows per item (<= RB), row blocks per batch entry */
     float scale, fill;
     int kind;
 } attn_args;
@@ -182,6 +183,23 @@ static inline __attribute__((always_inline)) bool kept(const attn_args *a, const
     return a->kind == MASK_KEEP_TRUE ? sel : !sel;
 }
 
+/* The mask on one row's chunk of scores (packed: the dot products were all
+ * made, so dropped scores are replaced here). */
+static inline __attribute__((always_inline)) void mask_chunk(const attn_args *a, const void *mrow,
+                                                             int64_t n0, int64_t nc, bool packed,
+                                                             float *s)
+{
+    if (a->kind == MASK_ADD) {
+        const float *mr = mrow;
+        for (int64_t j = 0; j < nc; j++)
+            s[j] += mr[(n0 + j) * a->mask_n];
+    } else if (packed && a->kind != MASK_NONE) {
+        for (int64_t j = 0; j < nc; j++)
+            if (!kept(a, mrow, n0 + j))
+                s[j] = a->fill;
+    }
+}
+
 /* One row's chunk of scores s[0..nc): from a packed K^T chunk when kt is
  * given, else by a dot product per key (the one-row path: packing would read
  * K as often as scoring it). Scaled and masked. */
@@ -240,14 +258,30 @@ static inline __attribute__((always_inline)) void score_chunk(const attn_args *a
             s[j] = dot * a->scale;
         }
     }
-    if (a->kind == MASK_ADD) {
-        const float *mr = mrow;
-        for (int64_t j = 0; j < nc; j++)
-            s[j] += mr[(n0 + j) * a->mask_n];
-    } else if (kt && a->kind != MASK_NONE) {
-        for (int64_t j = 0; j < nc; j++)
-            if (!kept(a, mrow, n0 + j))
-                s[j] = a->fill;
+    mask_chunk(a, mrow, n0, nc, kt != NULL, s);
+}
+
+/* Two rows' scores of a whole chunk from the packed K^T: each K^T load
+ * serves both rows (the product is bound by loads, not multiply-adds). */
+static inline __attribute__((always_inline)) void score_pair(const attn_args *a, const float *q0,
+                                                             const float *q1, const float *kt,
+                                                             float *s0, float *s1)
+{
+    v8f x[NC / 8] = {{0}}, y[NC / 8] = {{0}};
+    for (int64_t d = 0; d < a->D; d++) {
+        float u = q0[d * a->q_d], w = q1[d * a->q_d];
+        v8f ub = {u, u, u, u, u, u, u, u}, wb = {w, w, w, w, w, w, w, w};
+        const float *kr = kt + d * NC;
+        for (int t = 0; t < NC / 8; t++) {
+            v8f k8 = LD8(kr + 8 * t);
+            x[t] += ub * k8;
+            y[t] += wb * k8;
+        }
+    }
+    v8f sc = {a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale};
+    for (int t = 0; t < NC / 8; t++) {
+        ST8(s0 + 8 * t, x[t] * sc);
+        ST8(s1 + 8 * t, y[t] * sc);
     }
 }
 
@@ -339,7 +373,7 @@ ATTN_CLONES static void attn_rows(const attn_args *a, int64_t b, int64_t m0, int
     const int64_t N = a->N, D = a->D, Dv = a->Dv, esz = a->kind == MASK_ADD ? 4 : 1;
     const char *mask = a->mask ? (const char *)a->mask + mo * esz : NULL;
     float mx[RB], l[RB];
-    float s[NC];
+    float s[NC], s2[NC];
     for (int64_t m = m0; m < m1; m++) {
         mx[m - m0] = -INFINITY;
         l[m - m0] = 0.0f;
@@ -360,7 +394,18 @@ ATTN_CLONES static void attn_rows(const attn_args *a, int64_t b, int64_t m0, int
                     row[j] = 0.0f;
             }
         }
-        for (int64_t m = m0; m < m1; m++) {
+        int64_t m = m0;
+        if (pack && nc == NC)
+            for (; m + 2 <= m1; m += 2) {
+                const void *r0 = mask ? mask + m * a->mask_m * esz : NULL;
+                const void *r1 = mask ? mask + (m + 1) * a->mask_m * esz : NULL;
+                score_pair(a, q + m * a->q_m, q + (m + 1) * a->q_m, kt, s, s2);
+                mask_chunk(a, r0, n0, nc, true, s);
+                mask_chunk(a, r1, n0, nc, true, s2);
+                fold_chunk(a, vc, s, nc, &mx[m - m0], &l[m - m0], o + m * a->o_m);
+                fold_chunk(a, vc, s2, nc, &mx[m + 1 - m0], &l[m + 1 - m0], o + (m + 1) * a->o_m);
+            }
+        for (; m < m1; m++) {
             const void *mrow = mask ? mask + m * a->mask_m * esz : NULL;
             score_chunk(a, q + m * a->q_m, kc, pack ? kt : NULL, mrow, n0, nc, s);
             fold_chunk(a, vc, s, nc, &mx[m - m0], &l[m - m0], o + m * a->o_m);
@@ -381,7 +426,7 @@ static void attn_block(int64_t blk, int64_t nblk, void *p)
     cge__block_range(a->nbatch * a->rblocks, blk, nblk, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         int64_t b = i / a->rblocks, r = i % a->rblocks;
-        int64_t m0 = r * RB, m1 = m0 + RB < a->M ? m0 + RB : a->M;
+        int64_t m0 = r * a->rb, m1 = m0 + a->rb < a->M ? m0 + a->rb : a->M;
         attn_rows(a, b, m0, m1);
     }
 }
@@ -469,9 +514,16 @@ static cge_status attn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.k = K->data;
     a.v = V->data;
     a.o = Y->data;
-    a.rblocks = (a.M + RB - 1) / RB;
+    /* rows per item: all of them where the batch entries alone give every
+     * thread two items, else split (in multiples of 16) until they do */
+    int64_t threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    int64_t splits = a.nbatch >= 2 * threads ? 1 : (2 * threads + a.nbatch - 1) / a.nbatch;
+    a.rb = (a.M + splits - 1) / splits;
+    a.rb = (a.rb + 15) / 16 * 16;
+    a.rb = a.rb < 16 ? 16 : a.rb > RB ? RB : a.rb;
+    a.rblocks = (a.M + a.rb - 1) / a.rb;
     /* at least ~32k multiply-adds per block: a decode step's heads are tiny */
-    int64_t rows = a.M < RB ? a.M : RB;
+    int64_t rows = a.M < a.rb ? a.M : a.rb;
     int64_t per_item = rows * (a.N > 0 ? a.N : 1) * (a.D + a.Dv);
     int64_t min_items = per_item >= 32768 ? 1 : (32768 + per_item - 1) / per_item;
     int64_t nblk = cge__blocks_for(a.nbatch * a.rblocks, min_items, ctx->num_threads);
