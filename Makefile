@@ -14,7 +14,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
-        bench-deps bench-dispatch bench-models bench-dynamic bench-compile bench-memplan bench-load \
+        bench-deps bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail \
         bench-memory \
         bench-dist soak zoo
@@ -157,6 +157,11 @@ bench-memory: bench-deps build
 # the targets for compiling symbolic shapes once. BENCH_JSON=FILE keeps it all.
 bench-dynamic: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dynamic.py
+
+# The attention fusion A/B in one process (fuse_attention on and off), with
+# ONNX Runtime on the same decoders in the same run (bench/attention.py).
+bench-attention: bench-deps deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/attention.py
 
 # Quantized (QDQ) resnet18, mobilenet_v2, resnet50 and an encoder from PyTorch
 # FX: cge int8 vs ONNX Runtime int8 vs cge float32, as ratios (bench/int8.py).

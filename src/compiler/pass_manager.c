@@ -34,6 +34,7 @@ static const pass_entry passes[] = {
     {"optimize", "remove_noops", cc_pass_remove_noops, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "simplify_algebra", cc_pass_simplify_algebra, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "fuse_attention", cc_pass_fuse_attention, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "fuse_conv_bn", cc_pass_fuse_conv_bn, CGE_OPT_FUSE, false, NULL, NULL},
     /* fuse_gelu first: a Conv takes the Gelu it makes as its activation. */
@@ -243,6 +244,8 @@ static cge_status resolve_options(cc_ctx *ctx, const cge_compile_options *opts)
 {
     if (opts)
         ctx->opts = *opts;
+    if (!ctx->opts.disable) /* for A/B runs of a pass without code changes */
+        ctx->opts.disable = getenv("CGE_DISABLE_PASSES");
     cge_status st = check_list(ctx->opts.disable, "disable");
     if (!st)
         st = check_list(ctx->opts.enable, "enable");

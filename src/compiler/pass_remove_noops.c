@@ -45,6 +45,13 @@ static bool dropout_is_identity(const cc_ctx *ctx, const cge_graph *g, const cge
 {
     if (ctx->opts.training)
         return false;
+    /* ratio 0 keeps every element even in training mode (torchvision's swin
+     * exports attention dropout so: training_mode true, ratio 0) */
+    if (cge_node_num_inputs(n) >= 2 && cge_node_input_id(n, 1) >= 0) {
+        const cge_tensor *t = cc_input_const(g, n, 1);
+        if (t && cc_const_all_equal(t, 0.0, false))
+            return true;
+    }
     if (cge_node_num_inputs(n) >= 3 && cge_node_input_id(n, 2) >= 0) {
         const cge_tensor *t = cc_input_const(g, n, 2);
         return t && cc_const_all_equal(t, 0.0, false);

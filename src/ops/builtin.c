@@ -25,6 +25,7 @@ static const family_fn families[] = {
     cge__ops_control_flow,
     cge__ops_training,
     cge__ops_fused_elementwise, cge__ops_fused_matmul, cge__ops_fused_conv, cge__ops_qlinear,
+    cge__ops_attention,
     cge__ops_matmul_bf16, cge__ops_matmul_nbits,
     cge__ops_channels_last, cge__ops_copy,
     cge__ops_sequence, cge__ops_optional,

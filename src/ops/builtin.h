@@ -40,6 +40,7 @@ const cge_op_def *cge__ops_random(int32_t *count);  /* RandomUniform(Like) Rando
 const cge_op_def *cge__ops_fused_elementwise(int32_t *count); /* cge.fused ElementwiseChain */
 const cge_op_def *cge__ops_fused_matmul(int32_t *count); /* cge.fused FusedMatMul */
 const cge_op_def *cge__ops_fused_conv(int32_t *count); /* cge.fused FusedConv */
+const cge_op_def *cge__ops_attention(int32_t *count); /* cge.fused Attention */
 const cge_op_def *cge__ops_qlinear(int32_t *count); /* cge.fused QAdd QMul QLookup QPool */
 const cge_op_def *cge__ops_matmul_bf16(int32_t *count); /* cge.fused MatMulBF16 */
 const cge_op_def *cge__ops_matmul_nbits(int32_t *count); /* com.microsoft MatMulNBits */

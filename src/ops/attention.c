@@ -1,0 +1,570 @@
+/* cge.fused Attention: softmax(scale * Q K^T + mask) V in one kernel, made by
+ * the compiler's fuse_attention pass. Keys are scored a chunk at a time with
+ * a running-max (online) softmax, so no [M, N] score tensor is ever stored;
+ * Q, K, V and the output are read and written through permutations (the
+ * Transposes around the attention, folded away). */
+/* Multiply-adds fused (FMA in the AVX2 / AVX-512 clones): this kernel sums in
+ * its own order anyway, so it is not bit-equal to the unfused graph. */
+#pragma GCC optimize("fp-contract=fast")
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cge/fused_ops.h"
+#include "ops/builtin.h"
+#include "ops/fast_math.h"
+#include "ops/kernel_util.h"
+
+/* CGE_TARGET_CLONES' instruction sets, named by level so that the AVX2 and
+ * AVX-512 clones have FMA too (GCC's "avx2" target does not). */
+#if defined(__SANITIZE_THREAD__)
+#define ATTN_CLONES
+#else
+#define ATTN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+
+/* Keys per chunk: one row's scores of a chunk live in 8 vectors of 8 floats. */
+#define NC 64
+/* Floats of the packed K^T chunk ([D][NC]) kept on the stack: D up to 256. */
+#define KT_FLOATS (256 * NC)
+/* Most rows of one work item (their running maxima and sums live on the
+ * stack); a packed K^T chunk serves all of them, so items are as large as
+ * the thread count allows. */
+#define RB 256
+
+typedef float v8f __attribute__((vector_size(32)));
+/* the same, at any float's alignment, for loads and stores */
+typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define V8_MAX(a, b) ((v8f)((((v8i)(a)) & ((a) > (b))) | (((v8i)(b)) & ~((a) > (b)))))
+
+enum { MASK_NONE = 0, MASK_ADD = 1, MASK_KEEP_TRUE = 2, MASK_KEEP_FALSE = 3 };
+
+typedef struct attn_args {
+    const float *q, *k, *v;
+    const void *mask;
+    float *o;
+    int32_t nb;                      /* batch dims (rank - 2) */
+    int64_t bdim[CGE_MAX_RANK];      /* the output's batch dims */
+    int64_t qb[CGE_MAX_RANK], kb[CGE_MAX_RANK], vb[CGE_MAX_RANK], ob[CGE_MAX_RANK],
+        mb[CGE_MAX_RANK];            /* batch strides (0 where broadcast) */
+    int64_t nbatch, M, N, D, Dv;
+    int64_t q_m, q_d, k_n, k_d, v_n, o_m, mask_m, mask_n;
+    int64_t rb, rblocks;             /* rows per item (<= RB), row blocks per batch entry */
+    float scale, fill;
+    int kind;
+} attn_args;
+
+/* The logical dims of a permuted input: logical dim i is source dim perm[i]. */
+static bool get_perm(const cge_attrs *attrs, const char *name, int32_t r, int32_t *perm)
+{
+    const int64_t *p = NULL;
+    int64_t n = cge_attrs_get_ints(attrs, name, &p);
+    if (n <= 0) {
+        for (int32_t i = 0; i < r; i++)
+            perm[i] = i;
+        return true;
+    }
+    if (n != r)
+        return false;
+    bool seen[CGE_MAX_RANK] = {false};
+    for (int32_t i = 0; i < r; i++) {
+        if (p[i] < 0 || p[i] >= r || seen[p[i]])
+            return false;
+        seen[p[i]] = true;
+        perm[i] = (int32_t)p[i];
+    }
+    return true;
+}
+
+/* Two dims that must agree, where both are known now. */
+static bool dims_clash(int64_t a, int64_t b)
+{
+    return cge_dim_is_known(a) && cge_dim_is_known(b) && a != b;
+}
+
+static cge_status attn_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 3 || ctx->num_outputs != 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs Q, K, V (and an optional mask)");
+    const cge_tensor_desc *q = &ctx->inputs[0], *k = &ctx->inputs[1], *v = &ctx->inputs[2];
+    int32_t r = q->shape.rank;
+    if (q->dtype != CGE_F32 || k->dtype != CGE_F32 || v->dtype != CGE_F32)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "Q, K and V must be float32");
+    if (r < 2 || k->shape.rank != r || v->shape.rank != r)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "Q, K and V must have one rank >= 2 (got %d, %d, %d)",
+                              (int)r, (int)k->shape.rank, (int)v->shape.rank);
+    int32_t qp[CGE_MAX_RANK], kp[CGE_MAX_RANK], vp[CGE_MAX_RANK], op[CGE_MAX_RANK];
+    if (!get_perm(ctx->attrs, "q_perm", r, qp) || !get_perm(ctx->attrs, "k_perm", r, kp) ||
+        !get_perm(ctx->attrs, "v_perm", r, vp) || !get_perm(ctx->attrs, "out_perm", r, op))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "a permutation attribute is not a permutation of %d axes",
+                              (int)r);
+    if (vp[r - 1] != r - 1 || op[r - 1] != r - 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "v_perm and out_perm must keep the last axis last");
+    int64_t lq[CGE_MAX_RANK], lk[CGE_MAX_RANK], lv[CGE_MAX_RANK], lo[CGE_MAX_RANK];
+    for (int32_t i = 0; i < r; i++) {
+        lq[i] = q->shape.dims[qp[i]];
+        lk[i] = k->shape.dims[kp[i]];
+        lv[i] = v->shape.dims[vp[i]];
+    }
+    if (dims_clash(lq[r - 1], lk[r - 1]) || dims_clash(lk[r - 2], lv[r - 2]))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                              "Q's head size %lld and K's %lld, or K's keys %lld and V's %lld, differ",
+                              (long long)lq[r - 1], (long long)lk[r - 1], (long long)lk[r - 2],
+                              (long long)lv[r - 2]);
+    for (int32_t i = 0; i < r - 2; i++) {
+        int64_t d = lq[i];
+        if (d == 1 && lk[i] != 1)
+            d = lk[i];
+        if (d == 1 && lv[i] != 1)
+            d = lv[i];
+        if ((lk[i] != 1 && dims_clash(d, lk[i])) || (lv[i] != 1 && dims_clash(d, lv[i])) ||
+            (lq[i] != 1 && dims_clash(d, lq[i])))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "batch axis %d: Q, K and V have %lld, %lld, %lld",
+                                  (int)i, (long long)lq[i], (long long)lk[i], (long long)lv[i]);
+        lo[i] = d;
+    }
+    lo[r - 2] = lq[r - 2];
+    lo[r - 1] = lv[r - 1];
+    int64_t kind = cge_attrs_get_int(ctx->attrs, "mask_kind", MASK_NONE);
+    bool has_mask = cge__meta_has_input(ctx, 3);
+    if (kind < MASK_NONE || kind > MASK_KEEP_FALSE || has_mask != (kind != MASK_NONE))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "mask_kind %lld does not match the inputs",
+                              (long long)kind);
+    if (has_mask) {
+        const cge_tensor_desc *m = &ctx->inputs[3];
+        if (m->dtype != (kind == MASK_ADD ? CGE_F32 : CGE_BOOL))
+            return cge_meta_error(ctx, CGE_ERR_DTYPE, "the mask must be %s",
+                                  kind == MASK_ADD ? "float32 (added)" : "bool (kept where selected)");
+        if (m->shape.rank > r)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "the mask has rank %d, above the scores' %d",
+                                  (int)m->shape.rank, (int)r);
+        for (int32_t j = 0; j < m->shape.rank; j++) {
+            int32_t i = r - m->shape.rank + j;
+            int64_t want = i == r - 1 ? lk[r - 2] : lo[i];
+            int64_t d = m->shape.dims[j];
+            if (d != 1 && dims_clash(d, want))
+                return cge_meta_error(ctx, CGE_ERR_SHAPE, "mask axis %d is %lld; the scores have %lld",
+                                      (int)j, (long long)d, (long long)want);
+        }
+    }
+    ctx->outputs[0].dtype = CGE_F32;
+    ctx->outputs[0].shape.rank = r;
+    for (int32_t j = 0; j < r; j++)
+        ctx->outputs[0].shape.dims[j] = lo[op[j]];
+    return CGE_OK;
+}
+
+static void strides_of(const cge_shape *s, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int32_t i = s->rank - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= s->dims[i];
+    }
+}
+
+/* Vectors never cross a call (their ABI depends on the instruction set of
+ * the clone): loads, stores and sums are macros. */
+#define LD8(p) (*(const v8u *)(const void *)(p))
+#define ST8(p, x) (*(v8u *)(void *)(p) = (x))
+#define HSUM8(x, out)                                                                     \
+    do {                                                                                  \
+        float t_[8];                                                                      \
+        memcpy(t_, &(x), sizeof t_);                                                      \
+        (out) = ((t_[0] + t_[4]) + (t_[1] + t_[5])) + ((t_[2] + t_[6]) + (t_[3] + t_[7])); \
+    } while (0)
+
+/* Whether key n is kept for row m (only for the Where-form masks). */
+static inline __attribute__((always_inline)) bool kept(const attn_args *a, const unsigned char *mrow, int64_t n)
+{
+    bool sel = mrow[n * a->mask_n] != 0;
+    return a->kind == MASK_KEEP_TRUE ? sel : !sel;
+}
+
+/* The mask on one row's chunk of scores (packed: the dot products were all
+ * made, so dropped scores are replaced here). */
+static inline __attribute__((always_inline)) void mask_chunk(const attn_args *a, const void *mrow,
+                                                             int64_t n0, int64_t nc, bool packed,
+                                                             float *s)
+{
+    if (a->kind == MASK_ADD) {
+        const float *mr = mrow;
+        for (int64_t j = 0; j < nc; j++)
+            s[j] += mr[(n0 + j) * a->mask_n];
+    } else if (packed && a->kind != MASK_NONE) {
+        for (int64_t j = 0; j < nc; j++)
+            if (!kept(a, mrow, n0 + j))
+                s[j] = a->fill;
+    }
+}
+
+/* One row's chunk of scores s[0..nc): from a packed K^T chunk when kt is
+ * given, else by a dot product per key (the one-row path: packing would read
+ * K as often as scoring it). Scaled and masked. */
+static inline __attribute__((always_inline)) void score_chunk(const attn_args *a, const float *qr, const float *kc, const float *kt,
+                               const void *mrow, int64_t n0, int64_t nc, float *s)
+{
+    const int64_t D = a->D;
+    if (kt) {
+        v8f acc[NC / 8] = {{0}};
+        int64_t nv = (nc + 7) / 8;
+        if (nv == NC / 8) { /* a whole chunk: the 8 sums stay in registers */
+            for (int64_t d = 0; d < D; d++) {
+                float qv = qr[d * a->q_d];
+                v8f qb = {qv, qv, qv, qv, qv, qv, qv, qv};
+                const float *kr = kt + d * NC;
+                for (int t = 0; t < NC / 8; t++)
+                    acc[t] += qb * LD8(kr + 8 * t);
+            }
+        } else {
+            for (int64_t d = 0; d < D; d++) {
+                float qv = qr[d * a->q_d];
+                v8f qb = {qv, qv, qv, qv, qv, qv, qv, qv};
+                const float *kr = kt + d * NC;
+                for (int64_t t = 0; t < nv; t++)
+                    acc[t] += qb * LD8(kr + 8 * t);
+            }
+        }
+        v8f sc = {a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale};
+        for (int64_t t = 0; t < nv; t++)
+            ST8(s + 8 * t, acc[t] * sc);
+    } else {
+        for (int64_t j = 0; j < nc; j++) {
+            if ((a->kind == MASK_KEEP_TRUE || a->kind == MASK_KEEP_FALSE) &&
+                !kept(a, mrow, n0 + j)) {
+                s[j] = a->fill; /* replaced by the mask: not worth a dot product */
+                continue;
+            }
+            const float *kr = kc + j * a->k_n;
+            float dot;
+            if (a->k_d == 1 && a->q_d == 1) {
+                v8f x0 = {0}, x1 = {0};
+                int64_t d = 0;
+                for (; d + 16 <= D; d += 16) {
+                    x0 += LD8(qr + d) * LD8(kr + d);
+                    x1 += LD8(qr + d + 8) * LD8(kr + d + 8);
+                }
+                v8f xs = x0 + x1;
+                HSUM8(xs, dot);
+                for (; d < D; d++)
+                    dot += qr[d] * kr[d];
+            } else {
+                dot = 0.0f;
+                for (int64_t d = 0; d < D; d++)
+                    dot += qr[d * a->q_d] * kr[d * a->k_d];
+            }
+            s[j] = dot * a->scale;
+        }
+    }
+    mask_chunk(a, mrow, n0, nc, kt != NULL, s);
+}
+
+/* Two rows' scores of a whole chunk from the packed K^T: each K^T load
+ * serves both rows (the product is bound by loads, not multiply-adds). */
+static inline __attribute__((always_inline)) void score_pair(const attn_args *a, const float *q0,
+                                                             const float *q1, const float *kt,
+                                                             float *s0, float *s1)
+{
+    v8f x[NC / 8] = {{0}}, y[NC / 8] = {{0}};
+    for (int64_t d = 0; d < a->D; d++) {
+        float u = q0[d * a->q_d], w = q1[d * a->q_d];
+        v8f ub = {u, u, u, u, u, u, u, u}, wb = {w, w, w, w, w, w, w, w};
+        const float *kr = kt + d * NC;
+        for (int t = 0; t < NC / 8; t++) {
+            v8f k8 = LD8(kr + 8 * t);
+            x[t] += ub * k8;
+            y[t] += wb * k8;
+        }
+    }
+    v8f sc = {a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale, a->scale};
+    for (int t = 0; t < NC / 8; t++) {
+        ST8(s0 + 8 * t, x[t] * sc);
+        ST8(s1 + 8 * t, y[t] * sc);
+    }
+}
+
+/* Folds one chunk of scores into a row's running maximum *mx, sum *l and
+ * unnormalised output o[0..Dv). */
+static inline __attribute__((always_inline)) void fold_chunk(const attn_args *a, const float *vc, float *s, int64_t nc, float *mx,
+                              float *l, float *o)
+{
+    const int64_t Dv = a->Dv;
+    /* s has room for NC: pad to whole vectors with -inf (weight 0) */
+    int64_t nv = (nc + 7) / 8;
+    for (int64_t j = nc; j < nv * 8; j++)
+        s[j] = -INFINITY;
+    v8f vm = LD8(s);
+    for (int64_t t = 1; t < nv; t++) {
+        v8f x = LD8(s + 8 * t);
+        vm = V8_MAX(x, vm);
+    }
+    float cm, mt[8];
+    memcpy(mt, &vm, sizeof mt);
+    cm = mt[0];
+    for (int i = 1; i < 8; i++)
+        cm = mt[i] > cm ? mt[i] : cm;
+    float nm = cm > *mx ? cm : *mx;
+    if (nm == -INFINITY)
+        return; /* every score so far is -inf: nothing to weigh yet */
+    if (nm != *mx) {
+        float alpha = cge__expf_fast(*mx - nm);
+        *l *= alpha;
+        for (int64_t d = 0; d < Dv; d++)
+            o[d] *= alpha;
+        *mx = nm;
+    }
+    for (int64_t j = 0; j < nv * 8; j++) /* no reduction here: this loop vectorises */
+        s[j] = cge__expf_fast(s[j] - nm);
+    v8f vs = {0};
+    for (int64_t t = 0; t < nv; t++)
+        vs += LD8(s + 8 * t);
+    float sum;
+    HSUM8(vs, sum);
+    *l += sum;
+    /* o += sum_j s[j] V[j], 64 columns at a time held in registers; weight-0
+     * keys (masked, or far below the maximum) skipped */
+    int64_t d0 = 0;
+    for (; d0 + 64 <= Dv; d0 += 64) {
+        v8f acc[8];
+        for (int t = 0; t < 8; t++)
+            acc[t] = LD8(o + d0 + 8 * t);
+        for (int64_t j = 0; j < nc; j++) {
+            float w = s[j];
+            if (w == 0.0f)
+                continue;
+            v8f wb = {w, w, w, w, w, w, w, w};
+            const float *vr = vc + j * a->v_n + d0;
+            for (int t = 0; t < 8; t++)
+                acc[t] += wb * LD8(vr + 8 * t);
+        }
+        for (int t = 0; t < 8; t++)
+            ST8(o + d0 + 8 * t, acc[t]);
+    }
+    for (int64_t j = 0; j < nc && d0 < Dv; j++) {
+        float w = s[j];
+        if (w == 0.0f)
+            continue;
+        const float *vr = vc + j * a->v_n;
+        v8f wb = {w, w, w, w, w, w, w, w};
+        int64_t d = d0;
+        for (; d + 8 <= Dv; d += 8)
+            ST8(o + d, LD8(o + d) + wb * LD8(vr + d));
+        for (; d < Dv; d++)
+            o[d] += w * vr[d];
+    }
+}
+
+ATTN_CLONES static void attn_rows(const attn_args *a, int64_t b, int64_t m0, int64_t m1)
+{
+    int64_t qo = 0, ko = 0, vo = 0, oo = 0, mo = 0, rem = b;
+    for (int32_t i = a->nb - 1; i >= 0; i--) {
+        int64_t c = rem % a->bdim[i];
+        rem /= a->bdim[i];
+        qo += c * a->qb[i];
+        ko += c * a->kb[i];
+        vo += c * a->vb[i];
+        oo += c * a->ob[i];
+        mo += c * a->mb[i];
+    }
+    const float *q = a->q + qo, *k = a->k + ko, *v = a->v + vo;
+    float *o = a->o + oo;
+    const int64_t N = a->N, D = a->D, Dv = a->Dv, esz = a->kind == MASK_ADD ? 4 : 1;
+    const char *mask = a->mask ? (const char *)a->mask + mo * esz : NULL;
+    float mx[RB], l[RB];
+    float s[NC], s2[NC];
+    for (int64_t m = m0; m < m1; m++) {
+        mx[m - m0] = -INFINITY;
+        l[m - m0] = 0.0f;
+        memset(o + m * a->o_m, 0, (size_t)Dv * sizeof(float));
+    }
+    /* Pack K^T chunks when several rows share them and they fit the stack. */
+    bool pack = m1 - m0 >= 4 && D <= KT_FLOATS / NC;
+    float kt[KT_FLOATS];
+    for (int64_t n0 = 0; n0 < N; n0 += NC) {
+        int64_t nc = N - n0 < NC ? N - n0 : NC;
+        const float *kc = k + n0 * a->k_n, *vc = v + n0 * a->v_n;
+        if (pack) {
+            for (int64_t d = 0; d < D; d++) {
+                float *row = kt + d * NC;
+                for (int64_t j = 0; j < nc; j++)
+                    row[j] = kc[j * a->k_n + d * a->k_d];
+                for (int64_t j = nc; j < NC; j++)
+                    row[j] = 0.0f;
+            }
+        }
+        int64_t m = m0;
+        if (pack && nc == NC)
+            for (; m + 2 <= m1; m += 2) {
+                const void *r0 = mask ? mask + m * a->mask_m * esz : NULL;
+                const void *r1 = mask ? mask + (m + 1) * a->mask_m * esz : NULL;
+                score_pair(a, q + m * a->q_m, q + (m + 1) * a->q_m, kt, s, s2);
+                mask_chunk(a, r0, n0, nc, true, s);
+                mask_chunk(a, r1, n0, nc, true, s2);
+                fold_chunk(a, vc, s, nc, &mx[m - m0], &l[m - m0], o + m * a->o_m);
+                fold_chunk(a, vc, s2, nc, &mx[m + 1 - m0], &l[m + 1 - m0], o + (m + 1) * a->o_m);
+            }
+        for (; m < m1; m++) {
+            const void *mrow = mask ? mask + m * a->mask_m * esz : NULL;
+            score_chunk(a, q + m * a->q_m, kc, pack ? kt : NULL, mrow, n0, nc, s);
+            fold_chunk(a, vc, s, nc, &mx[m - m0], &l[m - m0], o + m * a->o_m);
+        }
+    }
+    for (int64_t m = m0; m < m1; m++) {
+        float inv = 1.0f / l[m - m0]; /* 0 / 0 for a row of -inf scores, as Softmax */
+        float *orow = o + m * a->o_m;
+        for (int64_t d = 0; d < Dv; d++)
+            orow[d] *= inv;
+    }
+}
+
+static void attn_block(int64_t blk, int64_t nblk, void *p)
+{
+    const attn_args *a = p;
+    int64_t i0, i1;
+    cge__block_range(a->nbatch * a->rblocks, blk, nblk, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t b = i / a->rblocks, r = i % a->rblocks;
+        int64_t m0 = r * a->rb, m1 = m0 + a->rb < a->M ? m0 + a->rb : a->M;
+        attn_rows(a, b, m0, m1);
+    }
+}
+
+static cge_status attn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const cge_tensor *Q = &ctx->inputs[0], *K = &ctx->inputs[1], *V = &ctx->inputs[2];
+    cge_tensor *Y = &ctx->outputs[0];
+    int32_t r = Q->shape.rank;
+    int32_t qp[CGE_MAX_RANK], kp[CGE_MAX_RANK], vp[CGE_MAX_RANK], op[CGE_MAX_RANK];
+    if (r < 2 || K->shape.rank != r || V->shape.rank != r || Y->shape.rank != r ||
+        !get_perm(ctx->attrs, "q_perm", r, qp) || !get_perm(ctx->attrs, "k_perm", r, kp) ||
+        !get_perm(ctx->attrs, "v_perm", r, vp) || !get_perm(ctx->attrs, "out_perm", r, op) ||
+        vp[r - 1] != r - 1 || op[r - 1] != r - 1)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "inputs do not form an attention");
+    int64_t sq[CGE_MAX_RANK], sk[CGE_MAX_RANK], sv[CGE_MAX_RANK], sy[CGE_MAX_RANK];
+    strides_of(&Q->shape, sq);
+    strides_of(&K->shape, sk);
+    strides_of(&V->shape, sv);
+    strides_of(&Y->shape, sy);
+    attn_args a = {0};
+    int64_t lo[CGE_MAX_RANK], los[CGE_MAX_RANK];
+    for (int32_t j = 0; j < r; j++) {
+        lo[op[j]] = Y->shape.dims[j];
+        los[op[j]] = sy[j];
+    }
+    a.nb = r - 2;
+    a.M = lo[r - 2];
+    a.Dv = lo[r - 1];
+    a.D = Q->shape.dims[qp[r - 1]];
+    a.N = K->shape.dims[kp[r - 2]];
+    if (K->shape.dims[kp[r - 1]] != a.D || V->shape.dims[vp[r - 2]] != a.N ||
+        V->shape.dims[vp[r - 1]] != a.Dv || Q->shape.dims[qp[r - 2]] != a.M)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "Q, K, V and the output do not agree in size");
+    a.nbatch = 1;
+    for (int32_t i = 0; i < a.nb; i++) {
+        int64_t d = lo[i];
+        a.bdim[i] = d;
+        a.nbatch *= d;
+        int64_t dq = Q->shape.dims[qp[i]], dk = K->shape.dims[kp[i]], dv = V->shape.dims[vp[i]];
+        if ((dq != d && dq != 1) || (dk != d && dk != 1) || (dv != d && dv != 1))
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE, "batch axis %d: %lld, %lld, %lld for %lld",
+                                    (int)i, (long long)dq, (long long)dk, (long long)dv, (long long)d);
+        a.qb[i] = dq == 1 ? 0 : sq[qp[i]];
+        a.kb[i] = dk == 1 ? 0 : sk[kp[i]];
+        a.vb[i] = dv == 1 ? 0 : sv[vp[i]];
+        a.ob[i] = los[i];
+    }
+    a.q_m = sq[qp[r - 2]];
+    a.q_d = sq[qp[r - 1]];
+    a.k_n = sk[kp[r - 2]];
+    a.k_d = sk[kp[r - 1]];
+    a.v_n = sv[vp[r - 2]];
+    a.o_m = los[r - 2];
+    a.kind = (int)cge_attrs_get_int(ctx->attrs, "mask_kind", MASK_NONE);
+    a.scale = cge_attrs_get_float(ctx->attrs, "scale", 1.0f);
+    a.fill = cge_attrs_get_float(ctx->attrs, "fill", -INFINITY);
+    if (a.kind != MASK_NONE) {
+        if (!cge__kernel_has_input(ctx, 3))
+            return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "mask_kind %d without a mask", a.kind);
+        const cge_tensor *Mk = &ctx->inputs[3];
+        int32_t mr = Mk->shape.rank;
+        int64_t sm[CGE_MAX_RANK];
+        strides_of(&Mk->shape, sm);
+        int64_t full[CGE_MAX_RANK];
+        for (int32_t i = 0; i < r; i++)
+            full[i] = 0;
+        for (int32_t j = 0; j < mr; j++) {
+            int32_t i = r - mr + j;
+            int64_t want = i == r - 1 ? a.N : lo[i];
+            if (Mk->shape.dims[j] != 1 && Mk->shape.dims[j] != want)
+                return cge_kernel_error(ctx, CGE_ERR_SHAPE, "mask axis %d is %lld, not %lld or 1", (int)j,
+                                        (long long)Mk->shape.dims[j], (long long)want);
+            full[i] = Mk->shape.dims[j] == 1 ? 0 : sm[j];
+        }
+        for (int32_t i = 0; i < a.nb; i++)
+            a.mb[i] = full[i];
+        a.mask_m = full[r - 2];
+        a.mask_n = full[r - 1];
+        a.mask = Mk->data;
+    }
+    if (a.nbatch == 0 || a.M == 0 || a.Dv == 0)
+        return CGE_OK;
+    a.q = Q->data;
+    a.k = K->data;
+    a.v = V->data;
+    a.o = Y->data;
+    /* rows per item: all of them where the batch entries alone give every
+     * thread two items, else split (in multiples of 16) until they do */
+    int64_t threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    int64_t splits = a.nbatch >= 2 * threads ? 1 : (2 * threads + a.nbatch - 1) / a.nbatch;
+    a.rb = (a.M + splits - 1) / splits;
+    a.rb = (a.rb + 15) / 16 * 16;
+    a.rb = a.rb < 16 ? 16 : a.rb > RB ? RB : a.rb;
+    a.rblocks = (a.M + a.rb - 1) / a.rb;
+    /* at least ~32k multiply-adds per block: a decode step's heads are tiny */
+    int64_t rows = a.M < a.rb ? a.M : a.rb;
+    int64_t per_item = rows * (a.N > 0 ? a.N : 1) * (a.D + a.Dv);
+    int64_t min_items = per_item >= 32768 ? 1 : (32768 + per_item - 1) / per_item;
+    int64_t nblk = cge__blocks_for(a.nbatch * a.rblocks, min_items, ctx->num_threads);
+    return cge_launch(stream, attn_block, nblk, &a, sizeof a);
+}
+
+/* ---- registration ------------------------------------------------------------ */
+
+static const cge_arg_def attn_in[] = {
+    {"Q", 0, CGE_DT(CGE_F32), "queries, [..., M, D] after q_perm"},
+    {"K", 0, CGE_DT(CGE_F32), "keys, [..., N, D] after k_perm"},
+    {"V", 0, CGE_DT(CGE_F32), "values, [..., N, Dv] after v_perm"},
+    {"mask", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32) | CGE_DT(CGE_BOOL),
+     "broadcast to [..., M, N]: added (float32) or selecting the kept scores (bool)"},
+};
+static const cge_arg_def attn_out[] = {
+    {"Y", 0, CGE_DT(CGE_F32), "softmax(scale Q K^T + mask) V, [..., M, Dv] permuted by out_perm"}};
+static const cge_attr_def attn_attrs[] = {
+    {.name = "scale", .kind = CGE_ATTR_FLOAT, .doc = "multiplies Q K^T (default 1)"},
+    {.name = "mask_kind", .kind = CGE_ATTR_INT,
+     .doc = "0 no mask, 1 added, 2 scores kept where the mask is true (else fill), 3 kept where false"},
+    {.name = "fill", .kind = CGE_ATTR_FLOAT, .doc = "the score where a bool mask drops one"},
+    {.name = "q_perm", .kind = CGE_ATTR_INTS, .doc = "logical axis i of Q is axis q_perm[i] of the input"},
+    {.name = "k_perm", .kind = CGE_ATTR_INTS, .doc = "the same for K ([..., N, D])"},
+    {.name = "v_perm", .kind = CGE_ATTR_INTS, .doc = "the same for V; keeps the last axis"},
+    {.name = "out_perm", .kind = CGE_ATTR_INTS,
+     .doc = "output axis j is logical axis out_perm[j]; keeps the last axis"},
+};
+static const cge_kernel_def attn_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = attn_launch, .inplace_input = -1}};
+
+static const cge_op_def attn_ops[] = {
+    {.name = "Attention", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = attn_in,
+     .num_inputs = 4, .outputs = attn_out, .num_outputs = 1, .attrs = attn_attrs,
+     .num_attrs = (int32_t)(sizeof attn_attrs / sizeof attn_attrs[0]), .infer = attn_infer,
+     .kernels = attn_kernels, .num_kernels = 1,
+     .doc = "scaled dot-product attention with an online softmax, no score tensor stored"},
+};
+
+const cge_op_def *cge__ops_attention(int32_t *count)
+{
+    *count = (int32_t)(sizeof attn_ops / sizeof attn_ops[0]);
+    return attn_ops;
+}
