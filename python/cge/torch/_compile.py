@@ -472,41 +472,44 @@ class _Compiled:
         if getattr(s, "data_dependent", False):
             results = self._run_data_dependent(s, shapes)
         else:
-            results = []
-            for k, (dt, _) in enumerate(s.out_meta):
-                o = torch.empty(shapes[k], dtype=dt)
-                results.append(o)
-                s.outs[k].data = o.data_ptr() if o.numel() else None
-                s.outs[k].bytes = o.numel() * o.element_size()
+            results = self._bind_outputs(s, shapes)
             s.session.run_raw(s.ins, len(s.inputs), s.outs, len(s.outputs), s.mode)
         for n, o in zip(s.outputs, results):
             env[n] = o
 
     @staticmethod
-    def _run_data_dependent(s, shapes):
+    def _bind_outputs(s, shapes):
+        """New torch tensors of these shapes as the segment's output space."""
+        results = []
+        for k, (dt, _) in enumerate(s.out_meta):
+            o = torch.empty(shapes[k], dtype=dt)
+            results.append(o)
+            s.outs[k].data = o.data_ptr() if o.numel() else None
+            s.outs[k].bytes = o.numel() * o.element_size()
+        return results
+
+    @staticmethod
+    def _written_shapes(s):
+        """The output shapes the last run wrote back."""
+        return [tuple(int(s.outs[k].shape.dims[i]) for i in range(s.outs[k].shape.rank))
+                for k in range(len(s.outputs))]
+
+    def _run_data_dependent(self, s, shapes):
         """A run whose output sizes depend on values: buffers of the last
         sizes seen (the trace's at first); cge writes each output's shape
         back, and an output that needs more room makes it run once more with
         the sizes it asked for."""
         last = getattr(s, "dd_shapes", None) or shapes
         for attempt in (0, 1):
-            bufs = []
-            for k, (dt, _) in enumerate(s.out_meta):
-                o = torch.empty(last[k], dtype=dt)
-                bufs.append(o)
-                s.outs[k].data = o.data_ptr() if o.numel() else None
-                s.outs[k].bytes = o.numel() * o.element_size()
-                s.outs[k].shape = _b._make_shape(last[k])
+            bufs = self._bind_outputs(s, last)
             try:
                 s.session.run_raw(s.ins, len(s.inputs), s.outs, len(s.outputs), s.mode)
             except Error as e:
                 if attempt or e.layer != "session" or "the buffer given has" not in e.message:
                     raise
-                last = [tuple(int(s.outs[k].shape.dims[i]) for i in range(s.outs[k].shape.rank))
-                        for k in range(len(s.outputs))]
+                last = self._written_shapes(s)
                 continue
-            got = [tuple(int(s.outs[k].shape.dims[i]) for i in range(s.outs[k].shape.rank))
-                   for k in range(len(s.outputs))]
+            got = self._written_shapes(s)
             s.dd_shapes = got
             return [o if tuple(o.shape) == g else o.reshape(-1)[:int(np.prod(g))].view(g)
                     for o, g in zip(bufs, got)]
@@ -524,11 +527,7 @@ class _Compiled:
         except Error as e:
             if e.layer != "session" or "the buffer given has" not in e.message:
                 raise
-        shapes = []
-        for k in range(len(s.outputs)):
-            sh = s.outs[k].shape
-            shapes.append(tuple(int(sh.dims[i]) for i in range(sh.rank)))
-        return shapes
+        return _Compiled._written_shapes(s)
 
     def _check_shapes(self, s, shapes):
         """What cge computes at new sizes keeps the traced ranks and static dims."""
