@@ -125,3 +125,16 @@ def test_int_tensor_with_float_number_promotes():
     x = torch.rand(6)
     fn = cge.torch.compile(f, (x,), fullgraph=True)
     _same(fn(x), f(x))
+
+
+def test_node_of_many_inputs_in_a_data_dependent_graph():
+    """A data-dependent graph runs node by node; a Concat of 89 pieces (SSD's
+    per-class boxes) was refused there ("more than 64 inputs or outputs in
+    eager mode")."""
+    def f(m, *xs):
+        return torch.cat(xs, 0), m[m > 0.5]
+    g = torch.Generator().manual_seed(4)
+    xs = tuple(torch.rand(3, 4, generator=g) for _ in range(89))
+    m = torch.rand(10, generator=g)
+    fn = cge.torch.compile(f, (m,) + xs, fullgraph=True)
+    _same(fn(m, *xs), f(m, *xs))
