@@ -40,7 +40,9 @@ cge_status cge_sequence_append(cge_sequence *s, const cge_shape *shape, const vo
  * sequence and stays valid until the sequence changes. */
 cge_status cge_sequence_at(const cge_sequence *s, int64_t i, cge_tensor *out);
 cge_status cge_sequence_erase(cge_sequence *s, int64_t pos);
-/* Deep copy of `src` (type, dtype, value or none, elements) into `dst`. */
+/* `src` (type, dtype, value or none, elements) into `dst`. The copy is
+ * independent (changing either leaves the other as it was); it shares the
+ * elements' bytes, which no operation changes in place. */
 cge_status cge_sequence_copy(cge_sequence *dst, const cge_sequence *src);
 
 #ifdef __cplusplus

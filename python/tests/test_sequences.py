@@ -227,3 +227,25 @@ def test_errors_name_their_layer():
                                         "tensor there") as e:
         s3.run(None, {"s": [t]})
     assert e.value.layer == "meta"
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_split_then_at_a_runtime_index_is_a_gather(keepdims, axis):
+    """SequenceAt(SplitToSequence(x), i) with i an input: element i becomes
+    Gather(x, i) at compile time (the sequence is never built), so the graph
+    replays a plan; every index, negative ones included, matches, and one out
+    of range is still an error."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    s = session([helper.make_node("SplitToSequence", ["x"], ["s"], axis=axis,
+                                  keepdims=keepdims),
+                 helper.make_node("SequenceAt", ["s", "i"], ["y"])],
+                [tensor("x", F, [3, 4]), tensor("i", I64, [])], [tensor("y", F, None)])
+    n = x.shape[axis]
+    for i in list(range(-n, n)) * 2:
+        (y,) = s.run(None, {"x": x, "i": np.array(i, dtype=np.int64)})
+        ref = np.take(x, i, axis=axis)
+        np.testing.assert_array_equal(y, np.expand_dims(ref, axis) if keepdims else ref)
+    assert s.last_run_mode() == "replay"
+    with pytest.raises(cge.Error):
+        s.run(None, {"x": x, "i": np.array(n, dtype=np.int64)})

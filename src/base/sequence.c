@@ -1,5 +1,7 @@
-/* Sequences and optionals at run time: a growable list of owned tensors of
- * one dtype, whose element buffers are kept for reuse when elements go. */
+/* Sequences and optionals at run time: a growable list of tensors of one
+ * dtype over reference-counted element buffers (a copy shares them), kept
+ * for reuse when elements go. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +11,49 @@
 static cge_status seq_err(cge_status st, const char *msg, long long a, long long b)
 {
     return cge_error(CGE_LAYER_RUNTIME, st, msg, a, b);
+}
+
+/* ---- element buffers ----------------------------------------------------------------
+ * An element's bytes never change once it is in a sequence (kernels write a
+ * fresh element before it is visible), so copies of a sequence share them:
+ * a copy, SequenceInsert's output and a Loop's carried state cost a pointer
+ * per element, not the element. The count lives in the 64 bytes before the
+ * data (which stays 64-byte aligned). */
+#define BUF_HEAD 64
+
+typedef struct buf_head {
+    atomic_int refs;
+} buf_head;
+
+static buf_head *head_of(void *data) { return (buf_head *)((char *)data - BUF_HEAD); }
+
+static void *buf_new(size_t bytes, size_t *cap)
+{
+    size_t alloc = bytes ? (bytes + 63) / 64 * 64 : 64;
+    char *b = aligned_alloc(64, BUF_HEAD + alloc);
+    if (!b)
+        return NULL;
+    atomic_init(&((buf_head *)b)->refs, 1);
+    *cap = alloc;
+    return b + BUF_HEAD;
+}
+
+static void buf_ref(void *data)
+{
+    if (data)
+        atomic_fetch_add_explicit(&head_of(data)->refs, 1, memory_order_relaxed);
+}
+
+static void buf_unref(void *data)
+{
+    if (data && atomic_fetch_sub_explicit(&head_of(data)->refs, 1, memory_order_acq_rel) == 1)
+        free(head_of(data));
+}
+
+/* Only a buffer no other sequence holds may be written again. */
+static bool buf_unique(void *data)
+{
+    return atomic_load_explicit(&head_of(data)->refs, memory_order_acquire) == 1;
 }
 
 size_t cge__value_nbytes(cge_value_type type, cge_dtype dtype, const cge_shape *shape)
@@ -48,7 +93,7 @@ void cge__seq_release(cge_sequence *s)
     if (!s)
         return;
     for (int32_t i = 0; i < s->cap; i++)
-        free(s->elems[i].data);
+        buf_unref(s->elems[i].data);
     free(s->elems);
     bool heap = s->heap;
     memset(s, 0, sizeof *s);
@@ -104,8 +149,24 @@ bool cge__seq_index(const cge_sequence *s, int64_t i, int64_t *out)
     return true;
 }
 
-cge_status cge__seq_insert_uninit(cge_sequence *s, int64_t pos, const cge_shape *shape,
-                                  void **data)
+cge_status cge__seq_reserve(cge_sequence *s, int64_t n)
+{
+    if (n <= s->cap)
+        return CGE_OK;
+    if (n > INT32_MAX)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_UNSUPPORTED, "sequence: too many elements");
+    cge__seq_elem *e = realloc(s->elems, sizeof *e * (size_t)n);
+    if (!e)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_NO_MEMORY, "sequence: out of memory");
+    memset(e + s->cap, 0, sizeof *e * (size_t)(n - s->cap));
+    s->elems = e;
+    s->cap = (int32_t)n;
+    return CGE_OK;
+}
+
+/* Room for one more element (amortised doubling); the slot at count is
+ * moved to `pos` and returned, holding the spare buffer it had (or none). */
+static cge_status open_slot(cge_sequence *s, int64_t pos, cge__seq_elem **out)
 {
     if (pos < 0 || pos > s->count)
         return seq_err(CGE_ERR_INVALID_ARG, "sequence: position %lld is out of range 0..%lld",
@@ -113,38 +174,63 @@ cge_status cge__seq_insert_uninit(cge_sequence *s, int64_t pos, const cge_shape 
     if (s->count == INT32_MAX)
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_UNSUPPORTED, "sequence: too many elements");
     if (s->count == s->cap) {
-        int32_t nc = s->cap ? (s->cap > INT32_MAX / 2 ? INT32_MAX : s->cap * 2) : 4;
-        cge__seq_elem *e = realloc(s->elems, sizeof *e * (size_t)nc);
-        if (!e)
-            return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_NO_MEMORY, "sequence: out of memory");
-        memset(e + s->cap, 0, sizeof *e * (size_t)(nc - s->cap));
-        s->elems = e;
-        s->cap = nc;
+        int64_t nc = s->cap ? (s->cap > INT32_MAX / 2 ? INT32_MAX : (int64_t)s->cap * 2) : 4;
+        cge_status st = cge__seq_reserve(s, nc);
+        if (st)
+            return st;
     }
-    /* The spare slot at count (its buffer kept) becomes the new element. */
     cge__seq_elem slot = s->elems[s->count];
     memmove(s->elems + pos + 1, s->elems + pos, sizeof slot * (size_t)(s->count - pos));
-    size_t need = cge_tensor_nbytes(s->dtype, shape);
-    if (!slot.data || slot.cap < need) {
-        free(slot.data);
-        size_t alloc = need ? (need + 63) / 64 * 64 : 64;
-        slot.data = aligned_alloc(64, alloc);
-        slot.cap = slot.data ? alloc : 0;
-    }
     s->elems[pos] = slot;
     s->count++;
-    if (!slot.data) {
-        /* keep the list consistent: the element goes again */
-        memmove(s->elems + pos, s->elems + pos + 1, sizeof slot * (size_t)(s->count - 1 - pos));
-        s->count--;
-        s->elems[s->count] = slot;
-        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_NO_MEMORY,
-                         "sequence: out of memory for a %zu-byte element", need);
-    }
-    s->elems[pos].shape = *shape;
     if (is_optional(s->type))
         s->none = false;
-    *data = slot.data;
+    *out = &s->elems[pos];
+    return CGE_OK;
+}
+
+/* open_slot undone: the element at pos goes back to the spare slot. */
+static void close_slot(cge_sequence *s, int64_t pos)
+{
+    cge__seq_elem slot = s->elems[pos];
+    memmove(s->elems + pos, s->elems + pos + 1, sizeof slot * (size_t)(s->count - 1 - pos));
+    s->count--;
+    s->elems[s->count] = slot;
+}
+
+cge_status cge__seq_insert_uninit(cge_sequence *s, int64_t pos, const cge_shape *shape,
+                                  void **data)
+{
+    cge__seq_elem *e = NULL;
+    cge_status st = open_slot(s, pos, &e);
+    if (st)
+        return st;
+    size_t need = cge_tensor_nbytes(s->dtype, shape);
+    /* The spare buffer is reused when it is big enough and no copy shares it. */
+    if (!e->data || e->cap < need || !buf_unique(e->data)) {
+        buf_unref(e->data);
+        e->data = buf_new(need, &e->cap);
+        if (!e->data) {
+            e->cap = 0;
+            close_slot(s, pos);
+            return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_NO_MEMORY,
+                             "sequence: out of memory for a %zu-byte element", need);
+        }
+    }
+    e->shape = *shape;
+    *data = e->data;
+    return CGE_OK;
+}
+
+cge_status cge__seq_insert_shared(cge_sequence *s, int64_t pos, const cge__seq_elem *src)
+{
+    cge__seq_elem *e = NULL;
+    cge_status st = open_slot(s, pos, &e);
+    if (st)
+        return st;
+    buf_unref(e->data);   /* the spare (if any): a shared element takes its slot */
+    buf_ref(src->data);
+    *e = *src;
     return CGE_OK;
 }
 
@@ -213,11 +299,11 @@ cge_status cge_sequence_copy(cge_sequence *dst, const cge_sequence *src)
     if (dst == src)
         return CGE_OK;
     cge__seq_reset(dst, src->type, src->dtype);
-    for (int32_t i = 0; i < src->count; i++) {
-        cge_status st = cge__seq_insert_copy(dst, i, &src->elems[i].shape, src->elems[i].data);
-        if (st)
-            return st;
-    }
+    cge_status st = cge__seq_reserve(dst, src->count);
+    for (int32_t i = 0; !st && i < src->count; i++)
+        st = cge__seq_insert_shared(dst, i, &src->elems[i]);
+    if (st)
+        return st;
     dst->none = src->none;
     return CGE_OK;
 }

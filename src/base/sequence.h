@@ -9,7 +9,9 @@
 
 typedef struct cge__seq_elem {
     cge_shape shape;
-    void *data;        /* 64-byte aligned, `cap` bytes; kept when the element goes */
+    void *data;        /* 64-byte aligned, `cap` bytes, reference-counted (copies of
+                          the sequence share it; never written once inserted);
+                          kept as a spare when the element goes */
     size_t cap;
 } cge__seq_elem;
 
@@ -35,6 +37,11 @@ void cge__seq_release(cge_sequence *s);
  * allocates nothing). */
 cge_status cge__seq_insert_uninit(cge_sequence *s, int64_t pos, const cge_shape *shape,
                                   void **data);
+/* Insert another sequence's element without copying its bytes (the buffer
+ * is shared). */
+cge_status cge__seq_insert_shared(cge_sequence *s, int64_t pos, const cge__seq_elem *src);
+/* Room for `n` elements at least (one allocation for a known length). */
+cge_status cge__seq_reserve(cge_sequence *s, int64_t n);
 /* The same, with `data` copied in (cge_tensor_nbytes(dtype, shape) bytes). */
 cge_status cge__seq_insert_copy(cge_sequence *s, int64_t pos, const cge_shape *shape,
                                 const void *data);

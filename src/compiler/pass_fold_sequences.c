@@ -192,6 +192,55 @@ static cge_status fold_split(fold *f, cge_node *n)
     return st;
 }
 
+/* SequenceAt(SplitToSequence(x) into pieces of one, i) with i known only at
+ * run time: element i is Gather(x, i) along the axis (keepdims=0), or with
+ * i as a one-element vector (keepdims=1, the axis kept at length 1), so a
+ * loop reading one row per iteration never builds the sequence. */
+static cge_status fold_at_of_split(fold *f, cge_node *n)
+{
+    cge_graph *g = f->g;
+    if (cge_node_num_inputs(n) < 2 || cge_node_input_id(n, 1) < 0)
+        return CGE_OK;
+    const cge_node *sp = cge_graph_producer(g, cge_node_input(n, 0));
+    if (!sp || cge_node_is_removed(sp) || !cc_is_op(sp, "SplitToSequence") ||
+        cge_node_domain(sp)[0] ||
+        (cge_node_num_inputs(sp) > 1 && cge_node_input_id(sp, 1) >= 0))
+        return CGE_OK;
+    cge_tensor_desc x = cc_in_desc(g, sp, 0), ix = cc_in_desc(g, n, 1);
+    const cge_attrs *a = cge_node_attrs_const(sp);
+    int32_t axis = 0;
+    if (x.type != CGE_TYPE_TENSOR || x.shape.rank < 1 ||
+        !cge_axis_normalize(cge_attrs_get_int(a, "axis", 0), x.shape.rank, false, &axis) ||
+        ix.type != CGE_TYPE_TENSOR || (ix.dtype != CGE_I64 && ix.dtype != CGE_I32) ||
+        ix.shape.rank > 1 || (ix.shape.rank == 1 && ix.shape.dims[0] != 1))
+        return CGE_OK;
+    bool keep = cge_attrs_get_int(a, "keepdims", 1) != 0;
+    char idx[512], shp[256];
+    snprintf(idx, sizeof idx, "%s", cge_node_input(n, 1));
+    if (keep || ix.shape.rank == 1) {
+        /* keepdims: a [1] index keeps the axis; otherwise a scalar drops it */
+        int64_t one = 1;
+        cge_status st = keep ? add_int_const(f, cge_node_name(n), &one, 1, false, shp, sizeof shp)
+                             : add_int_const(f, cge_node_name(n), &one, 0, false, shp, sizeof shp);
+        char nm[300], out[512];
+        snprintf(nm, sizeof nm, "%s/index", cge_node_name(n));
+        if (!st)
+            cc_fresh_name(f->ctx, g, nm, out, sizeof out);
+        const char *ri[2] = {idx, shp}, *ro[1] = {out};
+        if (!st)
+            st = cge_graph_add_node(g, "Reshape", "", out, ri, 2, ro, 1, NULL);
+        if (st)
+            return st;
+        snprintf(idx, sizeof idx, "%s", out);
+    }
+    char xn[512];
+    snprintf(xn, sizeof xn, "%s", cge_node_input(sp, 0));
+    const char *gi[2] = {xn, idx};
+    cge_node *gn = NULL;
+    cge_status st = replace_node(f, n, "Gather", gi, 2, &gn);
+    return st ? st : cge_node_set_int(gn, "axis", axis);
+}
+
 static cge_status visit(fold *f, cge_node *n)
 {
     if (cge_node_domain(n)[0])
@@ -210,6 +259,11 @@ static cge_status visit(fold *f, cge_node *n)
     }
     if (cc_is_op(n, "SplitToSequence"))
         return fold_split(f, n);
+    if (cc_is_op(n, "SequenceAt")) {
+        int64_t p = 0;
+        if (!const_index(g, n, 1, &p))
+            return fold_at_of_split(f, n);
+    }
     known_seq *s = known_of(f, cge_node_num_inputs(n) ? cge_node_input_id(n, 0) : -1);
     if (!s)
         return CGE_OK;

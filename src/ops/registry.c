@@ -246,6 +246,27 @@ const char *cge_op_origin(const cge_op_def *def)
     return o;
 }
 
+/* The last lookups of this thread: a Loop body finds each of its ops every
+ * iteration, and the scan below compares every registered name. Ops are
+ * only ever added, so an entry holds while the count it saw is the count. */
+typedef struct find_cache {
+    int32_t num_ops, version;
+    const cge_op_def *def;
+    char name[40], domain[40];
+} find_cache;
+static _Thread_local find_cache fcache[16];
+
+static find_cache *cache_slot(const char *domain, const char *name, int32_t version)
+{
+    size_t ln = strlen(name), ld = strlen(domain);
+    if (ln >= sizeof fcache[0].name || ld >= sizeof fcache[0].domain)
+        return NULL;
+    unsigned h = (unsigned)ln * 7u + (unsigned)version;
+    for (size_t i = 0; i < ln && i < 4; i++)
+        h = h * 31u + (unsigned char)name[i];
+    return &fcache[h % 16u];
+}
+
 const cge_op_def *cge_op_find(const char *domain, const char *name, int32_t version)
 {
     ensure_init();
@@ -254,10 +275,17 @@ const cge_op_def *cge_op_find(const char *domain, const char *name, int32_t vers
     const cge_op_def *best = NULL;
     bool any = false;
     int32_t lo = INT32_MAX, hi = 0;
+    find_cache *fc = cache_slot(dom(domain), name, version);
     pthread_rwlock_rdlock(&reg.lock);
+    if (fc && fc->def && fc->num_ops == reg.num_ops && fc->version == version &&
+        !strcmp(fc->name, name) && !strcmp(fc->domain, dom(domain))) {
+        best = fc->def;
+        pthread_rwlock_unlock(&reg.lock);
+        return best;
+    }
     for (int32_t i = 0; i < reg.num_ops; i++) {
         const cge_op_def *d = reg.ops[i].def;
-        if (strcmp(d->name, name) || strcmp(dom(d->domain), dom(domain)))
+        if (d->name[0] != name[0] || strcmp(d->name, name) || strcmp(dom(d->domain), dom(domain)))
             continue;
         any = true;
         if (d->since_version < lo)
@@ -270,6 +298,11 @@ const cge_op_def *cge_op_find(const char *domain, const char *name, int32_t vers
         } else if (d->since_version <= version && version <= end_of(d->end_version)) {
             best = d;
         }
+    }
+    if (fc && best) {
+        *fc = (find_cache){.num_ops = reg.num_ops, .version = version, .def = best};
+        strcpy(fc->name, name);
+        strcpy(fc->domain, dom(domain));
     }
     pthread_rwlock_unlock(&reg.lock);
     if (!best) {

@@ -13,14 +13,24 @@
 
 /* ---- shared helpers ------------------------------------------------------------------ */
 
+/* "SequenceAt 'node'" for a message (formatted only when one is written:
+ * these calls are a Loop body's per-iteration cost). */
+static void seq_label(const cge__seq_call *c, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s '%s'", c->op_type ? c->op_type : "op",
+             c->node_name ? c->node_name : "");
+}
+
 static void seq_host(void *user)
 {
     cge__seq_call *c = user;
     cge_status st = c->fn(c);
     if (st) {
+        char label[160];
+        seq_label(c, label, sizeof label);
         const char *m = cge_last_error();
         const char *b = strstr(m, "] ");
-        cge_kernel_fail(st, "%s: %s", c->label, b ? b + 2 : m);
+        cge_kernel_fail(st, "%s: %s", label, b ? b + 2 : m);
     }
     free(c);
 }
@@ -34,7 +44,8 @@ cge_status cge__seq_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream,
     cge__seq_call *c = calloc(1, n);
     if (!c)
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
-    cge__kernel_label(ctx, c->label, sizeof c->label);
+    c->op_type = ctx->op_type;
+    c->node_name = ctx->node_name;
     c->attrs = ctx->attrs;
     c->ni = ctx->num_inputs;
     c->no = ctx->num_outputs;
@@ -141,13 +152,17 @@ static cge_sequence *out_seq(const cge__seq_call *c, int32_t i, cge_dtype dt)
     return s;
 }
 
-/* All of `src` into `dst` (a fresh output) except element `skip` (-1: none). */
-static cge_status copy_except(cge_sequence *dst, const cge_sequence *src, int64_t skip)
+/* All of `src` into `dst` (a fresh output) except element `skip` (-1: none),
+ * with room for `extra` more: the elements are shared, not copied (a Loop
+ * growing a sequence by SequenceInsert costs a pointer per element and
+ * iteration, not the elements' bytes). */
+static cge_status share_except(cge_sequence *dst, const cge_sequence *src, int64_t skip,
+                               int64_t extra)
 {
-    cge_status st = CGE_OK;
+    cge_status st = cge__seq_reserve(dst, src->count + extra);
     for (int32_t i = 0; !st && i < src->count; i++)
         if (i != skip)
-            st = cge__seq_insert_copy(dst, dst->count, &src->elems[i].shape, src->elems[i].data);
+            st = cge__seq_insert_shared(dst, dst->count, &src->elems[i]);
     return st;
 }
 
@@ -310,7 +325,7 @@ static cge_status insert_run(const cge__seq_call *c)
     if (pos < 0)
         pos += n;
     cge_sequence *dst = out_seq(c, 0, src->dtype);
-    cge_status st = copy_except(dst, src, -1);
+    cge_status st = share_except(dst, src, -1, 1);
     if (!st)
         st = cge__seq_insert_copy(dst, pos, &c->ins[1].shape, c->ins[1].data);
     return st;
@@ -341,7 +356,7 @@ static cge_status erase_run(const cge__seq_call *c)
         pos = cge__seq_scalar(c->ins[1].dtype, c->ins[1].data);
     if (!cge__seq_index(src, pos, &k))
         return range_error("position", pos, -n, n - 1, n);
-    return copy_except(out_seq(c, 0, src->dtype), src, k);
+    return share_except(out_seq(c, 0, src->dtype), src, k, 0);
 }
 
 /* ---- SplitToSequence, ConcatFromSequence --------------------------------------------------- */
@@ -444,7 +459,9 @@ static cge_status split_run(const cge__seq_call *c)
     bool has_split = c->ni > 1 && c->ins[1].data;
     bool keep = cge_attrs_get_int(c->attrs, "keepdims", 1) != 0 || has_split;
     int64_t n = 0, *sz = NULL;
-    cge_status st = split_sizes(c->label, &x->shape, axis, has_split ? c->ins[1].dtype : CGE_I64,
+    char label[160];
+    seq_label(c, label, sizeof label);
+    cge_status st = split_sizes(label, &x->shape, axis, has_split ? c->ins[1].dtype : CGE_I64,
                                 has_split ? &c->ins[1].shape : NULL,
                                 has_split ? c->ins[1].data : NULL, &n, &sz);
     if (st)

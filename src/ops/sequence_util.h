@@ -10,7 +10,7 @@
 /* A launch's tensors and names, copied for a host function that runs once
  * the stream reaches it. */
 typedef struct cge__seq_call {
-    char label[160];                 /* "SequenceAt 'node'" for messages */
+    const char *op_type, *node_name; /* the graph's (they outlive the run), for messages */
     const cge_attrs *attrs;
     int32_t ni, no;
     cge_tensor *ins, *outs;

@@ -1347,12 +1347,21 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
     for (int32_t k = 0; !st && k < ex->num_nodes; k++) {
         node_exec *ne = &ex->nodes[k];
         int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
-        cge_tensor_desc in_desc[64], out_desc[64];
-        const void *vals[64];
-        if (ni > 64 || no > 64)
-            return cge_error(CGE_LAYER_SESSION, CGE_ERR_UNSUPPORTED,
-                             "node '%s': more than 64 inputs or outputs in eager mode",
-                             cge_node_name(ne->node));
+        cge_tensor_desc in_buf[64], out_buf[64];
+        const void *val_buf[64];
+        cge_tensor_desc *in_desc = in_buf, *out_desc = out_buf;
+        const void **vals = val_buf;
+        void *big = NULL;   /* a node of more than 64 (a Concat of 90 pieces) */
+        if (ni > 64 || no > 64) {
+            size_t m = (size_t)(ni > no ? ni : no);
+            big = malloc(m * (2 * sizeof(cge_tensor_desc) + sizeof(void *)));
+            if (!big)
+                return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY,
+                                 "node '%s': out of memory", cge_node_name(ne->node));
+            in_desc = big;
+            out_desc = in_desc + m;
+            vals = (const void **)(out_desc + m);
+        }
         st = cge_stream_synchronize(stream);
         for (int32_t i = 0; i < ni; i++) {
             memset(&in_desc[i], 0, sizeof in_desc[i]);
@@ -1404,6 +1413,7 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
             if (!st)
                 inst->prof(&ev, inst->prof_user);
         }
+        free(big);
     }
     return st;
 }

@@ -65,6 +65,52 @@ static void test_container(void **state)
     assert_int_equal(cge_sequence_create(CGE_TYPE_TENSOR, CGE_F32, &s), CGE_ERR_INVALID_ARG);
 }
 
+/* Copies share the elements' bytes (a copy is a pointer per element) yet stay
+ * independent: an element erased from one and a new one inserted (which
+ * reuses a spare buffer when no copy holds it) leave the other as it was,
+ * and either may be destroyed first. */
+static void test_copies_share_elements(void **state)
+{
+    (void)state;
+    cge_sequence *s = NULL, *d = NULL, *e = NULL;
+    ok(cge_sequence_create(CGE_TYPE_SEQUENCE, CGE_F32, &s));
+    ok(cge_sequence_create(CGE_TYPE_SEQUENCE, CGE_F32, &d));
+    ok(cge_sequence_create(CGE_TYPE_SEQUENCE, CGE_F32, &e));
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {9, 9, 9, 9};
+    cge_shape sh = CGE_SHAPE(4);
+    ok(cge_sequence_append(s, &sh, a));
+    ok(cge_sequence_append(s, &sh, b));
+    ok(cge_sequence_copy(d, s));
+    cge_tensor ts, td;
+    ok(cge_sequence_at(s, 1, &ts));
+    ok(cge_sequence_at(d, 1, &td));
+    assert_ptr_equal(ts.data, td.data);   /* shared, not copied */
+    /* b's buffer becomes s's spare; the insert must not write into it (d holds it) */
+    ok(cge_sequence_erase(s, 1));
+    ok(cge_sequence_append(s, &sh, c));
+    ok(cge_sequence_at(d, 1, &td));
+    assert_true(((float *)td.data)[0] == 5.0f && ((float *)td.data)[3] == 8.0f);
+    ok(cge_sequence_at(s, 1, &ts));
+    assert_ptr_not_equal(ts.data, td.data);
+    assert_true(((float *)ts.data)[0] == 9.0f);
+    /* clearing and refilling d reuses nothing e still holds */
+    ok(cge_sequence_copy(e, d));
+    cge_sequence_clear(d);
+    ok(cge_sequence_append(d, &sh, c));
+    ok(cge_sequence_append(d, &sh, c));
+    cge_tensor te;
+    ok(cge_sequence_at(e, 0, &te));
+    assert_true(((float *)te.data)[1] == 2.0f);
+    ok(cge_sequence_at(e, 1, &te));
+    assert_true(((float *)te.data)[2] == 7.0f);
+    /* the original goes first; the copies' elements live on */
+    cge_sequence_destroy(s);
+    cge_sequence_destroy(d);
+    ok(cge_sequence_at(e, 0, &te));
+    assert_true(((float *)te.data)[3] == 4.0f);
+    cge_sequence_destroy(e);
+}
+
 /* u = SequenceInsert(s, SequenceAt(s, i)), n = SequenceLength(u). */
 static cge_graph *insert_graph(void)
 {
@@ -190,6 +236,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_container),
+        cmocka_unit_test(test_copies_share_elements),
         cmocka_unit_test(test_session_sequence_io),
         cmocka_unit_test(test_known_sequence_folds),
     };

@@ -19,6 +19,7 @@ the operator's schema::
 from ._registry import (ConversionContext, Missing, cge_dtype, converters, find_converter,
                         register_converter, torch_dtype)
 from . import aten  # noqa: F401  (registers the aten converters)
+from . import aten_select  # noqa: F401  (selection ops with data-dependent sizes)
 from ._compile import CompiledModule, Explanation, capture, compile, explain
 from . import custom_op
 from ._backend import backend, register_backend

@@ -10,6 +10,7 @@ import operator
 import threading
 import warnings
 
+import numpy as np
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -214,12 +215,15 @@ def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False, spec=None,
         b.output(v, "out_%d" % len(outs))
         outs.append(n)
     if spec is None:
-        return b.build(), inputs, outs
+        g = b.build()
+        g.data_dependent = getattr(b, "data_dependent", False)
+        return g, inputs, outs
     to0 = spec.to0[trace]
     inputs, outs = [to0[n] for n in inputs], [to0[n] for n in outs]
     if trace:
         return None, inputs, outs, b.log
     g = b.build()
+    g.data_dependent = getattr(b, "data_dependent", False)
     _name_symbols(g, spec)
     return g, inputs, outs, b.log
 
@@ -348,6 +352,9 @@ class _Compiled:
             else:
                 g = self._convert_dynamic(s, "torch_%d" % i)
             s.graph = g
+            # An output size depends on values (bool masks, nonzero, nms):
+            # each run's outputs take the size the run reports.
+            s.data_dependent = bool(getattr(g, "data_dependent", False))
             if int(getattr(sess_options, "dist_micro_batches", 0) or 0) > 1 and (
                     sum(1 for k, _ in self.steps if k == "cge") > 1 or
                     set(s.inputs) != set(self.placeholders)):
@@ -462,15 +469,52 @@ class _Compiled:
                 s.out_shapes[key] = shapes
         else:
             shapes = [shape for _, shape in s.out_meta]
+        if getattr(s, "data_dependent", False):
+            results = self._run_data_dependent(s, shapes)
+        else:
+            results = self._bind_outputs(s, shapes)
+            s.session.run_raw(s.ins, len(s.inputs), s.outs, len(s.outputs), s.mode)
+        for n, o in zip(s.outputs, results):
+            env[n] = o
+
+    @staticmethod
+    def _bind_outputs(s, shapes):
+        """New torch tensors of these shapes as the segment's output space."""
         results = []
         for k, (dt, _) in enumerate(s.out_meta):
             o = torch.empty(shapes[k], dtype=dt)
             results.append(o)
             s.outs[k].data = o.data_ptr() if o.numel() else None
             s.outs[k].bytes = o.numel() * o.element_size()
-        s.session.run_raw(s.ins, len(s.inputs), s.outs, len(s.outputs), s.mode)
-        for n, o in zip(s.outputs, results):
-            env[n] = o
+        return results
+
+    @staticmethod
+    def _written_shapes(s):
+        """The output shapes the last run wrote back."""
+        return [tuple(int(s.outs[k].shape.dims[i]) for i in range(s.outs[k].shape.rank))
+                for k in range(len(s.outputs))]
+
+    def _run_data_dependent(self, s, shapes):
+        """A run whose output sizes depend on values: buffers of the last
+        sizes seen (the trace's at first); cge writes each output's shape
+        back, and an output that needs more room makes it run once more with
+        the sizes it asked for."""
+        last = getattr(s, "dd_shapes", None) or shapes
+        for attempt in (0, 1):
+            bufs = self._bind_outputs(s, last)
+            try:
+                s.session.run_raw(s.ins, len(s.inputs), s.outs, len(s.outputs), s.mode)
+            except Error as e:
+                if attempt or e.layer != "session" or "the buffer given has" not in e.message:
+                    raise
+                last = self._written_shapes(s)
+                continue
+            got = self._written_shapes(s)
+            s.dd_shapes = got
+            return [o if tuple(o.shape) == g else o.reshape(-1)[:int(np.prod(g))].view(g)
+                    for o, g in zip(bufs, got)]
+        raise Error("[session] cge.torch: a data-dependent output kept changing size",
+                    "session", "CGE_ERR_SHAPE")
 
     @staticmethod
     def _learn_shapes(s):
@@ -483,11 +527,7 @@ class _Compiled:
         except Error as e:
             if e.layer != "session" or "the buffer given has" not in e.message:
                 raise
-        shapes = []
-        for k in range(len(s.outputs)):
-            sh = s.outs[k].shape
-            shapes.append(tuple(int(sh.dims[i]) for i in range(sh.rank)))
-        return shapes
+        return _Compiled._written_shapes(s)
 
     def _check_shapes(self, s, shapes):
         """What cge computes at new sizes keeps the traced ranks and static dims."""

@@ -190,6 +190,16 @@ def _to_copy(ctx, node, x, dtype=None, **kwargs):
 def _binary(op_type):
     def conv(ctx, node, a, b, alpha=1):
         like = a if not isinstance(a, (int, float, bool)) else b
+        tm = node.meta.get("tensor_meta")
+        if op_type in ("Add", "Sub", "Mul", "Div") and hasattr(tm, "dtype") and \
+                like.dtype_code != cge_dtype(tm.dtype):
+            # The result's dtype is not the tensor's (int64 + 0.5, int64 / int64
+            # are float in PyTorch): tensors go to it first, so that a Python
+            # number is not truncated to the tensor's dtype (0.5 -> 0).
+            to = cge_dtype(tm.dtype)
+            a, b = (v if isinstance(v, (int, float, bool)) or v.dtype_code == to
+                    else ctx.op("Cast", input=v, to=to) for v in (a, b))
+            like = a if not isinstance(a, (int, float, bool)) else b
         a, b = _scalar(ctx, a, like), _scalar(ctx, b, like)
         if a.dtype_code != b.dtype_code:
             # PyTorch promotes mixed dtypes (float + int64): cge's operators
@@ -566,14 +576,14 @@ register_converter(*filter(None, [_opt("unsafe_split.Tensor"),
 @register_converter(aten.index.Tensor)
 def _index(ctx, node, x, indices):
     """x[i] / x[:, i] (one index tensor: Gather) and x[i, j, ...] over the
-    leading dims (GatherND of the broadcast indices); bool masks select a
-    data-dependent number of elements: not converted."""
+    leading dims (GatherND of the broadcast indices); a bool mask selects a
+    data-dependent number of elements (aten_select.index_bool_mask)."""
     given = [(k, t) for k, t in enumerate(indices) if t is not None]
     if not given:
         return ctx.op("Identity", input=x)
-    for _, t in given:
-        if t.dtype_code == cge_dtype(torch.bool):
-            raise ctx.error("indexing with a bool mask (data-dependent size)")
+    if any(t.dtype_code == cge_dtype(torch.bool) for _, t in given):
+        from .aten_select import index_bool_mask   # data-dependent size: Compress
+        return index_bool_mask(ctx, node, x, indices)
     given = [(k, t if t.dtype_code == cge_dtype(torch.int64) else
               ctx.op("Cast", input=t, to=cge_dtype(torch.int64))) for k, t in given]
     if len(given) == 1:
