@@ -1,6 +1,8 @@
 /* Control flow: If, Loop, Scan and SequenceMap, and the small interpreter that runs their
  * bodies (graphs in GRAPH attributes) from one host function that the node's
  * launch enqueues. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,12 @@
  * importer adds them). */
 
 #define CF_MAX_ARGS 64
+
+/* Bodies run for real (not meta only) since the process started: tests see
+ * how often a branch runs per model run. */
+static atomic_llong body_runs;
+
+long long cge__control_flow_body_runs(void) { return atomic_load(&body_runs); }
 
 /* ---- the body interpreter ---------------------------------------------------------- */
 
@@ -276,6 +284,8 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
     memset(r, 0, sizeof *r);
     r->g = g;
     r->dev = dev;
+    if (dev)
+        atomic_fetch_add(&body_runs, 1);
     r->nv = cge_graph_num_values(g);
     if (cge_graph_num_inputs(g) != n_in) {
         char m[128];
@@ -597,9 +607,143 @@ static void tensors_split(const cf_state *s, cge_tensor_desc *d, const void **v)
 /* ---- If ------------------------------------------------------------------------------ */
 
 /* Every input value is at hand (a run node by node) but an output's shape
- * depends on values the branch computes (NonMaxSuppression, NonZero): run
- * the branch once on a private single-thread device and read the shapes off
- * its results, as Loop does; the kernel then runs it for real. */
+ * depends on values the branch computes (NonMaxSuppression, NonZero): meta
+ * runs the branch once on a private single-thread device and reads the
+ * shapes off its results. The results are kept (a memo) for the kernel that
+ * follows with the same inputs, which copies them instead of running the
+ * branch again: each branch runs once per run. */
+
+/* A memo: the node (its attributes, the branch), its inputs as meta saw them
+ * (descriptors and a hash of their bytes: the kernel may see the same values
+ * at other addresses, copied to the device) and the branch's outputs. */
+typedef struct if_memo {
+    const cge_attrs *attrs;
+    const cge_graph *g;
+    int32_t ni, no;
+    const void *vals[CF_MAX_ARGS];
+    cge_tensor_desc ins[CF_MAX_ARGS];
+    uint64_t hash;
+    cge_tensor_desc outs[CF_MAX_ARGS];
+    void *data[CF_MAX_ARGS];
+    size_t bytes[CF_MAX_ARGS];
+} if_memo;
+
+/* A few, for sessions run from several threads; the oldest is dropped (a
+ * meta whose kernel never ran, an error in between). */
+#define IF_MEMOS 4
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+static if_memo *memos[IF_MEMOS];
+
+static void memo_free(if_memo *m)
+{
+    for (int32_t i = 0; m && i < m->no; i++)
+        free(m->data[i]);
+    free(m);
+}
+
+/* The inputs' bytes, 8 at a time (FNV-1a's steps on words: a memo's inputs
+ * may be megabytes, and the byte hash would cost more than the branch). */
+static uint64_t memo_hash(int32_t ni, const cge_tensor_desc *d, const void *const *v)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t i = 0; i < ni; i++) {
+        if (!v[i] || d[i].type != CGE_TYPE_TENSOR)
+            continue;
+        size_t n = cge_tensor_nbytes(d[i].dtype, &d[i].shape), k = 0;
+        const unsigned char *b = v[i];
+        for (; k + 8 <= n; k += 8) {
+            uint64_t w;
+            memcpy(&w, b + k, 8);
+            h = (h ^ w) * 1099511628211ull;
+        }
+        for (; k < n; k++)
+            h = (h ^ b[k]) * 1099511628211ull;
+        h = (h ^ (uint64_t)n) * 1099511628211ull;
+    }
+    return h;
+}
+
+static bool memo_inputs_ok(int32_t ni, const cge_tensor_desc *d)
+{
+    if (ni > CF_MAX_ARGS)
+        return false;
+    for (int32_t i = 0; i < ni; i++)
+        if (d[i].dtype != CGE_DTYPE_UNDEFINED && d[i].type != CGE_TYPE_TENSOR)
+            return false;   /* a sequence's elements are not hashed: no memo */
+    return true;
+}
+
+/* Keeps the branch's outputs (tensors only) for the kernel; on any failure
+ * there is simply no memo and the kernel runs the branch. */
+static void memo_put(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
+                     const cge_tensor_desc *d, const void *const *v, const body_run *r,
+                     int32_t no)
+{
+    if (!memo_inputs_ok(ni, d) || no > CF_MAX_ARGS)
+        return;
+    if_memo *m = calloc(1, sizeof *m);
+    if (!m)
+        return;
+    *m = (if_memo){.attrs = attrs, .g = g, .ni = ni};
+    for (int32_t i = 0; i < ni; i++) {
+        m->vals[i] = v[i];
+        m->ins[i] = d[i];
+    }
+    m->hash = memo_hash(ni, d, v);
+    for (int32_t i = 0; i < no; i++, m->no = i) {
+        const body_val *bv = body_output(r, i);
+        size_t n = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+        if (bv->desc.type != CGE_TYPE_TENSOR || (n && !bv->data) ||
+            !(m->data[i] = malloc(n ? n : 1))) {
+            memo_free(m);
+            return;
+        }
+        if (n)
+            memcpy(m->data[i], bv->data, n);
+        m->outs[i] = bv->desc;
+        m->bytes[i] = n;
+    }
+    pthread_mutex_lock(&memo_lock);
+    if_memo *old = memos[IF_MEMOS - 1];
+    memmove(memos + 1, memos, sizeof memos[0] * (IF_MEMOS - 1));
+    memos[0] = m;
+    pthread_mutex_unlock(&memo_lock);
+    memo_free(old);
+}
+
+/* The memo of this node with exactly these inputs, taken out of the list
+ * (the caller frees it), or NULL. */
+static if_memo *memo_take(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
+                          const cge_tensor_desc *d, const void *const *v)
+{
+    if (!memo_inputs_ok(ni, d))
+        return NULL;
+    if_memo *found = NULL;
+    uint64_t h = 0;
+    bool hashed = false;
+    pthread_mutex_lock(&memo_lock);
+    for (int32_t k = 0; k < IF_MEMOS && !found; k++) {
+        if_memo *m = memos[k];
+        if (!m || m->attrs != attrs || m->g != g || m->ni != ni)
+            continue;
+        bool same = true;
+        for (int32_t i = 0; same && i < ni; i++)
+            same = (m->vals[i] != NULL) == (v[i] != NULL) && m->ins[i].dtype == d[i].dtype &&
+                   cge_shape_equal(&m->ins[i].shape, &d[i].shape);
+        if (same && !hashed) {
+            h = memo_hash(ni, d, v);
+            hashed = true;
+        }
+        if (same && m->hash == h) {
+            found = m;
+            memmove(memos + k, memos + k + 1, sizeof memos[0] * (size_t)(IF_MEMOS - 1 - k));
+            memos[IF_MEMOS - 1] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&memo_lock);
+    return found;
+}
+
 static cge_status if_measure(cge_infer_ctx *c, const cge_graph *g, const outer_binding *ob)
 {
     cge_device *dev = NULL;
@@ -616,6 +760,8 @@ static cge_status if_measure(cge_infer_ctx *c, const cge_graph *g, const outer_b
         c->outputs[i].dtype = bv->desc.dtype;
         c->outputs[i].shape = bv->desc.shape;
     }
+    if (!st)
+        memo_put(c->attrs, g, c->num_inputs, c->inputs, c->input_values, &r, c->num_outputs);
     body_free(&r);
     cge_stream_destroy(imm);
     cge_device_destroy(dev);
@@ -692,6 +838,21 @@ static void if_host(void *user)
     outer_binding ob = outer_of(s->attrs, s->ni, d, v);
     bool cond = *(const uint8_t *)s->ins[0].data != 0;
     const cge_graph *g = graph_attr(s->attrs, cond ? "then_branch" : "else_branch");
+    if_memo *m = memo_take(s->attrs, g, s->ni, d, v);
+    if (m) {
+        /* meta ran this branch on these inputs: its outputs, copied */
+        cge_status st = m->no == s->no ? CGE_OK
+                                       : cge_error(CGE_LAYER_KERNEL, CGE_ERR_INTERNAL,
+                                                   "a measured branch has %d outputs", m->no);
+        for (int32_t i = 0; !st && i < s->no; i++) {
+            body_val bv = {.desc = m->outs[i], .data = m->data[i], .bytes = m->bytes[i]};
+            st = put_output(s, i, &bv);
+        }
+        memo_free(m);
+        if (st)
+            cf_fail(s, st);
+        return;
+    }
     cge_stream *imm = NULL;
     body_run r = {0};
     cge_status st = cge_stream_create_immediate(s->dev, &imm);
