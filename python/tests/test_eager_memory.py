@@ -33,8 +33,7 @@ def _model(path):
          helper.make_tensor_value_info("nzs", TensorProto.INT64, [2])],
         [numpy_helper.from_array(np.full(W, 0.5, np.float32), "w"),
          numpy_helper.from_array(np.array([0], np.int64), "zero"),
-         numpy_helper.from_array(np.array([N], np.int64), "n"),
-         numpy_helper.from_array(np.array(1.0, np.float32), "one")])
+         numpy_helper.from_array(np.array([N], np.int64), "n")])
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
                     path)
 
@@ -63,11 +62,19 @@ print(json.dumps({"mode": s.last_run_mode(), "hwm_kb": after, "before_kb": befor
 """ % N
 
 
+def _env():
+    # the child imports the same cge package (the source tree's python/)
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(cge.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def test_eager_run_holds_its_live_set_not_every_value(tmp_path):
     path = str(tmp_path / "chain.onnx")
     _model(path)
     out = subprocess.run([sys.executable, "-c", CHILD, path], capture_output=True, text=True,
-                         env=dict(os.environ), check=True).stdout
+                         env=_env(), check=True).stdout
     r = json.loads(out.strip().splitlines()[-1])
     assert r["mode"] == "eager"
     x = np.zeros(N, np.float32)
@@ -79,7 +86,7 @@ def test_eager_run_holds_its_live_set_not_every_value(tmp_path):
     np.testing.assert_allclose(r["out"], a[:16], rtol=1e-4)
     assert r["nz"] == [1, (N + 6) // 7]
     baseline = subprocess.run([sys.executable, "-c", HWM + "import numpy, cge\nprint(hwm_kb())"],
-                              capture_output=True, text=True, check=True).stdout
+                              capture_output=True, text=True, env=_env(), check=True).stdout
     held = (r["hwm_kb"] - int(baseline.strip().splitlines()[-1])) / 1024.0
     # The model (an 8 MB weight, read in place), the input and its copy, and
     # a few live 8 MB values: well under the 24 intermediates (190 MB) that
