@@ -29,6 +29,9 @@ const cge_op_def *cge__ops_spectral(int32_t *count); /* DFT STFT HannWindow Hamm
 const cge_op_def *cge__ops_einsum(int32_t *count);  /* Einsum */
 const cge_op_def *cge__ops_loss(int32_t *count);    /* NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss */
 const cge_op_def *cge__ops_control_flow(int32_t *count); /* If Loop Scan SequenceMap */
+/* How many If/Loop/Scan/SequenceMap bodies ran for real (not meta only) in
+ * this process: tests check that a measured branch is not run again. */
+long long cge__control_flow_body_runs(void);
 const cge_op_def *cge__ops_training(int32_t *count); /* Adagrad Momentum Adam (ai.onnx.preview.training) */
 const cge_op_def *cge__ops_cast_like(int32_t *count); /* CastLike */
 const cge_op_def *cge__ops_linalg(int32_t *count);  /* Det */

@@ -1,6 +1,8 @@
 /* Control flow: If, Loop, Scan and SequenceMap, and the small interpreter that runs their
  * bodies (graphs in GRAPH attributes) from one host function that the node's
  * launch enqueues. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,12 @@
  * importer adds them). */
 
 #define CF_MAX_ARGS 64
+
+/* Bodies run for real (not meta only) since the process started: tests see
+ * how often a branch runs per model run. */
+static atomic_llong body_runs;
+
+long long cge__control_flow_body_runs(void) { return atomic_load(&body_runs); }
 
 /* ---- the body interpreter ---------------------------------------------------------- */
 
@@ -276,6 +284,8 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
     memset(r, 0, sizeof *r);
     r->g = g;
     r->dev = dev;
+    if (dev)
+        atomic_fetch_add(&body_runs, 1);
     r->nv = cge_graph_num_values(g);
     if (cge_graph_num_inputs(g) != n_in) {
         char m[128];
@@ -597,9 +607,143 @@ static void tensors_split(const cf_state *s, cge_tensor_desc *d, const void **v)
 /* ---- If ------------------------------------------------------------------------------ */
 
 /* Every input value is at hand (a run node by node) but an output's shape
- * depends on values the branch computes (NonMaxSuppression, NonZero): run
- * the branch once on a private single-thread device and read the shapes off
- * its results, as Loop does; the kernel then runs it for real. */
+ * depends on values the branch computes (NonMaxSuppression, NonZero): meta
+ * runs the branch once on a private single-thread device and reads the
+ * shapes off its results. The results are kept (a memo) for the kernel that
+ * follows with the same inputs, which copies them instead of running the
+ * branch again: each branch runs once per run. */
+
+/* A memo: the node (its attributes, the branch), its inputs as meta saw them
+ * (descriptors and a hash of their bytes: the kernel may see the same values
+ * at other addresses, copied to the device) and the branch's outputs. */
+typedef struct if_memo {
+    const cge_attrs *attrs;
+    const cge_graph *g;
+    int32_t ni, no;
+    const void *vals[CF_MAX_ARGS];
+    cge_tensor_desc ins[CF_MAX_ARGS];
+    uint64_t hash;
+    cge_tensor_desc outs[CF_MAX_ARGS];
+    void *data[CF_MAX_ARGS];
+    size_t bytes[CF_MAX_ARGS];
+} if_memo;
+
+/* A few, for sessions run from several threads; the oldest is dropped (a
+ * meta whose kernel never ran, an error in between). */
+#define IF_MEMOS 4
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+static if_memo *memos[IF_MEMOS];
+
+static void memo_free(if_memo *m)
+{
+    for (int32_t i = 0; m && i < m->no; i++)
+        free(m->data[i]);
+    free(m);
+}
+
+/* The inputs' bytes, 8 at a time (FNV-1a's steps on words: a memo's inputs
+ * may be megabytes, and the byte hash would cost more than the branch). */
+static uint64_t memo_hash(int32_t ni, const cge_tensor_desc *d, const void *const *v)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t i = 0; i < ni; i++) {
+        if (!v[i] || d[i].type != CGE_TYPE_TENSOR)
+            continue;
+        size_t n = cge_tensor_nbytes(d[i].dtype, &d[i].shape), k = 0;
+        const unsigned char *b = v[i];
+        for (; k + 8 <= n; k += 8) {
+            uint64_t w;
+            memcpy(&w, b + k, 8);
+            h = (h ^ w) * 1099511628211ull;
+        }
+        for (; k < n; k++)
+            h = (h ^ b[k]) * 1099511628211ull;
+        h = (h ^ (uint64_t)n) * 1099511628211ull;
+    }
+    return h;
+}
+
+static bool memo_inputs_ok(int32_t ni, const cge_tensor_desc *d)
+{
+    if (ni > CF_MAX_ARGS)
+        return false;
+    for (int32_t i = 0; i < ni; i++)
+        if (d[i].dtype != CGE_DTYPE_UNDEFINED && d[i].type != CGE_TYPE_TENSOR)
+            return false;   /* a sequence's elements are not hashed: no memo */
+    return true;
+}
+
+/* Keeps the branch's outputs (tensors only) for the kernel; on any failure
+ * there is simply no memo and the kernel runs the branch. */
+static void memo_put(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
+                     const cge_tensor_desc *d, const void *const *v, const body_run *r,
+                     int32_t no)
+{
+    if (!memo_inputs_ok(ni, d) || no > CF_MAX_ARGS)
+        return;
+    if_memo *m = calloc(1, sizeof *m);
+    if (!m)
+        return;
+    *m = (if_memo){.attrs = attrs, .g = g, .ni = ni};
+    for (int32_t i = 0; i < ni; i++) {
+        m->vals[i] = v[i];
+        m->ins[i] = d[i];
+    }
+    m->hash = memo_hash(ni, d, v);
+    for (int32_t i = 0; i < no; i++, m->no = i) {
+        const body_val *bv = body_output(r, i);
+        size_t n = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
+        if (bv->desc.type != CGE_TYPE_TENSOR || (n && !bv->data) ||
+            !(m->data[i] = malloc(n ? n : 1))) {
+            memo_free(m);
+            return;
+        }
+        if (n)
+            memcpy(m->data[i], bv->data, n);
+        m->outs[i] = bv->desc;
+        m->bytes[i] = n;
+    }
+    pthread_mutex_lock(&memo_lock);
+    if_memo *old = memos[IF_MEMOS - 1];
+    memmove(memos + 1, memos, sizeof memos[0] * (IF_MEMOS - 1));
+    memos[0] = m;
+    pthread_mutex_unlock(&memo_lock);
+    memo_free(old);
+}
+
+/* The memo of this node with exactly these inputs, taken out of the list
+ * (the caller frees it), or NULL. */
+static if_memo *memo_take(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
+                          const cge_tensor_desc *d, const void *const *v)
+{
+    if (!memo_inputs_ok(ni, d))
+        return NULL;
+    if_memo *found = NULL;
+    uint64_t h = 0;
+    bool hashed = false;
+    pthread_mutex_lock(&memo_lock);
+    for (int32_t k = 0; k < IF_MEMOS && !found; k++) {
+        if_memo *m = memos[k];
+        if (!m || m->attrs != attrs || m->g != g || m->ni != ni)
+            continue;
+        bool same = true;
+        for (int32_t i = 0; same && i < ni; i++)
+            same = (m->vals[i] != NULL) == (v[i] != NULL) && m->ins[i].dtype == d[i].dtype &&
+                   cge_shape_equal(&m->ins[i].shape, &d[i].shape);
+        if (same && !hashed) {
+            h = memo_hash(ni, d, v);
+            hashed = true;
+        }
+        if (same && m->hash == h) {
+            found = m;
+            memmove(memos + k, memos + k + 1, sizeof memos[0] * (size_t)(IF_MEMOS - 1 - k));
+            memos[IF_MEMOS - 1] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&memo_lock);
+    return found;
+}
+
 static cge_status if_measure(cge_infer_ctx *c, const cge_graph *g, const outer_binding *ob)
 {
     cge_device *dev = NULL;
@@ -616,6 +760,8 @@ static cge_status if_measure(cge_infer_ctx *c, const cge_graph *g, const outer_b
         c->outputs[i].dtype = bv->desc.dtype;
         c->outputs[i].shape = bv->desc.shape;
     }
+    if (!st)
+        memo_put(c->attrs, g, c->num_inputs, c->inputs, c->input_values, &r, c->num_outputs);
     body_free(&r);
     cge_stream_destroy(imm);
     cge_device_destroy(dev);
@@ -692,6 +838,21 @@ static void if_host(void *user)
     outer_binding ob = outer_of(s->attrs, s->ni, d, v);
     bool cond = *(const uint8_t *)s->ins[0].data != 0;
     const cge_graph *g = graph_attr(s->attrs, cond ? "then_branch" : "else_branch");
+    if_memo *m = memo_take(s->attrs, g, s->ni, d, v);
+    if (m) {
+        /* meta ran this branch on these inputs: its outputs, copied */
+        cge_status st = m->no == s->no ? CGE_OK
+                                       : cge_error(CGE_LAYER_KERNEL, CGE_ERR_INTERNAL,
+                                                   "a measured branch has %d outputs", m->no);
+        for (int32_t i = 0; !st && i < s->no; i++) {
+            body_val bv = {.desc = m->outs[i], .data = m->data[i], .bytes = m->bytes[i]};
+            st = put_output(s, i, &bv);
+        }
+        memo_free(m);
+        if (st)
+            cf_fail(s, st);
+        return;
+    }
     cge_stream *imm = NULL;
     body_run r = {0};
     cge_status st = cge_stream_create_immediate(s->dev, &imm);
@@ -853,6 +1014,79 @@ static cge_status copy_owned(cge_device *dev, const body_val *from, body_val *to
     return CGE_OK;
 }
 
+/* ---- one body iteration (Loop, Scan-8, Scan-9, SequenceMap) --------------------------- */
+
+/* What every iteration of a body shares: its immediate stream, the outer
+ * values and the loop-carried states (owned copies). Each step checks the
+ * run's cancel token, binds the states among the body's inputs, runs the
+ * body and takes its new states from its outputs. */
+typedef struct body_iter {
+    const char *op, *node;
+    const cge_graph *body;
+    cge_device *dev;
+    cge_stream *imm;
+    const outer_binding *ob;
+    int32_t n_state;
+    body_val state[CF_MAX_ARGS];
+} body_iter;
+
+static cge_status iter_open(body_iter *it, const char *op, const char *node,
+                            const cge_graph *body, cge_device *dev, const outer_binding *ob,
+                            int32_t n_state)
+{
+    it->op = op;
+    it->node = node;
+    it->body = body;
+    it->dev = dev;
+    it->imm = NULL;
+    it->ob = ob;
+    it->n_state = n_state;
+    memset(it->state, 0, sizeof it->state);
+    return cge_stream_create_immediate(dev, &it->imm);
+}
+
+/* State i starts as a copy of `data` (`desc`). */
+static cge_status iter_set_state(body_iter *it, int32_t i, const cge_tensor_desc *desc,
+                                 const void *data)
+{
+    body_val init = {.desc = *desc, .data = (void *)data};
+    return copy_owned(it->dev, &init, &it->state[i]);
+}
+
+/* Step t: the states go to body inputs in_pos.., the other inputs are in
+ * bd/bv already; the new states come from body outputs out_pos... `r` holds
+ * the body's values (body_free it, also after an error). */
+static cge_status iter_step(body_iter *it, int64_t t, int32_t n_in, cge_tensor_desc *bd,
+                            const void **bv, int32_t in_pos, int32_t out_pos, body_run *r)
+{
+    memset(r, 0, sizeof *r);
+    cge_status st = cancel_point(it->op, it->node, t, CGE_OK);
+    if (st)
+        return st;
+    for (int32_t i = 0; i < it->n_state; i++) {
+        bd[in_pos + i] = it->state[i].desc;
+        bv[in_pos + i] = it->state[i].data;
+    }
+    st = cancel_point(it->op, it->node, t,
+                      body_exec(it->op, it->node, it->body, it->dev, it->imm, n_in, bd, bv,
+                                it->ob, r));
+    for (int32_t i = 0; !st && i < it->n_state; i++)
+        st = copy_owned(it->dev, body_output(r, out_pos + i), &it->state[i]);
+    return st;
+}
+
+static void iter_close(body_iter *it)
+{
+    for (int32_t i = 0; i < it->n_state; i++)
+        if (it->state[i].owned) {
+            cge__value_release(it->state[i].desc.type, it->state[i].data);
+            cge_mem_free(it->dev, it->state[i].data);
+            it->state[i].owned = false;
+        }
+    cge_stream_destroy(it->imm);
+    it->imm = NULL;
+}
+
 /* Runs the loop. With `outs` it writes the node's outputs (sized by meta);
  * without, it only measures them: the final states' descriptors and each
  * scan output's stacked shape go to `measured`. */
@@ -867,19 +1101,14 @@ static cge_status loop_exec(const char *op, const char *node, const cge_attrs *a
     bool has_m = v[0] != NULL;
     int64_t m = has_m ? *(const int64_t *)v[0] : 0;
     bool cond = v[1] ? *(const uint8_t *)v[1] != 0 : true;
-    body_val state[CF_MAX_ARGS];
-    memset(state, 0, sizeof state);
     size_t scan_off[CF_MAX_ARGS] = {0};
     int64_t iters = 0;
-    cge_stream *imm = NULL;
-    cge_status st = cge_stream_create_immediate(dev, &imm);
-    for (int32_t i = 0; !st && i < n_state; i++) {
-        body_val init = {.desc = d[2 + i], .data = (void *)v[2 + i]};
-        st = copy_owned(dev, &init, &state[i]);
-    }
+    body_iter bi;
+    cge_status st = iter_open(&bi, op, node, body, dev, &ob, n_state);
+    body_val *state = bi.state;
+    for (int32_t i = 0; !st && i < n_state; i++)
+        st = iter_set_state(&bi, i, &d[2 + i], v[2 + i]);
     for (int64_t it = 0; !st && (!has_m || it < m) && cond; it++, iters++) {
-        if ((st = cancel_point(op, node, it, CGE_OK)))
-            break;
         cge_tensor_desc bd[CF_MAX_ARGS];
         const void *bv[CF_MAX_ARGS];
         bd[0] = (cge_tensor_desc){.name = "", .dtype = CGE_I64, .shape = CGE_SCALAR};
@@ -887,19 +1116,12 @@ static cge_status loop_exec(const char *op, const char *node, const cge_attrs *a
         uint8_t cb = cond;
         bv[0] = &it;
         bv[1] = &cb;
-        for (int32_t i = 0; i < n_state; i++) {
-            bd[2 + i] = state[i].desc;
-            bv[2 + i] = state[i].data;
-        }
         body_run r;
-        st = cancel_point(op, node, it, body_exec(op, node, body, dev, imm, 2 + n_state, bd, bv,
-                                                  &ob, &r));
+        st = iter_step(&bi, it, 2 + n_state, bd, bv, 2, 1, &r);
         if (!st) {
             const body_val *cv = body_output(&r, 0);
             cond = cv->data && *(const uint8_t *)cv->data != 0;
         }
-        for (int32_t i = 0; !st && i < n_state; i++)
-            st = copy_owned(dev, body_output(&r, 1 + i), &state[i]);
         for (int32_t k = 0; !st && k < n_scan; k++) {
             const body_val *sv = body_output(&r, 1 + n_state + k);
             size_t b = cge_tensor_nbytes(sv->desc.dtype, &sv->desc.shape);
@@ -953,12 +1175,7 @@ static cge_status loop_exec(const char *op, const char *node, const cge_attrs *a
             measured[i].type = state[i].desc.type;
         }
     }
-    for (int32_t i = 0; i < n_state; i++)
-        if (state[i].owned) {
-            cge__value_release(state[i].desc.type, state[i].data);
-            cge_mem_free(dev, state[i].data);
-        }
-    cge_stream_destroy(imm);
+    iter_close(&bi);
     return st;
 }
 
@@ -1088,25 +1305,6 @@ static cge_status scan_setup(const char *op, const char *node, const cge_attrs *
     return CGE_OK;
 }
 
-/* One step of a Scan body: the states (bound here) and the slices already
- * in bd/bv after them; the new states replace the old. */
-static cge_status scan_step(const cf_state *s, const cge_graph *body, cge_stream *imm,
-                            int32_t n_state, int32_t n_scan_in, cge_tensor_desc *bd,
-                            const void **bv, const outer_binding *ob, int64_t t, body_val *state,
-                            body_run *r)
-{
-    for (int32_t i = 0; i < n_state; i++) {
-        bd[i] = state[i].desc;
-        bv[i] = state[i].data;
-    }
-    cge_status st = cancel_point(s->op_type, s->node_name, t,
-                                 body_exec(s->op_type, s->node_name, body, s->dev, imm,
-                                           n_state + n_scan_in, bd, bv, ob, r));
-    for (int32_t i = 0; !st && i < n_state; i++)
-        st = copy_owned(s->dev, body_output(r, i), &state[i]);
-    return st;
-}
-
 /* ---- Scan 8: a batch axis first, sequence_lens ---------------------------------------- */
 
 /* Scan-8 (the ONNX converter sets batch_major): input 0 is sequence_lens
@@ -1216,10 +1414,9 @@ static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *
     outer_binding ob = outer_of(s->attrs, s->ni, d, v);
     cge_tensor_desc bd[CF_MAX_ARGS];
     scan8_body_descs(&g, d, bd);
-    body_val state[CF_MAX_ARGS];
-    memset(state, 0, sizeof state);
-    cge_stream *imm = NULL;
-    st = cge_stream_create_immediate(s->dev, &imm);
+    body_iter bi;
+    st = iter_open(&bi, s->op_type, s->node_name, body, s->dev, &ob, g.n_state);
+    body_val *state = bi.state;
     for (int32_t k = g.n_state; !st && k < s->no; k++) {
         size_t bytes = cge_tensor_nbytes(s->outs[k].dtype, &s->outs[k].shape);
         if (bytes)
@@ -1229,8 +1426,7 @@ static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *
     for (int64_t b = 0; !st && b < g.batch; b++) {
         for (int32_t i = 0; !st && i < g.n_state; i++) {
             size_t bytes = cge_tensor_nbytes(bd[i].dtype, &bd[i].shape);
-            body_val init = {.desc = bd[i], .data = (char *)v[1 + i] + (size_t)b * bytes};
-            st = copy_owned(s->dev, &init, &state[i]);
+            st = iter_set_state(&bi, i, &bd[i], (const char *)v[1 + i] + (size_t)b * bytes);
         }
         int64_t len = lens ? lens[b] : g.len;
         if (!st && (len < 0 || len > g.len))
@@ -1238,8 +1434,6 @@ static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *
                            "sequence_lens[%lld] is %lld; the scan inputs hold %lld steps",
                            (long long)b, (long long)len, (long long)g.len);
         for (int64_t t = 0; !st && t < len; t++) {
-            if ((st = cancel_point(s->op_type, s->node_name, t, CGE_OK)))
-                break;
             const void *bv[CF_MAX_ARGS];
             for (int32_t j = 0; j < g.n_scan_in; j++) {
                 int32_t i = g.n_state + j;
@@ -1248,7 +1442,9 @@ static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *
                 bv[i] = (const char *)v[1 + i] + (size_t)(b * g.len + idx) * bytes;
             }
             body_run r;
-            st = scan_step(s, body, imm, g.n_state, g.n_scan_in, bd, bv, &ob, t, state, &r);
+            cge_tensor_desc sd[CF_MAX_ARGS];
+            memcpy(sd, bd, sizeof sd[0] * (size_t)(g.n_state + g.n_scan_in));
+            st = iter_step(&bi, t, g.n_state + g.n_scan_in, sd, bv, 0, 0, &r);
             for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
                 const body_val *sv = body_output(&r, g.n_state + k);
                 cge_tensor *o = &s->outs[g.n_state + k];
@@ -1278,10 +1474,7 @@ static cge_status scan8_exec(cf_state *s, const cge_tensor_desc *d, const void *
                 memcpy((char *)o->data + (size_t)b * need, state[i].data, need);
         }
     }
-    for (int32_t i = 0; i < CF_MAX_ARGS; i++)
-        if (state[i].owned)
-            cge_mem_free(s->dev, state[i].data);
-    cge_stream_destroy(imm);
+    iter_close(&bi);
     return st;
 }
 
@@ -1352,16 +1545,14 @@ static void scan_host(void *user)
     cge_status st = scan_setup(s->op_type, s->node_name, s->attrs, s->ni, s->no, d, &g, in_axes,
                                out_axes, body);
     outer_binding ob = outer_of(s->attrs, s->ni, d, v);
-    body_val state[CF_MAX_ARGS], slices[CF_MAX_ARGS];
-    memset(state, 0, sizeof state);
+    body_val slices[CF_MAX_ARGS];
     memset(slices, 0, sizeof slices);
-    cge_stream *imm = NULL;
+    body_iter bi = {.n_state = 0};
     if (!st)
-        st = cge_stream_create_immediate(s->dev, &imm);
-    for (int32_t i = 0; !st && i < g.n_state; i++) {
-        body_val init = {.desc = d[i], .data = (void *)v[i]};
-        st = copy_owned(s->dev, &init, &state[i]);
-    }
+        st = iter_open(&bi, s->op_type, s->node_name, body, s->dev, &ob, g.n_state);
+    body_val *state = bi.state;
+    for (int32_t i = 0; !st && i < g.n_state; i++)
+        st = iter_set_state(&bi, i, &d[i], v[i]);
     for (int32_t j = 0; !st && j < g.n_scan_in; j++) {
         body_val *sl = &slices[j];
         sl->desc = d[g.n_state + j];
@@ -1371,8 +1562,6 @@ static void scan_host(void *user)
         sl->owned = !st;
     }
     for (int64_t t = 0; !st && t < g.len; t++) {
-        if ((st = cancel_point(s->op_type, s->node_name, t, CGE_OK)))
-            break;
         cge_tensor_desc bd[CF_MAX_ARGS];
         const void *bv[CF_MAX_ARGS];
         for (int32_t j = 0; j < g.n_scan_in; j++) {
@@ -1388,7 +1577,7 @@ static void scan_host(void *user)
             bv[g.n_state + j] = slices[j].data;
         }
         body_run r;
-        st = scan_step(s, body, imm, g.n_state, g.n_scan_in, bd, bv, &ob, t, state, &r);
+        st = iter_step(&bi, t, g.n_state + g.n_scan_in, bd, bv, 0, 0, &r);
         for (int32_t k = 0; !st && k < g.n_scan_out; k++) {
             const body_val *sv = body_output(&r, g.n_state + k);
             cge_tensor *o = &s->outs[g.n_state + k];
@@ -1412,13 +1601,10 @@ static void scan_host(void *user)
     }
     for (int32_t i = 0; !st && i < g.n_state; i++)
         st = put_output(s, i, &state[i]);
-    for (int32_t i = 0; i < CF_MAX_ARGS; i++) {
-        if (state[i].owned)
-            cge_mem_free(s->dev, state[i].data);
+    for (int32_t i = 0; i < CF_MAX_ARGS; i++)
         if (slices[i].owned)
             cge_mem_free(s->dev, slices[i].data);
-    }
-    cge_stream_destroy(imm);
+    iter_close(&bi);
     if (st)
         cf_fail(s, st);
 }
@@ -1519,20 +1705,16 @@ static void smap_host(void *user)
                            ((const cge_sequence *)v[j])->count, (long long)len);
     for (int32_t k = 0; k < s->no; k++)
         cge__seq_reset(s->outs[k].data, CGE_TYPE_SEQUENCE, s->outs[k].dtype);
-    cge_stream *imm = NULL;
+    body_iter bi = {.n_state = 0};
     if (!st)
-        st = cge_stream_create_immediate(s->dev, &imm);
+        st = iter_open(&bi, s->op_type, s->node_name, body, s->dev, &ob, 0);
     for (int64_t i = 0; !st && i < len; i++) {
-        if ((st = cancel_point(s->op_type, s->node_name, i, CGE_OK)))
-            break;
         cge_tensor_desc bd[CF_MAX_ARGS];
         const void *bv[CF_MAX_ARGS];
         for (int32_t j = 0; j < n_in; j++)
             smap_bind(&d[j], v[j], i, &bd[j], &bv[j]);
         body_run r;
-        st = cancel_point(s->op_type, s->node_name, i,
-                          body_exec(s->op_type, s->node_name, body, s->dev, imm, n_in, bd, bv,
-                                    &ob, &r));
+        st = iter_step(&bi, i, n_in, bd, bv, 0, 0, &r);
         for (int32_t k = 0; !st && k < s->no; k++) {
             const body_val *o = body_output(&r, k);
             cge_sequence *q = s->outs[k].data;
@@ -1546,7 +1728,7 @@ static void smap_host(void *user)
         }
         body_free(&r);
     }
-    cge_stream_destroy(imm);
+    iter_close(&bi);
     if (st)
         cf_fail(s, st);
 }

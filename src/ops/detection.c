@@ -105,12 +105,52 @@ static int64_t roi_grid(double bin)
     return g >= 1.0 ? (g < 65536.0 ? (int64_t)g : 65536) : 1;
 }
 
+/* One axis of roi_sample, for the separable form: the lower and upper
+ * index, their weights, and whether the sample lies in the map. */
+typedef struct roi_tap {
+    int64_t lo, hi;
+    double wl, wh;
+    bool in;
+} roi_tap;
+
+static roi_tap roi_axis(double v, int64_t size)
+{
+    roi_tap t = {0, 0, 0.0, 0.0, false};
+    if (!(v >= -1.0 && v <= (double)size))
+        return t; /* NaN too */
+    if (v <= 0)
+        v = 0;
+    int64_t l = (int64_t)v, h;
+    if (l >= size - 1) {
+        h = l = size - 1;
+        v = (double)l;
+    } else {
+        h = l + 1;
+    }
+    double f = v - (double)l;
+    return (roi_tap){l, h, 1.0 - f, f, true};
+}
+
+static inline double roi_ld(const roi_args *a, int64_t i)
+{
+    return a->dt == CGE_F32 ? (double)((const float *)a->x)[i] : cge__load_as_double(a->dt, a->x, i);
+}
+
+/* Per roi, the samples' rows and columns are computed once (ORT's pre_calc):
+ * roi_sample's weights are products of a row and a column weight, and a
+ * sample is outside when its row or its column is. The channels then only
+ * gather. Sample counts past the tables' size (an adaptive grid of a huge
+ * roi) take roi_sample per sample; both give the same bits. */
+#define ROI_TAPS 1024
+
 static void roi_block(int64_t b, int64_t nb, void *p)
 {
     const roi_args *a = p;
     int64_t lo, hi;
     cge__block_range(a->r * a->c, b, nb, &lo, &hi);
     double off = a->half_pixel ? 0.5 : 0.0;
+    roi_tap ty[ROI_TAPS], tx[ROI_TAPS];
+    int64_t tab_roi = -1;
     for (int64_t u = lo; u < hi; u++) {
         int64_t ri = u / a->c, ch = u % a->c;
         int64_t bidx = cge__load_as_i64(a->bt, a->bi, ri);
@@ -138,20 +178,43 @@ static void roi_block(int64_t b, int64_t nb, void *p)
         int64_t gw = a->ratio > 0 ? a->ratio : roi_grid(rw / (double)a->ow);
         double count = (double)(gh * gw > 1 ? gh * gw : 1);
         int64_t plane = (bidx * a->c + ch) * a->h * a->w;
+        bool tables = a->oh * gh <= ROI_TAPS && a->ow * gw <= ROI_TAPS;
+        if (tables && tab_roi != ri) {
+            for (int64_t ph = 0; ph < a->oh; ph++)
+                for (int64_t iy = 0; iy < gh; iy++)
+                    ty[ph * gh + iy] = roi_axis(
+                        y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh, a->h);
+            for (int64_t pw = 0; pw < a->ow; pw++)
+                for (int64_t ix = 0; ix < gw; ix++)
+                    tx[pw * gw + ix] = roi_axis(
+                        x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, a->w);
+            tab_roi = ri;
+        }
         for (int64_t ph = 0; ph < a->oh; ph++)
             for (int64_t pw = 0; pw < a->ow; pw++) {
                 double acc = 0.0;
                 bool first = true;
                 for (int64_t iy = 0; iy < gh; iy++) {
-                    double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
                     for (int64_t ix = 0; ix < gw; ix++) {
-                        double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
-                        int64_t pos[4] = {0, 0, 0, 0};
-                        double wt[4] = {0, 0, 0, 0}, v[4];
-                        bool in = roi_sample(a, yy, xx, pos, wt);
-                        for (int k = 0; k < 4; k++)
-                            v[k] = in ? wt[k] * cge__load_as_double(a->dt, a->x, plane + pos[k])
-                                      : 0.0;
+                        double v[4] = {0, 0, 0, 0};
+                        if (tables) {
+                            const roi_tap *y = &ty[ph * gh + iy], *x = &tx[pw * gw + ix];
+                            if (y->in && x->in) {
+                                int64_t r0 = plane + y->lo * a->w, r1 = plane + y->hi * a->w;
+                                v[0] = y->wl * x->wl * roi_ld(a, r0 + x->lo);
+                                v[1] = y->wl * x->wh * roi_ld(a, r0 + x->hi);
+                                v[2] = y->wh * x->wl * roi_ld(a, r1 + x->lo);
+                                v[3] = y->wh * x->wh * roi_ld(a, r1 + x->hi);
+                            }
+                        } else {
+                            double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+                            double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+                            int64_t pos[4] = {0, 0, 0, 0};
+                            double wt[4] = {0, 0, 0, 0};
+                            if (roi_sample(a, yy, xx, pos, wt))
+                                for (int k = 0; k < 4; k++)
+                                    v[k] = wt[k] * roi_ld(a, plane + pos[k]);
+                        }
                         if (a->max_mode) {
                             /* ONNX Runtime: the largest weighted corner over all samples */
                             double m = fmax(fmax(v[0], v[1]), fmax(v[2], v[3]));

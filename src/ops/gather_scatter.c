@@ -608,6 +608,7 @@ typedef struct scatter_el_args {
     int64_t dstr[CGE_MAX_RANK];
     int64_t axis_dim;               /* data's size along axis */
     int64_t n, inner, lines;        /* indices as [outer, n, inner]; lines = outer*inner */
+    bool dense;                     /* indices have data's dims but the axis' */
 } scatter_el_args;
 
 /* A line (fixed coordinates but the axis) writes only the data line with the
@@ -619,6 +620,31 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
     const scatter_common *c = &a->c;
     int64_t lo, hi, es = (int64_t)c->esize;
     cge__block_range(a->lines, b, nb, &lo, &hi);
+    if (a->dense) {
+        /* Lines of one outer index side by side: each step along the axis
+         * reads and writes a contiguous run (a line at a time strides by
+         * `inner`, a cache line per element); per line the order is kept. */
+        for (int64_t line = lo; line < hi;) {
+            int64_t o = line / a->inner, i0 = line % a->inner;
+            int64_t i1 = a->inner - i0 < hi - line ? a->inner : i0 + (hi - line);
+            for (int64_t j = 0; j < a->n; j++)
+                for (int64_t i = i0; i < i1; i++) {
+                    int64_t e = (o * a->n + j) * a->inner + i;
+                    int64_t raw = load_idx(c->idx_dtype, c->idx, e), k = raw;
+                    if (k < 0)
+                        k += a->axis_dim;
+                    if (k < 0 || k >= a->axis_dim) {
+                        index_fail("ScatterElements", c->node, raw, e, a->axis_dim, a->axis);
+                        continue;
+                    }
+                    apply_reduction(c->dtype, c->red,
+                                    c->out + ((o * a->axis_dim + k) * a->inner + i) * es,
+                                    c->upd + e * es, 1);
+                }
+            line += i1 - i0;
+        }
+        return;
+    }
     for (int64_t line = lo; line < hi; line++) {
         int64_t o = line / a->inner, i = line % a->inner;
         /* data offset of this line's coordinates, with axis coordinate 0 */
@@ -680,6 +706,9 @@ static cge_status scatter_el_launch(const cge_kernel_ctx *ctx, cge_stream *strea
     a.n = idx->shape.dims[axis];
     a.inner = cge__dims_prod(idx->shape.dims, axis + 1, r);
     a.lines = nidx / a.n;
+    a.dense = true;
+    for (int32_t d = 0; d < r; d++)
+        a.dense &= d == axis || idx->shape.dims[d] == data->shape.dims[d];
     int64_t min_lines = a.n >= CGE__MIN_BLOCK ? 1 : CGE__MIN_BLOCK / a.n;
     return cge_launch(stream, scatter_el_block,
                       cge__blocks_for(a.lines, min_lines, ctx->num_threads), &a, sizeof a);

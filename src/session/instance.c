@@ -38,6 +38,7 @@ typedef struct value {
     void *data;             /* device buffer (eager) */
     size_t bytes;           /* allocated bytes */
     bool is_const;
+    bool borrowed;          /* eager: data is the graph constant's own bytes (host device) */
     void *pdata;            /* where the plan keeps it (arena or constants), or NULL */
     /* Binding (plan inputs and outputs): the kernels' tensors that name this
      * value, the address they hold now (pdata or a caller's buffer), whether
@@ -85,7 +86,19 @@ typedef struct node_exec {
     cge_value_type *in_types, *out_types;  /* what each holds (sequences, optionals) */
     cge_kernel_ctx ctx;
     void *workspace;
+    /* eager: the values this node reads last (not constants, inputs or
+     * outputs): their buffers go back to the pool once it has run */
+    int32_t *release;
+    int32_t num_release;
 } node_exec;
+
+/* Buffers of eager values that are no longer read in this run, for later
+ * values to take: a run holds about its largest live set, not every
+ * intermediate at once, and a steady state allocates nothing. */
+typedef struct pool_buf {
+    void *data;
+    size_t bytes;
+} pool_buf;
 
 /* A graph run node by node, a buffer per value; built only for eager runs. */
 typedef struct eager_exec {
@@ -95,6 +108,8 @@ typedef struct eager_exec {
     int32_t num_nodes;
     bool built;
     bool ready;             /* constants and inputs have buffers */
+    pool_buf *pool;
+    int32_t num_pool;
 } eager_exec;
 
 struct cge__instance {
@@ -199,8 +214,10 @@ static cge_status table_index_io(value_table *t, const cge_graph *g)
 static void table_free(cge_device *dev, value_table *t)
 {
     for (int32_t i = 0; i < t->num; i++) {
-        cge__value_release(t->values[i].desc.type, t->values[i].data);
-        cge_mem_free(dev, t->values[i].data);
+        if (!t->values[i].borrowed) {
+            cge__value_release(t->values[i].desc.type, t->values[i].data);
+            cge_mem_free(dev, t->values[i].data);
+        }
         cge_mem_free(dev, t->values[i].own);
         free(t->values[i].refs);
     }
@@ -316,9 +333,94 @@ static void eager_free(cge_device *dev, eager_exec *ex)
         free(ne->outs);
         free(ne->in_types);
         free(ne->out_types);
+        free(ne->release);
     }
+    for (int32_t i = 0; i < ex->num_pool; i++)
+        cge_mem_free(dev, ex->pool[i].data);
+    free(ex->pool);
     free(ex->nodes);
     table_free(dev, &ex->vals);
+}
+
+/* Each intermediate's last reader (its producer if nothing reads it): the
+ * node after which its buffer returns to the pool. */
+static cge_status eager_lifetimes(eager_exec *ex, const cge_graph *g)
+{
+    int32_t nv = ex->vals.num;
+    int32_t *last = malloc(sizeof(int32_t) * ((size_t)nv + 1));
+    int32_t *cnt = calloc((size_t)ex->num_nodes + 1, sizeof(int32_t));
+    bool *keep = calloc((size_t)nv + 1, sizeof(bool));
+    if (!last || !cnt || !keep) {
+        free(last);
+        free(cnt);
+        free(keep);
+        return oom();
+    }
+    for (int32_t i = 0; i < nv; i++) {
+        last[i] = -1;
+        keep[i] = ex->vals.values[i].is_const;
+    }
+    for (int32_t i = 0; i < cge_graph_num_inputs(g); i++)
+        keep[ex->vals.in_idx[i]] = true;
+    for (int32_t i = 0; i < cge_graph_num_outputs(g); i++)
+        if (ex->vals.out_idx[i] >= 0)
+            keep[ex->vals.out_idx[i]] = true;
+    for (int32_t k = 0; k < ex->num_nodes; k++) {
+        const node_exec *ne = &ex->nodes[k];
+        for (int32_t i = 0; i < cge_node_num_outputs(ne->node); i++)
+            last[ne->out_idx[i]] = k;
+        for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++)
+            if (ne->in_idx[i] >= 0)
+                last[ne->in_idx[i]] = k;
+    }
+    for (int32_t i = 0; i < nv; i++)
+        if (!keep[i] && last[i] >= 0)
+            cnt[last[i]]++;
+    cge_status st = CGE_OK;
+    for (int32_t k = 0; !st && k < ex->num_nodes; k++)
+        if (cnt[k] && !(ex->nodes[k].release = malloc(sizeof(int32_t) * (size_t)cnt[k])))
+            st = oom();
+    for (int32_t i = 0; !st && i < nv; i++)
+        if (!keep[i] && last[i] >= 0) {
+            node_exec *ne = &ex->nodes[last[i]];
+            ne->release[ne->num_release++] = i;
+        }
+    free(last);
+    free(cnt);
+    free(keep);
+    return st;
+}
+
+/* A value's buffer back to the pool (tensors only: a sequence's buffer
+ * holds its elements across runs). */
+static cge_status pool_put(eager_exec *ex, value *v)
+{
+    if (!v->data || v->desc.type != CGE_TYPE_TENSOR || v->borrowed)
+        return CGE_OK;
+    pool_buf *p = realloc(ex->pool, sizeof *p * ((size_t)ex->num_pool + 1));
+    if (!p)
+        return oom();
+    ex->pool = p;
+    ex->pool[ex->num_pool++] = (pool_buf){v->data, v->bytes};
+    v->data = NULL;
+    v->bytes = 0;
+    return CGE_OK;
+}
+
+/* The smallest pooled buffer that holds `need` bytes and is not much larger
+ * (a small value should not take a buffer a large one needs next). */
+static void pool_take(eager_exec *ex, value *v, size_t need)
+{
+    int32_t best = -1;
+    for (int32_t i = 0; i < ex->num_pool; i++)
+        if (ex->pool[i].bytes >= need && ex->pool[i].bytes <= 4 * need + 65536 &&
+            (best < 0 || ex->pool[i].bytes < ex->pool[best].bytes))
+            best = i;
+    if (best < 0)
+        return;
+    v->data = ex->pool[best].data;
+    v->bytes = ex->pool[best].bytes;
+    ex->pool[best] = ex->pool[--ex->num_pool];
 }
 
 /* The eager tables of `g` (verified by the compile that made this
@@ -383,7 +485,9 @@ static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_gra
         };
     }
     free(order);
-    return st ? st : table_index_io(&ex->vals, g);
+    if (!st)
+        st = table_index_io(&ex->vals, g);
+    return st ? st : eager_lifetimes(ex, g);
 }
 
 /* Buffers for the constants, and for the inputs at this instance's shapes. */
@@ -394,6 +498,15 @@ static cge_status eager_buffers(cge__instance *inst, eager_exec *ex)
         value *v = &ex->vals.values[i];
         if (!v->is_const)
             continue;
+        if (!strcmp(cge_device_name(inst->dev), "cpu") && v->desc.type == CGE_TYPE_TENSOR) {
+            /* host memory: the kernels read the graph's bytes, no copy of
+             * the weights (as plans do with consts_in_graph) */
+            const cge_tensor *t = cge_graph_constant(ex->g, v->name);
+            v->data = (void *)t->data;
+            v->bytes = t->bytes;
+            v->borrowed = true;
+            continue;
+        }
         st = alloc_value(inst, v);
         if (!st && v->bytes)
             st = cge_memcpy(inst->dev, v->data, cge_graph_constant(ex->g, v->name)->data,
@@ -1363,6 +1476,9 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
             vals = (const void **)(out_desc + m);
         }
         st = cge_stream_synchronize(stream);
+        /* the previous node has run: what it read last is free */
+        for (int32_t j = 0; !st && k > 0 && j < ex->nodes[k - 1].num_release; j++)
+            st = pool_put(ex, &values[ex->nodes[k - 1].release[j]]);
         for (int32_t i = 0; i < ni; i++) {
             memset(&in_desc[i], 0, sizeof in_desc[i]);
             vals[i] = NULL;
@@ -1394,6 +1510,8 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
                                "%s '%s': output %d's shape is unknown even with every input "
                                "value at hand",
                                cge_node_op_type(ne->node), cge_node_name(ne->node), i);
+            if (!st && !v->data && v->desc.type == CGE_TYPE_TENSOR)
+                pool_take(ex, v, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape));
             if (!st)
                 st = alloc_value(inst, v);
         }
@@ -1415,6 +1533,10 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
         }
         free(big);
     }
+    if (!st && ex->num_nodes > 0)
+        st = cge_stream_synchronize(stream);
+    for (int32_t j = 0; !st && ex->num_nodes > 0 && j < ex->nodes[ex->num_nodes - 1].num_release; j++)
+        st = pool_put(ex, &values[ex->nodes[ex->num_nodes - 1].release[j]]);
     return st;
 }
 

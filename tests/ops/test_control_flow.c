@@ -11,6 +11,7 @@
 
 #include "cge/graph.h"
 #include "op_runner.h"
+#include "ops/builtin.h"
 
 static cge_graph *new_graph(const char *name)
 {
@@ -77,6 +78,63 @@ static void test_if_outer_values(void **state)
     assert_int_equal(op_infer("If", ind, NULL, 2, attrs, 3, outd, 1), CGE_OK);
     assert_int_equal(outd[0].dtype, CGE_F32);
     assert_true(cge_shape_equal(&outd[0].shape, &CGE_SHAPE(2)));
+    cge_graph_destroy(tg);
+    cge_graph_destroy(eg);
+}
+
+/* A branch whose output size depends on its values (NonZero of an outer
+ * value): meta runs the branch to measure it, and the kernel uses what meta
+ * measured instead of running it again (the branch runs once per run, checked
+ * by the interpreter's counter), with the values the kernel sees: new values
+ * in the same buffer run the branch again. */
+static void test_if_measured_branch_runs_once(void **state)
+{
+    (void)state;
+    cge_graph *tg = new_graph("then"), *eg = new_graph("else");
+    node(tg, "NonZero", (const char *[]){"o"}, 1, "t");
+    assert_int_equal(cge_graph_add_output(tg, "t"), CGE_OK);
+    node(eg, "Neg", (const char *[]){"o"}, 1, "n");
+    node(eg, "NonZero", (const char *[]){"n"}, 1, "e");
+    assert_int_equal(cge_graph_add_output(eg, "e"), CGE_OK);
+    const char *outer[] = {"o"};
+    cge_attr attrs[] = {graph_attr("then_branch", tg), graph_attr("else_branch", eg),
+                        strings_attr("outer_names", outer, 1)};
+    /* past the few kilobytes a body's meta computes by itself */
+    enum { N = 2000 };
+    static float x[N];
+    memset(x, 0, sizeof x);
+    x[1] = 3;
+    x[3] = -1;
+    x[1999] = 2;
+    uint8_t cond = 1;
+    cge_tensor in[] = {op_tensor(CGE_BOOL, CGE_SCALAR, &cond), op_tensor(CGE_F32, CGE_SHAPE(N), x)};
+    cge_tensor out[1];
+    int64_t want[3] = {1, 3, 1999};
+    for (int run = 0; run < 3; run++) {
+        if (run == 1) {
+            /* Meta alone on these values, then the buffer changes: the
+             * kernel must not take the stale measurement. */
+            cge_tensor_desc ind[] = {{.name = "c", .dtype = CGE_BOOL, .shape = CGE_SCALAR},
+                                     {.name = "x", .dtype = CGE_F32, .shape = CGE_SHAPE(N)}};
+            const void *vals[] = {&cond, x};
+            cge_tensor_desc outd[1] = {{.name = "y"}};
+            assert_int_equal(op_infer("If", ind, vals, 2, attrs, 3, outd, 1), CGE_OK);
+            assert_int_equal(outd[0].shape.dims[1], 3);
+            x[1] = 0;
+            x[0] = 5;
+            want[0] = 0;
+            want[1] = 3;
+        }
+        if (run == 2)
+            cond = 0;   /* the other branch (-x is nonzero where x is), alike */
+        long long before = cge__control_flow_body_runs();
+        cge_status st = op_run("If", in, 2, attrs, 3, out, 1);
+        if (st)
+            fail_msg("%s", cge_last_error());
+        assert_int_equal(cge__control_flow_body_runs() - before, 1);
+        op_assert_equal(&out[0], CGE_I64, CGE_SHAPE(1, 3), want);
+        op_free_outputs(out, 1);
+    }
     cge_graph_destroy(tg);
     cge_graph_destroy(eg);
 }
@@ -326,6 +384,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_if_outer_values),
         cmocka_unit_test(test_if_shapes_follow_condition),
+        cmocka_unit_test(test_if_measured_branch_runs_once),
         cmocka_unit_test(test_loop_trip_count),
         cmocka_unit_test(test_loop_computed_condition),
         cmocka_unit_test(test_scan_directions_and_axes),

@@ -195,6 +195,32 @@ static void test_scatter_elements_dtypes(void **state)
     fx_tensor out2[1] = {fxt(CGE_F16, CGE_SHAPE(3, 2), hw)};
     fx_attr at2[1] = {fxa_s("reduction", "mul")};
     run("ScatterElements", 16, 3, in2, 1, out2, 1, at2);
+    /* float32 add along axis 0 with indices as wide as data (the rows of
+     * Faster R-CNN's RoiAlign merge): the kernel walks rows, not columns;
+     * duplicates still add in order, over several blocks */
+    enum { R = 40, C = 96, N = 150 };
+    float *fd = malloc(sizeof(float) * R * C), *fw = malloc(sizeof(float) * R * C);
+    float *fu = malloc(sizeof(float) * N * C);
+    int64_t *fi = malloc(sizeof(int64_t) * N * C);
+    for (int i = 0; i < R * C; i++)
+        fd[i] = fw[i] = (float)(i % 13);
+    for (int j = 0; j < N; j++)
+        for (int c = 0; c < C; c++) {
+            int e = j * C + c;
+            fi[e] = (j * 7 + c) % (R + 5) - 5; /* -5..R-1 */
+            fu[e] = (float)(e % 9) - 4.0f;
+            int64_t k = fi[e] < 0 ? fi[e] + R : fi[e];
+            fw[k * C + c] += fu[e];
+        }
+    fx_tensor in3[3] = {fxt(CGE_F32, CGE_SHAPE(R, C), fd), fxt(CGE_I64, CGE_SHAPE(N, C), fi),
+                        fxt(CGE_F32, CGE_SHAPE(N, C), fu)};
+    fx_tensor out3[1] = {fxt(CGE_F32, CGE_SHAPE(R, C), fw)};
+    fx_attr at3[2] = {fxa_i("axis", 0), fxa_s("reduction", "add")};
+    run("ScatterElements", 16, 3, in3, 1, out3, 2, at3);
+    free(fd);
+    free(fw);
+    free(fu);
+    free(fi);
     free(x);
     free(want);
     free(idx);
