@@ -21,7 +21,10 @@
  * rank-4/5 tensor a LayoutView giving NHWC data (at worst a Reorder replaces
  * the Transpose's copy), a Resize that keeps the channels a ChannelsLastResize
  * (same bits), and a Mul by a computed per-image, per-channel gate a
- * ChannelsLastScale; a Relu that alone reads an affine node runs inside it.
+ * ChannelsLastScale, and the exported GroupNorm (Reshape to [N, G, ...] ->
+ * InstanceNormalization with constant [G] scale and bias -> Reshape back) a
+ * ChannelsLastGroupNorm (same bits); a Relu that alone reads an affine node
+ * runs inside it.
  * "Such data" is the output of a FusedConv with constant W, of an op converted
  * here, or of an elementwise node whose full-size inputs are all such data
  * (the layout pass lets those work on NHWC bytes). Needs oneDNN (the
@@ -64,7 +67,8 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
         return false;
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
         is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine") ||
-        is_fused(p, "ChannelsLastResize") || is_fused(p, "ChannelsLastScale"))
+        is_fused(p, "ChannelsLastResize") || is_fused(p, "ChannelsLastScale") ||
+        is_fused(p, "ChannelsLastGroupNorm"))
         return true;
     if (is_fused(p, "LayoutView"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "to", 0) == CGE_FORMAT_NHWC;
@@ -267,6 +271,71 @@ static bool gate_eligible(const cge_graph *g, const cge_node *n, int32_t *xs)
     return false;
 }
 
+static bool all_known(const cge_shape *s)
+{
+    for (int32_t i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
+            return false;
+    return true;
+}
+
+/* n is the Reshape back of an exported GroupNorm over NHWC data: its input
+ * an InstanceNormalization (float32 constant scale and bias [G]) of a Reshape
+ * of x [N, C, ...] to [N, G, ...], n's output x's shape, static shapes. Row
+ * (n, g) of the plain [N, G, ...] tensor is then channels g*C/G .. of image
+ * n, which ChannelsLastGroupNorm reads from the NHWC bytes. Or n is an
+ * InstanceNormalization of NHWC data itself (G = C: where remove_noops took
+ * out a GroupNorm's Reshapes, or a plain instance norm). *in is the
+ * InstanceNormalization, *x the NHWC data. */
+static bool group_norm_eligible(const cge_graph *g, const cge_node *n, const cge_node **in,
+                                int32_t *x)
+{
+    const cge_node *nrm = n, *r1 = NULL;
+    if (cc_is_op(n, "Reshape")) {
+        if (cge_node_num_inputs(n) < 1 || cge_node_num_outputs(n) != 1)
+            return false;
+        nrm = cge_graph_value_producer(g, cge_node_input_id(n, 0));
+    }
+    if (!nrm || cge_node_is_removed(nrm) || !cc_is_op(nrm, "InstanceNormalization") ||
+        cge_node_num_inputs(nrm) != 3 || cge_node_num_outputs(nrm) != 1)
+        return false;
+    *x = cge_node_input_id(nrm, 0);
+    if (nrm != n) {
+        r1 = cge_graph_value_producer(g, *x);
+        if (!r1 || cge_node_is_removed(r1) || !cc_is_op(r1, "Reshape") ||
+            cge_node_num_inputs(r1) < 1)
+            return false;
+        *x = cge_node_input_id(r1, 0);
+    }
+    cge_tensor_desc xd, md = cc_in_desc(g, nrm, 0), yd = cc_out_desc(g, n, 0);
+    if (*x < 0 || cge_graph_value_desc(g, *x, &xd) || xd.dtype != CGE_F32 ||
+        md.dtype != CGE_F32 || !sized_rank_3_to_5(g, *x) || !all_known(&xd.shape) ||
+        !all_known(&md.shape) || md.shape.rank < 3 || !cge_shape_equal(&yd.shape, &xd.shape))
+        return false;
+    int64_t G = md.shape.dims[1];
+    if (md.shape.dims[0] != xd.shape.dims[0] || G < 1 || xd.shape.dims[1] % G != 0 ||
+        cge_shape_numel(&md.shape) != cge_shape_numel(&xd.shape))
+        return false;
+    for (int32_t k = 1; k < 3; k++) {
+        const cge_tensor *t = cc_input_const(g, nrm, k);
+        if (!t || t->dtype != CGE_F32 || t->shape.rank != 1 || t->shape.dims[0] != G)
+            return false;
+    }
+    *in = nrm;
+    return feeds_nhwc(g, *x, 8);
+}
+
+static cge_status convert_group_norm(cc_ctx *ctx, cge_graph *g, cge_node *n, const cge_node *nrm,
+                                     int32_t x)
+{
+    const char *ins[3] = {cge_graph_value_name(g, x), cge_node_input(nrm, 1),
+                          cge_node_input(nrm, 2)};
+    float eps = cge_attrs_get_float(cge_node_attrs_const(nrm), "epsilon", 1e-5f);
+    cge_node *f = NULL;
+    cge_status st = swap_node(ctx, g, n, "ChannelsLastGroupNorm", ins, 3, false, &f);
+    return st ? st : cge_node_set_float(f, "epsilon", eps);
+}
+
 /* perm is [0, 2, ..., r-1, 1] (NCHW -> NHWC order: to_nhwc false) or
  * [0, r-1, 1, ..., r-2] (the reverse: to_nhwc true). */
 static bool channel_perm(const cge_node *n, int32_t r, bool to_nhwc)
@@ -443,6 +512,7 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
         for (int32_t i = 0; i < nn && !st; i++) {
             cge_node *n = cge_graph_node(g, i);
             int32_t xs = 0, tv = 0;
+            const cge_node *nrm = NULL;
             if (!n || cge_node_is_removed(n))
                 continue;
             if (pool_eligible(g, n))
@@ -455,6 +525,8 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
                 st = convert_bn(ctx, g, n);
             else if (resize_eligible(g, n))
                 st = convert(ctx, g, n, "ChannelsLastResize", NULL, NULL);
+            else if (group_norm_eligible(g, n, &nrm, &xs))
+                st = convert_group_norm(ctx, g, n, nrm, xs);
             else if (per_channel_eligible(g, n, &xs))
                 st = convert_per_channel(ctx, g, n, xs);
             else if (gate_eligible(g, n, &xs)) {
