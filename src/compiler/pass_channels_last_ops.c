@@ -483,6 +483,69 @@ static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
     return st;
 }
 
+/* A ChannelsLastAffine that alone reads a ChannelsLastGroupNorm (its A, B
+ * and Relu), then an exact Gelu that alone reads the result, run in the
+ * group norm's epilogue (the same expressions). */
+static cge_status absorb_into_group_norms(cc_ctx *ctx, cge_graph *g)
+{
+    cc_uses u;
+    cge_status st = cc_uses_build(&u, g);
+    int32_t nn = cge_graph_num_nodes(g);
+    for (int32_t i = 0; i < nn && !st; i++) {
+        cge_node *gn = cge_graph_node(g, i);
+        if (!gn || !is_fused(gn, "ChannelsLastGroupNorm") || cge_node_num_inputs(gn) != 3)
+            continue;
+        bool relu = false;
+        for (int step = 0; step < 2 && !st; step++) {
+            cge_node *r = cc_only_consumer(&u, g, cge_node_output_id(gn, 0));
+            bool affine = step == 0 && r && is_fused(r, "ChannelsLastAffine") &&
+                          cge_node_num_inputs(r) == 3 && cge_node_input_id(r, 0) ==
+                                                             cge_node_output_id(gn, 0);
+            bool gelu = r && !relu && cc_is_op(r, "Gelu") && cge_node_num_outputs(r) == 1 &&
+                        !strcmp(cge_attrs_get_string(cge_node_attrs_const(r), "approximate",
+                                                     "none"), "none");
+            if (!affine && !gelu)
+                continue;
+            char out[256], a[256], b[256];
+            snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(r, 0)));
+            if (affine) {
+                snprintf(a, sizeof a, "%s", cge_node_input(r, 1));
+                snprintf(b, sizeof b, "%s", cge_node_input(r, 2));
+                relu = cge_attrs_get_int(cge_node_attrs_const(r), "relu", 0) != 0;
+            }
+            if (affine) {
+                /* a new node with A and B for inputs (a node's inputs do not grow) */
+                const char *ins[5] = {cge_node_input(gn, 0), cge_node_input(gn, 1),
+                                      cge_node_input(gn, 2), a, b};
+                cge_node *f = NULL;
+                st = swap_node(ctx, g, gn, "ChannelsLastGroupNorm", ins, 5, true, &f);
+                if (!st) {
+                    ctx->added--; /* swap_node counted one added, one removed: a rename */
+                    ctx->removed--;
+                    ctx->fused--;
+                    gn = f;
+                }
+            }
+            if (!st)
+                st = cge_graph_remove_node(g, r);
+            if (!st)
+                st = cge_node_set_output(gn, 0, out);
+            if (!st && (relu || gelu))
+                st = cge_node_set_string(gn, "activation", gelu ? "gelu" : "relu");
+            if (!st) {
+                ctx->fused++;
+                ctx->removed++;
+            }
+            /* uses changed: rebuild */
+            cc_uses_free(&u);
+            if (!st)
+                st = cc_uses_build(&u, g);
+        }
+    }
+    cc_uses_free(&u);
+    return st;
+}
+
 /* A dim unknown even with the input shapes given (NonZero, a computed
  * Reshape): such a graph runs node by node, never through partition, so no
  * convolution becomes channels-last and NHWC forms would read NCHW bytes. */
@@ -544,5 +607,7 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
             changed = true;
         }
     }
-    return st ? st : absorb_relus(ctx, g);
+    if (!st)
+        st = absorb_relus(ctx, g);
+    return st ? st : absorb_into_group_norms(ctx, g);
 }

@@ -129,10 +129,13 @@ static const cge_kernel_def clscale_kernels[] = {
 static const cge_arg_def clgn_in[] = {
     {"X", 0, CGE_DT(CGE_F32), "[N, C, D1, ...] in NHWC format"},
     {"scale", 0, CGE_DT(CGE_F32), "[G], G dividing C"},
-    {"bias", 0, CGE_DT(CGE_F32), "[G]"}};
+    {"bias", 0, CGE_DT(CGE_F32), "[G]"},
+    {"A", CGE_ARG_OPTIONAL, CGE_DT(CGE_F64), "[C] epilogue scale (a ChannelsLastAffine's)"},
+    {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_F64), "[C] epilogue shift"}};
 static const cge_arg_def clgn_out[] = {{"Y", 0, CGE_DT(CGE_F32), "normalised, in NHWC format"}};
 static const cge_attr_def clgn_attrs[] = {
-    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"}};
+    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"},
+    {"activation", CGE_ATTR_STRING, false, 0, 0.0f, "none", "none, relu or gelu (exact), last"}};
 static const cge_kernel_def clgn_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__group_norm_nhwc_launch,
      .workspace_size = cge__group_norm_nhwc_workspace, .inplace_input = 0}};
@@ -173,8 +176,8 @@ static const cge_op_def cl_ops[] = {
      .doc = "NHWC activations times a per-image, per-channel gate (squeeze-excitation; "
             "made by the layout passes)"},
     {.name = "ChannelsLastGroupNorm", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
-     .inputs = clgn_in, .num_inputs = 3, .outputs = clgn_out, .num_outputs = 1,
-     .attrs = clgn_attrs, .num_attrs = 1, .infer = cge__group_norm_nhwc_infer,
+     .inputs = clgn_in, .num_inputs = 5, .outputs = clgn_out, .num_outputs = 1,
+     .attrs = clgn_attrs, .num_attrs = 2, .infer = cge__group_norm_nhwc_infer,
      .kernels = clgn_kernels, .num_kernels = 1,
      .doc = "group normalisation of NHWC activations (an exported GroupNorm: Reshape, "
             "InstanceNormalization, Reshape; made by the layout passes)"},

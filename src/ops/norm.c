@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/fast_math.h"
 #include "ops/family_util.h"
 #include "ops/kernel_util.h"
 #include "ops/norm_nhwc.h"
@@ -497,11 +498,16 @@ static cge_status gn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
  * row is in a per-block workspace (C/G * positions floats) and only the
  * group's factors af, bf are kept, spread to its channels. Second, over all
  * positions, y = x * af[c] + bf[c] along each contiguous channel vector: the
- * plain kernel's expression per element, so the same bits. */
+ * plain kernel's expression per element, so the same bits; then, where the
+ * layout pass folded them in, ChannelsLastAffine's per-channel A, B (its
+ * expression) and a Relu or exact GELU (the unfused kernels' rows), so the
+ * epilogue changes no bits either. */
 
 typedef struct gnl_args {
     const float *x, *scale, *bias;
     float *y, *ws, *fa, *fb; /* rows' workspace; per (image, channel) factors */
+    const double *ea, *eb;   /* the epilogue's affine [C], or NULL */
+    int act;                 /* 0 none, 1 relu, 2 exact gelu */
     double eps;
     int64_t NG, G, C, Cg, P; /* rows, groups, channels, channels per group, positions */
 } gnl_args;
@@ -518,10 +524,14 @@ static cge_status gnl_shapes(const cge_shape *x, const cge_shape *sc, const cge_
     return CGE_OK;
 }
 
+static bool gnl_epilogue_ok(int32_t ni, const cge_dtype *dt, const cge_shape *const *sh, int64_t C);
+static int gnl_act(const cge_attrs *a);
+
 cge_status cge__group_norm_nhwc_infer(cge_infer_ctx *ctx)
 {
-    if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
-        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs X, scale and bias, and one output");
+    if ((ctx->num_inputs != 3 && ctx->num_inputs != 5) || ctx->num_outputs != 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "needs X, scale, bias (and A, B), and one output");
     const cge_tensor_desc *x = &ctx->inputs[0];
     int64_t G;
     if (x->dtype != CGE_F32 || ctx->inputs[1].dtype != CGE_F32 || ctx->inputs[2].dtype != CGE_F32)
@@ -529,6 +539,16 @@ cge_status cge__group_norm_nhwc_infer(cge_infer_ctx *ctx)
     if (gnl_shapes(&x->shape, &ctx->inputs[1].shape, &ctx->inputs[2].shape, &G))
         return cge_meta_error(ctx, CGE_ERR_SHAPE,
                               "X needs rank >= 3, scale and bias [G] with G dividing C");
+    cge_dtype dt[5];
+    const cge_shape *sh[5];
+    for (int32_t k = 0; k < ctx->num_inputs; k++) {
+        dt[k] = ctx->inputs[k].dtype;
+        sh[k] = &ctx->inputs[k].shape;
+    }
+    if (!gnl_epilogue_ok(ctx->num_inputs, dt, sh, x->shape.dims[1]))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "A and B must be float64 [C]");
+    if (gnl_act(ctx->attrs) < 0)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "activation must be none, relu or gelu");
     ctx->outputs[0].dtype = CGE_F32;
     ctx->outputs[0].shape = x->shape;
     return CGE_OK;
@@ -560,7 +580,7 @@ static int64_t gnl_floats(const cge_kernel_ctx *ctx, const cge_shape *x, int64_t
 size_t cge__group_norm_nhwc_workspace(const cge_kernel_ctx *ctx)
 {
     int64_t G, nb;
-    if (ctx->num_inputs != 3 || gnl_shapes(&ctx->inputs[0].shape, &ctx->inputs[1].shape,
+    if (ctx->num_inputs < 3 || gnl_shapes(&ctx->inputs[0].shape, &ctx->inputs[1].shape,
                                            &ctx->inputs[2].shape, &G))
         return 0;
     return (size_t)gnl_floats(ctx, &ctx->inputs[0].shape, G, &nb) * sizeof(float);
@@ -602,10 +622,19 @@ static void gnl_stats_fn(int64_t blk, int64_t nblk, void *args)
 
 CGE_TARGET_CLONES static void gnl_apply_row(float *restrict y, const float *restrict x,
                                             const float *restrict fa, const float *restrict fb,
-                                            int64_t C)
+                                            const double *restrict ea, const double *restrict eb,
+                                            int act, int64_t C)
 {
     for (int64_t c = 0; c < C; c++)
         y[c] = x[c] * fa[c] + fb[c];
+    if (ea)
+        for (int64_t c = 0; c < C; c++)
+            y[c] = (float)((double)y[c] * ea[c] + eb[c]);
+    if (act == 1)
+        for (int64_t c = 0; c < C; c++)
+            y[c] = y[c] < 0.0f ? 0.0f : y[c];
+    else if (act == 2)
+        cge__gelu_f32_row(y, y, C);
 }
 
 static void gnl_apply_fn(int64_t blk, int64_t nblk, void *args)
@@ -615,14 +644,35 @@ static void gnl_apply_fn(int64_t blk, int64_t nblk, void *args)
     cge__block_range(p->NG / p->G * p->P, blk, nblk, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t n = r / p->P;
-        gnl_apply_row(p->y + r * p->C, p->x + r * p->C, p->fa + n * p->C, p->fb + n * p->C, p->C);
+        gnl_apply_row(p->y + r * p->C, p->x + r * p->C, p->fa + n * p->C, p->fb + n * p->C,
+                      p->ea, p->eb, p->act, p->C);
     }
+}
+
+/* The epilogue's A and B: float64 [C] both, or both absent. */
+static bool gnl_epilogue_ok(int32_t ni, const cge_dtype *dt, const cge_shape *const *sh, int64_t C)
+{
+    if (ni <= 3 || (ni == 5 && dt[3] == CGE_DTYPE_UNDEFINED && dt[4] == CGE_DTYPE_UNDEFINED))
+        return true;
+    if (ni != 5)
+        return false;
+    for (int32_t k = 3; k < 5; k++)
+        if (dt[k] != CGE_F64 || sh[k]->rank != 1 || (C >= 0 && sh[k]->dims[0] != C))
+            return false;
+    return true;
+}
+
+static int gnl_act(const cge_attrs *a)
+{
+    const char *s = cge_attrs_get_string(a, "activation", "none");
+    return !strcmp(s, "none") ? 0 : !strcmp(s, "relu") ? 1 : !strcmp(s, "gelu") ? 2 : -1;
 }
 
 cge_status cge__group_norm_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
-    if (ctx->num_inputs != 3 || ctx->num_outputs != 1)
-        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs X, scale and bias, and one output");
+    if ((ctx->num_inputs != 3 && ctx->num_inputs != 5) || ctx->num_outputs != 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "needs X, scale, bias (and A, B), and one output");
     const cge_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
     int64_t G, nb;
     if (x->dtype != CGE_F32 || y->dtype != CGE_F32 || ctx->inputs[1].dtype != CGE_F32 ||
@@ -630,6 +680,16 @@ cge_status cge__group_norm_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *st
         gnl_shapes(&x->shape, &ctx->inputs[1].shape, &ctx->inputs[2].shape, &G) ||
         !cge_shape_equal(&x->shape, &y->shape))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X, scale, bias and Y do not agree");
+    cge_dtype dt[5];
+    const cge_shape *sh[5];
+    for (int32_t k = 0; k < ctx->num_inputs; k++) {
+        dt[k] = ctx->inputs[k].dtype;
+        sh[k] = &ctx->inputs[k].shape;
+    }
+    int act = gnl_act(ctx->attrs);
+    if (!gnl_epilogue_ok(ctx->num_inputs, dt, sh, x->shape.dims[1]) || act < 0)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "A and B must be float64 [C]; activation none, relu or gelu");
     if (cge_shape_numel(&x->shape) == 0)
         return CGE_OK;
     int64_t N = x->shape.dims[0], C = x->shape.dims[1], row = C / G * gnl_positions(&x->shape);
@@ -641,8 +701,12 @@ cge_status cge__group_norm_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *st
     float *w = ctx->workspace;
     if (!x->data || !y->data || !ctx->inputs[1].data || !ctx->inputs[2].data || !w || nb < 1)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer or workspace");
+    bool epi = ctx->num_inputs == 5 && dt[3] != CGE_DTYPE_UNDEFINED;
+    const double *ea = epi ? ctx->inputs[3].data : NULL, *eb = epi ? ctx->inputs[4].data : NULL;
+    if (epi && (!ea || !eb))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer");
     gnl_args a = {x->data, ctx->inputs[1].data, ctx->inputs[2].data, y->data,
-                  w + 2 * N * C, w, w + N * C,
+                  w + 2 * N * C, w, w + N * C, ea, eb, act,
                   cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f), N * G, G, C, C / G,
                   gnl_positions(&x->shape)};
     cge_status st = cge_launch(stream, gnl_stats_fn, nb, &a, sizeof a);

@@ -10,7 +10,9 @@
 /* X [N, C, D1, ...] in NHWC format, scale and bias float32 [G] (G divides C):
  * each image's G groups of C/G consecutive channels normalised over their
  * channels and positions, then y = x * a[g] + b[g], the same bits as
- * InstanceNormalization's kernel on the plain [N, G, C/G * D1 * ...] tensor. */
+ * InstanceNormalization's kernel on the plain [N, G, C/G * D1 * ...] tensor;
+ * then optional A, B float64 [C] (a ChannelsLastAffine it absorbed: y * A + B)
+ * and "activation" relu or gelu (exact), each as its own kernel computes it. */
 cge_status cge__group_norm_nhwc_infer(cge_infer_ctx *ctx);
 cge_status cge__group_norm_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 size_t cge__group_norm_nhwc_workspace(const cge_kernel_ctx *ctx);
