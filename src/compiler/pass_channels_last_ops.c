@@ -451,6 +451,21 @@ static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op
     return st;
 }
 
+/* n takes over the output name of r, its only reader, which goes. */
+static cge_status take_over_output(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_node *r)
+{
+    char out[256];
+    snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(r, 0)));
+    cge_status st = cge_graph_remove_node(g, r);
+    if (!st)
+        st = cge_node_set_output(n, 0, out);
+    if (!st) {
+        ctx->fused++;
+        ctx->removed++;
+    }
+    return st;
+}
+
 /* A Relu that is the only reader of an affine node's output runs inside it. */
 static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
 {
@@ -466,18 +481,10 @@ static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
         cge_node *r = cc_only_consumer(&u, g, y);
         if (!r || !cc_is_op(r, "Relu") || cge_node_num_outputs(r) != 1)
             continue;
-        char out[256];
-        snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(r, 0)));
         /* the affine node takes over the Relu's output name */
-        st = cge_graph_remove_node(g, r);
-        if (!st)
-            st = cge_node_set_output(a, 0, out);
+        st = take_over_output(ctx, g, a, r);
         if (!st)
             st = cge_node_set_int(a, "relu", 1);
-        if (!st) {
-            ctx->fused++;
-            ctx->removed++;
-        }
     }
     cc_uses_free(&u);
     return st;
@@ -506,8 +513,7 @@ static cge_status absorb_into_group_norms(cc_ctx *ctx, cge_graph *g)
                                                      "none"), "none");
             if (!affine && !gelu)
                 continue;
-            char out[256], a[256], b[256];
-            snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(r, 0)));
+            char a[256], b[256];
             if (affine) {
                 snprintf(a, sizeof a, "%s", cge_node_input(r, 1));
                 snprintf(b, sizeof b, "%s", cge_node_input(r, 2));
@@ -527,15 +533,9 @@ static cge_status absorb_into_group_norms(cc_ctx *ctx, cge_graph *g)
                 }
             }
             if (!st)
-                st = cge_graph_remove_node(g, r);
-            if (!st)
-                st = cge_node_set_output(gn, 0, out);
+                st = take_over_output(ctx, g, gn, r);
             if (!st && (relu || gelu))
                 st = cge_node_set_string(gn, "activation", gelu ? "gelu" : "relu");
-            if (!st) {
-                ctx->fused++;
-                ctx->removed++;
-            }
             /* uses changed: rebuild */
             cc_uses_free(&u);
             if (!st)
