@@ -15,7 +15,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
         bench-deps bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
-        bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail \
+        bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
         bench-memory \
         bench-dist soak zoo
 
@@ -185,6 +185,14 @@ bench-dist: bench-deps deps build
 # once; `bench/long_tail.py --make-only` prints their paths for bench-ops).
 bench-long-tail: bench-deps deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/long_tail.py
+
+# One-thread CPU time per run of zoo models (cached by scripts/zoo.py), one or
+# two cge libraries A/B next to ONNX Runtime, alternating: AB_LIBS="a.so b.so"
+# (default this build's), AB_MODELS="audio_conv1d efficientnet_b0".
+AB_LIBS ?= $(abspath $(BUILD))/libcge.so
+AB_MODELS ?= audio_conv1d efficientnet_b0 mobilenet_v3_large
+bench-cpu-ab: bench-deps deps build
+	$(PYTHON) bench/cpu_ab.py $(foreach l,$(AB_LIBS),--lib $(l)) $(AB_MODELS)
 
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build

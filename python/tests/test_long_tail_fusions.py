@@ -3,7 +3,8 @@
 # (fused, plain layouts) and 3 (channels-last convolutions): ConvTranspose on
 # oneDNN's deconvolution (strides, output_padding, dilations, groups, 1-D to
 # 3-D), a Conv taking SiLU / HardSwish / HardSigmoid / exact GELU / Sigmoid /
-# Tanh as its epilogue, and the vectorised erf. Each level must match PyTorch,
+# Tanh as its epilogue, the vectorised erf, and GroupNorm between channels-last
+# convolutions. Each level must match PyTorch,
 # and the fused levels the unfused one, within float32 rounding.
 import os
 
@@ -128,6 +129,45 @@ def test_gelu_encoder_conv1d(tmp_path):
     m = nn.Sequential(nn.Conv1d(1, 16, 10, stride=5, bias=False), nn.GroupNorm(16, 16), nn.GELU(),
                       nn.Conv1d(16, 16, 3, stride=2, bias=False), nn.GELU())
     _check(m, torch.randn(1, 1, 400), tmp_path, "wav2vec_small")
+
+
+GROUP_NORM_CASES = [
+    # (name, dims, channels, groups, size): wav2vec's first block, odd sizes
+    ("wav2vec_block", 1, 64, 8, (3199,)),
+    ("one_group", 1, 12, 1, (13,)),
+    ("group_per_channel", 1, 6, 6, (17,)),
+    ("one_position", 1, 8, 2, (1,)),
+    ("image", 2, 12, 3, (7, 5)),
+]
+
+
+@pytest.mark.parametrize("case", GROUP_NORM_CASES, ids=[c[0] for c in GROUP_NORM_CASES])
+def test_group_norm_channels_last(case, tmp_path):
+    """Conv -> GroupNorm (random affine) -> GELU -> Conv: at level 3 the
+    GroupNorm runs channels-last with its affine and GELU (ChannelsLastGroupNorm);
+    every level matches PyTorch, and a model that ends in the GroupNorm matches
+    the numpy formula."""
+    name, dims, ch, groups, size = case
+    torch.manual_seed(5)
+    conv = nn.Conv1d if dims == 1 else nn.Conv2d
+    gn = nn.GroupNorm(groups, ch)
+    with torch.no_grad():
+        gn.weight.uniform_(0.5, 1.5)
+        gn.bias.uniform_(-0.3, 0.3)
+    m = nn.Sequential(conv(3, ch, 1), gn, nn.GELU(), conv(ch, 4, 1))
+    _check(m, torch.randn(1, 3, *size), tmp_path, name)
+    head = nn.Sequential(conv(3, ch, 1), gn)
+    x = torch.randn(2, 3, *size)
+    path = str(tmp_path / (name + "_head.onnx"))
+    _export(head, x, path)
+    with torch.no_grad():
+        c = head[0](x).numpy().astype(np.float64)
+    g = c.reshape(2, groups, -1)
+    ref = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + gn.eps)).reshape(c.shape)
+    bshape = (1, ch) + (1,) * dims
+    ref = ref * gn.weight.detach().numpy().reshape(bshape) + gn.bias.detach().numpy().reshape(bshape)
+    y = _run(path, x.numpy(), 3)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
 
 
 def test_erf_accuracy(tmp_path):

@@ -21,7 +21,10 @@
  * rank-4/5 tensor a LayoutView giving NHWC data (at worst a Reorder replaces
  * the Transpose's copy), a Resize that keeps the channels a ChannelsLastResize
  * (same bits), and a Mul by a computed per-image, per-channel gate a
- * ChannelsLastScale; a Relu that alone reads an affine node runs inside it.
+ * ChannelsLastScale, and the exported GroupNorm (Reshape to [N, G, ...] ->
+ * InstanceNormalization with constant [G] scale and bias -> Reshape back) a
+ * ChannelsLastGroupNorm (same bits); a Relu that alone reads an affine node
+ * runs inside it.
  * "Such data" is the output of a FusedConv with constant W, of an op converted
  * here, or of an elementwise node whose full-size inputs are all such data
  * (the layout pass lets those work on NHWC bytes). Needs oneDNN (the
@@ -64,7 +67,8 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
         return false;
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
         is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine") ||
-        is_fused(p, "ChannelsLastResize") || is_fused(p, "ChannelsLastScale"))
+        is_fused(p, "ChannelsLastResize") || is_fused(p, "ChannelsLastScale") ||
+        is_fused(p, "ChannelsLastGroupNorm"))
         return true;
     if (is_fused(p, "LayoutView"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "to", 0) == CGE_FORMAT_NHWC;
@@ -267,6 +271,71 @@ static bool gate_eligible(const cge_graph *g, const cge_node *n, int32_t *xs)
     return false;
 }
 
+static bool all_known(const cge_shape *s)
+{
+    for (int32_t i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
+            return false;
+    return true;
+}
+
+/* n is the Reshape back of an exported GroupNorm over NHWC data: its input
+ * an InstanceNormalization (float32 constant scale and bias [G]) of a Reshape
+ * of x [N, C, ...] to [N, G, ...], n's output x's shape, static shapes. Row
+ * (n, g) of the plain [N, G, ...] tensor is then channels g*C/G .. of image
+ * n, which ChannelsLastGroupNorm reads from the NHWC bytes. Or n is an
+ * InstanceNormalization of NHWC data itself (G = C: where remove_noops took
+ * out a GroupNorm's Reshapes, or a plain instance norm). *in is the
+ * InstanceNormalization, *x the NHWC data. */
+static bool group_norm_eligible(const cge_graph *g, const cge_node *n, const cge_node **in,
+                                int32_t *x)
+{
+    const cge_node *nrm = n, *r1 = NULL;
+    if (cc_is_op(n, "Reshape")) {
+        if (cge_node_num_inputs(n) < 1 || cge_node_num_outputs(n) != 1)
+            return false;
+        nrm = cge_graph_value_producer(g, cge_node_input_id(n, 0));
+    }
+    if (!nrm || cge_node_is_removed(nrm) || !cc_is_op(nrm, "InstanceNormalization") ||
+        cge_node_num_inputs(nrm) != 3 || cge_node_num_outputs(nrm) != 1)
+        return false;
+    *x = cge_node_input_id(nrm, 0);
+    if (nrm != n) {
+        r1 = cge_graph_value_producer(g, *x);
+        if (!r1 || cge_node_is_removed(r1) || !cc_is_op(r1, "Reshape") ||
+            cge_node_num_inputs(r1) < 1)
+            return false;
+        *x = cge_node_input_id(r1, 0);
+    }
+    cge_tensor_desc xd, md = cc_in_desc(g, nrm, 0), yd = cc_out_desc(g, n, 0);
+    if (*x < 0 || cge_graph_value_desc(g, *x, &xd) || xd.dtype != CGE_F32 ||
+        md.dtype != CGE_F32 || !sized_rank_3_to_5(g, *x) || !all_known(&xd.shape) ||
+        !all_known(&md.shape) || md.shape.rank < 3 || !cge_shape_equal(&yd.shape, &xd.shape))
+        return false;
+    int64_t G = md.shape.dims[1];
+    if (md.shape.dims[0] != xd.shape.dims[0] || G < 1 || xd.shape.dims[1] % G != 0 ||
+        cge_shape_numel(&md.shape) != cge_shape_numel(&xd.shape))
+        return false;
+    for (int32_t k = 1; k < 3; k++) {
+        const cge_tensor *t = cc_input_const(g, nrm, k);
+        if (!t || t->dtype != CGE_F32 || t->shape.rank != 1 || t->shape.dims[0] != G)
+            return false;
+    }
+    *in = nrm;
+    return feeds_nhwc(g, *x, 8);
+}
+
+static cge_status convert_group_norm(cc_ctx *ctx, cge_graph *g, cge_node *n, const cge_node *nrm,
+                                     int32_t x)
+{
+    const char *ins[3] = {cge_graph_value_name(g, x), cge_node_input(nrm, 1),
+                          cge_node_input(nrm, 2)};
+    float eps = cge_attrs_get_float(cge_node_attrs_const(nrm), "epsilon", 1e-5f);
+    cge_node *f = NULL;
+    cge_status st = swap_node(ctx, g, n, "ChannelsLastGroupNorm", ins, 3, false, &f);
+    return st ? st : cge_node_set_float(f, "epsilon", eps);
+}
+
 /* perm is [0, 2, ..., r-1, 1] (NCHW -> NHWC order: to_nhwc false) or
  * [0, r-1, 1, ..., r-2] (the reverse: to_nhwc true). */
 static bool channel_perm(const cge_node *n, int32_t r, bool to_nhwc)
@@ -382,6 +451,21 @@ static cge_status convert(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op
     return st;
 }
 
+/* n takes over the output name of r, its only reader, which goes. */
+static cge_status take_over_output(cc_ctx *ctx, cge_graph *g, cge_node *n, cge_node *r)
+{
+    char out[256];
+    snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(r, 0)));
+    cge_status st = cge_graph_remove_node(g, r);
+    if (!st)
+        st = cge_node_set_output(n, 0, out);
+    if (!st) {
+        ctx->fused++;
+        ctx->removed++;
+    }
+    return st;
+}
+
 /* A Relu that is the only reader of an affine node's output runs inside it. */
 static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
 {
@@ -397,17 +481,65 @@ static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
         cge_node *r = cc_only_consumer(&u, g, y);
         if (!r || !cc_is_op(r, "Relu") || cge_node_num_outputs(r) != 1)
             continue;
-        char out[256];
-        snprintf(out, sizeof out, "%s", cge_graph_value_name(g, cge_node_output_id(r, 0)));
         /* the affine node takes over the Relu's output name */
-        st = cge_graph_remove_node(g, r);
-        if (!st)
-            st = cge_node_set_output(a, 0, out);
+        st = take_over_output(ctx, g, a, r);
         if (!st)
             st = cge_node_set_int(a, "relu", 1);
-        if (!st) {
-            ctx->fused++;
-            ctx->removed++;
+    }
+    cc_uses_free(&u);
+    return st;
+}
+
+/* A ChannelsLastAffine that alone reads a ChannelsLastGroupNorm (its A, B
+ * and Relu), then an exact Gelu that alone reads the result, run in the
+ * group norm's epilogue (the same expressions). */
+static cge_status absorb_into_group_norms(cc_ctx *ctx, cge_graph *g)
+{
+    cc_uses u;
+    cge_status st = cc_uses_build(&u, g);
+    int32_t nn = cge_graph_num_nodes(g);
+    for (int32_t i = 0; i < nn && !st; i++) {
+        cge_node *gn = cge_graph_node(g, i);
+        if (!gn || !is_fused(gn, "ChannelsLastGroupNorm") || cge_node_num_inputs(gn) != 3)
+            continue;
+        bool relu = false;
+        for (int step = 0; step < 2 && !st; step++) {
+            cge_node *r = cc_only_consumer(&u, g, cge_node_output_id(gn, 0));
+            bool affine = step == 0 && r && is_fused(r, "ChannelsLastAffine") &&
+                          cge_node_num_inputs(r) == 3 && cge_node_input_id(r, 0) ==
+                                                             cge_node_output_id(gn, 0);
+            bool gelu = r && !relu && cc_is_op(r, "Gelu") && cge_node_num_outputs(r) == 1 &&
+                        !strcmp(cge_attrs_get_string(cge_node_attrs_const(r), "approximate",
+                                                     "none"), "none");
+            if (!affine && !gelu)
+                continue;
+            char a[256], b[256];
+            if (affine) {
+                snprintf(a, sizeof a, "%s", cge_node_input(r, 1));
+                snprintf(b, sizeof b, "%s", cge_node_input(r, 2));
+                relu = cge_attrs_get_int(cge_node_attrs_const(r), "relu", 0) != 0;
+            }
+            if (affine) {
+                /* a new node with A and B for inputs (a node's inputs do not grow) */
+                const char *ins[5] = {cge_node_input(gn, 0), cge_node_input(gn, 1),
+                                      cge_node_input(gn, 2), a, b};
+                cge_node *f = NULL;
+                st = swap_node(ctx, g, gn, "ChannelsLastGroupNorm", ins, 5, true, &f);
+                if (!st) {
+                    ctx->added--; /* swap_node counted one added, one removed: a rename */
+                    ctx->removed--;
+                    ctx->fused--;
+                    gn = f;
+                }
+            }
+            if (!st)
+                st = take_over_output(ctx, g, gn, r);
+            if (!st && (relu || gelu))
+                st = cge_node_set_string(gn, "activation", gelu ? "gelu" : "relu");
+            /* uses changed: rebuild */
+            cc_uses_free(&u);
+            if (!st)
+                st = cc_uses_build(&u, g);
         }
     }
     cc_uses_free(&u);
@@ -443,6 +575,7 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
         for (int32_t i = 0; i < nn && !st; i++) {
             cge_node *n = cge_graph_node(g, i);
             int32_t xs = 0, tv = 0;
+            const cge_node *nrm = NULL;
             if (!n || cge_node_is_removed(n))
                 continue;
             if (pool_eligible(g, n))
@@ -455,6 +588,8 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
                 st = convert_bn(ctx, g, n);
             else if (resize_eligible(g, n))
                 st = convert(ctx, g, n, "ChannelsLastResize", NULL, NULL);
+            else if (group_norm_eligible(g, n, &nrm, &xs))
+                st = convert_group_norm(ctx, g, n, nrm, xs);
             else if (per_channel_eligible(g, n, &xs))
                 st = convert_per_channel(ctx, g, n, xs);
             else if (gate_eligible(g, n, &xs)) {
@@ -472,5 +607,7 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
             changed = true;
         }
     }
-    return st ? st : absorb_relus(ctx, g);
+    if (!st)
+        st = absorb_relus(ctx, g);
+    return st ? st : absorb_into_group_norms(ctx, g);
 }

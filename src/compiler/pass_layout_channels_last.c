@@ -48,7 +48,8 @@ static bool is_nhwc_op(const cge_node *n)
 {
     return is_fused_op(n, "ChannelsLastPool") || is_fused_op(n, "ChannelsLastConcat") ||
            is_fused_op(n, "ChannelsLastSplit") || is_fused_op(n, "ChannelsLastAffine") ||
-           is_fused_op(n, "ChannelsLastResize") || is_fused_op(n, "ChannelsLastScale");
+           is_fused_op(n, "ChannelsLastResize") || is_fused_op(n, "ChannelsLastScale") ||
+           is_fused_op(n, "ChannelsLastGroupNorm");
 }
 
 /* Inputs that follow the layout: FusedConv's X and Z, the pool's and the

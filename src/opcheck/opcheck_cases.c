@@ -146,6 +146,7 @@ static const oc_spec builtin_specs[] = {
     {"ChannelsLastSplit", {"f32[1,6,2,2]; i64[2]={2,4} | axis=1", "f32[2,3,4,2] -> 2 | axis=2"}},
     {"ChannelsLastAffine", {"f32[1,3,4,4]; f64[3]; f64[3] | relu=1"}},
     {"ChannelsLastScale", {"f32[2,3,4,4]; f32[2,3,1,1]", "f32[1,3,2,2]; f32[1,3,1,1]"}},
+    {"ChannelsLastGroupNorm", {"f32[2,4,3,3]; f32[2]; f32[2]", "f32[1,6,7]; f32[3]; f32[3] | epsilon=0.01"}},
     {"ChannelsLastResize", {"f32[1,2,2,3]; -; f32[4]={1,1,2,2} | mode=nearest",
                             "f32[1,2,3,3]; -; -; i64[4]={1,2,5,4} | mode=linear"}},
     {"LayoutView", {"f32[2,3,4] | perm=0,2,1", "f32[1,3,4,5] | perm=0,3,1,2 to=1"}},

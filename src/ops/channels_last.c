@@ -6,6 +6,7 @@
 #include "cge/fused_ops.h"
 #include "ops/affine_nhwc.h"
 #include "ops/builtin.h"
+#include "ops/norm_nhwc.h"
 #include "ops/pool_nhwc.h"
 #include "ops/resize_nhwc.h"
 #include "ops/transform_nhwc.h"
@@ -13,7 +14,7 @@
 /* Their meta and kernels are elsewhere: ChannelsLastPool's in pool_nhwc.c,
  * ChannelsLastConcat's, ChannelsLastSplit's and LayoutView's in transform.c,
  * ChannelsLastAffine's and ChannelsLastScale's in affine_nhwc.c,
- * ChannelsLastResize's in resize.c. */
+ * ChannelsLastResize's in resize.c, ChannelsLastGroupNorm's in norm.c. */
 
 static const cge_arg_def clpool_in[] = {{"X", 0, CGE_DT(CGE_F32), "[N, C, D1, ...] in NHWC format"}};
 static const cge_arg_def clpool_out[] = {{"Y", 0, CGE_DT(CGE_F32), "pooled, in NHWC format"}};
@@ -125,6 +126,20 @@ static const cge_kernel_def clscale_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__scale_nhwc_launch,
      .inplace_input = 0}};
 
+static const cge_arg_def clgn_in[] = {
+    {"X", 0, CGE_DT(CGE_F32), "[N, C, D1, ...] in NHWC format"},
+    {"scale", 0, CGE_DT(CGE_F32), "[G], G dividing C"},
+    {"bias", 0, CGE_DT(CGE_F32), "[G]"},
+    {"A", CGE_ARG_OPTIONAL, CGE_DT(CGE_F64), "[C] epilogue scale (a ChannelsLastAffine's)"},
+    {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_F64), "[C] epilogue shift"}};
+static const cge_arg_def clgn_out[] = {{"Y", 0, CGE_DT(CGE_F32), "normalised, in NHWC format"}};
+static const cge_attr_def clgn_attrs[] = {
+    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"},
+    {"activation", CGE_ATTR_STRING, false, 0, 0.0f, "none", "none, relu or gelu (exact), last"}};
+static const cge_kernel_def clgn_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__group_norm_nhwc_launch,
+     .workspace_size = cge__group_norm_nhwc_workspace, .inplace_input = 0}};
+
 static const cge_op_def cl_ops[] = {
     {.name = "ChannelsLastPool", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
      .inputs = clpool_in, .num_inputs = 1, .outputs = clpool_out, .num_outputs = 1,
@@ -160,6 +175,12 @@ static const cge_op_def cl_ops[] = {
      .infer = cge__scale_nhwc_infer, .kernels = clscale_kernels, .num_kernels = 1,
      .doc = "NHWC activations times a per-image, per-channel gate (squeeze-excitation; "
             "made by the layout passes)"},
+    {.name = "ChannelsLastGroupNorm", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+     .inputs = clgn_in, .num_inputs = 5, .outputs = clgn_out, .num_outputs = 1,
+     .attrs = clgn_attrs, .num_attrs = 2, .infer = cge__group_norm_nhwc_infer,
+     .kernels = clgn_kernels, .num_kernels = 1,
+     .doc = "group normalisation of NHWC activations (an exported GroupNorm: Reshape, "
+            "InstanceNormalization, Reshape; made by the layout passes)"},
 };
 
 const cge_op_def *cge__ops_channels_last(int32_t *count)

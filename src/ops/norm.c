@@ -1,12 +1,15 @@
 /* Normalisation: BatchNormalization (inference and training mode),
  * InstanceNormalization, GroupNormalization, LayerNormalization (with
- * Mean/InvStdDev), LRN and MeanVarianceNormalization. */
+ * Mean/InvStdDev), LRN and MeanVarianceNormalization; and cge.fused
+ * ChannelsLastGroupNorm (norm_nhwc.h). */
 #include <math.h>
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/fast_math.h"
 #include "ops/family_util.h"
 #include "ops/kernel_util.h"
+#include "ops/norm_nhwc.h"
 
 /* Every dtype but MVN's goes through the same loops on chunks of doubles
  * (loaded and stored by typed loops), so float64 keeps its precision and
@@ -308,8 +311,13 @@ static cge_status in_infer(cge_infer_ctx *ctx)
  * chunks added in double. Rounds differently from the double loops (within
  * float32 rounding of the result). */
 #define IN_LANES 16
-CGE_TARGET_CLONES static void in_row_f32(const float *x, float *y, int64_t S, double scale,
-                                         double bias, double eps)
+/* The statistics of one row: the shift k = x[0], the mean of x - k and the
+ * variance. in_row_f32 and the channels-last GroupNorm (which gathers its
+ * group into one such row first) share it, so their factors agree bit for
+ * bit. */
+static inline __attribute__((always_inline)) void in_stats_f32(const float *x, int64_t S,
+                                                               float *kp, double *dmp,
+                                                               double *varp)
 {
     float k = x[0];
     double s = 0.0, q = 0.0;
@@ -334,9 +342,28 @@ CGE_TARGET_CLONES static void in_row_f32(const float *x, float *y, int64_t S, do
         }
     }
     double dm = s / (double)S, var = q / (double)S - dm * dm;
-    var = var < 0.0 ? 0.0 : var;
+    *kp = k;
+    *dmp = dm;
+    *varp = var < 0.0 ? 0.0 : var;
+}
+
+/* y = x * af + bf with af, bf the row's factors (float, as in_row_f32's). */
+static inline __attribute__((always_inline)) void in_factors_f32(float k, double dm, double var,
+                                                                 double scale, double bias,
+                                                                 double eps, float *af, float *bf)
+{
     double a = scale / sqrt(var + eps);
-    float af = (float)a, bf = (float)(bias - ((double)k + dm) * a);
+    *af = (float)a;
+    *bf = (float)(bias - ((double)k + dm) * a);
+}
+
+CGE_TARGET_CLONES static void in_row_f32(const float *x, float *y, int64_t S, double scale,
+                                         double bias, double eps)
+{
+    float k, af, bf;
+    double dm, var;
+    in_stats_f32(x, S, &k, &dm, &var);
+    in_factors_f32(k, dm, var, scale, bias, eps, &af, &bf);
     for (int64_t j = 0; j < S; j++)
         y[j] = x[j] * af + bf;
 }
@@ -459,6 +486,235 @@ static cge_status gn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return cge_launch(stream, in_fn,
                       cge__blocks_for(p.NC, p.S >= 8192 ? 1 : 8192 / p.S, ctx->num_threads), &p,
                       sizeof p);
+}
+
+/* ---- ChannelsLastGroupNorm (norm_nhwc.h) -------------------------------------- */
+
+/* Two steps. First, per (image, group), the group is gathered from the NHWC
+ * data into one row of the plain layout's order (channel by channel,
+ * positions in order; tiles of positions, so that the lines read stay in L1
+ * across the group's channels), so that in_stats_f32 adds the same numbers in
+ * the same order as InstanceNormalization's kernel on the plain tensor; the
+ * row is in a per-block workspace (C/G * positions floats) and only the
+ * group's factors af, bf are kept, spread to its channels. Second, over all
+ * positions, y = x * af[c] + bf[c] along each contiguous channel vector: the
+ * plain kernel's expression per element, so the same bits; then, where the
+ * layout pass folded them in, ChannelsLastAffine's per-channel A, B (its
+ * expression) and a Relu or exact GELU (the unfused kernels' rows), so the
+ * epilogue changes no bits either. */
+
+typedef struct gnl_args {
+    const float *x, *scale, *bias;
+    float *y, *ws, *fa, *fb; /* rows' workspace; per (image, channel) factors */
+    const double *ea, *eb;   /* the epilogue's affine [C], or NULL */
+    int act;                 /* 0 none, 1 relu, 2 exact gelu */
+    double eps;
+    int64_t NG, G, C, Cg, P; /* rows, groups, channels, channels per group, positions */
+} gnl_args;
+
+static cge_status gnl_shapes(const cge_shape *x, const cge_shape *sc, const cge_shape *bi,
+                             int64_t *G)
+{
+    if (x->rank < 3)
+        return CGE_ERR_SHAPE;
+    *G = cge_shape_numel(sc);
+    if (sc->rank != 1 || bi->rank != 1 || *G < 1 || cge_shape_numel(bi) != *G ||
+        (x->dims[1] >= 0 && x->dims[1] % *G != 0))
+        return CGE_ERR_SHAPE;
+    return CGE_OK;
+}
+
+static bool gnl_epilogue_ok(int32_t ni, const cge_dtype *dt, const cge_shape *const *sh, int64_t C);
+static int gnl_act(const cge_attrs *a);
+
+cge_status cge__group_norm_nhwc_infer(cge_infer_ctx *ctx)
+{
+    if ((ctx->num_inputs != 3 && ctx->num_inputs != 5) || ctx->num_outputs != 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "needs X, scale, bias (and A, B), and one output");
+    const cge_tensor_desc *x = &ctx->inputs[0];
+    int64_t G;
+    if (x->dtype != CGE_F32 || ctx->inputs[1].dtype != CGE_F32 || ctx->inputs[2].dtype != CGE_F32)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "X, scale and bias must be float32");
+    if (gnl_shapes(&x->shape, &ctx->inputs[1].shape, &ctx->inputs[2].shape, &G))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                              "X needs rank >= 3, scale and bias [G] with G dividing C");
+    cge_dtype dt[5];
+    const cge_shape *sh[5];
+    for (int32_t k = 0; k < ctx->num_inputs; k++) {
+        dt[k] = ctx->inputs[k].dtype;
+        sh[k] = &ctx->inputs[k].shape;
+    }
+    if (!gnl_epilogue_ok(ctx->num_inputs, dt, sh, x->shape.dims[1]))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "A and B must be float64 [C]");
+    if (gnl_act(ctx->attrs) < 0)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "activation must be none, relu or gelu");
+    ctx->outputs[0].dtype = CGE_F32;
+    ctx->outputs[0].shape = x->shape;
+    return CGE_OK;
+}
+
+/* One block per core at most in the first step: each holds one group's row. */
+static int64_t gnl_blocks(const cge_kernel_ctx *ctx, int64_t NG)
+{
+    int64_t t = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    return NG < t ? NG : t;
+}
+
+static int64_t gnl_positions(const cge_shape *x)
+{
+    int64_t s = 1;
+    for (int32_t i = 2; i < x->rank; i++)
+        s *= x->dims[i];
+    return s;
+}
+
+/* Floats: the factors (2 * N * C), then one row (C/G * positions) per block. */
+static int64_t gnl_floats(const cge_kernel_ctx *ctx, const cge_shape *x, int64_t G, int64_t *nb)
+{
+    int64_t NG = x->dims[0] * G;
+    *nb = NG > 0 ? gnl_blocks(ctx, NG) : 0;
+    return 2 * x->dims[0] * x->dims[1] + *nb * (x->dims[1] / G) * gnl_positions(x);
+}
+
+size_t cge__group_norm_nhwc_workspace(const cge_kernel_ctx *ctx)
+{
+    int64_t G, nb;
+    if (ctx->num_inputs < 3 || gnl_shapes(&ctx->inputs[0].shape, &ctx->inputs[1].shape,
+                                           &ctx->inputs[2].shape, &G))
+        return 0;
+    return (size_t)gnl_floats(ctx, &ctx->inputs[0].shape, G, &nb) * sizeof(float);
+}
+
+#define GNL_TILE 64 /* positions per gather tile */
+
+CGE_TARGET_CLONES static void gnl_group(const gnl_args *p, int64_t r, float *ws)
+{
+    int64_t n = r / p->G, g = r % p->G, Cg = p->Cg, P = p->P, C = p->C;
+    const float *x = p->x + n * P * C + g * Cg;
+    for (int64_t p0 = 0; p0 < P; p0 += GNL_TILE) {
+        int64_t pe = P - p0 < GNL_TILE ? P - p0 : GNL_TILE;
+        for (int64_t j = 0; j < Cg; j++) {
+            const float *xj = x + p0 * C + j;
+            float *wj = ws + j * P + p0;
+            for (int64_t q = 0; q < pe; q++)
+                wj[q] = xj[q * C];
+        }
+    }
+    float k, af, bf;
+    double dm, var;
+    in_stats_f32(ws, Cg * P, &k, &dm, &var);
+    in_factors_f32(k, dm, var, p->scale[g], p->bias[g], p->eps, &af, &bf);
+    for (int64_t j = 0; j < Cg; j++) {
+        p->fa[n * C + g * Cg + j] = af;
+        p->fb[n * C + g * Cg + j] = bf;
+    }
+}
+
+static void gnl_stats_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const gnl_args *p = args;
+    int64_t r0, r1;
+    cge__block_range(p->NG, blk, nblk, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        gnl_group(p, r, p->ws + blk * p->Cg * p->P);
+}
+
+CGE_TARGET_CLONES static void gnl_apply_row(float *restrict y, const float *restrict x,
+                                            const float *restrict fa, const float *restrict fb,
+                                            const double *restrict ea, const double *restrict eb,
+                                            int act, int64_t C)
+{
+    for (int64_t c = 0; c < C; c++)
+        y[c] = x[c] * fa[c] + fb[c];
+    if (ea)
+        for (int64_t c = 0; c < C; c++)
+            y[c] = (float)((double)y[c] * ea[c] + eb[c]);
+    if (act == 1)
+        for (int64_t c = 0; c < C; c++)
+            y[c] = y[c] < 0.0f ? 0.0f : y[c];
+    else if (act == 2)
+        cge__gelu_f32_row(y, y, C);
+}
+
+static void gnl_apply_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const gnl_args *p = args;
+    int64_t r0, r1;
+    cge__block_range(p->NG / p->G * p->P, blk, nblk, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / p->P;
+        gnl_apply_row(p->y + r * p->C, p->x + r * p->C, p->fa + n * p->C, p->fb + n * p->C,
+                      p->ea, p->eb, p->act, p->C);
+    }
+}
+
+/* The epilogue's A and B: float64 [C] both, or both absent. */
+static bool gnl_epilogue_ok(int32_t ni, const cge_dtype *dt, const cge_shape *const *sh, int64_t C)
+{
+    if (ni <= 3 || (ni == 5 && dt[3] == CGE_DTYPE_UNDEFINED && dt[4] == CGE_DTYPE_UNDEFINED))
+        return true;
+    if (ni != 5)
+        return false;
+    for (int32_t k = 3; k < 5; k++)
+        if (dt[k] != CGE_F64 || sh[k]->rank != 1 || (C >= 0 && sh[k]->dims[0] != C))
+            return false;
+    return true;
+}
+
+static int gnl_act(const cge_attrs *a)
+{
+    const char *s = cge_attrs_get_string(a, "activation", "none");
+    return !strcmp(s, "none") ? 0 : !strcmp(s, "relu") ? 1 : !strcmp(s, "gelu") ? 2 : -1;
+}
+
+cge_status cge__group_norm_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if ((ctx->num_inputs != 3 && ctx->num_inputs != 5) || ctx->num_outputs != 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "needs X, scale, bias (and A, B), and one output");
+    const cge_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
+    int64_t G, nb;
+    if (x->dtype != CGE_F32 || y->dtype != CGE_F32 || ctx->inputs[1].dtype != CGE_F32 ||
+        ctx->inputs[2].dtype != CGE_F32 ||
+        gnl_shapes(&x->shape, &ctx->inputs[1].shape, &ctx->inputs[2].shape, &G) ||
+        !cge_shape_equal(&x->shape, &y->shape))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X, scale, bias and Y do not agree");
+    cge_dtype dt[5];
+    const cge_shape *sh[5];
+    for (int32_t k = 0; k < ctx->num_inputs; k++) {
+        dt[k] = ctx->inputs[k].dtype;
+        sh[k] = &ctx->inputs[k].shape;
+    }
+    int act = gnl_act(ctx->attrs);
+    if (!gnl_epilogue_ok(ctx->num_inputs, dt, sh, x->shape.dims[1]) || act < 0)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "A and B must be float64 [C]; activation none, relu or gelu");
+    if (cge_shape_numel(&x->shape) == 0)
+        return CGE_OK;
+    int64_t N = x->shape.dims[0], C = x->shape.dims[1], row = C / G * gnl_positions(&x->shape);
+    gnl_floats(ctx, &x->shape, G, &nb);
+    /* as many rows as the workspace holds (it was sized for the pool the plan
+     * was made with) */
+    int64_t fit = ((int64_t)(ctx->workspace_size / sizeof(float)) - 2 * N * C) / row;
+    nb = nb < fit ? nb : fit;
+    float *w = ctx->workspace;
+    if (!x->data || !y->data || !ctx->inputs[1].data || !ctx->inputs[2].data || !w || nb < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer or workspace");
+    bool epi = ctx->num_inputs == 5 && dt[3] != CGE_DTYPE_UNDEFINED;
+    const double *ea = epi ? ctx->inputs[3].data : NULL, *eb = epi ? ctx->inputs[4].data : NULL;
+    if (epi && (!ea || !eb))
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer");
+    gnl_args a = {x->data, ctx->inputs[1].data, ctx->inputs[2].data, y->data,
+                  w + 2 * N * C, w, w + N * C, ea, eb, act,
+                  cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f), N * G, G, C, C / G,
+                  gnl_positions(&x->shape)};
+    cge_status st = cge_launch(stream, gnl_stats_fn, nb, &a, sizeof a);
+    if (st)
+        return st;
+    return cge_launch(stream, gnl_apply_fn,
+                      cge__blocks_for(N * a.P, C >= 16384 ? 1 : 16384 / C, ctx->num_threads), &a,
+                      sizeof a);
 }
 
 /* ---- LayerNormalization --------------------------------------------------------- */

@@ -641,6 +641,93 @@ static void test_concat_with_plain_input_left_alone(void **state)
     cge_graph_destroy(g);
 }
 
+/* x -> conv -> exported GroupNorm (Reshape [N, G, -1] -> InstanceNormalization
+ * -> Reshape back) -> + per-channel bias -> Gelu -> conv -> y over `spatial`
+ * (rank 3 or 4 data). The GroupNorm becomes a ChannelsLastGroupNorm, so only
+ * x and y are reordered, with the same bits as the plain kernel (the same
+ * plan without channels_last_ops) and level 0's results within rounding.
+ * Where the Reshapes are no-ops (G = C) remove_noops leaves the
+ * InstanceNormalization alone, which becomes the same node. */
+static void group_norm_case(int32_t rank, int64_t C, int64_t G, const int64_t *spatial)
+{
+    static float sc[64], bi[64], beta[64];
+    for (int i = 0; i < 64; i++) {
+        sc[i] = 0.6f + 0.15f * (float)(i % 5);
+        bi[i] = 0.03f * (float)(i % 7) - 0.1f;
+        beta[i] = 0.02f * (float)(i % 3) - 0.02f;
+    }
+    cge_graph *g = ct_graph("group_norm");
+    cge_shape xs = CGE_SHAPE(1, 4, 1, 1), ws1 = CGE_SHAPE(C, 4, 1, 1), ws2 = CGE_SHAPE(4, C, 1, 1);
+    xs.rank = ws1.rank = ws2.rank = rank;
+    for (int32_t d = 2; d < rank; d++) {
+        xs.dims[d] = spatial[d - 2];
+        ws1.dims[d] = ws2.dims[d] = 1;
+    }
+    ct_input(g, "x", xs);
+    weights(g, "w1", 0, ws1);
+    weights(g, "w2", 1, ws2);
+    const char *c1_in[2] = {"x", "w1"}, *c1_out[1] = {"c1"};
+    ct_node_n(g, "Conv", "", c1_in, 2, c1_out, 1);
+    int64_t to_groups[3] = {0, G, -1}, back[CGE_MAX_RANK] = {1, C};
+    for (int32_t d = 2; d < rank; d++)
+        back[d] = spatial[d - 2];
+    ct_const_i64(g, "to_groups", to_groups, 3);
+    ct_const_i64(g, "back", back, rank);
+    ct_node(g, "Reshape", "c1", "to_groups", "grouped");
+    ct_const_f32(g, "sc", CGE_SHAPE(G), sc);
+    ct_const_f32(g, "bi", CGE_SHAPE(G), bi);
+    const char *in_in[3] = {"grouped", "sc", "bi"}, *in_out[1] = {"normed"};
+    cge_node *in = ct_node_n(g, "InstanceNormalization", "", in_in, 3, in_out, 1);
+    assert_int_equal(cge_node_set_float(in, "epsilon", 1e-3f), CGE_OK);
+    ct_node(g, "Reshape", "normed", "back", "gn");
+    cge_shape bs = CGE_SHAPE(C, 1, 1);
+    bs.rank = rank - 1;
+    ct_const_f32(g, "beta", bs, beta);
+    ct_node(g, "Add", "gn", "beta", "shifted");
+    ct_node(g, "Gelu", "shifted", NULL, "act");
+    const char *c2_in[2] = {"act", "w2"}, *c2_out[1] = {"y"};
+    ct_node_n(g, "Conv", "", c2_in, 2, c2_out, 1);
+    ct_output(g, "y");
+    cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+    if (cge_fused_conv_channels_last_available()) {
+        assert_int_equal(ct_count_op(p, "ChannelsLastGroupNorm"), 1);
+        assert_int_equal(ct_count_op(p, "InstanceNormalization"), 0);
+        /* the bias Add and the Gelu run in its epilogue */
+        assert_int_equal(ct_count_op(p, "ChannelsLastAffine"), 0);
+        assert_int_equal(ct_count_op(p, "Gelu"), 0);
+        assert_int_equal(ct_count_op(p, "ElementwiseChain"), 0);
+        /* one position: the same bytes in both layouts, never reordered */
+        assert_int_equal(ct_count_op(p, "Reorder"), cge_shape_numel(&xs) == 4 ? 0 : 2);
+    }
+    cge_plan_destroy(p);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    ct_assert_equivalent(g, &o, 64, 1e-4);
+    /* bit for bit against the plain InstanceNormalization between the same
+     * channels-last convolutions */
+    cge_tensor in0[1], a[1], b[1];
+    ct_random_inputs(g, 7, in0);
+    assert_int_equal(ct_compile_run(g, &o, in0, 1, a, 1, NULL), CGE_OK);
+    o.disable = "channels_last_ops";
+    assert_int_equal(ct_compile_run(g, &o, in0, 1, b, 1, NULL), CGE_OK);
+    assert_int_equal(cge_shape_numel(&a[0].shape), cge_shape_numel(&b[0].shape));
+    assert_memory_equal(a[0].data, b[0].data, (size_t)cge_shape_numel(&a[0].shape) * 4);
+    ct_free_outputs(in0, 1);
+    ct_free_outputs(a, 1);
+    ct_free_outputs(b, 1);
+    cge_graph_destroy(g);
+}
+
+static void test_group_norm_on_nhwc_data(void **state)
+{
+    (void)state;
+    int64_t audio[1] = {517}, prime[1] = {13}, one[2] = {1, 1}, image[2] = {7, 5};
+    group_norm_case(3, 16, 4, audio);  /* wav2vec's feature encoder, smaller */
+    group_norm_case(3, 12, 1, prime);  /* one group: LayerNorm over (C, L) */
+    group_norm_case(3, 6, 6, prime);   /* a group per channel */
+    group_norm_case(4, 12, 3, image);  /* 2-D */
+    group_norm_case(4, 8, 2, one);     /* one position */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -659,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_permute_between_convs),
         cmocka_unit_test(test_resize_between_convs),
         cmocka_unit_test(test_squeeze_excitation),
+        cmocka_unit_test(test_group_norm_on_nhwc_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,6 +49,7 @@ static void test_fused_ops_registered(void **state)
         {CGE_DOMAIN_FUSED, "ChannelsLastConcat"}, {CGE_DOMAIN_FUSED, "ChannelsLastSplit"},
         {CGE_DOMAIN_FUSED, "ChannelsLastAffine"}, {CGE_DOMAIN_FUSED, "ChannelsLastScale"},
         {CGE_DOMAIN_FUSED, "ChannelsLastResize"}, {CGE_DOMAIN_FUSED, "LayoutView"},
+        {CGE_DOMAIN_FUSED, "ChannelsLastGroupNorm"},
         {CGE_DOMAIN_CONVERSION, "Copy"}, {CGE_DOMAIN_CONVERSION, "Reorder"},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
