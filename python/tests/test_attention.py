@@ -280,3 +280,34 @@ def test_attention_op_meta_errors(tmp_path):
         s.run(None, {"q": np.zeros((2, 3, 8), np.float32), "k": np.zeros((2, 5, 7), np.float32),
                      "v": np.zeros((2, 5, 4), np.float32)})
     assert "[meta]" in str(e.value) and "head size" in str(e.value)
+
+
+@pytest.mark.parametrize("seq,fused", [(16, 1), (95, 1), (96, 0), (197, 0)])
+def test_long_static_scores_stay_unfused(tmp_path, seq, fused):
+    """Scores whose rows and keys are both known and >= 96 keep the unfused
+    GEMMs (faster there); shorter or symbolic ones fuse. Same results."""
+    torch.manual_seed(5)
+    mha = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    class Self(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    m = Self()
+    x = torch.randn(1, seq, 32)
+    path = str(tmp_path / "self.onnx")
+    _export(m, (x,), path, ["x"], None)
+    with torch.no_grad():
+        ref = m(x).numpy()
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    s = _session(path, True, dump)
+    got = s.run(None, {"x": x.numpy()})[0]
+    text = _last_dump(dump)
+    assert _op_count(text, "Attention") == fused
+    assert _op_count(text, "Softmax") == 1 - fused
+    np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-5)

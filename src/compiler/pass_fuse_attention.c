@@ -19,6 +19,8 @@
  * rounding. */
 
 #define MAX_PEEL 4
+/* Scores of at least this many known rows and keys stay unfused (try_fuse). */
+#define FUSE_MAX_SQUARE 96
 
 static bool available(void)
 {
@@ -145,6 +147,15 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *sm)
     if (cge_graph_value_desc(g, sin, &sd) || sd.dtype != CGE_F32 || sd.shape.rank < 2)
         return CGE_OK;
     int32_t r = sd.shape.rank;
+    /* Long queries against long keys, both known now (a ViT at 197 tokens):
+     * the unfused packed GEMMs beat the fused kernel's row loop (one thread,
+     * CPU time: 1.05-1.3x at 128-256 tokens, even at 64), so they stay
+     * unfused. Symbolic lengths fuse: decoding (one query row) is the case
+     * the kernel is for. */
+    int64_t rows = sd.shape.dims[r - 2], keys = sd.shape.dims[r - 1];
+    if (cge_dim_is_known(rows) && cge_dim_is_known(keys) && rows >= FUSE_MAX_SQUARE &&
+        keys >= FUSE_MAX_SQUARE)
+        return CGE_OK;
     int64_t axis = cge_attrs_get_int(cge_node_attrs_const(sm), "axis", -1);
     if (axis != -1 && axis != r - 1)
         return CGE_OK;
