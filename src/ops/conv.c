@@ -797,7 +797,7 @@ static bool dnnl_blocked(const conv_args *p)
     return p->w_const && p->G == 1 && p->kvol > 1;
 }
 
-static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge__dnnl_conv **out)
+static cge__dnnl_conv_desc dnnl_desc(const conv_args *p, bool has_bias, int threads)
 {
     cge__dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
@@ -817,6 +817,12 @@ static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge_
         d.pb[i] = p->g.pb[i];
         d.pe[i] = p->g.pe[i];
     }
+    return d;
+}
+
+static cge_status dnnl_make(const conv_args *p, bool has_bias, int threads, cge__dnnl_conv **out)
+{
+    cge__dnnl_conv_desc d = dnnl_desc(p, has_bias, threads);
     return cge__dnnl_conv_create(&d, out);
 }
 
@@ -1049,17 +1055,17 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool trans
         return 0;
     size_t need = gemm_ws(&p);
     /* oneDNN's scratch: the plan's workspace serves both paths, so no run
-     * allocates. Asking means making the primitive once more here, for at
-     * least as many threads as this machine has (a plan may be compiled
-     * without the device it runs on, or saved and loaded elsewhere). */
-    cge__dnnl_conv *dc = NULL;
+     * allocates. It is asked for at least as many threads as this machine
+     * has (a plan may be compiled without the device it runs on, or saved
+     * and loaded elsewhere), of the primitive descriptor alone: a symbolic
+     * plan asks at every new signature, and making the primitive here too
+     * (its JIT code, reorders, buffers) cost as much as prepare does. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = ctx->num_threads > (int)cores ? ctx->num_threads : (int)(cores > 0 ? cores : 1);
-    if (uses_dnnl(&p) && dnnl_make(&p, ctx_has_bias(ctx), threads, &dc) == CGE_OK) {
-        size_t s = cge__dnnl_conv_scratch_size(dc) + 64;
-        need = s > need ? s : need;
-        cge__dnnl_conv_destroy(dc);
-    }
+    cge__dnnl_conv_desc d = dnnl_desc(&p, ctx_has_bias(ctx), threads);
+    size_t scratch;
+    if (uses_dnnl(&p) && cge__dnnl_conv_scratch_query(&d, &scratch) == CGE_OK)
+        need = scratch + 64 > need ? scratch + 64 : need;
     return need;
 }
 

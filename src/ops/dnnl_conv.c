@@ -76,16 +76,29 @@ static int append_eltwise(dnnl_post_ops_t po, const cge__dnnl_conv_desc *d)
     return dnnl_post_ops_append_eltwise(po, 1.0f, alg, a, b) == dnnl_success;
 }
 
-cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
+/* Process-wide: convolutions made (primitive, reorders, memories) and
+ * scratch queries answered by a primitive descriptor alone
+ * (cge__dnnl_conv_counts). */
+static int64_t made_count, query_count;
+
+void cge__dnnl_conv_counts(int64_t *made, int64_t *queried)
 {
-    *out = NULL;
-    if (d->nsp < 1 || d->nsp > 3 || d->G < 1)
-        return CGE_ERR_UNSUPPORTED;
-    cge__dnnl_conv *c = calloc(1, sizeof *c);
-    if (!c)
-        return CGE_ERR_NO_MEMORY;
-    c->threads = d->threads > 0 ? d->threads : 1;
-    int omp = cge__dnnl_omp_enter(c->threads);
+    if (made)
+        *made = __atomic_load_n(&made_count, __ATOMIC_RELAXED);
+    if (queried)
+        *queried = __atomic_load_n(&query_count, __ATOMIC_RELAXED);
+}
+
+/* The memory descriptors of d: the caller's (plain or channels-last) and
+ * those the primitive is asked for (any where oneDNN chooses). */
+typedef struct conv_mds {
+    dnnl_memory_desc_t smd, wmd, bmd, dmd;
+} conv_mds;
+
+/* The primitive descriptor of d (its post-ops in *post) on engine e. */
+static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, int *post,
+                   dnnl_primitive_desc_t *pd)
+{
     int n = d->nsp, off = 3 - n;
     dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd, bd = {d->M}, st, dil, pl, pr;
     int wr = d->G > 1 ? n + 3 : n + 2;
@@ -124,63 +137,107 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
     dnnl_format_tag_t wt = d->blocked || d->channels_last ? dnnl_format_tag_any
                            : d->G > 1                     ? wg[n - 1]
                                                           : w1[n - 1];
-    dnnl_memory_desc_t smd, wmd, bmd, dmd, sa, wa, da;
+    dnnl_memory_desc_t sa, wa, da;
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    const dnnl_memory_desc_t *spd, *cs, *cw, *cdst;
-    c->post = d->blocked || d->channels_last ? (d->sum ? CGE_DNNL_POST_SUM : 0) |
-                               (d->eltwise ? CGE_DNNL_POST_ELTWISE : 0)
-                         : 0;
+    *post = d->blocked || d->channels_last ? (d->sum ? CGE_DNNL_POST_SUM : 0) |
+                                                 (d->eltwise ? CGE_DNNL_POST_ELTWISE : 0)
+                                           : 0;
     int ok =
-        dnnl_engine_create(&c->engine, dnnl_cpu, 0) == dnnl_success &&
-        dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&smd, n + 2, sd, dnnl_f32, act[n - 1]) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&dmd, n + 2, dd, dnnl_f32, act[n - 1]) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&wmd, wr, wd, dnnl_f32,
+        dnnl_memory_desc_init_by_tag(&m->smd, n + 2, sd, dnnl_f32, act[n - 1]) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&m->dmd, n + 2, dd, dnnl_f32, act[n - 1]) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&m->wmd, wr, wd, dnnl_f32,
                                      d->G > 1 ? wg[n - 1] : w1[n - 1]) == dnnl_success &&
         dnnl_memory_desc_init_by_tag(&sa, n + 2, sd, d->bf16 ? dnnl_bf16 : dnnl_f32, at) ==
             dnnl_success &&
         dnnl_memory_desc_init_by_tag(&da, n + 2, dd, dnnl_f32, at) == dnnl_success &&
         dnnl_memory_desc_init_by_tag(&wa, wr, wd, d->bf16 ? dnnl_bf16 : dnnl_f32, wt) ==
             dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&m->bmd, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
         (d->transpose ? dnnl_dilated_deconvolution_forward_desc_init(
                             &cd, dnnl_forward_inference, dnnl_deconvolution_direct, &sa, &wa,
-                            d->has_bias ? &bmd : NULL, &da, st, dil, pl, pr)
+                            d->has_bias ? &m->bmd : NULL, &da, st, dil, pl, pr)
                       : dnnl_dilated_convolution_forward_desc_init(
                             &cd, dnnl_forward_inference, dnnl_convolution_direct, &sa, &wa,
-                            d->has_bias ? &bmd : NULL, &da, st, dil, pl, pr)) == dnnl_success &&
+                            d->has_bias ? &m->bmd : NULL, &da, st, dil, pl, pr)) == dnnl_success &&
         dnnl_primitive_attr_create(&attr) == dnnl_success &&
         dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
             dnnl_success &&
         dnnl_post_ops_create(&po) == dnnl_success &&
-        (!(c->post & CGE_DNNL_POST_SUM) || dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success) &&
-        (!(c->post & CGE_DNNL_POST_ELTWISE) || append_eltwise(po, d)) &&
+        (!(*post & CGE_DNNL_POST_SUM) || dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success) &&
+        (!(*post & CGE_DNNL_POST_ELTWISE) || append_eltwise(po, d)) &&
         dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
-        dnnl_primitive_desc_create(&c->pd, &cd, attr, c->engine, NULL) == dnnl_success &&
+        dnnl_primitive_desc_create(pd, &cd, attr, e, NULL) == dnnl_success;
+    dnnl_primitive_attr_destroy(attr);
+    dnnl_post_ops_destroy(po);
+    return ok;
+}
+
+cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
+{
+    *out = NULL;
+    if (d->nsp < 1 || d->nsp > 3 || d->G < 1)
+        return CGE_ERR_UNSUPPORTED;
+    cge__dnnl_conv *c = calloc(1, sizeof *c);
+    if (!c)
+        return CGE_ERR_NO_MEMORY;
+    c->threads = d->threads > 0 ? d->threads : 1;
+    int omp = cge__dnnl_omp_enter(c->threads);
+    conv_mds m;
+    const dnnl_memory_desc_t *spd, *cs, *cw, *cdst;
+    int ok =
+        dnnl_engine_create(&c->engine, dnnl_cpu, 0) == dnnl_success &&
+        dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
+        make_pd(d, c->engine, &m, &c->post, &c->pd) &&
         dnnl_primitive_create(&c->prim, c->pd) == dnnl_success &&
         (spd = dnnl_primitive_desc_query_md(c->pd, dnnl_query_scratchpad_md, 0)) != NULL &&
         (cs = dnnl_primitive_desc_query_md(c->pd, dnnl_query_src_md, 0)) != NULL &&
         (cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0)) != NULL &&
         (cdst = dnnl_primitive_desc_query_md(c->pd, dnnl_query_dst_md, 0)) != NULL &&
-        cge__dnnl_bind(c->engine, &smd, cs, &c->src, &c->src_user, &c->r_src, NULL) &&
-        cge__dnnl_bind(c->engine, &wmd, cw, &c->wei, &c->wei_user, &c->r_wei, NULL) &&
-        cge__dnnl_bind(c->engine, &dmd, cdst, &c->dst, &c->dst_user,
+        cge__dnnl_bind(c->engine, &m.smd, cs, &c->src, &c->src_user, &c->r_src, NULL) &&
+        cge__dnnl_bind(c->engine, &m.wmd, cw, &c->wei, &c->wei_user, &c->r_wei, NULL) &&
+        cge__dnnl_bind(c->engine, &m.dmd, cdst, &c->dst, &c->dst_user,
                        (c->post & CGE_DNNL_POST_SUM) ? &c->r_z : NULL, &c->r_dst) &&
-        dnnl_memory_create(&c->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        dnnl_memory_create(&c->bias, &m.bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
         dnnl_memory_create(&c->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
-    dnnl_primitive_attr_destroy(attr);
-    dnnl_post_ops_destroy(po);
     cge__dnnl_omp_leave(omp);
     if (!ok) {
         cge__dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
     }
     c->scratch_bytes = dnnl_memory_desc_get_size(spd);
-    c->dst_bytes = dnnl_memory_desc_get_size(&dmd);
+    c->dst_bytes = dnnl_memory_desc_get_size(&m.dmd);
+    __atomic_add_fetch(&made_count, 1, __ATOMIC_RELAXED);
     *out = c;
     return CGE_OK;
+}
+
+/* A plan's workspace query at every new signature asks only this: the
+ * primitive descriptor answers it, without the primitive (its JIT code),
+ * the reorders and the layouts' buffers that cge__dnnl_conv_create makes
+ * and prepare makes once more. */
+cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *bytes)
+{
+    *bytes = 0;
+    if (d->nsp < 1 || d->nsp > 3 || d->G < 1)
+        return CGE_ERR_UNSUPPORTED;
+    int omp = cge__dnnl_omp_enter(d->threads > 0 ? d->threads : 1);
+    dnnl_engine_t e = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    conv_mds m;
+    int post = 0;
+    const dnnl_memory_desc_t *spd = NULL;
+    int ok = dnnl_engine_create(&e, dnnl_cpu, 0) == dnnl_success && make_pd(d, e, &m, &post, &pd) &&
+             (spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) != NULL;
+    if (ok)
+        *bytes = dnnl_memory_desc_get_size(spd);
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(e);
+    cge__dnnl_omp_leave(omp);
+    if (ok)
+        __atomic_add_fetch(&query_count, 1, __ATOMIC_RELAXED);
+    return ok ? CGE_OK : CGE_ERR_UNSUPPORTED;
 }
 
 size_t cge__dnnl_conv_scratch_size(const cge__dnnl_conv *c)
@@ -300,6 +357,21 @@ size_t cge__dnnl_conv_scratch_size(const cge__dnnl_conv *c)
 {
     (void)c;
     return 0;
+}
+
+cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *bytes)
+{
+    (void)d;
+    *bytes = 0;
+    return CGE_ERR_UNSUPPORTED;
+}
+
+void cge__dnnl_conv_counts(int64_t *made, int64_t *queried)
+{
+    if (made)
+        *made = 0;
+    if (queried)
+        *queried = 0;
 }
 
 int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)

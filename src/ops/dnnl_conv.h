@@ -69,6 +69,12 @@ enum {
 cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out);
 /* Scratch bytes the primitive needs from the caller. */
 size_t cge__dnnl_conv_scratch_size(const cge__dnnl_conv *c);
+/* The same, for d, from its primitive descriptor alone (no primitive made):
+ * what a workspace query at a new shape needs. */
+cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *bytes);
+/* Process-wide counts: convolutions made by cge__dnnl_conv_create, scratch
+ * queries answered by cge__dnnl_conv_scratch_query (tests). */
+void cge__dnnl_conv_counts(int64_t *made, int64_t *queried);
 /* The CGE_DNNL_POST_* the primitive applies itself. */
 int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c);
 /* Run on the calling thread with the OpenMP threads it was made for; z is the addend when the sum post-op was taken (else ignored). */

@@ -94,26 +94,27 @@ static cge_status matmul_infer(cge_infer_ctx *ctx)
     if (ctx->num_inputs < 2 || ctx->num_outputs < 1)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs A, B and output Y");
     const cge_tensor_desc *A = &ctx->inputs[0], *B = &ctx->inputs[1];
+    /* The shapes' text only for an error: a symbolic plan's shape program
+     * runs this meta at every new signature. */
     char sa[CGE_SHAPE_STR_MAX], sb[CGE_SHAPE_STR_MAX];
-    cge_shape_str(&A->shape, sa, sizeof sa);
-    cge_shape_str(&B->shape, sb, sizeof sb);
+#define MM_SHAPE_TEXT (cge_shape_str(&A->shape, sa, sizeof sa), cge_shape_str(&B->shape, sb, sizeof sb))
     if (A->dtype != B->dtype)
         return cge_meta_error(ctx, CGE_ERR_DTYPE, "A is %s but B is %s",
                               cge_dtype_name(A->dtype), cge_dtype_name(B->dtype));
     int32_t ra = A->shape.rank, rb = B->shape.rank;
     if (ra < 1 || rb < 1)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE, "inputs must have rank >= 1 (A %s, B %s)", sa,
+        return MM_SHAPE_TEXT, cge_meta_error(ctx, CGE_ERR_SHAPE, "inputs must have rank >= 1 (A %s, B %s)", sa,
                               sb);
     int64_t ka = A->shape.dims[ra - 1], kb = rb >= 2 ? B->shape.dims[rb - 2] : B->shape.dims[0];
     if (ka >= 0 && kb >= 0 && ka != kb)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+        return MM_SHAPE_TEXT, cge_meta_error(ctx, CGE_ERR_SHAPE,
                               "A %s and B %s: inner dimensions %lld and %lld differ", sa, sb,
                               (long long)ka, (long long)kb);
     cge_shape ba = {.rank = ra > 2 ? ra - 2 : 0}, bb = {.rank = rb > 2 ? rb - 2 : 0}, out;
     memcpy(ba.dims, A->shape.dims, sizeof(int64_t) * (size_t)ba.rank);
     memcpy(bb.dims, B->shape.dims, sizeof(int64_t) * (size_t)bb.rank);
     if (cge_shape_broadcast(&ba, &bb, &out) != CGE_OK)
-        return cge_meta_error(ctx, CGE_ERR_SHAPE,
+        return MM_SHAPE_TEXT, cge_meta_error(ctx, CGE_ERR_SHAPE,
                               "batch dimensions of A %s and B %s do not broadcast", sa, sb);
     if (ra >= 2)
         out.dims[out.rank++] = A->shape.dims[ra - 2];
@@ -122,6 +123,7 @@ static cge_status matmul_infer(cge_infer_ctx *ctx)
     ctx->outputs[0].dtype = A->dtype;
     ctx->outputs[0].shape = out;
     return CGE_OK;
+#undef MM_SHAPE_TEXT
 }
 
 /* ---- generic row kernel (every dtype; float32 only when N == 1) ----------- */

@@ -125,6 +125,7 @@ struct cge__instance {
     eager_exec ex;
     void *arena, *consts;
     plan_exec *steps;
+    cge_tensor *operands;   /* every step's ins and outs, one block */
     cge_stream **streams;   /* the plan's extra streams (1 .. n-1) */
     cge_event **events;     /* the plan's events, then fork and joins */
     int32_t num_streams, num_events;
@@ -530,9 +531,8 @@ static void plan_release(cge__instance *inst)
         plan_exec *pe = &inst->steps[k];
         if (pe->step && pe->step->kernel->release && pe->ctx.state)
             pe->step->kernel->release(pe->ctx.state);
-        free(pe->ins);
-        free(pe->outs);
     }
+    free(inst->operands);
     free(inst->steps);
     for (int32_t i = 0; inst->events && i < inst->num_events + inst->num_streams; i++)
         cge_event_destroy(inst->events[i]);
@@ -988,6 +988,15 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
             free(blob);
     }
     inst->steps = calloc((size_t)n + 1, sizeof *inst->steps);
+    /* One block for every step's tensors: a new signature's instance is
+     * made at its first run, and two allocations per step were a tenth of
+     * what making it cost. */
+    size_t nops = 0;
+    for (int32_t k = 0; k < n; k++)
+        nops += (size_t)cge_plan_steps(p)[k].num_inputs + (size_t)cge_plan_steps(p)[k].num_outputs + 2;
+    inst->operands = calloc(nops + 1, sizeof(cge_tensor));
+    if (!st && !inst->operands)
+        return oom();
     inst->streams = calloc((size_t)inst->num_streams + 1, sizeof *inst->streams);
     /* The plan's events, then a fork event and one join per extra stream. */
     inst->events = calloc((size_t)(inst->num_events + inst->num_streams) + 1, sizeof *inst->events);
@@ -1008,15 +1017,14 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
     release_plan rel = {0};
     bool releasing = !st && inst->release_src && !inst->eager && inst->consts_in_graph &&
                      release_plan_make(inst, &rel);
+    size_t at = 0;
     for (int32_t k = 0; !st && k < n; k++) {
         plan_exec *pe = &inst->steps[k];
         const cge_plan_step *s = &cge_plan_steps(p)[k];
-        pe->ins = calloc((size_t)s->num_inputs + 1, sizeof(cge_tensor));
-        pe->outs = calloc((size_t)s->num_outputs + 1, sizeof(cge_tensor));
-        if (!pe->ins || !pe->outs) {
-            st = oom();
-            break;
-        }
+        pe->ins = inst->operands + at;
+        at += (size_t)s->num_inputs + 1;
+        pe->outs = inst->operands + at;
+        at += (size_t)s->num_outputs + 1;
         for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
             int32_t vi;
             cge_tensor *t = operand(pe, s, i, &vi);
