@@ -362,3 +362,26 @@ def test_max_roi_pool_matches_torchvision():
         ref = torchvision.ops.roi_pool(torch.from_numpy(x), torch.from_numpy(rois), shape,
                                        spatial_scale=scale).numpy()
         np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("ratio,size", [(2, 7), (0, 3), (1, 5), (0, 40)])
+def test_roi_align_float32_path_equals_float64(ratio, size):
+    # float32 avg mode lists each roi's samples once and sums them in the
+    # same double arithmetic as the general loop (float64 here): the float32
+    # result is the float64 one rounded. Rois partly or wholly outside the
+    # map and a degenerate one included; 40x40 bins exceed the list and take
+    # the general loop.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 13, 11)).astype(np.float32)
+    rois = np.array([[0, 0, 10, 12], [2.5, 1.25, 7.75, 9.5], [-4, -3, 3, 2], [9, 11, 30, 40],
+                     [20, 20, 25, 26], [4, 4, 4, 4], [1, 2, 60, 50]], np.float32)
+    bi = np.array([0, 1, 1, 0, 1, 0, 1], np.int64)
+
+    def roi(xd, rd, t):
+        node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=size,
+                                output_width=size, sampling_ratio=ratio, spatial_scale=0.75)
+        return run_model([node], {"x": xd, "rois": rd, "bi": bi}, [("y", t)], 16)[0]
+    y32 = roi(x, rois, F)
+    y64 = roi(x.astype(np.float64), rois.astype(np.float64), TensorProto.DOUBLE)
+    np.testing.assert_array_equal(y32, y64.astype(np.float32))
+    assert np.abs(y32).max() > 0.1

@@ -142,6 +142,64 @@ static inline double roi_ld(const roi_args *a, int64_t i)
  * gather. Sample counts past the tables' size (an adaptive grid of a huge
  * roi) take roi_sample per sample; both give the same bits. */
 #define ROI_TAPS 1024
+/* float32 avg mode: a roi's samples (four offsets into the plane and their
+ * weight products, or none when outside) listed once, so that each channel
+ * is a run of loads and multiply-adds in roi_block's order (the same bits).
+ * A roi with more samples than this takes the tables' loop. */
+#define ROI_SAMPLES 1024
+
+typedef struct roi_pick {
+    int64_t o[4];
+    double w[4];
+    bool in;
+} roi_pick;
+
+static void roi_picks(const roi_args *a, const roi_tap *ty, const roi_tap *tx, int64_t gh,
+                      int64_t gw, roi_pick *pk)
+{
+    int64_t k = 0;
+    for (int64_t ph = 0; ph < a->oh; ph++)
+        for (int64_t pw = 0; pw < a->ow; pw++)
+            for (int64_t iy = 0; iy < gh; iy++)
+                for (int64_t ix = 0; ix < gw; ix++, k++) {
+                    const roi_tap *y = &ty[ph * gh + iy], *x = &tx[pw * gw + ix];
+                    pk[k].in = y->in && x->in;
+                    if (!pk[k].in)
+                        continue;
+                    int64_t r0 = y->lo * a->w, r1 = y->hi * a->w;
+                    pk[k].o[0] = r0 + x->lo;
+                    pk[k].o[1] = r0 + x->hi;
+                    pk[k].o[2] = r1 + x->lo;
+                    pk[k].o[3] = r1 + x->hi;
+                    pk[k].w[0] = y->wl * x->wl;
+                    pk[k].w[1] = y->wl * x->wh;
+                    pk[k].w[2] = y->wh * x->wl;
+                    pk[k].w[3] = y->wh * x->wh;
+                }
+}
+
+/* One channel of one roi from its picks: per bin, the sum of its samples'
+ * v[0] + v[1] + v[2] + v[3], as roi_block adds them, over the count. */
+static void roi_channel_f32(const roi_args *a, const roi_pick *pk, int64_t per_bin,
+                            const float *plane, float *out, double count)
+{
+    for (int64_t bin = 0; bin < a->oh * a->ow; bin++) {
+        double acc = 0.0;
+        const roi_pick *q = pk + bin * per_bin;
+        for (int64_t s = 0; s < per_bin; s++) {
+            if (!q[s].in) {
+                acc += 0.0;
+                continue;
+            }
+            double v0 = q[s].w[0] * (double)plane[q[s].o[0]];
+            double v1 = q[s].w[1] * (double)plane[q[s].o[1]];
+            double v2 = q[s].w[2] * (double)plane[q[s].o[2]];
+            double v3 = q[s].w[3] * (double)plane[q[s].o[3]];
+            acc += v0 + v1 + v2 + v3;
+        }
+        out[bin] = (float)(acc / count);
+    }
+}
 
 static void roi_block(int64_t b, int64_t nb, void *p)
 {
@@ -150,7 +208,9 @@ static void roi_block(int64_t b, int64_t nb, void *p)
     cge__block_range(a->r * a->c, b, nb, &lo, &hi);
     double off = a->half_pixel ? 0.5 : 0.0;
     roi_tap ty[ROI_TAPS], tx[ROI_TAPS];
+    roi_pick picks[ROI_SAMPLES];
     int64_t tab_roi = -1;
+    bool picked = false;
     for (int64_t u = lo; u < hi; u++) {
         int64_t ri = u / a->c, ch = u % a->c;
         int64_t bidx = cge__load_as_i64(a->bt, a->bi, ri);
@@ -189,6 +249,14 @@ static void roi_block(int64_t b, int64_t nb, void *p)
                     tx[pw * gw + ix] = roi_axis(
                         x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, a->w);
             tab_roi = ri;
+            picked = a->dt == CGE_F32 && !a->max_mode && a->oh * a->ow * gh * gw <= ROI_SAMPLES;
+            if (picked)
+                roi_picks(a, ty, tx, gh, gw, picks);
+        }
+        if (tables && picked) {
+            roi_channel_f32(a, picks, gh * gw, (const float *)a->x + plane, (float *)a->y + obase,
+                            count);
+            continue;
         }
         for (int64_t ph = 0; ph < a->oh; ph++)
             for (int64_t pw = 0; pw < a->ow; pw++) {
