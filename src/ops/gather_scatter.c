@@ -627,6 +627,28 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
         for (int64_t line = lo; line < hi;) {
             int64_t o = line / a->inner, i0 = line % a->inner;
             int64_t i1 = a->inner - i0 < hi - line ? a->inner : i0 + (hi - line);
+            if (c->red == RED_NONE && es == 4) {
+                /* plain 4-byte assignment (float32, int32; Faster R-CNN's
+                 * merge of its RoiAlign levels): a store per element, not a
+                 * memcpy call */
+                uint32_t *out = (uint32_t *)c->out;
+                const uint32_t *upd = (const uint32_t *)c->upd;
+                for (int64_t j = 0; j < a->n; j++)
+                    for (int64_t i = i0; i < i1; i++) {
+                        int64_t e = (o * a->n + j) * a->inner + i;
+                        int64_t raw = load_idx(c->idx_dtype, c->idx, e), k = raw;
+                        if (k < 0)
+                            k += a->axis_dim;
+                        if (k < 0 || k >= a->axis_dim) {
+                            index_fail("ScatterElements", c->node, raw, e, a->axis_dim,
+                                       a->axis);
+                            continue;
+                        }
+                        out[(o * a->axis_dim + k) * a->inner + i] = upd[e];
+                    }
+                line += i1 - i0;
+                continue;
+            }
             for (int64_t j = 0; j < a->n; j++)
                 for (int64_t i = i0; i < i1; i++) {
                     int64_t e = (o * a->n + j) * a->inner + i;

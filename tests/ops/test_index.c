@@ -217,6 +217,17 @@ static void test_scatter_elements_dtypes(void **state)
     fx_tensor out3[1] = {fxt(CGE_F32, CGE_SHAPE(R, C), fw)};
     fx_attr at3[2] = {fxa_i("axis", 0), fxa_s("reduction", "add")};
     run("ScatterElements", 16, 3, in3, 1, out3, 2, at3);
+    /* the same rows assigned (reduction none, the 4-byte store path): where
+     * indices repeat, the last update in order wins */
+    for (int i = 0; i < R * C; i++)
+        fw[i] = fd[i];
+    for (int j = 0; j < N; j++)
+        for (int c = 0; c < C; c++) {
+            int e = j * C + c;
+            int64_t k = fi[e] < 0 ? fi[e] + R : fi[e];
+            fw[k * C + c] = fu[e];
+        }
+    run("ScatterElements", 16, 3, in3, 1, out3, 1, at3);
     free(fd);
     free(fw);
     free(fu);
