@@ -611,6 +611,18 @@ typedef struct scatter_el_args {
     bool dense;                     /* indices have data's dims but the axis' */
 } scatter_el_args;
 
+/* Index element e as a position on data's axis (negative ones counted from
+ * the end); false, with the run's failure reported, when it is outside. */
+static inline bool scatter_el_index(const scatter_el_args *a, int64_t e, int64_t *k)
+{
+    int64_t raw = load_idx(a->c.idx_dtype, a->c.idx, e);
+    *k = raw < 0 ? raw + a->axis_dim : raw;
+    if (*k >= 0 && *k < a->axis_dim)
+        return true;
+    index_fail("ScatterElements", a->c.node, raw, e, a->axis_dim, a->axis);
+    return false;
+}
+
 /* A line (fixed coordinates but the axis) writes only the data line with the
  * same coordinates, so blocks take whole lines and never collide; inside a
  * line the updates apply in order. */
@@ -636,14 +648,9 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
                 for (int64_t j = 0; j < a->n; j++)
                     for (int64_t i = i0; i < i1; i++) {
                         int64_t e = (o * a->n + j) * a->inner + i;
-                        int64_t raw = load_idx(c->idx_dtype, c->idx, e), k = raw;
-                        if (k < 0)
-                            k += a->axis_dim;
-                        if (k < 0 || k >= a->axis_dim) {
-                            index_fail("ScatterElements", c->node, raw, e, a->axis_dim,
-                                       a->axis);
+                        int64_t k;
+                        if (!scatter_el_index(a, e, &k))
                             continue;
-                        }
                         out[(o * a->axis_dim + k) * a->inner + i] = upd[e];
                     }
                 line += i1 - i0;
@@ -652,13 +659,9 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
             for (int64_t j = 0; j < a->n; j++)
                 for (int64_t i = i0; i < i1; i++) {
                     int64_t e = (o * a->n + j) * a->inner + i;
-                    int64_t raw = load_idx(c->idx_dtype, c->idx, e), k = raw;
-                    if (k < 0)
-                        k += a->axis_dim;
-                    if (k < 0 || k >= a->axis_dim) {
-                        index_fail("ScatterElements", c->node, raw, e, a->axis_dim, a->axis);
+                    int64_t k;
+                    if (!scatter_el_index(a, e, &k))
                         continue;
-                    }
                     apply_reduction(c->dtype, c->red,
                                     c->out + ((o * a->axis_dim + k) * a->inner + i) * es,
                                     c->upd + e * es, 1);
@@ -683,13 +686,9 @@ static void scatter_el_block(int64_t b, int64_t nb, void *p)
         int64_t first = o * a->n * a->inner + i;
         for (int64_t j = 0; j < a->n; j++) {
             int64_t e = first + j * a->inner;
-            int64_t raw = load_idx(c->idx_dtype, c->idx, e), k = raw;
-            if (k < 0)
-                k += a->axis_dim;
-            if (k < 0 || k >= a->axis_dim) {
-                index_fail("ScatterElements", c->node, raw, e, a->axis_dim, a->axis);
+            int64_t k;
+            if (!scatter_el_index(a, e, &k))
                 continue;
-            }
             apply_reduction(c->dtype, c->red, c->out + (base + k * a->dstr[a->axis]) * es,
                             c->upd + e * es, 1);
         }
