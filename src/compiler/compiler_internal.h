@@ -149,6 +149,9 @@ bool cc_value_used(const cc_uses *u, const cge_graph *g, int32_t id);
  * cge_node_set_input), or every input of a node added since. */
 cge_status cc_uses_add(cc_uses *u, cge_node *n, int32_t slot);
 cge_status cc_uses_add_node(cc_uses *u, cge_node *n);
+/* A fusion's bookkeeping: `n` replaced `count` nodes (the pass counters),
+ * and its inputs' uses are recorded. */
+cge_status cc_fused_node(cc_ctx *ctx, cc_uses *u, cge_node *n, int32_t count);
 /* Make every live use of `from` read `to` (updating `u`). */
 cge_status cc_redirect(cc_uses *u, cge_graph *g, int32_t from, int32_t to);
 

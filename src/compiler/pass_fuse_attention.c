@@ -271,12 +271,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *sm)
         st = set_perm(at, "v_perm", vp, r);
     if (!st)
         st = set_perm(at, "out_perm", op, r);
-    if (!st) {
-        ctx->fused += count;
-        ctx->removed += count;
-        ctx->added++;
-        st = cc_uses_add_node(u, at);
-    }
+    if (!st)
+        st = cc_fused_node(ctx, u, at, count);
     return st;
 }
 

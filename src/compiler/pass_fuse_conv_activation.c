@@ -162,12 +162,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *conv
         st = cge_node_set_int(f, "w_const", 1);
     if (!st && transpose)
         st = cge_node_set_int(f, "transpose", 1);
-    if (!st) {
-        ctx->fused += count;
-        ctx->removed += count;
-        ctx->added++;
-        st = cc_uses_add_node(u, f);
-    }
+    if (!st)
+        st = cc_fused_node(ctx, u, f, count);
     return st;
 }
 

@@ -94,12 +94,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *e)
     cge_node *gn = NULL;
     if (!st)
         st = cge_graph_add_node(g, "Gelu", "", name, &xin, 1, &y, 1, &gn);
-    if (!st) {
-        ctx->fused += count;
-        ctx->removed += count;
-        ctx->added++;
-        st = cc_uses_add_node(u, gn);
-    }
+    if (!st)
+        st = cc_fused_node(ctx, u, gn, count);
     return st;
 }
 

@@ -152,12 +152,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *sub)
         st = cge_node_set_int(ln, "axis", -1);
     if (!st)
         st = cge_node_set_float(ln, "epsilon", (float)eps);
-    if (!st) {
-        ctx->fused += count;
-        ctx->removed += count;
-        ctx->added++;
-        st = cc_uses_add_node(u, ln);
-    }
+    if (!st)
+        st = cc_fused_node(ctx, u, ln, count);
     return st;
 }
 

@@ -124,12 +124,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         st = cge_node_set_int(f, "trans_b", 1);
     if (!st && b_const)
         st = cge_node_set_int(f, "b_const", 1);
-    if (!st) {
-        ctx->fused += count;
-        ctx->removed += count;
-        ctx->added++;
-        st = cc_uses_add_node(u, f);
-    }
+    if (!st)
+        st = cc_fused_node(ctx, u, f, count);
     return st;
 }
 

@@ -172,6 +172,14 @@ cge_status cc_uses_add_node(cc_uses *u, cge_node *n)
     return st;
 }
 
+cge_status cc_fused_node(cc_ctx *ctx, cc_uses *u, cge_node *n, int32_t count)
+{
+    ctx->fused += count;
+    ctx->removed += count;
+    ctx->added++;
+    return cc_uses_add_node(u, n);
+}
+
 cge_status cc_redirect(cc_uses *u, cge_graph *g, int32_t from, int32_t to)
 {
     if (from == to || from < 0 || from >= u->num_ids)
