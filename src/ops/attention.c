@@ -431,16 +431,51 @@ static void attn_block(int64_t blk, int64_t nblk, void *p)
     }
 }
 
+/* The node's attributes, parsed once at prepare (they do not depend on the
+ * shapes, which a symbolic plan changes per run); a launch without prepared
+ * state parses its own. */
+typedef struct attn_cfg {
+    int32_t rank;
+    int32_t qp[CGE_MAX_RANK], kp[CGE_MAX_RANK], vp[CGE_MAX_RANK], op[CGE_MAX_RANK];
+    int kind;
+    float scale, fill;
+    bool ok;   /* the permutations are valid for this rank */
+} attn_cfg;
+
+static void attn_cfg_parse(const cge_attrs *attrs, int32_t r, attn_cfg *c)
+{
+    c->rank = r;
+    c->ok = r >= 2 && get_perm(attrs, "q_perm", r, c->qp) && get_perm(attrs, "k_perm", r, c->kp) &&
+            get_perm(attrs, "v_perm", r, c->vp) && get_perm(attrs, "out_perm", r, c->op) &&
+            c->vp[r - 1] == r - 1 && c->op[r - 1] == r - 1;
+    c->kind = (int)cge_attrs_get_int(attrs, "mask_kind", MASK_NONE);
+    c->scale = cge_attrs_get_float(attrs, "scale", 1.0f);
+    c->fill = cge_attrs_get_float(attrs, "fill", -INFINITY);
+}
+
+static cge_status attn_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    attn_cfg *c = malloc(sizeof *c);
+    if (!c)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    attn_cfg_parse(ctx->attrs, ctx->inputs[0].shape.rank, c);
+    *state = c;
+    return CGE_OK;
+}
+
 static cge_status attn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     const cge_tensor *Q = &ctx->inputs[0], *K = &ctx->inputs[1], *V = &ctx->inputs[2];
     cge_tensor *Y = &ctx->outputs[0];
     int32_t r = Q->shape.rank;
-    int32_t qp[CGE_MAX_RANK], kp[CGE_MAX_RANK], vp[CGE_MAX_RANK], op[CGE_MAX_RANK];
-    if (r < 2 || K->shape.rank != r || V->shape.rank != r || Y->shape.rank != r ||
-        !get_perm(ctx->attrs, "q_perm", r, qp) || !get_perm(ctx->attrs, "k_perm", r, kp) ||
-        !get_perm(ctx->attrs, "v_perm", r, vp) || !get_perm(ctx->attrs, "out_perm", r, op) ||
-        vp[r - 1] != r - 1 || op[r - 1] != r - 1)
+    attn_cfg own;
+    const attn_cfg *cfg = ctx->state;
+    if (!cfg || cfg->rank != r) {
+        attn_cfg_parse(ctx->attrs, r, &own);
+        cfg = &own;
+    }
+    const int32_t *qp = cfg->qp, *kp = cfg->kp, *vp = cfg->vp, *op = cfg->op;
+    if (!cfg->ok || K->shape.rank != r || V->shape.rank != r || Y->shape.rank != r)
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "inputs do not form an attention");
     int64_t sq[CGE_MAX_RANK], sk[CGE_MAX_RANK], sv[CGE_MAX_RANK], sy[CGE_MAX_RANK];
     strides_of(&Q->shape, sq);
@@ -481,9 +516,9 @@ static cge_status attn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     a.k_d = sk[kp[r - 1]];
     a.v_n = sv[vp[r - 2]];
     a.o_m = los[r - 2];
-    a.kind = (int)cge_attrs_get_int(ctx->attrs, "mask_kind", MASK_NONE);
-    a.scale = cge_attrs_get_float(ctx->attrs, "scale", 1.0f);
-    a.fill = cge_attrs_get_float(ctx->attrs, "fill", -INFINITY);
+    a.kind = cfg->kind;
+    a.scale = cfg->scale;
+    a.fill = cfg->fill;
     if (a.kind != MASK_NONE) {
         if (!cge__kernel_has_input(ctx, 3))
             return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "mask_kind %d without a mask", a.kind);
@@ -553,7 +588,8 @@ static const cge_attr_def attn_attrs[] = {
      .doc = "output axis j is logical axis out_perm[j]; keeps the last axis"},
 };
 static const cge_kernel_def attn_kernels[] = {
-    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = attn_launch, .inplace_input = -1}};
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = attn_launch, .prepare = attn_prepare,
+     .release = free, .inplace_input = -1}};
 
 static const cge_op_def attn_ops[] = {
     {.name = "Attention", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = attn_in,
