@@ -109,7 +109,7 @@ typedef struct eager_exec {
     bool built;
     bool ready;             /* constants and inputs have buffers */
     pool_buf *pool;
-    int32_t num_pool;
+    int32_t num_pool, cap_pool;
 } eager_exec;
 
 struct cge__instance {
@@ -398,10 +398,15 @@ static cge_status pool_put(eager_exec *ex, value *v)
 {
     if (!v->data || v->desc.type != CGE_TYPE_TENSOR || v->borrowed)
         return CGE_OK;
-    pool_buf *p = realloc(ex->pool, sizeof *p * ((size_t)ex->num_pool + 1));
-    if (!p)
-        return oom();
-    ex->pool = p;
+    if (ex->num_pool == ex->cap_pool) {
+        /* grown by doubling: a steady state takes and puts without realloc */
+        int32_t cap = ex->cap_pool ? 2 * ex->cap_pool : 16;
+        pool_buf *p = realloc(ex->pool, sizeof *p * (size_t)cap);
+        if (!p)
+            return oom();
+        ex->pool = p;
+        ex->cap_pool = cap;
+    }
     ex->pool[ex->num_pool++] = (pool_buf){v->data, v->bytes};
     v->data = NULL;
     v->bytes = 0;
