@@ -112,6 +112,7 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_quantize_reorder(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_order(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_schedule(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g);

@@ -216,22 +216,29 @@ static inline void store_qx(void *y, cge_dtype t, int64_t i, float v)
 }
 
 /* Per-tensor float32 -> int8/uint8 QuantizeLinear, 16 lanes on AVX-512:
- * the same IEEE operations as the scalar loop below (a true division,
+ * the same results as the scalar loop below (a true division, which
+ * cge__q8_div_rint16 replaces by a multiply where that rounds alike,
  * round half to even, the zero point added, NaN to 0, the clamp), so the
  * same bits; the compiler left the scalar loop unvectorised (2-3 ns an
  * element, a model's input quantisation ~9% of mobilenet_v2 int8). */
 #ifdef CGE__HAVE_Q8_AVX512
-#include <immintrin.h>
 CGE__Q8_AVX512 static int64_t
 quantize_avx512(const float *x, void *y, int sg, float s, float z, float lo, float hi, int64_t e0,
                 int64_t e1)
 {
     const __m512 vs = _mm512_set1_ps(s), vz = _mm512_set1_ps(z), vlo = _mm512_set1_ps(lo),
-                 vhi = _mm512_set1_ps(hi);
+                 vhi = _mm512_set1_ps(hi), vr = _mm512_set1_ps(1.0f / s);
+    /* the division as a multiply but near ties (cge__q8_div_rint16: the
+     * same rounded integers, 8-bit outputs saturating alike) */
+    int fast = cge__q8_rcp_ok(s);
     int64_t i = e0;
     for (; i + 16 <= e1; i += 16) {
-        __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
-        v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+        __m512 xv = _mm512_loadu_ps(x + i), v;
+        if (fast)
+            v = cge__q8_div_rint16(xv, vs, vr);
+        else
+            v = _mm512_roundscale_ps(_mm512_div_ps(xv, vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm512_add_ps(v, vz);
         v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> 0 */
         __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, vlo), vhi));
         if (sg)
@@ -278,6 +285,138 @@ static void quantize_fn(int64_t blk, int64_t nblk, void *args)
         v = v != v ? 0.0f : v;
         store_qx(p->y, p->yt, i, v < lo ? lo : (v > hi ? hi : v));
     }
+}
+
+/* ---- QuantizeNHWC: a per-tensor QuantizeLinear of NCHW float32 data
+ * written channels-last (the layout pass's Reorder of the model's quantized
+ * input folded in by fuse_quantize_reorder); QuantizeLinear's arithmetic,
+ * so the same bytes as the two nodes, in one parallel pass. */
+
+#define QNHWC_MAX_C 16
+
+typedef struct qnhwc_args {
+    const float *x;
+    void *y;
+    int64_t N, C, H, W;
+    float s, z, lo, hi;
+    int sg;
+} qnhwc_args;
+
+static cge_status qnhwc_infer(cge_infer_ctx *ctx)
+{
+    const cge_tensor_desc *x = &ctx->inputs[0];
+    if (cge_shape_numel(&ctx->inputs[1].shape) != 1 ||
+        (present(ctx, 2) && cge_shape_numel(&ctx->inputs[2].shape) != 1))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "the scale and zero point must be one value");
+    if (x->shape.rank != 4 || (x->shape.dims[1] >= 0 && x->shape.dims[1] > QNHWC_MAX_C))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "x must be [N, C, H, W] with C <= %d",
+                              QNHWC_MAX_C);
+    ctx->outputs[0].dtype = present(ctx, 2) ? ctx->inputs[2].dtype : CGE_U8;
+    ctx->outputs[0].shape = x->shape;
+    return CGE_OK;
+}
+
+/* 16 values of channel plane `x` quantized into t (bytes). */
+static void qnhwc16(const qnhwc_args *p, const float *x, uint8_t *t, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float v = rintf(x[j] / p->s) + p->z;
+        v = v != v ? 0.0f : v;
+        v = v < p->lo ? p->lo : (v > p->hi ? p->hi : v);
+        t[j] = p->sg ? (uint8_t)(int8_t)v : (uint8_t)v;
+    }
+}
+
+#ifdef CGE__HAVE_Q8_AVX512
+CGE__Q8_AVX512 static void qnhwc16_avx512(const qnhwc_args *p, const float *x, uint8_t *t)
+{
+    __m512 v = _mm512_loadu_ps(x), vs = _mm512_set1_ps(p->s);
+    v = cge__q8_rcp_ok(p->s) ? cge__q8_div_rint16(v, vs, _mm512_set1_ps(1.0f / p->s))
+                             : _mm512_roundscale_ps(_mm512_div_ps(v, vs),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_add_ps(v, _mm512_set1_ps(p->z));
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> 0 */
+    v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->hi));
+    __m512i q = _mm512_cvtps_epi32(v);
+    _mm_storeu_si128((__m128i *)t, p->sg ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q));
+}
+#endif
+
+/* Three channels' 16 bytes each (t: c0, c1, c2) as 16 RGB pixels: one byte
+ * permutation (AVX512-VBMI) instead of 48 single-byte stores. */
+#ifdef CGE__HAVE_Q8_AVX512
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void qnhwc_rgb16(const uint8_t *t,
+                                                                             uint8_t *y)
+{
+    static const uint8_t perm[64] = {
+        0,  16, 32, 1,  17, 33, 2,  18, 34, 3,  19, 35, 4,  20, 36, 5,
+        21, 37, 6,  22, 38, 7,  23, 39, 8,  24, 40, 9,  25, 41, 10, 26,
+        42, 11, 27, 43, 12, 28, 44, 13, 29, 45, 14, 30, 46, 15, 31, 47};
+    __m512i v = _mm512_maskz_loadu_epi8((__mmask64)0xffffffffffffull, t);
+    __m512i o = _mm512_permutexvar_epi8(_mm512_loadu_si512(perm), v);
+    _mm512_mask_storeu_epi8(y, (__mmask64)0xffffffffffffull, o);
+}
+#endif
+
+/* Blocks of image rows (n, h): per 16 pixels each channel's values, then
+ * interleaved. */
+static void qnhwc_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qnhwc_args *p = args;
+    int64_t r0, r1, C = p->C, H = p->H, W = p->W;
+    cge__block_range(p->N * H, blk, nblk, &r0, &r1);
+    uint8_t t[QNHWC_MAX_C * 16];
+#ifdef CGE__HAVE_Q8_AVX512
+    int wide = cge__q8_avx512();
+    int rgb = wide && C == 3 && __builtin_cpu_supports("avx512vbmi");
+#endif
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / H, h = r % H;
+        uint8_t *y = (uint8_t *)p->y + r * W * C;
+        for (int64_t w0 = 0; w0 < W; w0 += 16) {
+            int64_t nw = W - w0 < 16 ? W - w0 : 16;
+            for (int64_t c = 0; c < C; c++) {
+                const float *x = p->x + ((n * C + c) * H + h) * W + w0;
+#ifdef CGE__HAVE_Q8_AVX512
+                if (wide && nw == 16) {
+                    qnhwc16_avx512(p, x, t + c * 16);
+                    continue;
+                }
+#endif
+                qnhwc16(p, x, t + c * 16, nw);
+            }
+#ifdef CGE__HAVE_Q8_AVX512
+            if (rgb && nw == 16) {
+                qnhwc_rgb16(t, y + w0 * 3);
+                continue;
+            }
+#endif
+            for (int64_t j = 0; j < nw; j++)
+                for (int64_t c = 0; c < C; c++)
+                    y[(w0 + j) * C + c] = t[c * 16 + j];
+        }
+    }
+}
+
+static cge_status qnhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const cge_tensor *x = &ctx->inputs[0], *y = &ctx->outputs[0];
+    if (x->dtype != CGE_F32 || (y->dtype != CGE_U8 && y->dtype != CGE_I8) || x->shape.rank != 4 ||
+        x->shape.dims[1] > QNHWC_MAX_C || ctx->inputs[1].dtype != CGE_F32)
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "float32 [N, C<=%d, H, W] to int8 or uint8 "
+                                "expected", QNHWC_MAX_C);
+    qnhwc_args p = {.x = x->data, .y = y->data, .N = x->shape.dims[0], .C = x->shape.dims[1],
+                    .H = x->shape.dims[2], .W = x->shape.dims[3],
+                    .s = ((const float *)ctx->inputs[1].data)[0], .sg = y->dtype == CGE_I8};
+    p.z = kpresent(ctx, 2) ? (float)cge__q_load(ctx->inputs[2].data, ctx->inputs[2].dtype, 0) : 0.0f;
+    p.lo = p.sg ? -128.0f : 0.0f;
+    p.hi = p.sg ? 127.0f : 255.0f;
+    int64_t rows = p.N * p.H;
+    if (rows * p.W * p.C == 0)
+        return CGE_OK;
+    return cge_launch(stream, qnhwc_fn,
+                      cge__blocks_for(rows, 16384 / (p.W * p.C) + 1, ctx->num_threads), &p,
+                      sizeof p);
 }
 
 static void dequantize_fn(int64_t blk, int64_t nblk, void *args)
@@ -1135,6 +1274,11 @@ static const cge_arg_def qmm_inputs[] = {
     {"y_scale", 0, F32, "scalar"},
     {"y_zero_point", 0, Q8, "scalar"},
 };
+static const cge_arg_def qnhwc_inputs[] = {
+    {"x", 0, F32, "[N, C, H, W], NCHW"},
+    {"y_scale", 0, F32, "scalar"},
+    {"y_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar; uint8 0 when absent"},
+};
 static const cge_arg_def q8_output[] = {{"y", 0, Q8, "quantized result"}};
 static const cge_arg_def ci_inputs[] = {
     {"x", 0, Q8, "[N, C, D1, ...]"},
@@ -1194,6 +1338,7 @@ static const cge_attr_def qconv_attrs[] = {
         .engine = "cpu", .dtypes = 0, .launch = fn, .workspace_size = ws, .inplace_input = -1 \
     }
 static const cge_kernel_def q_kernels[] = {KERNEL(quantize_launch, NULL)};
+static const cge_kernel_def qnhwc_kernels[] = {KERNEL(qnhwc_launch, NULL)};
 static const cge_kernel_def dq_kernels[] = {KERNEL(dequantize_launch, NULL)};
 static const cge_kernel_def dynq_kernels[] = {KERNEL(dynq_launch, dynq_workspace)};
 static const cge_kernel_def imm_kernels[] = {KERNEL(imm_launch, imm_workspace)};
@@ -1261,6 +1406,14 @@ static const cge_op_def quant_ops[] = {
         .kernels = qconv_kernels, .num_kernels = 1,
         .doc = "QLinearConv clamped to [lo, hi] (a folded Relu/Clip); oneDNN's int8 kernels "
                "with W packed once when W is constant, NHWC activations when channels_last.",
+    },
+    {
+        .name = "QuantizeNHWC", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+        .inputs = qnhwc_inputs, .num_inputs = 3, .outputs = q8_output, .num_outputs = 1,
+        .infer = qnhwc_infer, .kernels = qnhwc_kernels, .num_kernels = 1,
+        .doc = "Per-tensor QuantizeLinear of float32 NCHW x (C <= 16) written channels-last "
+               "(NHWC bytes, NCHW dims): a quantized model's input QuantizeLinear and the "
+               "Reorder after it, as fuse_quantize_reorder makes it.",
     },
     {
         .name = "QMatMul", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
