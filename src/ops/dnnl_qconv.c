@@ -428,10 +428,12 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
     const dnnl_memory_desc_t *cs, *cw, *cd;
     int dst_dim = 1; /* channels are dst dim 1 for both (a matmul's columns) */
     /* AMX tiles take 64 bytes of K per step: with a shorter reduction (the
-     * 1x1 convolutions of 16 to 96 channels of mobilenet_v2) oneDNN's AMX
-     * kernels measured up to 2x slower than its AVX512-VNNI ones, which win
-     * from K = 128 on only rarely. */
-    const char *avoid = c->per < 128 ? "amx" : NULL;
+     * 1x1 convolutions of 16 to 32 channels of mobilenet_v2) oneDNN's AMX
+     * kernels measured up to 1.5x slower than its AVX512-VNNI ones. From
+     * K = 64 on AMX wins (one thread, the models' shapes, same process:
+     * 64->256 at 56x56 205 against 249-263 us, 64->64 52 against 60-68,
+     * 64->384 at 14x14 21 against 23-26, 96->576 37-45 against 43-50). */
+    const char *avoid = c->per < 64 ? "amx" : NULL;
     ok = ok && dnnl_primitive_attr_create(&attr) == dnnl_success &&
          (c->nslice == 1 || dnnl_primitive_attr_set_scratchpad_mode(
                                 attr, dnnl_scratchpad_mode_user) == dnnl_success) &&
