@@ -99,19 +99,19 @@ def test_quantize_linear_near_ties(s, dt, zp):
     np.testing.assert_array_equal(y, saturate(q, dt))
 
 
-@pytest.mark.parametrize("dt,xz,ys,yz", [(np.uint8, 110, None, None),  # identity table
-                                         (np.uint8, 110, 0.031, 7),
-                                         (np.int8, -9, None, None),
-                                         (np.int8, -9, 0.2, 100)])
+@pytest.mark.parametrize("dt,xz,ys,yz,yt", [(np.uint8, 110, None, None, np.uint8),  # identity
+                                            (np.uint8, 110, 0.031, 7, np.uint8),
+                                            (np.int8, -9, None, None, np.int8),
+                                            (np.int8, -9, 0.2, 100, np.int8),
+                                            (np.int8, -9, 0.07, 30, np.uint8)])
 @pytest.mark.parametrize("channels", [5, 64, 300])
-def test_qpool_max_nhwc_bytes(dt, xz, ys, yz, channels, tmp_path):
+def test_qpool_max_nhwc_bytes(dt, xz, ys, yz, yt, channels, tmp_path):
     rng = np.random.default_rng(channels + abs(xz))
     xs = np.float32(0.05)
     info = np.iinfo(dt)
     xq = rng.integers(info.min, info.max + 1, size=(1, channels, 11, 9)).astype(dt)
     ys = xs if ys is None else np.float32(ys)
     yz = xz if yz is None else yz
-    yt = dt
     inits = [const("xs", xs), const("xz", np.array(xz, dt)), const("ys", ys),
              const("yz", np.array(yz, yt))]
     nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"]),

@@ -30,33 +30,7 @@ static inline bool cge__q8_avx512(void)
 }
 
 #include <immintrin.h>
-
-/* rint(x / d) for 16 lanes, bit for bit what the true division then rounding
- * half to even give, at the cost of a multiply where it can: q = x * r with
- * r = fl(1 / d) lies within 3 * 2^-24 |q| of fl(x / d), so where |q| < 1024
- * and q is farther than 2^-11 from a half-integer both round to the same
- * integer, and where |q| >= 1024 any 8-bit result saturates alike. Only a
- * vector with a lane near a tie pays the division (about 1 lane in 1000).
- * r must be normal (cge__q8_rcp_ok); NaN lanes stay NaN. */
-CGE__Q8_AVX512 static inline __m512 cge__q8_div_rint16(__m512 x, __m512 d, __m512 r)
-{
-    const __m512 tie = _mm512_set1_ps(0.5f - 0x1p-11f);
-    __m512 q = _mm512_mul_ps(x, r);
-    __m512 t = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 off = _mm512_abs_ps(_mm512_sub_ps(q, t));
-    if (_mm512_cmp_ps_mask(off, tie, _CMP_GT_OQ))
-        t = _mm512_roundscale_ps(_mm512_div_ps(x, d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return t;
-}
 #endif
-
-/* Whether d and 1 / d are normal floats, which cge__q8_div_rint16's bound
- * assumes (a scale that is not falls back to the division). */
-static inline bool cge__q8_rcp_ok(float d)
-{
-    float r = 1.0f / d;
-    return isnormal(d) && isnormal(r);
-}
 
 /* Element i of int8, uint8 or int32 data as int32 (0 for another dtype). */
 static inline int32_t cge__q_load(const void *p, cge_dtype t, int64_t i)

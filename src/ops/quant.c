@@ -216,8 +216,7 @@ static inline void store_qx(void *y, cge_dtype t, int64_t i, float v)
 }
 
 /* Per-tensor float32 -> int8/uint8 QuantizeLinear, 16 lanes on AVX-512:
- * the same results as the scalar loop below (a true division, which
- * cge__q8_div_rint16 replaces by a multiply where that rounds alike,
+ * the same IEEE operations as the scalar loop below (a true division,
  * round half to even, the zero point added, NaN to 0, the clamp), so the
  * same bits; the compiler left the scalar loop unvectorised (2-3 ns an
  * element, a model's input quantisation ~9% of mobilenet_v2 int8). */
@@ -227,18 +226,11 @@ quantize_avx512(const float *x, void *y, int sg, float s, float z, float lo, flo
                 int64_t e1)
 {
     const __m512 vs = _mm512_set1_ps(s), vz = _mm512_set1_ps(z), vlo = _mm512_set1_ps(lo),
-                 vhi = _mm512_set1_ps(hi), vr = _mm512_set1_ps(1.0f / s);
-    /* the division as a multiply but near ties (cge__q8_div_rint16: the
-     * same rounded integers, 8-bit outputs saturating alike) */
-    int fast = cge__q8_rcp_ok(s);
+                 vhi = _mm512_set1_ps(hi);
     int64_t i = e0;
     for (; i + 16 <= e1; i += 16) {
-        __m512 xv = _mm512_loadu_ps(x + i), v;
-        if (fast)
-            v = cge__q8_div_rint16(xv, vs, vr);
-        else
-            v = _mm512_roundscale_ps(_mm512_div_ps(xv, vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        v = _mm512_add_ps(v, vz);
+        __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
+        v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
         v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> 0 */
         __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, vlo), vhi));
         if (sg)
@@ -330,10 +322,8 @@ static void qnhwc16(const qnhwc_args *p, const float *x, uint8_t *t, int64_t n)
 #ifdef CGE__HAVE_Q8_AVX512
 CGE__Q8_AVX512 static void qnhwc16_avx512(const qnhwc_args *p, const float *x, uint8_t *t)
 {
-    __m512 v = _mm512_loadu_ps(x), vs = _mm512_set1_ps(p->s);
-    v = cge__q8_rcp_ok(p->s) ? cge__q8_div_rint16(v, vs, _mm512_set1_ps(1.0f / p->s))
-                             : _mm512_roundscale_ps(_mm512_div_ps(v, vs),
-                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x), _mm512_set1_ps(p->s));
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_add_ps(v, _mm512_set1_ps(p->z));
     v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> 0 */
     v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->hi));
