@@ -324,6 +324,24 @@ static uint64_t args_hash(const eager_exec *ex, const node_exec *ne)
     return h;
 }
 
+/* Constant `name` of the compiled graph (whose bytes are at `data`, when
+ * given) goes from it and from the session's graph, and from the kernel
+ * cache's sources: packed copies are all that stays of it. */
+static bool release_constant(cge__instance *inst, const char *name, const void *data)
+{
+    const cge_tensor *t = cge_graph_constant(inst->pg, name);
+    if (!t || !t->data || (data && t->data != data))
+        return false;
+    data = t->data;
+    size_t bytes = t->bytes;
+    cge__kernel_cache_forget(inst->shared, data, bytes);
+    cge__graph_release_constant_data(inst->release_src, name, data);
+    if (!cge__graph_release_constant_data((cge_graph *)inst->pg, name, data))
+        return false;
+    inst->released_bytes += bytes;
+    return true;
+}
+
 /* Constants that every reader has packed go once the last one has (a
  * releasing instance, as bind_plan does for plans): from the compiled graph
  * and the session's, so that only the packed copy stays. */
@@ -335,17 +353,8 @@ static void release_packed(cge__instance *inst, eager_exec *ex, node_exec *ne, u
             ++ex->packed[vi] != ex->readers[vi])
             continue;
         value *v = &ex->vals.values[vi];
-        const cge_tensor *t = cge_graph_constant(ex->g, v->name);
-        if (!v->is_const || !v->borrowed || !t || !t->data || t->data != v->data)
-            continue;
-        const void *data = t->data;
-        size_t bytes = t->bytes;
-        cge__kernel_cache_forget(inst->shared, data, bytes);
-        cge__graph_release_constant_data(inst->release_src, v->name, data);
-        if (cge__graph_release_constant_data((cge_graph *)ex->g, v->name, data)) {
-            inst->released_bytes += bytes;
-            v->released = true;
-        }
+        if (v->is_const && v->borrowed)
+            v->released = release_constant(inst, v->name, v->data);
     }
 }
 
@@ -1092,15 +1101,7 @@ static void release_packed_inputs(cge__instance *inst, release_plan *r, int32_t 
         if (!(bits >> i & 1) || v < 0 || vals[v].storage != CGE_STORAGE_CONSTANT ||
             r->readers[v] <= 0 || ++r->packed[v] != r->readers[v])
             continue;
-        const cge_tensor *t = cge_graph_constant(inst->pg, vals[v].name);
-        if (!t || !t->data)
-            continue;
-        const void *data = t->data;
-        size_t bytes = t->bytes;
-        cge__kernel_cache_forget(inst->shared, data, bytes);
-        cge__graph_release_constant_data(inst->release_src, vals[v].name, data);
-        if (cge__graph_release_constant_data((cge_graph *)inst->pg, vals[v].name, data))
-            inst->released_bytes += bytes;
+        release_constant(inst, vals[v].name, NULL);
     }
 }
 
