@@ -276,6 +276,12 @@ typedef struct cge_session_graph_stats {
     /* CPU time (ms) of the shape program and the in-place rebinding, and of
      * binding new instances (kernel prepare included). */
     double specialize_ms, bind_ms;
+    /* Graphs whose shapes depend on computed values run node by node: the
+     * kernel prepares and buffer allocations those runs made so far. A
+     * node whose shapes are static in the compiled graph is prepared at its
+     * first run only, and a run at a repeated size reuses its buffers; the
+     * buffers' bytes are in arena_bytes. */
+    int64_t eager_prepares, eager_allocs;
 } cge_session_graph_stats;
 cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                                        cge_session_graph_stats *out);

@@ -81,7 +81,9 @@ class GraphStats(ctypes.Structure):
                 # the shape program's (new signatures in place)
                 ("respecializations", ctypes.c_int64), ("kernel_prepares", ctypes.c_int64),
                 ("arena_replans", ctypes.c_int64), ("specialize_ms", ctypes.c_double),
-                ("bind_ms", ctypes.c_double)]
+                ("bind_ms", ctypes.c_double),
+                # node-by-node runs of value-dependent graphs
+                ("eager_prepares", ctypes.c_int64), ("eager_allocs", ctypes.c_int64)]
 
 
 class CompileOptions(ctypes.Structure):

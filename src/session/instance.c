@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/hash.h"
 #include "base/sequence.h"
 #include "base/strmap.h"
 #include "cge/compiler.h"
@@ -39,6 +40,7 @@ typedef struct value {
     size_t bytes;           /* allocated bytes */
     bool is_const;
     bool borrowed;          /* eager: data is the graph constant's own bytes (host device) */
+    bool released;          /* eager: a constant freed once packed (data dangles) */
     void *pdata;            /* where the plan keeps it (arena or constants), or NULL */
     /* Binding (plan inputs and outputs): the kernels' tensors that name this
      * value, the address they hold now (pdata or a caller's buffer), whether
@@ -85,11 +87,18 @@ typedef struct node_exec {
     cge_tensor *ins, *outs;
     cge_value_type *in_types, *out_types;  /* what each holds (sequences, optionals) */
     cge_kernel_ctx ctx;
-    void *workspace;
     /* eager: the values this node reads last (not constants, inputs or
      * outputs): their buffers go back to the pool once it has run */
     int32_t *release;
     int32_t num_release;
+    /* fixed: every input and output is a tensor whose shape the compiled
+     * graph knows, so each run binds the same shapes: the node is never
+     * inferred and is prepared once (at its first run), as a plan step is.
+     * args: it reads small computed integer tensors (shape-like arguments a
+     * prepare may read); their bytes' hash when prepared, a new one prepares
+     * it again. */
+    bool fixed, args, prepared;
+    uint64_t args_hash;
 } node_exec;
 
 /* Buffers of eager values that are no longer read in this run, for later
@@ -110,6 +119,15 @@ typedef struct eager_exec {
     bool ready;             /* constants and inputs have buffers */
     pool_buf *pool;
     int32_t num_pool, cap_pool;
+    /* Weights freed once packed (a releasing instance): per value, how many
+     * fixed nodes read it and how many of them have packed it; -1 for one
+     * that stays (a graph output, or a reader that may prepare again). */
+    int32_t *readers, *packed;
+    void *ws;               /* the nodes' workspace (the largest one's size) */
+    size_t ws_bytes;
+    /* Kernel prepares and buffer allocations of eager runs (tests: a run at
+     * a repeated shape does neither for fixed nodes). */
+    int64_t prepares, allocs;
 } eager_exec;
 
 struct cge__instance {
@@ -243,6 +261,7 @@ static cge_status alloc_value(cge__instance *inst, value *v)
     cge_status st = cge_mem_alloc(inst->dev, need, &v->data);
     if (st)
         return st;
+    inst->ex.allocs++;
     if (v->desc.type != CGE_TYPE_TENSOR)
         memset(v->data, 0, need);
     v->bytes = need;
@@ -290,8 +309,59 @@ static cge_status engine_error(const node_exec *ne)
                      cge_node_name(ne->node), cge_node_op_type(ne->node), msg);
 }
 
-/* Kernel choice, workspace and per-node state, each time the node runs. */
-static cge_status prepare_node(cge__instance *inst, eager_exec *ex, node_exec *ne)
+/* The hash of a node's small computed integer inputs (shape-like
+ * arguments: a prepare may read them, as a plan step reads host values). */
+static uint64_t args_hash(const eager_exec *ex, const node_exec *ne)
+{
+    uint64_t h = CGE__FNV1A_SEED;
+    for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++) {
+        const value *v = ne->in_idx[i] >= 0 ? &ex->vals.values[ne->in_idx[i]] : NULL;
+        if (!v || v->is_const || v->desc.type != CGE_TYPE_TENSOR ||
+            !cge_dtype_is_int(v->desc.dtype) || cge_shape_numel(&v->desc.shape) > 64 || !v->data)
+            continue;
+        h = cge__fnv1a(h, v->data, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape));
+    }
+    return h;
+}
+
+/* Constant `name` of the compiled graph (whose bytes are at `data`, when
+ * given) goes from it and from the session's graph, and from the kernel
+ * cache's sources: packed copies are all that stays of it. */
+static bool release_constant(cge__instance *inst, const char *name, const void *data)
+{
+    const cge_tensor *t = cge_graph_constant(inst->pg, name);
+    if (!t || !t->data || (data && t->data != data))
+        return false;
+    data = t->data;
+    size_t bytes = t->bytes;
+    cge__kernel_cache_forget(inst->shared, data, bytes);
+    cge__graph_release_constant_data(inst->release_src, name, data);
+    if (!cge__graph_release_constant_data((cge_graph *)inst->pg, name, data))
+        return false;
+    inst->released_bytes += bytes;
+    return true;
+}
+
+/* Constants that every reader has packed go once the last one has (a
+ * releasing instance, as bind_plan does for plans): from the compiled graph
+ * and the session's, so that only the packed copy stays. */
+static void release_packed(cge__instance *inst, eager_exec *ex, node_exec *ne, uint64_t bits)
+{
+    for (int32_t i = 0; i < cge_node_num_inputs(ne->node) && i < 64; i++) {
+        int32_t vi = ne->in_idx[i];
+        if (!(bits >> i & 1) || vi < 0 || ex->readers[vi] <= 0 ||
+            ++ex->packed[vi] != ex->readers[vi])
+            continue;
+        value *v = &ex->vals.values[vi];
+        if (v->is_const && v->borrowed)
+            v->released = release_constant(inst, v->name, v->data);
+    }
+}
+
+/* Kernel choice, workspace and per-node state: at every run, or for a fixed
+ * node at its first (and when its shape-like arguments change). */
+static cge_status prepare_node(cge__instance *inst, eager_exec *ex, node_exec *ne,
+                               cge_stream *stream)
 {
     if (!ne->kernel) {
         ne->kernel = cge_op_find_kernel(ne->def, "cpu", kernel_dtype(ex, ne));
@@ -299,25 +369,55 @@ static cge_status prepare_node(cge__instance *inst, eager_exec *ex, node_exec *n
             return engine_error(ne);
     }
     bind_node(ex, ne);
+    uint64_t h = ne->args ? args_hash(ex, ne) : 0;
+    if (ne->fixed && ne->prepared && h == ne->args_hash)
+        return CGE_OK;
+    ne->prepared = false;
+    for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++)
+        if (ne->in_idx[i] >= 0 && ex->vals.values[ne->in_idx[i]].released)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL,
+                             "node '%s' (%s): prepared again, but its input '%s' was freed once "
+                             "packed",
+                             cge_node_name(ne->node), cge_node_op_type(ne->node),
+                             ex->vals.values[ne->in_idx[i]].name);
+    ex->prepares++;
     if (ne->kernel->release && ne->ctx.state) {
         ne->kernel->release(ne->ctx.state);
         ne->ctx.state = NULL;
     }
     cge_status st = CGE_OK;
     if (ne->kernel->workspace_size) {
+        /* Nodes run one after another: one workspace serves them all (a
+         * plan's workspaces share its arena so). */
         size_t ws = ne->kernel->workspace_size(&ne->ctx);
-        if (ws > ne->ctx.workspace_size) {
-            cge_mem_free(inst->dev, ne->workspace);
-            ne->workspace = NULL;
-            ne->ctx.workspace_size = 0;
-            st = cge_mem_alloc(inst->dev, ws, &ne->workspace);
-            if (!st)
-                ne->ctx.workspace_size = ws;
+        if (ws > ex->ws_bytes) {
+            st = cge_stream_synchronize(stream);  /* nodes launched before may use it */
+            if (!st) {
+                cge_mem_free(inst->dev, ex->ws);
+                ex->ws = NULL;
+                ex->ws_bytes = 0;
+                st = cge_mem_alloc(inst->dev, ws, &ex->ws);
+            }
+            if (!st) {
+                ex->ws_bytes = ws;
+                ex->allocs++;
+            }
         }
-        ne->ctx.workspace = ne->workspace;
+        ne->ctx.workspace_size = st ? 0 : ws;
     }
-    if (!st && ne->kernel->prepare)
+    ne->ctx.workspace = ne->ctx.workspace_size ? ex->ws : NULL;
+    uint64_t packed = 0;
+    if (!st && ne->kernel->prepare) {
+        cge__kernel_watch_packed(ex->readers ? &packed : NULL);
         st = ne->kernel->prepare(&ne->ctx, &ne->ctx.state);
+        cge__kernel_watch_packed(NULL);
+    }
+    if (!st) {
+        ne->prepared = true;
+        ne->args_hash = h;
+    }
+    if (!st && packed)
+        release_packed(inst, ex, ne, packed);
     return st;
 }
 
@@ -327,7 +427,6 @@ static void eager_free(cge_device *dev, eager_exec *ex)
         node_exec *ne = &ex->nodes[k];
         if (ne->kernel && ne->kernel->release && ne->ctx.state)
             ne->kernel->release(ne->ctx.state);
-        cge_mem_free(dev, ne->workspace);
         free(ne->in_idx);
         free(ne->out_idx);
         free(ne->ins);
@@ -340,6 +439,9 @@ static void eager_free(cge_device *dev, eager_exec *ex)
         cge_mem_free(dev, ex->pool[i].data);
     free(ex->pool);
     free(ex->nodes);
+    free(ex->readers);
+    free(ex->packed);
+    cge_mem_free(dev, ex->ws);
     table_free(dev, &ex->vals);
 }
 
@@ -429,6 +531,61 @@ static void pool_take(eager_exec *ex, value *v, size_t need)
     ex->pool[best] = ex->pool[--ex->num_pool];
 }
 
+/* Which nodes of the compiled graph are fixed (its descriptors are what
+ * inference found with this instance's input shapes: a static one is the
+ * same at every run), and, for a releasing instance on the CPU device
+ * (constants read in place), which constants may go once packed. */
+static cge_status eager_fixed(cge__instance *inst, eager_exec *ex)
+{
+    const value *vals = ex->vals.values;
+    for (int32_t k = 0; k < ex->num_nodes; k++) {
+        node_exec *ne = &ex->nodes[k];
+        bool fixed = true;
+        for (int32_t i = 0; i < cge_node_num_outputs(ne->node); i++) {
+            const value *v = &vals[ne->out_idx[i]];
+            fixed = fixed && v->desc.type == CGE_TYPE_TENSOR && cge_shape_is_static(&v->desc.shape);
+        }
+        for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++) {
+            if (ne->in_idx[i] < 0)
+                continue;
+            const value *v = &vals[ne->in_idx[i]];
+            fixed = fixed && v->desc.type == CGE_TYPE_TENSOR && cge_shape_is_static(&v->desc.shape);
+            ne->args = ne->args || (!v->is_const && cge_dtype_is_int(v->desc.dtype) &&
+                                    cge_shape_numel(&v->desc.shape) <= 64);
+        }
+        ne->fixed = fixed;
+    }
+    if (!inst->release_src || strcmp(cge_device_name(inst->dev), "cpu"))
+        return CGE_OK;
+    int32_t nv = ex->vals.num;
+    ex->readers = calloc((size_t)nv + 1, sizeof *ex->readers);
+    ex->packed = calloc((size_t)nv + 1, sizeof *ex->packed);
+    if (!ex->readers || !ex->packed) {
+        free(ex->readers);
+        free(ex->packed);
+        ex->readers = ex->packed = NULL;
+        return CGE_OK;   /* nothing released: the memory stays, nothing breaks */
+    }
+    for (int32_t i = 0; i < cge_graph_num_outputs(ex->g); i++)
+        if (ex->vals.out_idx[i] >= 0)
+            ex->readers[ex->vals.out_idx[i]] = -1;
+    for (int32_t k = 0; k < ex->num_nodes; k++) {
+        const node_exec *ne = &ex->nodes[k];
+        /* a node that may prepare again needs the constant's bytes again */
+        bool once = ne->fixed && !ne->args;
+        for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++) {
+            int32_t vi = ne->in_idx[i];
+            if (vi < 0 || !vals[vi].is_const)
+                continue;
+            if (!once || i >= 64)
+                ex->readers[vi] = -1;
+            else if (ex->readers[vi] >= 0)
+                ex->readers[vi]++;
+        }
+    }
+    return CGE_OK;
+}
+
 /* The eager tables of `g` (verified by the compile that made this
  * instance): its nodes in topological order, a value per name. */
 static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_graph *g)
@@ -493,6 +650,8 @@ static cge_status eager_build(cge__instance *inst, eager_exec *ex, const cge_gra
     free(order);
     if (!st)
         st = table_index_io(&ex->vals, g);
+    if (!st && g == inst->pg)
+        st = eager_fixed(inst, ex);
     return st ? st : eager_lifetimes(ex, g);
 }
 
@@ -942,15 +1101,7 @@ static void release_packed_inputs(cge__instance *inst, release_plan *r, int32_t 
         if (!(bits >> i & 1) || v < 0 || vals[v].storage != CGE_STORAGE_CONSTANT ||
             r->readers[v] <= 0 || ++r->packed[v] != r->readers[v])
             continue;
-        const cge_tensor *t = cge_graph_constant(inst->pg, vals[v].name);
-        if (!t || !t->data)
-            continue;
-        const void *data = t->data;
-        size_t bytes = t->bytes;
-        cge__kernel_cache_forget(inst->shared, data, bytes);
-        cge__graph_release_constant_data(inst->release_src, vals[v].name, data);
-        if (cge__graph_release_constant_data((cge_graph *)inst->pg, vals[v].name, data))
-            inst->released_bytes += bytes;
+        release_constant(inst, vals[v].name, NULL);
     }
 }
 
@@ -1189,6 +1340,24 @@ cge_status cge__instance_create_releasing(cge_device *dev, cge_graph *g,
 size_t cge__instance_released_bytes(const cge__instance *inst)
 {
     return inst ? inst->released_bytes : 0;
+}
+
+void cge__instance_eager_counts(const cge__instance *inst, int64_t *prepares, int64_t *allocs,
+                                size_t *buffer_bytes)
+{
+    *prepares = *allocs = 0;
+    *buffer_bytes = 0;
+    if (!inst || !inst->eager || !inst->ex.built)
+        return;
+    const eager_exec *ex = &inst->ex;
+    *prepares = ex->prepares;
+    *allocs = ex->allocs;
+    for (int32_t i = 0; i < ex->vals.num; i++)
+        if (!ex->vals.values[i].borrowed)
+            *buffer_bytes += ex->vals.values[i].bytes;
+    for (int32_t i = 0; i < ex->num_pool; i++)
+        *buffer_bytes += ex->pool[i].bytes;
+    *buffer_bytes += ex->ws_bytes;
 }
 
 /* The end of making a plan instance: memory and kernels bound, the event
@@ -1464,6 +1633,65 @@ static cge_status copy_inputs(cge__instance *inst, value_table *t, cge_stream *s
     return st;
 }
 
+/* A fixed node's outputs at the shapes the compiled graph gives them. */
+static cge_status fixed_outputs(cge__instance *inst, eager_exec *ex, node_exec *ne)
+{
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < cge_node_num_outputs(ne->node); i++) {
+        value *v = &ex->vals.values[ne->out_idx[i]];
+        if (!v->data)
+            pool_take(ex, v, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape));
+        st = alloc_value(inst, v);
+    }
+    return st;
+}
+
+/* Output shapes by inference with the input values at hand, and buffers
+ * for them. */
+static cge_status infer_outputs(cge__instance *inst, eager_exec *ex, node_exec *ne,
+                                cge_tensor_desc *in_desc, const void **vals,
+                                cge_tensor_desc *out_desc)
+{
+    value *values = ex->vals.values;
+    int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
+    for (int32_t i = 0; i < ni; i++) {
+        memset(&in_desc[i], 0, sizeof in_desc[i]);
+        vals[i] = NULL;
+        in_desc[i].name = "";
+        if (ne->in_idx[i] < 0)
+            continue;
+        in_desc[i] = values[ne->in_idx[i]].desc;
+        vals[i] = values[ne->in_idx[i]].data;
+    }
+    for (int32_t i = 0; i < no; i++)
+        out_desc[i] = (cge_tensor_desc){.name = values[ne->out_idx[i]].name};
+    cge_status st = cge_op_infer(ne->def, cge_node_name(ne->node), cge_node_attrs_const(ne->node),
+                                 in_desc, vals, NULL, ni, out_desc, no);
+    for (int32_t i = 0; !st && i < no; i++) {
+        value *v = &values[ne->out_idx[i]];
+        if (v->desc.type != out_desc[i].type && v->data) {
+            /* what the value holds changed (a first run): a new buffer */
+            cge__value_release(v->desc.type, v->data);
+            cge_mem_free(inst->dev, v->data);
+            v->data = NULL;
+            v->bytes = 0;
+        }
+        v->desc.dtype = out_desc[i].dtype;
+        v->desc.shape = out_desc[i].shape;
+        v->desc.type = out_desc[i].type;
+        if (v->desc.type == CGE_TYPE_TENSOR && !cge_shape_is_static(&v->desc.shape))
+            st = cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
+                           "%s '%s': output %d's shape is unknown even with every input "
+                           "value at hand",
+                           cge_node_op_type(ne->node), cge_node_name(ne->node), i);
+        if (!st && !v->data && v->desc.type == CGE_TYPE_TENSOR)
+            pool_take(ex, v, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape));
+        if (!st)
+            st = alloc_value(inst, v);
+    }
+    return st;
+}
+
 /* Node by node: infer with the values at hand (the CPU device's memory is
  * host-addressable, so value-dependent shapes can be read after a sync). */
 static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *stream)
@@ -1488,48 +1716,20 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
             out_desc = in_desc + m;
             vals = (const void **)(out_desc + m);
         }
-        st = cge_stream_synchronize(stream);
-        /* the previous node has run: what it read last is free */
+        /* Inference reads values: the previous node must have run. A fixed
+         * node's shapes are known, and on an in-order stream the buffers the
+         * previous node read last may go to nodes launched after it. */
+        if (!ne->fixed || ne->args)
+            st = cge_stream_synchronize(stream);
         for (int32_t j = 0; !st && k > 0 && j < ex->nodes[k - 1].num_release; j++)
             st = pool_put(ex, &values[ex->nodes[k - 1].release[j]]);
-        for (int32_t i = 0; i < ni; i++) {
-            memset(&in_desc[i], 0, sizeof in_desc[i]);
-            vals[i] = NULL;
-            in_desc[i].name = "";
-            if (ne->in_idx[i] < 0)
-                continue;
-            in_desc[i] = values[ne->in_idx[i]].desc;
-            vals[i] = values[ne->in_idx[i]].data;
-        }
-        for (int32_t i = 0; i < no; i++)
-            out_desc[i] = (cge_tensor_desc){.name = values[ne->out_idx[i]].name};
         if (!st)
-            st = cge_op_infer(ne->def, cge_node_name(ne->node), cge_node_attrs_const(ne->node),
-                              in_desc, vals, NULL, ni, out_desc, no);
-        for (int32_t i = 0; !st && i < no; i++) {
-            value *v = &values[ne->out_idx[i]];
-            if (v->desc.type != out_desc[i].type && v->data) {
-                /* what the value holds changed (a first run): a new buffer */
-                cge__value_release(v->desc.type, v->data);
-                cge_mem_free(inst->dev, v->data);
-                v->data = NULL;
-                v->bytes = 0;
-            }
-            v->desc.dtype = out_desc[i].dtype;
-            v->desc.shape = out_desc[i].shape;
-            v->desc.type = out_desc[i].type;
-            if (v->desc.type == CGE_TYPE_TENSOR && !cge_shape_is_static(&v->desc.shape))
-                st = cge_error(CGE_LAYER_META, CGE_ERR_SHAPE,
-                               "%s '%s': output %d's shape is unknown even with every input "
-                               "value at hand",
-                               cge_node_op_type(ne->node), cge_node_name(ne->node), i);
-            if (!st && !v->data && v->desc.type == CGE_TYPE_TENSOR)
-                pool_take(ex, v, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape));
-            if (!st)
-                st = alloc_value(inst, v);
-        }
+            st = ne->fixed ? fixed_outputs(inst, ex, ne)
+                           : infer_outputs(inst, ex, ne, in_desc, vals, out_desc);
         if (!st)
-            st = prepare_node(inst, ex, ne);
+            st = prepare_node(inst, ex, ne, stream);
+        /* the shared workspace may have grown since the node was prepared */
+        ne->ctx.workspace = ne->ctx.workspace_size ? ex->ws : NULL;
         double t0 = inst->prof ? cge_profile_clock_ms() : 0.0;
         if (!st)
             st = ne->kernel->launch(&ne->ctx, stream);
@@ -1719,7 +1919,8 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
                             bool sync)
 {
     cge_status st;
-    if ((inst->prebuilt || inst->steps_only || inst->released_bytes) && mode == CGE_RUN_EAGER) {
+    if ((inst->prebuilt || inst->steps_only || inst->released_bytes) && !inst->eager &&
+        mode == CGE_RUN_EAGER) {
         /* A loaded model has no unoptimised graph (a symbolic one's has no
          * constants), and one whose weights went once packed has it without
          * them: its eager runs are the
@@ -1735,21 +1936,22 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
         /* A plan instance's EAGER runs take the unoptimised graph, node by
          * node; its tables are made on the first such run. */
         eager_exec *ex = &inst->ex;
+        cge_stream *on = stream;
         st = cge_stream_wait_event(stream, inst->done);
         if (!st && !ex->built)
             st = eager_build(inst, ex, inst->src);
         if (!st)
             st = eager_buffers(inst, ex);
         if (!st)
-            st = copy_inputs(inst, &ex->vals, stream, inputs, in_pos, num_inputs, false);
+            st = copy_inputs(inst, &ex->vals, on, inputs, in_pos, num_inputs, false);
         if (!st)
-            st = run_eager(inst, ex, stream);
+            st = run_eager(inst, ex, on);
         if (!st)
-            st = cge_stream_synchronize(stream);
+            st = cge_stream_synchronize(on);
         if (!st)
             st = check_outputs(&ex->vals, outputs, out_pos, num_outputs);
         if (!st)
-            st = copy_outputs(inst, &ex->vals, stream, outputs, out_pos, num_outputs, false);
+            st = copy_outputs(inst, &ex->vals, on, outputs, out_pos, num_outputs, false);
     } else if (sync && ((mode == CGE_RUN_REPLAY && inst->ri) ||
                         (mode == CGE_RUN_PLAN && inst->num_streams == 1 && !inst->prof &&
                          !inst->step_sync))) {

@@ -50,6 +50,11 @@ cge_status cge__instance_create_releasing(cge_device *dev, cge_graph *g,
                                          cge__instance **out);
 /* Bytes of constants released so far (cge__instance_create_releasing). */
 size_t cge__instance_released_bytes(const cge__instance *inst);
+/* A value-dependent instance's node-by-node runs so far: kernel prepares,
+ * buffer allocations, and the bytes its buffers hold now (values, the pool,
+ * workspaces; constants read in place not counted). Zeros for a plan. */
+void cge__instance_eager_counts(const cge__instance *inst, int64_t *prepares, int64_t *allocs,
+                                size_t *buffer_bytes);
 bool cge__instance_matches(const cge__instance *inst, const cge_shape *input_shapes, int32_t n);
 /* Some shape is known only once values are computed: only EAGER can run it. */
 bool cge__instance_value_dependent(const cge__instance *inst);

@@ -1231,19 +1231,35 @@ cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                       : cge_error(CGE_LAYER_SESSION, CGE_ERR_INVALID_ARG,
                                   "graph_stats: session is NULL"));
     pthread_mutex_lock(&e->lock);
+    /* Value-dependent instances prepare, allocate and free weights at runs. */
+    int64_t eager_prepares = 0, eager_allocs = 0;
+    size_t eager_bytes = 0, released = e->released_bytes;
+    for (int32_t i = 0; e->compiled && i < e->num_inst; i++) {
+        int64_t p, a;
+        size_t b;
+        cge__instance_eager_counts(e->inst[i], &p, &a, &b);
+        eager_prepares += p;
+        eager_allocs += a;
+        eager_bytes += b;
+        if (cge__instance_value_dependent(e->inst[i]) &&
+            cge__instance_released_bytes(e->inst[i]) > released)
+            released = cge__instance_released_bytes(e->inst[i]);
+    }
     *out = (cge_session_graph_stats){.compiles = e->compiles,
                                      .specializations = e->specializations,
                                      .arena_grows = e->arena_grows,
                                      .shape_program = e->symbolic && !e->symbolic_off,
                                      .weight_bytes = held_weight_bytes(e),
                                      .packed_bytes = cge__kernel_cache_made_bytes(e->shared),
-                                     .released_bytes = e->released_bytes,
-                                     .arena_bytes = e->arena ? e->arena_bytes : 0,
+                                     .released_bytes = released,
+                                     .arena_bytes = e->arena ? e->arena_bytes : eager_bytes,
                                      .respecializations = e->respecializations,
                                      .kernel_prepares = e->kernel_prepares,
                                      .arena_replans = cge_shape_program_replans(e->program),
                                      .specialize_ms = e->specialize_ms,
-                                     .bind_ms = e->bind_ms};
+                                     .bind_ms = e->bind_ms,
+                                     .eager_prepares = eager_prepares,
+                                     .eager_allocs = eager_allocs};
     pthread_mutex_unlock(&e->lock);
     return CGE_OK;
 }

@@ -401,6 +401,36 @@ static void test_nonzero_large_and_dtypes(void **state)
     free(want);
 }
 
+/* Sparse bool masks (thresholded scores): zero 8-byte words are skipped,
+ * across dims shorter than a word (3x5x7) and over many blocks. */
+static void test_nonzero_sparse_bool(void **state)
+{
+    static const int64_t dims[2][3] = {{3, 5, 7}, {7, 301, 509}};
+    for (int c = 0; c < 2; c++) {
+        int64_t d0 = dims[c][0], d1 = dims[c][1], d2 = dims[c][2], n = d0 * d1 * d2;
+        uint8_t *x = calloc((size_t)n, 1);
+        int64_t count = 0;
+        for (int64_t i = 0; i < n; i++)
+            if ((i * 2654435761u) % 97 == 3 || i == n - 1 || i == 9) {
+                x[i] = 1;
+                count++;
+            }
+        int64_t *want = malloc(sizeof(int64_t) * 3 * (size_t)count), p = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (x[i]) {
+                want[p] = i / (d1 * d2);
+                want[count + p] = i / d2 % d1;
+                want[2 * count + p] = i % d2;
+                p++;
+            }
+        fx_tensor in[1] = {fxt(CGE_BOOL, CGE_SHAPE(d0, d1, d2), x)};
+        fx_tensor out[1] = {fxt(CGE_I64, CGE_SHAPE(3, count), want)};
+        run("NonZero", 13, 1, in, 1, out, 0, NULL);
+        free(x);
+        free(want);
+    }
+}
+
 /* ---- TopK ---------------------------------------------------------------------------- */
 
 /* Naive stable selection: repeatedly the best remaining, lowest index first. */
@@ -593,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_scatter_elements_dtypes),
         cmocka_unit_test(test_onehot_axis0_and_out_of_range),
         cmocka_unit_test(test_nonzero_large_and_dtypes),
+        cmocka_unit_test(test_nonzero_sparse_bool),
         cmocka_unit_test(test_topk_large_ties),
         cmocka_unit_test(test_cumsum_axes_and_ints),
         cmocka_unit_test(test_trilu_extreme_k_and_bool),
