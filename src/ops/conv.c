@@ -1144,8 +1144,11 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
     bool epi = p->z || p->act;
     cge_status st;
     if (uses_gemv(p))
+        /* 256K multiply-adds a block at least: squeeze-excitation's (5K to
+         * 60K) stay on the calling thread instead of waking a worker */
         return cge_launch(stream, conv_gemv_fn,
-                          cge__blocks_for(p->N * p->M, p->C >= 32768 ? 1 : 32768 / p->C, threads),
+                          cge__blocks_for(p->N * p->M, p->C >= 262144 ? 1 : 262144 / p->C,
+                                          threads),
                           p, sizeof *p);
     if (dc && uses_dnnl(p)) {
         size_t need = cge__dnnl_conv_scratch_size(dc);
