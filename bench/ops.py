@@ -3,7 +3,14 @@ Runtime's own profiler, for one model (default: resnet18 from
 scripts/make_test_models.py), so that the slow operator of a model shows in
 one command. Not a test.
 
-Usage: bench/ops.py [MODEL.onnx ...] [--json] [--runs N] [--warmup N] [--threads N]
+Usage: bench/ops.py [MODEL.onnx ...] [--json] [--runs N] [--warmup N] [--threads N] [--nodes N]
+
+--nodes N also lists the N ONNX nodes where cge's time exceeds ORT's the most,
+each side's time the minimum over the kept runs (a node runs once a run; the
+minimum drops runs the scheduler preempted, so the list holds on a shared
+machine), with the convolution's input and weight shapes. ORT's NCHWc nodes
+are named after their output value: that value's producer, walked back
+through the activations and Adds it fused, is the ONNX node.
 
 cge: `cge profile MODEL --iterations WARMUP+RUNS` (a Chrome trace, every step
 synchronized before the next; docs/cli.md); a step's time is its host dispatch
@@ -45,6 +52,54 @@ ORT_FUSED = {"FusedConv": "Conv", "FusedGemm": "Gemm", "FusedMatMul": "MatMul",
              "ReorderInput": LAYOUT, "ReorderOutput": LAYOUT, "Transpose_nchwc": LAYOUT}
 
 
+LAST_MINS = {}   # "cge" / "ort" -> {node: minimum us over the kept runs}
+FUSED_INTO = ("Relu", "Add", "Clip", "HardSigmoid", "Sigmoid", "Mul", "HardSwish", "LeakyRelu")
+
+
+def worst_nodes(model, nodes, count):
+    """The count ONNX nodes with the largest cge - ORT minimum times."""
+    import onnx
+    m = onnx.load(model, load_external_data=False)
+    try:
+        m = onnx.shape_inference.infer_shapes(m)
+    except Exception:   # noqa: BLE001 - shapes are a label only
+        pass
+    shape = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+             for v in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)}
+    shape.update({i.name: list(i.dims) for i in m.graph.initializer})
+    by_name = {n.name: n for n in nodes}
+    producer = {o: n for n in nodes for o in n.output}
+
+    def ort_node(name):
+        base = re.split(r"/[A-Za-z]+Fusion", name, maxsplit=1)[0]
+        if base in by_name:
+            return base
+        n = producer.get(re.sub(r"_nchwc$", "", base))
+        for _ in range(4):   # back through what ORT fused into the producer
+            if n is None or n.op_type not in FUSED_INTO:
+                break
+            nxt = next((producer[i] for i in n.input if i in producer and
+                        producer[i].op_type == "Conv"), None)
+            n = nxt or producer.get(n.input[0])
+        return n.name if n is not None else base
+    ort = collections.defaultdict(float)
+    for k, us in LAST_MINS.get("ort", {}).items():
+        ort[ort_node(k)] += us
+    cge = LAST_MINS.get("cge", {})
+    rows = []
+    for name in set(cge) | set(ort):
+        n = by_name.get(name)
+        if n is None:
+            continue
+        c, o = cge.get(name, 0.0), ort.get(name, 0.0)
+        label = n.op_type
+        if n.op_type == "Conv" and len(n.input) > 1:
+            label += " x%s w%s" % (shape.get(n.input[0]), shape.get(n.input[1]))
+        rows.append({"node": name, "op": label, "cge_us": c, "ort_us": o})
+    rows.sort(key=lambda r: -(r["cge_us"] - r["ort_us"]))
+    return rows[:count]
+
+
 def onnx_nodes(model):
     """The model's nodes (no external data read)."""
     import onnx
@@ -77,8 +132,16 @@ def cge_profile(model, threads, warmup, runs, tmp):
                        [e["ts"] for e in run_ev], warmup)
     walls = sorted(e["dur"] / 1e3 for e in run_ev)[warmup:] if len(run_ev) > warmup else []
     per_node = collections.defaultdict(float)   # (node, type) -> us over kept runs
+    mins = {}                                   # node -> its minimum us over the runs
     for e in kept:
         per_node[(e["args"].get("node", ""), e["name"])] += e["dur"]
+    lists = collections.defaultdict(list)
+    for e in kept:
+        lists[(e["args"].get("node", ""), e["name"], e.get("cat"))].append(e["dur"])
+    for (node, _, _), durs in lists.items():
+        base = re.sub(r"__cc\d+$", "", node)
+        mins[base] = mins.get(base, 0.0) + min(durs)
+    LAST_MINS["cge"] = mins
     n = len(run_ev) - warmup if len(run_ev) > warmup else runs
     return per_node, n, (walls[len(walls) // 2] if walls else None)
 
@@ -100,6 +163,10 @@ def ort_profile(model, threads, warmup, runs, tmp):
     per_node = collections.defaultdict(float)
     for e in kept:
         per_node[(e["name"][:-len("_kernel_time")], e["args"].get("op_name", "?"))] += e["dur"]
+    lists = collections.defaultdict(list)
+    for e in kept:
+        lists[e["name"][:-len("_kernel_time")]].append(e["dur"])
+    LAST_MINS["ort"] = {k: min(v) for k, v in lists.items()}
     return per_node, max(len(run_starts) - warmup, 1), info["median_ms"], info.get("version")
 
 
@@ -167,9 +234,13 @@ def compare(model, threads, warmup, runs):
         r["ort_share"] = (r["ort_ms"] / to if to else 0.0) if ort else None
         r["ratio"] = r["cge_ms"] / r["ort_ms"] if ort and r["ort_ms"] and r["cge_ms"] else None
     return {"model": model, "threads": threads, "warmup": warmup, "runs": runs,
-            "ort_version": ort_ver, "rows": out,
+            "ort_version": ort_ver, "rows": out, "nodes": worst_nodes(model, nodes, NODES[0])
+            if NODES[0] and ort else [],
             "total": {"cge_ms": tc, "ort_ms": to, "ratio": tc / to if to else None,
                       "cge_profiled_run_ms": cge_wall, "ort_run_ms": ort_wall}}
+
+
+NODES = [0]   # --nodes
 
 
 def fmt_counts(c):
@@ -193,13 +264,18 @@ def print_table(res):
     print(f"{'total (op time)':22} {nf(t['cge_ms'], 8)} {nf(t['ort_ms'], 8)} {nf(t['ratio'], 8, 2)}")
     print(f"{'run wall, median':22} {nf(t['cge_profiled_run_ms'], 8)} {nf(t['ort_run_ms'], 8)}"
           f"   (profiled runs: cge synchronizes every step; op time = cge dispatch+kernel, ORT kernel)")
+    if res.get("nodes"):
+        print(f"nodes where cge is furthest behind (us, minimum over the runs):")
+        for r in res["nodes"]:
+            print(f"  {r['cge_us'] - r['ort_us']:8.0f}  cge {r['cge_us']:8.0f}  ORT {r['ort_us']:8.0f}"
+                  f"  {r['node'][-48:]:48} {r['op']}")
 
 
 def main(argv):
     args, models, js = list(argv), [], False
     opts = {"--runs": int(os.environ.get("BENCH_RUNS", "30")),
             "--warmup": int(os.environ.get("BENCH_WARMUP", "5")),
-            "--threads": int(os.environ.get("BENCH_THREADS", "2"))}
+            "--threads": int(os.environ.get("BENCH_THREADS", "2")), "--nodes": 0}
     while args:
         a = args.pop(0)
         if a == "--json":
@@ -220,6 +296,7 @@ def main(argv):
         import make_test_models
         out_dir = os.environ.get("BENCH_MODEL_DIR") or os.path.join(tempfile.gettempdir(), "cge-bench-models")
         models = [make_test_models.make("resnet18", out_dir)[0]]
+    NODES[0] = opts["--nodes"]
     results = [compare(m, opts["--threads"], opts["--warmup"], opts["--runs"]) for m in models]
     if js:
         print(json.dumps(results if len(results) > 1 else results[0], indent=1))

@@ -10,7 +10,8 @@
 
 /* The NHWC forms keep activations NHWC through these ops instead of
  * reordering them out and back in. A float32 MaxPool (without Indices), AveragePool,
- * GlobalMaxPool or GlobalAveragePool becomes a cge.fused ChannelsLastPool, a
+ * GlobalMaxPool or GlobalAveragePool becomes a cge.fused ChannelsLastPool (an
+ * AveragePool of a zero Pad too, the Pad's amounts its own, same bits), a
  * Concat of such data a ChannelsLastConcat, a Split of it a ChannelsLastSplit,
  * an inference BatchNormalization with constant parameters a
  * ChannelsLastAffine (its factors folded now, as the BatchNormalization kernel
@@ -68,7 +69,7 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
     if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
         is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine") ||
         is_fused(p, "ChannelsLastResize") || is_fused(p, "ChannelsLastScale") ||
-        is_fused(p, "ChannelsLastGroupNorm"))
+        is_fused(p, "ChannelsLastGroupNorm") || is_fused(p, "ChannelsLastShuffle"))
         return true;
     if (is_fused(p, "LayoutView"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "to", 0) == CGE_FORMAT_NHWC;
@@ -103,6 +104,231 @@ static bool pool_eligible(const cge_graph *g, const cge_node *n)
     int32_t x = cge_node_input_id(n, 0), y = cge_node_output_id(n, 0);
     return x >= 0 && cc_in_desc(g, n, 0).dtype == CGE_F32 && sized_rank_3_to_5(g, y) &&
            feeds_nhwc(g, x, 8);
+}
+
+static bool all_known(const cge_shape *s)
+{
+    for (int32_t i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
+            return false;
+    return true;
+}
+
+static int64_t int_at(const cge_tensor *t, int64_t i)
+{
+    return t->dtype == CGE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+}
+
+/* An AveragePool (explicit pads, ceil_mode 0; its own pads 0 or already
+ * counted) of a constant Pad by zeros on the spatial axes only, of NHWC data:
+ * the exported avg_pool2d(padding, count_include_pad=True) (inception's
+ * branches). It becomes a ChannelsLastPool over the Pad's input with the
+ * pads added and count_include_pad 1: the window sums the same taps in the
+ * same order (the Pad's zeros added nothing) and divides by the same
+ * count, so the bits are the unfused pair's on the NHWC kernel. *x is the
+ * Pad's input, pads the pool's 2 * spatial pads. */
+static bool padded_pool_eligible(const cge_graph *g, const cge_node *n, int32_t *x,
+                                 int64_t *pads, int32_t *npads)
+{
+    if (!cc_is_op(n, "AveragePool") || cge_node_num_inputs(n) != 1 ||
+        cge_node_num_outputs(n) != 1)
+        return false;
+    const cge_attrs *a = cge_node_attrs_const(n);
+    const cge_node *pd = cge_graph_value_producer(g, cge_node_input_id(n, 0));
+    if (!pd || cge_node_is_removed(pd) || !cc_is_op(pd, "Pad") ||
+        cge_attrs_get_int(a, "ceil_mode", 0) != 0 ||
+        strcmp(cge_attrs_get_string(a, "auto_pad", "NOTSET"), "NOTSET") ||
+        strcmp(cge_attrs_get_string(cge_node_attrs_const(pd), "mode", "constant"), "constant"))
+        return false;
+    int32_t ni = cge_node_num_inputs(pd);
+    *x = cge_node_input_id(pd, 0);
+    cge_tensor_desc xd;
+    if (*x < 0 || cge_graph_value_desc(g, *x, &xd) || xd.dtype != CGE_F32 ||
+        !sized_rank_3_to_5(g, *x) || !sized_rank_3_to_5(g, cge_node_output_id(n, 0)) ||
+        (ni > 3 && cge_node_input_id(pd, 3) >= 0))
+        return false;
+    const cge_tensor *pv = cc_input_const(g, pd, 1);
+    const cge_tensor *cv = ni > 2 && cge_node_input_id(pd, 2) >= 0 ? cc_input_const(g, pd, 2) : NULL;
+    int32_t r = xd.shape.rank, nsp = r - 2;
+    if (!pv || (pv->dtype != CGE_I64 && pv->dtype != CGE_I32) ||
+        cge_shape_numel(&pv->shape) != 2 * r ||
+        (ni > 2 && cge_node_input_id(pd, 2) >= 0 && (!cv || !cc_const_all_equal(cv, 0.0, false))))
+        return false;
+    const int64_t *pp = NULL;
+    int64_t np = cge_attrs_get_ints(a, "pads", &pp);
+    bool own = false; /* the pool pads too */
+    if (np > 0 && np != 2 * nsp)
+        return false;
+    for (int32_t i = 0; i < 2 * nsp; i++)
+        own = own || (np > 0 && pp[i] != 0);
+    if (own && cge_attrs_get_int(a, "count_include_pad", 0) == 0)
+        return false;
+    for (int32_t i = 0; i < r; i++) {
+        int64_t b = int_at(pv, i);
+        int64_t e = int_at(pv, r + i);
+        if (i < 2 ? (b != 0 || e != 0) : (b < 0 || e < 0))
+            return false;
+        if (i >= 2) {
+            pads[i - 2] = b + (np > 0 ? pp[i - 2] : 0);
+            pads[nsp + i - 2] = e + (np > 0 ? pp[nsp + i - 2] : 0);
+        }
+    }
+    *npads = 2 * nsp;
+    return feeds_nhwc(g, *x, 8);
+}
+
+static cge_status swap_node(cc_ctx *ctx, cge_graph *g, cge_node *n, const char *op,
+                            const char *const *ins, int32_t ni, bool copy_attrs, cge_node **made);
+
+static cge_status convert_padded_pool(cc_ctx *ctx, cge_graph *g, cge_node *n, int32_t x,
+                                      const int64_t *pads, int32_t npads)
+{
+    const char *ins[1] = {cge_graph_value_name(g, x)};
+    cge_node *f = NULL;
+    cge_status st = swap_node(ctx, g, n, "ChannelsLastPool", ins, 1, true, &f);
+    if (!st)
+        st = cge_node_set_string(f, "mode", "avg");
+    if (!st)
+        st = cge_node_set_ints(f, "pads", pads, npads);
+    return st ? st : cge_node_set_int(f, "count_include_pad", 1);
+}
+
+/* n is the last Reshape of an exported channel shuffle of NHWC data x
+ * [N, C, ...] (ShuffleNet's): Reshape to [N, g, C/g, ...], Transpose
+ * [0, 2, 1, 3, ...], Reshape back to x's shape, static shapes. *groups is g. */
+static bool shuffle_eligible(const cge_graph *g, const cge_node *n, int32_t *x, int64_t *groups)
+{
+    if (!cc_is_op(n, "Reshape") || cge_node_num_inputs(n) < 1 || cge_node_num_outputs(n) != 1)
+        return false;
+    const cge_node *t = cge_graph_value_producer(g, cge_node_input_id(n, 0));
+    if (!t || cge_node_is_removed(t) || !cc_is_op(t, "Transpose") || cge_node_num_inputs(t) != 1)
+        return false;
+    const cge_node *r1 = cge_graph_value_producer(g, cge_node_input_id(t, 0));
+    if (!r1 || cge_node_is_removed(r1) || !cc_is_op(r1, "Reshape") || cge_node_num_inputs(r1) < 1)
+        return false;
+    *x = cge_node_input_id(r1, 0);
+    cge_tensor_desc xd, md = cc_out_desc(g, r1, 0), yd = cc_out_desc(g, n, 0);
+    if (*x < 0 || cge_graph_value_desc(g, *x, &xd) || xd.dtype != CGE_F32 ||
+        !sized_rank_3_to_5(g, *x) || !all_known(&xd.shape) || !all_known(&md.shape) ||
+        !cge_shape_equal(&yd.shape, &xd.shape) || md.shape.rank != xd.shape.rank + 1)
+        return false;
+    int32_t r = md.shape.rank;
+    int64_t G = md.shape.dims[1];
+    if (md.shape.dims[0] != xd.shape.dims[0] || G < 1 || md.shape.dims[2] * G != xd.shape.dims[1])
+        return false;
+    for (int32_t d = 3; d < r; d++)
+        if (md.shape.dims[d] != xd.shape.dims[d - 1])
+            return false;
+    const int64_t *perm = NULL;
+    if (cge_attrs_get_ints(cge_node_attrs_const(t), "perm", &perm) != r)
+        return false;
+    for (int32_t d = 0; d < r; d++)
+        if (perm[d] != (d == 1 ? 2 : d == 2 ? 1 : d))
+            return false;
+    *groups = G;
+    return feeds_nhwc(g, *x, 8);
+}
+
+/* A Slice of NHWC data along the channel axis only (constant starts, ends
+ * and axes, step 1): its channel range [*c0, *c1). */
+static bool channel_slice(const cge_graph *g, const cge_node *n, int64_t *c0, int64_t *c1)
+{
+    if (!cc_is_op(n, "Slice") || cge_node_num_inputs(n) < 4 || cge_node_num_outputs(n) != 1 ||
+        cge_node_input_id(n, 3) < 0)
+        return false;
+    cge_tensor_desc xd = cc_in_desc(g, n, 0);
+    if (!sized_rank_3_to_5(g, cge_node_input_id(n, 0)) ||
+        !sized_rank_3_to_5(g, cge_node_output_id(n, 0)))
+        return false;
+    const cge_tensor *st = cc_input_const(g, n, 1), *en = cc_input_const(g, n, 2);
+    const cge_tensor *ax = cc_input_const(g, n, 3);
+    const cge_tensor *sp = cge_node_num_inputs(n) > 4 && cge_node_input_id(n, 4) >= 0
+                               ? cc_input_const(g, n, 4)
+                               : NULL;
+    if (!st || !en || !ax || (cge_node_num_inputs(n) > 4 && cge_node_input_id(n, 4) >= 0 && !sp))
+        return false;
+    const cge_tensor *all[4] = {st, en, ax, sp};
+    for (int k = 0; k < 4; k++)
+        if (all[k] && ((all[k]->dtype != CGE_I64 && all[k]->dtype != CGE_I32) ||
+                       cge_shape_numel(&all[k]->shape) != 1))
+            return false;
+    int64_t r = xd.shape.rank, C = xd.shape.dims[1], a = int_at(ax, 0);
+    if ((a != 1 && a != 1 - r) || (sp && int_at(sp, 0) != 1))
+        return false;
+    int64_t b = int_at(st, 0), e = int_at(en, 0);
+    b = b < 0 ? b + C : b;
+    e = e < 0 ? e + C : e;
+    *c0 = b < 0 ? 0 : b > C ? C : b;
+    *c1 = e < 0 ? 0 : e > C ? C : e;
+    return *c1 > *c0;
+}
+
+/* The channel Slices of NHWC data that tile its channels exactly (torch's
+ * chunk and split, exported as Slices) become one ChannelsLastSplit; n is
+ * one of them. */
+static cge_status merge_channel_slices(cc_ctx *ctx, cge_graph *g, cge_node *n, bool *done)
+{
+    int64_t c0, c1;
+    *done = false;
+    if (!channel_slice(g, n, &c0, &c1) || !feeds_nhwc(g, cge_node_input_id(n, 0), 8))
+        return CGE_OK;
+    int32_t x = cge_node_input_id(n, 0);
+    int64_t C = cc_in_desc(g, n, 0).shape.dims[1];
+    cge_node *part[CGE_CHANNELS_LAST_MAX_PARTS];
+    int64_t lo[CGE_CHANNELS_LAST_MAX_PARTS], hi[CGE_CHANNELS_LAST_MAX_PARTS];
+    int32_t np = 0;
+    for (int32_t i = 0; i < cge_graph_num_nodes(g); i++) {
+        cge_node *s = cge_graph_node(g, i);
+        int64_t a, b;
+        if (!s || cge_node_is_removed(s) || cge_node_input_id(s, 0) != x ||
+            !channel_slice(g, s, &a, &b))
+            continue;
+        if (np == CGE_CHANNELS_LAST_MAX_PARTS)
+            return CGE_OK;
+        /* in channel order (insertion) */
+        int32_t k = np++;
+        for (; k > 0 && lo[k - 1] > a; k--) {
+            part[k] = part[k - 1], lo[k] = lo[k - 1], hi[k] = hi[k - 1];
+        }
+        part[k] = s, lo[k] = a, hi[k] = b;
+    }
+    for (int32_t k = 0; k < np; k++)
+        if (lo[k] != (k ? hi[k - 1] : 0))
+            return CGE_OK;
+    if (np < 2 || hi[np - 1] != C)
+        return CGE_OK;
+    int64_t sizes[CGE_CHANNELS_LAST_MAX_PARTS];
+    for (int32_t k = 0; k < np; k++)
+        sizes[k] = hi[k] - lo[k];
+    char sn[256], name[256], tmp[256];
+    char outs_buf[CGE_CHANNELS_LAST_MAX_PARTS][256];
+    const char *outs[CGE_CHANNELS_LAST_MAX_PARTS];
+    cge_shape s1 = CGE_SHAPE(np);
+    cge_status st = cc_add_const(ctx, g, "cl_split", CGE_I64, &s1, sizes, sn, sizeof sn);
+    for (int32_t k = 0; k < np && !st; k++) {
+        snprintf(outs_buf[k], sizeof outs_buf[k], "%s",
+                 cge_graph_value_name(g, cge_node_output_id(part[k], 0)));
+        outs[k] = outs_buf[k];
+        st = cge_node_set_output(part[k], 0, cc_fresh_name(ctx, g, outs_buf[k], tmp, sizeof tmp));
+    }
+    const char *ins[2] = {cge_graph_value_name(g, x), sn};
+    cge_node *f = NULL;
+    if (!st)
+        st = cge_graph_add_node(g, "ChannelsLastSplit", CGE_DOMAIN_FUSED,
+                                cc_fresh_name(ctx, g, cge_node_name(n), name, sizeof name), ins, 2,
+                                outs, np, &f);
+    if (!st)
+        st = cge_node_set_int(f, "axis", 1);
+    for (int32_t k = 0; k < np && !st; k++) {
+        st = cge_graph_remove_node(g, part[k]);
+        ctx->removed++;
+    }
+    if (!st) {
+        ctx->fused++;
+        ctx->added++;
+        *done = true;
+    }
+    return st;
 }
 
 static bool concat_eligible(const cge_graph *g, const cge_node *n)
@@ -269,14 +495,6 @@ static bool gate_eligible(const cge_graph *g, const cge_node *n, int32_t *xs)
         }
     }
     return false;
-}
-
-static bool all_known(const cge_shape *s)
-{
-    for (int32_t i = 0; i < s->rank; i++)
-        if (s->dims[i] < 0)
-            return false;
-    return true;
 }
 
 /* n is the Reshape back of an exported GroupNorm over NHWC data: its input
@@ -578,8 +796,25 @@ cge_status cc_pass_channels_last_ops(cc_ctx *ctx, cge_graph *g)
             const cge_node *nrm = NULL;
             if (!n || cge_node_is_removed(n))
                 continue;
-            if (pool_eligible(g, n))
+            int64_t pads[2 * 3], groups = 0;
+            int32_t npads = 0;
+            if (padded_pool_eligible(g, n, &xs, pads, &npads))
+                st = convert_padded_pool(ctx, g, n, xs, pads, npads);
+            else if (pool_eligible(g, n))
                 st = convert(ctx, g, n, "ChannelsLastPool", pool_mode(n), NULL);
+            else if (shuffle_eligible(g, n, &xs, &groups)) {
+                const char *ins[1] = {cge_graph_value_name(g, xs)};
+                cge_node *f = NULL;
+                st = swap_node(ctx, g, n, "ChannelsLastShuffle", ins, 1, false, &f);
+                if (!st)
+                    st = cge_node_set_int(f, "groups", groups);
+            }
+            else if (cc_is_op(n, "Slice")) {
+                bool done = false;
+                st = merge_channel_slices(ctx, g, n, &done);
+                if (!done)
+                    continue;
+            }
             else if (concat_eligible(g, n))
                 st = convert(ctx, g, n, "ChannelsLastConcat", NULL, NULL);
             else if (split_eligible(g, n))

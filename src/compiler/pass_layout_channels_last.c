@@ -7,6 +7,7 @@
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+#include "ops/resize_nhwc.h"
 
 /* NHWC lets the FusedConvs run oneDNN's brgemm kernels, which measured 2-10x
  * faster than its plain-layout paths; the ChannelsLast* nodes are those
@@ -16,8 +17,10 @@
  * a residual Add between convolutions costs no reorder. cge Reorder nodes
  * convert only where data enters or leaves an NHWC region (graph inputs and
  * outputs included). A value with one spatial position has the same bytes in
- * both layouts and is never reordered. Runs after insert_conversions, so the
- * formats it sets are final. */
+ * both layouts and is never reordered. A ChannelsLastResize read only in the
+ * plain layout writes it itself (plain_output): the enlarged output of a
+ * segmentation head is never stored NHWC to be reordered. Runs after
+ * insert_conversions, so the formats it sets are final. */
 
 /* What a node is to this pass: K_NHWC_OP is one of optimize/
  * channels_last_ops's ChannelsLast* nodes, NHWC by definition; K_VIEW_IN a
@@ -49,7 +52,7 @@ static bool is_nhwc_op(const cge_node *n)
     return is_fused_op(n, "ChannelsLastPool") || is_fused_op(n, "ChannelsLastConcat") ||
            is_fused_op(n, "ChannelsLastSplit") || is_fused_op(n, "ChannelsLastAffine") ||
            is_fused_op(n, "ChannelsLastResize") || is_fused_op(n, "ChannelsLastScale") ||
-           is_fused_op(n, "ChannelsLastGroupNorm");
+           is_fused_op(n, "ChannelsLastGroupNorm") || is_fused_op(n, "ChannelsLastShuffle");
 }
 
 /* Inputs that follow the layout: FusedConv's X and Z, the pool's and the
@@ -216,8 +219,16 @@ static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node
     bool plain_needed = cge_graph_value_is_output(g, y);
     for (int32_t k = 0; k < count && !plain_needed; k++)
         plain_needed = !activation_slot(g, kind, uses[k].node, uses[k].slot);
+    bool nhwc_reader = false;
+    for (int32_t k = 0; k < count && !nhwc_reader; k++)
+        nhwc_reader = activation_slot(g, kind, uses[k].node, uses[k].slot);
     cge_status st = CGE_OK;
-    if (one_position(g, y)) {
+    if (plain_needed && !nhwc_reader && is_fused_op(c, "ChannelsLastResize") &&
+        cc_out_desc(g, c, slot).shape.dims[1] <= cge__resize_nhwc_max_plain_channels()) {
+        /* Only plain readers: the resize writes them the plain tensor itself
+         * (the same bits), instead of an NHWC one and a Reorder of it. */
+        st = cge_node_set_int(c, "plain_output", 1);
+    } else if (one_position(g, y)) {
         /* as it is, whoever reads it */
         if (!plain_needed)
             st = cge_graph_set_format(g, cge_graph_value_name(g, y), CGE_FORMAT_NHWC);

@@ -12,7 +12,8 @@
 #include "ops/transform_nhwc.h"
 
 /* Their meta and kernels are elsewhere: ChannelsLastPool's in pool_nhwc.c,
- * ChannelsLastConcat's, ChannelsLastSplit's and LayoutView's in transform.c,
+ * ChannelsLastConcat's, ChannelsLastSplit's, ChannelsLastShuffle's and
+ * LayoutView's in transform.c,
  * ChannelsLastAffine's and ChannelsLastScale's in affine_nhwc.c,
  * ChannelsLastResize's in resize.c, ChannelsLastGroupNorm's in norm.c. */
 
@@ -140,6 +141,14 @@ static const cge_kernel_def clgn_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = cge__group_norm_nhwc_launch,
      .workspace_size = cge__group_norm_nhwc_workspace, .inplace_input = 0}};
 
+static const cge_arg_def clshuf_in[] = {{"X", 0, CGE_DT_ALL, "[N, C, ...] in NHWC format"}};
+static const cge_arg_def clshuf_out[] = {
+    {"Y", 0, CGE_DT_ALL, "channel c * groups + i is X's i * C / groups + c; NHWC format"}};
+static const cge_attr_def clshuf_attrs[] = {
+    {"groups", CGE_ATTR_INT, true, 0, 0.0f, NULL, "the shuffle's groups, dividing C"}};
+static const cge_kernel_def clshuf_kernels[] = {
+    {.engine = "cpu", .launch = cge__channel_shuffle_nhwc_launch, .inplace_input = -1}};
+
 static const cge_op_def cl_ops[] = {
     {.name = "ChannelsLastPool", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
      .inputs = clpool_in, .num_inputs = 1, .outputs = clpool_out, .num_outputs = 1,
@@ -167,7 +176,7 @@ static const cge_op_def cl_ops[] = {
             "(made by the layout passes)"},
     {.name = "ChannelsLastResize", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
      .inputs = cge__resize_inputs, .num_inputs = CGE_RESIZE_NUM_INPUTS, .outputs = clrz_out,
-     .num_outputs = 1, .attrs = cge__resize_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS,
+     .num_outputs = 1, .attrs = cge__resize_nhwc_attrs, .num_attrs = CGE_RESIZE_NUM_ATTRS + 1,
      .infer = clrz_infer, .kernels = clrz_kernels, .num_kernels = 1,
      .doc = "Resize of NHWC activations, channels kept (made by the layout passes)"},
     {.name = "ChannelsLastScale", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
@@ -181,6 +190,12 @@ static const cge_op_def cl_ops[] = {
      .kernels = clgn_kernels, .num_kernels = 1,
      .doc = "group normalisation of NHWC activations (an exported GroupNorm: Reshape, "
             "InstanceNormalization, Reshape; made by the layout passes)"},
+    {.name = "ChannelsLastShuffle", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+     .inputs = clshuf_in, .num_inputs = 1, .outputs = clshuf_out, .num_outputs = 1,
+     .attrs = clshuf_attrs, .num_attrs = 1, .infer = cge__channel_shuffle_infer,
+     .kernels = clshuf_kernels, .num_kernels = 1,
+     .doc = "channel shuffle of NHWC activations (an exported ShuffleNet shuffle: Reshape, "
+            "Transpose, Reshape; made by the layout passes)"},
 };
 
 const cge_op_def *cge__ops_channels_last(int32_t *count)

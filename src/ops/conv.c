@@ -543,6 +543,58 @@ static void conv_dw_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+/* ---- float32: a 1x1 convolution of one position (a matrix-vector product) -- */
+
+/* Squeeze-excitation's two fully connected layers (efficientnet, mnasnet,
+ * mobilenet_v3, regnet) are 1x1 convolutions of a [N, C, 1, 1] pool: a few
+ * thousand multiply-adds each, where a oneDNN primitive's call (and its
+ * thread team at 2 threads) measured 1.3-2.5x ONNX Runtime's time. One
+ * position has the same bytes in both layouts, so this runs for plain and
+ * channels-last nodes alike. */
+static bool uses_gemv(const conv_args *p)
+{
+    return p->dtype == CGE_F32 && !p->transpose && !p->bf16 && p->G == 1 && p->kvol == 1 &&
+           p->in_sp == 1 && p->P == 1 && p->C > 0 && p->M > 0;
+}
+
+#define GEMV_LANES 16
+
+/* Outputs [o0, o1) of (n, m): y = b[m] + W[m, :] . x[n, :], summed in
+ * GEMV_LANES interleaved partial sums, then the epilogue. */
+NN_CLONES
+static void gemv_rows(const conv_args *p, int64_t o0, int64_t o1)
+{
+    const float *x = p->x, *w = p->w, *b = p->b;
+    float *y = p->y;
+    int64_t C = p->C, M = p->M, cv = C / GEMV_LANES * GEMV_LANES;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t n = o / M, m = o % M;
+        const float *restrict xr = x + n * C, *restrict wr = w + m * C;
+        float acc[GEMV_LANES] = {0};
+        for (int64_t c = 0; c < cv; c += GEMV_LANES)
+            for (int i = 0; i < GEMV_LANES; i++)
+                acc[i] += wr[c + i] * xr[c + i];
+        float t = 0.0f;
+        for (int64_t c = cv; c < C; c++)
+            t += wr[c] * xr[c];
+        for (int i = 0; i < GEMV_LANES; i++)
+            t += acc[i];
+        y[o] = (b ? b[m] : 0.0f) + t;
+    }
+}
+
+static void conv_gemv_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const conv_args *p = args;
+    int64_t o0, o1;
+    cge__block_range(p->N * p->M, blk, nblk, &o0, &o1);
+    if (o1 <= o0)
+        return;
+    gemv_rows(p, o0, o1);
+    if (p->z || p->act)
+        epilogue(p, (float *)p->y + o0, p->z ? p->z + o0 : NULL, o1 - o0);
+}
+
 /* ---- float32: im2col into packed panels + GEMM ------------------------------ */
 
 /* Panel q (16 output pixels) of group gi's im2col matrix, written as the GEMM
@@ -967,7 +1019,11 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, bool tra
     if (ctx->num_inputs < 2)
         return CGE_OK;
     cge__dnnl_conv *dc = NULL;
-    cge_status s = prepare_dnnl(ctx, fused, transpose, &dc);
+    /* one-position 1x1 convolutions run their own kernel: no primitive, and
+     * W stays as it is (a primitive would take it over, packed) */
+    conv_args sp;
+    bool own = conv_static_args(ctx, fused, transpose, &sp) && uses_gemv(&sp);
+    cge_status s = own ? CGE_OK : prepare_dnnl(ctx, fused, transpose, &dc);
     if (s)
         return s;
     conv_state *st = calloc(1, sizeof *st);
@@ -1087,6 +1143,13 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
     int threads = ctx->num_threads;
     bool epi = p->z || p->act;
     cge_status st;
+    if (uses_gemv(p))
+        /* 256K multiply-adds a block at least: squeeze-excitation's (5K to
+         * 60K) stay on the calling thread instead of waking a worker */
+        return cge_launch(stream, conv_gemv_fn,
+                          cge__blocks_for(p->N * p->M, p->C >= 262144 ? 1 : 262144 / p->C,
+                                          threads),
+                          p, sizeof *p);
     if (dc && uses_dnnl(p)) {
         size_t need = cge__dnnl_conv_scratch_size(dc);
         if (need == 0 || (ctx->workspace && ctx->workspace_size >= need + 64)) {

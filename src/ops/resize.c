@@ -42,6 +42,9 @@ typedef struct rz_args {
     int32_t naxes, axis_of[CGE_MAX_RANK], list_of[CGE_MAX_RANK];
     int64_t mt[CGE_MAX_RANK]; /* tap slots per output index, per axis */
     unsigned char *ws;        /* tables */
+    /* ChannelsLastResize's plain_output: NHWC X, Y written NCHW (the
+     * channel vectors computed as for NHWC Y, then stored by plane) */
+    int plain_out;
 } rz_args;
 
 /* Workspace: per axis its tap count, then idx[out][mt], w[out][mt],
@@ -567,7 +570,7 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
  * written) when a position has more than RZ_2D_TAPS taps. */
 CGE_TARGET_CLONES
 static bool rz_nhwc_2d(const rz_args *p, const rz_tab *t, const int64_t *str, int64_t r0,
-                       int64_t r1)
+                       int64_t r1, float *yb)
 {
     int64_t C = p->out.dims[1], H = p->out.dims[2], W = p->out.dims[3];
     int64_t k2 = t->ntaps[2], k3 = t->ntaps[3], m2 = p->mt[2], m3 = p->mt[3];
@@ -586,7 +589,7 @@ static bool rz_nhwc_2d(const rz_args *p, const rz_tab *t, const int64_t *str, in
                 n++;
             }
         }
-        float *restrict y = (float *)p->y + pos * C;
+        float *restrict y = yb + (pos - r0) * C;
         if (t->outside[0][n] || t->outside[2][oh] || t->outside[3][ow]) {
             for (int64_t c = 0; c < C; c++)
                 y[c] = ext;
@@ -616,6 +619,22 @@ static bool rz_nhwc_2d(const rz_args *p, const rz_tab *t, const int64_t *str, in
         }
         const float *restrict s0 = src[0];
         float w0 = wt[0];
+        if (nt == 4) {
+            /* bilinear: one pass over y, the taps summed in the same order
+             * as the general loop below (no FMA contraction: the same bits) */
+            const float *restrict s1 = src[1], *restrict s2 = src[2], *restrict s3 = src[3];
+            float w1 = wt[1], w2 = wt[2], w3 = wt[3];
+            for (int64_t c = 0; c < C; c++)
+                y[c] = ((w0 * s0[c] + w1 * s1[c]) + w2 * s2[c]) + w3 * s3[c];
+            continue;
+        }
+        if (nt == 2) {
+            const float *restrict s1 = src[1];
+            float w1 = wt[1];
+            for (int64_t c = 0; c < C; c++)
+                y[c] = w0 * s0[c] + w1 * s1[c];
+            continue;
+        }
         for (int64_t c = 0; c < C; c++)
             y[c] = w0 * s0[c];
         for (int k = 1; k < nt; k++) {
@@ -628,9 +647,66 @@ static bool rz_nhwc_2d(const rz_args *p, const rz_tab *t, const int64_t *str, in
     return true;
 }
 
-/* Cloned per instruction set: the channel loops are the work (no
- * contraction into FMA in C11 mode, so every clone gives the same bits). */
+/* Positions [r0, r1) of an NHWC resize, their channel vectors written as
+ * rows from yb (position r0's). Cloned per instruction set: the channel
+ * loops are the work (no contraction into FMA in C11 mode, so every clone
+ * gives the same bits). */
 CGE_TARGET_CLONES
+static void rz_nhwc_rows(const rz_args *p, const rz_tab *t, const int64_t *str, int64_t r0,
+                         int64_t r1, float *yb)
+{
+    int32_t r = p->out.rank;
+    int64_t C = p->out.dims[1];
+    if (r == 4 && t->ntaps[0] == 1 && p->in.dims[0] == p->out.dims[0] &&
+        rz_nhwc_2d(p, t, str, r0, r1, yb))
+        return;
+    int64_t coff[2 * RZ_MAX_COMBOS];
+    double cw[2 * RZ_MAX_COMBOS];
+    int64_t L = r - 1, nt = t->ntaps[L], mt = p->mt[L];
+    const float *x = p->x;
+    for (int64_t pos = r0; pos < r1; pos++) {
+        int64_t o[CGE_MAX_RANK] = {0}, rem = pos;
+        for (int32_t d = r - 1; d >= 0; d--) {
+            if (d == 1)
+                continue;
+            o[d] = rem % p->out.dims[d];
+            rem /= p->out.dims[d];
+        }
+        int outside = t->outside[L][o[L]];
+        int64_t nc = rz_combos(p, t, o, 1, str, coff, cw, &outside);
+        float *y = yb + (pos - r0) * C;
+        if (outside) {
+            for (int64_t ch = 0; ch < C; ch++)
+                y[ch] = (float)p->extrapolation;
+            continue;
+        }
+        const int64_t *ix = t->idx[L] + o[L] * mt;
+        const double *w = t->w[L] + o[L] * mt;
+        for (int64_t c0 = 0; c0 < C; c0 += RZ_CBLK) {
+            int64_t cn = C - c0 < RZ_CBLK ? C - c0 : RZ_CBLK;
+            double acc[RZ_CBLK] = {0}, sum[RZ_CBLK];
+            for (int64_t c = 0; c < nc; c++) {
+                for (int64_t i = 0; i < cn; i++)
+                    sum[i] = 0;
+                for (int64_t j = 0; j < nt; j++) {
+                    const float *xs = x + coff[c] + ix[j] * str[L] + c0;
+                    for (int64_t i = 0; i < cn; i++)
+                        sum[i] += w[j] * xs[i];
+                }
+                for (int64_t i = 0; i < cn; i++)
+                    acc[i] += cw[c] * sum[i];
+            }
+            for (int64_t i = 0; i < cn; i++)
+                y[c0 + i] = (float)acc[i];
+        }
+    }
+}
+
+/* plain_output: positions go through a stack tile of at most this many
+ * floats, then out by channel plane (runs of positions contiguous on
+ * both sides), so that no NHWC copy of the enlarged output exists. */
+#define RZ_TILE_FLOATS 8192
+
 static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
 {
     const rz_args *p = args;
@@ -653,48 +729,23 @@ static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
         acc_str *= p->in.dims[d];
     }
     str[0] = acc_str;
-    if (r == 4 && t.ntaps[0] == 1 && p->in.dims[0] == p->out.dims[0] &&
-        rz_nhwc_2d(p, &t, str, r0, r1))
+    if (!p->plain_out) {
+        rz_nhwc_rows(p, &t, str, r0, r1, (float *)p->y + r0 * C);
         return;
-    int64_t coff[2 * RZ_MAX_COMBOS];
-    double cw[2 * RZ_MAX_COMBOS];
-    int64_t L = r - 1, nt = t.ntaps[L], mt = p->mt[L];
-    const float *x = p->x;
-    for (int64_t pos = r0; pos < r1; pos++) {
-        int64_t o[CGE_MAX_RANK] = {0}, rem = pos;
-        for (int32_t d = r - 1; d >= 0; d--) {
-            if (d == 1)
-                continue;
-            o[d] = rem % p->out.dims[d];
-            rem /= p->out.dims[d];
-        }
-        int outside = t.outside[L][o[L]];
-        int64_t nc = rz_combos(p, &t, o, 1, str, coff, cw, &outside);
-        float *y = (float *)p->y + pos * C;
-        if (outside) {
-            for (int64_t ch = 0; ch < C; ch++)
-                y[ch] = (float)p->extrapolation;
-            continue;
-        }
-        const int64_t *ix = t.idx[L] + o[L] * mt;
-        const double *w = t.w[L] + o[L] * mt;
-        for (int64_t c0 = 0; c0 < C; c0 += RZ_CBLK) {
-            int64_t cn = C - c0 < RZ_CBLK ? C - c0 : RZ_CBLK;
-            double acc[RZ_CBLK] = {0}, sum[RZ_CBLK];
-            for (int64_t c = 0; c < nc; c++) {
-                for (int64_t i = 0; i < cn; i++)
-                    sum[i] = 0;
-                for (int64_t j = 0; j < nt; j++) {
-                    const float *xs = x + coff[c] + ix[j] * str[L] + c0;
-                    for (int64_t i = 0; i < cn; i++)
-                        sum[i] += w[j] * xs[i];
-                }
-                for (int64_t i = 0; i < cn; i++)
-                    acc[i] += cw[c] * sum[i];
-            }
-            for (int64_t i = 0; i < cn; i++)
-                y[c0 + i] = (float)acc[i];
-        }
+    }
+    float tile[RZ_TILE_FLOATS]; /* C <= RZ_TILE_FLOATS: the launch checked */
+    int64_t S = pos_n / p->out.dims[0]; /* positions per image */
+    int64_t step = RZ_TILE_FLOATS / C > 0 ? RZ_TILE_FLOATS / C : 1;
+    for (int64_t a = r0; a < r1;) {
+        int64_t n = a / S, b = a + step;
+        b = b > r1 ? r1 : b;
+        b = b > (n + 1) * S ? (n + 1) * S : b;
+        rz_nhwc_rows(p, &t, str, a, b, tile);
+        float *y = (float *)p->y + n * C * S + (a - n * S);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t q = 0; q < b - a; q++)
+                y[c * S + q] = tile[q * C + c];
+        a = b;
     }
 }
 
@@ -823,6 +874,10 @@ static cge_status rz_launch_common(const cge_kernel_ctx *ctx, cge_stream *stream
         if (p.dtype != CGE_F32 || p.out.rank < 3 || p.in.dims[1] != p.out.dims[1])
             return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
                                     "channels-last: float32, rank >= 3, channels kept");
+        p.plain_out = cge_attrs_get_int(ctx->attrs, "plain_output", 0) != 0;
+        if (p.plain_out && p.out.dims[1] > RZ_TILE_FLOATS)
+            return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                    "plain_output: at most %d channels", RZ_TILE_FLOATS);
         int64_t positions = n / p.out.dims[1];
         int64_t per_pos = p.out.dims[1] * p.maxt * p.mt[p.out.rank - 1];
         return cge_launch(stream, rz_nhwc_fn,
@@ -847,6 +902,11 @@ cge_status cge__resize_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream
     return rz_launch_common(ctx, stream, false, true);
 }
 
+int64_t cge__resize_nhwc_max_plain_channels(void)
+{
+    return RZ_TILE_FLOATS;
+}
+
 static cge_status upsample_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     return rz_launch_common(ctx, stream, true, false);
@@ -859,23 +919,28 @@ const cge_arg_def cge__resize_inputs[CGE_RESIZE_NUM_INPUTS] = {
     {"sizes", CGE_ARG_OPTIONAL, CGE_DT(CGE_I64), "output shape"},
 };
 static const cge_arg_def rz_outputs[] = {{"Y", 0, RZ_DTYPES, "resized"}};
-const cge_attr_def cge__resize_attrs[CGE_RESIZE_NUM_ATTRS] = {
-    {"coordinate_transformation_mode", CGE_ATTR_STRING, false, 0, 0.0f, "half_pixel",
-     "half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize, "
-     "tf_half_pixel_for_nn (Resize 11-12)"},
-    {"cubic_coeff_a", CGE_ATTR_FLOAT, false, 0, -0.75f, NULL, "cubic kernel's a"},
-    {"exclude_outside", CGE_ATTR_INT, false, 0, 0.0f, NULL, "drop taps outside and renormalise"},
-    {"extrapolation_value", CGE_ATTR_FLOAT, false, 0, 0.0f, NULL, "tf_crop_and_resize outside"},
-    {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "nearest", "nearest, linear or cubic"},
-    {"nearest_mode", CGE_ATTR_STRING, false, 0, 0.0f, "round_prefer_floor",
-     "round_prefer_floor, round_prefer_ceil, floor, ceil"},
-    /* 18 (the first six are 13's) */
-    {"antialias", CGE_ATTR_INT, false, 0, 0.0f, NULL,
-     "1: linear and cubic filters stretched by 1 / scale when downscaling"},
-    {"axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axes scales, sizes and roi list"},
-    {"keep_aspect_ratio_policy", CGE_ATTR_STRING, false, 0, 0.0f, "stretch",
+/* Resize's attributes, shared with ChannelsLastResize (which adds one);
+ * the last three are 18's, the first six 13's. */
+#define RZ_ATTRS \
+    {"coordinate_transformation_mode", CGE_ATTR_STRING, false, 0, 0.0f, "half_pixel", \
+     "half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize, " \
+     "tf_half_pixel_for_nn (Resize 11-12)"}, \
+    {"cubic_coeff_a", CGE_ATTR_FLOAT, false, 0, -0.75f, NULL, "cubic kernel's a"}, \
+    {"exclude_outside", CGE_ATTR_INT, false, 0, 0.0f, NULL, "drop taps outside and renormalise"}, \
+    {"extrapolation_value", CGE_ATTR_FLOAT, false, 0, 0.0f, NULL, "tf_crop_and_resize outside"}, \
+    {"mode", CGE_ATTR_STRING, false, 0, 0.0f, "nearest", "nearest, linear or cubic"}, \
+    {"nearest_mode", CGE_ATTR_STRING, false, 0, 0.0f, "round_prefer_floor", \
+     "round_prefer_floor, round_prefer_ceil, floor, ceil"}, \
+    {"antialias", CGE_ATTR_INT, false, 0, 0.0f, NULL, \
+     "1: linear and cubic filters stretched by 1 / scale when downscaling"}, \
+    {"axes", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "axes scales, sizes and roi list"}, \
+    {"keep_aspect_ratio_policy", CGE_ATTR_STRING, false, 0, 0.0f, "stretch", \
      "with sizes: stretch, not_larger or not_smaller (one scale for the listed axes)"},
-};
+const cge_attr_def cge__resize_attrs[CGE_RESIZE_NUM_ATTRS] = {RZ_ATTRS};
+const cge_attr_def cge__resize_nhwc_attrs[CGE_RESIZE_NUM_ATTRS + 1] = {
+    RZ_ATTRS
+    {"plain_output", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "1: Y in the plain (NCHW) layout, X still NHWC (set by the layout pass)"}};
 static const cge_kernel_def rz_kernels[] = {{.engine = "cpu", .dtypes = RZ_DTYPES,
                                              .launch = resize_launch,
                                              .workspace_size = cge__resize_workspace,

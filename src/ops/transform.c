@@ -527,6 +527,86 @@ cge_status cge__split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return seg_run_nhwc(ctx, stream, &ctx->inputs[0], ctx->outputs, ctx->num_outputs, false);
 }
 
+/* ---- ChannelsLastShuffle ------------------------------------------------ */
+
+cge_status cge__channel_shuffle_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs input X and output Y");
+    const cge_tensor_desc *X = &ctx->inputs[0];
+    int64_t g = cge_attrs_get_int(ctx->attrs, "groups", 0);
+    if (X->shape.rank < 3)
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "X must have rank >= 3 ([N, C, ...])");
+    if (g < 1 || (X->shape.dims[1] >= 0 && X->shape.dims[1] % g != 0))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "groups %lld does not divide C = %lld",
+                              (long long)g, (long long)X->shape.dims[1]);
+    ctx->outputs[0] = *X;
+    return CGE_OK;
+}
+
+typedef struct shuffle_args {
+    const unsigned char *x;
+    unsigned char *y;
+    int64_t positions, C, g;
+    size_t esize;
+} shuffle_args;
+
+/* Blocks over positions; each moves one position's channel vector, channel
+ * gi * C/g + c of X to c * g + gi of Y. */
+static void shuffle_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const shuffle_args *a = args;
+    int64_t p0, p1, C = a->C, g = a->g, cpg = C / g;
+    cge__block_range(a->positions, blk, nblk, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+        if (a->esize == 4) {
+            const uint32_t *x = (const uint32_t *)a->x + p * C;
+            uint32_t *y = (uint32_t *)a->y + p * C;
+            if (g == 2) {
+                for (int64_t c = 0; c < cpg; c++) {
+                    y[2 * c] = x[c];
+                    y[2 * c + 1] = x[cpg + c];
+                }
+            } else {
+                for (int64_t gi = 0; gi < g; gi++)
+                    for (int64_t c = 0; c < cpg; c++)
+                        y[c * g + gi] = x[gi * cpg + c];
+            }
+        } else {
+            const unsigned char *x = a->x + (size_t)(p * C) * a->esize;
+            unsigned char *y = a->y + (size_t)(p * C) * a->esize;
+            for (int64_t gi = 0; gi < g; gi++)
+                for (int64_t c = 0; c < cpg; c++)
+                    memcpy(y + (size_t)(c * g + gi) * a->esize, x + (size_t)(gi * cpg + c) * a->esize,
+                           a->esize);
+        }
+    }
+}
+
+cge_status cge__channel_shuffle_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs != 1 || ctx->num_outputs != 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs input X and output Y");
+    const cge_tensor *X = &ctx->inputs[0], *Y = &ctx->outputs[0];
+    shuffle_args a = {X->data, Y->data, 0, 0, cge_attrs_get_int(ctx->attrs, "groups", 0),
+                      cge_dtype_size(X->dtype)};
+    if (X->shape.rank < 3 || !cge_shape_is_static(&X->shape) ||
+        !cge_shape_equal(&X->shape, &Y->shape) || X->dtype != Y->dtype)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X and Y need one static shape of rank >= 3");
+    a.C = X->shape.dims[1];
+    if (a.g < 1 || a.C % a.g != 0 || a.esize == 0)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "groups %lld does not divide C = %lld",
+                                (long long)a.g, (long long)a.C);
+    int64_t n = cge_shape_numel(&X->shape);
+    if (n == 0)
+        return CGE_OK;
+    if (!a.x || !a.y)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing buffer");
+    a.positions = n / a.C;
+    int64_t nb = cge__blocks_for(n * (int64_t)a.esize, MIN_BLOCK_BYTES, ctx->num_threads);
+    return cge_launch(stream, shuffle_fn, nb < a.positions ? nb : a.positions, &a, sizeof a);
+}
+
 static cge_status seg_run_axis(const cge_kernel_ctx *ctx, cge_stream *stream,
                                const cge_tensor *whole, const cge_tensor *parts, int32_t n,
                                bool to_whole, int32_t axis)

@@ -1,6 +1,7 @@
-/* Concat, Split and Transpose views over channels-last (NHWC) bytes, the
- * kernels of cge.fused ChannelsLastConcat / ChannelsLastSplit / LayoutView
- * (schemas in channels_last.c). */
+/* Concat, Split, channel shuffle and Transpose views over channels-last
+ * (NHWC) bytes, the kernels of cge.fused ChannelsLastConcat /
+ * ChannelsLastSplit / ChannelsLastShuffle / LayoutView (schemas in
+ * channels_last.c). */
 #ifndef CGE_OPS_TRANSFORM_NHWC_H
 #define CGE_OPS_TRANSFORM_NHWC_H
 
@@ -23,5 +24,10 @@ cge_status cge__split_infer(cge_infer_ctx *ctx);
 cge_status cge__split_infer_pieces(cge_infer_ctx *ctx, bool ceil_pieces);
 cge_status cge__concat_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 cge_status cge__split_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
+/* cge.fused ChannelsLastShuffle: the channel shuffle of NHWC data (the
+ * exported Reshape [N, g, C/g, ...] -> Transpose -> Reshape back): Y's
+ * channel c * g + i is X's channel i * C/g + c. */
+cge_status cge__channel_shuffle_infer(cge_infer_ctx *ctx);
+cge_status cge__channel_shuffle_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream);
 
 #endif

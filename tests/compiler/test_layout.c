@@ -728,6 +728,250 @@ static void test_group_norm_on_nhwc_data(void **state)
     group_norm_case(4, 8, 2, one);     /* one position */
 }
 
+/* Outputs 0..n-1 of g at level 3 and at level 3 without channels_last_ops
+ * (the same channels-last convolutions, the op between them plain) agree
+ * bit for bit. */
+static void assert_same_bits_as_plain_op(const cge_graph *g, int32_t n)
+{
+    cge_tensor in0[4], a[4], b[4];
+    int32_t ni = cge_graph_num_inputs(g);
+    ct_random_inputs(g, 11, in0);
+    cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+    assert_int_equal(ct_compile_run(g, &o, in0, ni, a, n, NULL), CGE_OK);
+    o.disable = "channels_last_ops";
+    assert_int_equal(ct_compile_run(g, &o, in0, ni, b, n, NULL), CGE_OK);
+    for (int32_t k = 0; k < n; k++) {
+        assert_int_equal(cge_shape_numel(&a[k].shape), cge_shape_numel(&b[k].shape));
+        assert_memory_equal(a[k].data, b[k].data, (size_t)cge_shape_numel(&a[k].shape) * 4);
+    }
+    ct_free_outputs(in0, ni);
+    ct_free_outputs(a, n);
+    ct_free_outputs(b, n);
+}
+
+/* conv -> Pad (pads on H, W; value) -> AveragePool k x k stride s (own pads,
+ * count_include_pad, ceil_mode) -> conv -> y: the exported
+ * avg_pool2d(count_include_pad=True). */
+static cge_graph *padded_pool_graph(int64_t H, int64_t W, const int64_t *pads8, float value,
+                                    int64_t k, int64_t s, int64_t own_pad, int cip, int ceil)
+{
+    cge_graph *g = ct_graph("padded_pool");
+    ct_input(g, "x", CGE_SHAPE(1, 5, H, W));
+    weights(g, "w1", 0, CGE_SHAPE(7, 5, 3, 3));
+    weights(g, "w2", 1, CGE_SHAPE(3, 7 + pads8[1] + pads8[5], 1, 1));
+    conv(g, "x", "w1", "c1", 3, 1);
+    ct_const_i64(g, "pads", pads8, 8);
+    ct_const_scalar(g, "value", value);
+    const char *pad_in[3] = {"c1", "pads", "value"}, *pad_out[1] = {"padded"};
+    ct_node_n(g, "Pad", "", pad_in, 3, pad_out, 1);
+    cge_node *avg = pool(g, "AveragePool", "padded", "p", k, s, own_pad);
+    assert_int_equal(cge_node_set_int(avg, "count_include_pad", cip), CGE_OK);
+    assert_int_equal(cge_node_set_int(avg, "ceil_mode", ceil), CGE_OK);
+    conv(g, "p", "w2", "y", 1, 1);
+    ct_output(g, "y");
+    return g;
+}
+
+static void test_padded_average_pool(void **state)
+{
+    (void)state;
+    static const int64_t sym[8] = {0, 0, 1, 1, 0, 0, 1, 1}, skew[8] = {0, 0, 0, 2, 0, 0, 1, 0},
+                         chan[8] = {0, 1, 1, 1, 0, 0, 1, 1};
+    struct {
+        int64_t H, W;
+        const int64_t *pads;
+        float value;
+        int64_t k, s, own;
+        int cip, ceil, folds;
+    } cases[] = {
+        {17, 17, sym, 0.0f, 3, 1, 0, 0, 0, 1},  /* inception's branch pool */
+        {7, 11, skew, 0.0f, 3, 2, 0, 0, 0, 1},  /* prime sizes, one-sided pads, stride */
+        {5, 5, sym, 0.0f, 3, 1, 1, 1, 0, 1},    /* the pool pads too, counted */
+        {1, 1, sym, 0.0f, 3, 1, 0, 0, 0, 1},    /* 1x1: the window is all padding but one */
+        {6, 6, sym, 0.0f, 3, 1, 1, 0, 0, 0},    /* own pads not counted: not the same */
+        {6, 6, sym, 0.5f, 3, 1, 0, 0, 0, 0},    /* padded by 0.5 */
+        {6, 6, chan, 0.0f, 3, 1, 0, 0, 0, 0},   /* pads the channels */
+        {6, 6, sym, 0.0f, 3, 2, 0, 0, 1, 0},    /* ceil_mode */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cge_graph *g = padded_pool_graph(cases[i].H, cases[i].W, cases[i].pads, cases[i].value,
+                                         cases[i].k, cases[i].s, cases[i].own, cases[i].cip,
+                                         cases[i].ceil);
+        cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+        if (cge_fused_conv_channels_last_available()) {
+            assert_int_equal(ct_count_op(p, "Pad"), cases[i].folds ? 0 : 1);
+            assert_int_equal(ct_count_op(p, "ChannelsLastPool"), cases[i].folds);
+            if (cases[i].folds) /* x in, y out, unless one position */
+                assert_int_equal(ct_count_op(p, "Reorder"), cases[i].H * cases[i].W > 1 ? 2 : 0);
+        }
+        cge_plan_destroy(p);
+        cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+        ct_assert_equivalent(g, &o, 64, 1e-5);
+        /* Without its own pads the plain pool sums the same taps in floats
+         * (with them, its border windows take the double path). */
+        if (cases[i].folds && cases[i].own == 0)
+            assert_same_bits_as_plain_op(g, 1);
+        cge_graph_destroy(g);
+    }
+}
+
+/* conv (C channels) -> Reshape [N, G, C/G, H, W] -> Transpose [0, 2, 1, 3, 4]
+ * -> Reshape back -> Slices along the channels at `cuts` (n_cuts pieces) ->
+ * a 1x1 conv of each piece -> outputs: ShuffleNet's channel shuffle and
+ * chunk. */
+static cge_graph *shuffle_graph(int64_t N, int64_t C, int64_t G, int64_t H, int64_t W,
+                                const int64_t *cuts, int32_t n_cuts)
+{
+    cge_graph *g = ct_graph("shuffle");
+    ct_input(g, "x", CGE_SHAPE(N, 4, H, W));
+    weights(g, "w1", 0, CGE_SHAPE(C, 4, 3, 3));
+    conv(g, "x", "w1", "c1", 3, 1);
+    int64_t grouped[5] = {N, G, C / G, H, W}, back[4] = {N, C, H, W};
+    ct_const_i64(g, "grouped_shape", grouped, 5);
+    ct_const_i64(g, "back_shape", back, 4);
+    ct_node(g, "Reshape", "c1", "grouped_shape", "grouped");
+    cge_node *t = ct_node(g, "Transpose", "grouped", NULL, "swapped");
+    int64_t perm[5] = {0, 2, 1, 3, 4};
+    assert_int_equal(cge_node_set_ints(t, "perm", perm, 5), CGE_OK);
+    ct_node(g, "Reshape", "swapped", "back_shape", "shuffled");
+    int64_t axis = 1;
+    ct_const_i64(g, "axis", &axis, 1);
+    for (int32_t k = 0; k < n_cuts; k++) {
+        char st[16], en[16], piece[16], wn[16], y[16];
+        snprintf(st, sizeof st, "st%d", k);
+        snprintf(en, sizeof en, "en%d", k);
+        snprintf(piece, sizeof piece, "piece%d", k);
+        snprintf(wn, sizeof wn, "wp%d", k);
+        snprintf(y, sizeof y, "y%d", k);
+        int64_t a = cuts[2 * k], b = cuts[2 * k + 1];
+        ct_const_i64(g, st, &a, 1);
+        ct_const_i64(g, en, &b, 1);
+        const char *sl_in[4] = {"shuffled", st, en, "axis"}, *sl_out[1] = {piece};
+        ct_node_n(g, "Slice", "", sl_in, 4, sl_out, 1);
+        int64_t width = (b > C ? C : b) - a;
+        weights(g, wn, 1 + k % 3, CGE_SHAPE(3, width, 1, 1));
+        conv(g, piece, wn, y, 1, 1);
+        ct_output(g, y);
+    }
+    return g;
+}
+
+static void test_channel_shuffle_and_chunk(void **state)
+{
+    (void)state;
+    static const int64_t halves[4] = {0, 8, 8, 16}, thirds[6] = {0, 4, 4, 8, 8, 12},
+                         halves6[4] = {0, 3, 3, 999}, gap[4] = {0, 6, 8, 16},
+                         overlap[4] = {0, 9, 8, 16};
+    struct {
+        int64_t N, C, G, H, W;
+        const int64_t *cuts;
+        int32_t n;
+        int merges;
+    } cases[] = {
+        {1, 16, 2, 9, 9, halves, 2, 1},   /* ShuffleNet v2: shuffle by 2, chunk in 2 */
+        {2, 12, 3, 5, 7, thirds, 3, 1},   /* three groups, batch 2, prime sizes */
+        {1, 6, 2, 1, 1, halves6, 2, 1},   /* one position; an end past C */
+        {1, 16, 2, 4, 4, gap, 2, 0},      /* channels 6..8 unread: Slices stay */
+        {1, 16, 2, 4, 4, overlap, 2, 0},  /* overlapping: Slices stay */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cge_graph *g = shuffle_graph(cases[i].N, cases[i].C, cases[i].G, cases[i].H, cases[i].W,
+                                     cases[i].cuts, cases[i].n);
+        cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+        if (cge_fused_conv_channels_last_available()) {
+            assert_int_equal(ct_count_op(p, "ChannelsLastShuffle"), 1);
+            assert_int_equal(ct_count_op(p, "Transpose"), 0);
+            assert_int_equal(ct_count_op(p, "ChannelsLastSplit"), cases[i].merges);
+            assert_int_equal(ct_count_op(p, "Slice"), cases[i].merges ? 0 : cases[i].n);
+            if (cases[i].merges)
+                /* x in; the outputs out (none where one position) */
+                assert_int_equal(ct_count_op(p, "Reorder"),
+                                 1 + (cases[i].H * cases[i].W > 1 ? cases[i].n : 0) -
+                                     (cases[i].H * cases[i].W == 1));
+        }
+        cge_plan_destroy(p);
+        cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+        ct_assert_equivalent(g, &o, 64, 1e-5);
+        if (cases[i].merges)
+            assert_same_bits_as_plain_op(g, cases[i].n);
+        cge_graph_destroy(g);
+    }
+}
+
+/* conv -> Resize 8x (linear, sizes) -> y, a graph output only: the resize
+ * writes y plain itself (no Reorder after it), with the bits of the NHWC
+ * resize and a Reorder (the same graph where a conv reads y too). */
+static void test_resize_writes_plain_output(void **state)
+{
+    (void)state;
+    static const char *const modes[3][2] = {
+        {"linear", "half_pixel"}, {"nearest", "asymmetric"}, {"cubic", "half_pixel"}};
+    const int64_t shapes[3][4] = {{1, 21, 7, 7}, {2, 5, 3, 5}, {1, 70, 1, 1}};
+    for (int m = 0; m < 3; m++) {
+        for (int side = 0; side < 2; side++) {
+            cge_graph *g = ct_graph("head");
+            const int64_t *s = shapes[m];
+            ct_input(g, "x", CGE_SHAPE(s[0], 4, s[2], s[3]));
+            weights(g, "w", 0, CGE_SHAPE(s[1], 4, 1, 1));
+            conv(g, "x", "w", "c", 1, 1);
+            int64_t sizes[4] = {s[0], s[1], s[2] * 8, s[3] * 5 + 1};
+            ct_const_i64(g, "sizes", sizes, 4);
+            const char *rz_in[4] = {"c", "", "", "sizes"}, *rz_out[1] = {"y"};
+            cge_node *rz = ct_node_n(g, "Resize", "", rz_in, 4, rz_out, 1);
+            assert_int_equal(cge_node_set_string(rz, "mode", modes[m][0]), CGE_OK);
+            assert_int_equal(
+                cge_node_set_string(rz, "coordinate_transformation_mode", modes[m][1]), CGE_OK);
+            ct_output(g, "y");
+            if (side) {
+                weights(g, "w2", 1, CGE_SHAPE(3, s[1], 1, 1));
+                conv(g, "y", "w2", "z", 1, 1);
+                ct_output(g, "z");
+            }
+            cge_plan *p = compile(g, CGE_OPT_LAYOUT);
+            if (cge_fused_conv_channels_last_available()) {
+                assert_int_equal(ct_count_op(p, "ChannelsLastResize"), 1);
+                /* x in (unless one position); side: the NHWC y reordered for
+                 * the graph, z out */
+                assert_int_equal(ct_count_op(p, "Reorder"),
+                                 (s[2] * s[3] > 1 ? 1 : 0) + (side ? 2 : 0));
+                assert_int_equal(value_format(p, "y"), CGE_FORMAT_PLAIN);
+            }
+            cge_plan_destroy(p);
+            cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
+            ct_assert_equivalent(g, &o, 64, 1e-4);
+            if (!side) {
+                /* bit for bit against the graph whose y a conv reads too */
+                cge_graph *g2 = ct_graph("head_side");
+                ct_input(g2, "x", CGE_SHAPE(s[0], 4, s[2], s[3]));
+                weights(g2, "w", 0, CGE_SHAPE(s[1], 4, 1, 1));
+                conv(g2, "x", "w", "c", 1, 1);
+                ct_const_i64(g2, "sizes", sizes, 4);
+                cge_node *rz2 = ct_node_n(g2, "Resize", "", rz_in, 4, rz_out, 1);
+                assert_int_equal(cge_node_set_string(rz2, "mode", modes[m][0]), CGE_OK);
+                assert_int_equal(cge_node_set_string(rz2, "coordinate_transformation_mode",
+                                                     modes[m][1]),
+                                 CGE_OK);
+                ct_output(g2, "y");
+                weights(g2, "w2", 1, CGE_SHAPE(3, s[1], 1, 1));
+                conv(g2, "y", "w2", "z", 1, 1);
+                ct_output(g2, "z");
+                cge_tensor in0[1], a[1], b[2];
+                ct_random_inputs(g, 7, in0);
+                assert_int_equal(ct_compile_run(g, &o, in0, 1, a, 1, NULL), CGE_OK);
+                assert_int_equal(ct_compile_run(g2, &o, in0, 1, b, 2, NULL), CGE_OK);
+                assert_int_equal(cge_shape_numel(&a[0].shape), cge_shape_numel(&b[0].shape));
+                assert_memory_equal(a[0].data, b[0].data,
+                                    (size_t)cge_shape_numel(&a[0].shape) * 4);
+                ct_free_outputs(in0, 1);
+                ct_free_outputs(a, 1);
+                ct_free_outputs(b, 2);
+                cge_graph_destroy(g2);
+            }
+            cge_graph_destroy(g);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -747,6 +991,9 @@ int main(void)
         cmocka_unit_test(test_resize_between_convs),
         cmocka_unit_test(test_squeeze_excitation),
         cmocka_unit_test(test_group_norm_on_nhwc_data),
+        cmocka_unit_test(test_padded_average_pool),
+        cmocka_unit_test(test_channel_shuffle_and_chunk),
+        cmocka_unit_test(test_resize_writes_plain_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
