@@ -1,12 +1,14 @@
 /* Graphs: the value table (every named value with its descriptor), graph
  * inputs, outputs and constants, nodes in insertion order, cloning. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/shared_block.h"
 #include "ir/constant_block.h"
+#include "ir/graph_identity.h"
 #include "ir/graph_internal.h"
 
 #define NONE_STR ""
@@ -34,6 +36,12 @@ static cge_status null_graph(const char *fn)
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
+static _Atomic uint64_t next_graph_uid = 1;
+
+uint64_t cge__graph_uid(const cge_graph *g) { return g ? g->uid : 0; }
+
+uint64_t cge__graph_revision(const cge_graph *g) { return g ? g->rev : 0; }
+
 cge_status cge_graph_create(const char *name, cge_graph **out)
 {
     if (!out)
@@ -50,6 +58,7 @@ cge_status cge_graph_create(const char *name, cge_graph **out)
         return oom("creating graph", name);
     }
     memcpy(g->name, nm, len);
+    g->uid = atomic_fetch_add_explicit(&next_graph_uid, 1, memory_order_relaxed);
     *out = g;
     return CGE_OK;
 }

@@ -120,6 +120,7 @@ struct cge_graph {
     cge__strmap dim_sym_map;
 
     uint32_t stamp;
+    uint64_t uid;          /* cge__graph_uid: unique in the process */
     uint64_t rev;          /* bumped by every change to a node or a descriptor */
 };
 

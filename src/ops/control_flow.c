@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/sequence.h"
+#include "ir/graph_identity.h"
 #include "ops/builtin.h"
 #include "ops/meta.h"
 
@@ -613,12 +614,14 @@ static void tensors_split(const cf_state *s, cge_tensor_desc *d, const void **v)
  * follows with the same inputs, which copies them instead of running the
  * branch again: each branch runs once per run. */
 
-/* A memo: the node (its attributes, the branch), its inputs as meta saw them
- * (descriptors and a hash of their bytes: the kernel may see the same values
- * at other addresses, copied to the device) and the branch's outputs. */
+/* A memo: the node (its attributes, the branch: by the graph's uid and
+ * revision, since a destroyed graph's address is reused by the next one), its
+ * inputs as meta saw them (descriptors and a hash of their bytes: the kernel
+ * may see the same values at other addresses, copied to the device) and the
+ * branch's outputs. */
 typedef struct if_memo {
     const cge_attrs *attrs;
-    const cge_graph *g;
+    uint64_t graph_uid, graph_rev;
     int32_t ni, no;
     const void *vals[CF_MAX_ARGS];
     cge_tensor_desc ins[CF_MAX_ARGS];
@@ -684,7 +687,8 @@ static void memo_put(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
     if_memo *m = calloc(1, sizeof *m);
     if (!m)
         return;
-    *m = (if_memo){.attrs = attrs, .g = g, .ni = ni};
+    *m = (if_memo){.attrs = attrs, .graph_uid = cge__graph_uid(g),
+                   .graph_rev = cge__graph_revision(g), .ni = ni};
     for (int32_t i = 0; i < ni; i++) {
         m->vals[i] = v[i];
         m->ins[i] = d[i];
@@ -721,10 +725,12 @@ static if_memo *memo_take(const cge_attrs *attrs, const cge_graph *g, int32_t ni
     if_memo *found = NULL;
     uint64_t h = 0;
     bool hashed = false;
+    uint64_t uid = cge__graph_uid(g), rev = cge__graph_revision(g);
     pthread_mutex_lock(&memo_lock);
     for (int32_t k = 0; k < IF_MEMOS && !found; k++) {
         if_memo *m = memos[k];
-        if (!m || m->attrs != attrs || m->g != g || m->ni != ni)
+        if (!m || m->attrs != attrs || m->graph_uid != uid || m->graph_rev != rev ||
+            m->ni != ni)
             continue;
         bool same = true;
         for (int32_t i = 0; same && i < ni; i++)
