@@ -305,6 +305,20 @@ static void test_constants_and_moves(void **state)
     node(g, "Identity", "id2", (const char *[]){"f"}, 1, (const char *[]){"z"}, 1, &n);
     ok(cge_graph_add_output(g, "y"));
     ok(cge_graph_add_output(g, "z"));
+    /* CSE: c2 and c3 hold the same strings (at other addresses), so the
+     * compiled Concat reads one constant twice. */
+    cge_plan *p = NULL;
+    ok(cge_compile(g, NULL, 0, NULL, &p));
+    const cge_graph *pg = cge_plan_graph(p);
+    const cge_node *cat = NULL;
+    for (int32_t i = 0; i < cge_graph_num_nodes(pg); i++)
+        if (!cge_node_is_removed(cge_graph_node(pg, i)) &&
+            !strcmp(cge_node_op_type(cge_graph_node(pg, i)), "Concat"))
+            cat = cge_graph_node(pg, i);
+    assert_non_null(cat);
+    assert_int_equal(cge_node_num_inputs(cat), 4);
+    assert_string_equal(cge_node_input(cat, 1), cge_node_input(cat, 3));
+    cge_plan_destroy(p);
     const cge_run_mode modes[] = {CGE_RUN_EAGER, CGE_RUN_PLAN, CGE_RUN_REPLAY};
     for (size_t m = 0; m < 3; m++) {
         cge_session *s = NULL;
