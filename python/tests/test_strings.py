@@ -3,6 +3,8 @@
 # them); string initializers from ONNX's string_data; Cast to and from
 # strings with the ONNX reference's text; StringNormalizer's value-dependent
 # output length over repeated runs; and the errors, each naming its layer.
+import re
+
 import numpy as np
 import pytest
 
@@ -166,3 +168,19 @@ def test_sequences_of_strings_refused():
     m = model([helper.make_node("SequenceLength", ["s"], ["n"])], [seq], [vi("n", I64, [])])
     with pytest.raises(cge.Error, match=r"\[converter\].*sequences and optionals of strings"):
         cge.InferenceSession(m.SerializeToString())
+
+
+def test_cli_runs_string_models(tmp_path):
+    # `cge run` makes random string inputs (small integers' text) and prints
+    # string outputs; writing one to .npy is an [io] error, not a crash.
+    from test_cli import cge as cli
+    m = model([helper.make_node("Cast", ["t"], ["f"], to=F),
+               helper.make_node("Cast", ["f"], ["s"], to=S)],
+              [vi("t", S, [3])], [vi("f", F, [3]), vi("s", S, [3])])
+    path = tmp_path / "strings.onnx"
+    onnx.save(m, str(path))
+    out, _ = cli("run", path)
+    assert "output 's': string [3]" in out
+    assert re.search(r'values: "[0-3]\.0" "[0-3]\.0" "[0-3]\.0"', out), out
+    _, err = cli("run", path, "--output-dir", tmp_path / "out", rc=1)
+    assert "[io]" in err and "string has no .npy form" in err
