@@ -184,3 +184,34 @@ def test_cli_runs_string_models(tmp_path):
     assert re.search(r'values: "[0-3]\.0" "[0-3]\.0" "[0-3]\.0"', out), out
     _, err = cli("run", path, "--output-dir", tmp_path / "out", rc=1)
     assert "[io]" in err and "string has no .npy form" in err
+
+
+def test_equal_on_strings_broadcasts():
+    s = session([helper.make_node("Equal", ["a", "b"], ["y"])], [vi("a", S, [2, 3]),
+                vi("b", S, [3])], [vi("y", TensorProto.BOOL, [2, 3])])
+    a = np.array([["x", "yy", ""], ["x", "y", "é"]], dtype=object)
+    b = np.array(["x", "yy", "é"], dtype=object)
+    (y,) = s.run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(y, a == b)
+
+
+def test_strings_made_in_a_body_are_refused():
+    # A body's nodes are prepared and released around each launch: a string
+    # a body node writes would outlive its store, so it is a [kernel] error.
+    # Strings that only pass through a body are fine.
+    def branch(op_to):
+        nodes = [helper.make_node("Cast", ["x"], ["t"], to=op_to)] if op_to else \
+            [helper.make_node("Identity", ["x"], ["t"])]
+        return helper.make_graph(nodes, "b", [], [vi("t", S, [2])])
+    for make, x, ok in ((S, np.array([1.0, 2.0], np.float32), False),
+                        (None, np.array(["p", "q"], dtype=object), True)):
+        g = [helper.make_node("If", ["c"], ["y"], then_branch=branch(make),
+                              else_branch=branch(make))]
+        s = session(g, [vi("c", TensorProto.BOOL, []), vi("x", F if make else S, [2])],
+                    [vi("y", S, [2])])
+        feed = {"c": np.array(True), "x": x}
+        if ok:
+            assert s.run(None, feed)[0].tolist() == ["p", "q"]
+        else:
+            with pytest.raises(cge.Error, match="strings made inside a control-flow body"):
+                s.run(None, feed)

@@ -397,12 +397,12 @@ static void test_folding(void **state)
 static void test_refused(void **state)
 {
     (void)state;
-    const char *ops[] = {"Add", "Transpose", "Relu", "ReduceSum"};
+    const char *ops[] = {"Add", "Transpose", "Relu", "ReduceSum", "Less"};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         cge_graph *g = NULL;
         ok(cge_graph_create("refuse", &g));
         ok(cge_graph_add_input(g, "a", CGE_STRING, &CGE_SHAPE(2, 2)));
-        bool binary = !strcmp(ops[k], "Add");
+        bool binary = !strcmp(ops[k], "Add") || !strcmp(ops[k], "Less");
         node(g, ops[k], "op", (const char *[]){"a", "a"}, binary ? 2 : 1,
              (const char *[]){"y"}, 1, NULL);
         ok(cge_graph_add_output(g, "y"));
