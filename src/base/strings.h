@@ -1,7 +1,6 @@
-/* String tensors' bytes: packing a tensor's elements and their bytes into
- * one self-contained block (constants, attributes, folded values), and the
- * string store, a bump allocator whose memory is kept across resets, where
- * kernels write the strings they make. */
+/* String tensors' bytes: packing elements and bytes into one self-contained
+ * block (constants, attributes, folded values), and the string store, a bump
+ * allocator kept across resets, where kernels write the strings they make. */
 #ifndef CGE_BASE_STRINGS_H
 #define CGE_BASE_STRINGS_H
 

@@ -1,7 +1,6 @@
 /* Cast to and from string tensors (unary.c's Cast and CastLike hand these
- * over): numbers written as numpy's astype(str) writes them, which is what
- * the ONNX reference's expected outputs hold, and text parsed back with
- * "NaN", "INF", "+INF", "-INF" understood. */
+ * over): numbers written as numpy's astype(str) writes them (the ONNX
+ * reference's outputs), text parsed back with "NaN", "INF", "-INF" understood. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,6 @@
 /* StringNormalizer (opset 10): drop stopwords from a [C] or [1, C] string
- * tensor, then lower- or uppercase what is left. Case mapping is the
- * locale-independent one of en_US over UTF-8 (ASCII, Latin-1, Latin
- * Extended-A, Greek, Cyrillic); other locales are refused at meta. */
+ * tensor, then lower- or uppercase the rest, as en_US maps case over UTF-8
+ * (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic); other locales refused. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
