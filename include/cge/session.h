@@ -225,7 +225,11 @@ cge_status cge_session_last_output_desc(const cge_session *s, uint32_t graph_id,
  * untouched; when a buffer is too small ([session] "output 'y' is ... and
  * needs N bytes"), every output's dtype and shape say what this run needs,
  * so that the caller can retry with larger buffers from its own call's
- * answer (another thread's runs cannot change it). */
+ * answer (another thread's runs cannot change it). A string output
+ * (CGE_STRING) receives cge_string elements whose bytes stay the session's
+ * (a node's string store, a constant, or the caller's own input strings):
+ * valid until the graph's next run or its removal; copy them to keep them
+ * (docs/strings.md). */
 cge_status cge_session_run_graph(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                                  int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs);
 /* The same, enqueued on `stream`: returns after checking and enqueueing; the

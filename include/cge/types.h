@@ -23,6 +23,7 @@ typedef enum cge_dtype {
     CGE_I16 = 5,
     CGE_I32 = 6,
     CGE_I64 = 7,
+    CGE_STRING = 8,   /* elements are cge_string (below) */
     CGE_BOOL = 9,
     CGE_F16 = 10,
     CGE_F64 = 11,
@@ -41,6 +42,23 @@ typedef uint32_t cge_dtype_set;
 #define CGE_DT_INT (CGE_DT_SIGNED_INT | CGE_DT_UNSIGNED_INT)
 #define CGE_DT_NUMERIC (CGE_DT_FLOAT | CGE_DT_INT)
 #define CGE_DT_ALL (CGE_DT_NUMERIC | CGE_DT(CGE_BOOL))
+/* Strings are outside CGE_DT_ALL on purpose: an op takes them only where its
+ * schema names them, so no numeric kernel ever sees one. */
+#define CGE_DT_STRING CGE_DT(CGE_STRING)
+
+/* One element of a CGE_STRING tensor: `size` bytes at `data` (any bytes,
+ * UTF-8 by convention; not NUL-terminated; data may be NULL when size is 0).
+ * An element refers to bytes it does not own, which are immutable while any
+ * tensor refers to them: a constant's bytes live in the constant's block
+ * (cge_graph_add_constant copies them in), a caller's input strings are the
+ * caller's for the length of the run, and bytes a kernel writes live in
+ * that node's string store until the node runs again. Ops that only move
+ * elements (Identity, Reshape, Concat, Gather, ...) therefore copy the
+ * 16-byte elements and never the bytes. See docs/strings.md. */
+typedef struct cge_string {
+    const char *data;
+    int64_t size;
+} cge_string;
 
 size_t cge_dtype_size(cge_dtype t);           /* bytes per element; 0 if invalid */
 const char *cge_dtype_name(cge_dtype t);      /* "float32"; "invalid" if unknown */

@@ -22,7 +22,12 @@ _DTYPES = {
     11: (np.float64, "double"), 12: (np.uint32, "uint32"), 13: (np.uint64, "uint64"),
 }
 BFLOAT16 = 16
+STRING = 8
 _FROM_NUMPY = {np.dtype(t): k for k, (t, _) in _DTYPES.items()}
+# A string tensor's C element (cge_string in cge/types.h): the address and
+# length of its bytes. numpy gives and receives strings as object arrays of
+# str (as ONNX Runtime does); str and bytes arrays ("U", "S") are accepted.
+_STRING_ELEM = np.dtype([("data", np.uintp), ("size", np.int64)])
 
 _GRAPH_ID = 1
 
@@ -62,6 +67,8 @@ def dtype_to_numpy(dtype):
     """numpy dtype of a cge dtype number (bfloat16 travels as its uint16 bits)."""
     if dtype == BFLOAT16:
         return np.dtype(np.uint16)
+    if dtype == STRING:
+        return np.dtype(object)
     if dtype not in _DTYPES:
         raise Error("[session] cge dtype %d has no numpy equivalent" % dtype, "session",
                     "CGE_ERR_DTYPE")
@@ -70,6 +77,8 @@ def dtype_to_numpy(dtype):
 
 def numpy_to_dtype(dt):
     dt = np.dtype(dt)
+    if dt.kind in "OUS":
+        return STRING
     if dt not in _FROM_NUMPY:
         raise Error("[session] numpy dtype %s has no cge equivalent" % dt, "session",
                     "CGE_ERR_DTYPE")
@@ -79,6 +88,8 @@ def numpy_to_dtype(dt):
 def _type_name(dtype):
     if dtype == BFLOAT16:
         return "tensor(bfloat16)"
+    if dtype == STRING:
+        return "tensor(string)"
     return "tensor(%s)" % _DTYPES[dtype][1] if dtype in _DTYPES else "tensor(undefined)"
 
 
@@ -127,6 +138,10 @@ class _Sequence:
                 v = v.numpy()
             arrays.append(np.ascontiguousarray(np.asarray(v)) if np.ndim(v) else np.asarray(v))
         dt = numpy_to_dtype(arrays[0].dtype) if arrays else declared
+        if dt == STRING:
+            # Its elements would point into this call's Python objects.
+            raise Error("[session] input '%s': sequences and optionals of strings are not "
+                        "supported" % name, "session", "CGE_ERR_UNSUPPORTED")
         for i, a in enumerate(arrays):
             if numpy_to_dtype(a.dtype) != dt:
                 raise Error("[session] input '%s': element %d is %s; element 0 is %s (a sequence "
@@ -167,6 +182,36 @@ class _SeqInput:
 
     def __init__(self, seq, key):
         self.seq, self.key = seq, key
+
+
+class _StrInput:
+    """A run's string tensor input: the cge_string elements and the one
+    buffer of bytes they point into (both kept until the run ends), and
+    the shape and dtype the output-shape cache sees."""
+
+    def __init__(self, value):
+        flat = value.reshape(-1)
+        enc = [v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
+               for v in flat.tolist()]
+        self.blob = np.frombuffer(b"".join(enc) or b"\0", dtype=np.uint8)
+        self.elems = np.zeros(value.shape, dtype=_STRING_ELEM)
+        sizes = np.array([len(e) for e in enc], dtype=np.int64)
+        offsets = np.cumsum(sizes) - sizes
+        ev = self.elems.reshape(-1)
+        ev["size"] = sizes
+        ev["data"] = self.blob.ctypes.data + offsets.astype(np.uintp)
+        self.shape, self.nbytes = value.shape, self.elems.nbytes
+        self.key = ("string", value.shape)
+
+
+def _strings_from(elems, shape):
+    """An object array of str from a run's cge_string elements (copied: the
+    bytes are the engine's until its next run)."""
+    flat = elems.reshape(-1)
+    out = np.empty(len(flat), dtype=object)
+    for i, (addr, size) in enumerate(flat.tolist()):
+        out[i] = ctypes.string_at(addr, size).decode("utf-8", "surrogateescape") if size else ""
+    return out.reshape(shape)
 
 
 class NodeArg:
@@ -823,7 +868,7 @@ class InferenceSession:
                             % (n, ", ".join(o.name for o in self._outputs)), "session",
                             "CGE_ERR_NOT_FOUND")
         ins, arrays, names = self._input_tensors(input_feed)
-        key = (tuple(a.key if isinstance(a, _SeqInput) else (n, a.shape, a.dtype.str)
+        key = (tuple(a.key if isinstance(a, (_SeqInput, _StrInput)) else (n, a.shape, a.dtype.str)
                      for n, a in zip(names, arrays)), tuple(output_names))
         idx = [self._out_index[n] for n in output_names]
         guess = self._shape_cache.get(key)
@@ -853,7 +898,9 @@ class InferenceSession:
                     continue
                 g = guess[j]
                 buf = None
-                if g is not None and g[0] != 0:
+                if g is not None and g[0] == STRING:
+                    buf = np.empty(g[1], dtype=_STRING_ELEM)
+                elif g is not None and g[0] != 0:
                     buf = np.empty(g[1], dtype=dtype_to_numpy(g[0]))
                 bufs.append(buf)
                 if buf is not None and buf.nbytes:
@@ -880,10 +927,15 @@ class InferenceSession:
                 result.append(bufs[j].value())
                 continue
             shape = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))
-            npdt = dtype_to_numpy(t.dtype)
+            npdt = _STRING_ELEM if t.dtype == STRING else dtype_to_numpy(t.dtype)
             nbytes = int(np.prod(shape)) * npdt.itemsize
             buf = bufs[j]
-            if buf is None or buf.nbytes < nbytes:
+            if t.dtype == STRING:
+                elems = (buf.reshape(-1).view(np.uint8)[:nbytes].view(_STRING_ELEM)
+                         if buf is not None and buf.nbytes >= nbytes else
+                         np.zeros(0, dtype=_STRING_ELEM))
+                arr = _strings_from(elems, shape)
+            elif buf is None or buf.nbytes < nbytes:
                 arr = np.empty(shape, dtype=npdt)  # only for outputs with no elements
             else:
                 # The run wrote dtype and shape back; the buffer may be larger.
@@ -925,11 +977,17 @@ class InferenceSession:
             else:
                 dt = numpy_to_dtype(a.dtype)
             nb = name.encode()
-            arrays.append(a)
             names.append(nb)
             ins[i].name = nb
             ins[i].dtype = dt
             ins[i].shape = _make_shape(a.shape)
+            if dt == STRING:
+                si = _StrInput(a)
+                arrays.append(si)
+                ins[i].data = si.elems.ctypes.data if si.nbytes else None
+                ins[i].bytes = si.nbytes
+                continue
+            arrays.append(a)
             ins[i].data = a.ctypes.data if a.nbytes else None
             ins[i].bytes = a.nbytes
         return ins, arrays, names

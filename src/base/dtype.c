@@ -17,7 +17,7 @@ static const struct {
     {CGE_I32, 4, "int32", "i32"},      {CGE_I64, 8, "int64", "i64"},
     {CGE_U8, 1, "uint8", "u8"},        {CGE_U16, 2, "uint16", "u16"},
     {CGE_U32, 4, "uint32", "u32"},     {CGE_U64, 8, "uint64", "u64"},
-    {CGE_BOOL, 1, "bool", "b8"},
+    {CGE_BOOL, 1, "bool", "b8"},       {CGE_STRING, sizeof(cge_string), "string", "str"},
 };
 #define DTYPE_COUNT (sizeof dtype_table / sizeof dtype_table[0])
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strings.h"
 #include "compiler/compiler_internal.h"
 
 #define MAX_IO 16
@@ -46,9 +47,11 @@ bool cc_shape_values(const cge_node *n, const cge_shape *in, const cge_shape *ou
     return true;
 }
 
-cge_status cc_launch_on_host(cge_device *dev, cge_stream *imm, const cge_node *n,
-                             const cge_kernel_def *k, cge_tensor *ins, int32_t ni,
-                             cge_tensor *outs, int32_t no, cc_scratch *ws)
+/* `keep`: the kernel's state is handed back in *kept instead of released
+ * (a string output's bytes live in it until the caller has copied them). */
+static cge_status launch_on_host(cge_device *dev, cge_stream *imm, const cge_node *n,
+                                 const cge_kernel_def *k, cge_tensor *ins, int32_t ni,
+                                 cge_tensor *outs, int32_t no, cc_scratch *ws, void **kept)
 {
     cge_kernel_ctx kc = {
         .op_type = cge_node_op_type(n), .node_name = cge_node_name(n), .num_inputs = ni,
@@ -74,9 +77,18 @@ cge_status cc_launch_on_host(cge_device *dev, cge_stream *imm, const cge_node *n
     cge_status s2 = cge_stream_synchronize(imm);
     if (!st)
         st = s2;
-    if (k->release && kc.state)
+    if (kept)
+        *kept = kc.state;
+    else if (k->release && kc.state)
         k->release(kc.state);
     return st;
+}
+
+cge_status cc_launch_on_host(cge_device *dev, cge_stream *imm, const cge_node *n,
+                             const cge_kernel_def *k, cge_tensor *ins, int32_t ni,
+                             cge_tensor *outs, int32_t no, cc_scratch *ws)
+{
+    return launch_on_host(dev, imm, n, k, ins, ni, outs, no, ws, NULL);
 }
 
 cge_status cc_evaluate_node(cc_ctx *ctx, const cge_node *n, const cge_kernel_def *k,
@@ -108,10 +120,21 @@ cge_status cc_evaluate_node(cc_ctx *ctx, const cge_node *n, const cge_kernel_def
                                .bytes = cge_tensor_nbytes(out_desc[i].dtype, &out_desc[i].shape)};
         st = cge_mem_alloc(ctx->dev, outs[i].bytes, &outs[i].data);
     }
+    void *state = NULL;
     if (!st)
-        st = cc_launch_on_host(ctx->dev, ctx->stream, n, k, ins, ni, outs, no, &ws);
+        st = launch_on_host(ctx->dev, ctx->stream, n, k, ins, ni, outs, no, &ws, &state);
     free(ws.data);
     for (int32_t i = 0; !st && i < no; i++) {
+        if (outs[i].dtype == CGE_STRING) {
+            /* The elements with their bytes, packed before the kernel's state
+             * (where a kernel keeps the strings it writes) goes; the CPU
+             * device's memory is host memory. */
+            host_out[i] = cge__strings_pack_dup(outs[i].data, cge_shape_numel(&outs[i].shape),
+                                                NULL);
+            if (!host_out[i])
+                st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "evaluate: out of memory");
+            continue;
+        }
         host_out[i] = malloc(outs[i].bytes ? outs[i].bytes : 1);
         if (!host_out[i])
             st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "evaluate: out of memory");
@@ -119,6 +142,8 @@ cge_status cc_evaluate_node(cc_ctx *ctx, const cge_node *n, const cge_kernel_def
             st = cge_memcpy(ctx->dev, host_out[i], outs[i].data, outs[i].bytes,
                             CGE_MEMCPY_DEVICE_TO_HOST);
     }
+    if (k && k->release && state)
+        k->release(state);
     if (st)
         for (int32_t i = 0; i < no; i++) {
             free(host_out[i]);

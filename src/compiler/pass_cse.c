@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "base/strings.h"
 #include "compiler/compiler_internal.h"
 
 /* Nodes are visited in topological order, and a replaced node's uses read the
@@ -65,10 +66,29 @@ static uint64_t node_hash(const cge_node *n)
     return h ^ cc_attrs_hash(cge_node_attrs_const(n)) ^ (uint64_t)cge_node_num_outputs(n) << 56;
 }
 
+/* A string constant's elements are addresses (cge/types.h): what two
+ * constants share is their strings' bytes. */
+static uint64_t hash_const(const cge_tensor *c, uint64_t h)
+{
+    if (c->dtype != CGE_STRING)
+        return hash_bytes(c->data, c->bytes, h);
+    const cge_string *e = c->data;
+    for (size_t i = 0; i < c->bytes / sizeof *e; i++)
+        h = hash_bytes(e[i].data, (size_t)e[i].size, h ^ (uint64_t)e[i].size);
+    return h;
+}
+
 static bool same_const(const cge_tensor *a, const cge_tensor *b)
 {
-    return a->dtype == b->dtype && cge_shape_equal(&a->shape, &b->shape) && a->bytes == b->bytes &&
-           !memcmp(a->data, b->data, a->bytes);
+    if (a->dtype != b->dtype || !cge_shape_equal(&a->shape, &b->shape) || a->bytes != b->bytes)
+        return false;
+    if (a->dtype != CGE_STRING)
+        return !memcmp(a->data, b->data, a->bytes);
+    const cge_string *x = a->data, *y = b->data;
+    for (size_t i = 0; i < a->bytes / sizeof *x; i++)
+        if (!cge__string_equal(&x[i], &y[i]))
+            return false;
+    return true;
 }
 
 static cge_status merge_constants(cc_ctx *ctx, cc_uses *u, cge_graph *g)
@@ -86,7 +106,7 @@ static cge_status merge_constants(cc_ctx *ctx, cc_uses *u, cge_graph *g)
         const cge_tensor *c = cge_graph_constant(g, name);
         if (!c || c->bytes > CONST_CSE_MAX_BYTES || cge_graph_value_is_output(g, id))
             continue;
-        uint64_t h = hash_bytes(c->data, c->bytes, (uint64_t)c->dtype * 31 + (uint64_t)c->shape.rank);
+        uint64_t h = hash_const(c, (uint64_t)c->dtype * 31 + (uint64_t)c->shape.rank);
         for (int32_t d = 0; d < c->shape.rank; d++)
             h = h * 131 + (uint64_t)c->shape.dims[d];
         size_t j = h & (t.cap - 1);

@@ -147,7 +147,9 @@ static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8
         cge_node_num_outputs(n) < 1)
         return false;
     cge_tensor_desc y0 = cc_out_desc(g, n, 0);
-    if (y0.shape.rank < 3 || !sized(&y0.shape) || y0.format != CGE_FORMAT_PLAIN)
+    /* a Cast to string: string tensors stay plain (docs/strings.md) */
+    if (y0.shape.rank < 3 || !sized(&y0.shape) || y0.format != CGE_FORMAT_PLAIN ||
+        y0.dtype == CGE_STRING)
         return false;
     for (int32_t k = 1; k < cge_node_num_outputs(n); k++) {
         cge_tensor_desc y = cc_out_desc(g, n, k);

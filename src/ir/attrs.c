@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strings.h"
 #include "ir/graph_internal.h"
 
 const char *cge_attr_kind_name(cge_attr_kind k)
@@ -32,7 +33,7 @@ void *cge__ir_aligned_copy(const void *data, size_t bytes)
         return NULL;
     size = (size + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, size);
-    if (p && bytes)
+    if (p && bytes && data)   /* NULL data: left for the caller to fill */
         memcpy(p, data, bytes);
     return p;
 }
@@ -91,7 +92,19 @@ static cge_status tensor_copy(const cge_attrs *a, const char *attr, const cge_te
     dst->dtype = src->dtype;
     dst->shape = src->shape;
     dst->bytes = src->bytes;
-    dst->data = cge__ir_aligned_copy(src->data, src->bytes);
+    if (src->dtype == CGE_STRING) {
+        /* The elements and their bytes in one block (the node owns both). */
+        int64_t n = cge_shape_numel(&src->shape);
+        size_t packed = cge__strings_packed_size(src->data, n);
+        if (packed == SIZE_MAX)
+            return attr_error(a, attr, CGE_ERR_INVALID_ARG,
+                              "a string element has a negative size or NULL data");
+        dst->data = cge__ir_aligned_copy(NULL, packed);
+        if (dst->data)
+            cge__strings_pack(dst->data, src->data, n);
+    } else {
+        dst->data = cge__ir_aligned_copy(src->data, src->bytes);
+    }
     if (src->name)
         dst->name = str_dup(src->name);
     if (!dst->data || (src->name && !dst->name)) {

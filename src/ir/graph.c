@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/shared_block.h"
+#include "base/strings.h"
 #include "ir/constant_block.h"
 #include "ir/graph_identity.h"
 #include "ir/graph_internal.h"
@@ -274,7 +275,25 @@ static cge_status add_constant_checked(cge_graph *g, const char *name, cge_dtype
     cge__ir_const *c = calloc(1, sizeof *c);
     if (!c)
         return oom("adding constant", name);
-    c->t.data = block ? block : cge__block_new(data, bytes);
+    if (block) {
+        c->t.data = block;
+    } else if (dtype == CGE_STRING) {
+        /* The constant owns its strings: its block holds the elements, then
+         * their bytes, which the elements point at (base/strings.h). */
+        int64_t n = cge_shape_numel(shape);
+        size_t packed = cge__strings_packed_size(data, n);
+        if (packed == SIZE_MAX) {
+            free(c);
+            return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INVALID_ARG,
+                             "constant '%s': a string element has a negative size or NULL data",
+                             name);
+        }
+        c->t.data = cge__block_new(NULL, packed);
+        if (c->t.data)
+            cge__strings_pack(c->t.data, data, n);
+    } else {
+        c->t.data = cge__block_new(data, bytes);
+    }
     int32_t idx = -1;
     if (!c->t.data)
         st = oom("copying constant", name);

@@ -93,6 +93,22 @@ static cgm_tensor tensor_rec(writer *w, const cge_tensor *t)
     return r;
 }
 
+/* String tensors' elements are pointers to their bytes (cge/types.h): the
+ * format (version 3) has no section for those bytes, so a string constant
+ * or tensor attribute is refused rather than written as addresses. String
+ * inputs, outputs and intermediates hold nothing in the file and save. */
+static cge_status strings_refused(const cge_node *n, const char *what)
+{
+    if (n)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_UNSUPPORTED,
+                         "model save: node '%s' (%s): attribute '%s' is a string tensor; the "
+                         "model file cannot hold string tensors' bytes",
+                         cge_node_name(n), cge_node_op_type(n), what);
+    return cge_error(CGE_LAYER_IO, CGE_ERR_UNSUPPORTED,
+                     "model save: constant '%s' is a string tensor; the model file cannot hold "
+                     "string tensors' bytes", what);
+}
+
 static cge_status write_attr(writer *w, const cge_node *n, const cge_attr *a)
 {
     cgm_attr r = {.name = str_ref(w, a->name), .kind = a->kind};
@@ -120,6 +136,8 @@ static cge_status write_attr(writer *w, const cge_node *n, const cge_attr *a)
         break;
     }
     case CGE_ATTR_TENSOR: {
+        if (a->t->dtype == CGE_STRING)
+            return strings_refused(n, a->name);
         r.n = 1;
         cgm_tensor t = tensor_rec(w, a->t);
         r.aux = aux_put(w, &t, sizeof t, 8);
@@ -130,8 +148,13 @@ static cge_status write_attr(writer *w, const cge_node *n, const cge_attr *a)
         cgm_tensor *ts = calloc((size_t)a->n + 1, sizeof *ts);
         if (!ts)
             return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
-        for (int64_t k = 0; k < a->n; k++)
+        for (int64_t k = 0; k < a->n; k++) {
+            if (a->tensors[k].dtype == CGE_STRING) {
+                free(ts);
+                return strings_refused(n, a->name);
+            }
             ts[k] = tensor_rec(w, &a->tensors[k]);
+        }
         r.aux = aux_put(w, ts, sizeof *ts * (size_t)a->n, 8);
         free(ts);
         break;
@@ -453,6 +476,11 @@ cge_status cge_model_save_buffer(const cge_plan *plan, const cge_model_save_opti
         return cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG, "model save: NULL plan or output");
     *data = NULL;
     *size = 0;
+    for (int32_t v = 0; v < cge_plan_num_values(plan); v++) {
+        const cge_plan_value *pv = &cge_plan_values(plan)[v];
+        if (pv->storage == CGE_STORAGE_CONSTANT && pv->dtype == CGE_STRING)
+            return strings_refused(NULL, pv->name);
+    }
     writer w = {.p = plan};
     cge__strmap_init(&w.strs);
     cge_status st = build_sections(&w, opts);

@@ -109,6 +109,11 @@ static cge_status parse_type(const onnx_ctx *cx, cge_graph *g, const Onnx__TypeP
         if (seq && out->vtype != CGE_TYPE_TENSOR)
             return cge__onnx_unsupported(cx, "%s: sequences of sequences or optionals are not "
                                             "supported", what);
+        /* A sequence copies its elements' bytes: string elements would be
+         * addresses into memory the sequence does not own (docs/strings.md). */
+        if (out->dtype == CGE_STRING)
+            return cge__onnx_unsupported(cx, "%s: sequences and optionals of strings are not "
+                                            "supported", what);
         if (!seq && out->vtype != CGE_TYPE_TENSOR && out->vtype != CGE_TYPE_SEQUENCE)
             return cge__onnx_unsupported(cx, "%s: optionals of optionals are not supported",
                                         what);
@@ -414,7 +419,21 @@ static cge_status import_constant(graph_build *b, const Onnx__NodeProto *np, con
         if (n)
             memcpy(t.data, f ? (const void *)ap->floats : (const void *)ap->ints, t.bytes);
     } else if (!strcmp(an, "value_string") || !strcmp(an, "value_strings")) {
-        return cge__onnx_unsupported(cx, "%s: string tensors are not supported", what);
+        /* elements pointing into the model's bytes; the constant copies them */
+        bool one = an[12] == '\0';
+        size_t n = one ? 1 : ap->n_strings;
+        t.dtype = CGE_STRING;
+        t.shape.rank = one ? 0 : 1;
+        t.shape.dims[0] = (int64_t)n;
+        t.bytes = n * sizeof(cge_string);
+        cge_string *e = malloc(t.bytes ? t.bytes : 1);
+        if (!e)
+            return oom();
+        for (size_t i = 0; i < n; i++) {
+            const ProtobufCBinaryData *b = one ? &ap->s : &ap->strings[i];
+            e[i] = (cge_string){.data = (const char *)b->data, .size = (int64_t)b->len};
+        }
+        t.data = e;
     } else if (!strcmp(an, "sparse_value")) {
         return cge__onnx_unsupported(cx, "%s: sparse tensors are not supported", what);
     } else {

@@ -14,6 +14,7 @@
 
 #include "base/file.h"
 #include "base/shared_block.h"
+#include "base/strings.h"
 #include "onnx/onnx_internal.h"
 
 static cge_status layered(cge_layer layer, cge_status st, const onnx_ctx *cx, const char *fmt,
@@ -45,13 +46,11 @@ cge_status cge__onnx_unsupported(const onnx_ctx *cx, const char *fmt, ...)
 cge_status cge__onnx_map_dtype(const onnx_ctx *cx, int32_t t, const char *what, cge_dtype *out)
 {
     switch (t) {
-    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 9: case 10: case 11: case 12:
-    case 13: case 16:
-        /* cge's dtype numbers are ONNX's. */
+    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 9: case 10: case 11:
+    case 12: case 13: case 16:
+        /* cge's dtype numbers are ONNX's (8 is STRING). */
         *out = (cge_dtype)t;
         return CGE_OK;
-    case 8:
-        return cge__onnx_unsupported(cx, "%s: string tensors are not supported", what);
     case 14: case 15:
         return cge__onnx_unsupported(cx, "%s: complex tensors are not supported", what);
     case 21: case 22:
@@ -455,6 +454,39 @@ static cge_status decode_4bit(onnx_ctx *cx, const Onnx__TensorProto *tp, const c
     return CGE_OK;
 }
 
+/* A STRING tensor: its values are string_data (ONNX allows no raw_data or
+ * external data for strings), packed here into one owned block of elements
+ * and bytes (base/strings.h), as a string constant keeps them. */
+static cge_status view_strings(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
+                               size_t numel, cge_tensor *out)
+{
+    if (tp->has_raw_data || (tp->has_data_location &&
+                             tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))
+        return cge__onnx_io_error(cx, "%s: a string tensor keeps its values in string_data "
+                                     "(raw_data and external data are not allowed for strings)",
+                                 what);
+    if (tp->n_string_data != numel)
+        return cge__onnx_io_error(cx, "%s: string_data holds %zu strings; the shape needs %zu",
+                                 what, tp->n_string_data, numel);
+    cge_string *elems = malloc(sizeof(cge_string) * (numel ? numel : 1));
+    if (!elems)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory", what);
+    for (size_t i = 0; i < numel; i++)
+        elems[i] = (cge_string){.data = (const char *)tp->string_data[i].data,
+                                .size = (int64_t)tp->string_data[i].len};
+    size_t bytes = 0;
+    void *packed = cge__strings_pack_dup(elems, (int64_t)numel, &bytes);
+    free(elems);
+    if (!packed)
+        return bytes == SIZE_MAX
+                   ? cge__onnx_io_error(cx, "%s: string_data is too large", what)
+                   : cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "%s: out of memory", what);
+    out->dtype = CGE_STRING;
+    out->data = packed;
+    out->bytes = numel * sizeof(cge_string);
+    return CGE_OK;
+}
+
 cge_status cge__onnx_view_tensor(onnx_ctx *cx, const Onnx__TensorProto *tp, const char *what,
                                 const onnx_raw *detached, cge_tensor *out, onnx_bytes *how)
 {
@@ -488,6 +520,8 @@ cge_status cge__onnx_view_tensor(onnx_ctx *cx, const Onnx__TensorProto *tp, cons
         out->shape.dims[i] = d;
     }
     size_t need = (size_t)numel * esize;
+    if (dt == CGE_STRING)
+        return view_strings(cx, tp, what, (size_t)numel, out);
     if (tp->data_type == 21 || tp->data_type == 22)
         return decode_4bit(cx, tp, what, (size_t)numel, tp->data_type == 22, detached, out);
     bool external = tp->has_data_location &&

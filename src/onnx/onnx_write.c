@@ -188,7 +188,9 @@ void cge__onnx_write_node(cge__pbw *w, uint32_t field, const char *name, const c
     cge__pbw_free(&sub);
 }
 
-/* TensorProto: dims 1, data_type 2, name 8, raw_data 9. */
+/* TensorProto: dims 1, data_type 2, string_data 6, name 8, raw_data 9.
+ * A string tensor's data are cge_string elements (bytes / 16 of them),
+ * written as string_data: ONNX allows no raw_data for strings. */
 void cge__onnx_write_tensor(cge__pbw *w, uint32_t field, const char *name, cge_dtype dtype,
                             const int64_t *dims, int rank, const void *data, size_t bytes)
 {
@@ -196,8 +198,14 @@ void cge__onnx_write_tensor(cge__pbw *w, uint32_t field, const char *name, cge_d
     for (int i = 0; i < rank; i++)
         cge__pbw_int(&sub, 1, dims[i]);
     cge__pbw_int(&sub, 2, (int64_t)dtype);   /* cge's dtype numbers are ONNX's */
+    if (dtype == CGE_STRING) {
+        const cge_string *e = data;
+        for (size_t i = 0; i < bytes / sizeof(cge_string); i++)
+            cge__pbw_bytes(&sub, 6, e[i].size ? e[i].data : "", (size_t)e[i].size);
+    }
     cge__pbw_string(&sub, 8, name);
-    cge__pbw_bytes(&sub, 9, data, bytes);
+    if (dtype != CGE_STRING)
+        cge__pbw_bytes(&sub, 9, data, bytes);
     cge__pbw_message(w, field, &sub);
     cge__pbw_free(&sub);
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/strings.h"
 #include "ops/broadcast.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
@@ -169,6 +170,17 @@ DEF_UINT_ROWS(u64, uint64_t, uint64_t, 64)
 
 /* Booleans: any nonzero byte is true; results are 0 or 1. */
 DEF_ROW(eq_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
+
+/* Strings are equal when their bytes are (docs/strings.md). */
+static void eq_string(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb,
+                      int64_t n, const bin_args *args)
+{
+    (void)args;
+    uint8_t *o = o_;
+    const cge_string *a = a_, *b = b_;
+    for (int64_t k = 0; k < n; k++)
+        o[k] = cge__string_equal(&a[k * sa], &b[k * sb]);
+}
 DEF_ROW(and_bool, uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) & (y != 0)))
 DEF_ROW(or_bool, uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) | (y != 0)))
 DEF_ROW(xor_bool, uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) ^ (y != 0)))
@@ -258,7 +270,8 @@ static const bin_info bin_ops[OP_COUNT] = {
     [OP_MUL] = {"Mul", CGE_DT_NUMERIC, false, {NUM_ROWS(mul)}},
     [OP_DIV] = {"Div", CGE_DT_NUMERIC, false, {NUM_ROWS(div)}},
     [OP_POW] = {"Pow", POW_BASE_DTYPES, false, {FLOAT_ROWS(pow)}},
-    [OP_EQ] = {"Equal", CGE_DT_ALL, true, {NUM_ROWS(eq), [CGE_BOOL] = eq_bool}},
+    [OP_EQ] = {"Equal", CGE_DT_ALL | CGE_DT_STRING, true,
+               {NUM_ROWS(eq), [CGE_BOOL] = eq_bool, [CGE_STRING] = eq_string}},
     [OP_LT] = {"Less", CGE_DT_NUMERIC, true, {NUM_ROWS(lt)}},
     [OP_GT] = {"Greater", CGE_DT_NUMERIC, true, {NUM_ROWS(gt)}},
     [OP_LE] = {"LessOrEqual", CGE_DT_NUMERIC, true, {NUM_ROWS(le)}},
@@ -562,7 +575,8 @@ static cge_status where_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     static const cge_arg_def NAME##_out[] = {{CN, 0, OUT, CD}}
 ARGS2(num, CGE_DT_NUMERIC, CGE_DT_NUMERIC, "A", "first operand", "B",
       "second operand (broadcast with A)", "C", "result, A's dtype");
-ARGS2(eq, CGE_DT_ALL, BOOL_DT, "A", "first operand", "B", "second operand (broadcast with A)",
+ARGS2(eq, CGE_DT_ALL | CGE_DT_STRING, BOOL_DT, "A", "first operand", "B",
+      "second operand (broadcast with A)",
       "C", "elementwise comparison");
 ARGS2(lt, CGE_DT_NUMERIC, BOOL_DT, "A", "first operand", "B",
       "second operand (broadcast with A)", "C", "elementwise comparison");
@@ -611,7 +625,8 @@ static const cge_attr_def shift_attrs[] = {
       "x / 0 is 0")                                                                      \
     X(pow, OP_POW, "Pow", 15, pow, POW_BASE_DTYPES, 0, NULL, 0,                          \
       "X^Y with numpy broadcasting, in X's dtype; integer powers are exact and wrap")    \
-    X(eq, OP_EQ, "Equal", 13, eq, CGE_DT_ALL, -1, NULL, 0, "A == B elementwise, broadcast") \
+    X(eq, OP_EQ, "Equal", 13, eq, CGE_DT_ALL | CGE_DT_STRING, -1, NULL, 0,                  \
+      "A == B elementwise, broadcast; strings compare their bytes")                      \
     X(lt, OP_LT, "Less", 13, lt, CGE_DT_NUMERIC, -1, NULL, 0, "A < B elementwise, broadcast") \
     X(gt, OP_GT, "Greater", 13, lt, CGE_DT_NUMERIC, -1, NULL, 0,                         \
       "A > B elementwise, broadcast")

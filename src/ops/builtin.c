@@ -21,7 +21,7 @@ static const family_fn families[] = {
     cge__ops_spectral,
     cge__ops_einsum,
     cge__ops_loss, cge__ops_cast_like, cge__ops_linalg, cge__ops_sampling, cge__ops_detection,
-    cge__ops_text, cge__ops_random,
+    cge__ops_text, cge__ops_random, cge__ops_string_normalizer,
     cge__ops_control_flow,
     cge__ops_training,
     cge__ops_fused_elementwise, cge__ops_fused_matmul, cge__ops_fused_conv, cge__ops_qlinear,

@@ -38,6 +38,7 @@ const cge_op_def *cge__ops_linalg(int32_t *count);  /* Det */
 const cge_op_def *cge__ops_sampling(int32_t *count); /* GridSample MaxUnpool */
 const cge_op_def *cge__ops_detection(int32_t *count); /* RoiAlign NonMaxSuppression */
 const cge_op_def *cge__ops_text(int32_t *count);    /* TfIdfVectorizer */
+const cge_op_def *cge__ops_string_normalizer(int32_t *count); /* StringNormalizer */
 const cge_op_def *cge__ops_random(int32_t *count);  /* RandomUniform(Like) RandomNormal(Like) Bernoulli Multinomial */
 /* cge's own operators (cge/fused_ops.h), builtins like the rest: */
 const cge_op_def *cge__ops_fused_elementwise(int32_t *count); /* cge.fused ElementwiseChain */

@@ -3,6 +3,7 @@
  * conversion rules. */
 #include "ops/builtin.h"
 #include "ops/family_util.h"
+#include "ops/string_util.h"
 
 static cge_status castlike_infer(cge_infer_ctx *ctx)
 {
@@ -24,19 +25,23 @@ static cge_status castlike_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     c.num_outputs = 1;
     c.workspace = NULL;
     c.workspace_size = 0;
-    c.state = NULL;
+    /* Cast's state is its string store (a cast to string); CastLike's
+     * prepare made the same one. */
     return k->launch(&c, stream);
 }
 
 /* ---- definitions ---------------------------------------------------------------------- */
 
-static const cge_kernel_def k_castlike[] = CGE__KDEF(CGE_DT_ALL, castlike_launch, NULL, -1);
+static const cge_kernel_def k_castlike[] = {
+    {.engine = "cpu", .dtypes = CGE_DT_ALL | CGE_DT_STRING, .launch = castlike_launch,
+     .prepare = cge__cast_string_prepare, .release = cge__cast_string_release, .inplace_input = -1}};
 
 static const cge_arg_def castlike_in[] = {
-    {"input", 0, CGE_DT_ALL, "tensor to convert"},
-    {"target_type", 0, CGE_DT_ALL, "only its dtype is used"},
+    {"input", 0, CGE_DT_ALL | CGE_DT_STRING, "tensor to convert"},
+    {"target_type", 0, CGE_DT_ALL | CGE_DT_STRING, "only its dtype is used"},
 };
-static const cge_arg_def castlike_out[] = {{"output", 0, CGE_DT_ALL, "input in target's dtype"}};
+static const cge_arg_def castlike_out[] = {
+    {"output", 0, CGE_DT_ALL | CGE_DT_STRING, "input in target's dtype"}};
 
 static const cge_op_def cast_like_ops[] = {
     CGE__OPDEF("CastLike", 15, castlike_in, 2, castlike_out, 1, NULL, 0, castlike_infer,

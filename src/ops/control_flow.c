@@ -103,6 +103,13 @@ static cge_status run_node(cge_device *dev, cge_stream *imm, body_run *r, const 
     const cge_kernel_def *kd = st ? NULL : cge_op_find_kernel(def, "cpu", kdt);
     if (!st && !kd)
         st = cge_last_error_status();
+    /* A kernel that writes strings keeps their bytes in its state, which
+     * goes right after this launch (types.h, cge_string). */
+    for (int32_t i = 0; !st && kd->release && i < no; i++)
+        if (outs[i].dtype == CGE_STRING)
+            st = cge_error(CGE_LAYER_KERNEL, CGE_ERR_UNSUPPORTED,
+                           "%s '%s': strings made inside a control-flow body are not supported",
+                           cge_node_op_type(n), cge_node_name(n));
     if (st)
         return st;
     cge_kernel_ctx kc = {.op_type = cge_node_op_type(n), .node_name = cge_node_name(n),

@@ -676,32 +676,36 @@ static const cge_kernel_def expand_kernels[] = {{"cpu", 0, expand_launch, NULL, 
 static const cge_kernel_def shape_kernels[] = {{"cpu", 0, shape_launch, NULL, NULL, NULL, -1}};
 static const cge_kernel_def constant_kernels[] = {{"cpu", 0, constant_launch, NULL, NULL, NULL, -1}};
 
+/* Ops that only re-describe or copy elements take strings too: a string
+ * element is a {data, size} pair that copies as bytes (cge/types.h). */
+#define VIEW_DT (CGE_DT_ALL | CGE_DT_STRING)
+
 static const cge_arg_def reshape_in[] = {
-    {"data", 0, CGE_DT_ALL, "tensor to reshape"},
+    {"data", 0, VIEW_DT, "tensor to reshape"},
     {"shape", 0, I64, "new shape: 0 copies the input dim (unless allowzero), -1 is inferred"},
 };
-static const cge_arg_def reshape_out[] = {{"reshaped", 0, CGE_DT_ALL, "same data, new shape"}};
+static const cge_arg_def reshape_out[] = {{"reshaped", 0, VIEW_DT, "same data, new shape"}};
 static const cge_attr_def reshape_attrs[] = {
     {"allowzero", CGE_ATTR_INT, false, 0, 0.0f, NULL, "1: a 0 in 'shape' is a real 0-size dim"},
 };
 
-static const cge_arg_def flatten_in[] = {{"input", 0, CGE_DT_ALL, "tensor of rank >= axis"}};
-static const cge_arg_def flatten_out[] = {{"output", 0, CGE_DT_ALL, "2-D: [prod(dims[:axis]), prod(dims[axis:])]"}};
+static const cge_arg_def flatten_in[] = {{"input", 0, VIEW_DT, "tensor of rank >= axis"}};
+static const cge_arg_def flatten_out[] = {{"output", 0, VIEW_DT, "2-D: [prod(dims[:axis]), prod(dims[axis:])]"}};
 static const cge_attr_def flatten_attrs[] = {
     {"axis", CGE_ATTR_INT, false, 1, 0.0f, NULL, "first dim of the second output dim; negative counts from the end"},
 };
 
 static const cge_arg_def squeeze_in[] = {
-    {"data", 0, CGE_DT_ALL, "tensor"},
+    {"data", 0, VIEW_DT, "tensor"},
     {"axes", CGE_ARG_OPTIONAL, I64, "dims of size 1 to remove; all of them if absent"},
 };
-static const cge_arg_def squeeze_out[] = {{"squeezed", 0, CGE_DT_ALL, "data without those dims"}};
+static const cge_arg_def squeeze_out[] = {{"squeezed", 0, VIEW_DT, "data without those dims"}};
 
 static const cge_arg_def unsqueeze_in[] = {
-    {"data", 0, CGE_DT_ALL, "tensor"},
+    {"data", 0, VIEW_DT, "tensor"},
     {"axes", 0, I64, "positions of new size-1 dims in the output"},
 };
-static const cge_arg_def unsqueeze_out[] = {{"expanded", 0, CGE_DT_ALL, "data with size-1 dims inserted"}};
+static const cge_arg_def unsqueeze_out[] = {{"expanded", 0, VIEW_DT, "data with size-1 dims inserted"}};
 
 static const cge_arg_def expand_in[] = {
     {"input", 0, CGE_DT_ALL, "tensor"},
@@ -709,7 +713,7 @@ static const cge_arg_def expand_in[] = {
 };
 static const cge_arg_def expand_out[] = {{"output", 0, CGE_DT_ALL, "input broadcast to the result shape"}};
 
-static const cge_arg_def shape_in[] = {{"data", 0, CGE_DT_ALL, "any tensor (only its shape is read)"}};
+static const cge_arg_def shape_in[] = {{"data", 0, VIEW_DT, "any tensor (only its shape is read)"}};
 static const cge_arg_def shape_out[] = {{"shape", 0, I64, "dims [start, end) of data's shape"}};
 static const cge_attr_def shape_attrs[] = {
     {"start", CGE_ATTR_INT, false, 0, 0.0f, NULL, "first dim (negative counts from the end; clamped)"},

@@ -1,5 +1,5 @@
 /* Text: TfIdfVectorizer, n-gram counts (TF, IDF or TFIDF) of integer token
- * sequences. cge has no string tensors, so string pools are refused at meta. */
+ * sequences; string pools (string n-grams) are refused at meta. */
 #include <stdio.h>
 #include <string.h>
 
@@ -36,8 +36,8 @@ static bool tfidf_config(const cge_attrs *attrs, tfidf_cfg *c, char *msg, size_t
     c->npool = cge_attrs_get_ints(attrs, "pool_int64s", &c->pool);
     c->nweights = cge_attrs_get_floats(attrs, "weights", &c->weights);
     if (cge_attrs_find(attrs, "pool_strings")) {
-        snprintf(msg, size, "pool_strings (string n-grams) is not supported: cge has no string "
-                            "tensors; only int32/int64 input with pool_int64s");
+        snprintf(msg, size, "pool_strings (string n-grams) is not supported; only int32/int64 "
+                            "input with pool_int64s");
         return false;
     }
     if (c->mode < 0) {

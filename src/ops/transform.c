@@ -1118,14 +1118,19 @@ static const cge_kernel_def split_kernels[] = {{"cpu", 0, split_launch, NULL, NU
 static const cge_kernel_def slice_kernels[] = {{"cpu", 0, slice_launch, NULL, NULL, NULL, -1}};
 static const cge_kernel_def gather_kernels[] = {{"cpu", 0, gather_launch, NULL, NULL, NULL, -1}};
 
+/* Concat, Slice and Gather copy whole elements with memcpy of their size,
+ * so string elements ({data, size} pairs, cge/types.h) move as they are.
+ * Transpose's tiles copy at most 8 bytes an element: no strings there. */
+#define MOVE_DT (CGE_DT_ALL | CGE_DT_STRING)
+
 static const cge_arg_def transpose_in[] = {{"data", 0, CGE_DT_ALL, "tensor"}};
 static const cge_arg_def transpose_out[] = {{"transposed", 0, CGE_DT_ALL, "output dim i is input dim perm[i]"}};
 static const cge_attr_def transpose_attrs[] = {
     {"perm", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "permutation of the dims; reversed if absent"},
 };
 
-static const cge_arg_def concat_in[] = {{"inputs", CGE_ARG_VARIADIC, CGE_DT_ALL, "tensors of one dtype and rank"}};
-static const cge_arg_def concat_out[] = {{"concat_result", 0, CGE_DT_ALL, "inputs joined along axis"}};
+static const cge_arg_def concat_in[] = {{"inputs", CGE_ARG_VARIADIC, MOVE_DT, "tensors of one dtype and rank"}};
+static const cge_arg_def concat_out[] = {{"concat_result", 0, MOVE_DT, "inputs joined along axis"}};
 static const cge_attr_def concat_attrs[] = {
     {"axis", CGE_ATTR_INT, true, 0, 0.0f, NULL, "axis to join along; negative counts from the end"},
 };
@@ -1142,19 +1147,19 @@ static const cge_attr_def split_attrs[] = {
 };
 
 static const cge_arg_def slice_in[] = {
-    {"data", 0, CGE_DT_ALL, "tensor to slice"},
+    {"data", 0, MOVE_DT, "tensor to slice"},
     {"starts", 0, IDX, "first index per listed axis"},
     {"ends", 0, IDX, "end (exclusive) per listed axis"},
     {"axes", CGE_ARG_OPTIONAL, IDX, "axes the lists apply to; 0..n-1 if absent"},
     {"steps", CGE_ARG_OPTIONAL, IDX, "steps (non-zero; negative walks backwards); 1 if absent"},
 };
-static const cge_arg_def slice_out[] = {{"output", 0, CGE_DT_ALL, "the slice"}};
+static const cge_arg_def slice_out[] = {{"output", 0, MOVE_DT, "the slice"}};
 
 static const cge_arg_def gather_in[] = {
-    {"data", 0, CGE_DT_ALL, "tensor of rank >= 1"},
+    {"data", 0, MOVE_DT, "tensor of rank >= 1"},
     {"indices", 0, IDX, "indices along axis; negative counts from the end"},
 };
-static const cge_arg_def gather_out[] = {{"output", 0, CGE_DT_ALL, "data[:axis] + indices + data[axis+1:]"}};
+static const cge_arg_def gather_out[] = {{"output", 0, MOVE_DT, "data[:axis] + indices + data[axis+1:]"}};
 static const cge_attr_def gather_attrs[] = {
     {"axis", CGE_ATTR_INT, false, 0, 0.0f, NULL, "axis to gather on; negative counts from the end"},
 };

@@ -7,6 +7,7 @@
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/sequence_util.h"
+#include "ops/string_util.h"
 #include "ops/unary_rows.h"
 
 #define MIN_PER_BLOCK 16384
@@ -67,8 +68,11 @@ static const un_info un_ops[U_COUNT] = {
     [U_ERF] = FLT("Erf", erf),
     [U_GELU] = FLT("Gelu", gelu),
     [U_GELU_TANH] = FLT("Gelu", gelu_tanh),
-    [U_CAST] = {"Cast", CGE_DT_ALL, OUT_CAST, {ALL_SAME(copy_row)}},
-    [U_IDENTITY] = {"Identity", CGE_DT_ALL, OUT_SAME, {ALL_SAME(copy_row)}},
+    /* Casts from and to strings are ops/string_cast.c's (un_launch hands them over). */
+    [U_CAST] = {"Cast", CGE_DT_ALL | CGE_DT_STRING, OUT_CAST, {ALL_SAME(copy_row)}},
+    /* A string element is a {data, size} pair: Identity copies the pairs. */
+    [U_IDENTITY] = {"Identity", CGE_DT_ALL | CGE_DT_STRING, OUT_SAME,
+                    {ALL_SAME(copy_row), [CGE_STRING] = copy_row}},
     [U_FLOOR] = FLT("Floor", floor),
     [U_CEIL] = FLT("Ceil", ceil),
     [U_ROUND] = FLT("Round", round),
@@ -183,10 +187,10 @@ static cge_status un_infer(cge_infer_ctx *ctx, un_op op)
     cge_dtype out = un_ops[op].out == OUT_BOOL ? CGE_BOOL : x->dtype;
     if (un_ops[op].out == OUT_CAST) {
         int64_t to = cge_attrs_get_int(ctx->attrs, "to", -1);
-        if (to < 0 || to >= CGE_DTYPE_MAX || !in_set(CGE_DT_ALL, (cge_dtype)to))
+        if (to < 0 || to >= CGE_DTYPE_MAX || !in_set(CGE_DT_ALL | CGE_DT_STRING, (cge_dtype)to))
             return cge_meta_error(ctx, CGE_ERR_DTYPE,
                                   "attribute 'to' = %lld is missing or not a supported dtype "
-                                  "(numeric types and bool)",
+                                  "(numeric types, bool and string)",
                                   (long long)to);
         out = (cge_dtype)to;
     }
@@ -235,11 +239,14 @@ static cge_status un_launch(const cge_kernel_ctx *ctx, cge_stream *stream, un_op
     if (op == U_GELU && !gelu_variant(ctx->attrs, &op))
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
                                 "attribute approximate must be 'none' or 'tanh'");
+    if (op == U_CAST && (x->dtype == CGE_STRING || y->dtype == CGE_STRING))
+        return cge__cast_string_launch(ctx, stream);
     un_args args;
     memset(&args, 0, sizeof args);
     const un_info *info = &un_ops[op];
     cge_dtype want = info->out == OUT_BOOL ? CGE_BOOL : info->out == OUT_CAST ? y->dtype : x->dtype;
-    if (in_set(info->dtypes, x->dtype) && in_set(CGE_DT_ALL, y->dtype) && y->dtype == want)
+    if (in_set(info->dtypes, x->dtype) && in_set(CGE_DT_ALL | CGE_DT_STRING, y->dtype) &&
+        y->dtype == want)
         args.row = x->dtype == y->dtype || info->out != OUT_CAST ? info->rows[x->dtype]
                                                                  : cast_rows[x->dtype][y->dtype];
     if (!args.row)
@@ -597,10 +604,12 @@ ARGS(abs, ABS_DTYPES, ABS_DTYPES, "X", "Y");
 ARGS(flt, CGE_DT_FLOAT, CGE_DT_FLOAT, "X", "Y");
 ARGS(relu, RELU_DTYPES, RELU_DTYPES, "X", "Y");
 /* ONNX names these ops' tensors "input" and "output". */
-ARGS(io, CGE_DT_ALL, CGE_DT_ALL, "input", "output");
+ARGS(io, CGE_DT_ALL | CGE_DT_STRING, CGE_DT_ALL | CGE_DT_STRING, "input", "output");
 /* Identity also passes sequences and optionals on. */
-static const cge_arg_def anyio_in[] = {{"input", CGE_ARG_NON_TENSOR, CGE_DT_ALL, "input"}};
-static const cge_arg_def anyio_out[] = {{"output", 0, CGE_DT_ALL, "result, same shape"}};
+static const cge_arg_def anyio_in[] = {
+    {"input", CGE_ARG_NON_TENSOR, CGE_DT_ALL | CGE_DT_STRING, "input"}};
+static const cge_arg_def anyio_out[] = {
+    {"output", 0, CGE_DT_ALL | CGE_DT_STRING, "result, same shape"}};
 ARGS(fltio, CGE_DT_FLOAT, CGE_DT_FLOAT, "input", "output");
 ARGS(sign, SIGN_DTYPES, SIGN_DTYPES, "input", "output");
 ARGS(test, CGE_DT_FLOAT, BOOL_DT, "X", "Y");
@@ -659,10 +668,8 @@ static const cge_attr_def dropout_attrs[] = {
     X(erf, U_ERF, "Erf", 13, flt, CGE_DT_FLOAT, 0, NULL, 0, "error function")            \
     X(gelu, U_GELU, "Gelu", 20, flt, CGE_DT_FLOAT, 0, gelu_attrs, 1,                     \
       "0.5 X (1 + erf(X / sqrt 2)), or the tanh approximation")                          \
-    X(cast, U_CAST, "Cast", 13, io, CGE_DT_ALL, -1, cast_attrs, 1,                       \
-      "convert to dtype 'to': float -> int truncates toward zero and saturates (NaN -> " \
-      "0), int -> int wraps, x -> bool is x != 0")                                       \
-    X(identity, U_IDENTITY, "Identity", 16, anyio, CGE_DT_ALL, 0, NULL, 0, "a copy of the input") \
+    X(identity, U_IDENTITY, "Identity", 16, anyio, CGE_DT_ALL | CGE_DT_STRING, 0, NULL, 0, \
+      "a copy of the input")                                                             \
     X(floor, U_FLOOR, "Floor", 13, flt, CGE_DT_FLOAT, 0, NULL, 0, "largest integer <= X") \
     X(ceil, U_CEIL, "Ceil", 13, flt, CGE_DT_FLOAT, 0, NULL, 0, "smallest integer >= X")  \
     X(round, U_ROUND, "Round", 11, flt, CGE_DT_FLOAT, 0, NULL, 0,                        \
@@ -719,6 +726,17 @@ UNARY_OPS(X_FNS)
     static const cge_kernel_def NAME##_kernels[] = {                                     \
         {.engine = "cpu", .dtypes = DTYPES, .launch = NAME##_launch, .inplace_input = 0}}
 KERNEL(clip, CGE_DT_NUMERIC);
+/* Cast is outside the table's macro for its prepare and release: a cast to
+ * string keeps the output's bytes in a store of the node's (ops/string_cast.c). */
+static cge_status cast_infer(cge_infer_ctx *ctx) { return un_infer(ctx, U_CAST); }
+static cge_status cast_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    return un_launch(ctx, stream, U_CAST);
+}
+static const cge_kernel_def cast_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT_ALL | CGE_DT_STRING, .launch = cast_launch,
+     .prepare = cge__cast_string_prepare, .release = cge__cast_string_release,
+     .inplace_input = -1}};
 KERNEL(dropout, CGE_DT_FLOAT);
 KERNEL(hm, CGE_DT_FLOAT);
 
@@ -745,6 +763,12 @@ static const cge_arg_def dropout_out[] = {
      .num_kernels = 1, .doc = DOC},
 
 static const cge_op_def unary_ops[] = {
+    {.name = "Cast", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = io_in,
+     .num_inputs = 1, .outputs = io_out, .num_outputs = 1, .attrs = cast_attrs, .num_attrs = 1,
+     .infer = cast_infer, .kernels = cast_kernels, .num_kernels = 1,
+     .doc = "convert to dtype 'to': float -> int truncates toward zero and saturates (NaN -> "
+            "0), int -> int wraps, x -> bool is x != 0; to and from strings as numpy's "
+            "astype (shortest round-trip text; 'NaN', 'INF', '-INF' parse)"},
     UNARY_OPS(X_DEF)
     {.name = "Clip", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = clip_in,
      .num_inputs = 3, .outputs = clip_out, .num_outputs = 1, .infer = clip_infer,

@@ -10,6 +10,9 @@
 
 #include <cmocka.h>
 
+#include <stdlib.h>
+
+#include "base/strings.h"
 #include "base/strmap.h"
 #include "cge/types.h"
 #include "cge/version.h"
@@ -77,7 +80,7 @@ static void test_dtypes(void **state)
         {CGE_F64, 8, "float64"}, {CGE_I8, 1, "int8"},     {CGE_I16, 2, "int16"},
         {CGE_I32, 4, "int32"},   {CGE_I64, 8, "int64"},   {CGE_U8, 1, "uint8"},
         {CGE_U16, 2, "uint16"},  {CGE_U32, 4, "uint32"},  {CGE_U64, 8, "uint64"},
-        {CGE_BOOL, 1, "bool"},
+        {CGE_BOOL, 1, "bool"},   {CGE_STRING, 16, "string"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_int_equal(cge_dtype_size(cases[i].t), cases[i].size);
@@ -85,7 +88,13 @@ static void test_dtypes(void **state)
         assert_int_equal(cge_dtype_from_name(cases[i].name), cases[i].t);
         assert_true(cge_dtype_valid(cases[i].t));
     }
-    assert_int_equal(cge_dtype_size((cge_dtype)8), 0); /* ONNX's string: not a cge dtype */
+    /* ONNX's string (8) is one: a {data, size} element (cge/types.h) */
+    assert_int_equal(cge_dtype_size((cge_dtype)8), sizeof(cge_string));
+    assert_int_equal(cge_dtype_from_name("str"), CGE_STRING);
+    assert_int_equal(cge_dtype_size((cge_dtype)14), 0); /* complex64: not a cge dtype */
+    assert_false(cge_dtype_valid((cge_dtype)14));
+    assert_false(cge_dtype_is_float(CGE_STRING) || cge_dtype_is_int(CGE_STRING));
+    assert_false(CGE_DT_ALL & CGE_DT_STRING); /* no numeric kernel ever sees one */
     assert_false(cge_dtype_valid((cge_dtype)99));
     assert_int_equal(cge_dtype_from_name("f32"), CGE_F32);
     assert_int_equal(cge_dtype_from_name("nope"), CGE_DTYPE_UNDEFINED);
@@ -324,11 +333,61 @@ static void test_version(void **state)
     assert_string_equal(parts, cge_version());
 }
 
+/* The string store keeps its chunks across resets (a steady state grows
+ * nothing); packed string blocks own their bytes; malformed elements are
+ * told apart. */
+static void test_string_store_and_pack(void **state)
+{
+    (void)state;
+    cge__strstore *st = cge__strstore_create();
+    assert_non_null(st);
+    size_t cap = 0;
+    for (int run = 0; run < 4; run++) {
+        cge__strstore_reset(st);
+        char *first = NULL;
+        for (int i = 0; i < 3000; i++) {
+            char *p = cge__strstore_alloc(st, 17, "0123456789abcdefg");
+            assert_non_null(p);
+            assert_memory_equal(p, "0123456789abcdefg", 17);
+            if (!first)
+                first = p;
+        }
+        assert_non_null(cge__strstore_alloc(st, 100000, NULL)); /* larger than a chunk */
+        if (run == 0)
+            cap = cge__strstore_capacity(st);
+        assert_int_equal(cge__strstore_capacity(st), cap);
+        assert_memory_equal(first, "0123456789abcdefg", 17);
+    }
+    cge__strstore_destroy(st);
+    cge__strstore_destroy(NULL);
+
+    char src[] = "helloworld";
+    cge_string e[3] = {{src, 5}, {NULL, 0}, {src + 5, 5}};
+    assert_int_equal(cge__strings_packed_size(e, 3), 3 * sizeof(cge_string) + 10);
+    size_t bytes = 0;
+    cge_string *packed = cge__strings_pack_dup(e, 3, &bytes);
+    assert_non_null(packed);
+    memset(src, 'x', sizeof src - 1);
+    assert_int_equal(bytes, 3 * sizeof(cge_string) + 10);
+    assert_memory_equal(packed[0].data, "hello", 5);
+    assert_int_equal(packed[1].size, 0);
+    assert_memory_equal(packed[2].data, "world", 5);
+    assert_true((const char *)packed[2].data < (const char *)packed + bytes);
+    assert_true(cge__string_equal(&packed[0], &(cge_string){"hello", 5}));
+    assert_false(cge__string_equal(&packed[0], &packed[2]));
+    free(packed);
+    cge_string bad[2] = {{NULL, 4}, {"a", -1}};
+    assert_int_equal(cge__strings_packed_size(bad, 1), SIZE_MAX);
+    assert_int_equal(cge__strings_packed_size(bad + 1, 1), SIZE_MAX);
+    assert_null(cge__strings_pack_dup(bad, 2, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_layers),       cmocka_unit_test(test_error_thread_local),
         cmocka_unit_test(test_long_message_truncated), cmocka_unit_test(test_dtypes),
+        cmocka_unit_test(test_string_store_and_pack),
         cmocka_unit_test(test_half_conversions),   cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_strmap),            cmocka_unit_test(test_dim_symbols),
         cmocka_unit_test(test_version),

@@ -81,26 +81,13 @@ def collect_cases():
 
 def unsupported_reason(model, inputs, outputs):
     """Why a case needs a value type cge does not have (None if it does not).
-    Sequences and optionals of tensors are cge value types (issue 13); maps,
-    sparse tensors and strings are not."""
-    import numpy as np
+    Sequences and optionals of tensors and string tensors are cge value types
+    (issue 13); maps and sparse tensors are not."""
     kinds = {"map_type": "map", "sparse_tensor_type": "sparse tensor"}
     for vi in list(model.graph.input) + list(model.graph.output):
         which = vi.type.WhichOneof("value")
         if which in kinds:
             return kinds[which] + " type"
-        if which == "tensor_type" and vi.type.tensor_type.elem_type == 8:
-            return "string tensor"
-    def elems(v):
-        if v is None:
-            return []
-        if isinstance(v, (list, tuple)):
-            return [x for e in v for x in elems(e)]
-        return [v]
-    for v in [x for v in list(inputs) + list(outputs) for x in elems(v)]:
-        v = np.asarray(v)
-        if v.dtype == object or v.dtype.kind in "US":
-            return "string tensor"
     return None
 
 

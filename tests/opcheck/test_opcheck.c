@@ -278,6 +278,10 @@ static void test_builtins(void **state)
                       !strcmp(res->op, "ConcatFromSequence");
         if (res->skipped && seq_op && strstr(res->skipped, "sequences or optionals"))
             continue;
+        /* String tensors: its cases are numbers (tests/session/test_strings.c). */
+        if (res->skipped && !strcmp(res->op, "StringNormalizer") &&
+            strstr(res->skipped, "string tensors only"))
+            continue;
         if (res->skipped)
             fail_msg("builtin %s skipped: %s", res->op, res->skipped);
         if (res->cases_accepted < 1)

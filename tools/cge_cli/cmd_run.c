@@ -124,7 +124,13 @@ static void print_output(const cge_tensor *t)
     size_t n = (size_t)cge_shape_numel(&t->shape);
     printf("output '%s': %s %s", t->name, cge_dtype_name(t->dtype),
            cge_shape_str(&t->shape, sh, sizeof sh));
-    if (n) {
+    if (n && t->dtype == CGE_STRING) {
+        const cge_string *e = t->data;
+        printf("\n  values:");
+        for (size_t i = 0; i < n && i < 8; i++)
+            printf(" \"%.*s\"", e[i].size > 40 ? 40 : (int)e[i].size, e[i].data ? e[i].data : "");
+        printf("%s", n > 8 ? " ..." : "");
+    } else if (n) {
         double lo = INFINITY, hi = -INFINITY, sum = 0;
         for (size_t i = 0; i < n; i++) {
             double v = value_at(t, i);

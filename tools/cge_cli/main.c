@@ -488,9 +488,11 @@ static uint64_t rng_next(uint64_t *s)
 }
 
 /* Random values by dtype: floats in [-1, 1), integers in [0, 4) (small
- * enough to be valid indices and ids), booleans. */
+ * enough to be valid indices and ids), booleans; strings are those
+ * integers' text (static bytes: a string element points at them). */
 static void fill_random(cge_tensor *t, uint64_t *rng)
 {
+    static const char *const texts[4] = {"0", "1", "2", "3"};
     size_t es = cge_dtype_size(t->dtype), n = es ? t->bytes / es : 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t r = rng_next(rng);
@@ -506,6 +508,7 @@ static void fill_random(cge_tensor *t, uint64_t *rng)
         case CGE_I8: case CGE_U8: *(uint8_t *)p = (uint8_t)k; break;
         case CGE_I16: case CGE_U16: *(uint16_t *)p = (uint16_t)k; break;
         case CGE_I32: case CGE_U32: *(uint32_t *)p = (uint32_t)k; break;
+        case CGE_STRING: *(cge_string *)p = (cge_string){.data = texts[k], .size = 1}; break;
         default: *(uint64_t *)p = (uint64_t)k; break;
         }
     }
