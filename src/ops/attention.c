@@ -460,6 +460,40 @@ AVX512_INLINE void pv_tile(const attn_args *a, const int NV, const float *vc, in
                 _mm512_mask_storeu_ps(orow[r] + c0 + 16 * t, km[t], acc[r][t]);
 }
 
+/* pt[r][0, 16 NV) = scale q[r] . K^T for TM rows (rows past the tile's
+ * repeat its last one), NV vectors of 16 keys from the packed chunk kt:
+ * 4 NV accumulators per row held in registers, each K^T load serving TM rows. */
+AVX512_INLINE void qk_tile(const attn_args *a, const int NV, const float *kt, const float *const *qr,
+                           float *pt)
+{
+    __m512 acc[TM][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < TM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NV; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < a->D; d++) {
+        const float *kr = kt + d * NC;
+        __m512 kv[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NV; t++)
+            kv[t] = _mm512_load_ps(kr + 16 * t);
+#pragma GCC unroll 6
+        for (int r = 0; r < TM; r++) {
+            __m512 qb = _mm512_set1_ps(qr[r][d * a->q_d]);
+#pragma GCC unroll 4
+            for (int t = 0; t < NV; t++)
+                acc[r][t] = _mm512_fmadd_ps(qb, kv[t], acc[r][t]);
+        }
+    }
+    const __m512 sc = _mm512_set1_ps(a->scale);
+#pragma GCC unroll 6
+    for (int r = 0; r < TM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NV; t++)
+            _mm512_store_ps(pt + r * NC + 16 * t, _mm512_mul_ps(acc[r][t], sc));
+}
+
 /* Rows [m0, m1) of one batch entry (q, k, v, mask, o at its origin). */
 AVX512_FN static void attn_rows_tiled(const attn_args *a, const float *q, const float *k, const float *v,
                                       const char *mask, float *o, int64_t m0, int64_t m1)
@@ -473,15 +507,17 @@ AVX512_FN static void attn_rows_tiled(const attn_args *a, const float *q, const 
         l[m - m0] = 0.0f;
         memset(o + m * a->o_m, 0, (size_t)Dv * sizeof(float));
     }
-    const __m512 sc = _mm512_set1_ps(a->scale);
     for (int64_t n0 = 0; n0 < N; n0 += NC) {
         int64_t nc = N - n0 < NC ? N - n0 : NC;
         const float *kc = k + n0 * a->k_n, *vc = v + n0 * a->v_n;
+        /* vectors of 16 keys that this chunk fills (a short sequence's
+         * one chunk scores only these) */
+        int nvk = (int)((nc + 15) / 16);
         for (int64_t d = 0; d < D; d++) {
             float *row = kt + d * NC;
             for (int64_t j = 0; j < nc; j++)
                 row[j] = kc[j * a->k_n + d * a->k_d];
-            for (int64_t j = nc; j < NC; j++)
+            for (int64_t j = nc; j < 16 * nvk; j++)
                 row[j] = 0.0f;
         }
         for (int64_t m = m0; m < m1; m += TM) {
@@ -495,32 +531,14 @@ AVX512_FN static void attn_rows_tiled(const attn_args *a, const float *q, const 
                 qr[r] = q + mr * a->q_m;
                 orow[r] = o + mr * a->o_m;
             }
-            /* S = scale Q K^T for the tile, in registers */
-            __m512 acc[TM][4];
-#pragma GCC unroll 6
-            for (int r = 0; r < TM; r++)
-#pragma GCC unroll 4
-                for (int t = 0; t < 4; t++)
-                    acc[r][t] = _mm512_setzero_ps();
-            for (int64_t d = 0; d < D; d++) {
-                const float *kr = kt + d * NC;
-                __m512 k0 = _mm512_load_ps(kr), k1 = _mm512_load_ps(kr + 16),
-                       k2 = _mm512_load_ps(kr + 32), k3 = _mm512_load_ps(kr + 48);
-#pragma GCC unroll 6
-                for (int r = 0; r < TM; r++) {
-                    __m512 qb = _mm512_set1_ps(qr[r][d * a->q_d]);
-                    acc[r][0] = _mm512_fmadd_ps(qb, k0, acc[r][0]);
-                    acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
-                    acc[r][2] = _mm512_fmadd_ps(qb, k2, acc[r][2]);
-                    acc[r][3] = _mm512_fmadd_ps(qb, k3, acc[r][3]);
-                }
+            /* S = scale Q K^T for the tile, in registers; the mask, then the
+             * online softmax per row: weights into pt */
+            switch (nvk) {
+            case 4: qk_tile(a, 4, kt, qr, pt); break;
+            case 3: qk_tile(a, 3, kt, qr, pt); break;
+            case 2: qk_tile(a, 2, kt, qr, pt); break;
+            default: qk_tile(a, 1, kt, qr, pt); break;
             }
-#pragma GCC unroll 6
-            for (int r = 0; r < TM; r++)
-#pragma GCC unroll 4
-                for (int t = 0; t < 4; t++)
-                    _mm512_store_ps(pt + r * NC + 16 * t, _mm512_mul_ps(acc[r][t], sc));
-            /* mask, then the online softmax per row: weights into pt */
             for (int64_t r = 0; r < TM; r++) {
                 float *s = pt + r * NC;
                 alpha[r] = 1.0f;
@@ -532,9 +550,10 @@ AVX512_FN static void attn_rows_tiled(const attn_args *a, const float *q, const 
                     mask_chunk(a, mask + (m + r) * a->mask_m * esz, n0, nc, true, s);
                 for (int64_t j = nc; j < NC; j++)
                     s[j] = -INFINITY;
-                __m512 s0 = _mm512_load_ps(s), s1 = _mm512_load_ps(s + 16), s2 = _mm512_load_ps(s + 32),
-                       s3 = _mm512_load_ps(s + 48);
-                float cm = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(s0, s1), _mm512_max_ps(s2, s3)));
+                __m512 vm = _mm512_load_ps(s);
+                for (int t = 1; t < nvk; t++)
+                    vm = _mm512_max_ps(vm, _mm512_load_ps(s + 16 * t));
+                float cm = _mm512_reduce_max_ps(vm);
                 float *rmx = &mx[m + r - m0];
                 float nm = cm > *rmx ? cm : *rmx;
                 if (nm == -INFINITY) { /* every score so far is -inf: nothing to weigh yet */
@@ -545,17 +564,13 @@ AVX512_FN static void attn_rows_tiled(const attn_args *a, const float *q, const 
                     alpha[r] = cge__expf_fast(*rmx - nm);
                     *rmx = nm;
                 }
-                __m512 nmv = _mm512_set1_ps(nm);
-                s0 = exp16(_mm512_sub_ps(s0, nmv));
-                s1 = exp16(_mm512_sub_ps(s1, nmv));
-                s2 = exp16(_mm512_sub_ps(s2, nmv));
-                s3 = exp16(_mm512_sub_ps(s3, nmv));
-                _mm512_store_ps(s, s0);
-                _mm512_store_ps(s + 16, s1);
-                _mm512_store_ps(s + 32, s2);
-                _mm512_store_ps(s + 48, s3);
-                l[m + r - m0] = l[m + r - m0] * alpha[r] +
-                                _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+                __m512 nmv = _mm512_set1_ps(nm), sum = _mm512_setzero_ps();
+                for (int t = 0; t < nvk; t++) {
+                    __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(s + 16 * t), nmv));
+                    _mm512_store_ps(s + 16 * t, e);
+                    sum = _mm512_add_ps(sum, e);
+                }
+                l[m + r - m0] = l[m + r - m0] * alpha[r] + _mm512_reduce_add_ps(sum);
             }
             /* O = alpha O + P V, 64 columns at a time */
             for (int64_t c0 = 0; c0 < Dv; c0 += 64) {
