@@ -402,3 +402,37 @@ def test_attention_op_fully_masked_row(tmp_path):
     keep = np.arange(m) != 3
     ref = _np_attention(q, k, v, 0.125, np.where(keep[:, None], mk, 0), 1)
     np.testing.assert_allclose(y[0, keep], ref[0, keep], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask", ["causal", "padding"])
+def test_encoder_long_masked(tmp_path, mask):
+    """nn.TransformerEncoderLayer (4 heads of 16) at 131 tokens with a causal
+    mask (whole key chunks dropped for the upper row tiles) or a key padding
+    mask (batch entries of different lengths), fused against unfused and
+    PyTorch: the tiled path with masks through an export."""
+    torch.manual_seed(6)
+    layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    s = 131
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x, m):
+            if mask == "causal":
+                return self.layer(x, src_mask=m)
+            return self.layer(x, src_key_padding_mask=m)
+
+    model = Masked().eval()
+    x = torch.randn(2, s, 64)
+    if mask == "causal":
+        m = torch.triu(torch.full((s, s), float("-inf")), diagonal=1)
+    else:
+        m = torch.zeros(2, s, dtype=torch.bool)
+        m[1, 90:] = True  # the second entry's last 41 keys are padding
+    path = str(tmp_path / "enc.onnx")
+    _export(model, (x, m), path, ["x", "m"], None)
+    with torch.no_grad():
+        ref = model(x, m).numpy()
+    _check(path, [{"x": x.numpy(), "m": m.numpy()}], [ref], tmp_path, expect_fused=1)
