@@ -361,8 +361,9 @@ static inline __attribute__((always_inline)) void fold_chunk(const attn_args *a,
 
 /* ---- the tiled path: TM query rows against a chunk of NC keys --------------
  * The row path above loads each V row once per query row, and each packed
- * K^T vector for two rows: it is bound by loads, and lost 1-4% to the two
- * packed GEMMs of the unfused graph at 16-128 rows. Here a tile of TM rows x
+ * K^T vector for two rows: it is bound by loads, and took 1.2-1.6x the time
+ * of the unfused graph (two packed GEMMs, Softmax) at 64-256 rows (one
+ * thread, CPU time). Here a tile of TM rows x
  * 64 keys is scored in AVX-512 registers (24 accumulators; one K^T load
  * serves TM rows), its softmax weights go to an L1 tile, and P V is summed
  * TM rows at a time (one V load serves TM rows): about 2.4 multiply-adds per
@@ -462,7 +463,8 @@ AVX512_INLINE void pv_tile(const attn_args *a, const int NV, const float *vc, in
 
 /* pt[r][0, 16 NV) = scale q[r] . K^T for TM rows (rows past the tile's
  * repeat its last one), NV vectors of 16 keys from the packed chunk kt:
- * 4 NV accumulators per row held in registers, each K^T load serving TM rows. */
+ * NV accumulators per row (TM NV in all) held in registers, each K^T load
+ * serving TM rows. */
 AVX512_INLINE void qk_tile(const attn_args *a, const int NV, const float *kt, const float *const *qr,
                            float *pt)
 {
