@@ -11,7 +11,14 @@ fastest tenth of the steps), the plan steps (kernel launches) per decode step
 counted by the profiler, whether both sides' tokens agree, and ONNX Runtime
 on the same models in the same run (bench/dynamic.py's ORT child) for the
 ratios. Knobs: BENCH_ROUNDS (alternations, 3), BENCH_STEPS (64),
-BENCH_RUNS (encoder runs per length, 30), BENCH_THREADS (2)."""
+BENCH_RUNS (encoder runs per length, 30), BENCH_THREADS (2),
+BENCH_WORKLOADS ("decode,encoder": either or both), BENCH_ENCODER_SEQS (the
+lengths, bench/dynamic.py's 16..20, 64, 128 by default).
+
+The encoder rows also give CPU time per run (process time of the
+alternating runs, median): on a shared machine another process's load
+stretches wall time much more than CPU time, so on/off in CPU time is the
+steadier A/B."""
 import collections
 import json
 import os
@@ -35,6 +42,8 @@ import numpy as np  # noqa: E402
 import cge  # noqa: E402
 
 SIDES = ("on", "off")
+WORKLOADS = os.environ.get("BENCH_WORKLOADS", "decode,encoder").split(",")
+ENCODER_SEQS = [int(x) for x in os.environ.get("BENCH_ENCODER_SEQS", "16,17,18,19,20,64,128").split(",")]
 
 
 def session(model, side, profile=False):
@@ -96,7 +105,8 @@ def main():
     enc_model, _ = dyn.mdm.make("encoder_dyn", out_dir)
     report = {}
     # (c) and (d): alternate generations of the two sides
-    for label, spec in (("concat decoder (default mode)", cspec), ("static decoder (bound)", sspec)):
+    decodes = (("concat decoder (default mode)", cspec), ("static decoder (bound)", sspec))
+    for label, spec in (decodes if "decode" in WORKLOADS else ()):
         sess = {sd: session(spec["model"], sd) for sd in SIDES}
         if spec["kind"] == "decode":
             steps = {sd: concat_step(sess[sd], spec["inputs"]) for sd in SIDES}
@@ -129,30 +139,34 @@ def main():
         report[label]["tokens_equal"] = tokens["on"] == tokens["off"]
         del sess
     # (b) encoder steady runs, alternating
-    enc = {sd: session(enc_model, sd) for sd in SIDES}
-    name = enc["on"].get_inputs()[0].name
     enc_rows = {}
-    for seq in (16, 64, 128):
+    seqs = ENCODER_SEQS if "encoder" in WORKLOADS else []
+    enc = {sd: session(enc_model, sd) for sd in SIDES} if seqs else {}
+    name = enc["on"].get_inputs()[0].name if seqs else None
+    for seq in seqs:
         x = dyn.pattern([1, seq, 256])
         t = {sd: [] for sd in SIDES}
+        cpu = {sd: [] for sd in SIDES}
         for sd in SIDES:
             for _ in range(3):
                 enc[sd].run(None, {name: x})
         diff = float(np.abs(enc["on"].run(None, {name: x})[0] - enc["off"].run(None, {name: x})[0]).max())
         for i in range(int(os.environ.get("BENCH_RUNS", "30"))):
             for sd in (SIDES if i % 2 else SIDES[::-1]):
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 enc[sd].run(None, {name: x})
                 t[sd].append((time.perf_counter() - t0) * 1e3)
-        enc_rows[seq] = {sd: stats(t[sd]) for sd in SIDES}
+                cpu[sd].append((time.process_time() - c0) * 1e3)
+        enc_rows[seq] = {sd: dict(stats(t[sd]), cpu_median=stats(cpu[sd])["median"]) for sd in SIDES}
         enc_rows[seq]["max_abs_diff"] = diff
     # ONNX Runtime in the same run
     with tempfile.TemporaryDirectory() as tmp:
-        ort_c, _ = dyn.run_ort(dict(cspec, runs=3), tmp)
-        ort_s, _ = dyn.run_ort(dict(sspec, runs=3), tmp)
-        ort_e, _ = dyn.run_ort({"kind": "shapes", "model": enc_model, "input": "input",
-                                "shapes": [[1, s, 256] for s in (16, 64, 128)], "runs": 30,
-                                "warmup": 3, "threads": int(THREADS)}, tmp)
+        no = {"error": "not run (BENCH_WORKLOADS)"}
+        ort_c = dyn.run_ort(dict(cspec, runs=3), tmp)[0] if report else no
+        ort_s = dyn.run_ort(dict(sspec, runs=3), tmp)[0] if report else no
+        ort_e = dyn.run_ort({"kind": "shapes", "model": enc_model, "input": "input",
+                             "shapes": [[1, s, 256] for s in seqs], "runs": 30,
+                             "warmup": 3, "threads": int(THREADS)}, tmp)[0] if seqs else no
 
     def ort_tok(r):
         if "error" in r:
@@ -160,10 +174,11 @@ def main():
         ts = [t for g in r["generations"] if "token_ms" in g for t in g["token_ms"]]
         return stats(ts) if ts else None
     oc, os_ = ort_tok(ort_c), ort_tok(ort_s)
-    print("\nms per token (all steps of %d generations per side); ratios against ONNX Runtime's concat "
-          "form (c) in this run" % ROUNDS)
-    print("%-30s %4s | %8s %8s | %8s %8s | %9s | %s" % ("workload", "pass", "median", "p10", "/ORT(c)",
-                                                       "p10/ORT", "launches", "of which"))
+    if report:
+        print("\nms per token (all steps of %d generations per side); ratios against ONNX Runtime's concat "
+              "form (c) in this run" % ROUNDS)
+        print("%-30s %4s | %8s %8s | %8s %8s | %9s | %s" % ("workload", "pass", "median", "p10", "/ORT(c)",
+                                                           "p10/ORT", "launches", "of which"))
     for label, rep in report.items():
         for sd in SIDES:
             r = rep[sd]
@@ -174,19 +189,21 @@ def main():
         print("%-30s      on/off median %.2f, p10 %.2f; tokens equal on and off: %s" % (
             "", rep["on"]["median"] / rep["off"]["median"], rep["on"]["p10"] / rep["off"]["p10"],
             rep["tokens_equal"]))
-    for lb, o in (("ORT concat (c)", oc), ("ORT static (d)", os_)):
+    for lb, o in (("ORT concat (c)", oc), ("ORT static (d)", os_)) if report else ():
         if o:
             print("%-30s      | %8.3f %8.3f |" % (lb, o["median"], o["p10"]))
         else:
             print("%-30s      | error: %s" % (lb, (ort_c if lb.endswith("(c)") else ort_s).get("error")))
-    print("\nencoder steady ms (median of alternating runs)")
+    print("\nencoder steady ms (median of alternating runs; cpu: process CPU ms per run, median)")
     orows = {tuple(r["shape"]): r for r in ort_e.get("rows", [])} if "error" not in ort_e else {}
     for seq, row in enc_rows.items():
         o = orows.get((1, seq, 256), {}).get("median_ms")
-        print("  seq %3d: on %7.3f  off %7.3f  on/off %.2f  ORT %s  on/ORT %s  max|on-off| %.1e" % (
-            seq, row["on"]["median"], row["off"]["median"], row["on"]["median"] / row["off"]["median"],
-            "%.3f" % o if o else "-", "%.2f" % (row["on"]["median"] / o) if o else "-",
-            row["max_abs_diff"]))
+        print("  seq %3d: on %7.3f  off %7.3f  on/off %.2f  cpu on/off %.2f  ORT %s  on/ORT %s  "
+              "max|on-off| %.1e" % (
+                  seq, row["on"]["median"], row["off"]["median"], row["on"]["median"] / row["off"]["median"],
+                  row["on"]["cpu_median"] / row["off"]["cpu_median"],
+                  "%.3f" % o if o else "-", "%.2f" % (row["on"]["median"] / o) if o else "-",
+                  row["max_abs_diff"]))
     print("load average at the end: %.2f" % os.getloadavg()[0])
     if os.environ.get("BENCH_JSON"):
         with open(os.environ["BENCH_JSON"], "w") as f:

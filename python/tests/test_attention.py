@@ -282,10 +282,20 @@ def test_attention_op_meta_errors(tmp_path):
     assert "[meta]" in str(e.value) and "head size" in str(e.value)
 
 
-@pytest.mark.parametrize("seq,fused", [(16, 1), (95, 1), (96, 0), (197, 0)])
-def test_long_static_scores_stay_unfused(tmp_path, seq, fused):
-    """Scores whose rows and keys are both known and >= 96 keep the unfused
-    GEMMs (faster there); shorter or symbolic ones fuse. Same results."""
+def _has_avx512f():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("seq,long", [(16, 0), (95, 0), (96, 1), (197, 1)])
+def test_long_static_scores_stay_unfused(tmp_path, seq, long):
+    """Without AVX-512 (no tiled kernel), scores whose rows and keys are both
+    known and >= 96 keep the unfused GEMMs (faster there); shorter or
+    symbolic ones fuse. With AVX-512 every length fuses. Same results."""
+    fused = 0 if long and not _has_avx512f() else 1
     torch.manual_seed(5)
     mha = nn.MultiheadAttention(32, 4, batch_first=True)
 
@@ -311,3 +321,118 @@ def test_long_static_scores_stay_unfused(tmp_path, seq, fused):
     assert _op_count(text, "Attention") == fused
     assert _op_count(text, "Softmax") == 1 - fused
     np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-5)
+
+
+def _mask_for(kind, rng, b, h, m, n):
+    """(mask array or None, mask_kind, fill) for a named mask over [b, h, m, n]."""
+    from onnx import TensorProto
+    if kind == "none":
+        return None, 0, 0.0, None
+    if kind == "causal":  # additive -inf above the diagonal, aligned to the last key (a prefill over a past)
+        mk = np.triu(np.full((m, n), -np.inf, np.float32), n - m + 1)
+        return mk, 1, 0.0, TensorProto.FLOAT
+    if kind == "padding":  # bool, kept where true: each batch entry keeps a prefix of the keys
+        keep = np.zeros((b, 1, 1, n), bool)
+        for i in range(b):
+            keep[i, ..., : max(1, n - 17 * i)] = True
+        return keep, 2, float("-inf"), TensorProto.BOOL
+    if kind == "random":  # bool, dropped where true, a finite fill (masked_fill with finfo.min)
+        drop = rng.rand(1, h, m, n) < 0.4
+        drop[..., 0] = False
+        return drop, 3, -3.4e38, TensorProto.BOOL
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("m,n,d,dv,mask", [
+    (1, 70, 64, 64, "causal"),       # one row: the dot-product path
+    (4, 4, 32, 32, "none"),          # the fewest rows of the tiled path
+    (6, 64, 64, 64, "padding"),      # one whole tile, one whole chunk
+    (7, 65, 32, 32, "causal"),       # a row past a tile, a key past a chunk
+    (13, 131, 12, 12, "random"),     # head size 12, prime lengths
+    (64, 64, 64, 64, "causal"),      # the encoder's head at 64
+    (131, 131, 80, 80, "causal"),    # prime rows, whole chunks dropped by the causal mask
+    (97, 200, 100, 36, "padding"),   # Dv != D, neither a multiple of 16
+    (128, 128, 64, 64, "none"),      # the encoder's head at 128
+    (50, 49, 32, 32, "random"),      # swin's 7x7 windows, head size 32
+])
+def test_attention_op_sizes_and_masks(tmp_path, m, n, d, dv, mask):
+    """The operator against numpy (float64) at the sizes where its paths and
+    tiles change: 1 row, tile and chunk edges, prime lengths, head sizes 12,
+    32, 64, 80, 100 (Dv 36), no mask, an additive causal mask, a padding mask
+    (bool, -inf fill) and a random bool mask with a finite fill. Q, K and V
+    are [B, S, H, D] as an export makes them (permutations)."""
+    rng = np.random.RandomState(m * 7 + n * 3 + d)
+    b, h = 2, 3
+    q = rng.randn(b, m, h, d).astype(np.float32)
+    k = rng.randn(b, n, h, d).astype(np.float32)
+    v = rng.randn(b, n, h, dv).astype(np.float32)
+    mk, kind, fill, mtype = _mask_for(mask, rng, b, h, m, n)
+    attrs = {"scale": 1.0 / math.sqrt(d), "q_perm": [0, 2, 1, 3], "k_perm": [0, 2, 1, 3],
+             "v_perm": [0, 2, 1, 3], "out_perm": [0, 2, 1, 3]}
+    if kind:
+        attrs.update(mask_kind=kind, fill=fill)
+    path = str(tmp_path / "att.onnx")
+    _attention_model(path, [q.shape, k.shape, v.shape], attrs, list(mk.shape) if kind else None, mtype)
+    feeds = {"q": q, "k": k, "v": v}
+    if kind:
+        feeds["mask"] = mk
+    y = cge.InferenceSession(path).run(None, feeds)[0]
+    ref = _np_attention(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
+                        attrs["scale"], mk, kind, fill).transpose(0, 2, 1, 3)
+    assert y.shape == (b, m, h, dv)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_op_fully_masked_row(tmp_path):
+    """A row whose keys are all dropped (-inf) is NaN, as Softmax makes it,
+    in the tiled path too (its tiles are skipped whole); the other rows are
+    unaffected."""
+    from onnx import TensorProto
+    rng = np.random.RandomState(11)
+    m, n, d = 20, 70, 64
+    q, k, v = (rng.randn(1, m, d).astype(np.float32), rng.randn(1, n, d).astype(np.float32),
+               rng.randn(1, n, d).astype(np.float32))
+    mk = np.zeros((m, n), np.float32)
+    mk[3] = -np.inf
+    path = str(tmp_path / "att.onnx")
+    _attention_model(path, [q.shape, k.shape, v.shape], {"scale": 0.125, "mask_kind": 1}, [m, n],
+                     TensorProto.FLOAT)
+    y = cge.InferenceSession(path).run(None, {"q": q, "k": k, "v": v, "mask": mk})[0]
+    assert np.isnan(y[0, 3]).all()
+    keep = np.arange(m) != 3
+    ref = _np_attention(q, k, v, 0.125, np.where(keep[:, None], mk, 0), 1)
+    np.testing.assert_allclose(y[0, keep], ref[0, keep], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask", ["causal", "padding"])
+def test_encoder_long_masked(tmp_path, mask):
+    """nn.TransformerEncoderLayer (4 heads of 16) at 131 tokens with a causal
+    mask (whole key chunks dropped for the upper row tiles) or a key padding
+    mask (batch entries of different lengths), fused against unfused and
+    PyTorch: the tiled path with masks through an export."""
+    torch.manual_seed(6)
+    layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    s = 131
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x, m):
+            if mask == "causal":
+                return self.layer(x, src_mask=m)
+            return self.layer(x, src_key_padding_mask=m)
+
+    model = Masked().eval()
+    x = torch.randn(2, s, 64)
+    if mask == "causal":
+        m = torch.triu(torch.full((s, s), float("-inf")), diagonal=1)
+    else:
+        m = torch.zeros(2, s, dtype=torch.bool)
+        m[1, 90:] = True  # the second entry's last 41 keys are padding
+    path = str(tmp_path / "enc.onnx")
+    _export(model, (x, m), path, ["x", "m"], None)
+    with torch.no_grad():
+        ref = model(x, m).numpy()
+    _check(path, [{"x": x.numpy(), "m": m.numpy()}], [ref], tmp_path, expect_fused=1)
