@@ -45,7 +45,10 @@ in a process of its own, with a fresh session; an error (or a crash) is
 reported in the table, as its first line. Models: scripts/make_dynamic_models.py
 (into BENCH_MODEL_DIR, once). The CGE_* environment reaches cge's children:
 CGE_SHAPE_PROGRAM=0 measures the compile-per-signature path that symbolic
-graphs took before their shape program (docs/compiler.md), for A/B runs.
+graphs took before their shape program (docs/compiler.md), and CGE_COPY_IO=1
+the copies of inputs and outputs that unrecorded runs (a concat step's new
+length) made before they used the caller's buffers (docs/guide.md, "Where a
+decode step goes"), for A/B runs.
 
 Usage: dynamic.py [--json OUT] [--workloads resnet18,encoder,decoder,decoder_static,decoder_rewritten]"""
 import argparse

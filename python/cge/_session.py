@@ -873,11 +873,7 @@ class InferenceSession:
         idx = [self._out_index[n] for n in output_names]
         guess = self._shape_cache.get(key)
         if guess is None:
-            guess = []
-            for k in idx:
-                o = self._outputs[k]
-                static = o.shape is not None and all(isinstance(d, int) for d in o.shape)
-                guess.append((o.dtype, tuple(o.shape)) if static else None)
+            guess = self._predict_shapes(key, idx)
         profiling = getattr(self, "_profiling", False)  # builder.Session sets none
         if profiling:
             self._profile_runs += 1  # a retry (larger outputs) is part of the same run
@@ -944,7 +940,53 @@ class InferenceSession:
         self._shape_cache[key] = [None if isinstance(bufs[j], _Sequence)
                                   else (outs[j].dtype, tuple(r.shape))
                                   for j, r in enumerate(result)]
+        self._last_shapes = (key, self._shape_cache[key])
         return result
+
+    def _predict_shapes(self, key, idx):
+        """Output (dtype, shape) guesses for a signature not seen before, so
+        that its first run needs no refused try (a run whose output buffers
+        are too small fails, reports the shapes, and is run again). Static
+        outputs are their declared shape. A dynamic dim follows the last
+        run's signature with the same input names: it was some input dim
+        there plus an offset, and that input dim's change since gives the
+        guess (a decode step's present is its past + 1); where several
+        changed input dims could explain it (each no larger than the dim),
+        the closest one does, the largest guess on a tie, since a larger
+        buffer is accepted (the run writes the real shape); a dim no changed
+        input explains stays. A guess too small costs the refused try that
+        tells the real shapes, as with no guess."""
+        guess = []
+        last = getattr(self, "_last_shapes", None)
+        usable = (last is not None and last[0][1] == key[1] and
+                  [k[0] for k in last[0][0] if isinstance(k, tuple)] ==
+                  [k[0] for k in key[0] if isinstance(k, tuple)])
+        for j, k in enumerate(idx):
+            o = self._outputs[k]
+            static = o.shape is not None and all(isinstance(d, int) for d in o.shape)
+            if static:
+                guess.append((o.dtype, tuple(o.shape)))
+                continue
+            prev = last[1][j] if usable else None
+            if prev is None or prev[0] == 0:
+                guess.append(None)
+                continue
+            dims = []
+            for was in prev[1]:
+                gap, best = None, was
+                for old, new in zip(last[0][0], key[0]):
+                    if not isinstance(old, tuple) or len(old[1]) != len(new[1]):
+                        continue
+                    for a, b in zip(old[1], new[1]):
+                        if a == b or a > was:
+                            continue
+                        if gap is None or was - a < gap:
+                            gap, best = was - a, was - a + b
+                        elif was - a == gap:
+                            best = max(best, was - a + b)
+                dims.append(best)
+            guess.append((prev[0], tuple(dims)))
+        return guess
 
     def _input_tensors(self, input_feed):
         """The C tensors of ``input_feed`` ({name: array or OrtValue}), read

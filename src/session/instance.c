@@ -856,13 +856,16 @@ static cge_status group_index(cge__instance *inst)
  * keeps them apart. */
 static int32_t share_output(const cge__instance *inst, int32_t in)
 {
+    /* inst->root: group_index's roots of this plan (binding_table made
+     * them just before), a lookup instead of a walk per operand. */
     const cge_plan_value *vals = cge_plan_values(inst->plan);
-    int32_t ns = cge_plan_num_steps(inst->plan), root = cge_plan_root_value(inst->plan, in), last = -1;
+    const int32_t *root_of = inst->root;
+    int32_t ns = cge_plan_num_steps(inst->plan), root = root_of[in], last = -1;
     for (int32_t k = 0; k < ns; k++) {
         const cge_plan_step *st = inst->steps[k].step;
         bool reads = false;
         for (int32_t j = 0; j < st->num_inputs && !reads; j++)
-            reads = st->inputs[j] >= 0 && cge_plan_root_value(inst->plan, st->inputs[j]) == root;
+            reads = st->inputs[j] >= 0 && root_of[st->inputs[j]] == root;
         if (!reads || st->folded)
             continue;
         if (last >= 0 && inst->steps[last].step->stream != st->stream)
@@ -876,13 +879,13 @@ static int32_t share_output(const cge__instance *inst, int32_t in)
     if (ip < 0 || ip >= st->num_inputs || st->num_outputs < 1 || st->outputs[0] < 0)
         return -1;
     int32_t x = st->inputs[ip], out = st->outputs[0];
-    if (x < 0 || cge_plan_root_value(inst->plan, x) != root || vals[x].offset != vals[root].offset ||
+    if (x < 0 || root_of[x] != root || vals[x].offset != vals[root].offset ||
         vals[x].bytes != vals[in].bytes || vals[out].bytes != vals[in].bytes ||
-        vals[out].output_index < 0 || vals[out].input_index >= 0 || cge_plan_root_value(inst->plan, out) != out ||
+        vals[out].output_index < 0 || vals[out].input_index >= 0 || root_of[out] != out ||
         vals[out].memory_space != vals[in].memory_space)
         return -1;
     for (int32_t j = 0; j < st->num_inputs; j++)
-        if (j != ip && st->inputs[j] >= 0 && cge_plan_root_value(inst->plan, st->inputs[j]) == root)
+        if (j != ip && st->inputs[j] >= 0 && root_of[st->inputs[j]] == root)
             return -1;
     return out;
 }

@@ -96,6 +96,10 @@ struct cge_session {
     cge__buckets *buckets;  /* paddable dims' sizes, or NULL */
     bool shape_program;     /* symbolic graphs plan signatures by their shape program */
     bool capture_first;     /* $CGE_CAPTURE_FIRST=1: capture at a signature's first run */
+    /* $CGE_COPY_IO=1: unrecorded runs copy inputs and outputs as recorded
+     * ones do, instead of using the caller's buffers (runs_unrecorded; for
+     * A/B comparisons). */
+    bool copy_io;
     /* $CGE_KEEP_PACKED_WEIGHTS=1: a static graph keeps the weights its kernels
      * packed (for comparisons; they are freed by default). */
     bool keep_packed_sources;
@@ -165,6 +169,8 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
         s->shape_program = false;
     const char *cf = getenv("CGE_CAPTURE_FIRST");
     s->capture_first = cf && !strcmp(cf, "1");
+    const char *ci = getenv("CGE_COPY_IO");
+    s->copy_io = ci && !strcmp(ci, "1");
     const char *kw = getenv("CGE_KEEP_PACKED_WEIGHTS");
     s->keep_packed_sources = kw && !strcmp(kw, "1");
     s->copts.precision = opts ? opts->precision : CGE_PRECISION_FP32;
@@ -976,6 +982,46 @@ static cge_run_mode resolve_mode(cge_session *s, graph_entry *e, cge__instance *
     return CGE_RUN_REPLAY;
 }
 
+/* Whether this run of `inst` will be a plan run with no recording made
+ * (resolve_mode's answer, without its side effects): a signature's first run
+ * in the default mode (a decode step's new length), or every run in plan
+ * mode. Such a run reads its inputs where the caller has them and writes its
+ * outputs into the caller's buffers, as a bound run does: it is synchronous,
+ * so the buffers stay put while it runs, and with no recording there are no
+ * addresses to keep. That saves a copy of every input and output (the whole
+ * cache, in and out, per concat-form decode step). */
+static bool runs_unrecorded(const cge_session *s, const graph_entry *e, const cge__instance *inst,
+                            cge_run_mode want)
+{
+    if (cge__instance_value_dependent(inst))
+        return false;
+    bool by_default = want == CGE_RUN_DEFAULT && s->mode == CGE_RUN_DEFAULT;
+    if (want == CGE_RUN_DEFAULT)
+        want = s->mode == CGE_RUN_DEFAULT ? CGE_RUN_REPLAY : s->mode;
+    if (want == CGE_RUN_PLAN)
+        return true;
+    if (want != CGE_RUN_REPLAY || cge__instance_captured(inst) || !by_default || s->capture_first)
+        return false;
+    for (int32_t i = 0; i < e->num_inst; i++)
+        if (e->inst[i] == inst)
+            return e->planned[i] && e->runs[i] < 1;
+    return false;
+}
+
+/* Whether two of the caller's output buffers overlap: then each must be
+ * written where the session has it and copied out in order, as before. */
+static bool outputs_overlap(const cge_tensor *outputs, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = i + 1; j < n; j++) {
+            uintptr_t a = (uintptr_t)outputs[i].data, b = (uintptr_t)outputs[j].data;
+            if (a && b && outputs[i].bytes && outputs[j].bytes && a < b + outputs[j].bytes &&
+                b < a + outputs[i].bytes)
+                return true;
+        }
+    return false;
+}
+
 /* A padded run's tensors: inputs at the padded shapes (zeros past the
  * caller's rows) and outputs at the instance's, in the entry's stage. */
 static cge_status stage_padded(graph_entry *e, cge__instance *inst, const cge_tensor *inputs,
@@ -1115,6 +1161,10 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
         e->last_inst = inst;
     }
     cge_stream *on = stream ? stream : s->stream;
+    /* Decided before a profile makes the run a plan run: a profiled run
+     * shows the copies its unprofiled run would make. */
+    bool in_place = !st && !bind_buffers && !pad && (sync || !stream) && !s->copy_io &&
+                    runs_unrecorded(s, e, inst, want) && !outputs_overlap(run_out, num_outputs);
     if (!st && prof) {
         /* Profiled runs go step by step: a replay cannot be split. */
         if (want == CGE_RUN_DEFAULT)
@@ -1126,7 +1176,7 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     if (!st) {
         /* Before a capture: a recording keeps the addresses it saw. */
         cge__instance_bind_buffers(inst, run_in, in_pos, num_inputs, run_out, out_pos,
-                                   num_outputs, bind_buffers);
+                                   num_outputs, bind_buffers || in_place);
         cge_run_mode mode = resolve_mode(s, e, inst, want, on);
         e->last_mode = mode;
         cge__instance_set_profile(inst, prof, prof_user);

@@ -1,7 +1,8 @@
 /* I/O binding (cge_run_options.bind_buffers): kernels read the caller's
  * input buffers and write its output buffers themselves, so a bound run
  * copies nothing (seen in a profile: no copy events), in every mode, and a
- * replay stays captured while the same buffers come back. */
+ * replay stays captured while the same buffers come back; a run that records
+ * nothing does the same unbound. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,18 +98,27 @@ static void test_bound_runs_copy_nothing(void **state)
         assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
         cge_graph_destroy(g);
         int copies[2];
-        run(s, CGE_RUN_PLAN, false, true, xs, got, copies);
+        /* Replay mode (profiled as a plan run): recorded addresses, so an
+         * unbound run copies its input in and its output out. */
+        run(s, CGE_RUN_REPLAY, false, true, xs, got, copies);
         assert_int_equal(copies[0], 1);
         assert_int_equal(copies[1], 1);
         memset(got, 0, sizeof got);
-        run(s, CGE_RUN_PLAN, true, true, xs, got, copies);
+        run(s, CGE_RUN_REPLAY, true, true, xs, got, copies);
         assert_int_equal(copies[0], 0);
         assert_int_equal(copies[1], 0);
         assert_close(ref, got);
         /* Unbound again: the plan's own buffers, copied. */
         memset(got, 0, sizeof got);
-        run(s, CGE_RUN_PLAN, false, true, xs, got, copies);
+        run(s, CGE_RUN_REPLAY, false, true, xs, got, copies);
         assert_int_equal(copies[1], 1);
+        assert_close(ref, got);
+        /* Plan mode records nothing: unbound runs use the caller's buffers
+         * as bound ones do. */
+        memset(got, 0, sizeof got);
+        run(s, CGE_RUN_PLAN, false, true, xs, got, copies);
+        assert_int_equal(copies[0], 0);
+        assert_int_equal(copies[1], 0);
         assert_close(ref, got);
         for (cge_run_mode m = CGE_RUN_PLAN; m <= CGE_RUN_REPLAY; m++) {
             memset(got, 0, sizeof got);
@@ -175,12 +185,108 @@ static void test_view_output_binds_with_its_source(void **state)
     cge_session_destroy(s);
 }
 
+/* y = Relu(x W + b) + Tanh(x) with x [rows, COLS], rows symbolic. */
+static cge_graph *build_symbolic(void)
+{
+    static float w[COLS * COLS], bias[COLS];
+    for (int i = 0; i < COLS * COLS; i++)
+        w[i] = (float)((i * 7) % 13) * 0.05f - 0.3f;
+    for (int i = 0; i < COLS; i++)
+        bias[i] = 0.1f * (float)i - 0.2f;
+    cge_graph *g = NULL;
+    assert_int_equal(cge_graph_create("rows", &g), CGE_OK);
+    cge_shape xs = CGE_SHAPE(cge_graph_dim_symbol(g, "rows"), COLS);
+    cge_shape ws = CGE_SHAPE(COLS, COLS), bs = CGE_SHAPE(COLS);
+    assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &xs), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "w", CGE_F32, &ws, w, sizeof w), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "bias", CGE_F32, &bs, bias, sizeof bias), CGE_OK);
+    const char *mm[] = {"x", "w"}, *omm[] = {"xw"}, *ad[] = {"xw", "bias"}, *oad[] = {"h0"};
+    const char *re[] = {"h0"}, *ore[] = {"h"}, *th[] = {"x"}, *oth[] = {"t"};
+    const char *sum[] = {"h", "t"}, *oy[] = {"y"};
+    assert_int_equal(cge_graph_add_node(g, "MatMul", "", "mm", mm, 2, omm, 1, NULL), CGE_OK);
+    assert_int_equal(cge_graph_add_node(g, "Add", "", "bias_add", ad, 2, oad, 1, NULL), CGE_OK);
+    assert_int_equal(cge_graph_add_node(g, "Relu", "", "relu", re, 1, ore, 1, NULL), CGE_OK);
+    assert_int_equal(cge_graph_add_node(g, "Tanh", "", "tanh", th, 1, oth, 1, NULL), CGE_OK);
+    assert_int_equal(cge_graph_add_node(g, "Add", "", "sum", sum, 2, oy, 1, NULL), CGE_OK);
+    assert_int_equal(cge_graph_add_output(g, "y"), CGE_OK);
+    return g;
+}
+
+static void reference_rows(const float *xs, int64_t rows, float *ys)
+{
+    for (int64_t r = 0; r < rows; r += ROWS) {
+        float part[ROWS * COLS];
+        reference(xs + r * COLS, part);
+        memcpy(ys + r * COLS, part, sizeof(float) * (size_t)COLS *
+               (size_t)(rows - r < ROWS ? rows - r : ROWS));
+    }
+}
+
+/* A synchronous run that records nothing (a symbolic graph's new signature
+ * in the default mode: a plan run, as a decode step's new length) reads the
+ * caller's input and writes the caller's output in place, with no copy; the
+ * signature's next run, captured, copies as before. Results equal the
+ * reference every time, also when the output buffer is the input's. */
+static void test_unrecorded_runs_use_callers_buffers(void **state)
+{
+    (void)state;
+    enum { MAXR = 3 * ROWS };
+    static float xs[MAXR * COLS], ref[MAXR * COLS], got[MAXR * COLS];
+    for (int i = 0; i < MAXR * COLS; i++)
+        xs[i] = (float)((i * 11) % 31) * 0.1f - 1.5f;
+    reference_rows(xs, MAXR, ref);
+    cge_session *s = NULL;
+    assert_int_equal(cge_session_create(NULL, &s), CGE_OK);
+    cge_graph *g = build_symbolic();
+    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    cge_graph_destroy(g);
+    const int64_t order[] = {ROWS, 2 * ROWS, ROWS, 3 * ROWS, 2 * ROWS};
+    int first_copies = 0, again_copies = 0;
+    bool seen[4] = {false};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        int64_t rows = order[k];
+        bool again = seen[rows / ROWS];
+        seen[rows / ROWS] = true;
+        size_t bytes = sizeof(float) * (size_t)(rows * COLS);
+        memset(got, 0, sizeof got);
+        cge_tensor in = {"x", CGE_F32, CGE_SHAPE(rows, COLS), xs, bytes};
+        cge_tensor out = {"y", CGE_F32, CGE_SHAPE(rows, COLS), got, sizeof got};
+        int copies[2] = {0, 0};
+        cge_run_options ro = {.profile = count_copies, .profile_user = copies};
+        if (cge_session_run(s, 1, &in, 1, &out, 1, &ro))
+            fail_msg("rows %d: %s", (int)rows, cge_last_error());
+        for (int i = 0; i < rows * COLS; i++)
+            if (fabsf(got[i] - ref[i]) > 1e-5f * (1.0f + fabsf(ref[i])))
+                fail_msg("rows %d, element %d: %.9g vs %.9g", (int)rows, i, (double)got[i],
+                         (double)ref[i]);
+        if (again)
+            again_copies += copies[0] + copies[1];
+        else
+            first_copies += copies[0] + copies[1];
+    }
+    assert_int_equal(first_copies, 0);
+    assert_int_equal(again_copies, 4);   /* two captured runs, one copy in and one out each */
+    /* The output written over the input, at a new signature: the input is
+     * copied in first (it overlaps the output), and the result is right. */
+    static float io[MAXR * COLS];
+    memcpy(io, xs, sizeof io);
+    cge_tensor in = {"x", CGE_F32, CGE_SHAPE(MAXR - 1, COLS), io, sizeof(float) * (MAXR - 1) * COLS};
+    cge_tensor out = {"y", CGE_F32, CGE_SHAPE(MAXR - 1, COLS), io, sizeof io};
+    assert_int_equal(cge_session_run_graph(s, 1, &in, 1, &out, 1), CGE_OK);
+    reference_rows(xs, MAXR - 1, ref);
+    for (int i = 0; i < (MAXR - 1) * COLS; i++)
+        if (fabsf(io[i] - ref[i]) > 1e-5f * (1.0f + fabsf(ref[i])))
+            fail_msg("aliased, element %d: %.9g vs %.9g", i, (double)io[i], (double)ref[i]);
+    cge_session_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bound_runs_copy_nothing),
         cmocka_unit_test(test_replay_follows_bound_buffers),
         cmocka_unit_test(test_view_output_binds_with_its_source),
+        cmocka_unit_test(test_unrecorded_runs_use_callers_buffers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
