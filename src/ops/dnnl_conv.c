@@ -34,7 +34,40 @@ struct cge__dnnl_conv {
      * advancing by one image's floats each time; else images is 1. */
     bool winograd;
     int64_t images, x_image, y_image;
+    /* Winograd's blocked X and Y (one image's) live in the caller's scratch,
+     * after oneDNN's own, at these offsets (0: a buffer of their own): the
+     * plan's arena holds them once for all steps, not each instance per
+     * convolution. */
+    size_t src_off, dst_off;
 };
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Scratch bytes of pd with, for Winograd, its blocked X and Y after
+ * oneDNN's own (src_off, dst_off: where they go; 0 where the layout is the
+ * caller's). */
+static size_t scratch_layout(const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *smd,
+                             const dnnl_memory_desc_t *dmd, bool wino, size_t *src_off,
+                             size_t *dst_off)
+{
+    const dnnl_memory_desc_t *spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    const dnnl_memory_desc_t *cs = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *cd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    size_t n = spd ? dnnl_memory_desc_get_size(spd) : 0;
+    *src_off = *dst_off = 0;
+    if (!wino || !cs || !cd)
+        return n;
+    n = round64(n);
+    if (!dnnl_memory_desc_equal(smd, cs)) {
+        *src_off = n;
+        n += round64(dnnl_memory_desc_get_size(cs));
+    }
+    if (!dnnl_memory_desc_equal(dmd, cd)) {
+        *dst_off = n;
+        n += round64(dnnl_memory_desc_get_size(cd));
+    }
+    return n;
+}
 
 void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
 {
@@ -247,8 +280,26 @@ static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out
         cge__dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
     }
-    c->scratch_bytes = dnnl_memory_desc_get_size(spd);
+    c->scratch_bytes = scratch_layout(c->pd, &m.smd, &m.dmd, d->winograd, &c->src_off, &c->dst_off);
     c->dst_bytes = dnnl_memory_desc_get_size(&m.dmd);
+    /* Winograd's blocked X and Y in the scratch instead of their own buffers. */
+    dnnl_memory_t *inside[2] = {c->src_off ? &c->src : NULL, c->dst_off ? &c->dst : NULL};
+    for (int i = 0; ok && i < 2; i++) {
+        const dnnl_memory_desc_t *md = NULL;
+        dnnl_memory_t mem = NULL;
+        if (!inside[i])
+            continue;
+        ok = dnnl_memory_get_memory_desc(*inside[i], &md) == dnnl_success &&
+             dnnl_memory_create(&mem, md, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
+        if (ok) {
+            dnnl_memory_destroy(*inside[i]);
+            *inside[i] = mem;
+        }
+    }
+    if (!ok) {
+        cge__dnnl_conv_destroy(c);
+        return CGE_ERR_UNSUPPORTED;
+    }
     /* The activations' own buffers (a chosen layout not the caller's) get
      * their pages now, when the plan is made, not in its first run. */
     dnnl_memory_t acts[2] = {c->r_src ? c->src : NULL, c->r_dst ? c->dst : NULL};
@@ -295,8 +346,9 @@ cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *by
     }
     ok = ok && (pd || make_pd(&q, e, &m, &post, &pd)) &&
          (spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) != NULL;
+    size_t so, dof;
     if (ok)
-        *bytes = dnnl_memory_desc_get_size(spd);
+        *bytes = scratch_layout(pd, &m.smd, &m.dmd, q.winograd, &so, &dof);
     dnnl_primitive_desc_destroy(pd);
     dnnl_engine_destroy(e);
     cge__dnnl_omp_leave(omp);
@@ -391,6 +443,12 @@ static int run_once(cge__dnnl_conv *c, const float *x, const float *b, const flo
     int ok = set(c->src, c->src_user, c->r_src, x) && set(c->dst, c->dst_user, c->r_dst, y) &&
              dnnl_memory_set_data_handle(c->bias, (void *)b) == dnnl_success &&
              dnnl_memory_set_data_handle(c->scratch, scratch) == dnnl_success;
+    if (ok && c->src_off)
+        ok = scratch && dnnl_memory_set_data_handle(c->src, (char *)scratch + c->src_off) ==
+                            dnnl_success;
+    if (ok && c->dst_off)
+        ok = scratch && dnnl_memory_set_data_handle(c->dst, (char *)scratch + c->dst_off) ==
+                            dnnl_success;
     if (ok && c->r_src)
         ok = cge__dnnl_run_reorder(c->stream, c->r_src, c->src_user, c->src);
     /* The sum post-op adds what the output holds. */
