@@ -289,7 +289,9 @@ def test_last_run_mode_and_shared_arena(model_path):
     replays once it comes back; every batch size runs in one arena, as large
     as the largest plan's."""
     sess = ort.InferenceSession(model_path)
-    assert sess.arena_bytes() == 0
+    # A batch graph's batch-1 signature is planned at creation (its arena
+    # with it); the larger batches below grow that one arena.
+    created = sess.arena_bytes()
     sizes = []
     for n in (4, 1, 16, 2):
         sess.run(None, {"x": np.ones((n, 3), np.float32)})
@@ -297,4 +299,5 @@ def test_last_run_mode_and_shared_arena(model_path):
         sess.run(None, {"x": np.ones((n, 3), np.float32)})
         assert sess.last_run_mode() == "replay"
         sizes.append(sess.arena_bytes())
-    assert sizes[0] > 0 and sizes[1] == sizes[0] and sizes[2] > sizes[0] and sizes[3] == sizes[2]
+    assert sizes[0] > 0 and sizes[0] >= created
+    assert sizes[1] == sizes[0] and sizes[2] > sizes[0] and sizes[3] == sizes[2]

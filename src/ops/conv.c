@@ -849,13 +849,32 @@ static bool dnnl_blocked(const conv_args *p)
     return p->w_const && p->G == 1 && p->kvol > 1;
 }
 
+/* oneDNN's Winograd convolution, run per image (dnnl_conv.h), where it
+ * measured faster than its direct one with the reorders to and from its
+ * blocked layout counted (1 thread, batch 1 and 4, AVX-512): 3x3 windows at
+ * stride 1 with 64 or more channels in and out, over outputs of 14x14 or
+ * more: 0.45-0.85x the direct time at 28x28 and above, about 0.85-1.0x at
+ * 14x14; at 7x7 (reading its weights, 16/9 the direct ones, once per image
+ * outweighs the arithmetic saved) and with few channels it lost. It needs
+ * constant weights (reordered once); $CGE_DNNL_WINOGRAD=0 turns it off. */
+static bool dnnl_winograd(const conv_args *p)
+{
+    /* read at prepare and workspace queries only, never per launch */
+    const char *off = getenv("CGE_DNNL_WINOGRAD");
+    const nn_geom *g = &p->g;
+    return !(off && !strcmp(off, "0")) && p->w_const && !p->transpose && !p->bf16 &&
+           p->dtype == CGE_F32 && p->G == 1 && g->nsp == 2 && g->k[1] == 3 && g->k[2] == 3 &&
+           g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1 && p->C >= 64 &&
+           p->M >= 64 && p->C % 16 == 0 && p->M % 16 == 0 && g->out[1] * g->out[2] >= 14 * 14;
+}
+
 static cge__dnnl_conv_desc dnnl_desc(const conv_args *p, bool has_bias, int threads)
 {
     cge__dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
                             .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
                             .channels_last = p->channels_last, .bf16 = p->bf16,
-                            .transpose = p->transpose};
+                            .transpose = p->transpose, .winograd = dnnl_winograd(p)};
     d.alpha = d.eltwise == CGE_DNNL_ELT_CLIP          ? p->lo
               : p->act == ACT_LEAKY || p->act == ACT_HSIGMOID ? p->alpha
                                                               : 0.0f;

@@ -77,8 +77,21 @@ typedef struct pack_job {
     const void *w;
 } pack_job;
 
+static int64_t weight_reorders;
+
+void cge__dnnl_count_weight_reorder(void)
+{
+    __atomic_add_fetch(&weight_reorders, 1, __ATOMIC_RELAXED);
+}
+
+int64_t cge__dnnl_weight_reorders(void)
+{
+    return __atomic_load_n(&weight_reorders, __ATOMIC_RELAXED);
+}
+
 static cge_status pack_fill(void *dst, void *arg)
 {
+    cge__dnnl_count_weight_reorder();
     const pack_job *j = arg;
     dnnl_memory_t to = NULL;
     int ok = dnnl_memory_create(&to, j->chosen, j->e, dst) == dnnl_success &&
@@ -152,6 +165,11 @@ dnnl_status_t cge__dnnl_pd_create(dnnl_primitive_desc_t *out, const_dnnl_op_desc
 #else
 
 int cge__dnnl_available(void)
+{
+    return 0;
+}
+
+int64_t cge__dnnl_weight_reorders(void)
 {
     return 0;
 }

@@ -54,6 +54,9 @@ cge_status cge__dnnl_pack_shared(const cge_kernel_ctx *ctx, dnnl_engine_t e, dnn
                                  const void *data, const void *key, size_t key_bytes,
                                  int threads, void **block, dnnl_memory_t *mem);
 
+/* Counts one reorder of constant weights (cge__dnnl_weight_reorders). */
+void cge__dnnl_count_weight_reorder(void);
+
 /* The primitive descriptor for op_desc: oneDNN's first choice, or, with
  * `avoid` set, the first implementation whose name does not contain it (the
  * first choice when every one does). */

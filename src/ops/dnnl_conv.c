@@ -30,7 +30,44 @@ struct cge__dnnl_conv {
     size_t scratch_bytes, dst_bytes;
     int post;
     int threads; /* OpenMP threads it was made for and runs with */
+    /* Winograd: the primitive is one image's, run `images` times, X, Z and Y
+     * advancing by one image's floats each time; else images is 1. */
+    bool winograd;
+    int64_t images, x_image, y_image;
+    /* Winograd's blocked X and Y (one image's) live in the caller's scratch,
+     * after oneDNN's own, at these offsets (0: a buffer of their own): the
+     * plan's arena holds them once for all steps, not each instance per
+     * convolution. */
+    size_t src_off, dst_off;
 };
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Scratch bytes of pd with, for Winograd, its blocked X and Y after
+ * oneDNN's own (src_off, dst_off: where they go; 0 where the layout is the
+ * caller's). */
+static size_t scratch_layout(const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *smd,
+                             const dnnl_memory_desc_t *dmd, bool wino, size_t *src_off,
+                             size_t *dst_off)
+{
+    const dnnl_memory_desc_t *spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    const dnnl_memory_desc_t *cs = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *cd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    size_t n = spd ? dnnl_memory_desc_get_size(spd) : 0;
+    *src_off = *dst_off = 0;
+    if (!wino || !cs || !cd)
+        return n;
+    n = round64(n);
+    if (!dnnl_memory_desc_equal(smd, cs)) {
+        *src_off = n;
+        n += round64(dnnl_memory_desc_get_size(cs));
+    }
+    if (!dnnl_memory_desc_equal(dmd, cd)) {
+        *dst_off = n;
+        n += round64(dnnl_memory_desc_get_size(cd));
+    }
+    return n;
+}
 
 void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
 {
@@ -79,7 +116,12 @@ static int append_eltwise(dnnl_post_ops_t po, const cge__dnnl_conv_desc *d)
 /* Process-wide: convolutions made (primitive, reorders, memories) and
  * scratch queries answered by a primitive descriptor alone
  * (cge__dnnl_conv_counts). */
-static int64_t made_count, query_count;
+static int64_t made_count, query_count, wino_count;
+
+int64_t cge__dnnl_conv_winograd_made(void)
+{
+    return __atomic_load_n(&wino_count, __ATOMIC_RELAXED);
+}
 
 void cge__dnnl_conv_counts(int64_t *made, int64_t *queried)
 {
@@ -100,6 +142,7 @@ static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, i
                    dnnl_primitive_desc_t *pd)
 {
     int n = d->nsp, off = 3 - n;
+    bool wino = d->winograd && !d->transpose && !d->bf16 && d->G == 1;
     dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, d->M}, wd, bd = {d->M}, st, dil, pl, pr;
     int wr = d->G > 1 ? n + 3 : n + 2;
     if (d->G > 1) {
@@ -133,15 +176,16 @@ static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, i
     static const dnnl_format_tag_t w1t[] = {dnnl_bac, dnnl_bacd, dnnl_bacde};
     static const dnnl_format_tag_t wgt[] = {dnnl_acbd, dnnl_acbde, dnnl_acbdef};
     const dnnl_format_tag_t *w1 = d->transpose ? w1t : w1c, *wg = d->transpose ? wgt : wgc;
-    dnnl_format_tag_t at = d->blocked && !d->channels_last ? dnnl_format_tag_any : act[n - 1];
-    dnnl_format_tag_t wt = d->blocked || d->channels_last ? dnnl_format_tag_any
+    dnnl_format_tag_t at = (d->blocked && !d->channels_last) || wino ? dnnl_format_tag_any
+                                                                     : act[n - 1];
+    dnnl_format_tag_t wt = d->blocked || d->channels_last || wino ? dnnl_format_tag_any
                            : d->G > 1                     ? wg[n - 1]
                                                           : w1[n - 1];
     dnnl_memory_desc_t sa, wa, da;
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    *post = d->blocked || d->channels_last ? (d->sum ? CGE_DNNL_POST_SUM : 0) |
+    *post = d->blocked || d->channels_last || wino ? (d->sum ? CGE_DNNL_POST_SUM : 0) |
                                                  (d->eltwise ? CGE_DNNL_POST_ELTWISE : 0)
                                            : 0;
     int ok =
@@ -159,7 +203,8 @@ static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, i
                             &cd, dnnl_forward_inference, dnnl_deconvolution_direct, &sa, &wa,
                             d->has_bias ? &m->bmd : NULL, &da, st, dil, pl, pr)
                       : dnnl_dilated_convolution_forward_desc_init(
-                            &cd, dnnl_forward_inference, dnnl_convolution_direct, &sa, &wa,
+                            &cd, dnnl_forward_inference,
+                            wino ? dnnl_convolution_winograd : dnnl_convolution_direct, &sa, &wa,
                             d->has_bias ? &m->bmd : NULL, &da, st, dil, pl, pr)) == dnnl_success &&
         dnnl_primitive_attr_create(&attr) == dnnl_success &&
         dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
@@ -174,15 +219,44 @@ static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, i
     return ok;
 }
 
+static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out);
+
 cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     *out = NULL;
     if (d->nsp < 1 || d->nsp > 3 || d->G < 1)
         return CGE_ERR_UNSUPPORTED;
+    if (d->winograd && !d->transpose && !d->bf16 && d->G == 1 && d->N > 0) {
+        /* One image's primitive, run per image (dnnl_conv.h). */
+        cge__dnnl_conv_desc one = *d;
+        one.N = 1;
+        if (conv_create(&one, out) == CGE_OK) {
+            cge__dnnl_conv *c = *out;
+            c->winograd = true;
+            __atomic_add_fetch(&wino_count, 1, __ATOMIC_RELAXED);
+            c->images = d->N;
+            c->x_image = d->C;
+            c->y_image = d->M;
+            for (int i = 3 - d->nsp; i < 3; i++) {
+                c->x_image *= d->in[i];
+                c->y_image *= d->out[i];
+            }
+            return CGE_OK;
+        }
+    }
+    cge__dnnl_conv_desc direct = *d;
+    direct.winograd = 0;
+    return conv_create(&direct, out);
+}
+
+static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
+{
+    *out = NULL;
     cge__dnnl_conv *c = calloc(1, sizeof *c);
     if (!c)
         return CGE_ERR_NO_MEMORY;
     c->threads = d->threads > 0 ? d->threads : 1;
+    c->images = 1;
     int omp = cge__dnnl_omp_enter(c->threads);
     conv_mds m;
     const dnnl_memory_desc_t *spd, *cs, *cw, *cdst;
@@ -206,8 +280,36 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
         cge__dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
     }
-    c->scratch_bytes = dnnl_memory_desc_get_size(spd);
+    c->scratch_bytes = scratch_layout(c->pd, &m.smd, &m.dmd, d->winograd, &c->src_off, &c->dst_off);
     c->dst_bytes = dnnl_memory_desc_get_size(&m.dmd);
+    /* Winograd's blocked X and Y in the scratch instead of their own buffers. */
+    dnnl_memory_t *inside[2] = {c->src_off ? &c->src : NULL, c->dst_off ? &c->dst : NULL};
+    for (int i = 0; ok && i < 2; i++) {
+        const dnnl_memory_desc_t *md = NULL;
+        dnnl_memory_t mem = NULL;
+        if (!inside[i])
+            continue;
+        ok = dnnl_memory_get_memory_desc(*inside[i], &md) == dnnl_success &&
+             dnnl_memory_create(&mem, md, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
+        if (ok) {
+            dnnl_memory_destroy(*inside[i]);
+            *inside[i] = mem;
+        }
+    }
+    if (!ok) {
+        cge__dnnl_conv_destroy(c);
+        return CGE_ERR_UNSUPPORTED;
+    }
+    /* The activations' own buffers (a chosen layout not the caller's) get
+     * their pages now, when the plan is made, not in its first run. */
+    dnnl_memory_t acts[2] = {c->r_src ? c->src : NULL, c->r_dst ? c->dst : NULL};
+    for (int i = 0; i < 2; i++) {
+        void *h = NULL;
+        const dnnl_memory_desc_t *md = NULL;
+        if (acts[i] && dnnl_memory_get_data_handle(acts[i], &h) == dnnl_success && h &&
+            dnnl_memory_get_memory_desc(acts[i], &md) == dnnl_success)
+            memset(h, 0, dnnl_memory_desc_get_size(md));
+    }
     __atomic_add_fetch(&made_count, 1, __ATOMIC_RELAXED);
     *out = c;
     return CGE_OK;
@@ -228,10 +330,25 @@ cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *by
     conv_mds m;
     int post = 0;
     const dnnl_memory_desc_t *spd = NULL;
-    int ok = dnnl_engine_create(&e, dnnl_cpu, 0) == dnnl_success && make_pd(d, e, &m, &post, &pd) &&
-             (spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) != NULL;
+    /* As cge__dnnl_conv_create chooses: Winograd for one image, else (or
+     * where oneDNN refuses it) the direct convolution. */
+    cge__dnnl_conv_desc q = *d;
+    if (q.winograd && !q.transpose && !q.bf16 && q.G == 1 && q.N > 0)
+        q.N = 1;
+    else
+        q.winograd = 0;
+    int ok = dnnl_engine_create(&e, dnnl_cpu, 0) == dnnl_success;
+    if (ok && q.winograd && !make_pd(&q, e, &m, &post, &pd)) {
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+        q = *d;
+        q.winograd = 0;
+    }
+    ok = ok && (pd || make_pd(&q, e, &m, &post, &pd)) &&
+         (spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) != NULL;
+    size_t so, dof;
     if (ok)
-        *bytes = dnnl_memory_desc_get_size(spd);
+        *bytes = scratch_layout(pd, &m.smd, &m.dmd, q.winograd, &so, &dof);
     dnnl_primitive_desc_destroy(pd);
     dnnl_engine_destroy(e);
     cge__dnnl_omp_leave(omp);
@@ -249,6 +366,8 @@ int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)
 {
     return c ? c->post : 0;
 }
+
+bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c) { return c && c->winograd; }
 
 /* Point `user` (or `own` when there is no reorder) at the caller's buffer. */
 static int set(dnnl_memory_t own, dnnl_memory_t user, dnnl_primitive_t r, const void *p)
@@ -283,6 +402,7 @@ static int ensure_weights(cge__dnnl_conv *c, const float *w)
         cge_kernel_shared_release(c->wei_block);
         c->wei_block = NULL;
     }
+    cge__dnnl_count_weight_reorder();
     int ok = set(c->wei, c->wei_user, c->r_wei, w) &&
              cge__dnnl_run_reorder(c->stream, c->r_wei, c->wei_user, c->wei);
     c->wei_from = ok ? w : NULL;
@@ -315,15 +435,20 @@ cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, 
 
 bool cge__dnnl_conv_weights_packed(const cge__dnnl_conv *c) { return c && c->wei_block; }
 
-cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
-                             const float *z, float *y, void *scratch)
+/* One execution: one image's for a Winograd primitive, else the batch's. */
+static int run_once(cge__dnnl_conv *c, const float *x, const float *b, const float *z, float *y,
+                    void *scratch)
 {
-    int omp = cge__dnnl_omp_enter(c->threads);
     bool sum = (c->post & CGE_DNNL_POST_SUM) && z;
     int ok = set(c->src, c->src_user, c->r_src, x) && set(c->dst, c->dst_user, c->r_dst, y) &&
              dnnl_memory_set_data_handle(c->bias, (void *)b) == dnnl_success &&
              dnnl_memory_set_data_handle(c->scratch, scratch) == dnnl_success;
-    ok = ok && ensure_weights(c, w);
+    if (ok && c->src_off)
+        ok = scratch && dnnl_memory_set_data_handle(c->src, (char *)scratch + c->src_off) ==
+                            dnnl_success;
+    if (ok && c->dst_off)
+        ok = scratch && dnnl_memory_set_data_handle(c->dst, (char *)scratch + c->dst_off) ==
+                            dnnl_success;
     if (ok && c->r_src)
         ok = cge__dnnl_run_reorder(c->stream, c->r_src, c->src_user, c->src);
     /* The sum post-op adds what the output holds. */
@@ -339,6 +464,18 @@ cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w,
     ok = ok && dnnl_primitive_execute(c->prim, c->stream, b ? 5 : 4, args) == dnnl_success;
     if (ok && c->r_dst)
         ok = cge__dnnl_run_reorder(c->stream, c->r_dst, c->dst, c->dst_user);
+    /* The next image reuses the primitive's own buffers. */
+    return ok && (c->images == 1 || dnnl_stream_wait(c->stream) == dnnl_success);
+}
+
+cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w, const float *b,
+                             const float *z, float *y, void *scratch)
+{
+    int omp = cge__dnnl_omp_enter(c->threads);
+    int ok = ensure_weights(c, w);
+    for (int64_t n = 0; ok && n < c->images; n++)
+        ok = run_once(c, x + n * c->x_image, b, z ? z + n * c->y_image : NULL, y + n * c->y_image,
+                      scratch);
     ok = ok && dnnl_stream_wait(c->stream) == dnnl_success;
     cge__dnnl_omp_leave(omp);
     return ok ? CGE_OK : CGE_ERR_INTERNAL;
@@ -377,6 +514,17 @@ void cge__dnnl_conv_counts(int64_t *made, int64_t *queried)
 int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)
 {
     (void)c;
+    return 0;
+}
+
+bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c)
+{
+    (void)c;
+    return false;
+}
+
+int64_t cge__dnnl_conv_winograd_made(void)
+{
     return 0;
 }
 

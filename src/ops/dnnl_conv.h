@@ -53,6 +53,16 @@ typedef struct cge__dnnl_conv_desc {
      * threads at creation, so runs must use the same number: creation and
      * runs set it on the calling thread and restore the caller's after. */
     int threads;
+    /* Ask for oneDNN's Winograd convolution (3x3, stride 1, float32, W
+     * constant): made for one image and run once per image, so that one
+     * primitive, one weights layout and the same arithmetic serve every
+     * batch (oneDNN's own choice switches from F(2x2,3x3) to the less exact
+     * F(4x4,3x3), with another weights layout, as the batch grows). Its
+     * activations are blocked: X, Z and Y are reordered from and to their
+     * layout (plain or channels-last) per image. Where oneDNN refuses it
+     * (post-ops, ISA), the direct convolution is made instead;
+     * cge__dnnl_conv_winograd says which was. */
+    int winograd;
 } cge__dnnl_conv_desc;
 
 /* Whether this build has oneDNN (dnnl_common.c). */
@@ -75,6 +85,14 @@ cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *by
 /* Process-wide counts: convolutions made by cge__dnnl_conv_create, scratch
  * queries answered by cge__dnnl_conv_scratch_query (tests). */
 void cge__dnnl_conv_counts(int64_t *made, int64_t *queried);
+/* Process-wide: Winograd primitives made (tests). */
+int64_t cge__dnnl_conv_winograd_made(void);
+/* Whether c is the per-image Winograd primitive (desc.winograd taken). */
+bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c);
+/* Process-wide count of constant weights reordered into a primitive's
+ * layout (a packed copy made, shared or not; tests: packed once for every
+ * batch). */
+int64_t cge__dnnl_weight_reorders(void);
 /* The CGE_DNNL_POST_* the primitive applies itself. */
 int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c);
 /* Run on the calling thread with the OpenMP threads it was made for; z is the addend when the sum post-op was taken (else ignored). */

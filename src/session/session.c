@@ -103,6 +103,7 @@ struct cge_session {
     /* $CGE_KEEP_PACKED_WEIGHTS=1: a static graph keeps the weights its kernels
      * packed (for comparisons; they are freed by default). */
     bool keep_packed_sources;
+    bool warm_batch;        /* make a batch graph's batch-1 signature at compile (warm_batch_one) */
     int64_t kv_cache_max_len;   /* > 0: graphs added get the static cache form */
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
@@ -171,6 +172,8 @@ cge_status cge_session_create(const cge_session_options *opts, cge_session **out
     s->capture_first = cf && !strcmp(cf, "1");
     const char *ci = getenv("CGE_COPY_IO");
     s->copy_io = ci && !strcmp(ci, "1");
+    const char *wb = getenv("CGE_WARM_BATCH");
+    s->warm_batch = !(wb && !strcmp(wb, "0"));
     const char *kw = getenv("CGE_KEEP_PACKED_WEIGHTS");
     s->keep_packed_sources = kw && !strcmp(kw, "1");
     s->copts.precision = opts ? opts->precision : CGE_PRECISION_FP32;
@@ -506,6 +509,72 @@ static cge_status make_symbolic(cge_session *s, graph_entry *e)
     return CGE_OK;
 }
 
+/* A graph whose only symbolic dims are its inputs' leading (batch) dims gets
+ * its batch-1 signature planned now, at compile, as ONNX Runtime prepares
+ * its kernels at session creation: the kernels' weight packing (done once
+ * for every batch: later signatures find the packed copies in the shared
+ * cache), oneDNN's first primitives and the arena are made before any run,
+ * so the first run at batch 1 is a plan run and a first run at another batch
+ * makes only its own primitives. Only batch dims: the weights' layouts a
+ * kernel chooses do not depend on the batch, while a stand-in for a spatial
+ * or sequence dim could pack them for a layout no real size uses. Anything
+ * the shape program refuses is left to the first run; $CGE_WARM_BATCH=0 turns
+ * this off, and shape buckets skip it. */
+static double cpu_ms(void);
+
+static void warm_batch_one(cge_session *s, graph_entry *e)
+{
+    /* (With shape buckets batch 1 runs padded: its signature is a bucket's.) */
+    if (!s->warm_batch || s->buckets || !e->symbolic || e->symbolic_off || !e->program ||
+        e->num_inst)
+        return;
+    int32_t ni = cge_graph_num_inputs(e->g);
+    cge_shape *shapes = calloc((size_t)ni + 1, sizeof *shapes);
+    if (!shapes)
+        return;
+    bool batch = true, any = false;
+    for (int32_t i = 0; batch && i < ni; i++) {
+        cge_tensor_desc d;
+        cge_graph_get_desc(e->g, cge_graph_input(e->g, i), &d);
+        shapes[i] = d.shape;
+        for (int32_t k = 0; batch && k < d.shape.rank; k++)
+            if (d.shape.dims[k] < 0) {
+                batch = k == 0;
+                any = true;
+                shapes[i].dims[0] = 1;
+            }
+        batch = batch && d.shape.rank >= 0;
+    }
+    cge_plan *p = NULL;
+    cge__instance *inst = NULL;
+    cge__arena_source src = {entry_arena, e};
+    double t0 = cpu_ms();
+    cge_status st = batch && any ? CGE_OK : CGE_ERR_UNSUPPORTED;
+    if (!st)
+        st = cge_shape_program_run(e->program, shapes, ni, &p);
+    double t1 = cpu_ms();
+    if (!st) {
+        e->specialize_ms += t1 - t0;
+        e->specializations++;
+        st = cge__instance_create_planned(s->dev, cge_plan_graph(e->prepared), shapes, p,
+                                          e->consts, e->shared, &src, &inst);
+        e->bind_ms += cpu_ms() - t1;
+    }
+    if (!st) {
+        e->inst[0] = inst;
+        e->used[0] = ++e->clock;
+        e->runs[0] = 0;
+        e->planned[0] = true;
+        e->num_inst = 1;
+        /* Its pages too (activations and workspaces only: nothing is there
+         * yet), so that the first run does not fault them in. */
+        if (e->arena && !strcmp(cge_device_name(s->dev), "cpu"))
+            memset(e->arena, 0, e->arena_bytes);
+    }
+    cge_clear_error();
+    free(shapes);
+}
+
 static cge_status compile_locked(cge_session *s, graph_entry *e)
 {
     if (e->compiled)
@@ -612,6 +681,8 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
             st = add_stable_constants(e->shared, cge_plan_graph(e->prepared));
         if (!st && s->shape_program && cge_plan_is_complete(e->prepared) == false)
             st = make_symbolic(s, e);
+        if (!st)
+            warm_batch_one(s, e);
     }
     free(shapes);
     if (!st)
