@@ -235,9 +235,13 @@ static int uses_gemm(const mm_args *p)
     return p->dtype == CGE_F32 && p->N > 1 && p->K > 0 && p->M > 0 && p->batch > 0;
 }
 
+static int gemv_direct(const mm_args *p);
+static int gemm_unpacked(const mm_args *p);
+
 static size_t gemm_workspace(const mm_args *p)
 {
-    if (!uses_gemm(p))
+    /* The paths that read B where it is need no room to pack it. */
+    if (!uses_gemm(p) || gemv_direct(p) || gemm_unpacked(p))
         return 0;
     return (size_t)(p->b_count * cge__gemm_packed_b_floats(p->K, p->N)) * sizeof(float) + 64;
 }
@@ -305,6 +309,45 @@ static void gemv_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+/* Products with a B that changes every run (attention's Q K^T and P V past
+ * the fused attention's reach, a prefill's) and is small: the direct
+ * kernels read B row-major where it is, so no packing pass (a launch of its
+ * own, waking the workers once more) and no workspace. Up to 64K floats
+ * (256 KiB) per matrix, what a core's L2 holds with room: a larger B is
+ * re-read from further away by every 12-row block, where packing it once
+ * pays. */
+#define UNPACKED_MAX_B_FLOATS 65536
+
+static int gemm_unpacked(const mm_args *p)
+{
+    return uses_gemm(p) && p->M > 1 && p->b_cs == 1 && p->a_cs == 1 && p->alpha == 1.0f &&
+           p->K * p->N <= UNPACKED_MAX_B_FLOATS &&
+           (!p->bias || (p->bias_rs == 0 && p->bias_cs == 1 && p->beta == 1.0f)) &&
+           cge__gemm_isa_best() == CGE_GEMM_ISA_AVX512;
+}
+
+static void gemm_unpacked_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const mm_args *p = args;
+    const cge__gemm_tiling *tl = &p->tiling;
+    int64_t per = tl->tiles_m * tl->tiles_n, w0, w1;
+    cge__block_range(p->batch * per, blk, nblk, &w0, &w1);
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t t = w / per, tm = (w % per) / tl->tiles_n, tn = w % tl->tiles_n, ao, bo;
+        batch_offsets(p, t, &ao, &bo);
+        cge__gemm_f32 g = {
+            .M = p->M, .N = p->N, .K = p->K,
+            .a = (const float *)p->a + ao * p->a_mat, .a_rs = p->a_rs, .a_cs = p->a_cs,
+            .c = (float *)p->y + t * p->M * p->N, .ldc = p->N,
+            .alpha = 1.0f,
+            .bias = p->bias, .bias_rs = p->bias_rs, .bias_cs = p->bias_cs, .beta = p->beta,
+            .isa = CGE_GEMM_ISA_AVX512,
+        };
+        cge__gemm_f32_tile_unpacked(&g, (const float *)p->b + bo * p->b_mat, p->b_rs, tm * tl->mt,
+                                    (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+    }
+}
+
 /* Enqueue the product described by `p` (inputs and output already set). */
 static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_args *p)
 {
@@ -318,6 +361,12 @@ static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_a
         p->tiling.nt = (nt + CGE_GEMM_NR - 1) / CGE_GEMM_NR * CGE_GEMM_NR;
         int64_t chunks = (p->N + p->tiling.nt - 1) / p->tiling.nt;
         return cge_launch(stream, gemv_fn, cge__blocks_for(p->batch * chunks, 1, threads), p,
+                          sizeof *p);
+    }
+    if (gemm_unpacked(p)) {
+        cge__gemm_plan(p->batch, p->M, p->N, threads, &p->tiling);
+        int64_t tiles = p->batch * p->tiling.tiles_m * p->tiling.tiles_n;
+        return cge_launch(stream, gemm_unpacked_fn, cge__blocks_for(tiles, 1, threads), p,
                           sizeof *p);
     }
     if (uses_gemm(p)) {
