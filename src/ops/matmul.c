@@ -272,13 +272,18 @@ static void gemm_fn(int64_t blk, int64_t nblk, void *args)
         cge__gemm_f32 g = {
             .M = p->M, .N = p->N, .K = p->K,
             .a = (const float *)p->a + ao * p->a_mat, .a_rs = p->a_rs, .a_cs = p->a_cs,
-            .bp = p->bp + bo * p->bp_mat,
+            .bp = p->bp ? p->bp + bo * p->bp_mat : NULL,
             .c = (float *)p->y + t * p->M * p->N, .ldc = p->N,
             .alpha = p->alpha,
             .bias = p->bias, .bias_rs = p->bias_rs, .bias_cs = p->bias_cs, .beta = p->beta,
             .isa = p->isa,
         };
-        cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        if (p->bp)
+            cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        else /* gemm_unpacked: B where it is */
+            cge__gemm_f32_tile_unpacked(&g, (const float *)p->b + bo * p->b_mat, p->b_rs,
+                                        tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt,
+                                        (tn + 1) * tl->nt);
     }
 }
 
@@ -326,28 +331,6 @@ static int gemm_unpacked(const mm_args *p)
            cge__gemm_isa_best() == CGE_GEMM_ISA_AVX512;
 }
 
-static void gemm_unpacked_fn(int64_t blk, int64_t nblk, void *args)
-{
-    const mm_args *p = args;
-    const cge__gemm_tiling *tl = &p->tiling;
-    int64_t per = tl->tiles_m * tl->tiles_n, w0, w1;
-    cge__block_range(p->batch * per, blk, nblk, &w0, &w1);
-    for (int64_t w = w0; w < w1; w++) {
-        int64_t t = w / per, tm = (w % per) / tl->tiles_n, tn = w % tl->tiles_n, ao, bo;
-        batch_offsets(p, t, &ao, &bo);
-        cge__gemm_f32 g = {
-            .M = p->M, .N = p->N, .K = p->K,
-            .a = (const float *)p->a + ao * p->a_mat, .a_rs = p->a_rs, .a_cs = p->a_cs,
-            .c = (float *)p->y + t * p->M * p->N, .ldc = p->N,
-            .alpha = 1.0f,
-            .bias = p->bias, .bias_rs = p->bias_rs, .bias_cs = p->bias_cs, .beta = p->beta,
-            .isa = CGE_GEMM_ISA_AVX512,
-        };
-        cge__gemm_f32_tile_unpacked(&g, (const float *)p->b + bo * p->b_mat, p->b_rs, tm * tl->mt,
-                                    (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
-    }
-}
-
 /* Enqueue the product described by `p` (inputs and output already set). */
 static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_args *p)
 {
@@ -364,10 +347,11 @@ static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_a
                           sizeof *p);
     }
     if (gemm_unpacked(p)) {
+        p->bp = NULL;
+        p->isa = CGE_GEMM_ISA_AVX512;
         cge__gemm_plan(p->batch, p->M, p->N, threads, &p->tiling);
         int64_t tiles = p->batch * p->tiling.tiles_m * p->tiling.tiles_n;
-        return cge_launch(stream, gemm_unpacked_fn, cge__blocks_for(tiles, 1, threads), p,
-                          sizeof *p);
+        return cge_launch(stream, gemm_fn, cge__blocks_for(tiles, 1, threads), p, sizeof *p);
     }
     if (uses_gemm(p)) {
         size_t need = gemm_workspace(p);
