@@ -493,6 +493,24 @@ static const bench_case cases[] = {
     {"MatMul+bias [128,256]x[256,256]", K_MATMUL, {128, 256, 256}, 0},
     {"MatMul [4,128,64]x[4,64,128]", K_BMM, {4, 128, 64, 128}, 0},
     {"MatMul [4,128,128]x[4,128,64]", K_BMM, {4, 128, 128, 64}, 0},
+    /* Decoding (M = 1: a GEMV streaming the packed weight) and short prompts
+     * or encoder rows (M = 16, 64) at the zoo's widths d = 256..1024, MLPs
+     * up to 4d and vocabulary heads. */
+    {"MatMul+bias [1,256]x[256,256]", K_MATMUL, {1, 256, 256}, 0},
+    {"MatMul+bias [1,256]x[256,768]", K_MATMUL, {1, 256, 768}, 0},
+    {"MatMul+bias [1,256]x[256,1024]", K_MATMUL, {1, 256, 1024}, 0},
+    {"MatMul+bias [1,1024]x[1024,256]", K_MATMUL, {1, 1024, 256}, 0},
+    {"MatMul+bias [1,512]x[512,512]", K_MATMUL, {1, 512, 512}, 0},
+    {"MatMul+bias [1,768]x[768,768]", K_MATMUL, {1, 768, 768}, 0},
+    {"MatMul+bias [1,768]x[768,3072]", K_MATMUL, {1, 768, 3072}, 0},
+    {"MatMul+bias [1,3072]x[3072,768]", K_MATMUL, {1, 3072, 768}, 0},
+    {"MatMul+bias [1,1024]x[1024,4096]", K_MATMUL, {1, 1024, 4096}, 0},
+    {"Gemm tB [1,256]x[1000,256]'", K_HEAD, {1, 256, 1000}, 0},
+    {"MatMul+bias [16,256]x[256,256]", K_MATMUL, {16, 256, 256}, 0},
+    {"MatMul+bias [16,256]x[256,1024]", K_MATMUL, {16, 256, 1024}, 0},
+    {"MatMul+bias [16,1024]x[1024,1024]", K_MATMUL, {16, 1024, 1024}, 0},
+    {"MatMul+bias [64,768]x[768,768]", K_MATMUL, {64, 768, 768}, 0},
+    {"MatMul+bias [64,768]x[768,3072]", K_MATMUL, {64, 768, 3072}, 0},
     {"Gemm tB [1,512]x[1000,512]'", K_HEAD, {1, 512, 1000}, 0},
     {"Gemm tB [1,1280]x[1000,1280]'", K_HEAD, {1, 1280, 1000}, 0},
     {"MaxPool 3x3/2 [1,64,112,112] nchw", K_MAXPOOL, {1, 64, 112, 112}, 0},
@@ -689,8 +707,10 @@ int main(int argc, char **argv)
            "channels-last global pools: profiled step less the profiler's cost (+-3 us).\n"
            "in chain = cge's op as one of %d chained copies (workers awake between steps).\n\n",
            SAMPLES, ROUNDS, WARMUP, CHAIN);
-    printf("%-35s %3s %9s %9s %7s %8s %9s %8s  %-20s %s\n", "case", "thr", "cge", "oneDNN", "cge/dnn",
-           "in chain", "cge run", "copies", "cge step", "oneDNN impl");
+    printf("products: GF/s = 2MKN / cge's time, GB/s = the weight's bytes (4KN, what an M = 1\n"
+           "product streams) / cge's time; the in-chain time where there is one.\n\n");
+    printf("%-35s %3s %9s %9s %7s %8s %9s %8s %7s %7s  %-20s %s\n", "case", "thr", "cge", "oneDNN",
+           "cge/dnn", "in chain", "cge run", "copies", "GF/s", "GB/s", "cge step", "oneDNN impl");
     double *buf = malloc(sizeof(double) * 3 * SAMPLES);
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const bench_case *bc = &cases[ci];
@@ -749,12 +769,14 @@ int main(int argc, char **argv)
             measured m = measure(&cs, how == M_TWIN ? &twin : &trivial[t], how, dside, threads[t],
                                  drun, set_threads, ny, buf);
             char chain_s[16] = "-";
+            double chain_us = -1;
             if (bc->k == K_LAYERNORM || bc->k == K_SOFTMAX || (bc->k == K_MATMUL && d[1] == d[2])) {
                 /* the same op inside a chain of CHAIN: (T(chain) - T(one)) / (CHAIN - 1) */
                 cge_side chain;
                 cge_build(&chain, ses[t], next_id++, bc, data, ycge, 0, CHAIN);
                 measured mc = measure(&chain, &cs, M_TWIN, NULL, threads[t], NULL, NULL, ny, buf);
-                snprintf(chain_s, sizeof chain_s, "%.1f", mc.cge / (CHAIN - 1));
+                chain_us = mc.cge / (CHAIN - 1);
+                snprintf(chain_s, sizeof chain_s, "%.1f", chain_us);
                 CHECK(cge_session_remove_graph(ses[t], chain.id));
             }
             char cge_s[16], o_s[16] = "-", ratio_s[16] = "-", run_s[16] = "-", cp_s[16] = "-";
@@ -768,8 +790,14 @@ int main(int argc, char **argv)
                 snprintf(run_s, sizeof run_s, "%.1f", m.run);
                 snprintf(cp_s, sizeof cp_s, "%.1f", m.copies);
             }
-            printf("%-35s %3d %9s %9s %7s %8s %9s %8s  %-20s %s", bc->name, threads[t], cge_s, o_s,
-                   ratio_s, chain_s, run_s, cp_s, cs.ops, impl);
+            char gf_s[16] = "-", gb_s[16] = "-";
+            double us = chain_us > 0 ? chain_us : m.cge;
+            if ((bc->k == K_MATMUL || bc->k == K_HEAD) && us > 0) {
+                snprintf(gf_s, sizeof gf_s, "%.1f", 2.0 * (double)(d[0] * d[1] * d[2]) / us / 1e3);
+                snprintf(gb_s, sizeof gb_s, "%.1f", 4.0 * (double)(d[1] * d[2]) / us / 1e3);
+            }
+            printf("%-35s %3d %9s %9s %7s %8s %9s %8s %7s %7s  %-20s %s", bc->name, threads[t], cge_s,
+                   o_s, ratio_s, chain_s, run_s, cp_s, gf_s, gb_s, cs.ops, impl);
             if (m.diff > 1e-3)
                 printf("  [outputs differ by %.3g]", m.diff);
             printf("\n");

@@ -1,18 +1,23 @@
-/* optimize/fuse_matmul_epilogue: MatMul or Gemm followed by a bias add and/or
- * an activation becomes one cge.fused FusedMatMul, and so does a lone product
- * whose B is a constant. */
+/* optimize/fuse_matmul_epilogue: MatMul or Gemm followed by a bias add, an
+ * activation and/or a residual add becomes one cge.fused FusedMatMul, and so
+ * does a lone product whose B is a constant. */
 #include <math.h>
 #include <string.h>
 
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
+#include "ops/matmul_bf16.h"
 
 /* What qualifies: MatMul (A [..., M, K] x B [K, N]) or Gemm (no transA,
  * alpha = beta = 1), a bias add of N elements, an activation among Relu,
  * Sigmoid, Tanh, Gelu, LeakyRelu and Clip. The bias and activation are
  * applied to each tile of the product while it is in cache, and the
  * intermediates never exist. The GEMM adds the bias as the unfused Add would:
- * results match to rounding. A product whose B is a constant is rewritten
+ * results match to rounding. Then an Add of a tensor of the output's own shape
+ * (a transformer's residual: x + proj(attn), x + mlp(x)) is taken as the
+ * epilogue's last operation, one float add per element as the Add did, so the
+ * same bits as the unfused Add; a decoding step loses one launch per residual
+ * and an encoder one pass over its activations. A product whose B is a constant is rewritten
  * even alone (b_const): its kernel packs B once per plan instead of on every
  * run. */
 
@@ -64,7 +69,7 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         if (!f32(g, bias) || cge_shape_numel(&cd.shape) != n || cd.shape.dims[cd.shape.rank - 1] != n)
             return CGE_OK; /* Gemm's C of [M, N] stays a Gemm */
     }
-    cge_node *nodes[4] = {mm, NULL, NULL, NULL};
+    cge_node *nodes[5] = {mm, NULL, NULL, NULL, NULL};
     int32_t count = 1, cur = cge_node_output_id(mm, 0);
     cge_node *next = cc_only_consumer(u, g, cur);
     if (!gemm && next && cc_is_op(next, "Add")) {
@@ -102,12 +107,31 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
             cur = cge_node_output_id(next, 0);
         }
     }
+    /* The residual: an Add whose other operand has the output's shape. It
+     * cannot depend on the chain (each link has one use, the next link). */
+    int32_t res = -1;
+    /* Not under precision bf16: MatMulBF16, which the precision pass makes
+     * of FusedMatMul, has no residual input. */
+    bool bf16 = ctx->opts.precision == CGE_PRECISION_BF16 && cge__bf16_available();
+    next = cc_only_consumer(u, g, cur);
+    if (!bf16 && next && cc_is_op(next, "Add") && cge_node_num_inputs(next) == 2) {
+        int32_t o = cc_other_input(next, cur);
+        cge_tensor_desc od, sd = cc_out_desc(g, next, 0);
+        if (o >= 0 && o != cur && !cge_graph_value_desc(g, o, &od) && od.dtype == CGE_F32 &&
+            cge_shape_equal(&od.shape, &yd.shape) && sd.dtype == CGE_F32 &&
+            cge_shape_equal(&sd.shape, &yd.shape)) {
+            res = o;
+            nodes[count++] = next;
+            cur = cge_node_output_id(next, 0);
+        }
+    }
     /* A lone product gains only when its constant B can be packed once. */
     bool b_const = cge_graph_value_constant(g, b) != NULL;
     if (count == 1 && !b_const)
         return CGE_OK;
-    const char *ins[3] = {cge_graph_value_name(g, a), cge_graph_value_name(g, b),
-                          bias >= 0 ? cge_graph_value_name(g, bias) : ""};
+    const char *ins[4] = {cge_graph_value_name(g, a), cge_graph_value_name(g, b),
+                          bias >= 0 ? cge_graph_value_name(g, bias) : "",
+                          res >= 0 ? cge_graph_value_name(g, res) : ""};
     const char *out = cge_graph_value_name(g, cur);
     char name[256];
     cc_fresh_name(ctx, g, cge_node_name(mm), name, sizeof name);
@@ -116,8 +140,8 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *mm)
         st = cge_graph_remove_node(g, nodes[k]);
     cge_node *f = NULL;
     if (!st)
-        st = cge_graph_add_node(g, "FusedMatMul", CGE_DOMAIN_FUSED, name, ins, bias >= 0 ? 3 : 2,
-                                &out, 1, &f);
+        st = cge_graph_add_node(g, "FusedMatMul", CGE_DOMAIN_FUSED, name, ins,
+                                res >= 0 ? 4 : bias >= 0 ? 3 : 2, &out, 1, &f);
     if (!st && act)
         st = cc_set_activation(f, &av);
     if (!st && trans_b)

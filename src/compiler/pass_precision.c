@@ -98,6 +98,9 @@ static cge_status rewrite(cc_ctx *ctx, cge_graph *g, cge_node *n)
         if (!st && f)
             st = cge_node_set_string(f, "precision", "bf16");
     } else if (is_fused(n, "FusedMatMul")) {
+        /* MatMulBF16 has no residual input: such a product stays float32. */
+        if (cge_node_num_inputs(n) > 3 && cge_node_input_id(n, 3) >= 0)
+            return CGE_OK;
         st = replace(ctx, g, n, "MatMulBF16", CGE_DOMAIN_FUSED, &f);
     } else if (cc_is_op(n, "MatMul")) {
         if (a.shape.rank < 2 || b.shape.rank < 2)

@@ -1,6 +1,7 @@
-/* cge.fused FusedMatMul: the packed GEMM (gemm_kernel.h) with bias and an
- * activation applied to each output tile while it is hot; B packed once when
- * it is a constant. The compiler's fuse_matmul_epilogue pass makes it. */
+/* cge.fused FusedMatMul: the packed GEMM (gemm_kernel.h) with bias, an
+ * activation and a residual add applied to each output tile while it is hot;
+ * B packed once when it is a constant. The compiler's fuse_matmul_epilogue
+ * pass makes it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ typedef enum act_kind { ACT_NONE = CGE__MM_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH
 
 typedef struct fmm_args {
     const float *a, *b, *bias;
+    const float *res;       /* residual [M, N] added after the activation, or NULL */
     float *c, *bp;
     int64_t M, N, K, b_rs, b_cs;
     int act;
@@ -65,6 +67,13 @@ static void epilogue(const fmm_args *a, int64_t i0, int64_t i1, int64_t j0, int6
             }
             break;
         default: break;
+        }
+        /* The residual last, as the unfused Add did after the product (and
+         * its activation): the same one rounding per element, so the same bits. */
+        if (a->res) {
+            const float *r = a->res + i * a->N;
+            for (int64_t j = j0; j < j1; j++)
+                c[j] += r[j];
         }
     }
 }
@@ -127,6 +136,14 @@ static cge_status fmm_infer(cge_infer_ctx *ctx)
         int64_t bn = cge_shape_numel(&ctx->inputs[2].shape);
         if (ctx->inputs[2].dtype != CGE_F32 || (bn != N && N >= 0))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "bias must be float32 with N elements");
+    }
+    if (ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED) {
+        const cge_tensor_desc *R = &ctx->inputs[3];
+        cge_shape want = A->shape;
+        want.dims[A->shape.rank - 1] = N;
+        if (R->dtype != CGE_F32 || !cge_shape_equal(&R->shape, &want))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE,
+                                  "residual must be float32 with the output's shape");
     }
     if (cge__mm_act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none")) < 0)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "unknown activation '%s'",
@@ -270,6 +287,14 @@ static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                                 ctx->workspace_size, need);
     }
     a.bias = ctx->num_inputs > 2 ? ctx->inputs[2].data : NULL;
+    if (ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED) {
+        if (ctx->inputs[3].dtype != CGE_F32 || cge_shape_numel(&ctx->inputs[3].shape) != a.M * a.N ||
+            !ctx->inputs[3].data)
+            return cge_kernel_error(ctx, CGE_ERR_SHAPE,
+                                    "residual must be float32 with the output's %lld elements",
+                                    (long long)(a.M * a.N));
+        a.res = ctx->inputs[3].data;
+    }
     a.c = ctx->outputs[0].data;
     if (!a.bp)
         a.bp = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
@@ -298,8 +323,9 @@ static const cge_arg_def fmm_in[] = {
     {"A", 0, CGE_DT(CGE_F32), "[..., M, K]"},
     {"B", 0, CGE_DT(CGE_F32), "[K, N] ([N, K] with trans_b)"},
     {"bias", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "N elements, added to every row"},
+    {"residual", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "Y's shape, added after the activation"},
 };
-static const cge_arg_def fmm_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(A B + bias)"}};
+static const cge_arg_def fmm_out[] = {{"Y", 0, CGE_DT(CGE_F32), "act(A B + bias) + residual"}};
 static const cge_attr_def fmm_attrs[] = {
     CGE__MM_EPILOGUE_ATTR_DEFS,
     {.name = "b_const", .kind = CGE_ATTR_INT,
@@ -312,9 +338,9 @@ static const cge_kernel_def fmm_kernels[] = {
 
 static const cge_op_def fmm_ops[] = {
     {.name = "FusedMatMul", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = fmm_in,
-     .num_inputs = 3, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 6,
+     .num_inputs = 4, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 6,
      .infer = fmm_infer, .kernels = fmm_kernels, .num_kernels = 1,
-     .doc = "matrix product with bias and activation in the GEMM's epilogue"},
+     .doc = "matrix product with bias, activation and residual add in the GEMM's epilogue"},
 };
 
 const cge_op_def *cge__ops_fused_matmul(int32_t *count)

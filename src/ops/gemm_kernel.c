@@ -183,8 +183,8 @@ __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const floa
  * so the bits are the same. */
 __attribute__((target("avx512f"))) static void ukr_avx512_direct(int64_t kc, const float *a,
                                                                   int64_t lda, const float *bp,
-                                                                  float *c, int64_t ldc, int mode,
-                                                                  const float *bias)
+                                                                  int64_t ks, float *c, int64_t ldc,
+                                                                  int mode, const float *bias)
 {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
     __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
@@ -192,7 +192,7 @@ __attribute__((target("avx512f"))) static void ukr_avx512_direct(int64_t kc, con
     __m512 c9 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
     const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b = _mm512_loadu_ps(bp + k * NR);
+        __m512 b = _mm512_loadu_ps(bp + k * ks);
         c0 = _mm512_fmadd_ps(_mm512_set1_ps(a0[k]), b, c0);
         c1 = _mm512_fmadd_ps(_mm512_set1_ps(a0[lda + k]), b, c1);
         c2 = _mm512_fmadd_ps(_mm512_set1_ps(a0[2 * lda + k]), b, c2);
@@ -225,8 +225,8 @@ __attribute__((target("avx512f"))) static void ukr_avx512_direct(int64_t kc, con
  * 12x16 kernel). Same order of operations per element, so the same bits. */
 __attribute__((target("avx512f"))) static void ukr_avx512_direct2(int64_t kc, const float *a,
                                                                    int64_t lda, const float *bp0,
-                                                                   const float *bp1, float *c,
-                                                                   int64_t ldc, int mode,
+                                                                   const float *bp1, int64_t ks,
+                                                                   float *c, int64_t ldc, int mode,
                                                                    const float *bias)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps();
@@ -239,7 +239,7 @@ __attribute__((target("avx512f"))) static void ukr_avx512_direct2(int64_t kc, co
     __m512 ca1 = _mm512_setzero_ps(), cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
     const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(bp0 + k * NR), b1 = _mm512_loadu_ps(bp1 + k * NR), av;
+        __m512 b0 = _mm512_loadu_ps(bp0 + k * ks), b1 = _mm512_loadu_ps(bp1 + k * ks), av;
 #define ROW2(acc0, acc1, src)                                                                      \
     av = _mm512_set1_ps(src);                                                                      \
     acc0 = _mm512_fmadd_ps(av, b0, acc0);                                                          \
@@ -285,7 +285,8 @@ __attribute__((target("avx512f"))) static void ukr_avx512_direct2(int64_t kc, co
  * packed path, so the same bits. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 direct_edge(const int R, const int TWO, int64_t kc, const float *a, int64_t lda, const float *bp0,
-            const float *bp1, float *c, int64_t ldc, int mode, const float *bias, __mmask16 last)
+            const float *bp1, int64_t ks, float *c, int64_t ldc, int mode, const float *bias,
+            __mmask16 last)
 {
     __m512 acc0[12], acc1[12];
 #pragma GCC unroll 12
@@ -294,8 +295,10 @@ direct_edge(const int R, const int TWO, int64_t kc, const float *a, int64_t lda,
         acc1[r] = _mm512_setzero_ps();
     }
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(bp0 + k * NR);
-        __m512 b1 = TWO ? _mm512_loadu_ps(bp1 + k * NR) : b0;
+        /* The last panel's columns past N under the mask: zeros in a packed
+         * B, not read at all in an unpacked one. */
+        __m512 b0 = TWO ? _mm512_loadu_ps(bp0 + k * ks) : _mm512_maskz_loadu_ps(last, bp0 + k * ks);
+        __m512 b1 = TWO ? _mm512_maskz_loadu_ps(last, bp1 + k * ks) : b0;
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++) {
             __m512 av = _mm512_set1_ps(a[r * lda + k]);
@@ -394,15 +397,16 @@ __attribute__((target("avx512f"))) static void gemv_row_avx512(const cge__gemm_f
 __attribute__((target("avx512f"))) static void ukr_avx512_edge(int rows, int two, int64_t kc,
                                                                 const float *a, int64_t lda,
                                                                 const float *bp0, const float *bp1,
-                                                                float *c, int64_t ldc, int mode,
-                                                                const float *bias, __mmask16 last)
+                                                                int64_t ks, float *c, int64_t ldc,
+                                                                int mode, const float *bias,
+                                                                __mmask16 last)
 {
 #define EDGE_CASE(R)                                                                               \
     case R:                                                                                        \
         if (two)                                                                                   \
-            direct_edge(R, 1, kc, a, lda, bp0, bp1, c, ldc, mode, bias, last);                     \
+            direct_edge(R, 1, kc, a, lda, bp0, bp1, ks, c, ldc, mode, bias, last);                 \
         else                                                                                       \
-            direct_edge(R, 0, kc, a, lda, bp0, bp1, c, ldc, mode, bias, last);                     \
+            direct_edge(R, 0, kc, a, lda, bp0, bp1, ks, c, ldc, mode, bias, last);                 \
         break;
     switch (rows) {
         EDGE_CASE(1) EDGE_CASE(2) EDGE_CASE(3) EDGE_CASE(4) EDGE_CASE(5) EDGE_CASE(6)
@@ -410,6 +414,49 @@ __attribute__((target("avx512f"))) static void ukr_avx512_edge(int rows, int two
     default: break;
     }
 #undef EDGE_CASE
+}
+/* Rows [i0, i1) x columns [j0, j1) of C by the direct kernels (A read in
+ * place), depth slice by depth slice; B packed (b NULL: g->bp) or unpacked,
+ * B(k, j) = b[k * b_rs + j]: panel q's row k at q * K * NR + k * NR in the
+ * packed B, at k * b_rs + q * NR in B itself. */
+__attribute__((target("avx512f"))) static void direct_tiles(const cge__gemm_f32 *g, const float *b,
+                                                             int64_t b_rs, int64_t i0, int64_t i1,
+                                                             int64_t j0, int64_t j1)
+{
+    const int mr = MR_AVX512;
+    int64_t pstride = b ? NR : g->K * NR, ks = b ? b_rs : NR;
+    for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
+        int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
+        int mode = k0 > 0 ? 1 : g->bias ? 2 : 0;
+        for (int64_t i = i0; i < i1; i += mr) {
+            int64_t rows = i1 - i < mr ? i1 - i : mr;
+            const float *ai = g->a + i * g->a_rs + k0;
+            for (int64_t j = j0; j < j1; j += NR) {
+                int64_t cols = j1 - j < NR ? j1 - j : NR;
+                const float *bpj = b ? b + k0 * b_rs + j : g->bp + (j / NR) * g->K * NR + k0 * NR;
+                float *cij = g->c + i * g->ldc + j;
+                const float *bias = g->bias ? g->bias + j : NULL;
+                if (rows == mr && j + 2 * NR <= j1) {
+                    ukr_avx512_direct2(kc, ai, g->a_rs, bpj, bpj + pstride, ks, cij, g->ldc, mode,
+                                       bias);
+                    j += NR; /* the loop steps over the second panel */
+                    continue;
+                }
+                if (rows == mr && cols == NR) {
+                    ukr_avx512_direct(kc, ai, g->a_rs, bpj, ks, cij, g->ldc, mode, bias);
+                    continue;
+                }
+                /* Edge rows or columns: pairs of panels where both are whole,
+                 * else one (masked when partial). */
+                int two = j + 2 * NR <= j1;
+                int64_t last = two ? NR : cols;
+                ukr_avx512_edge((int)rows, two, kc, ai, g->a_rs, bpj, two ? bpj + pstride : bpj, ks,
+                                cij, g->ldc, mode, bias, (__mmask16)((1u << last) - 1u));
+                if (two)
+                    j += NR;
+            }
+        }
+    }
 }
 #endif
 
@@ -496,42 +543,7 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
         return;
     }
     if (direct && g->K > 0) {
-        for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
-            int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
-            for (int64_t i = i0; i < i1; i += mr) {
-                int64_t rows = i1 - i < mr ? i1 - i : mr;
-                for (int64_t j = j0; j < j1; j += NR) {
-                    int64_t cols = j1 - j < NR ? j1 - j : NR;
-                    const float *bpj = g->bp + (j / NR) * g->K * NR + k0 * NR;
-                    float *cij = g->c + i * g->ldc + j;
-                    if (rows == mr && j + 2 * NR <= j1) {
-                        ukr_avx512_direct2(kc, g->a + i * g->a_rs + k0, g->a_rs, bpj,
-                                           bpj + g->K * NR, cij, g->ldc,
-                                           k0 > 0 ? 1 : g->bias ? 2 : 0,
-                                           g->bias ? g->bias + j : NULL);
-                        j += NR; /* the loop steps over the second panel */
-                        continue;
-                    }
-                    if (rows == mr && cols == NR) {
-                        ukr_avx512_direct(kc, g->a + i * g->a_rs + k0, g->a_rs, bpj, cij, g->ldc,
-                                          k0 > 0 ? 1 : g->bias ? 2 : 0,
-                                          g->bias ? g->bias + j : NULL);
-                        continue;
-                    }
-                    /* Edge rows or columns: pairs of panels where both are
-                     * whole, else one (masked when partial). */
-                    int two = j + 2 * NR <= j1;
-                    int64_t last = two ? NR : cols;
-                    ukr_avx512_edge((int)rows, two, kc, g->a + i * g->a_rs + k0, g->a_rs, bpj,
-                                    two ? bpj + g->K * NR : bpj, cij, g->ldc,
-                                    k0 > 0 ? 1 : g->bias ? 2 : 0,
-                                    g->bias ? g->bias + j : NULL,
-                                    (__mmask16)((1u << last) - 1u));
-                    if (two)
-                        j += NR;
-                }
-            }
-        }
+        direct_tiles(g, NULL, 0, i0, i1, j0, j1);
         return;
     }
 #endif
@@ -578,6 +590,37 @@ int cge__gemv_f32_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs,
     return 1;
 #else
     (void)g, (void)b, (void)b_rs, (void)j0, (void)j1;
+    return 0;
+#endif
+}
+
+int cge__gemm_f32_tile_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t i0,
+                                int64_t i1, int64_t j0, int64_t j1)
+{
+#if GEMM_X86
+    bool direct = g->a_cs == 1 && g->alpha == 1.0f && g->K > 0 &&
+                  (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f)) &&
+                  (g->isa == CGE_GEMM_ISA_AUTO ? cge__gemm_isa_best() : g->isa) ==
+                      CGE_GEMM_ISA_AVX512 &&
+                  cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512);
+    if (!direct)
+        return 0;
+    if (i1 > g->M)
+        i1 = g->M;
+    if (j1 > g->N)
+        j1 = g->N;
+    if (i0 >= i1 || j0 >= j1)
+        return 1;
+    if (i1 - i0 == 1) {
+        for (int64_t k0 = 0; k0 < g->K; k0 += KC)
+            gemv_row_avx512(g, b, b_rs, g->a + i0 * g->a_rs, k0, g->K - k0 < KC ? g->K - k0 : KC,
+                            g->c + i0 * g->ldc, j0, j1);
+        return 1;
+    }
+    direct_tiles(g, b, b_rs, i0, i1, j0, j1);
+    return 1;
+#else
+    (void)g, (void)b, (void)b_rs, (void)i0, (void)i1, (void)j0, (void)j1;
     return 0;
 #endif
 }

@@ -65,6 +65,15 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
 int cge__gemv_f32_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t j0,
                            int64_t j1);
 
+/* cge__gemm_f32_tile on a B read where it is, B(k, j) = b[k * b_rs + j]
+ * (g->bp is not read): for a B that changes every run and is small enough
+ * that its tile slices stay in cache (attention's keys and values), where
+ * packing would cost a pass over B and a launch of its own. The same bits
+ * as the packed path. Returns 0, computing nothing, where only the packed
+ * path can (as cge__gemv_f32_unpacked). */
+int cge__gemm_f32_tile_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t i0,
+                                int64_t i1, int64_t j0, int64_t j1);
+
 /* How a batch of M x N products is cut into tiles: tile rows `mt` (multiple of
  * CGE_GEMM_MT), tile columns `nt` (multiple of 16); enough tiles to keep
  * `num_threads` cores busy without making them tiny. */

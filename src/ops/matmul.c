@@ -235,9 +235,13 @@ static int uses_gemm(const mm_args *p)
     return p->dtype == CGE_F32 && p->N > 1 && p->K > 0 && p->M > 0 && p->batch > 0;
 }
 
+static int gemv_direct(const mm_args *p);
+static int gemm_unpacked(const mm_args *p);
+
 static size_t gemm_workspace(const mm_args *p)
 {
-    if (!uses_gemm(p))
+    /* The paths that read B where it is need no room to pack it. */
+    if (!uses_gemm(p) || gemv_direct(p) || gemm_unpacked(p))
         return 0;
     return (size_t)(p->b_count * cge__gemm_packed_b_floats(p->K, p->N)) * sizeof(float) + 64;
 }
@@ -268,13 +272,18 @@ static void gemm_fn(int64_t blk, int64_t nblk, void *args)
         cge__gemm_f32 g = {
             .M = p->M, .N = p->N, .K = p->K,
             .a = (const float *)p->a + ao * p->a_mat, .a_rs = p->a_rs, .a_cs = p->a_cs,
-            .bp = p->bp + bo * p->bp_mat,
+            .bp = p->bp ? p->bp + bo * p->bp_mat : NULL,
             .c = (float *)p->y + t * p->M * p->N, .ldc = p->N,
             .alpha = p->alpha,
             .bias = p->bias, .bias_rs = p->bias_rs, .bias_cs = p->bias_cs, .beta = p->beta,
             .isa = p->isa,
         };
-        cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        if (p->bp)
+            cge__gemm_f32_tile(&g, tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt, (tn + 1) * tl->nt);
+        else /* gemm_unpacked: B where it is */
+            cge__gemm_f32_tile_unpacked(&g, (const float *)p->b + bo * p->b_mat, p->b_rs,
+                                        tm * tl->mt, (tm + 1) * tl->mt, tn * tl->nt,
+                                        (tn + 1) * tl->nt);
     }
 }
 
@@ -305,6 +314,23 @@ static void gemv_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+/* Products with a B that changes every run (attention's Q K^T and P V past
+ * the fused attention's reach, a prefill's) and is small: the direct
+ * kernels read B row-major where it is, so no packing pass (a launch of its
+ * own, waking the workers once more) and no workspace. Up to 64K floats
+ * (256 KiB) per matrix, what a core's L2 holds with room: a larger B is
+ * re-read from further away by every 12-row block, where packing it once
+ * pays. */
+#define UNPACKED_MAX_B_FLOATS 65536
+
+static int gemm_unpacked(const mm_args *p)
+{
+    return uses_gemm(p) && p->M > 1 && p->b_cs == 1 && p->a_cs == 1 && p->alpha == 1.0f &&
+           p->K * p->N <= UNPACKED_MAX_B_FLOATS &&
+           (!p->bias || (p->bias_rs == 0 && p->bias_cs == 1 && p->beta == 1.0f)) &&
+           cge__gemm_isa_best() == CGE_GEMM_ISA_AVX512;
+}
+
 /* Enqueue the product described by `p` (inputs and output already set). */
 static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_args *p)
 {
@@ -319,6 +345,13 @@ static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_a
         int64_t chunks = (p->N + p->tiling.nt - 1) / p->tiling.nt;
         return cge_launch(stream, gemv_fn, cge__blocks_for(p->batch * chunks, 1, threads), p,
                           sizeof *p);
+    }
+    if (gemm_unpacked(p)) {
+        p->bp = NULL;
+        p->isa = CGE_GEMM_ISA_AVX512;
+        cge__gemm_plan(p->batch, p->M, p->N, threads, &p->tiling);
+        int64_t tiles = p->batch * p->tiling.tiles_m * p->tiling.tiles_n;
+        return cge_launch(stream, gemm_fn, cge__blocks_for(tiles, 1, threads), p, sizeof *p);
     }
     if (uses_gemm(p)) {
         size_t need = gemm_workspace(p);

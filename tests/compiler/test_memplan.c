@@ -241,12 +241,14 @@ static void test_plan_verifier_catches_tampering(void **state)
 
 static void test_workspace_in_arena(void **state)
 {
-    float w[64 * 64];
-    for (int i = 0; i < 64 * 64; i++)
-        w[i] = (float)(i % 7) * 0.1f;
+    /* B past what MatMul reads unpacked (64K floats): packed into a workspace */
+    enum { D = 300 };
+    float *w = malloc(sizeof(float) * D * D);
+    for (int i = 0; i < D * D; i++)
+        w[i] = (float)(i % 7) * 0.01f;
     cge_graph *g = ct_graph("ws");
-    ct_input(g, "x", CGE_SHAPE(32, 64));
-    ct_const_f32(g, "w", CGE_SHAPE(64, 64), w);
+    ct_input(g, "x", CGE_SHAPE(32, D));
+    ct_const_f32(g, "w", CGE_SHAPE(D, D), w);
     ct_node(g, "MatMul", "x", "w", "h");
     ct_node(g, "MatMul", "h", "w", "y");
     ct_output(g, "y");
@@ -258,6 +260,7 @@ static void test_workspace_in_arena(void **state)
     cge_plan_destroy(p);
     ct_assert_equivalent(g, &(cge_compile_options){.opt_level = CGE_OPT_NONE}, 0, 0.0);
     cge_graph_destroy(g);
+    free(w);
 }
 
 /* [2^40, 2^40] float32 has 2^80 elements: meta refuses it as too large, naming

@@ -523,8 +523,8 @@ static void test_fuse_matmul_epilogue(void **state)
 
 static void test_fuse_matmul_leaves_full_bias(void **state)
 {
-    /* A bias of [M, N] is no per-column bias: the Add stays (the MatMul,
-     * whose B is constant, may still become a bias-less FusedMatMul). */
+    /* A bias of [M, N] is no per-column bias; it has the output's shape, so
+     * it becomes the epilogue's residual: no Add left, the same bits. */
     float w[16], bias[16];
     for (int i = 0; i < 16; i++) {
         w[i] = (float)i * 0.1f;
@@ -538,7 +538,71 @@ static void test_fuse_matmul_leaves_full_bias(void **state)
     ct_node(g, "Add", "h", "bias", "y");
     ct_output(g, "y");
     cge_compile_options o = only("fuse_matmul_epilogue");
-    assert_int_equal(count_with(g, &o, "Add"), 1);
+    assert_int_equal(count_with(g, &o, "Add"), 0);
+    assert_int_equal(count_with(g, &o, "FusedMatMul"), 1);
+    ct_assert_equivalent(g, &o, 0, 0.0);
+    cge_graph_destroy(g);
+}
+
+/* A transformer's residuals, x + proj(h) and x + act(proj(h)): the Add of a
+ * tensor of the output's shape is the FusedMatMul's last epilogue operation,
+ * bit for bit the unfused graph's, at decode (1 row), prefill and odd sizes
+ * (N not a multiple of 16, K past one depth slice of 256); a broadcast Add
+ * ([N] after the bias) and an Add of the product with itself stay Adds. */
+static void test_fuse_matmul_residual(void **state)
+{
+    const int64_t dims[][3] = {{1, 24, 40}, {7, 24, 40}, {16, 300, 33}, {1, 1, 1}, {13, 17, 5}};
+    for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
+        int64_t M = dims[t][0], K = dims[t][1], N = dims[t][2];
+        float *w = malloc(sizeof(float) * (size_t)(K * N)), *bias = malloc(sizeof(float) * (size_t)N);
+        for (int64_t i = 0; i < K * N; i++)
+            w[i] = (float)((i * 37) % 19) * 0.05f - 0.45f;
+        for (int64_t i = 0; i < N; i++)
+            bias[i] = (float)i * 0.1f - 2.0f;
+        /* Past one depth slice the fused bias is added to the first slice's
+         * sums (rounding apart from the unfused Add, as before): there the
+         * residual is checked without a bias. */
+        for (int v = K > 256 ? 2 : 0; v < 4; v++) {
+            int act = v & 1, with_bias = v < 2;
+            cge_graph *g = ct_graph("mm_res");
+            ct_input(g, "x", CGE_SHAPE(M, K));
+            ct_input(g, "r", CGE_SHAPE(M, N));
+            ct_const_f32(g, "w", CGE_SHAPE(K, N), w);
+            ct_const_f32(g, "bias", CGE_SHAPE(N), bias);
+            ct_node(g, "MatMul", "x", "w", "h");
+            if (with_bias)
+                ct_node(g, "Add", "h", "bias", "hb");
+            if (act)
+                ct_node(g, "Relu", with_bias ? "hb" : "h", NULL, "ha");
+            /* the residual on the left, as x + f(x) is exported */
+            ct_node(g, "Add", "r", act ? "ha" : with_bias ? "hb" : "h", "y");
+            ct_output(g, "y");
+            cge_compile_options o = only("fuse_matmul_epilogue");
+            cge_plan *p = compile(g, &o);
+            assert_int_equal(cge_plan_num_steps(p), 1);
+            assert_int_equal(ct_count_op(p, "FusedMatMul"), 1);
+            cge_plan_destroy(p);
+            ct_assert_equivalent(g, &o, 0, 0.0);
+            cge_graph_destroy(g);
+        }
+        free(w);
+        free(bias);
+    }
+    /* Not residuals: a broadcast [N] operand, and y + y. */
+    float w[8 * 4], b2[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 32; i++)
+        w[i] = (float)i * 0.01f;
+    cge_graph *g = ct_graph("mm_not_res");
+    ct_input(g, "x", CGE_SHAPE(3, 8));
+    ct_const_f32(g, "w", CGE_SHAPE(8, 4), w);
+    ct_const_f32(g, "b2", CGE_SHAPE(4), b2);
+    ct_node(g, "MatMul", "x", "w", "h");
+    ct_node(g, "Add", "h", "b2", "hb");
+    ct_node(g, "Add", "hb", "b2", "hc");
+    ct_node(g, "Add", "hc", "hc", "y");
+    ct_output(g, "y");
+    cge_compile_options o = only("fuse_matmul_epilogue");
+    assert_int_equal(count_with(g, &o, "Add"), 2);
     ct_assert_equivalent(g, &o, 0, 0.0);
     cge_graph_destroy(g);
 }
@@ -695,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_fuse_layernorm),
         cmocka_unit_test(test_fuse_matmul_epilogue),
         cmocka_unit_test(test_fuse_matmul_leaves_full_bias),
+        cmocka_unit_test(test_fuse_matmul_residual),
         cmocka_unit_test(test_fuse_conv_bn),
         cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_all_levels_equivalent),

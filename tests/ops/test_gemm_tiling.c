@@ -205,6 +205,67 @@ static void test_gemv_rows_agree(void **state)
     }
 }
 
+/* The direct kernels on B where it is (row-major, unpacked, with a row
+ * stride wider than N as a view would have) give the packed path's bits,
+ * tile for tile: 1x1x1, primes, a 1-row tile, partial panels, several depth
+ * slices, with and without a bias; and a tile that covers nothing. */
+static void test_unpacked_b_agrees(void **state)
+{
+    if (!cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512)) {
+        print_message("skipped: this CPU has no AVX-512, so the direct kernels do not exist\n");
+        skip();
+    }
+    const int64_t sizes[][3] = {{1, 1, 1}, {2, 1, 1}, {13, 7, 5}, {37, 64, 50}, {128, 64, 197},
+                                {12, 300, 33}, {25, 97, 131}, {24, 600, 64}, {5, 16, 16}};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        const int64_t M = sizes[z][0], K = sizes[z][1], N = sizes[z][2], ldb = N + 3;
+        float *a = malloc(sizeof(float) * (size_t)(M * K));
+        float *b = malloc(sizeof(float) * (size_t)(K * N));
+        float *bw = malloc(sizeof(float) * (size_t)(K * ldb));
+        float *bias = malloc(sizeof(float) * (size_t)N);
+        float *bp = malloc(sizeof(float) * (size_t)cge__gemm_packed_b_floats(K, N));
+        float *c1 = malloc(sizeof(float) * (size_t)(M * N));
+        float *c2 = malloc(sizeof(float) * (size_t)(M * N));
+        fill(M, K, N, a, b, bias, bp);
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < ldb; j++)
+                bw[k * ldb + j] = j < N ? b[k * N + j] : NAN; /* never read */
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            cge__gemm_f32 g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .bp = bp,
+                              .ldc = N, .alpha = 1.0f, .bias = with_bias ? bias : NULL,
+                              .bias_rs = 0, .bias_cs = 1, .beta = with_bias ? 1.0f : 0.0f,
+                              .isa = CGE_GEMM_ISA_AVX512};
+            memset(c1, 0xff, sizeof(float) * (size_t)(M * N));
+            memset(c2, 0xff, sizeof(float) * (size_t)(M * N));
+            g.c = c1;
+            run_tiled(&g, 24, 32);
+            g.c = c2;
+            g.bp = NULL;
+            /* the same tiles, and one past the end that must write nothing */
+            for (int64_t i0 = 0; i0 < M + 24; i0 += 24)
+                for (int64_t j0 = 0; j0 < N; j0 += 32)
+                    assert_int_equal(
+                        cge__gemm_f32_tile_unpacked(&g, bw, ldb, i0, i0 + 24, j0, j0 + 32), 1);
+            for (int64_t e = 0; e < M * N; e++)
+                if (memcmp(&c1[e], &c2[e], sizeof(float)) != 0)
+                    fail_msg("%lldx%lldx%lld bias %d [%lld,%lld]: packed %.9g, unpacked %.9g",
+                             (long long)M, (long long)K, (long long)N, with_bias,
+                             (long long)(e / N), (long long)(e % N), c1[e], c2[e]);
+        }
+        /* where only the packed path can: nothing computed, 0 returned */
+        cge__gemm_f32 h = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .c = c2,
+                          .ldc = N, .alpha = 2.0f, .isa = CGE_GEMM_ISA_AVX512};
+        assert_int_equal(cge__gemm_f32_tile_unpacked(&h, bw, ldb, 0, M, 0, N), 0);
+        free(a);
+        free(b);
+        free(bw);
+        free(bias);
+        free(bp);
+        free(c1);
+        free(c2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_plans_cover),
         cmocka_unit_test(test_direct_kernels_agree),
         cmocka_unit_test(test_gemv_rows_agree),
+        cmocka_unit_test(test_unpacked_b_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,30 +95,37 @@ static void test_mm_vectors(void **state)
     check_mm_f32(CGE_SHAPE(6), 11, CGE_SHAPE(6), 12, CGE_SCALAR, mm_dot_y, 1e-5);
 }
 
-/* Large enough for many tiles and blocks; checked against a float64 loop. */
+/* Large enough for many tiles and blocks; checked against a float64 loop.
+ * Attention's products (B read where it is: up to 64K floats a matrix) and
+ * one whose B is past that (packed per run), both with partial tiles. */
 static void test_mm_large_vs_loop(void **state)
 {
-    const int64_t B = 2, M = 130, K = 517, N = 70;
-    float *a = new_f32(CGE_SHAPE(B, M, K), 50), *b = new_f32(CGE_SHAPE(B, K, N), 51);
-    cge_tensor in[2] = {op_tensor(CGE_F32, CGE_SHAPE(B, M, K), a),
-                        op_tensor(CGE_F32, CGE_SHAPE(B, K, N), b)};
-    cge_tensor y = run("MatMul", in, 2, NULL, 0);
-    op_assert_shape(&y, CGE_SHAPE(B, M, N));
-    const float *yd = y.data;
-    for (int64_t t = 0; t < B; t++)
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                double s = 0;
-                for (int64_t k = 0; k < K; k++)
-                    s += (double)a[(t * M + i) * K + k] * b[(t * K + k) * N + j];
-                double got = yd[(t * M + i) * N + j];
-                if (fabs(got - s) > 1e-4 * (1 + fabs(s)))
-                    fail_msg("[%lld,%lld,%lld]: got %g, expected %g", (long long)t,
-                             (long long)i, (long long)j, got, s);
-            }
-    op_free_outputs(&y, 1);
-    free(a);
-    free(b);
+    const int64_t shapes[][4] = {{2, 130, 517, 70}, {4, 128, 64, 128}, {4, 128, 128, 64},
+                                 {3, 197, 64, 197}, {2, 20, 300, 300}, {1, 2, 1, 1}};
+    for (size_t z = 0; z < sizeof shapes / sizeof shapes[0]; z++) {
+        const int64_t B = shapes[z][0], M = shapes[z][1], K = shapes[z][2], N = shapes[z][3];
+        float *a = new_f32(CGE_SHAPE(B, M, K), 50), *b = new_f32(CGE_SHAPE(B, K, N), 51);
+        cge_tensor in[2] = {op_tensor(CGE_F32, CGE_SHAPE(B, M, K), a),
+                            op_tensor(CGE_F32, CGE_SHAPE(B, K, N), b)};
+        cge_tensor y = run("MatMul", in, 2, NULL, 0);
+        op_assert_shape(&y, CGE_SHAPE(B, M, N));
+        const float *yd = y.data;
+        for (int64_t t = 0; t < B; t++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; k++)
+                        s += (double)a[(t * M + i) * K + k] * b[(t * K + k) * N + j];
+                    double got = yd[(t * M + i) * N + j];
+                    if (fabs(got - s) > 1e-4 * (1 + fabs(s)))
+                        fail_msg("%lldx%lldx%lldx%lld [%lld,%lld,%lld]: got %g, expected %g",
+                                 (long long)B, (long long)M, (long long)K, (long long)N,
+                                 (long long)t, (long long)i, (long long)j, got, s);
+                }
+        op_free_outputs(&y, 1);
+        free(a);
+        free(b);
+    }
 }
 
 /* M = 1 (a decoding step's products: the GEMV path) at 1x1, prime sizes,
