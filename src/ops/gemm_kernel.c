@@ -572,16 +572,23 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
     }
 }
 
+#if GEMM_X86
+/* The unpacked paths' conditions: A read by rows, no alpha, a bias row at
+ * most, and the AVX-512 kernels chosen and present. */
+static bool unpacked_direct_ok(const cge__gemm_f32 *g)
+{
+    return g->a_cs == 1 && g->alpha == 1.0f && g->K > 0 &&
+           (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f)) &&
+           (g->isa == CGE_GEMM_ISA_AUTO ? cge__gemm_isa_best() : g->isa) == CGE_GEMM_ISA_AVX512 &&
+           cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512);
+}
+#endif
+
 int cge__gemv_f32_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t j0,
                            int64_t j1)
 {
 #if GEMM_X86
-    bool direct = g->a_cs == 1 && g->alpha == 1.0f && g->K > 0 &&
-                  (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f)) &&
-                  (g->isa == CGE_GEMM_ISA_AUTO ? cge__gemm_isa_best() : g->isa) ==
-                      CGE_GEMM_ISA_AVX512 &&
-                  cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512);
-    if (!direct)
+    if (!unpacked_direct_ok(g))
         return 0;
     if (j1 > g->N)
         j1 = g->N;
@@ -598,12 +605,7 @@ int cge__gemm_f32_tile_unpacked(const cge__gemm_f32 *g, const float *b, int64_t 
                                 int64_t i1, int64_t j0, int64_t j1)
 {
 #if GEMM_X86
-    bool direct = g->a_cs == 1 && g->alpha == 1.0f && g->K > 0 &&
-                  (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f)) &&
-                  (g->isa == CGE_GEMM_ISA_AUTO ? cge__gemm_isa_best() : g->isa) ==
-                      CGE_GEMM_ISA_AVX512 &&
-                  cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512);
-    if (!direct)
+    if (!unpacked_direct_ok(g))
         return 0;
     if (i1 > g->M)
         i1 = g->M;
