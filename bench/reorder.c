@@ -63,9 +63,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int threads = cge_device_num_threads(dev);
-    int simd = 0;
+    int simd = 0, narrow = 0;
 #if REORDER_X86
     simd = __builtin_cpu_supports("avx512f");
+    narrow = simd && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif
     if (!simd)
         printf("note: no AVX-512 on this cpu: the new column runs the portable tiles\n");
@@ -92,7 +93,7 @@ int main(int argc, char **argv)
                 int reps = (int)(2000000 / bytes) + 1;
                 for (int dir = 0; dir < 2; dir++) {
                     before_reorder_args a_old = {x, y, n, c, hw, es, dir};
-                    reorder_args a_new = {x, y2, n, c, hw, es, dir, simd};
+                    reorder_args a_new = {x, y2, n, c, hw, es, dir, simd, narrow};
                     timing t_old = {1e9, 1e9}, t_new = {1e9, 1e9};
                     for (int r = 0; r < ROUNDS; r++) {
                         run_round(st, &a_old, NULL, threads, reps, &t_old);
