@@ -55,7 +55,11 @@ static void run_round(cge_stream *st, const before_reorder_args *b, const reorde
 
 int main(int argc, char **argv)
 {
-    size_t es = argc > 1 ? (size_t)atoi(argv[1]) : 4; /* element size */
+    /* bench_reorder [element-bytes [N C H W]]: the zoo's shapes, or one */
+    size_t es = argc > 1 ? (size_t)atoi(argv[1]) : 4;
+    int64_t one[4] = {0};
+    for (int i = 0; i < 4 && argc == 6; i++)
+        one[i] = atoll(argv[2 + i]);
     cge_device *dev = NULL;
     cge_stream *st = NULL;
     if (cge_device_create_cpu(NULL, &dev) != CGE_OK || cge_stream_create(dev, &st) != CGE_OK) {
@@ -80,9 +84,13 @@ int main(int argc, char **argv)
     int cases = 0;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (size_t j = 0; j < sizeof sides / sizeof sides[0]; j++)
-            for (int64_t n = 1; n <= 2; n++) {
-                int64_t c = cs[i], hw = sides[j] * sides[j];
-                if (c * hw > (1 << 20)) /* 1280 x 56 x 56 and above: not zoo shapes */
+            for (int64_t nn = 1; nn <= 2; nn++) {
+                int64_t n = nn, c = cs[i], hw = sides[j] * sides[j], side = sides[j];
+                if (one[0]) {
+                    if (i || j || nn > 1)
+                        continue;
+                    n = one[0], c = one[1], hw = one[2] * one[3], side = one[2];
+                } else if (c * hw > (1 << 20)) /* 1280 x 56 x 56 and above: not zoo shapes */
                     continue;
                 size_t bytes = (size_t)(n * c * hw) * es;
                 char *x = aligned_alloc(64, (bytes + 63) / 64 * 64),
@@ -106,7 +114,7 @@ int main(int argc, char **argv)
                     }
                     char shape[64];
                     snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lld", (long long)n, (long long)c,
-                             (long long)sides[j], (long long)sides[j]);
+                             (long long)side, (long long)(hw / side));
                     double go = 2.0 * bytes / t_old.wall * 1e-9, gn = 2.0 * bytes / t_new.wall * 1e-9;
                     printf("%-22s %-9s %9.1f %9.1f %7.2f %11.1f %11.1f %7.2f\n", shape,
                            dir ? "nhwc" : "nchw", go, gn, gn / go, t_old.cpu * 1e6, t_new.cpu * 1e6,
