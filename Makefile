@@ -14,7 +14,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
-        bench-deps bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
+        bench-deps bench-reorder bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
         bench-memory \
         bench-dist soak zoo
@@ -214,6 +214,13 @@ bench-ops: bench-deps deps build
 # cge compiling from ONNX, as ratios.
 bench-load: bench-deps build
 	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/load.py
+
+# The cpu Reorder (plain <-> NHWC) before/after the AVX-512 tiles at the zoo's
+# shapes (GB/s), then beside ONNX Runtime's Transpose (docs/guide.md).
+bench-reorder: bench-deps build
+	CGE_NUM_THREADS=2 ./$(BUILD)/bench_reorder 4
+	CGE_NUM_THREADS=2 ./$(BUILD)/bench_reorder 1
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/reorder_ort.py
 
 # Compiler: compile time of generated 1k/10k/100k-node graphs, per stage.
 bench-compile: build
