@@ -50,6 +50,16 @@ CASES = {
                                        1, 1, (1, 1, 1, 1), 11, 7, None, np.uint8, 128),
     "depthwise_21": (np.uint8, 0, np.int8, "zero", True, True, 21, 21, 21, 3, 1, 1,
                      (1, 1, 1, 1), 12, 9, "relu6", np.uint8, 60),
+    # weights (>= 64 KB) outweigh x: cut by output channels, at multiples of 16
+    # of odd channel counts (dnnl_qconv.c plan_channels)
+    "chan_3x3_pad1_odd_zp": (np.uint8, 131, np.int8, "zero", True, True, 80, 100, 1, 3, 1, 1,
+                             (1, 1, 1, 1), 7, 5, None, np.uint8, 7),
+    "chan_1x1_folded_x_zp_per_tensor": (np.uint8, 77, np.int8, "zero", False, False, 300, 230, 1,
+                                        1, 1, 1, (0, 0, 0, 0), 3, 5, "relu", np.uint8, 100),
+    "chan_u8_weights_zp128_stride2": (np.uint8, 5, np.uint8, "128", True, True, 72, 131, 1, 3,
+                                      2, 1, (1, 0, 1, 1), 9, 7, None, np.int8, -3),
+    "chan_3x3_valid_folded_relu6": (np.int8, 9, np.int8, "zero", True, True, 64, 197, 1, 3, 1,
+                                    1, (0, 0, 0, 0), 4, 6, "relu6", np.uint8, 0),
 }
 
 
@@ -222,3 +232,42 @@ def test_rezero_rewrites_only_what_it_may(tmp_path):
     before = sorted(glob.glob(os.path.join(str(tmp_path), "*_optimize_*.txt")))
     text = open(before[-1]).read()
     assert text.count("zero_point__cc") >= 2, text  # the expand conv's y and the dw's x
+
+
+def one_row_gemm(rng, rows, K, N, xz, trans):
+    """[rows, K] x [K, N] (a classifier's one row: cut by output columns)."""
+    x = rng.normal(0, 1, size=(rows, K)).astype(np.float32)
+    xs, ys, yz = np.float32(0.03), np.float32(0.05), np.uint8(100)
+    wq = rng.integers(-127, 128, size=(N, K) if trans else (K, N)).astype(np.int8)
+    ws = rng.uniform(0.005, 0.02, N).astype(np.float32)
+    bq = rng.integers(-3000, 3000, N).astype(np.int32)
+    inits = [const("xs", xs), const("xz", np.uint8(xz)), const("wq", wq), const("ws", ws),
+             const("wz", np.zeros(N, np.int8)), const("ys", ys), const("yz", yz),
+             const("bq", bq), const("bs", (xs * ws).astype(np.float32)),
+             const("bz", np.zeros(N, np.int32))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"],
+                              axis=0 if trans else 1),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], axis=0)]
+    if trans:
+        nodes.append(helper.make_node("Gemm", ["xd", "wd", "bd"], ["g"], transB=1))
+    else:
+        nodes += [helper.make_node("MatMul", ["xd", "wd"], ["g0"]),
+                  helper.make_node("Add", ["g0", "bd"], ["g"])]
+    nodes.append(helper.make_node("QuantizeLinear", ["g", "ys", "yz"], ["y"]))
+    m = model(nodes, {"x": x}, ["y"], inits)
+    xq = quantize(x, xs, xz, np.uint8).astype(np.int64) - xz
+    acc = xq @ (wq.T if trans else wq).astype(np.int64) + bq
+    return m, x, requant(acc, (xs * ws / ys).astype(np.float32), yz, np.uint8)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("rows,K,N,xz,trans", [(1, 300, 1001, 131, True), (1, 2048, 1000, 0, False),
+                                             (3, 513, 777, 128, True)])
+def test_qmatmul_few_rows_cut_by_columns(rows, K, N, xz, trans, threads, tmp_path):
+    rng = np.random.default_rng(K + N)
+    m, x, ref = one_row_gemm(rng, rows, K, N, xz, trans)
+    (y,) = run(m, x, 3, threads, dump=tmp_path)
+    assert "QMatMul" in fused_ops(tmp_path)
+    np.testing.assert_array_equal(y, ref)
