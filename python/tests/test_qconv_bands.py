@@ -50,15 +50,15 @@ CASES = {
                                        1, 1, (1, 1, 1, 1), 11, 7, None, np.uint8, 128),
     "depthwise_21": (np.uint8, 0, np.int8, "zero", True, True, 21, 21, 21, 3, 1, 1,
                      (1, 1, 1, 1), 12, 9, "relu6", np.uint8, 60),
-    # weights (>= 64 KB) outweigh x: cut by output channels, at multiples of 16
-    # of odd channel counts (dnnl_qconv.c plan_channels)
-    "chan_3x3_pad1_odd_zp": (np.uint8, 131, np.int8, "zero", True, True, 80, 100, 1, 3, 1, 1,
+    # weights (>= 64 KB) outweigh x: cut by output channels from multiples of
+    # 64, odd channel counts in the last slice (dnnl_qconv.c plan_channels)
+    "chan_3x3_pad1_odd_zp": (np.uint8, 131, np.int8, "zero", True, True, 40, 260, 1, 3, 1, 1,
                              (1, 1, 1, 1), 7, 5, None, np.uint8, 7),
     "chan_1x1_folded_x_zp_per_tensor": (np.uint8, 77, np.int8, "zero", False, False, 300, 230, 1,
                                         1, 1, 1, (0, 0, 0, 0), 3, 5, "relu", np.uint8, 100),
     "chan_u8_weights_zp128_stride2": (np.uint8, 5, np.uint8, "128", True, True, 72, 131, 1, 3,
                                       2, 1, (1, 0, 1, 1), 9, 7, None, np.int8, -3),
-    "chan_3x3_valid_folded_relu6": (np.int8, 9, np.int8, "zero", True, True, 64, 197, 1, 3, 1,
+    "chan_3x3_valid_folded_relu6": (np.int8, 9, np.int8, "zero", True, True, 64, 261, 1, 3, 1,
                                     1, (0, 0, 0, 0), 4, 6, "relu6", np.uint8, 0),
 }
 
