@@ -11,7 +11,8 @@ import pytest
 import cge
 from onnx import helper
 
-from test_quant_int8 import const, conv_int, fused_ops, model, qdq_conv_graph, quantize, saturate
+from test_quant_int8 import const, conv_int, fused_ops, gemm_model, model, qdq_conv_graph, quantize
+from test_quant_int8 import saturate
 from test_quant_int8 import run as run_inputs
 
 
@@ -234,40 +235,13 @@ def test_rezero_rewrites_only_what_it_may(tmp_path):
     assert text.count("zero_point__cc") >= 2, text  # the expand conv's y and the dw's x
 
 
-def one_row_gemm(rng, rows, K, N, xz, trans):
-    """[rows, K] x [K, N] (a classifier's one row: cut by output columns)."""
-    x = rng.normal(0, 1, size=(rows, K)).astype(np.float32)
-    xs, ys, yz = np.float32(0.03), np.float32(0.05), np.uint8(100)
-    wq = rng.integers(-127, 128, size=(N, K) if trans else (K, N)).astype(np.int8)
-    ws = rng.uniform(0.005, 0.02, N).astype(np.float32)
-    bq = rng.integers(-3000, 3000, N).astype(np.int32)
-    inits = [const("xs", xs), const("xz", np.uint8(xz)), const("wq", wq), const("ws", ws),
-             const("wz", np.zeros(N, np.int8)), const("ys", ys), const("yz", yz),
-             const("bq", bq), const("bs", (xs * ws).astype(np.float32)),
-             const("bz", np.zeros(N, np.int32))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
-             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"],
-                              axis=0 if trans else 1),
-             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], axis=0)]
-    if trans:
-        nodes.append(helper.make_node("Gemm", ["xd", "wd", "bd"], ["g"], transB=1))
-    else:
-        nodes += [helper.make_node("MatMul", ["xd", "wd"], ["g0"]),
-                  helper.make_node("Add", ["g0", "bd"], ["g"])]
-    nodes.append(helper.make_node("QuantizeLinear", ["g", "ys", "yz"], ["y"]))
-    m = model(nodes, {"x": x}, ["y"], inits)
-    xq = quantize(x, xs, xz, np.uint8).astype(np.int64) - xz
-    acc = xq @ (wq.T if trans else wq).astype(np.int64) + bq
-    return m, x, requant(acc, (xs * ws / ys).astype(np.float32), yz, np.uint8)
-
-
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("rows,K,N,xz,trans", [(1, 300, 1001, 131, True), (1, 2048, 1000, 0, False),
                                              (3, 513, 777, 128, True)])
 def test_qmatmul_few_rows_cut_by_columns(rows, K, N, xz, trans, threads, tmp_path):
     rng = np.random.default_rng(K + N)
-    m, x, ref = one_row_gemm(rng, rows, K, N, xz, trans)
+    # [rows, K] x [K, N]: a classifier's one row is cut by output columns
+    m, x, ref = gemm_model(rng, np.uint8, xz, trans, rows, K, N)
     (y,) = run(m, x, 3, threads, dump=tmp_path)
     assert "QMatMul" in fused_ops(tmp_path)
     np.testing.assert_array_equal(y, ref)
