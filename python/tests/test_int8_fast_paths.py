@@ -164,3 +164,31 @@ def test_quantize_nhwc_input(channels, width, dt, zp, tmp_path, monkeypatch):
     monkeypatch.setenv("CGE_DISABLE_PASSES", "fuse_quantize_reorder")
     (u,) = run(m, {"x": x}, level=3)
     np.testing.assert_array_equal(y, u)
+
+
+# QPool's channels-last averages of fewer output rows than threads (a global
+# average: one row) cut each row's channels into ranges of 64 across the
+# threads: the same bytes at every thread count, odd channel counts.
+@pytest.mark.parametrize("kind", ["GlobalAveragePool", "AveragePoolOneRow"])
+@pytest.mark.parametrize("channels", [1000, 333])
+def test_qpool_average_channels_cut_across_threads(kind, channels, tmp_path):
+    rng = np.random.default_rng(channels)
+    x = rng.normal(0, 3, size=(1, channels, 9, 11)).astype(np.float32)
+    xs, xz, ys, yz = np.float32(0.05), np.uint8(110), np.float32(0.03), np.uint8(20)
+    inits = [const("xs", xs), const("xz", xz), const("ys", ys), const("yz", yz)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"])]
+    if kind == "GlobalAveragePool":
+        nodes.append(helper.make_node("GlobalAveragePool", ["xd"], ["f"]))
+    else:
+        nodes.append(helper.make_node("AveragePool", ["xd"], ["f"], kernel_shape=[9, 3],
+                                      strides=[1, 2], pads=[0, 1, 0, 1]))
+    nodes.append(helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"]))
+    m = model(nodes, {"x": x}, ["y"], inits)
+    (one,) = run(m, {"x": x}, level=3, dump=tmp_path, threads=1)
+    assert "QPool" in fused_ops(tmp_path)
+    for threads in (2, 3, 5):
+        (y,) = run(m, {"x": x}, level=3, threads=threads)
+        np.testing.assert_array_equal(y, one)
+    (u,) = run(m, {"x": x}, level=1)
+    assert np.abs(one.astype(np.int32) - u.astype(np.int32)).max() <= 1

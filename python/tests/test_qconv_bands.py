@@ -11,7 +11,8 @@ import pytest
 import cge
 from onnx import helper
 
-from test_quant_int8 import const, conv_int, fused_ops, model, qdq_conv_graph, quantize, saturate
+from test_quant_int8 import const, conv_int, fused_ops, gemm_model, model, qdq_conv_graph, quantize
+from test_quant_int8 import saturate
 from test_quant_int8 import run as run_inputs
 
 
@@ -50,6 +51,16 @@ CASES = {
                                        1, 1, (1, 1, 1, 1), 11, 7, None, np.uint8, 128),
     "depthwise_21": (np.uint8, 0, np.int8, "zero", True, True, 21, 21, 21, 3, 1, 1,
                      (1, 1, 1, 1), 12, 9, "relu6", np.uint8, 60),
+    # weights (>= 64 KB) outweigh x: cut by output channels from multiples of
+    # 64, odd channel counts in the last slice (dnnl_qconv.c plan_channels)
+    "chan_3x3_pad1_odd_zp": (np.uint8, 131, np.int8, "zero", True, True, 40, 260, 1, 3, 1, 1,
+                             (1, 1, 1, 1), 7, 5, None, np.uint8, 7),
+    "chan_1x1_folded_x_zp_per_tensor": (np.uint8, 77, np.int8, "zero", False, False, 300, 230, 1,
+                                        1, 1, 1, (0, 0, 0, 0), 3, 5, "relu", np.uint8, 100),
+    "chan_u8_weights_zp128_stride2": (np.uint8, 5, np.uint8, "128", True, True, 72, 131, 1, 3,
+                                      2, 1, (1, 0, 1, 1), 9, 7, None, np.int8, -3),
+    "chan_3x3_valid_folded_relu6": (np.int8, 9, np.int8, "zero", True, True, 64, 261, 1, 3, 1,
+                                    1, (0, 0, 0, 0), 4, 6, "relu6", np.uint8, 0),
 }
 
 
@@ -222,3 +233,15 @@ def test_rezero_rewrites_only_what_it_may(tmp_path):
     before = sorted(glob.glob(os.path.join(str(tmp_path), "*_optimize_*.txt")))
     text = open(before[-1]).read()
     assert text.count("zero_point__cc") >= 2, text  # the expand conv's y and the dw's x
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("rows,K,N,xz,trans", [(1, 300, 1001, 131, True), (1, 2048, 1000, 0, False),
+                                             (3, 513, 777, 128, True)])
+def test_qmatmul_few_rows_cut_by_columns(rows, K, N, xz, trans, threads, tmp_path):
+    rng = np.random.default_rng(K + N)
+    # [rows, K] x [K, N]: a classifier's one row is cut by output columns
+    m, x, ref = gemm_model(rng, np.uint8, xz, trans, rows, K, N)
+    (y,) = run(m, x, 3, threads, dump=tmp_path)
+    assert "QMatMul" in fused_ops(tmp_path)
+    np.testing.assert_array_equal(y, ref)

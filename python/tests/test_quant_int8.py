@@ -181,9 +181,8 @@ def test_qconv_saturates():
     assert (y == 127).any() and (y == -128).any()
 
 
-def gemm_model(rng, xt, xz, trans):
-    K, N = 37, 11
-    x = rng.normal(0, 1, size=(3, K)).astype(np.float32)
+def gemm_model(rng, xt, xz, trans, rows=3, K=37, N=11):
+    x = rng.normal(0, 1, size=(rows, K)).astype(np.float32)
     xs, ys, yz = np.float32(0.03), np.float32(0.05), np.uint8(100)
     wq = rng.integers(-127, 128, size=(N, K) if trans else (K, N)).astype(np.int8)
     ws = rng.uniform(0.005, 0.02, N).astype(np.float32)

@@ -66,6 +66,12 @@ struct cge__dnnl_qconv {
      * the packed weights, whose layout the first band chose), run on one
      * thread at byte offsets into x and y (conv_slices set). */
     int conv_slices;
+    /* Or cut by output channels (chan_slices: a matrix product of too few
+     * rows, a convolution whose weights outweigh its input, as resnet50's
+     * 7x7 and 14x14 layers): every slice reads all of x and only its own
+     * channels' weights, packed apart (wei_block), and writes its columns
+     * of y (strided: y_off is m0 bytes), with its own scales and bias. */
+    int chan_slices;
     struct qmm_slot {
         dnnl_stream_t stream;
         dnnl_memory_t src, dst, wei, bias, scratch;
@@ -73,6 +79,12 @@ struct cge__dnnl_qconv {
         dnnl_primitive_desc_t pd;  /* a band's own (band 0: c->pd) */
         dnnl_primitive_t prim;
         int64_t x_off, y_off, r0, r1; /* bytes into x and y; its rows of y */
+        int64_t m0, ms;            /* chan_slices: its output channels [m0, m0 + ms) */
+        int64_t spots;             /* a convolution's: y positions, its ms channels each
+                                    * made dense after the scratch, then copied */
+        dnnl_memory_t wei_user;    /* chan_slices: its plain weights, their packing */
+        dnnl_primitive_t r_wei;
+        void *wei_block;
     } slot[QMM_MAX_SLICES];
 };
 
@@ -93,12 +105,14 @@ void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)
     dnnl_engine_destroy(c->engine);
     for (int i = 0; i < QMM_MAX_SLICES; i++) {
         struct qmm_slot *q = &c->slot[i];
-        dnnl_memory_t m[] = {q->src, q->dst, q->wei, q->bias, q->scratch};
+        dnnl_memory_t m[] = {q->src, q->dst, q->wei, q->bias, q->scratch, q->wei_user};
         for (size_t k = 0; k < sizeof m / sizeof m[0]; k++)
             dnnl_memory_destroy(m[k]);
         dnnl_stream_destroy(q->stream);
         dnnl_primitive_destroy(q->prim);
         dnnl_primitive_desc_destroy(q->pd);
+        dnnl_primitive_destroy(q->r_wei);
+        cge_kernel_shared_release(q->wei_block);
     }
     free(c->wz);
     free(c->xcomp);
@@ -191,11 +205,13 @@ static int band_of(const cge__dnnl_qconv_desc *d, int64_t o0, int64_t o1, band *
     return b->i1 > b->i0;
 }
 
-/* The convolution (the whole layer, or band b of it) with weights `wfix`
- * (NULL: the layout oneDNN prefers); smd / dmd get the caller's layouts of
- * x and y, wmd the plain weights'. */
+/* The convolution (the whole layer, band b of it, or with ms > 0 the ms
+ * output channels of a channel slice, dense: with y's strides oneDNN takes
+ * its reference loops) with weights `wfix` (NULL: the layout oneDNN
+ * prefers); smd / dmd get the caller's layouts of x and y, wmd the plain
+ * weights'. */
 static int conv_op(const cge__dnnl_qconv_desc *d, const cge__dnnl_qconv *c, const band *b,
-                   const dnnl_memory_desc_t *wfix, const dnnl_memory_desc_t *bmd,
+                   int64_t ms, const dnnl_memory_desc_t *wfix, const dnnl_memory_desc_t *bmd,
                    dnnl_memory_desc_t *smd, dnnl_memory_desc_t *dmd, dnnl_memory_desc_t *wmd,
                    dnnl_convolution_desc_t *op)
 {
@@ -227,6 +243,10 @@ static int conv_op(const cge__dnnl_qconv_desc *d, const cge__dnnl_qconv *c, cons
         dd[2] = b->o1 - b->o0;
         pl[0] = b->pt;
         pr[0] = b->pr;
+    }
+    if (ms > 0) {
+        dd[1] = ms;
+        wd[0] = ms;
     }
     static const dnnl_format_tag_t plain[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
     static const dnnl_format_tag_t last[] = {dnnl_nwc, dnnl_nhwc, dnnl_ndhwc};
@@ -296,8 +316,47 @@ static const int32_t *run_bias(cge__dnnl_qconv *c, const int32_t *bias, int64_t 
  * divide its rows evenly, at least 16 rows each (so that one primitive
  * serves all); a channels-last convolution of one image one band of output
  * rows per thread, each reading at least one row of x. */
+/* A cut by output channels, one slice per thread: where the weights are what a slice reads most, so that
+ * a cut by rows would have every thread read all of them (resnet50's
+ * 3x3 512-channel layers: 2.4 MB of weights, 25 KB of input, and 7 rows,
+ * 4 and 3 to two bands) or cannot be made (a classifier's one row). Not
+ * for W_COMP (its extra channel per group) nor groups. */
+static int plan_channels(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c, int top)
+{
+    if (top < 2 || c->mode == W_COMP || c->G != 1 || c->M < 64 * top)
+        return 0;
+    double wbytes = (double)c->M * (double)c->per, xbytes = (double)d->C;
+    if (d->matmul) {
+        if (wbytes < 262144.0)
+            return 0;
+    } else {
+        if (!d->channels_last || d->N != 1)
+            return 0;
+        for (int i = 0; i < d->nsp; i++)
+            xbytes *= (double)d->in[3 - d->nsp + i];
+        if (wbytes < 65536.0 || wbytes < xbytes)
+            return 0;
+    }
+    /* ranges from multiples of 64 (oneDNN's output channel blocks: a slice
+     * of 80 channels measured 8% more work than the layer's 160), each
+     * within 1/8 of an even share */
+    for (int i = 0; i < top; i++) {
+        int64_t a = i ? (i * c->M / top + 32) / 64 * 64 : 0;
+        int64_t b = i + 1 < top ? ((i + 1) * c->M / top + 32) / 64 * 64 : c->M;
+        int64_t even = c->M / top;
+        if (b - a < even - even / 8 || b - a > even + even / 8)
+            return 0;
+        c->slot[i].m0 = a;
+        c->slot[i].ms = b - a;
+    }
+    c->nslice = top;
+    c->chan_slices = 1;
+    return 1;
+}
+
+/* `allow`: 1 bands of rows, 2 slices of channels (the first tried). */
 static void plan_slices(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c, band *bands,
-                        int bands_ok)
+                        int allow)
 {
     int top = c->threads < QMM_MAX_SLICES ? c->threads : QMM_MAX_SLICES;
     c->nslice = 1;
@@ -305,9 +364,13 @@ static void plan_slices(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c, band 
         for (int sl = top; sl > 1 && c->nslice == 1; sl--)
             if (d->N % sl == 0 && d->N / sl >= 16)
                 c->nslice = sl;
+        if (c->nslice == 1 && (allow & 2))
+            plan_channels(d, c, top);
         return;
     }
-    if (!bands_ok || !d->channels_last || d->N != 1)
+    if ((allow & 2) && plan_channels(d, c, top))
+        return;
+    if (!(allow & 1) || !d->channels_last || d->N != 1)
         return;
     int64_t oh = d->out[3 - d->nsp];
     for (int sl = top < oh ? top : (int)oh; sl > 1; sl--) {
@@ -355,7 +418,67 @@ static int is_ref(const_dnnl_primitive_desc_t pd)
            !name || strstr(name, "ref");
 }
 
-static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_qconv **out)
+/* Channel slice q's primitive (the layer's attributes with its own scales),
+ * memories and the reorder that packs its weights. */
+static int chan_slice(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c, struct qmm_slot *q,
+                      const_dnnl_primitive_attr_t attr, const char *avoid)
+{
+    dnnl_data_type_t xt = d->x_signed ? dnnl_s8 : dnnl_u8, yt = d->y_signed ? dnnl_s8 : dnnl_u8;
+    dnnl_memory_desc_t smd, dmd, wmd, wany, bmd;
+    union {
+        dnnl_convolution_desc_t conv;
+        dnnl_matmul_desc_t mm;
+    } opd;
+    int ok;
+    if (d->matmul) {
+        dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, q->ms}, wd = {d->C, q->ms}, bd = {1, q->ms};
+        dnnl_dims_t cols = {d->M, 1}; /* its columns of the [N, M] / [K, M] rows */
+        ok = dnnl_memory_desc_init_by_tag(&smd, 2, sd, xt, dnnl_ab) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&dmd, 2, dd, yt, cols) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&wmd, 2, wd, dnnl_s8, cols) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any) ==
+                 dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&bmd, 2, bd, dnnl_s32, dnnl_ab) == dnnl_success &&
+             dnnl_matmul_desc_init(&opd.mm, &smd, &wany, c->has_bias ? &bmd : NULL, &dmd) ==
+                 dnnl_success;
+    } else {
+        dnnl_dims_t bd = {q->ms};
+        ok = dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_s32, dnnl_x) == dnnl_success &&
+             conv_op(d, c, NULL, q->ms, NULL, &bmd, &smd, &dmd, &wmd, &opd.conv);
+    }
+    dnnl_primitive_attr_t a = NULL;
+    const dnnl_memory_desc_t *qw = NULL, *spd = NULL;
+    ok = ok && dnnl_primitive_attr_clone(&a, attr) == dnnl_success &&
+         (d->num_scales == 1 ||
+          dnnl_primitive_attr_set_output_scales(a, q->ms, 1 << 1, d->scale + q->m0) ==
+              dnnl_success) &&
+         cge__dnnl_pd_create(&q->pd, &opd, a, c->engine, avoid) == dnnl_success &&
+         !is_ref(q->pd) && dnnl_primitive_create(&q->prim, q->pd) == dnnl_success &&
+         (qw = dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0)) != NULL &&
+         (spd = dnnl_primitive_desc_query_md(q->pd, dnnl_query_scratchpad_md, 0)) != NULL &&
+         dnnl_stream_create(&q->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
+         dnnl_memory_create(&q->src, dnnl_primitive_desc_query_md(q->pd, dnnl_query_src_md, 0),
+                            c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&q->dst, dnnl_primitive_desc_query_md(q->pd, dnnl_query_dst_md, 0),
+                            c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&q->wei, qw, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&q->wei_user, &wmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         cge__dnnl_make_reorder(c->engine, &wmd, qw, &q->r_wei) &&
+         dnnl_memory_create(&q->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&q->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
+    dnnl_primitive_attr_destroy(a);
+    q->scratch_bytes = spd ? (dnnl_memory_desc_get_size(spd) + 63) & ~(size_t)63 : 0;
+    q->spots = 0;
+    for (int i = 0; !d->matmul && i < d->nsp; i++)
+        q->spots = (q->spots ? q->spots : 1) * d->out[3 - d->nsp + i];
+    q->x_off = 0;
+    q->y_off = q->m0;
+    q->r0 = 0;
+    q->r1 = d->N;
+    return ok;
+}
+
+static cge_status create(const cge__dnnl_qconv_desc *d, int allow, cge__dnnl_qconv **out)
 {
     *out = NULL;
     if ((!d->matmul && (d->nsp < 1 || d->nsp > 3)) || d->G < 1 || d->num_scales < 1 ||
@@ -397,8 +520,8 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
     band bands[QMM_MAX_SLICES];
     c->K = d->C;
     c->Mo = c->G * mg; /* oneDNN's output channels */
-    plan_slices(d, c, bands, bands_ok);
-    c->rows_q = d->N / c->nslice;
+    plan_slices(d, c, bands, allow);
+    c->rows_q = c->chan_slices ? d->N : d->N / c->nslice;
     /* A product of too few rows to slice and little work (a classifier's
      * one row): one thread, where starting oneDNN's team costs more than
      * it saves and on a loaded machine its spinning takes the cores. */
@@ -420,7 +543,7 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
              dnnl_matmul_desc_init(&opd.mm, &smd, &wany, c->has_bias ? &bmd : NULL, &dmd) ==
                  dnnl_success;
     } else if (ok) {
-        ok = conv_op(d, c, c->conv_slices ? &bands[0] : NULL, NULL, &bmd, &smd, &dmd, &wmd,
+        ok = conv_op(d, c, c->conv_slices ? &bands[0] : NULL, 0, NULL, &bmd, &smd, &dmd, &wmd,
                      &opd.conv);
     }
     dnnl_primitive_attr_t attr = NULL;
@@ -459,24 +582,27 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
               dnnl_success) &&
          dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
          cge__dnnl_pd_create(&c->pd, &opd, attr, c->engine, avoid) == dnnl_success &&
-         dnnl_primitive_create(&c->prim, c->pd) == dnnl_success &&
+         /* channel slices run only their own primitives and reorders */
+         (c->chan_slices || dnnl_primitive_create(&c->prim, c->pd) == dnnl_success) &&
          (cs = dnnl_primitive_desc_query_md(c->pd, dnnl_query_src_md, 0)) != NULL &&
          (cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0)) != NULL &&
          (cd = dnnl_primitive_desc_query_md(c->pd, dnnl_query_dst_md, 0)) != NULL &&
          cge__dnnl_bind(c->engine, &smd, cs, &c->src, &c->src_user, &c->r_src, NULL) &&
          cge__dnnl_bind(c->engine, &dmd, cd, &c->dst, &c->dst_user, NULL, &c->r_dst) &&
          dnnl_memory_create(&c->wei_user, &wmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-         cge__dnnl_make_reorder(c->engine, &wmd, cw, &c->r_wei) &&
+         (c->chan_slices || cge__dnnl_make_reorder(c->engine, &wmd, cw, &c->r_wei)) &&
          dnnl_memory_create(&c->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
          (!comp || comp_state(d, c) == CGE_OK);
-    for (int i = 0; ok && c->nslice > 1 && i < c->nslice; i++) {
+    for (int i = 0; ok && c->chan_slices && i < c->nslice; i++)
+        ok = chan_slice(d, c, &c->slot[i], attr, avoid);
+    for (int i = 0; ok && c->nslice > 1 && !c->chan_slices && i < c->nslice; i++) {
         struct qmm_slot *q = &c->slot[i];
         dnnl_primitive_desc_t pd = c->pd;
         if (c->conv_slices && i > 0) {
             /* every band packs its weights as the first band chose */
             dnnl_memory_desc_t s2, d2, w2;
             const dnnl_memory_desc_t *qw;
-            ok = conv_op(d, c, &bands[i], cw, &bmd, &s2, &d2, &w2, &opd.conv) &&
+            ok = conv_op(d, c, &bands[i], 0, cw, &bmd, &s2, &d2, &w2, &opd.conv) &&
                  cge__dnnl_pd_create(&q->pd, &opd, attr, c->engine, avoid) == dnnl_success &&
                  (qw = dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0)) != NULL &&
                  dnnl_memory_desc_equal(qw, cw) && !is_ref(q->pd) &&
@@ -503,11 +629,11 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
     dnnl_post_ops_destroy(po);
     cge__dnnl_omp_leave(saved);
     if (!ok) {
-        int banded = c->conv_slices;
+        int banded = c->conv_slices, chan = c->chan_slices;
         cge__dnnl_qconv_destroy(c);
-        /* bands oneDNN serves badly or not at all: the whole layer, on its
-         * OpenMP team */
-        return banded ? create(d, 0, out) : CGE_ERR_UNSUPPORTED;
+        /* channel slices oneDNN serves badly or not at all: bands of rows;
+         * bands it does not: the whole layer, on its OpenMP team */
+        return chan ? create(d, allow & 1, out) : banded ? create(d, 0, out) : CGE_ERR_UNSUPPORTED;
     }
     *out = c;
     return CGE_OK;
@@ -515,7 +641,9 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int bands_ok, cge__dnnl_
 
 cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv **out)
 {
-    return create(d, 1, out);
+    /* CGE_QCONV_NO_CHANNEL_SLICES: the cut by rows only (a diagnostic, to
+     * compare the two in one build) */
+    return create(d, getenv("CGE_QCONV_NO_CHANNEL_SLICES") ? 1 : 3, out);
 }
 
 /* The s8 weights oneDNN packs, in their plain layout, derived from w. */
@@ -565,6 +693,7 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
         dnnl_memory_desc_t md;
         int32_t mode, w_u8;
         uint64_t zp_hash;
+        int64_t m0, ms; /* a channel slice's */
     } key;
     memset(&key, 0, sizeof key);
     key.md = *cw;
@@ -576,6 +705,35 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
     int8_t *derived = NULL;
     if (c->mode != W_PLAIN && !(derived = derived_weights(c, w)))
         return CGE_ERR_NO_MEMORY;
+    const void *data = derived ? (const void *)derived : w;
+    if (c->chan_slices) { /* each slice its own channels' weights */
+        cge_status st = CGE_OK;
+        for (int i = 0; i < c->nslice && !st; i++) {
+            struct qmm_slot *q = &c->slot[i];
+            const dnnl_memory_desc_t *qw = dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0);
+            void *block = NULL;
+            dnnl_memory_t m = NULL;
+            if (!qw) {
+                st = CGE_ERR_INTERNAL;
+                break;
+            }
+            key.md = *qw;
+            key.m0 = q->m0;
+            key.ms = q->ms;
+            /* [M, per] rows of a convolution; [K, M] columns of a matmul */
+            const char *from = (const char *)data + (c->matmul ? q->m0 : q->m0 * c->per);
+            st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
+                                       from, &key, sizeof key, 1, &block, &m);
+            if (!st) {
+                dnnl_memory_destroy(q->wei);
+                cge_kernel_shared_release(q->wei_block);
+                q->wei = m;
+                q->wei_block = block;
+            }
+        }
+        free(derived);
+        return st;
+    }
     void *block = NULL;
     dnnl_memory_t m = NULL;
     cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, c->r_wei, c->wei_user, cw, w,
@@ -675,8 +833,13 @@ static void *thread_scratch(size_t n)
     return t->p;
 }
 
+static int packed(const cge__dnnl_qconv *c)
+{
+    return c->chan_slices ? c->slot[0].wei_block != NULL : c->wei != NULL;
+}
+
 /* One slice (rows of a matrix product, a band of a convolution's output
- * rows) on the calling thread. */
+ * rows, a range of output channels) on the calling thread. */
 static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y,
                             int64_t blk)
 {
@@ -684,15 +847,18 @@ static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bi
     int comp = c->mode == W_COMP;
     void *w = NULL;
     bias = run_bias(c, bias, blk);
-    void *scratch = thread_scratch(q->scratch_bytes);
+    char *scratch = thread_scratch(q->scratch_bytes + (size_t)(q->spots * q->ms));
+    char *dense = q->spots ? scratch + q->scratch_bytes : NULL;
     int saved = cge__dnnl_omp_enter(1);
     int ok = scratch && dnnl_memory_set_data_handle(q->scratch, scratch) == dnnl_success &&
-             dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
-             dnnl_memory_set_data_handle(q->wei, w) == dnnl_success &&
+             (c->chan_slices || (dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
+                                 dnnl_memory_set_data_handle(q->wei, w) == dnnl_success)) &&
              dnnl_memory_set_data_handle(q->src, (char *)x + q->x_off) == dnnl_success &&
-             dnnl_memory_set_data_handle(q->dst, (comp ? (char *)c->acc : (char *)y) + q->y_off) ==
+             dnnl_memory_set_data_handle(q->dst, dense ? dense
+                                                 : (comp ? (char *)c->acc : (char *)y) + q->y_off) ==
                  dnnl_success &&
-             dnnl_memory_set_data_handle(q->bias, (void *)bias) == dnnl_success;
+             dnnl_memory_set_data_handle(q->bias, bias ? (void *)(bias + q->m0) : NULL) ==
+                 dnnl_success;
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, q->src}, {DNNL_ARG_WEIGHTS, q->wei},
                                {DNNL_ARG_DST, q->dst}, {DNNL_ARG_SCRATCHPAD, q->scratch},
                                {DNNL_ARG_BIAS, q->bias}};
@@ -700,6 +866,8 @@ static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bi
                                       bias && c->has_bias ? 5 : 4, args) == dnnl_success &&
          dnnl_stream_wait(q->stream) == dnnl_success;
     cge__dnnl_omp_leave(saved);
+    for (int64_t p = 0; ok && dense && p < q->spots; p++) /* its channels of y */
+        memcpy((char *)y + p * c->M + q->m0, dense + p * q->ms, (size_t)q->ms);
     if (ok && comp)
         comp_requantise(c, bias, y, q->r0, q->r1);
     return ok ? CGE_OK : CGE_ERR_INTERNAL;
@@ -709,13 +877,13 @@ cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const in
                                      void *y, int64_t blk, int64_t nblk)
 {
     if (c->nslice > 1 && nblk == c->nslice)
-        return c->wei && blk < c->nslice ? run_slice(c, x, bias, y, blk) : CGE_ERR_INVALID_ARG;
+        return packed(c) && blk < c->nslice ? run_slice(c, x, bias, y, blk) : CGE_ERR_INVALID_ARG;
     return blk == 0 ? cge__dnnl_qconv_run(c, x, bias, y) : CGE_OK;
 }
 
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y)
 {
-    if (!c->wei)
+    if (!packed(c))
         return CGE_ERR_INVALID_ARG;
     if (c->nslice > 1) { /* every slice in turn */
         cge_status st = CGE_OK;

@@ -339,6 +339,10 @@ typedef struct qpool_args {
      * once per launch; identity when it maps every code to itself */
     uint8_t table[256];
     int identity, vbmi;
+    /* NHWC averages of few output rows (a global average: one): each row's
+     * channels cut into cparts ranges of 64, one block each,
+     * so that the threads share them */
+    int64_t cparts;
 } qpool_args;
 
 /* The window of output (oh, ow): its tap ranges, the taps inside the input
@@ -440,7 +444,7 @@ static inline __attribute__((always_inline)) void qpool_max_nhwc(const qpool_arg
 /* NHWC: per output position, the taps outside and the channels inside
  * (contiguous), in chunks of int32 sums. */
 static inline __attribute__((always_inline)) void qpool_nhwc(const qpool_args *p, int64_t r0,
-                                                             int64_t r1)
+                                                             int64_t r1, int64_t cb, int64_t ce)
 {
     const nn_geom *g = &p->g;
     int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
@@ -451,8 +455,8 @@ static inline __attribute__((always_inline)) void qpool_nhwc(const qpool_args *p
             int64_t k[4], real, div;
             qpool_window(p, oh, ow, k, &real, &div);
             int64_t ka0 = k[0], ka1 = k[1], kb0 = k[2], kb1 = k[3];
-            for (int64_t c0 = 0; c0 < C; c0 += QP_CHUNK) {
-                int64_t nc = C - c0 < QP_CHUNK ? C - c0 : QP_CHUNK;
+            for (int64_t c0 = cb; c0 < ce; c0 += QP_CHUNK) {
+                int64_t nc = ce - c0 < QP_CHUNK ? ce - c0 : QP_CHUNK;
                 int32_t init = p->mode == 0 ? -1000 : 0;
                 for (int64_t c = 0; c < nc; c++)
                     acc[c] = init;
@@ -553,12 +557,13 @@ qpool_max_nhwc_zmm(const qpool_args *p, int64_t r0, int64_t r1, int vbmi)
     }
 }
 
-CGE__Q8_AVX512 static void qpool_nhwc_avx512(const qpool_args *p, int64_t r0, int64_t r1)
+CGE__Q8_AVX512 static void qpool_nhwc_avx512(const qpool_args *p, int64_t r0, int64_t r1,
+                                             int64_t cb, int64_t ce)
 {
     if (p->mode == 0)
         qpool_max_nhwc_zmm(p, r0, r1, p->vbmi);
     else
-        qpool_nhwc(p, r0, r1);
+        qpool_nhwc(p, r0, r1, cb, ce);
 }
 #endif
 
@@ -567,19 +572,27 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
     const qpool_args *p = args;
     const nn_geom *g = &p->g;
     int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], C = p->C;
-    int64_t r0, r1;
+    int64_t r0, r1, cb = 0, ce = C;
+    if (p->cparts > 1) { /* blocks: row blocks x channel parts */
+        int64_t part = blk % p->cparts;
+        cge__block_range((C + 63) / 64, part, p->cparts, &cb, &ce);
+        cb *= 64;
+        ce = ce * 64 < C ? ce * 64 : C;
+        blk /= p->cparts;
+        nblk /= p->cparts;
+    }
     cge__block_range(p->N * OH, blk, nblk, &r0, &r1);
     if (p->nhwc) {
 #ifdef CGE__HAVE_Q8_AVX512
         if (cge__q8_avx512()) {
-            qpool_nhwc_avx512(p, r0, r1);
+            qpool_nhwc_avx512(p, r0, r1, cb, ce);
             return;
         }
 #endif
         if (p->mode == 0)
             qpool_max_nhwc(p, r0, r1);
         else
-            qpool_nhwc(p, r0, r1);
+            qpool_nhwc(p, r0, r1, cb, ce);
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
@@ -696,10 +709,20 @@ static cge_status qpool_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 #endif
     }
     int64_t per = p.g.out[2] * p.C * p.g.k[1] * p.g.k[2];
-    return cge_launch(stream, qpool_fn,
-                      cge__blocks_for(rows, per >= 16384 ? 1 : 16384 / (per ? per : 1),
-                                     ctx->num_threads),
-                      &p, sizeof p);
+    int64_t nb = cge__blocks_for(rows, per >= 16384 ? 1 : 16384 / (per ? per : 1),
+                                 ctx->num_threads);
+    p.cparts = 1;
+    if (p.nhwc && p.mode != 0 && nb < ctx->num_threads) {
+        /* fewer row blocks than threads (resnet50's global average: one row,
+         * 2048 channels of 49 taps): the channels cut too, at least 16384
+         * taps per part */
+        int64_t chunks = (p.C + 63) / 64, taps = per / nb;
+        p.cparts = cge__blocks_for(chunks, 16384 * chunks / (taps ? taps : 1) + 1,
+                                   (int)((ctx->num_threads + nb - 1) / nb));
+        if (p.cparts > (ctx->num_threads + nb - 1) / nb)
+            p.cparts = (ctx->num_threads + nb - 1) / nb;
+    }
+    return cge_launch(stream, qpool_fn, nb * p.cparts, &p, sizeof p);
 }
 
 /* ---- definitions -------------------------------------------------------------- */
