@@ -518,15 +518,23 @@ static cge_status write_in_place(kv_rw *r, kv_cache *k)
     cge_status st = cge_graph_set_desc(g, k->past_name, pd.dtype, &pd.shape);
     if (st)
         return st;
-    /* Caches whose new values have the same shape (symbols included: keys
-     * and values, every layer) share one index: fewer kernels per step. */
+    /* Caches whose new values may have the same shape (keys and values,
+     * every layer) share one index, and so one seq and one mask: fewer
+     * kernels per step. Known sizes and symbols must agree; an anonymous
+     * dim (-1: an export's view(b, s, h, d) after a Range of positions
+     * leaves the new keys' length so) matches anything, since
+     * ScatterElements checks at every run that its indices have the new
+     * values' shape: a cache whose new length differs from the one the
+     * shared index was built for fails the run, it is never written or
+     * masked with another cache's length. */
     cge_tensor_desc fd = desc(r, k->fresh);
-    bool known = fd.shape.rank == k->rank;
-    for (int32_t i = 0; known && i < fd.shape.rank; i++)
-        known = fd.shape.dims[i] != CGE_DIM_DYNAMIC;
-    for (kv_cache *o = r->caches; known && o < k; o++) {
+    for (kv_cache *o = r->caches; fd.shape.rank == k->rank && o < k; o++) {
         cge_tensor_desc od = desc(r, o->fresh);
-        if (o->axis == k->axis && o->index >= 0 && cge_shape_equal(&od.shape, &fd.shape)) {
+        bool alike = o->axis == k->axis && o->index >= 0 && od.shape.rank == fd.shape.rank;
+        for (int32_t i = 0; alike && i < fd.shape.rank; i++)
+            alike = od.shape.dims[i] == fd.shape.dims[i] || od.shape.dims[i] == CGE_DIM_DYNAMIC ||
+                    fd.shape.dims[i] == CGE_DIM_DYNAMIC;
+        if (alike) {
             k->seq = o->seq, k->index = o->index;
             break;
         }
@@ -610,6 +618,9 @@ static int32_t valid_slots(kv_rw *r, kv_cache *k)
 {
     if (k->valid >= 0)
         return k->valid;
+    for (int32_t c = 0; c < r->num_caches; c++)
+        if (r->caches[c].seq == k->seq && r->caches[c].valid >= 0)
+            return k->valid = r->caches[c].valid;   /* one mask per seq (write_in_place) */
     int64_t *slots = malloc(sizeof(int64_t) * (size_t)r->max_len);
     if (!slots)
         return -1;
