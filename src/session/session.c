@@ -103,7 +103,7 @@ struct cge_session {
     /* $CGE_KEEP_PACKED_WEIGHTS=1: a static graph keeps the weights its kernels
      * packed (for comparisons; they are freed by default). */
     bool keep_packed_sources;
-    bool warm_batch;        /* make a batch graph's batch-1 signature at compile (warm_batch_one) */
+    bool warm_batch;        /* plan a symbolic graph's size-1 signature at compile (warm_first_signature) */
     int64_t kv_cache_max_len;   /* > 0: graphs added get the static cache form */
     pthread_mutex_t lock;   /* the entry list */
     graph_entry *graphs;
@@ -509,20 +509,38 @@ static cge_status make_symbolic(cge_session *s, graph_entry *e)
     return CGE_OK;
 }
 
-/* A graph whose only symbolic dims are its inputs' leading (batch) dims gets
- * its batch-1 signature planned now, at compile, as ONNX Runtime prepares
- * its kernels at session creation: the kernels' weight packing (done once
- * for every batch: later signatures find the packed copies in the shared
- * cache), oneDNN's first primitives and the arena are made before any run,
- * so the first run at batch 1 is a plan run and a first run at another batch
- * makes only its own primitives. Only batch dims: the weights' layouts a
- * kernel chooses do not depend on the batch, while a stand-in for a spatial
- * or sequence dim could pack them for a layout no real size uses. Anything
- * the shape program refuses is left to the first run; $CGE_WARM_BATCH=0 turns
- * this off, and shape buckets skip it. */
+/* A symbolic graph gets one signature planned now, at compile, as ONNX
+ * Runtime prepares its kernels at session creation: the kernels' weight
+ * packing (done once for every size: later signatures find the packed copies
+ * in the shared cache), oneDNN's first primitives and the arena are made
+ * before any run, so the first run at that size is a plan run and a first run
+ * at another size makes only its own primitives. Every symbolic dim stands at
+ * 1 (batch 1, a one-token sequence, an empty or one-slot cache...). With a
+ * convolution in the graph only leading (batch) dims may be symbolic: a
+ * convolution's weight layout does not depend on the batch, while a stand-in
+ * for a spatial dim could pack them for a layout no real size uses. A matrix
+ * product's packing depends on its constant operand only, so sequence and
+ * cache lengths are safe stand-ins. Anything the shape program refuses at 1
+ * is left to the first run; $CGE_WARM_BATCH=0 turns this off, and shape
+ * buckets skip it. */
 static double cpu_ms(void);
 
-static void warm_batch_one(cge_session *s, graph_entry *e)
+/* Whether a node of g (nested graphs aside) convolves: its weights' layout
+ * may follow the spatial sizes. */
+static bool has_convolution(const cge_graph *g)
+{
+    for (int32_t i = 0; i < cge_graph_num_nodes(g); i++) {
+        const cge_node *n = cge_graph_node(g, i);
+        if (!n || cge_node_is_removed(n))
+            continue;
+        const char *op = cge_node_op_type(n);
+        if (strstr(op, "Conv"))
+            return true;
+    }
+    return false;
+}
+
+static void warm_first_signature(cge_session *s, graph_entry *e)
 {
     /* (With shape buckets batch 1 runs padded: its signature is a bucket's.) */
     if (!s->warm_batch || s->buckets || !e->symbolic || e->symbolic_off || !e->program ||
@@ -532,16 +550,16 @@ static void warm_batch_one(cge_session *s, graph_entry *e)
     cge_shape *shapes = calloc((size_t)ni + 1, sizeof *shapes);
     if (!shapes)
         return;
-    bool batch = true, any = false;
+    bool batch = true, any = false, conv = has_convolution(cge_plan_graph(e->prepared));
     for (int32_t i = 0; batch && i < ni; i++) {
         cge_tensor_desc d;
         cge_graph_get_desc(e->g, cge_graph_input(e->g, i), &d);
         shapes[i] = d.shape;
         for (int32_t k = 0; batch && k < d.shape.rank; k++)
             if (d.shape.dims[k] < 0) {
-                batch = k == 0;
+                batch = k == 0 || !conv;
                 any = true;
-                shapes[i].dims[0] = 1;
+                shapes[i].dims[k] = 1;
             }
         batch = batch && d.shape.rank >= 0;
     }
@@ -682,7 +700,7 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         if (!st && s->shape_program && cge_plan_is_complete(e->prepared) == false)
             st = make_symbolic(s, e);
         if (!st)
-            warm_batch_one(s, e);
+            warm_first_signature(s, e);
     }
     free(shapes);
     if (!st)

@@ -92,7 +92,7 @@ static void test_new_batches_make_each_convolution_once(void **state)
     const int nb = (int)(sizeof batches / sizeof batches[0]);
     bool dnnl = cge__dnnl_available() != 0;
     cge_session *s = session_of(build(0));
-    /* Batch 1 is planned when the graph compiles (warm_batch_one, session.c):
+    /* Batch 1 is planned when the graph compiles (warm_first_signature, session.c):
      * its first run makes nothing. */
     bool seen[MAXN + 1] = {false, true};
     size_t largest = 0;
