@@ -265,13 +265,26 @@ def _plain_feed(input_feed):
     return arrays, tuple(sig)
 
 
+_ADDRESSOF, _CHAR_AT = ctypes.addressof, ctypes.c_char.from_buffer
+
+
+def _data_ptr(a):
+    """The address of a C-contiguous array's first element: through the
+    buffer protocol (a quarter of ndarray.ctypes.data's cost), or, for a
+    read-only array (which that refuses), ndarray.ctypes."""
+    try:
+        return _ADDRESSOF(_CHAR_AT(a))
+    except (TypeError, ValueError):
+        return a.ctypes.data
+
+
 def _point(elems, live, held, arrays):
     """Set the data pointers of the C tensors elems to arrays' where the
     array is not the one held (and so pointed at) already."""
     for i, a in enumerate(arrays):
         if a is not held[i]:
             if live[i]:
-                elems[i].data = a.ctypes.data
+                elems[i].data = _data_ptr(a)
             held[i] = a
 
 
@@ -347,7 +360,7 @@ class _RunEntry:
         for t, (npdt, shape, live) in zip(self.out_elems, self.out_alloc):
             b = np.empty(shape, npdt)
             if live:
-                t.data = b.ctypes.data
+                t.data = _ADDRESSOF(_CHAR_AT(b))
             bufs.append(b)
         return bufs
 
@@ -388,6 +401,10 @@ def _make_shape(dims):
 
 
 _RUN_MODES = {None: 0, "default": 0, "eager": 1, "plan": 2, "replay": 3}
+
+# signal.getsignal without its conversion of SIG_DFL / SIG_IGN to enums
+# (most of its cost; a Python handler is returned as it is either way).
+_getsignal = getattr(signal, "_signal", signal).getsignal
 
 # One cancel token per thread (cge_cancel, reset before each run), never
 # freed: the SIGINT watch may point at it, and a thread runs one run at a time.
@@ -430,7 +447,7 @@ class _RunScope:
                             "session", "CGE_ERR_STATE")
             self.registered = True
         self.watching = (threading.current_thread() is threading.main_thread() and
-                         signal.getsignal(signal.SIGINT) is signal.default_int_handler and
+                         _getsignal(signal.SIGINT) is signal.default_int_handler and
                          lib.cge_cancel_watch_sigint(self.token) == 0)
         self.prev = lib.cge_cancel_scope(self.token)
         return self
