@@ -244,6 +244,8 @@ def _collect(outs, bufs, n):
 
 
 _NDARRAY = np.ndarray
+# Run signatures whose C tensors a session keeps (_RunEntry).
+_MAX_ENTRIES = 256
 
 
 def _plain_feed(input_feed):
@@ -311,16 +313,18 @@ class _RunEntry:
     """The C tensors of one run signature (input names, dtypes and shapes;
     output names), built by the general path once and reused: names, dtypes,
     shapes and sizes stay; a run sets only the data pointers of arrays that
-    are not the ones the entry points at already. Holding those arrays
-    keeps their memory where it is (numpy refuses to resize an array with
-    other references), so an array that is the same object has the same
-    data pointer."""
+    are not the ones the entry points at already. The entry used last holds
+    those arrays, which keeps their memory where it is (numpy refuses to
+    resize an array with other references), so an array that is the same
+    object has the same data pointer; the others hold none."""
 
-    def __init__(self, ins, n_in, names, arrays):
+    def __init__(self, ins, n_in, names):
         self.ins, self.n_in, self.names = ins, n_in, names
         self.in_elems = [ins[i] for i in range(n_in)]
         self.in_live = [bool(ins[i].bytes) for i in range(n_in)]
-        self.held = list(arrays)
+        # Nothing held until a run uses the entry (InferenceSession._use_entry):
+        # only the entry used last holds arrays.
+        self.held = [None] * n_in
 
     def release(self):
         self.held = [None] * self.n_in
@@ -338,7 +342,7 @@ class _RunEntry:
         self.out_live = [bool(outs[j].bytes) for j in range(self.n_out)]
         self.out_views = [(t, t.shape, t.shape.dims) for t in self.out_elems]
         self.out_expect = expect
-        self.out_held = list(arrays)
+        self.out_held = [None] * self.n_out
 
     def set_bound_outputs(self, arrays):
         _point(self.out_elems, self.out_live, self.out_held, arrays)
@@ -1047,6 +1051,7 @@ class InferenceSession:
                      for n, a in zip(names, arrays)), tuple(output_names))
         idx = [self._out_index[n] for n in output_names]
         guess = self._shape_cache.get(key)
+        seen = guess is not None
         if guess is None:
             guess = self._predict_shapes(key, idx)
         if profiling:
@@ -1095,7 +1100,9 @@ class InferenceSession:
                                   else (outs[j].dtype, tuple(r.shape))
                                   for j, r in enumerate(result)]
         self._last_shapes = (key, self._shape_cache[key])
-        if not profiling and sig is not None:
+        if seen and not profiling and sig is not None:
+            # A signature's second run: it may come back (one seen once,
+            # as each step of a growing cache, costs no entry).
             self._remember_run(ckey, ins, names, arrays, outs, result, bufs, key)
         return result
 
@@ -1104,6 +1111,14 @@ class InferenceSession:
         if d is None:
             d = self._entries = {}
         return d
+
+    def _add_entry(self, ckey, entry):
+        """Keep entry for ckey; past _MAX_ENTRIES signatures the one used
+        least recently goes (entries in use are re-inserted: dict order)."""
+        d = self._run_entries()
+        d[ckey] = entry
+        while len(d) > _MAX_ENTRIES:
+            d.pop(next(iter(d)), None)
 
     def _remember_run(self, ckey, ins, names, arrays, outs, result, bufs, skey):
         """Keep a successful run's C tensors for its signature (_RunEntry):
@@ -1117,10 +1132,10 @@ class InferenceSession:
             if isinstance(bufs[j], _Sequence) or t.dtype in (0, STRING):
                 return
             spec.append((dtype_to_numpy(t.dtype), r.shape, r.nbytes, t.dtype))
-        e = _RunEntry(ins, len(arrays), names, arrays)
+        e = _RunEntry(ins, len(arrays), names)
         e.set_outputs(outs, spec)
         e.shapes = (skey, self._shape_cache[skey])
-        self._run_entries()[ckey] = e
+        self._add_entry(ckey, e)
 
     def _run_cached(self, session, ckey, entry, arrays):
         """A run of a signature seen before (_RunEntry): only data pointers
@@ -1172,7 +1187,7 @@ class InferenceSession:
         buffer is accepted (the run writes the real shape); a dim no changed
         input explains stays. A guess too small costs the refused try that
         tells the real shapes, as with no guess."""
-        guess = []
+        guess, changed = [], None
         last = getattr(self, "_last_shapes", None)
         usable = (last is not None and last[0][1] == key[1] and
                   [k[0] for k in last[0][0] if isinstance(k, tuple)] ==
@@ -1187,19 +1202,21 @@ class InferenceSession:
             if prev is None or prev[0] == 0:
                 guess.append(None)
                 continue
+            if changed is None:
+                # the input dims that changed since the last run: (was, now)
+                changed = [(a, b) for old, new in zip(last[0][0], key[0])
+                           if isinstance(old, tuple) and len(old[1]) == len(new[1])
+                           for a, b in zip(old[1], new[1]) if a != b]
             dims = []
             for was in prev[1]:
                 gap, best = None, was
-                for old, new in zip(last[0][0], key[0]):
-                    if not isinstance(old, tuple) or len(old[1]) != len(new[1]):
+                for a, b in changed:
+                    if a > was:
                         continue
-                    for a, b in zip(old[1], new[1]):
-                        if a == b or a > was:
-                            continue
-                        if gap is None or was - a < gap:
-                            gap, best = was - a, was - a + b
-                        elif was - a == gap:
-                            best = max(best, was - a + b)
+                    if gap is None or was - a < gap:
+                        gap, best = was - a, was - a + b
+                    elif was - a == gap:
+                        best = max(best, was - a + b)
                 dims.append(best)
             guess.append((prev[0], tuple(dims)))
         return guess
@@ -1299,11 +1316,11 @@ class InferenceSession:
             self._leave()
         _check_bound(outs, output_arrays)
         if ckey is not None and not any(isinstance(a, (_SeqInput, _StrInput)) for a in keep):
-            e = _RunEntry(ins, len(keep), names, keep)
+            e = _RunEntry(ins, len(keep), names)
             e.set_bound(outs, list(output_arrays.values()),
                         [(outs[j].dtype, outs[j].shape.rank, list(a.shape))
                          for j, a in enumerate(output_arrays.values())])
-            self._run_entries()[ckey] = e
+            self._add_entry(ckey, e)
         return [output_arrays[n] for n in output_arrays]
 
     def _run_bound_cached(self, ckey, entry, arrays, dests, output_arrays, run_options):

@@ -159,3 +159,19 @@ def test_io_binding_rebound_arrays(add):
     with pytest.raises(cge.Error) as e:
         add.run_with_iobinding(io)
     assert "writable" in e.value.message
+
+
+def test_inputs_of_other_signatures_are_not_held(add):
+    import gc
+    import weakref
+    rng = np.random.default_rng(4)
+    refs = []
+    for n in (1, 2, 3, 4, 5):
+        for _ in range(3):   # the second run keeps the signature's tensors
+            a, b = rand(rng, n), rand(rng, n)
+            add.run(None, {"a": a, "b": b})
+            refs.append((n, weakref.ref(a)))
+            del a, b
+    gc.collect()
+    alive = [n for n, r in refs if r() is not None]
+    assert alive in ([], [5]), alive   # at most the last run's
