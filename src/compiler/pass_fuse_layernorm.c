@@ -160,20 +160,26 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *sub)
     return st;
 }
 
-cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g)
+typedef cge_status (*try_fn)(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n);
+
+/* Both passes: `fn` on every node of type `op` there was when they began. */
+static cge_status each_node(cc_ctx *ctx, cge_graph *g, const char *op, try_fn fn)
 {
-    if (!available())
-        return CGE_OK;
     cc_uses u;
     cge_status st = cc_uses_build(&u, g);
     int32_t nn = cge_graph_num_nodes(g);
     for (int32_t i = 0; !st && i < nn; i++) {
         cge_node *n = cge_graph_node(g, i);
-        if (cc_is_op(n, "Sub"))
-            st = try_fuse(ctx, &u, g, n);
+        if (cc_is_op(n, op))
+            st = fn(ctx, &u, g, n);
     }
     cc_uses_free(&u);
     return st;
+}
+
+cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g)
+{
+    return available() ? each_node(ctx, g, "Sub", try_fuse) : CGE_OK;
 }
 
 /* ---- fuse_skip_layernorm ----------------------------------------------------------- */
@@ -249,16 +255,5 @@ static cge_status try_skip(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *ln)
 
 cge_status cc_pass_fuse_skip_layernorm(cc_ctx *ctx, cge_graph *g)
 {
-    if (!skip_available())
-        return CGE_OK;
-    cc_uses u;
-    cge_status st = cc_uses_build(&u, g);
-    int32_t nn = cge_graph_num_nodes(g);
-    for (int32_t i = 0; !st && i < nn; i++) {
-        cge_node *n = cge_graph_node(g, i);
-        if (cc_is_op(n, "LayerNormalization"))
-            st = try_skip(ctx, &u, g, n);
-    }
-    cc_uses_free(&u);
-    return st;
+    return skip_available() ? each_node(ctx, g, "LayerNormalization", try_skip) : CGE_OK;
 }
