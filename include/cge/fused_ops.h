@@ -24,6 +24,9 @@ extern "C" {
  *   FusedConv          act(Conv(X, W, B) + Z): Conv's attributes plus
  *                      "activation" (none relu leaky_relu clip sigmoid tanh),
  *                      "alpha", "min", "max", "w_const", "channels_last".
+ *   SkipLayerNorm      Y = LayerNormalization(A + B) over the last axis
+ *                      (Scale, optional Bias [D]; "epsilon"); optional
+ *                      output S = A + B.
  *
  * and, over channels-last (NHWC) activations whose shapes and axes stay the
  * logical NCHW ones:

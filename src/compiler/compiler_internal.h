@@ -102,6 +102,7 @@ cge_status cc_pass_fuse_conv_bn(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_conv_activation(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_gelu(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
+cge_status cc_pass_fuse_skip_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_attention(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);

@@ -1,7 +1,10 @@
 /* optimize/fuse_layernorm: the decomposed form of LayerNormalization over the
- * last axis, as exporters write it, becomes one LayerNormalization node. */
+ * last axis, as exporters write it, becomes one LayerNormalization node; and
+ * optimize/fuse_skip_layernorm: Add -> LayerNormalization becomes one
+ * cge.fused SkipLayerNorm. */
 #include <stdlib.h>
 
+#include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
 /* The pattern:
@@ -157,18 +160,100 @@ static cge_status try_fuse(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *sub)
     return st;
 }
 
-cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g)
+typedef cge_status (*try_fn)(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *n);
+
+/* Both passes: `fn` on every node of type `op` there was when they began. */
+static cge_status each_node(cc_ctx *ctx, cge_graph *g, const char *op, try_fn fn)
 {
-    if (!available())
-        return CGE_OK;
     cc_uses u;
     cge_status st = cc_uses_build(&u, g);
     int32_t nn = cge_graph_num_nodes(g);
     for (int32_t i = 0; !st && i < nn; i++) {
         cge_node *n = cge_graph_node(g, i);
-        if (cc_is_op(n, "Sub"))
-            st = try_fuse(ctx, &u, g, n);
+        if (cc_is_op(n, op))
+            st = fn(ctx, &u, g, n);
     }
     cc_uses_free(&u);
     return st;
+}
+
+cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g)
+{
+    return available() ? each_node(ctx, g, "Sub", try_fuse) : CGE_OK;
+}
+
+/* ---- fuse_skip_layernorm ----------------------------------------------------------- */
+
+/* A transformer's residual: LayerNormalization(a + b) over the last axis,
+ * float32, a and b of the Add's own shape (a broadcast Add stays), constant
+ * Scale and B of [D], no Mean/InvStdDev read. The Add's result stays an
+ * output of the fused node (S) when anything else reads it (pre-norm's next
+ * residual, a graph output). The kernel rounds the sum to float32 and runs
+ * LayerNormalization's row: the same bits as the pair. It runs after
+ * fuse_matmul_epilogue: a residual that a FusedMatMul took in its epilogue
+ * (static shapes) costs no pass of its own already, and the Adds left (the
+ * symbolic-length ones) come here. */
+
+static bool skip_available(void)
+{
+    const cge_op_def *d = cge_op_find(CGE_DOMAIN_FUSED, "SkipLayerNorm", 1);
+    bool ok = d && cge_op_find_kernel(d, "cpu", CGE_F32);
+    cge_clear_error();
+    return ok;
+}
+
+static cge_status try_skip(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node *ln)
+{
+    int32_t ni = cge_node_num_inputs(ln), x = cge_node_input_id(ln, 0);
+    if (ni < 2 || ni > 3 || x < 0)
+        return CGE_OK;
+    for (int32_t k = 1; k < cge_node_num_outputs(ln); k++)
+        if (cge_node_output_id(ln, k) >= 0 && cc_value_used(u, g, cge_node_output_id(ln, k)))
+            return CGE_OK;
+    cge_node *add = cge_graph_value_producer(g, x);
+    cge_tensor_desc xd;
+    if (!add || !cc_is_op(add, "Add") || cge_node_num_inputs(add) != 2 ||
+        cge_graph_value_desc(g, x, &xd) || xd.dtype != CGE_F32 || xd.shape.rank < 1 ||
+        !cge_dim_is_known(xd.shape.dims[xd.shape.rank - 1]))
+        return CGE_OK;
+    const cge_attrs *at = cge_node_attrs_const(ln);
+    int64_t axis = cge_attrs_get_int(at, "axis", -1);
+    if ((axis != -1 && axis != xd.shape.rank - 1) || cge_attrs_get_int(at, "stash_type", 1) != 1)
+        return CGE_OK;
+    int64_t c = xd.shape.dims[xd.shape.rank - 1];
+    int32_t sc = cge_node_input_id(ln, 1), bi = ni > 2 ? cge_node_input_id(ln, 2) : -1;
+    if (!per_channel(g, sc, c) || (bi >= 0 && !per_channel(g, bi, c)))
+        return CGE_OK;
+    int32_t a = cge_node_input_id(add, 0), b = cge_node_input_id(add, 1);
+    for (int32_t k = 0; k < 2; k++) {
+        cge_tensor_desc d;
+        if (cge_graph_value_desc(g, k ? b : a, &d) || d.dtype != CGE_F32 ||
+            !cge_shape_equal(&d.shape, &xd.shape))
+            return CGE_OK;   /* a broadcast Add keeps its own kernel */
+    }
+    bool keep_sum = cge_graph_value_is_output(g, x) || cc_uses_count(u, x) > 1;
+    char name[256];
+    const char *ins[4] = {cge_graph_value_name(g, a), cge_graph_value_name(g, b),
+                          cge_graph_value_name(g, sc), bi >= 0 ? cge_graph_value_name(g, bi) : ""};
+    const char *outs[2] = {cge_graph_value_name(g, cge_node_output_id(ln, 0)),
+                           cge_graph_value_name(g, x)};
+    float eps = cge_attrs_get_float(at, "epsilon", 1e-5f);
+    cge_status st = cge_graph_remove_node(g, ln);
+    if (!st)
+        st = cge_graph_remove_node(g, add);
+    cge_node *f = NULL;
+    cc_fresh_name(ctx, g, "SkipLayerNorm", name, sizeof name);
+    if (!st)
+        st = cge_graph_add_node(g, "SkipLayerNorm", CGE_DOMAIN_FUSED, name, ins, bi >= 0 ? 4 : 3,
+                                outs, keep_sum ? 2 : 1, &f);
+    if (!st)
+        st = cge_node_set_float(f, "epsilon", eps);
+    if (!st)
+        st = cc_fused_node(ctx, u, f, 2);
+    return st;
+}
+
+cge_status cc_pass_fuse_skip_layernorm(cc_ctx *ctx, cge_graph *g)
+{
+    return skip_available() ? each_node(ctx, g, "LayerNormalization", try_skip) : CGE_OK;
 }

@@ -42,6 +42,8 @@ static const pass_entry passes[] = {
     {"optimize", "fuse_conv_activation", cc_pass_fuse_conv_activation, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_layernorm", cc_pass_fuse_layernorm, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_matmul_epilogue", cc_pass_fuse_matmul_epilogue, CGE_OPT_FUSE, false, NULL, NULL},
+    /* after fuse_matmul_epilogue: a residual a FusedMatMul took needs no pass */
+    {"optimize", "fuse_skip_layernorm", cc_pass_fuse_skip_layernorm, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_elementwise", cc_pass_fuse_elementwise, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "precision", cc_pass_precision, CGE_OPT_NONE, false, NULL, NULL},
     {"optimize", "channels_last_ops", cc_pass_channels_last_ops, CGE_OPT_LAYOUT, false, NULL, NULL},

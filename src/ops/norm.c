@@ -1,10 +1,11 @@
 /* Normalisation: BatchNormalization (inference and training mode),
  * InstanceNormalization, GroupNormalization, LayerNormalization (with
  * Mean/InvStdDev), LRN and MeanVarianceNormalization; and cge.fused
- * ChannelsLastGroupNorm (norm_nhwc.h). */
+ * ChannelsLastGroupNorm (norm_nhwc.h) and SkipLayerNorm (Add + LayerNorm). */
 #include <math.h>
 #include <string.h>
 
+#include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
 #include "ops/family_util.h"
@@ -1202,6 +1203,100 @@ static const cge_attr_def gn_attrs[] = {
 static const cge_kernel_def gn_kernels[] = {
     {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = gn_launch, .inplace_input = 0}};
 
+/* ---- cge.fused SkipLayerNorm ------------------------------------------------------ */
+
+/* LayerNormalization (last axis, float32, per-element Scale and optional B)
+ * of S = A + B2, A and B2 of one shape, in one pass over the rows: each row's
+ * sum is rounded to float32 into S (when the graph reads it: the next
+ * residual) or into Y itself, then normalised by ln_row_f32 from there while
+ * it is in cache. The sum is the Add kernel's float add and the row is
+ * LayerNormalization's: the same bits as the pair it replaces. */
+typedef struct sln_args {
+    const float *a, *b, *scale, *bias;
+    float *y, *s;
+    double eps;
+    int64_t rows, D;
+} sln_args;
+
+CGE_TARGET_CLONES static void sln_add_row(const float *a, const float *b, float *s, int64_t D)
+{
+    for (int64_t i = 0; i < D; i++)
+        s[i] = a[i] + b[i];
+}
+
+static void sln_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const sln_args *p = args;
+    int64_t r0, r1;
+    cge__block_range(p->rows, blk, nblk, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        float *y = p->y + r * p->D, *s = p->s ? p->s + r * p->D : y;
+        sln_add_row(p->a + r * p->D, p->b + r * p->D, s, p->D);
+        ln_row_f32(s, y, p->D, p->scale, p->bias, p->eps, NULL, NULL);
+    }
+}
+
+static cge_status sln_infer(cge_infer_ctx *ctx)
+{
+    if (ctx->num_inputs < 3 || ctx->num_outputs < 1)
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs A, B, Scale");
+    const cge_tensor_desc *A = &ctx->inputs[0];
+    char s1[CGE_SHAPE_STR_MAX], s2[CGE_SHAPE_STR_MAX];
+    if (A->dtype != CGE_F32 || A->shape.rank < 1)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "A must be float32 of rank >= 1");
+    if (ctx->inputs[1].dtype != CGE_F32 || !cge_shape_equal(&ctx->inputs[1].shape, &A->shape))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "B %s must be float32 of A's shape %s (no broadcast)",
+                              cge_shape_str(&ctx->inputs[1].shape, s1, sizeof s1),
+                              cge_shape_str(&A->shape, s2, sizeof s2));
+    int64_t d = A->shape.dims[A->shape.rank - 1];
+    for (int32_t i = 2; i < 4; i++) {
+        if (!cge__meta_has_input(ctx, i))
+            continue;
+        const cge_tensor_desc *t = &ctx->inputs[i];
+        if (t->dtype != CGE_F32 || t->shape.rank != 1 ||
+            (d >= 0 && t->shape.dims[0] >= 0 && t->shape.dims[0] != d))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d %s must be float32 [%lld]", i,
+                                  cge_shape_str(&t->shape, s1, sizeof s1), (long long)d);
+    }
+    for (int32_t i = 0; i < ctx->num_outputs && i < 2; i++) {
+        ctx->outputs[i].dtype = CGE_F32;
+        ctx->outputs[i].shape = A->shape;
+    }
+    return CGE_OK;
+}
+
+static cge_status sln_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    if (ctx->num_inputs < 3 || ctx->num_outputs < 1)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs A, B, Scale");
+    const cge_tensor *A = &ctx->inputs[0], *B = &ctx->inputs[1], *sc = &ctx->inputs[2];
+    const cge_tensor *bi = ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED
+                               ? &ctx->inputs[3]
+                               : NULL;
+    const cge_tensor *S = ctx->num_outputs > 1 && ctx->outputs[1].data ? &ctx->outputs[1] : NULL;
+    if (A->dtype != CGE_F32 || B->dtype != CGE_F32 || sc->dtype != CGE_F32 ||
+        (bi && bi->dtype != CGE_F32) || ctx->outputs[0].dtype != CGE_F32 ||
+        (S && S->dtype != CGE_F32))
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "SkipLayerNorm is float32 only");
+    if (A->shape.rank < 1)
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE, "A needs rank >= 1");
+    int64_t n = cge_shape_numel(&A->shape), D = A->shape.dims[A->shape.rank - 1];
+    if (cge_shape_numel(&B->shape) != n || cge_shape_numel(&ctx->outputs[0].shape) != n ||
+        (S && cge_shape_numel(&S->shape) != n) || cge_shape_numel(&sc->shape) != D ||
+        (bi && cge_shape_numel(&bi->shape) != D))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE,
+                                "A, B, Y, S need one size and Scale, Bias A's last dim");
+    if (n == 0)
+        return CGE_OK;
+    sln_args p = {.a = A->data, .b = B->data, .scale = sc->data, .bias = bi ? bi->data : NULL,
+                  .y = ctx->outputs[0].data, .s = S ? S->data : NULL,
+                  .eps = cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f), .rows = n / D,
+                  .D = D};
+    return cge_launch(stream, sln_fn,
+                      cge__blocks_for(p.rows, D >= 8192 ? 1 : 8192 / D, ctx->num_threads), &p,
+                      sizeof p);
+}
+
 static const cge_arg_def ln_inputs[] = {
     {"X", 0, NORM_DTYPES, "any rank >= 1"},
     {"Scale", 0, NORM_DTYPES, "the normalised shape X.shape[axis:]"},
@@ -1219,6 +1314,22 @@ static const cge_attr_def ln_attrs[] = {
 };
 static const cge_kernel_def ln_kernels[] = {
     {.engine = "cpu", .dtypes = NORM_DTYPES, .launch = ln_launch, .inplace_input = 0}};
+
+static const cge_arg_def sln_inputs[] = {
+    {"A", 0, CGE_DT(CGE_F32), "any rank >= 1"},
+    {"B", 0, CGE_DT(CGE_F32), "A's shape (no broadcast)"},
+    {"Scale", 0, CGE_DT(CGE_F32), "[A.shape[-1]]"},
+    {"Bias", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "[A.shape[-1]]"},
+};
+static const cge_arg_def sln_outputs[] = {
+    {"Y", 0, CGE_DT(CGE_F32), "LayerNormalization(A + B) over the last axis"},
+    {"S", CGE_ARG_OPTIONAL, CGE_DT(CGE_F32), "A + B"},
+};
+static const cge_attr_def sln_attrs[] = {
+    {"epsilon", CGE_ATTR_FLOAT, false, 0, 1e-5f, NULL, "added to the variance"},
+};
+static const cge_kernel_def sln_kernels[] = {
+    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = sln_launch, .inplace_input = 0}};
 
 static const cge_arg_def lrn_inputs[] = {{"X", 0, NORM_DTYPES, "[N, C, D1, ...]"}};
 static const cge_arg_def lrn_outputs[] = {{"Y", 0, NORM_DTYPES, "X's shape"}};
@@ -1256,6 +1367,11 @@ static const cge_op_def norm_ops[] = {
      .inputs = ln_inputs, .num_inputs = 3, .outputs = ln_outputs, .num_outputs = 3,
      .attrs = ln_attrs, .num_attrs = 3, .infer = ln_infer, .kernels = ln_kernels,
      .num_kernels = 1, .doc = "Normalise over the axes from `axis` on, then Scale and B."},
+    {.name = "SkipLayerNorm", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+     .inputs = sln_inputs, .num_inputs = 4, .outputs = sln_outputs, .num_outputs = 2,
+     .attrs = sln_attrs, .num_attrs = 1, .infer = sln_infer, .kernels = sln_kernels,
+     .num_kernels = 1,
+     .doc = "LayerNormalization over the last axis of S = A + B, S written too when read."},
     {.name = "LRN", .domain = CGE_DOMAIN_DEFAULT, .since_version = 13, .inputs = lrn_inputs,
      .num_inputs = 1, .outputs = lrn_outputs, .num_outputs = 1, .attrs = lrn_attrs,
      .num_attrs = 4, .infer = lrn_infer, .kernels = lrn_kernels, .num_kernels = 1,
