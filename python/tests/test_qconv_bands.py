@@ -108,7 +108,9 @@ def run(m, x, level, threads, dump=None):
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_banded_qconv_bit_equal_to_reference(name, threads, tmp_path):
+def test_banded_qconv_bit_equal_to_reference(name, threads, tmp_path, monkeypatch):
+    if name.startswith("chan_"):   # channel slices are opt-in for convolutions
+        monkeypatch.setenv("CGE_QCONV_CHANNEL_SLICES", "1")
     rng = np.random.default_rng(sum(map(ord, name)))
     m, x, ref = conv_case(CASES[name], rng)
     (y,) = run(m, x, 3, threads, dump=tmp_path)
