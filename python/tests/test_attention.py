@@ -18,9 +18,10 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 
-def _session(path, fused, dump=None):
+def _session(path, fused, dump=None, pass_name="fuse_attention"):
+    """A session with `pass_name` on (fused) or disabled, its pass dumps in `dump`."""
     old = {k: os.environ.get(k) for k in ("CGE_DISABLE_PASSES", "CGE_DUMP_DIR")}
-    os.environ["CGE_DISABLE_PASSES"] = "" if fused else "fuse_attention"
+    os.environ["CGE_DISABLE_PASSES"] = "" if fused else pass_name
     if dump:
         os.environ["CGE_DUMP_DIR"] = str(dump)
     try:

@@ -3,42 +3,26 @@
 # runs as one node. Each graph runs with the pass on and off
 # (CGE_DISABLE_PASSES=fuse_skip_layernorm); the results must be bit-equal, and
 # the compiled graph's dump says whether the pass fired.
-import glob
-import os
 import re
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-import cge
+from test_attention import _last_dump
+from test_attention import _session as _pass_session
 
 PASS = "fuse_skip_layernorm"
 
 
 def _session(path, fused, dump=None):
-    old = {k: os.environ.get(k) for k in ("CGE_DISABLE_PASSES", "CGE_DUMP_DIR")}
-    os.environ["CGE_DISABLE_PASSES"] = "" if fused else PASS
-    if dump:
-        os.environ["CGE_DUMP_DIR"] = str(dump)
-    try:
-        return cge.InferenceSession(path)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return _pass_session(path, fused, dump, pass_name=PASS)
 
 
 def _ops(d):
     """Op type -> count in the last optimize-stage dump (the graph the plan is made of)."""
-    files = sorted(glob.glob(os.path.join(str(d), "*_optimize_*.txt")))
-    assert files, "no pass dumps in %s" % d
-    with open(files[-1]) as f:
-        text = f.read()
     out = {}
-    for op in re.findall(r"= (?:[\w.]+::)?(\w+)\(", text):
+    for op in re.findall(r"= (?:[\w.]+::)?(\w+)\(", _last_dump(d)):
         out[op] = out.get(op, 0) + 1
     return out
 
