@@ -241,14 +241,20 @@ bench-memplan: build
 # models and hand-built ones, random weights, exported once into ZOO_CACHE,
 # through PyTorch, cge (ONNX), ONNX Runtime and cge.torch.compile; writes
 # ZOO_REPORT. ZOO_TIER=large: the >1 GB models (external data); ZOO_FILTER=regex.
+# Then scripts/zoo_guard.py lists the models that got worse than the committed
+# docs/zoo_figures.md and writes the run's rows there (ZOO_NOTE: a note for
+# their date column, e.g. "load 1.5").
 ZOO_TIER   ?= default
 ZOO_FILTER ?=
 ZOO_CACHE  ?= /tmp/cge-zoo
 ZOO_REPORT ?= $(abspath $(BUILD))/zoo/report.md
+ZOO_NOTE   ?=
 zoo: bench-deps build
 	CGE_LIBRARY=$(CURDIR)/$(BUILD)/libcge.so $(PYTHON) scripts/zoo.py --tier $(ZOO_TIER) \
 	  --filter '$(ZOO_FILTER)' --cache $(ZOO_CACHE) --report $(ZOO_REPORT) \
 	  --json $(basename $(ZOO_REPORT)).json
+	-$(PYTHON) scripts/zoo_guard.py --json $(basename $(ZOO_REPORT)).json --write \
+	  --note '$(ZOO_NOTE)'
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
