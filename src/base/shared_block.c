@@ -75,6 +75,33 @@ void cge__block_populate(void *data, size_t bytes)
 #endif
 }
 
+bool cge__block_is_mapped(const void *block)
+{
+    return block && ((const header *)((const char *)block - HEADER))->mapped != 0;
+}
+
+bool cge__block_discard_pages(void *block)
+{
+    if (!block)
+        return false;
+    header *h = (header *)((char *)block - HEADER);
+    long page = sysconf(_SC_PAGESIZE);
+    /* another holder (a caller's graph sharing the block) still reads it */
+    if (!h->mapped || page <= 0 || __atomic_load_n(&h->refs, __ATOMIC_ACQUIRE) != 1)
+        return false;
+    /* The data's whole pages, up to the mapping's end (the header's page,
+     * before the data, stays). */
+    uintptr_t lo = ((uintptr_t)block + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)h->base + h->mapped) & ~(uintptr_t)(page - 1);
+    if (hi <= lo)
+        return false;
+    /* A fresh inaccessible mapping over them: the old pages (anonymous or a
+     * file's) go at once, and the range is still this block's to unmap. */
+    void *m = mmap((void *)lo, hi - lo, PROT_NONE,
+                   MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return m != MAP_FAILED;
+}
+
 void *cge__block_ref(void *block)
 {
     if (block)

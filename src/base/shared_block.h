@@ -4,6 +4,7 @@
 #ifndef CGE_BASE_SHARED_BLOCK_H
 #define CGE_BASE_SHARED_BLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,17 @@ void *cge__block_map_file(int fd, uint64_t offset, size_t bytes);
  * become the header; the last unref frees nothing, so the owner must
  * outlive every reference. NULL if data is NULL or misaligned. */
 void *cge__block_borrow(void *data);
+/* Gives the pages wholly inside a mapped block's data back to the system
+ * while the block lives on: its address range stays reserved (no later
+ * allocation can land there) but reading it faults. For a weight whose
+ * packed copy is found by the source's address (kernel_cache.h,
+ * cge__kernel_cache_retire), by the holder of its only reference. false,
+ * and nothing done, for a block from the heap (under 1 MiB), a borrowed
+ * one, or one that someone else holds too. */
+bool cge__block_discard_pages(void *block);
+/* Whether the block is mapped pages of its own (cge__block_discard_pages
+ * can give them back). */
+bool cge__block_is_mapped(const void *block);
 void *cge__block_ref(void *block);      /* another reference; returns block */
 void cge__block_unref(void *block);     /* NULL is a no-op */
 

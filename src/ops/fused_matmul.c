@@ -257,6 +257,8 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
         return st;
     }
     cge__kernel_input_packed(ctx, 1); /* launches read the packed copy only */
+    /* the key is B's own: any rows of A find this block again */
+    cge__kernel_input_packed_any_shape(ctx, 1);
     *state = s;
     return CGE_OK;
 }

@@ -30,6 +30,8 @@ struct cge_kernel_cache {
     range *ranges;
     int32_t num_ranges, cap_ranges;
     bool sorted;
+    range *retired;         /* cge__kernel_cache_retire: found, never filled */
+    int32_t num_retired, cap_retired;
     void *comm;             /* cge__kernel_cache_set_comm */
     size_t made_bytes;      /* blocks made for kernels of this cache (atomic) */
 };
@@ -58,6 +60,7 @@ void cge__kernel_cache_destroy(cge_kernel_cache *c)
     }
     free(c->entries);
     free(c->ranges);
+    free(c->retired);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -143,9 +146,18 @@ static uint64_t hash_key(const void *src, const void *key, size_t n)
 void cge_kernel_shared_release(void *block) { cge__block_unref(block); }
 
 /* The prepare running on this thread records here (cge__kernel_watch_packed). */
-static _Thread_local uint64_t *watched;
+static _Thread_local uint64_t *watched, *watched_any;
 
 void cge__kernel_watch_packed(uint64_t *bits) { watched = bits; }
+
+void cge__kernel_watch_packed_any_shape(uint64_t *bits) { watched_any = bits; }
+
+void cge__kernel_input_packed_any_shape(const cge_kernel_ctx *ctx, int32_t input)
+{
+    (void)ctx;
+    if (watched_any && input >= 0 && input < 64)
+        *watched_any |= (uint64_t)1 << input;
+}
 
 void cge__kernel_input_packed(const cge_kernel_ctx *ctx, int32_t input)
 {
@@ -171,6 +183,11 @@ void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t byte
             c->ranges[k++] = c->ranges[i];
     c->num_ranges = k;
     k = 0;
+    for (int32_t i = 0; i < c->num_retired; i++)
+        if (c->retired[i].hi <= lo || c->retired[i].lo >= hi)
+            c->retired[k++] = c->retired[i];
+    c->num_retired = k;
+    k = 0;
     for (int32_t i = 0; i < c->num; i++) {
         uintptr_t s = (uintptr_t)c->entries[i].src;
         if (s >= lo && s < hi) {
@@ -183,6 +200,37 @@ void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t byte
     }
     c->num = k;
     pthread_mutex_unlock(&c->lock);
+}
+
+cge_status cge__kernel_cache_retire(cge_kernel_cache *c, const void *data, size_t bytes)
+{
+    if (!c || !data || !bytes)
+        return CGE_OK;
+    pthread_mutex_lock(&c->lock);
+    cge_status st = CGE_OK;
+    if (c->num_retired == c->cap_retired) {
+        int32_t cap = c->cap_retired ? 2 * c->cap_retired : 8;
+        range *r = realloc(c->retired, sizeof *r * (size_t)cap);
+        if (r) {
+            c->retired = r;
+            c->cap_retired = cap;
+        } else {
+            st = oom("retired ranges");
+        }
+    }
+    if (!st)
+        c->retired[c->num_retired++] = (range){(uintptr_t)data, (uintptr_t)data + bytes};
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* Whether src lies in a retired range (the lock held; a handful of them). */
+static bool retired(const cge_kernel_cache *c, const void *src)
+{
+    for (int32_t i = 0; i < c->num_retired; i++)
+        if ((uintptr_t)src >= c->retired[i].lo && (uintptr_t)src < c->retired[i].hi)
+            return true;
+    return false;
 }
 
 static cge_status make(const cge_kernel_ctx *ctx, size_t bytes,
@@ -252,6 +300,12 @@ static cge_status shared_get(const cge_kernel_ctx *ctx, const void *src, const v
             pthread_mutex_unlock(&c->lock);
             return CGE_OK;
         }
+    }
+    if (retired(c, src)) {
+        pthread_mutex_unlock(&c->lock);
+        return cge_kernel_error(ctx, CGE_ERR_STATE,
+                                "a constant input was freed once packed, and this prepare asks "
+                                "for another packed form of it");
     }
     /* Made under the lock: two plans preparing at once pack once. */
     void *b = NULL;

@@ -22,6 +22,15 @@ cge_status cge__kernel_cache_add_stable(cge_kernel_cache *c, const void *data, s
  * this thread (cge__kernel_watch_packed; NULL: nobody asks, nothing kept). */
 void cge__kernel_input_packed(const cge_kernel_ctx *ctx, int32_t input);
 void cge__kernel_watch_packed(uint64_t *bits);
+/* A stronger promise, made beside cge__kernel_input_packed: a prepare of
+ * this node at any shapes of its other inputs asks the cache for the same
+ * block (keyed by input `input`'s address and its own shape only), so that
+ * the session may free the constant's bytes even under a node that
+ * prepares again at every run (a node-by-node run whose row count follows
+ * values), keeping its address reserved (cge__kernel_cache_retire).
+ * Recorded in the bits watched by cge__kernel_watch_packed_any_shape. */
+void cge__kernel_input_packed_any_shape(const cge_kernel_ctx *ctx, int32_t input);
+void cge__kernel_watch_packed_any_shape(uint64_t *bits);
 /* cge_kernel_shared_get for a fill that shares its work out over the core
  * pool (cge__prepare_parallel) and makes each part's pages itself
  * (cge__block_populate): the block comes with no pages yet, so the kernel's
@@ -47,6 +56,12 @@ size_t cge__kernel_cache_made_bytes(const cge_kernel_cache *c);
  * packing): it is no longer stable, and blocks derived from it are no longer
  * found (kernels holding them keep them). */
 void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t bytes);
+/* [data, data + bytes) is a constant whose bytes are gone but whose address
+ * stays reserved (cge__block_discard_pages): blocks derived from it are
+ * still found, and a lookup that finds none fails with an error instead of
+ * filling from the missing bytes. cge__kernel_cache_forget ends it (before
+ * the address is unmapped). */
+cge_status cge__kernel_cache_retire(cge_kernel_cache *c, const void *data, size_t bytes);
 /* Whether `src` lies in such a range: constant data a kernel's prepare may
  * derive from once (false outside a session). */
 bool cge__kernel_data_is_stable(const cge_kernel_ctx *ctx, const void *src);

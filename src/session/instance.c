@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/hash.h"
+#include "base/shared_block.h"
 #include "base/sequence.h"
 #include "base/strmap.h"
 #include "cge/compiler.h"
@@ -41,6 +42,7 @@ typedef struct value {
     bool is_const;
     bool borrowed;          /* eager: data is the graph constant's own bytes (host device) */
     bool released;          /* eager: a constant freed once packed (data dangles) */
+    bool retired;           /* eager: freed once packed, its address kept (retire_constant) */
     void *pdata;            /* where the plan keeps it (arena or constants), or NULL */
     /* Binding (plan inputs and outputs): the kernels' tensors that name this
      * value, the address they hold now (pdata or a caller's buffer), whether
@@ -99,6 +101,7 @@ typedef struct node_exec {
      * it again. */
     bool fixed, args, prepared;
     uint64_t args_hash;
+    uint64_t counted;       /* constant inputs counted as packed (release_packed) */
 } node_exec;
 
 /* Buffers of eager values that are no longer read in this run, for later
@@ -120,9 +123,18 @@ typedef struct eager_exec {
     pool_buf *pool;
     int32_t num_pool, cap_pool;
     /* Weights freed once packed (a releasing instance): per value, how many
-     * fixed nodes read it and how many of them have packed it; -1 for one
-     * that stays (a graph output, or a reader that may prepare again). */
+     * nodes read it and how many of them have packed it; -1 for one that
+     * stays (a graph output, a reader that did not pack it). `again`: a
+     * reader may prepare again (its shapes follow values), so every such
+     * reader must have promised the same packed copy at any shape, and the
+     * bytes go with their address kept (`retired`, freed at the end). */
     int32_t *readers, *packed;
+    uint8_t *again;
+    struct retired_block {
+        void *data;
+        size_t bytes;
+    } *retired;
+    int32_t num_retired;
     void *ws;               /* the nodes' workspace (the largest one's size) */
     size_t ws_bytes;
     /* Kernel prepares and buffer allocations of eager runs (tests: a run at
@@ -342,18 +354,63 @@ static bool release_constant(cge__instance *inst, const char *name, const void *
     return true;
 }
 
-/* Constants that every reader has packed go once the last one has (a
- * releasing instance, as bind_plan does for plans): from the compiled graph
- * and the session's, so that only the packed copy stays. */
-static void release_packed(cge__instance *inst, eager_exec *ex, node_exec *ne, uint64_t bits)
+/* A constant read by a node that prepares again: its pages go, but the
+ * block stays mapped (held here, unmapped when the instance goes), so that
+ * its address, the key of the packed copy in the kernel cache, is never
+ * reused; a prepare finds the packed copy by it without reading a byte.
+ * false (nothing done) for a block from the heap: too small to matter. */
+static bool retire_constant(cge__instance *inst, eager_exec *ex, value *v)
 {
+    const cge_tensor *t = cge_graph_constant(inst->pg, v->name);
+    if (!t || !t->data || t->data != v->data || !cge__block_is_mapped(v->data) || !inst->shared)
+        return false;
+    struct retired_block *r = realloc(ex->retired, sizeof *r * ((size_t)ex->num_retired + 1));
+    if (!r)
+        return false;
+    ex->retired = r;
+    void *data = cge__block_ref(v->data);
+    size_t bytes = t->bytes;
+    if (cge__kernel_cache_retire(inst->shared, data, bytes)) {
+        cge_clear_error();
+        cge__block_unref(data);
+        return false;
+    }
+    ex->retired[ex->num_retired++] = (struct retired_block){data, bytes};
+    cge__graph_release_constant_data(inst->release_src, v->name, data);
+    cge__graph_release_constant_data((cge_graph *)inst->pg, v->name, data);
+    /* the pages stay where another holder (the caller's graph) shares them */
+    if (cge__block_discard_pages(data))
+        inst->released_bytes += bytes;
+    return true;
+}
+
+/* After a node's prepare: constants that every reader has packed go once
+ * the last one has (a releasing instance, as bind_plan does for plans):
+ * from the compiled graph and the session's, so that only the packed copy
+ * stays. `bits`: the inputs this prepare packed; `any`: those whose packed
+ * copy it promised for any shape (needed from a node that prepares again). */
+static void release_packed(cge__instance *inst, eager_exec *ex, node_exec *ne, uint64_t bits,
+                           uint64_t any)
+{
+    bool once = ne->fixed && !ne->args;
     for (int32_t i = 0; i < cge_node_num_inputs(ne->node) && i < 64; i++) {
         int32_t vi = ne->in_idx[i];
-        if (!(bits >> i & 1) || vi < 0 || ex->readers[vi] <= 0 ||
-            ++ex->packed[vi] != ex->readers[vi])
+        uint64_t bit = (uint64_t)1 << i;
+        if (vi < 0 || ex->readers[vi] <= 0 || (ne->counted & bit) || !(bits & bit))
+            continue;
+        if (!once && !(any & bit)) {
+            ex->readers[vi] = -1;   /* a later prepare may read the bytes */
+            continue;
+        }
+        ne->counted |= bit;
+        if (++ex->packed[vi] != ex->readers[vi])
             continue;
         value *v = &ex->vals.values[vi];
-        if (v->is_const && v->borrowed)
+        if (!v->is_const || !v->borrowed)
+            continue;
+        if (ex->again[vi])
+            v->retired = retire_constant(inst, ex, v);
+        else
             v->released = release_constant(inst, v->name, v->data);
     }
 }
@@ -373,6 +430,10 @@ static cge_status prepare_node(cge__instance *inst, eager_exec *ex, node_exec *n
     if (ne->fixed && ne->prepared && h == ne->args_hash)
         return CGE_OK;
     ne->prepared = false;
+    uint64_t retired_in = 0;
+    for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++)
+        if (ne->in_idx[i] >= 0 && ex->vals.values[ne->in_idx[i]].retired && i < 64)
+            retired_in |= (uint64_t)1 << i;
     for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++)
         if (ne->in_idx[i] >= 0 && ex->vals.values[ne->in_idx[i]].released)
             return cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL,
@@ -406,23 +467,32 @@ static cge_status prepare_node(cge__instance *inst, eager_exec *ex, node_exec *n
         ne->ctx.workspace_size = st ? 0 : ws;
     }
     ne->ctx.workspace = ne->ctx.workspace_size ? ex->ws : NULL;
-    uint64_t packed = 0;
+    uint64_t packed = 0, any = 0;
     if (!st && ne->kernel->prepare) {
-        cge__kernel_watch_packed(ex->readers ? &packed : NULL);
+        cge__kernel_watch_packed(ex->readers || retired_in ? &packed : NULL);
+        cge__kernel_watch_packed_any_shape(ex->readers || retired_in ? &any : NULL);
         st = ne->kernel->prepare(&ne->ctx, &ne->ctx.state);
         cge__kernel_watch_packed(NULL);
+        cge__kernel_watch_packed_any_shape(NULL);
     }
+    if (!st && (retired_in & ~(packed & any)))
+        /* its launch would read the missing bytes: refused, not run */
+        st = cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL,
+                       "node '%s' (%s): prepared again without the packed copy of an input "
+                       "freed once packed",
+                       cge_node_name(ne->node), cge_node_op_type(ne->node));
     if (!st) {
         ne->prepared = true;
         ne->args_hash = h;
     }
-    if (!st && packed)
-        release_packed(inst, ex, ne, packed);
+    if (!st && packed && ex->readers)
+        release_packed(inst, ex, ne, packed, any);
     return st;
 }
 
-static void eager_free(cge_device *dev, eager_exec *ex)
+static void eager_free(cge__instance *inst, eager_exec *ex)
 {
+    cge_device *dev = inst->dev;
     for (int32_t k = 0; k < ex->num_nodes; k++) {
         node_exec *ne = &ex->nodes[k];
         if (ne->kernel && ne->kernel->release && ne->ctx.state)
@@ -441,6 +511,13 @@ static void eager_free(cge_device *dev, eager_exec *ex)
     free(ex->nodes);
     free(ex->readers);
     free(ex->packed);
+    free(ex->again);
+    /* the packed copies' lookups go before the addresses they are keyed by */
+    for (int32_t i = 0; i < ex->num_retired; i++) {
+        cge__kernel_cache_forget(inst->shared, ex->retired[i].data, ex->retired[i].bytes);
+        cge__block_unref(ex->retired[i].data);
+    }
+    free(ex->retired);
     cge_mem_free(dev, ex->ws);
     table_free(dev, &ex->vals);
 }
@@ -560,10 +637,13 @@ static cge_status eager_fixed(cge__instance *inst, eager_exec *ex)
     int32_t nv = ex->vals.num;
     ex->readers = calloc((size_t)nv + 1, sizeof *ex->readers);
     ex->packed = calloc((size_t)nv + 1, sizeof *ex->packed);
-    if (!ex->readers || !ex->packed) {
+    ex->again = calloc((size_t)nv + 1, sizeof *ex->again);
+    if (!ex->readers || !ex->packed || !ex->again) {
         free(ex->readers);
         free(ex->packed);
+        free(ex->again);
         ex->readers = ex->packed = NULL;
+        ex->again = NULL;
         return CGE_OK;   /* nothing released: the memory stays, nothing breaks */
     }
     for (int32_t i = 0; i < cge_graph_num_outputs(ex->g); i++)
@@ -571,16 +651,19 @@ static cge_status eager_fixed(cge__instance *inst, eager_exec *ex)
             ex->readers[ex->vals.out_idx[i]] = -1;
     for (int32_t k = 0; k < ex->num_nodes; k++) {
         const node_exec *ne = &ex->nodes[k];
-        /* a node that may prepare again needs the constant's bytes again */
+        /* a node that may prepare again needs the constant's bytes again,
+         * unless its packed copy is the same at any shape (release_packed) */
         bool once = ne->fixed && !ne->args;
         for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++) {
             int32_t vi = ne->in_idx[i];
             if (vi < 0 || !vals[vi].is_const)
                 continue;
-            if (!once || i >= 64)
+            if (i >= 64) {
                 ex->readers[vi] = -1;
-            else if (ex->readers[vi] >= 0)
+            } else if (ex->readers[vi] >= 0) {
                 ex->readers[vi]++;
+                ex->again[vi] |= !once;
+            }
         }
     }
     return CGE_OK;
@@ -720,7 +803,7 @@ void cge__instance_destroy(cge__instance *inst)
     cge_stream_destroy(inst->inline_stream);
     cge_event_destroy(inst->done);
     if (inst->ex.built)
-        eager_free(inst->dev, &inst->ex);
+        eager_free(inst, &inst->ex);
     table_free(inst->dev, &inst->io);
     plan_release(inst);
     free(inst->root);

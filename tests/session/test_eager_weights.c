@@ -2,7 +2,9 @@
  * node by node: a node whose shapes the compiled graph knows is prepared at
  * the first run only, a weight every reader packed goes once packed (as in a
  * static plan), a run at a repeated size allocates nothing, and one reader
- * whose shapes follow the values keeps the weight; results stay exact. */
+ * whose shapes follow the values keeps a small weight (heap memory) while a
+ * weight of its own pages goes (its address kept, the packed copy found by
+ * it); results stay exact. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,9 @@
 enum { M = 4, K = 64, N = 48 };
 
 static float W[K * N], X[M * K];
+/* a weight of its own pages (over 1 MiB) */
+enum { K2 = 512, N2 = 640, M2 = 6 };
+static float W2[K2 * N2], X2[M2 * K2];
 
 static void fill(void)
 {
@@ -23,6 +28,10 @@ static void fill(void)
         W[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
     for (int i = 0; i < M * K; i++)
         X[i] = (float)((i * 5) % 11) * 0.125f - 0.625f;
+    for (int i = 0; i < K2 * N2; i++)
+        W2[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
+    for (int i = 0; i < M2 * K2; i++)
+        X2[i] = (float)((i * 5) % 11) * 0.125f - 0.625f;
 }
 
 static void add(cge_graph *g, const char *op, const char *name, const char **ins, int32_t ni,
@@ -187,6 +196,114 @@ static void test_value_dependent_reader_keeps_weight(void **state)
     cge_session_destroy(s);
 }
 
+/* A weight of its own pages (1 MiB and more) read only by a product whose
+ * row count follows values (Faster R-CNN's box head: as many rows as
+ * proposals): the product prepares again at every run, but its packed copy
+ * is found by the weight's address, so the weight's bytes go after the first
+ * run (its address kept) and runs at other row counts stay exact. */
+static cge_graph *build_rows_only(void)
+{
+    cge_graph *g = NULL;
+    assert_int_equal(cge_graph_create("eager_rows_weight", &g), CGE_OK);
+    cge_shape xs = CGE_SHAPE(M2, K2), ws = CGE_SHAPE(K2, N2), one = CGE_SHAPE(1),
+              s0 = {.rank = 0};
+    static const float zero = 0.0f;
+    static const int64_t col0 = 0, axis_minus1 = -1;
+    assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &xs), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "w", CGE_F32, &ws, W2, sizeof W2), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "zero", CGE_F32, &one, &zero, sizeof zero), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "col0", CGE_I64, &s0, &col0, sizeof col0), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "last", CGE_I64, &one, &axis_minus1,
+                                            sizeof axis_minus1), CGE_OK);
+    const char *ga[] = {"x", "col0"}, *g2[] = {"x0", "zero"}, *nz2[] = {"first"},
+               *rs[] = {"idx2", "last"}, *gx[] = {"x", "idx"}, *m2[] = {"xs", "w"};
+    cge_node *gather = NULL;
+    const char *o1[] = {"x0"};
+    assert_int_equal(cge_graph_add_node(g, "Gather", "", "g0", ga, 2, o1, 1, &gather), CGE_OK);
+    assert_int_equal(cge_node_set_int(gather, "axis", 1), CGE_OK);
+    add(g, "Greater", "gt2", g2, 2, "first");
+    add(g, "NonZero", "nz2", nz2, 1, "idx2");
+    add(g, "Reshape", "rs", rs, 2, "idx");
+    add(g, "Gather", "gx", gx, 2, "xs");
+    add(g, "MatMul", "mm2", m2, 2, "r");
+    assert_int_equal(cge_graph_add_output(g, "r"), CGE_OK);
+    return g;
+}
+
+/* One run; returns the rows selected (each checked against float64). */
+static int64_t run_rows(cge_session *s, const float *x)
+{
+    static float r[M2 * N2];
+    cge_tensor in = {.name = "x", .dtype = CGE_F32, .shape = CGE_SHAPE(M2, K2), .data = (void *)x,
+                     .bytes = sizeof X2};
+    cge_tensor out = {.name = "r", .data = r, .bytes = sizeof r};
+    cge_status rs = cge_session_run_graph(s, 1, &in, 1, &out, 1);
+    if (rs)
+        print_error("%s\n", cge_last_error());
+    assert_int_equal(rs, CGE_OK);
+    int64_t rows = 0;
+    for (int i = 0; i < M2; i++) {
+        if (!(x[i * K2] > 0))
+            continue;
+        for (int j = 0; j < N2; j += 7) {
+            double acc = 0;
+            for (int k = 0; k < K2; k++)
+                acc += (double)x[i * K2 + k] * (double)W2[k * N2 + j];
+            assert_float_equal(r[rows * N2 + j], acc, 1e-3);
+        }
+        rows++;
+    }
+    assert_int_equal(out.shape.dims[0], rows);
+    return rows;
+}
+
+static void test_rows_follow_values_weight_released(void **state)
+{
+    (void)state;
+    float neg[M2 * K2];
+    for (int i = 0; i < M2 * K2; i++)
+        neg[i] = -X2[i];
+    cge_graph *g = build_rows_only();
+    cge_session *s = session_for(g);
+    cge_graph_destroy(g);   /* the session's copy is the weight's only holder */
+    int64_t rows1 = run_rows(s, X2);
+    cge_session_graph_stats st1 = stats(s);
+    assert_int_equal(st1.released_bytes, sizeof W2);
+    assert_true(st1.weight_bytes < sizeof W2);
+    assert_true(st1.packed_bytes >= sizeof W2);
+    int64_t made1, made2;
+    cge_kernel_shared_counts(&made1, NULL);
+    /* other row counts: the product prepares again and finds its packed B */
+    int64_t rows2 = run_rows(s, neg);
+    assert_true(rows2 != rows1);
+    run_rows(s, X2);
+    cge_kernel_shared_counts(&made2, NULL);
+    assert_int_equal(made2, made1);   /* nothing packed again */
+    assert_int_equal(stats(s).released_bytes, sizeof W2);
+    cge_session_destroy(s);
+}
+
+/* The same graph with the caller's graph alive (it shares the weight's
+ * block): the bytes must stay readable for it, so nothing counts as freed,
+ * and runs stay exact. */
+static void test_rows_follow_values_weight_shared_stays(void **state)
+{
+    (void)state;
+    cge_graph *g = build_rows_only();
+    cge_session *s = session_for(g);
+    run_rows(s, X2);
+    assert_int_equal(stats(s).released_bytes, 0);
+    const cge_tensor *w = cge_graph_constant(g, "w");
+    assert_non_null(w->data);
+    assert_memory_equal(w->data, W2, sizeof W2);   /* still the caller's bytes */
+    float neg[M2 * K2];
+    for (int i = 0; i < M2 * K2; i++)
+        neg[i] = -X2[i];
+    run_rows(s, neg);
+    cge_session_destroy(s);
+    cge_graph_destroy(g);
+}
+
 static void test_keep_packed_weights_env(void **state)
 {
     (void)state;
@@ -230,6 +347,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixed_nodes_prepare_once_and_release),
         cmocka_unit_test(test_value_dependent_reader_keeps_weight),
+        cmocka_unit_test(test_rows_follow_values_weight_released),
+        cmocka_unit_test(test_rows_follow_values_weight_shared_stays),
         cmocka_unit_test(test_keep_packed_weights_env),
         cmocka_unit_test(test_eager_mode_after_release),
     };
