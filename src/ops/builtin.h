@@ -32,6 +32,11 @@ const cge_op_def *cge__ops_control_flow(int32_t *count); /* If Loop Scan Sequenc
 /* How many If/Loop/Scan/SequenceMap bodies ran for real (not meta only) in
  * this process: tests check that a measured branch is not run again. */
 long long cge__control_flow_body_runs(void);
+/* Allocations If bodies made (value buffers, workspaces, tables, devices,
+ * measured outputs' copies): a run at sizes seen before makes none. */
+long long cge__control_flow_body_allocs(void);
+/* Frees the If bodies' buffers kept for later runs (those not running now). */
+void cge__control_flow_trim(void);
 const cge_op_def *cge__ops_training(int32_t *count); /* Adagrad Momentum Adam (ai.onnx.preview.training) */
 const cge_op_def *cge__ops_cast_like(int32_t *count); /* CastLike */
 const cge_op_def *cge__ops_linalg(int32_t *count);  /* Det */

@@ -25,6 +25,13 @@ static atomic_llong body_runs;
 
 long long cge__control_flow_body_runs(void) { return atomic_load(&body_runs); }
 
+/* Allocations the interpreter made for If bodies (value buffers, workspaces,
+ * tables, devices, the measured outputs' copies): a run at repeated sizes
+ * makes none (body_mem). */
+static atomic_llong body_allocs;
+
+long long cge__control_flow_body_allocs(void) { return atomic_load(&body_allocs); }
+
 /* ---- the body interpreter ---------------------------------------------------------- */
 
 typedef struct body_val {
@@ -39,9 +46,30 @@ typedef struct body_val {
     uint8_t sym_is_dim[CGE_MAX_RANK];
 } body_val;
 
+/* What an If body keeps from one run to the next (the detectors run their
+ * NonMaxSuppression branch at every model run, through meta's measurement):
+ * its value table and order, a buffer per value and a workspace, taken back
+ * when they fit, and a private single-thread device with its immediate
+ * stream (the measurement's and meta's folding's). Kept in a small cache by
+ * the body graph's uid and revision, one run at a time each. */
+typedef struct body_mem {
+    uint64_t uid, rev;
+    bool busy;
+    int32_t nv, nn;
+    struct body_val *v;
+    int32_t *order;
+    void **buf;
+    size_t *cap;
+    void *ws;
+    size_t ws_cap;
+    cge_device *dev;
+    cge_stream *imm;
+} body_mem;
+
 typedef struct body_run {
     const cge_graph *g;
     cge_device *dev;  /* NULL: meta only, nothing runs but small shape computations */
+    body_mem *mem;    /* buffers kept across runs, or NULL */
     int32_t nv;
     body_val *v;
     /* Meta only: where the small shape computations run (made when one is
@@ -63,14 +91,171 @@ static void body_free(body_run *r)
     for (int32_t i = 0; r->v && i < r->nv; i++)
         if (r->v[i].owned) {
             cge__value_release(r->v[i].desc.type, r->v[i].data);
-            cge_mem_free(r->dev ? r->dev : r->fold_dev, r->v[i].data);
+            cge_mem_free(r->mem ? r->mem->dev : r->dev ? r->dev : r->fold_dev, r->v[i].data);
         }
+    if (r->mem) {
+        /* the table, the buffers and the device are the body_mem's */
+        r->v = NULL;
+        r->fold_imm = NULL;
+        r->fold_dev = NULL;
+        return;
+    }
     free(r->v);
     r->v = NULL;
     cge_stream_destroy(r->fold_imm);
     cge_device_destroy(r->fold_dev);
     r->fold_imm = NULL;
     r->fold_dev = NULL;
+}
+
+/* ---- body memory kept across runs --------------------------------------------------- */
+
+#define BODY_MEMS 8
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static body_mem *mems[BODY_MEMS];   /* most recently used first */
+
+static void mem_destroy(body_mem *m)
+{
+    if (!m)
+        return;
+    for (int32_t i = 0; m->dev && m->buf && i < m->nv; i++)
+        cge_mem_free(m->dev, m->buf[i]);
+    if (m->dev)
+        cge_mem_free(m->dev, m->ws);
+    free(m->buf);
+    free(m->cap);
+    free(m->v);
+    free(m->order);
+    cge_stream_destroy(m->imm);
+    cge_device_destroy(m->dev);
+    free(m);
+}
+
+/* A new body_mem for `g`: tables, order and device, made once. */
+static body_mem *mem_new(const cge_graph *g)
+{
+    body_mem *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    atomic_fetch_add(&body_allocs, 1);
+    m->uid = cge__graph_uid(g);
+    m->rev = cge__graph_revision(g);
+    m->nv = cge_graph_num_values(g);
+    m->nn = cge_graph_num_nodes(g);
+    m->v = calloc((size_t)m->nv + 1, sizeof *m->v);
+    m->buf = calloc((size_t)m->nv + 1, sizeof *m->buf);
+    m->cap = calloc((size_t)m->nv + 1, sizeof *m->cap);
+    m->order = calloc((size_t)m->nn + 1, sizeof *m->order);
+    cge_device_options o = {.num_threads = 1};
+    if (!m->v || !m->buf || !m->cap || !m->order || cge_graph_topo_order(g, m->order) ||
+        cge_device_create_cpu(&o, &m->dev) || cge_stream_create_immediate(m->dev, &m->imm)) {
+        cge_clear_error();
+        mem_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* The body_mem of `g`, taken for one run (mem_put gives it back), or NULL
+ * (all in use, out of memory: the run allocates as it goes). */
+static body_mem *mem_take(const cge_graph *g)
+{
+    uint64_t uid = cge__graph_uid(g), rev = cge__graph_revision(g);
+    pthread_mutex_lock(&mem_lock);
+    for (int32_t k = 0; k < BODY_MEMS; k++) {
+        body_mem *m = mems[k];
+        if (m && !m->busy && m->uid == uid && m->rev == rev) {
+            m->busy = true;
+            memmove(mems + 1, mems, sizeof mems[0] * (size_t)k);
+            mems[0] = m;
+            pthread_mutex_unlock(&mem_lock);
+            return m;
+        }
+    }
+    /* a new one in place of the least recently used that is not running
+     * (a body of a destroyed graph is never asked for again) */
+    int32_t slot = -1;
+    for (int32_t k = BODY_MEMS - 1; k >= 0 && slot < 0; k--)
+        if (!mems[k] || !mems[k]->busy)
+            slot = k;
+    if (slot < 0) {
+        pthread_mutex_unlock(&mem_lock);
+        return NULL;
+    }
+    body_mem *old = mems[slot];
+    memmove(mems + 1, mems, sizeof mems[0] * (size_t)slot);
+    mems[0] = NULL;
+    pthread_mutex_unlock(&mem_lock);
+    mem_destroy(old);
+    body_mem *m = mem_new(g);
+    pthread_mutex_lock(&mem_lock);
+    if (m) {
+        m->busy = true;
+        if (!mems[0]) {
+            mems[0] = m;
+        } else {
+            /* another thread filled the slot meanwhile: this one is not kept */
+            pthread_mutex_unlock(&mem_lock);
+            m->busy = false;
+            mem_destroy(m);
+            return NULL;
+        }
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return m;
+}
+
+static void mem_put(body_mem *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&mem_lock);
+    m->busy = false;
+    pthread_mutex_unlock(&mem_lock);
+}
+
+static void mem_trim(void)
+{
+    body_mem *keep[BODY_MEMS] = {0}, *drop[BODY_MEMS] = {0};
+    int32_t nk = 0, nd = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (int32_t k = 0; k < BODY_MEMS; k++)
+        if (mems[k] && mems[k]->busy)
+            keep[nk++] = mems[k];
+        else if (mems[k])
+            drop[nd++] = mems[k];
+    memcpy(mems, keep, sizeof mems);
+    pthread_mutex_unlock(&mem_lock);
+    for (int32_t k = 0; k < nd; k++)
+        mem_destroy(drop[k]);
+}
+
+/* A buffer of at least `bytes` for value `id` from the run's body_mem (the
+ * one kept from earlier runs when it fits), or a fresh one the run owns. */
+static cge_status value_buffer(body_run *r, cge_device *dev, int32_t id, size_t bytes,
+                               void **out, bool *owned)
+{
+    body_mem *m = r->mem;
+    if (!m || id < 0 || id >= m->nv) {
+        atomic_fetch_add(&body_allocs, 1);
+        cge_status st = cge_mem_alloc(m ? m->dev : dev, bytes, out);
+        *owned = !st;
+        return st;
+    }
+    *owned = false;
+    if (m->buf[id] && m->cap[id] >= bytes) {
+        *out = m->buf[id];
+        return CGE_OK;
+    }
+    cge_mem_free(m->dev, m->buf[id]);
+    m->buf[id] = NULL;
+    m->cap[id] = 0;
+    atomic_fetch_add(&body_allocs, 1);
+    cge_status st = cge_mem_alloc(m->dev, bytes ? bytes : 1, &m->buf[id]);
+    if (!st)
+        m->cap[id] = bytes ? bytes : 1;
+    *out = m->buf[id];
+    return st;
 }
 
 static cge_status body_err(const char *op, const char *node, cge_status st, const char *what,
@@ -89,11 +274,12 @@ static cge_status run_node(cge_device *dev, cge_stream *imm, body_run *r, const 
     cge_value_type out_types[CF_MAX_ARGS] = {0};
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < no; i++) {
-        body_val *bv = &r->v[cge_node_output_id(n, i)];
+        int32_t id = cge_node_output_id(n, i);
+        body_val *bv = &r->v[id];
         bool tensor = bv->desc.type == CGE_TYPE_TENSOR;
         bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
-        st = cge_mem_alloc(dev, bv->bytes, &bv->data);
-        bv->owned = !st;
+        /* a sequence's buffer owns its elements: made per run */
+        st = value_buffer(r, dev, tensor ? id : -1, bv->bytes, &bv->data, &bv->owned);
         if (!st && !tensor)
             memset(bv->data, 0, bv->bytes);   /* an empty cge_sequence */
         outs[i] = (cge_tensor){.name = bv->desc.name, .dtype = bv->desc.dtype,
@@ -120,8 +306,23 @@ static cge_status run_node(cge_device *dev, cge_stream *imm, body_run *r, const 
     void *ws = NULL;
     if (kd->workspace_size) {
         kc.workspace_size = kd->workspace_size(&kc);
-        st = cge_mem_alloc(dev, kc.workspace_size, &ws);
-        kc.workspace = ws;
+        if (r->mem && r->mem->ws_cap >= kc.workspace_size) {
+            kc.workspace = r->mem->ws;
+        } else if (r->mem) {
+            cge_mem_free(r->mem->dev, r->mem->ws);
+            r->mem->ws = NULL;
+            r->mem->ws_cap = 0;
+            atomic_fetch_add(&body_allocs, 1);
+            st = cge_mem_alloc(r->mem->dev, kc.workspace_size ? kc.workspace_size : 1,
+                               &r->mem->ws);
+            if (!st)
+                r->mem->ws_cap = kc.workspace_size ? kc.workspace_size : 1;
+            kc.workspace = r->mem->ws;
+        } else {
+            atomic_fetch_add(&body_allocs, 1);
+            st = cge_mem_alloc(dev, kc.workspace_size, &ws);
+            kc.workspace = ws;
+        }
     }
     if (!st && kd->prepare)
         st = kd->prepare(&kc, &kc.state);
@@ -259,7 +460,12 @@ static void fold_node(body_run *r, const cge_node *n, const cge_op_def *def, cge
     }
     if (!any || total > FOLD_MAX_BYTES)
         return;
+    if (!r->fold_dev && r->mem) {
+        r->fold_dev = r->mem->dev;
+        r->fold_imm = r->mem->imm;
+    }
     if (!r->fold_dev) {
+        atomic_fetch_add(&body_allocs, 1);
         cge_device_options o = {.num_threads = 1};
         if (cge_device_create_cpu(&o, &r->fold_dev) ||
             cge_stream_create_immediate(r->fold_dev, &r->fold_imm)) {
@@ -275,7 +481,7 @@ static void fold_node(body_run *r, const cge_node *n, const cge_op_def *def, cge
     for (int32_t i = 0; i < no; i++) {
         body_val *bv = &r->v[cge_node_output_id(n, i)];
         if (bv->owned)
-            cge_mem_free(r->fold_dev, bv->data);
+            cge_mem_free(r->mem ? r->mem->dev : r->fold_dev, bv->data);
         bv->data = NULL;
         bv->owned = false;
         bv->bytes = 0;
@@ -285,13 +491,16 @@ static void fold_node(body_run *r, const cge_node *n, const cge_op_def *def, cge
 /* Runs (dev != NULL) or only infers (dev == NULL) `g` with its inputs bound
  * by position to `in_descs`/`in_vals` and the values it reads from outer
  * scopes bound by name. */
-static cge_status body_exec(const char *op, const char *node, const cge_graph *g, cge_device *dev,
-                            cge_stream *imm, int32_t n_in, const cge_tensor_desc *in_descs,
-                            const void *const *in_vals, const outer_binding *outer, body_run *r)
+static cge_status body_exec_in(const char *op, const char *node, const cge_graph *g,
+                               cge_device *dev, cge_stream *imm, int32_t n_in,
+                               const cge_tensor_desc *in_descs, const void *const *in_vals,
+                               const outer_binding *outer, body_mem *mem, body_run *r)
 {
     memset(r, 0, sizeof *r);
     r->g = g;
     r->dev = dev;
+    r->mem = mem && mem->nv == cge_graph_num_values(g) && mem->nn == cge_graph_num_nodes(g)
+                 ? mem : NULL;
     if (dev)
         atomic_fetch_add(&body_runs, 1);
     r->nv = cge_graph_num_values(g);
@@ -300,7 +509,13 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         snprintf(m, sizeof m, "it declares %d inputs; %d are given", cge_graph_num_inputs(g), n_in);
         return body_err(op, node, CGE_ERR_INVALID_ARG, cge_graph_name(g), m);
     }
-    r->v = calloc((size_t)r->nv + 1, sizeof *r->v);
+    if (r->mem) {
+        r->v = r->mem->v;
+        memset(r->v, 0, sizeof *r->v * (size_t)r->nv);
+    } else {
+        atomic_fetch_add(&body_allocs, 1);
+        r->v = calloc((size_t)r->nv + 1, sizeof *r->v);
+    }
     if (!r->v)
         return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "%s '%s': out of memory", op, node);
     for (int32_t id = 0; id < r->nv; id++) {
@@ -334,10 +549,10 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         bv->bytes = cge__value_nbytes(bv->desc.type, bv->desc.dtype, &bv->desc.shape);
     }
     int32_t nn = cge_graph_num_nodes(g);
-    int32_t *order = calloc((size_t)nn + 1, sizeof *order);
+    int32_t *order = r->mem ? r->mem->order : calloc((size_t)nn + 1, sizeof *order);
     if (!order)
         return cge_error(CGE_LAYER_META, CGE_ERR_NO_MEMORY, "%s '%s': out of memory", op, node);
-    cge_status st = cge_graph_topo_order(g, order);
+    cge_status st = r->mem ? CGE_OK : cge_graph_topo_order(g, order);
     for (int32_t k = 0; !st && k < nn; k++) {
         const cge_node *n = cge_graph_node(g, order[k]);
         if (cge_node_is_removed(n))
@@ -418,7 +633,8 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
         if (!st)
             st = run_node(dev, imm, r, n, def, kdt, ins, in_types, ni, no);
     }
-    free(order);
+    if (!r->mem)
+        free(order);
     for (int32_t i = 0; !st && i < cge_graph_num_outputs(g); i++) {
         int32_t id = cge_graph_value_id(g, cge_graph_output(g, i));
         if (id < 0 || r->v[id].desc.dtype == CGE_DTYPE_UNDEFINED)
@@ -426,6 +642,13 @@ static cge_status body_exec(const char *op, const char *node, const cge_graph *g
                           "an output is never defined");
     }
     return st;
+}
+
+static cge_status body_exec(const char *op, const char *node, const cge_graph *g, cge_device *dev,
+                            cge_stream *imm, int32_t n_in, const cge_tensor_desc *in_descs,
+                            const void *const *in_vals, const outer_binding *outer, body_run *r)
+{
+    return body_exec_in(op, node, g, dev, imm, n_in, in_descs, in_vals, outer, NULL, r);
 }
 
 static const body_val *body_output(const body_run *r, int32_t i)
@@ -492,6 +715,8 @@ typedef struct cf_state {
     int32_t ni, no;
     cge_tensor *ins, *outs;
     cge_value_type *in_types;   /* what each input holds (sequences, optionals) */
+    cge_stream *imm;            /* If: its branch's immediate stream, on imm_dev */
+    cge_device *imm_dev;
 } cf_state;
 
 static cge_status cf_prepare(const cge_kernel_ctx *ctx, void **state)
@@ -520,6 +745,7 @@ static void cf_release(void *state)
     cf_state *s = state;
     if (!s)
         return;
+    cge_stream_destroy(s->imm);
     free(s->ins);
     free(s->outs);
     free(s->in_types);
@@ -636,6 +862,7 @@ typedef struct if_memo {
     cge_tensor_desc outs[CF_MAX_ARGS];
     void *data[CF_MAX_ARGS];
     size_t bytes[CF_MAX_ARGS];
+    size_t cap[CF_MAX_ARGS];    /* data[i]'s size (a recycled memo's buffers) */
 } if_memo;
 
 /* A few, for sessions run from several threads; the oldest is dropped (a
@@ -643,12 +870,48 @@ typedef struct if_memo {
 #define IF_MEMOS 4
 static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 static if_memo *memos[IF_MEMOS];
+/* Memos the kernel has read, with their buffers, for the next memo_put: a
+ * branch measured at every run copies into the same buffers. */
+static if_memo *spares[IF_MEMOS];
+
+static void memo_destroy(if_memo *m)
+{
+    for (int32_t i = 0; m && i < CF_MAX_ARGS; i++)
+        free(m->data[i]);
+    free(m);
+}
 
 static void memo_free(if_memo *m)
 {
-    for (int32_t i = 0; m && i < m->no; i++)
-        free(m->data[i]);
-    free(m);
+    if (!m)
+        return;
+    pthread_mutex_lock(&memo_lock);
+    for (int32_t k = 0; k < IF_MEMOS; k++)
+        if (!spares[k]) {
+            spares[k] = m;
+            m = NULL;
+            break;
+        }
+    pthread_mutex_unlock(&memo_lock);
+    memo_destroy(m);
+}
+
+/* A spare memo (its buffers kept), or a new one. */
+static if_memo *memo_new(void)
+{
+    if_memo *m = NULL;
+    pthread_mutex_lock(&memo_lock);
+    for (int32_t k = 0; k < IF_MEMOS && !m; k++)
+        if (spares[k]) {
+            m = spares[k];
+            spares[k] = NULL;
+        }
+    pthread_mutex_unlock(&memo_lock);
+    if (!m) {
+        atomic_fetch_add(&body_allocs, 1);
+        m = calloc(1, sizeof *m);
+    }
+    return m;
 }
 
 /* The inputs' bytes, 8 at a time (FNV-1a's steps on words: a memo's inputs
@@ -691,11 +954,17 @@ static void memo_put(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
 {
     if (!memo_inputs_ok(ni, d) || no > CF_MAX_ARGS)
         return;
-    if_memo *m = calloc(1, sizeof *m);
+    if_memo *m = memo_new();
     if (!m)
         return;
+    void *keep[CF_MAX_ARGS];
+    size_t cap[CF_MAX_ARGS];
+    memcpy(keep, m->data, sizeof keep);
+    memcpy(cap, m->cap, sizeof cap);
     *m = (if_memo){.attrs = attrs, .graph_uid = cge__graph_uid(g),
                    .graph_rev = cge__graph_revision(g), .ni = ni};
+    memcpy(m->data, keep, sizeof keep);
+    memcpy(m->cap, cap, sizeof cap);
     for (int32_t i = 0; i < ni; i++) {
         m->vals[i] = v[i];
         m->ins[i] = d[i];
@@ -704,10 +973,19 @@ static void memo_put(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
     for (int32_t i = 0; i < no; i++, m->no = i) {
         const body_val *bv = body_output(r, i);
         size_t n = cge_tensor_nbytes(bv->desc.dtype, &bv->desc.shape);
-        if (bv->desc.type != CGE_TYPE_TENSOR || (n && !bv->data) ||
-            !(m->data[i] = malloc(n ? n : 1))) {
+        if (bv->desc.type != CGE_TYPE_TENSOR || (n && !bv->data)) {
             memo_free(m);
             return;
+        }
+        if (!m->data[i] || m->cap[i] < n) {
+            free(m->data[i]);
+            m->cap[i] = 0;
+            atomic_fetch_add(&body_allocs, 1);
+            if (!(m->data[i] = malloc(n ? n : 1))) {
+                memo_free(m);
+                return;
+            }
+            m->cap[i] = n ? n : 1;
         }
         if (n)
             memcpy(m->data[i], bv->data, n);
@@ -719,7 +997,7 @@ static void memo_put(const cge_attrs *attrs, const cge_graph *g, int32_t ni,
     memmove(memos + 1, memos, sizeof memos[0] * (IF_MEMOS - 1));
     memos[0] = m;
     pthread_mutex_unlock(&memo_lock);
-    memo_free(old);
+    memo_free(old);   /* never read: a spare now */
 }
 
 /* The memo of this node with exactly these inputs, taken out of the list
@@ -757,17 +1035,34 @@ static if_memo *memo_take(const cge_attrs *attrs, const cge_graph *g, int32_t ni
     return found;
 }
 
+void cge__control_flow_trim(void)
+{
+    mem_trim();
+    if_memo *drop[IF_MEMOS];
+    pthread_mutex_lock(&memo_lock);
+    memcpy(drop, spares, sizeof drop);
+    memset(spares, 0, sizeof spares);
+    pthread_mutex_unlock(&memo_lock);
+    for (int32_t k = 0; k < IF_MEMOS; k++)
+        memo_destroy(drop[k]);
+}
+
 static cge_status if_measure(cge_infer_ctx *c, const cge_graph *g, const outer_binding *ob)
 {
-    cge_device *dev = NULL;
-    cge_stream *imm = NULL;
+    body_mem *mem = mem_take(g);
+    cge_device *dev = mem ? mem->dev : NULL;
+    cge_stream *imm = mem ? mem->imm : NULL;
     cge_device_options o = {.num_threads = 1};
-    cge_status st = cge_device_create_cpu(&o, &dev);
-    if (!st)
-        st = cge_stream_create_immediate(dev, &imm);
+    cge_status st = CGE_OK;
+    if (!mem) {
+        atomic_fetch_add(&body_allocs, 1);
+        st = cge_device_create_cpu(&o, &dev);
+        if (!st)
+            st = cge_stream_create_immediate(dev, &imm);
+    }
     body_run r = {0};
     if (!st)
-        st = body_exec(c->op_type, c->node_name, g, dev, imm, 0, NULL, NULL, ob, &r);
+        st = body_exec_in(c->op_type, c->node_name, g, dev, imm, 0, NULL, NULL, ob, mem, &r);
     for (int32_t i = 0; !st && i < c->num_outputs; i++) {
         const body_val *bv = body_output(&r, i);
         c->outputs[i].dtype = bv->desc.dtype;
@@ -776,8 +1071,12 @@ static cge_status if_measure(cge_infer_ctx *c, const cge_graph *g, const outer_b
     if (!st)
         memo_put(c->attrs, g, c->num_inputs, c->inputs, c->input_values, &r, c->num_outputs);
     body_free(&r);
-    cge_stream_destroy(imm);
-    cge_device_destroy(dev);
+    if (mem) {
+        mem_put(mem);
+    } else {
+        cge_stream_destroy(imm);
+        cge_device_destroy(dev);
+    }
     return st;
 }
 
@@ -801,7 +1100,9 @@ static cge_status if_infer(cge_infer_ctx *c)
     cge_status st = CGE_OK;
     for (int32_t k = 0; !st && k < ng; k++) {
         body_run r;
-        st = body_exec(c->op_type, c->node_name, gs[k], NULL, NULL, 0, NULL, NULL, &ob, &r);
+        body_mem *mem = mem_take(gs[k]);
+        st = body_exec_in(c->op_type, c->node_name, gs[k], NULL, NULL, 0, NULL, NULL, &ob, mem,
+                          &r);
         if (!st && cge_graph_num_outputs(gs[k]) != c->num_outputs)
             st = cge_meta_error(c, CGE_ERR_INVALID_ARG, "branch '%s' has %d outputs; the node %d",
                                 cge_graph_name(gs[k]), cge_graph_num_outputs(gs[k]), c->num_outputs);
@@ -831,6 +1132,7 @@ static cge_status if_infer(cge_infer_ctx *c)
             }
         }
         body_free(&r);
+        mem_put(mem);
     }
     bool all_static = true, all_values = c->input_values != NULL;
     for (int32_t i = 0; i < c->num_outputs; i++)
@@ -866,15 +1168,26 @@ static void if_host(void *user)
             cf_fail(s, st);
         return;
     }
-    cge_stream *imm = NULL;
     body_run r = {0};
-    cge_status st = cge_stream_create_immediate(s->dev, &imm);
+    cge_status st = CGE_OK;
+    if (s->imm_dev != s->dev) {
+        /* the node's immediate stream, made at its first run on this device */
+        cge_stream_destroy(s->imm);
+        s->imm = NULL;
+        s->imm_dev = NULL;
+        atomic_fetch_add(&body_allocs, 1);
+        st = cge_stream_create_immediate(s->dev, &s->imm);
+        if (!st)
+            s->imm_dev = s->dev;
+    }
+    body_mem *mem = st ? NULL : mem_take(g);
     if (!st)
-        st = body_exec(s->op_type, s->node_name, g, s->dev, imm, 0, NULL, NULL, &ob, &r);
+        st = body_exec_in(s->op_type, s->node_name, g, s->dev, s->imm, 0, NULL, NULL, &ob, mem,
+                          &r);
     for (int32_t i = 0; !st && i < s->no; i++)
         st = put_output(s, i, body_output(&r, i));
     body_free(&r);
-    cge_stream_destroy(imm);
+    mem_put(mem);
     if (st)
         cf_fail(s, st);
 }

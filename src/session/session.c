@@ -12,6 +12,7 @@
 #include "cge/op.h"
 #include "cge/sequence.h"
 #include "cge/session.h"
+#include "ops/builtin.h"
 #include "ops/kernel_cache.h"
 #include "session/buckets.h"
 #include "session/instance.h"
@@ -254,6 +255,9 @@ void cge_session_destroy(cge_session *s)
     cge_dist_comm_destroy(s->comm);
     pthread_mutex_destroy(&s->lock);
     free(s);
+    /* If bodies' buffers kept for later runs: its graphs' are never asked
+     * for again (another session's are made again at its next run) */
+    cge__control_flow_trim();
 }
 
 cge_dist_comm *cge_session_dist_comm(const cge_session *s) { return s ? s->comm : NULL; }
