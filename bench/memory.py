@@ -7,7 +7,10 @@ from another libcge.so (a build of the base branch) for before/after.
 
 Peak RSS is each process's VmHWM / maxRSS (the cge process holds Python and
 numpy, about 40 MB; the ORT one Node, about 100 MB). Creation is
-InferenceSession(path) for cge and InferenceSession.create for ORT.
+InferenceSession(path) for cge and InferenceSession.create for ORT. The
+--json rows also give cge's peak after creation and after the first run,
+its resident memory at the end (VmRSS: what stays once the first run's
+packing is over) and memory_stats() in MiB.
 
   python3 bench/memory.py [--cache DIR] [--before LIB] [--runs N] MODEL...
 """
@@ -32,6 +35,14 @@ def _hwm_mb():
     return float("nan")
 
 
+def _rss_now_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def child(d, runs, model_file="model.onnx"):
     """One cge measurement (run in a process of its own); prints a JSON line."""
     import numpy as np
@@ -50,10 +61,13 @@ def child(d, runs, model_file="model.onnx"):
     create_rss = _hwm_mb()
     feeds = {inp.name: io["in%d" % i] for i, inp in enumerate(sess.get_inputs())}
     times = []
+    first_rss = None
     for _ in range(runs + 1):
         t0 = time.perf_counter()
         outs = sess.run(None, feeds)
         times.append((time.perf_counter() - t0) * 1e3)
+        if first_rss is None:
+            first_rss = _hwm_mb()
     times = sorted(times[1:])
     refs = [io[k] for k in sorted(io.files) if k.startswith("ref")]
     err = max(float(np.max(np.abs(o.astype(np.float64) - r))) for o, r in zip(outs, refs)) \
@@ -61,6 +75,7 @@ def child(d, runs, model_file="model.onnx"):
     stats = sess.memory_stats() if hasattr(sess, "memory_stats") else {}
     print(json.dumps({"create_ms": create_ms, "create_cpu_ms": create_cpu_ms,
                       "rss_mb": _hwm_mb(), "create_rss_mb": create_rss,
+                      "first_run_rss_mb": first_rss, "rss_now_mb": _rss_now_mb(),
                       "median_ms": times[len(times) // 2], "max_abs_err": err,
                       "stats": {k: v / 2.0 ** 20 for k, v in stats.items()}}))
 
