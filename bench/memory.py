@@ -27,20 +27,17 @@ ROOT = os.path.dirname(HERE)
 DEFAULT = ["alexnet", "vgg11", "vit_b_16", "convnext_tiny", "resnet50", "regnet_y_32gf"]
 
 
+def _status_mb(key="VmHWM"):
+    """A /proc/self/status figure in MB: VmHWM (the peak) or VmRSS (now)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def _hwm_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def _rss_now_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
+    return _status_mb("VmHWM")
 
 
 def child(d, runs, model_file="model.onnx"):
@@ -75,7 +72,7 @@ def child(d, runs, model_file="model.onnx"):
     stats = sess.memory_stats() if hasattr(sess, "memory_stats") else {}
     print(json.dumps({"create_ms": create_ms, "create_cpu_ms": create_cpu_ms,
                       "rss_mb": _hwm_mb(), "create_rss_mb": create_rss,
-                      "first_run_rss_mb": first_rss, "rss_now_mb": _rss_now_mb(),
+                      "first_run_rss_mb": first_rss, "rss_now_mb": _status_mb("VmRSS"),
                       "median_ms": times[len(times) // 2], "max_abs_err": err,
                       "stats": {k: v / 2.0 ** 20 for k, v in stats.items()}}))
 
