@@ -981,7 +981,8 @@ class InferenceSession:
         """Where the model's memory goes, in bytes: ``weights`` (constants the
         plans read as they are), ``packed_weights`` (copies kernels made at
         prepare in their own layout), ``released_weights`` (weights freed once
-        packed: with static input shapes only the packed copy stays) and
+        packed: with static input shapes only the packed copy stays, also
+        under value-dependent nodes whose packed copy holds at any shape) and
         ``arena`` (activations and workspaces)."""
         st = _lib.GraphStats()
         session = self._enter("memory_stats")
