@@ -5,15 +5,13 @@
 # is preferred), and at level 3 again with $CGE_GROUPED_CONV=all (every
 # grouped node on that kernel) and =0 (every one on oneDNN's primitive).
 # Every run must match PyTorch within float32 rounding.
-import os
-
 import numpy as np
 import pytest
 
-import cge
-
 torch = pytest.importorskip("torch")
 nn = torch.nn
+
+from test_long_tail_fusions import _export, _run  # noqa: E402  (export at opset 13; a session at a level)
 
 
 class _Bottleneck(nn.Module):
@@ -53,19 +51,6 @@ CASES = [
     ("gw6_dilation2", 24, 36, 6, 1, (9, 9), 1, {"dilation": 2}),
     ("gw5_k5_stride2", 20, 40, 8, 2, (11, 13), 1, {"k": 5}),
 ]
-
-
-def _export(module, x, path):
-    module.eval()
-    torch.onnx.export(module, (x,), path, opset_version=13, input_names=["input"],
-                      output_names=["output"], do_constant_folding=True)
-    with torch.no_grad():
-        return module(x).numpy()
-
-
-def _run(path, x, level):
-    s = cge.InferenceSession(path, opt_level=level)
-    return s.run(None, {"input": x})[0]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
