@@ -16,7 +16,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
         ci clean conformance conformance-update fuzz \
         bench-deps bench-reorder bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
-        bench-memory \
+        bench-memory bench-grouped \
         bench-dist soak zoo
 
 all: build
@@ -230,6 +230,12 @@ bench-compile: build
 # (the measurements behind each kernel choice; docs/guide.md).
 bench-kernels: build
 	./$(BUILD)/bench_kernel_choices
+
+# Grouped convolutions node by node (cge's grouped kernel, oneDNN's primitive,
+# ONNX Runtime): the zoo's ResNeXt/RegNet exports in ZOO_CACHE, or GROUPED_MODELS.
+GROUPED_MODELS ?=
+bench-grouped: bench-deps build
+	BUILD=$(abspath $(BUILD)) ZOO_CACHE=$(ZOO_CACHE) $(PYTHON) bench/grouped_conv.py $(GROUPED_MODELS)
 
 # Memory plans against their lower bound; ONNX models in MEMPLAN_MODELS
 # (e.g. from scripts/make_test_models.py) are measured too.

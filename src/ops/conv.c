@@ -8,6 +8,7 @@
 
 #include "ops/builtin.h"
 #include "ops/conv_fused.h"
+#include "ops/conv_grouped.h"
 #include "ops/dnnl_conv.h"
 #include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
@@ -952,7 +953,23 @@ typedef struct conv_state {
     bool has_b, has_z;
     cge_shape xs, ws, bs, ys;
     conv_args args; /* buffers NULL */
+    /* A grouped channels-last convolution on conv_grouped.c's kernel
+     * (uses_grouped): its geometry and W packed at prepare (shared block),
+     * packed from gw_src. */
+    bool grouped;
+    cge__gconv gc;
+    float *gw;
+    const void *gw_src;
 } conv_state;
+
+static void conv_release(void *state)
+{
+    if (!state)
+        return;
+    cge__dnnl_conv_destroy(((conv_state *)state)->dc);
+    cge_kernel_shared_release(((conv_state *)state)->gw);
+    free(state);
+}
 
 static cge__dnnl_conv *state_dc(const void *state)
 {
@@ -1028,6 +1045,129 @@ static void parse_once(const cge_kernel_ctx *ctx, bool fused, bool transpose, co
     st->parsed = true;
 }
 
+/* ---- float32 grouped, channels-last (conv_grouped.c) ------------------------ */
+
+/* Grouped convolutions (more than one input channel per group) of the
+ * channels-last path run conv_grouped.c's direct kernel instead of oneDNN's
+ * primitive in the shape class where it measured faster
+ * (cge__gconv_preferred; docs/zoo.md, "Grouped convolutions"). W must be
+ * constant (packed once at prepare). $CGE_GROUPED_CONV (read at prepare):
+ * 0 keeps every one on oneDNN, "all" takes every one this kernel can run
+ * (measurements). */
+static bool grouped_geom(const conv_args *p, cge__gconv *gc)
+{
+    const nn_geom *g = &p->g;
+    return cge__gconv_init(gc, p->N, p->C, p->M, p->G, g->in + 1, g->out + 1, g->k + 1, g->s + 1,
+                           g->d + 1, g->pb + 1);
+}
+
+static bool uses_grouped(const conv_args *p, cge__gconv *gc)
+{
+    const char *env = getenv("CGE_GROUPED_CONV");
+    if ((env && !strcmp(env, "0")) || p->dtype != CGE_F32 || p->transpose || p->bf16 ||
+        !p->channels_last || !p->w_const || p->G <= 1 || p->cpg <= 1 || p->g.nsp > 2 ||
+        p->N <= 0 || p->P <= 0 || !grouped_geom(p, gc))
+        return false;
+    return (env && !strcmp(env, "all")) || cge__gconv_preferred(gc);
+}
+
+typedef struct grouped_fill {
+    const cge__gconv *gc;
+    const float *w;
+} grouped_fill;
+
+static cge_status grouped_pack(void *dst, void *user)
+{
+    const grouped_fill *f = user;
+    cge__gconv_pack(f->gc, f->w, dst);
+    return CGE_OK;
+}
+
+/* W packed into st for the kernel; false (nothing kept) where the kernel
+ * does not take this node. */
+static cge_status prepare_grouped(const cge_kernel_ctx *ctx, const conv_args *p, conv_state *st,
+                                  bool *taken)
+{
+    *taken = false;
+    if (!ctx->inputs[1].data || !uses_grouped(p, &st->gc))
+        return CGE_OK;
+    grouped_fill f = {&st->gc, ctx->inputs[1].data};
+    /* the layout depends on these, not on the batch or the image size */
+    int64_t key[16] = {st->gc.C, st->gc.M, st->gc.G, st->gc.kh, st->gc.kw,
+                       st->gc.vecs, st->gc.blocks, st->gc.narrow, 0x67636f6e76 /* "gconv" */};
+    void *block = NULL;
+    cge_status s = cge_kernel_shared_get(ctx, f.w, key, sizeof key,
+                                         (size_t)cge__gconv_packed_floats(&st->gc) * sizeof(float),
+                                         grouped_pack, &f, &block);
+    if (s)
+        return s;
+    st->gw = block;
+    st->gw_src = f.w;
+    st->grouped = *taken = true;
+    cge__kernel_input_packed(ctx, 1); /* launches read the packed copy only */
+    return CGE_OK;
+}
+
+typedef struct grouped_args {
+    conv_args p;
+    cge__gconv gc;
+    const float *wp; /* packed W; NULL: p.w unpacked, the reference loop */
+} grouped_args;
+
+/* Blocks of a launch: at least 128K multiply-adds each. */
+static int64_t grouped_blocks(const cge__gconv *gc, int threads)
+{
+    int64_t per = gc->ow * (gc->M / gc->units) * gc->cpg * gc->kh * gc->kw;
+    return cge__blocks_for(cge__gconv_items(gc), per >= 131072 ? 1 : 131072 / per, threads);
+}
+
+
+static void conv_grouped_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const grouped_args *a = args;
+    const conv_args *p = &a->p;
+    const cge__gconv *gc = &a->gc;
+    int64_t i0, i1;
+    cge__block_range(cge__gconv_items(gc), blk, nblk, &i0, &i1);
+    bool relu = p->act == ACT_RELU;
+    if (a->wp)
+        cge__gconv_run(gc, a->wp, p->x, p->b, p->z, p->y, relu, i0, i1);
+    else
+        cge__gconv_run_ref(gc, p->w, p->x, p->b, p->z, p->y, relu, i0, i1);
+    if (p->act == ACT_NONE || relu)
+        return;
+    /* Other activations over what these items wrote (Z is in already). */
+    conv_args e = *p;
+    e.z = NULL;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t u, n, oh, c0, c1;
+        cge__gconv_item(gc, i, &u, &n, &oh);
+        cge__gconv_unit_channels(gc, u, &c0, &c1);
+        float *y = (float *)p->y + ((n * gc->oh + oh) * gc->ow) * gc->M + c0;
+        for (int64_t ow = 0; ow < gc->ow; ow++)
+            epilogue(&e, y + ow * gc->M, NULL, c1 - c0);
+    }
+}
+
+/* The node's prepared grouped kernel when p is the geometry it was prepared
+ * for (a plan of other shapes parses its own; W read where it was packed). */
+static bool launch_grouped(const cge_kernel_ctx *ctx, cge_stream *stream, const conv_args *p,
+                           cge_status *out)
+{
+    const conv_state *st = ctx->state;
+    grouped_args a;
+    if (!st || !st->grouped || !grouped_geom(p, &a.gc) ||
+        !cge__gconv_same(&a.gc, &st->gc))
+        return false;
+    a.p = *p;
+    /* A W other than the packed one (never in a plan: W is constant) runs
+     * the plain loop rather than packing on every run. */
+    a.wp = p->w == st->gw_src ? st->gw : NULL;
+    *out = cge_launch(stream, conv_grouped_fn, grouped_blocks(&a.gc, ctx->num_threads), &a,
+                      sizeof a);
+    return true;
+}
+
 static cge_status prepare_dnnl(const cge_kernel_ctx *ctx, bool fused, bool transpose,
                                cge__dnnl_conv **state);
 
@@ -1041,14 +1181,19 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, bool tra
     /* one-position 1x1 convolutions run their own kernel: no primitive, and
      * W stays as it is (a primitive would take it over, packed) */
     conv_args sp;
-    bool own = conv_static_args(ctx, fused, transpose, &sp) && uses_gemv(&sp);
-    cge_status s = own ? CGE_OK : prepare_dnnl(ctx, fused, transpose, &dc);
-    if (s)
-        return s;
+    bool parsed = conv_static_args(ctx, fused, transpose, &sp);
+    bool own = parsed && uses_gemv(&sp);
     conv_state *st = calloc(1, sizeof *st);
-    if (!st) {
-        cge__dnnl_conv_destroy(dc);
+    if (!st)
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    cge_status s = CGE_OK;
+    if (parsed && !own)
+        s = prepare_grouped(ctx, &sp, st, &own);
+    if (!s && !own)
+        s = prepare_dnnl(ctx, fused, transpose, &dc);
+    if (s) {
+        conv_release(st);
+        return s;
     }
     st->dc = dc;
     parse_once(ctx, fused, transpose, st);
@@ -1115,13 +1260,7 @@ static cge_status convt_prepare(const cge_kernel_ctx *ctx, void **state)
     return prepare_common(ctx, false, true, state);
 }
 
-static void conv_release(void *state)
-{
-    if (!state)
-        return;
-    cge__dnnl_conv_destroy(((conv_state *)state)->dc);
-    free(state);
-}
+
 
 static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool transpose)
 {
@@ -1162,6 +1301,8 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
     int threads = ctx->num_threads;
     bool epi = p->z || p->act;
     cge_status st;
+    if (launch_grouped(ctx, stream, p, &st))
+        return st;
     if (uses_gemv(p))
         /* 256K multiply-adds a block at least: squeeze-excitation's (5K to
          * 60K) stay on the calling thread instead of waking a worker */
