@@ -4,6 +4,15 @@ scripts/make_test_models.py), so that the slow operator of a model shows in
 one command. Not a test.
 
 Usage: bench/ops.py [MODEL.onnx ...] [--json] [--runs N] [--warmup N] [--threads N] [--nodes N]
+                    [--input-shape NAME:D0,D1,...]...
+
+--input-shape gives a model with symbolic dims (a sequence length, a batch)
+concrete input shapes, the same for both runtimes (without it ONNX Runtime
+runs symbolic dims at 1 and cge refuses to plan them).
+
+Below the mean table a second one sums, per op type, each node's minimum
+over the runs: a preempted run raises a mean but not a minimum, so on a
+loaded machine that table is the one to read.
 
 --nodes N also lists the N ONNX nodes where cge's time exceeds ORT's the most,
 each side's time the minimum over the kept runs (a node runs once a run; the
@@ -53,20 +62,12 @@ ORT_FUSED = {"FusedConv": "Conv", "FusedGemm": "Gemm", "FusedMatMul": "MatMul",
 
 
 LAST_MINS = {}   # "cge" / "ort" -> {node: minimum us over the kept runs}
+LAST_TYPES = {}  # "cge" / "ort" -> {node: the kernel type that ran it}
 FUSED_INTO = ("Relu", "Add", "Clip", "HardSigmoid", "Sigmoid", "Mul", "HardSwish", "LeakyRelu")
 
 
-def worst_nodes(model, nodes, count):
-    """The count ONNX nodes with the largest cge - ORT minimum times."""
-    import onnx
-    m = onnx.load(model, load_external_data=False)
-    try:
-        m = onnx.shape_inference.infer_shapes(m)
-    except Exception:   # noqa: BLE001 - shapes are a label only
-        pass
-    shape = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-             for v in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)}
-    shape.update({i.name: list(i.dims) for i in m.graph.initializer})
+def ort_node_of(nodes):
+    """A function from an ORT profile node name to the ONNX node it stands for."""
     by_name = {n.name: n for n in nodes}
     producer = {o: n for n in nodes for o in n.output}
 
@@ -82,6 +83,46 @@ def worst_nodes(model, nodes, count):
                         producer[i].op_type == "Conv"), None)
             n = nxt or producer.get(n.input[0])
         return n.name if n is not None else base
+    return ort_node
+
+
+def min_rows(nodes):
+    """Per op type, the sum over its nodes of each node's minimum time (us):
+    a run the scheduler preempted raises a mean, not a minimum, so these rows
+    hold on a loaded machine where the mean table does not. Keys as in the
+    mean table: the ONNX op type a node is named after, layout conversions one
+    row, other kernels their own type."""
+    op_of = {n.name: n.op_type for n in nodes if n.name}
+    ort_node = ort_node_of(nodes)
+    rows = collections.defaultdict(lambda: [0.0, 0.0])
+    for name, us in LAST_MINS.get("cge", {}).items():
+        typ = LAST_TYPES.get("cge", {}).get(name, "?")
+        key = LAYOUT if typ == "cge.Reorder" else op_of.get(name) or typ.rsplit(".", 1)[-1]
+        rows[key][0] += us
+    for name, us in LAST_MINS.get("ort", {}).items():
+        op = LAST_TYPES.get("ort", {}).get(name, "?")
+        key = LAYOUT if ORT_FUSED.get(op) == LAYOUT else op_of.get(ort_node(name)) or \
+            ORT_FUSED.get(op, op)
+        rows[key][1] += us
+    out = [{"op": k, "cge_ms": c / 1e3, "ort_ms": o / 1e3, "ratio": c / o if c and o else None}
+           for k, (c, o) in rows.items()]
+    out.sort(key=lambda r: -(r["cge_ms"] - r["ort_ms"]))
+    return out
+
+
+def worst_nodes(model, nodes, count):
+    """The count ONNX nodes with the largest cge - ORT minimum times."""
+    import onnx
+    m = onnx.load(model, load_external_data=False)
+    try:
+        m = onnx.shape_inference.infer_shapes(m)
+    except Exception:   # noqa: BLE001 - shapes are a label only
+        pass
+    shape = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+             for v in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)}
+    shape.update({i.name: list(i.dims) for i in m.graph.initializer})
+    by_name = {n.name: n for n in nodes}
+    ort_node = ort_node_of(nodes)
     ort = collections.defaultdict(float)
     for k, us in LAST_MINS.get("ort", {}).items():
         ort[ort_node(k)] += us
@@ -121,8 +162,10 @@ def window_runs(events, run_starts, warmup):
 def cge_profile(model, threads, warmup, runs, tmp):
     trace = os.path.join(tmp, "cge_trace.json")
     env = dict(os.environ, CGE_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    shapes = [a for name, dims in INPUT_SHAPES.items()
+              for a in ("--input-shape", name + ":" + ",".join(map(str, dims)))]
     subprocess.run([os.path.join(BUILD, "cge"), "profile", model, "-o", trace,
-                    "--iterations", str(warmup + runs), "--threads", str(threads)],
+                    "--iterations", str(warmup + runs), "--threads", str(threads)] + shapes,
                    env=env, check=True, capture_output=True, text=True)
     with open(trace) as f:
         ev = json.load(f)
@@ -138,10 +181,13 @@ def cge_profile(model, threads, warmup, runs, tmp):
     lists = collections.defaultdict(list)
     for e in kept:
         lists[(e["args"].get("node", ""), e["name"], e.get("cat"))].append(e["dur"])
-    for (node, _, _), durs in lists.items():
+    types = {}
+    for (node, typ, _), durs in lists.items():
         base = re.sub(r"__cc\d+$", "", node)
         mins[base] = mins.get(base, 0.0) + min(durs)
+        types[base] = typ
     LAST_MINS["cge"] = mins
+    LAST_TYPES["cge"] = types
     n = len(run_ev) - warmup if len(run_ev) > warmup else runs
     return per_node, n, (walls[len(walls) // 2] if walls else None)
 
@@ -151,8 +197,9 @@ def ort_profile(model, threads, warmup, runs, tmp):
         return None
     prefix = os.path.join(tmp, "ort_profile")
     out = subprocess.run(["node", os.path.join(HERE, "ort_profile.js"), model, prefix, str(threads),
-                          str(warmup), str(runs)], check=True, capture_output=True, text=True,
-                         cwd=HERE).stdout
+                          str(warmup), str(runs)] + ([json.dumps(INPUT_SHAPES)] if INPUT_SHAPES
+                                                     else []),
+                         check=True, capture_output=True, text=True, cwd=HERE).stdout
     info = json.loads(out.strip().splitlines()[-1])
     files = info.get("profile") and [info["profile"]] or sorted(glob.glob(prefix + "*.json"))
     with open(files[-1]) as f:
@@ -167,6 +214,8 @@ def ort_profile(model, threads, warmup, runs, tmp):
     for e in kept:
         lists[e["name"][:-len("_kernel_time")]].append(e["dur"])
     LAST_MINS["ort"] = {k: min(v) for k, v in lists.items()}
+    LAST_TYPES["ort"] = {e["name"][:-len("_kernel_time")]: e["args"].get("op_name", "?")
+                         for e in kept}
     return per_node, max(len(run_starts) - warmup, 1), info["median_ms"], info.get("version")
 
 
@@ -235,12 +284,13 @@ def compare(model, threads, warmup, runs):
         r["ratio"] = r["cge_ms"] / r["ort_ms"] if ort and r["ort_ms"] and r["cge_ms"] else None
     return {"model": model, "threads": threads, "warmup": warmup, "runs": runs,
             "ort_version": ort_ver, "rows": out, "nodes": worst_nodes(model, nodes, NODES[0])
-            if NODES[0] and ort else [],
+            if NODES[0] and ort else [], "min_rows": min_rows(nodes) if ort else [],
             "total": {"cge_ms": tc, "ort_ms": to, "ratio": tc / to if to else None,
                       "cge_profiled_run_ms": cge_wall, "ort_run_ms": ort_wall}}
 
 
 NODES = [0]   # --nodes
+INPUT_SHAPES = {}   # --input-shape NAME:D0,D1,...: both runtimes get this shape
 
 
 def fmt_counts(c):
@@ -264,6 +314,17 @@ def print_table(res):
     print(f"{'total (op time)':22} {nf(t['cge_ms'], 8)} {nf(t['ort_ms'], 8)} {nf(t['ratio'], 8, 2)}")
     print(f"{'run wall, median':22} {nf(t['cge_profiled_run_ms'], 8)} {nf(t['ort_run_ms'], 8)}"
           f"   (profiled runs: cge synchronizes every step; op time = cge dispatch+kernel, ORT kernel)")
+    if res.get("min_rows"):
+        mr = res["min_rows"]
+        tc, to = sum(r["cge_ms"] for r in mr), sum(r["ort_ms"] for r in mr)
+        print("per op type, sum of each node's minimum over the runs (holds under load), "
+              "largest cge - ORT first:")
+        print(f"  {'op type':22} {'cge ms':>8} {'ORT ms':>8} {'cge/ORT':>8}")
+        for r in mr:
+            if r["cge_ms"] >= 0.0005 or r["ort_ms"] >= 0.0005:
+                print(f"  {r['op'][:22]:22} {nf(r['cge_ms'], 8)} {nf(r['ort_ms'], 8)} "
+                      f"{nf(r['ratio'], 8, 2)}")
+        print(f"  {'total':22} {nf(tc, 8)} {nf(to, 8)} {nf(tc / to if to else None, 8, 2)}")
     if res.get("nodes"):
         print(f"nodes where cge is furthest behind (us, minimum over the runs):")
         for r in res["nodes"]:
@@ -280,6 +341,10 @@ def main(argv):
         a = args.pop(0)
         if a == "--json":
             js = True
+        elif a.split("=")[0] == "--input-shape":
+            v = a.partition("=")[2] or args.pop(0)
+            name, _, dims = v.rpartition(":")
+            INPUT_SHAPES[name] = [int(d) for d in dims.split(",")]
         elif a.split("=")[0] in opts:
             k, _, v = a.partition("=")
             opts[k] = int(v or args.pop(0))

@@ -898,35 +898,61 @@ static void test_channel_shuffle_and_chunk(void **state)
     }
 }
 
-/* conv -> Resize 8x (linear, sizes) -> y, a graph output only: the resize
- * writes y plain itself (no Reorder after it), with the bits of the NHWC
- * resize and a Reorder (the same graph where a conv reads y too). */
+/* One conv -> Resize -> y graph of test_resize_writes_plain_output's; side:
+ * a second conv reads y too (y then NHWC, reordered for the graph). */
+typedef struct rz_case {
+    const char *mode, *ctm;
+    int64_t shape[4], oh, ow;
+} rz_case;
+
+static cge_graph *resize_head_graph(const rz_case *k, int side)
+{
+    cge_graph *g = ct_graph(side ? "head_side" : "head");
+    const int64_t *s = k->shape;
+    ct_input(g, "x", CGE_SHAPE(s[0], 4, s[2], s[3]));
+    weights(g, "w", 0, CGE_SHAPE(s[1], 4, 1, 1));
+    conv(g, "x", "w", "c", 1, 1);
+    int64_t sizes[4] = {s[0], s[1], k->oh, k->ow};
+    ct_const_i64(g, "sizes", sizes, 4);
+    const char *rz_in[4] = {"c", "", "", "sizes"}, *rz_out[1] = {"y"};
+    cge_node *rz = ct_node_n(g, "Resize", "", rz_in, 4, rz_out, 1);
+    assert_int_equal(cge_node_set_string(rz, "mode", k->mode), CGE_OK);
+    assert_int_equal(cge_node_set_string(rz, "coordinate_transformation_mode", k->ctm), CGE_OK);
+    ct_output(g, "y");
+    if (side) {
+        weights(g, "w2", 1, CGE_SHAPE(3, s[1], 1, 1));
+        conv(g, "y", "w2", "z", 1, 1);
+        ct_output(g, "z");
+    }
+    return g;
+}
+
+/* conv -> Resize -> y, a graph output only: the resize writes y plain itself
+ * (no Reorder after it), with the bits of the NHWC resize and a Reorder (the
+ * same graph where a conv reads y too). The cases: the zoo's segmentation
+ * head (21 channels, 28x28 -> 224x224, bilinear), widths that are no
+ * multiple of 16 (the plain writer's vector of columns), two images of
+ * bilinear (the NHWC kernels read image 0 for every image then), prime
+ * channel counts, down-scaling, 16 taps (cubic), one input position, and
+ * rows wider than 32 positions or with many channels (gathered, not permuted). */
 static void test_resize_writes_plain_output(void **state)
 {
     (void)state;
-    static const char *const modes[3][2] = {
-        {"linear", "half_pixel"}, {"nearest", "asymmetric"}, {"cubic", "half_pixel"}};
-    const int64_t shapes[3][4] = {{1, 21, 7, 7}, {2, 5, 3, 5}, {1, 70, 1, 1}};
-    for (int m = 0; m < 3; m++) {
+    static const rz_case cases[] = {
+        {"linear", "half_pixel", {1, 21, 7, 7}, 56, 36},
+        {"linear", "pytorch_half_pixel", {1, 21, 28, 28}, 224, 224},
+        {"linear", "align_corners", {2, 17, 5, 3}, 19, 33},
+        {"linear", "half_pixel", {1, 2, 9, 11}, 4, 5},
+        {"nearest", "asymmetric", {2, 5, 3, 5}, 24, 26},
+        {"cubic", "half_pixel", {1, 70, 1, 1}, 8, 6},
+        {"cubic", "align_corners", {1, 3, 6, 4}, 13, 17},
+        {"linear", "half_pixel", {1, 3, 4, 37}, 9, 80},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const rz_case *k = &cases[i];
+        const int64_t *s = k->shape;
         for (int side = 0; side < 2; side++) {
-            cge_graph *g = ct_graph("head");
-            const int64_t *s = shapes[m];
-            ct_input(g, "x", CGE_SHAPE(s[0], 4, s[2], s[3]));
-            weights(g, "w", 0, CGE_SHAPE(s[1], 4, 1, 1));
-            conv(g, "x", "w", "c", 1, 1);
-            int64_t sizes[4] = {s[0], s[1], s[2] * 8, s[3] * 5 + 1};
-            ct_const_i64(g, "sizes", sizes, 4);
-            const char *rz_in[4] = {"c", "", "", "sizes"}, *rz_out[1] = {"y"};
-            cge_node *rz = ct_node_n(g, "Resize", "", rz_in, 4, rz_out, 1);
-            assert_int_equal(cge_node_set_string(rz, "mode", modes[m][0]), CGE_OK);
-            assert_int_equal(
-                cge_node_set_string(rz, "coordinate_transformation_mode", modes[m][1]), CGE_OK);
-            ct_output(g, "y");
-            if (side) {
-                weights(g, "w2", 1, CGE_SHAPE(3, s[1], 1, 1));
-                conv(g, "y", "w2", "z", 1, 1);
-                ct_output(g, "z");
-            }
+            cge_graph *g = resize_head_graph(k, side);
             cge_plan *p = compile(g, CGE_OPT_LAYOUT);
             if (cge_fused_conv_channels_last_available()) {
                 assert_int_equal(ct_count_op(p, "ChannelsLastResize"), 1);
@@ -941,20 +967,7 @@ static void test_resize_writes_plain_output(void **state)
             ct_assert_equivalent(g, &o, 64, 1e-4);
             if (!side) {
                 /* bit for bit against the graph whose y a conv reads too */
-                cge_graph *g2 = ct_graph("head_side");
-                ct_input(g2, "x", CGE_SHAPE(s[0], 4, s[2], s[3]));
-                weights(g2, "w", 0, CGE_SHAPE(s[1], 4, 1, 1));
-                conv(g2, "x", "w", "c", 1, 1);
-                ct_const_i64(g2, "sizes", sizes, 4);
-                cge_node *rz2 = ct_node_n(g2, "Resize", "", rz_in, 4, rz_out, 1);
-                assert_int_equal(cge_node_set_string(rz2, "mode", modes[m][0]), CGE_OK);
-                assert_int_equal(cge_node_set_string(rz2, "coordinate_transformation_mode",
-                                                     modes[m][1]),
-                                 CGE_OK);
-                ct_output(g2, "y");
-                weights(g2, "w2", 1, CGE_SHAPE(3, s[1], 1, 1));
-                conv(g2, "y", "w2", "z", 1, 1);
-                ct_output(g2, "z");
+                cge_graph *g2 = resize_head_graph(k, 1);
                 cge_tensor in0[1], a[1], b[2];
                 ct_random_inputs(g, 7, in0);
                 assert_int_equal(ct_compile_run(g, &o, in0, 1, a, 1, NULL), CGE_OK);
