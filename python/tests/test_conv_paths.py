@@ -1,0 +1,197 @@
+# The oneDNN convolution paths chosen by shape class (src/ops/dnnl_conv.c,
+# the selection functions in src/ops/conv.c), each checked against a numpy
+# float64 reference at the zoo's shapes and at odd ones (batch 1 and 3, prime
+# sizes): a ConvTranspose whose kernel equals its stride as one oneDNN matmul
+# (channels-last, level 3), against oneDNN's deconvolution and the reference.
+import ctypes
+import itertools
+import os
+
+import numpy as np
+import pytest
+
+import cge
+from cge import _lib
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _counter(name):
+    fn = getattr(_lib.lib, name, None)
+    if fn is None:
+        pytest.skip("%s is not exported by this build" % name)
+    fn.restype = ctypes.c_int64
+    fn.argtypes = []
+    return fn
+
+
+def _dnnl():
+    return _counter("cge__dnnl_conv_deconv_matmul_made")
+
+
+def conv_transpose_ref(x, w, b, strides, pads, dilations, output_padding, group):
+    """ONNX ConvTranspose in float64: each kernel tap scatters x * W[:, :, tap]."""
+    x = x.astype(np.float64)
+    w = w.astype(np.float64)
+    nsp = x.ndim - 2
+    n, c = x.shape[:2]
+    mpg = w.shape[1]
+    cpg = c // group
+    k = w.shape[2:]
+    ins = x.shape[2:]
+    full = [(ins[i] - 1) * strides[i] + (k[i] - 1) * dilations[i] + 1 + output_padding[i]
+            for i in range(nsp)]
+    y = np.zeros((n, mpg * group) + tuple(full))
+    for g in range(group):
+        xg = x[:, g * cpg:(g + 1) * cpg]
+        for tap in itertools.product(*[range(kk) for kk in k]):
+            wt = w[(slice(g * cpg, (g + 1) * cpg), slice(None)) + tap]
+            contrib = np.einsum("nc...,cm->nm...", xg, wt)
+            sl = tuple(slice(tap[i] * dilations[i],
+                             tap[i] * dilations[i] + (ins[i] - 1) * strides[i] + 1, strides[i])
+                       for i in range(nsp))
+            y[(slice(None), slice(g * mpg, (g + 1) * mpg)) + sl] += contrib
+    crop = tuple(slice(pads[i], full[i] - pads[nsp + i]) for i in range(nsp))
+    y = y[(slice(None), slice(None)) + crop]
+    if b is not None:
+        y += b.astype(np.float64).reshape((1, -1) + (1,) * nsp)
+    return y
+
+
+def _model(path, xshape, w, b, attrs, tail, z_shape=None):
+    """x -> ConvTranspose(W, B) [-> Add z] [-> activation], W and B constants."""
+    inits = [numpy_helper.from_array(w, "w")]
+    ins = ["x", "w"]
+    if b is not None:
+        inits.append(numpy_helper.from_array(b, "b"))
+        ins.append("b")
+    nodes = [helper.make_node("ConvTranspose", ins, ["y0"], **attrs)]
+    cur = "y0"
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xshape))]
+    if "add" in tail:
+        nodes.append(helper.make_node("Add", [cur, "z"], ["y1"]))
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, list(z_shape)))
+        cur = "y1"
+    for act in ("Relu", "Sigmoid"):
+        if act in tail:
+            nodes.append(helper.make_node(act, [cur], [cur + act]))
+            cur = cur + act
+    nodes.append(helper.make_node("Identity", [cur], ["y"]))
+    g = helper.make_graph(nodes, "t", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(m, path)
+
+
+# (name, in channels, out channels, kernel = stride, batch, spatial size, bias)
+MATMUL_CASES = [
+    ("unet_u2", 64, 32, (2, 2), 1, (32, 32), True),
+    ("unet_u1_batch3", 32, 16, (2, 2), 3, (64, 64), True),
+    ("prime_sizes", 7, 11, (2, 2), 3, (13, 11), True),
+    ("uneven_kernel", 5, 6, (2, 3), 2, (5, 7), False),
+    ("one_by_one", 9, 4, (1, 1), 1, (3, 5), True),
+    ("conv1d", 3, 5, (3,), 3, (9,), True),
+    ("conv3d", 4, 3, (2, 2, 2), 1, (3, 4, 5), True),
+    ("one_pixel", 16, 17, (2, 2), 1, (1, 1), True),
+]
+
+
+def _run(path, feeds, level, env=None):
+    old = {}
+    for k, v in (env or {}).items():
+        old[k] = os.environ.get(k)
+        os.environ[k] = v
+    try:
+        s = cge.InferenceSession(path, opt_level=level)
+        return s.run(None, feeds)[0]
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.mark.parametrize("case", MATMUL_CASES, ids=[c[0] for c in MATMUL_CASES])
+@pytest.mark.parametrize("tail", [(), ("add", "Relu"), ("Sigmoid",)],
+                         ids=["plain", "add_relu", "sigmoid"])
+def test_conv_transpose_matmul_form(case, tail, tmp_path):
+    """Kernel == stride, no pads: at level 3 one oneDNN matmul (the counter
+    moves), within float32 rounding of the float64 reference, of level 1 and of
+    oneDNN's deconvolution (CGE_DNNL_DECONV_MATMUL=0, the counter still)."""
+    name, ci, co, k, n, size, bias = case
+    rng = np.random.default_rng(7)
+    nsp = len(k)
+    x = rng.standard_normal((n, ci) + size).astype(np.float32)
+    w = (rng.standard_normal((ci, co) + k) / np.sqrt(ci)).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32) if bias else None
+    out_sp = tuple(size[i] * k[i] for i in range(nsp))
+    z = rng.standard_normal((n, co) + out_sp).astype(np.float32)
+    path = str(tmp_path / (name + ".onnx"))
+    attrs = {"strides": list(k), "kernel_shape": list(k)}
+    _model(path, x.shape, w, b, attrs, tail, z.shape)
+    ref = conv_transpose_ref(x, w, b, k, [0] * 2 * nsp, [1] * nsp, [0] * nsp, 1)
+    if "add" in tail:
+        ref = ref + z
+    if "Relu" in tail:
+        ref = np.maximum(ref, 0)
+    if "Sigmoid" in tail:
+        ref = 1 / (1 + np.exp(-ref))
+    feeds = {"x": x, "z": z} if "add" in tail else {"x": x}
+    made = _dnnl()
+    before = made()
+    y3 = _run(path, feeds, 3)
+    took = made() - before
+    y1 = _run(path, feeds, 1)
+    before = made()
+    yd = _run(path, feeds, 3, {"CGE_DNNL_DECONV_MATMUL": "0"})
+    assert made() == before, "CGE_DNNL_DECONV_MATMUL=0 still made the matmul form"
+    scale = max(float(np.abs(ref).max()), 1e-6)
+    for label, y in (("level 3 (matmul)", y3), ("level 1", y1), ("deconvolution", yd)):
+        assert y.shape == ref.shape, (label, y.shape, ref.shape)
+        np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-6, err_msg=label)
+    if _has_dnnl():
+        assert took >= 1, "level 3 did not make the matmul form"
+
+
+def _has_dnnl():
+    fn = _lib.lib.cge_fused_conv_channels_last_available
+    fn.restype = ctypes.c_bool
+    fn.argtypes = []
+    return bool(fn())
+
+
+# Kernel != stride, pads, dilations, groups: oneDNN's deconvolution as before
+# (no matmul form), still equal to the reference.
+OTHER_CASES = [
+    # (name, ci, co, kernel, stride, pads, dilation, output_padding, group, size)
+    ("overlapping", 6, 5, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1, (6, 7)),
+    ("padded_2x2", 4, 4, (2, 2), (2, 2), (1, 0, 0, 1), (1, 1), (0, 0), 1, (5, 5)),
+    ("grouped_2x2", 4, 6, (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (0, 0), 2, (5, 3)),
+    ("dilated", 3, 4, (2, 2), (2, 2), (0, 0, 0, 0), (2, 2), (0, 0), 1, (4, 4)),
+]
+
+
+@pytest.mark.parametrize("case", OTHER_CASES, ids=[c[0] for c in OTHER_CASES])
+def test_conv_transpose_other_forms(case, tmp_path):
+    name, ci, co, k, s, pads, d, op, group, size = case
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, ci) + size).astype(np.float32)
+    w = (rng.standard_normal((ci, co // group) + k) / np.sqrt(ci)).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    path = str(tmp_path / (name + ".onnx"))
+    attrs = {"strides": list(s), "kernel_shape": list(k), "pads": list(pads),
+             "dilations": list(d), "output_padding": list(op), "group": group}
+    _model(path, x.shape, w, b, attrs, ())
+    ref = conv_transpose_ref(x, w, b, s, pads, d, op, group)
+    made = _dnnl()
+    before = made()
+    y3 = _run(path, {"x": x}, 3)
+    assert made() == before, "a form with overlapping, padded, dilated or grouped windows " \
+                             "took the matmul form"
+    y1 = _run(path, {"x": x}, 1)
+    scale = max(float(np.abs(ref).max()), 1e-6)
+    for y in (y3, y1):
+        assert y.shape == ref.shape
+        np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-6)
