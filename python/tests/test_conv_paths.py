@@ -2,7 +2,8 @@
 # the selection functions in src/ops/conv.c), each checked against a numpy
 # float64 reference at the zoo's shapes and at odd ones (batch 1 and 3, prime
 # sizes): a ConvTranspose whose kernel equals its stride as one oneDNN matmul
-# (channels-last, level 3), against oneDNN's deconvolution and the reference.
+# (channels-last, level 3), against oneDNN's deconvolution and the reference,
+# bit-equal across batches; which 3x3 layers take oneDNN's Winograd.
 import ctypes
 import itertools
 import os
@@ -195,3 +196,76 @@ def test_conv_transpose_other_forms(case, tmp_path):
     for y in (y3, y1):
         assert y.shape == ref.shape
         np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-6)
+
+
+def test_conv_transpose_matmul_form_across_batches(tmp_path):
+    """A symbolic batch: every image of a batch-5 run has the bytes of that
+    image run alone and of a batch-3 run (the matmul's reduction over C is
+    per output row, whatever the number of rows), and matches the reference."""
+    rng = np.random.default_rng(9)
+    for ci, co, h, w_ in [(64, 32, 32, 32), (32, 16, 64, 64), (7, 11, 13, 11)]:
+        w = (rng.standard_normal((ci, co, 2, 2)) / np.sqrt(ci)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        path = str(tmp_path / ("b%d.onnx" % ci))
+        _model(path, ["batch", ci, h, w_], w, b, {"strides": [2, 2], "kernel_shape": [2, 2]},
+               ("Relu",))
+        s = cge.InferenceSession(path)
+        x = rng.standard_normal((5, ci, h, w_)).astype(np.float32)
+        y5 = s.run(None, {"x": x})[0]
+        ref = np.maximum(conv_transpose_ref(x, w, b, (2, 2), [0] * 4, [1, 1], [0, 0], 1), 0)
+        scale = float(np.abs(ref).max())
+        np.testing.assert_allclose(y5 / scale, ref / scale, rtol=1e-5, atol=1e-6)
+        for i in range(5):
+            assert np.array_equal(s.run(None, {"x": x[i:i + 1]})[0][0], y5[i]), (ci, i)
+        assert np.array_equal(s.run(None, {"x": x[:3]})[0], y5[:3]), ci
+
+
+def conv_ref(x, w, b, pad):
+    """A 2-D stride-1 convolution in float64 (one group)."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    w = w.astype(np.float64)
+    kh, kw = w.shape[2:]
+    oh, ow = x.shape[2] - kh + 1, x.shape[3] - kw + 1
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            y += np.einsum("nchw,mc->nmhw", x[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+    return y + b.astype(np.float64).reshape(1, -1, 1, 1)
+
+
+# (C, M, output size, batch, whether oneDNN's Winograd is taken)
+WINO_CASES = [
+    (96, 208, 14, 3, False),   # 13 blocks of 16 on a 14x14 map: the direct kernel
+    (96, 176, 14, 1, False),   # 11 blocks
+    (96, 192, 14, 3, True),    # 12 blocks
+    (96, 224, 14, 1, True),    # 14 blocks
+    (96, 208, 17, 3, True),    # 13 blocks from 17x17 (a prime size) up
+]
+
+
+@pytest.mark.parametrize("case", WINO_CASES, ids=["%d_%d_%dx%d_b%d" % (c[0], c[1], c[2], c[2], c[3])
+                                                  for c in WINO_CASES])
+def test_winograd_selection(case, tmp_path):
+    """conv.c's dnnl_winograd by shape class: which 3x3 layers take oneDNN's
+    Winograd (the counter), each within float32 rounding of the float64
+    reference (Winograd about 5e-7 of the largest output)."""
+    c, m, size, n, wino = case
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((n, c, size, size)).astype(np.float32)
+    w = (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y0"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["y0"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    path = str(tmp_path / "c.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    made = _counter("cge__dnnl_conv_winograd_made")
+    before = made()
+    y = cge.InferenceSession(path).run(None, {"x": x})[0]
+    if _has_dnnl():
+        assert (made() > before) == wino, "Winograd %s" % ("not taken" if wino else "taken")
+    ref = np.maximum(conv_ref(x, w, b, 1), 0)
+    scale = float(np.abs(ref).max())
+    np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-5)
