@@ -269,3 +269,29 @@ def test_winograd_selection(case, tmp_path):
     ref = np.maximum(conv_ref(x, w, b, 1), 0)
     scale = float(np.abs(ref).max())
     np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-5)
+
+
+def test_winograd_one_thread_workspace(tmp_path):
+    """oneDNN's Winograd needs more scratch at one thread than at two on a
+    56x56 map (vgg11's third conv): the workspace is sized for the threads the
+    primitive is made with too, so a one-thread session runs it (it refused:
+    'the workspace is missing or too small')."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 128, 56, 56)).astype(np.float32)
+    w = (rng.standard_normal((256, 128, 3, 3)) / np.sqrt(9 * 128)).astype(np.float32)
+    b = rng.standard_normal(256).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y0"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["y0"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    path = str(tmp_path / "vgg_conv.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    ref = np.maximum(conv_ref(x, w, b, 1), 0)
+    scale = float(np.abs(ref).max())
+    for threads in (1, 2):
+        so = cge.SessionOptions()
+        so.intra_op_num_threads = threads
+        y = cge.InferenceSession(path, so).run(None, {"x": x})[0]
+        np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-5,
+                                   err_msg="%d threads" % threads)
