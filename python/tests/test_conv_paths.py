@@ -6,7 +6,6 @@
 # bit-equal across batches; which 3x3 layers take oneDNN's Winograd.
 import ctypes
 import itertools
-import os
 
 import numpy as np
 import pytest
@@ -98,26 +97,14 @@ MATMUL_CASES = [
 ]
 
 
-def _run(path, feeds, level, env=None):
-    old = {}
-    for k, v in (env or {}).items():
-        old[k] = os.environ.get(k)
-        os.environ[k] = v
-    try:
-        s = cge.InferenceSession(path, opt_level=level)
-        return s.run(None, feeds)[0]
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def _run(path, feeds, level):
+    return cge.InferenceSession(path, opt_level=level).run(None, feeds)[0]
 
 
 @pytest.mark.parametrize("case", MATMUL_CASES, ids=[c[0] for c in MATMUL_CASES])
 @pytest.mark.parametrize("tail", [(), ("add", "Relu"), ("Sigmoid",)],
                          ids=["plain", "add_relu", "sigmoid"])
-def test_conv_transpose_matmul_form(case, tail, tmp_path):
+def test_conv_transpose_matmul_form(case, tail, tmp_path, monkeypatch):
     """Kernel == stride, no pads: at level 3 one oneDNN matmul (the counter
     moves), within float32 rounding of the float64 reference, of level 1 and of
     oneDNN's deconvolution (CGE_DNNL_DECONV_MATMUL=0, the counter still)."""
@@ -146,7 +133,9 @@ def test_conv_transpose_matmul_form(case, tail, tmp_path):
     took = made() - before
     y1 = _run(path, feeds, 1)
     before = made()
-    yd = _run(path, feeds, 3, {"CGE_DNNL_DECONV_MATMUL": "0"})
+    monkeypatch.setenv("CGE_DNNL_DECONV_MATMUL", "0")
+    yd = _run(path, feeds, 3)
+    monkeypatch.delenv("CGE_DNNL_DECONV_MATMUL")
     assert made() == before, "CGE_DNNL_DECONV_MATMUL=0 still made the matmul form"
     scale = max(float(np.abs(ref).max()), 1e-6)
     for label, y in (("level 3 (matmul)", y3), ("level 1", y1), ("deconvolution", yd)):
@@ -233,6 +222,16 @@ def conv_ref(x, w, b, pad):
     return y + b.astype(np.float64).reshape(1, -1, 1, 1)
 
 
+def _conv_model(path, x, w, b):
+    """x -> Conv 3x3 (pads 1, constant W and B) -> Relu."""
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y0"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["y0"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 # (C, M, output size, batch, whether oneDNN's Winograd is taken)
 WINO_CASES = [
     (96, 208, 14, 3, False),   # 13 blocks of 16 on a 14x14 map: the direct kernel
@@ -254,13 +253,8 @@ def test_winograd_selection(case, tmp_path):
     x = rng.standard_normal((n, c, size, size)).astype(np.float32)
     w = (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y0"], pads=[1, 1, 1, 1]),
-                           helper.make_node("Relu", ["y0"], ["y"])], "t",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     path = str(tmp_path / "c.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    _conv_model(path, x, w, b)
     made = _counter("cge__dnnl_conv_winograd_made")
     before = made()
     y = cge.InferenceSession(path).run(None, {"x": x})[0]
@@ -280,13 +274,8 @@ def test_winograd_one_thread_workspace(tmp_path):
     x = rng.standard_normal((1, 128, 56, 56)).astype(np.float32)
     w = (rng.standard_normal((256, 128, 3, 3)) / np.sqrt(9 * 128)).astype(np.float32)
     b = rng.standard_normal(256).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y0"], pads=[1, 1, 1, 1]),
-                           helper.make_node("Relu", ["y0"], ["y"])], "t",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     path = str(tmp_path / "vgg_conv.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    _conv_model(path, x, w, b)
     ref = np.maximum(conv_ref(x, w, b, 1), 0)
     scale = float(np.abs(ref).max())
     for threads in (1, 2):

@@ -1162,12 +1162,13 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool trans
     size_t scratch;
     if (uses_dnnl(&p) && cge__dnnl_conv_scratch_query(&d, &scratch) == CGE_OK)
         need = scratch + 64 > need ? scratch + 64 : need;
-    /* and for the threads prepare makes it with: scratch does not only grow
-     * with them (oneDNN's Winograd blocks a 56x56 map for one thread into
-     * larger pieces than for two: vgg11 at one thread found its workspace
-     * too small for the primitive and refused to run) */
+    /* A Winograd one also for the threads prepare makes it with: its scratch
+     * does not only grow with them (oneDNN blocks a 56x56 map for one thread
+     * into larger pieces than for two: vgg11 at one thread found its
+     * workspace too small for the primitive and refused to run). Only there,
+     * so that a new signature asks no more than before elsewhere. */
     d.threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
-    if (d.threads != threads && uses_dnnl(&p) &&
+    if (d.winograd && d.threads != threads && uses_dnnl(&p) &&
         cge__dnnl_conv_scratch_query(&d, &scratch) == CGE_OK)
         need = scratch + 64 > need ? scratch + 64 : need;
     return need;

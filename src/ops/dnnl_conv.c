@@ -341,14 +341,23 @@ static float *unpool_weights(const cge__dnnl_conv *c, const float *w)
     return t;
 }
 
+/* A wrapper with nothing made yet: d's threads, one execution per run. */
+static cge__dnnl_conv *conv_alloc(const cge__dnnl_conv_desc *d)
+{
+    cge__dnnl_conv *c = calloc(1, sizeof *c);
+    if (c) {
+        c->threads = d->threads > 0 ? d->threads : 1;
+        c->images = 1;
+    }
+    return c;
+}
+
 static cge_status unpool_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     *out = NULL;
-    cge__dnnl_conv *c = calloc(1, sizeof *c);
+    cge__dnnl_conv *c = conv_alloc(d);
     if (!c)
         return CGE_ERR_NO_MEMORY;
-    c->threads = d->threads > 0 ? d->threads : 1;
-    c->images = 1;
     c->unpool = true;
     c->unpool_C = d->C;
     c->unpool_M = d->M;
@@ -425,11 +434,9 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
 static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     *out = NULL;
-    cge__dnnl_conv *c = calloc(1, sizeof *c);
+    cge__dnnl_conv *c = conv_alloc(d);
     if (!c)
         return CGE_ERR_NO_MEMORY;
-    c->threads = d->threads > 0 ? d->threads : 1;
-    c->images = 1;
     int omp = cge__dnnl_omp_enter(c->threads);
     conv_mds m;
     const dnnl_memory_desc_t *spd, *cs, *cw, *cdst;
