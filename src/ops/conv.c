@@ -849,22 +849,14 @@ static bool dnnl_blocked(const conv_args *p)
     return p->w_const && p->G == 1 && p->kvol > 1;
 }
 
-/* oneDNN's Winograd convolution, run per image (dnnl_conv.h), where it
- * measured faster than its direct one with the reorders to and from its
- * blocked layout counted (1 thread, batch 1 and 4, AVX-512): 3x3 windows at
- * stride 1 with 64 or more channels in and out, over outputs of 14x14 or
- * more: 0.45-0.85x the direct time at 28x28 and above, about 0.85-1.0x at
- * 14x14; at 7x7 (reading its weights, 16/9 the direct ones, once per image
- * outweighs the arithmetic saved) and with few channels it lost. It needs
- * constant weights (reordered once); $CGE_DNNL_WINOGRAD=0 turns it off. */
 /* oneDNN's F(2x2,3x3) kernel blocks the output channels by 16 and the
  * tiles by register blocks taken from divisors of their counts: on outputs
- * of fewer than 64 2x2 tiles (14x14, 15x15) with a prime count of channel
- * blocks above 8 (176 = 11 x 16, 208 = 13 x 16: GoogLeNet's 14x14 branch
- * conv) it measured 1.4-1.8x the direct time (1 thread, C 96-256), while
- * counts with a divisor from 2 to 8 or of at most 8 (5, 7, 9, 12, 14, 15,
- * 16, 18, 20, 25) gained 0.6-0.85x there, and 13 blocks gained from 17x17
- * up. */
+ * of fewer than 64 2x2 tiles (14x14, 15x15) with a count of channel blocks
+ * above 8 that no number from 2 to 8 divides (the primes 11 and 13: 176
+ * and 208 outputs, GoogLeNet's 14x14 branch conv) it measured 1.4-1.8x the
+ * direct time (1 thread, C 96-256), while counts of at most 8 or with such
+ * a divisor (5, 7, 9, 12, 14, 15, 16, 18, 20, 25) gained 0.6-0.85x there,
+ * and 13 blocks gained from 17x17 up. */
 static bool wino_blocks_ok(const conv_args *p)
 {
     const nn_geom *g = &p->g;
@@ -877,6 +869,14 @@ static bool wino_blocks_ok(const conv_args *p)
     return false;
 }
 
+/* oneDNN's Winograd convolution, run per image (dnnl_conv.h), where it
+ * measured faster than its direct one with the reorders to and from its
+ * blocked layout counted (1 thread, batch 1 and 4, AVX-512): 3x3 windows at
+ * stride 1 with 64 or more channels in and out, over outputs of 14x14 or
+ * more: 0.45-0.85x the direct time at 28x28 and above, about 0.85-1.0x at
+ * 14x14; at 7x7 (reading its weights, 16/9 the direct ones, once per image
+ * outweighs the arithmetic saved) and with few channels it lost. It needs
+ * constant weights (reordered once); $CGE_DNNL_WINOGRAD=0 turns it off. */
 static bool dnnl_winograd(const conv_args *p)
 {
     /* read at prepare and workspace queries only, never per launch */
