@@ -850,6 +850,26 @@ static bool dnnl_blocked(const conv_args *p)
     return p->w_const && p->G == 1 && p->kvol > 1;
 }
 
+/* oneDNN's F(2x2,3x3) kernel blocks the output channels by 16 and the
+ * tiles by register blocks taken from divisors of their counts: on outputs
+ * of fewer than 64 2x2 tiles (14x14, 15x15) with a count of channel blocks
+ * above 8 that no number from 2 to 8 divides (the primes 11 and 13: 176
+ * and 208 outputs, GoogLeNet's 14x14 branch conv) it measured 1.4-1.8x the
+ * direct time (1 thread, C 96-256), while counts of at most 8 or with such
+ * a divisor (5, 7, 9, 12, 14, 15, 16, 18, 20, 25) gained 0.6-0.85x there,
+ * and 13 blocks gained from 17x17 up. */
+static bool wino_blocks_ok(const conv_args *p)
+{
+    const nn_geom *g = &p->g;
+    int64_t tiles = ((g->out[1] + 1) / 2) * ((g->out[2] + 1) / 2), b = p->M / 16;
+    if (tiles >= 64 || b <= 8)
+        return true;
+    for (int64_t d = 2; d <= 8; d++)
+        if (b % d == 0)
+            return true;
+    return false;
+}
+
 /* oneDNN's Winograd convolution, run per image (dnnl_conv.h), where it
  * measured faster than its direct one with the reorders to and from its
  * blocked layout counted (1 thread, batch 1 and 4, AVX-512): 3x3 windows at
@@ -866,7 +886,8 @@ static bool dnnl_winograd(const conv_args *p)
     return !(off && !strcmp(off, "0")) && p->w_const && !p->transpose && !p->bf16 &&
            p->dtype == CGE_F32 && p->G == 1 && g->nsp == 2 && g->k[1] == 3 && g->k[2] == 3 &&
            g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1 && p->C >= 64 &&
-           p->M >= 64 && p->C % 16 == 0 && p->M % 16 == 0 && g->out[1] * g->out[2] >= 14 * 14;
+           p->M >= 64 && p->C % 16 == 0 && p->M % 16 == 0 && g->out[1] * g->out[2] >= 14 * 14 &&
+           wino_blocks_ok(p);
 }
 
 static cge__dnnl_conv_desc dnnl_desc(const conv_args *p, bool has_bias, int threads)
@@ -1279,6 +1300,15 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool trans
     cge__dnnl_conv_desc d = dnnl_desc(&p, ctx_has_bias(ctx), threads);
     size_t scratch;
     if (uses_dnnl(&p) && cge__dnnl_conv_scratch_query(&d, &scratch) == CGE_OK)
+        need = scratch + 64 > need ? scratch + 64 : need;
+    /* A Winograd one also for the threads prepare makes it with: its scratch
+     * does not only grow with them (oneDNN blocks a 56x56 map for one thread
+     * into larger pieces than for two: vgg11 at one thread found its
+     * workspace too small for the primitive and refused to run). Only there,
+     * so that a new signature asks no more than before elsewhere. */
+    d.threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
+    if (d.winograd && d.threads != threads && uses_dnnl(&p) &&
+        cge__dnnl_conv_scratch_query(&d, &scratch) == CGE_OK)
         need = scratch + 64 > need ? scratch + 64 : need;
     return need;
 }

@@ -39,6 +39,15 @@ struct cge__dnnl_conv {
      * plan's arena holds them once for all steps, not each instance per
      * convolution. */
     size_t src_off, dst_off;
+    /* A transposed convolution in its matmul form (unpool_form): W is
+     * rearranged before its reorder (unpool_weights), and the bias is
+     * repeated once per position of the last kernel dim (bias_rep, reps x M
+     * floats, refreshed from B at every run). */
+    bool unpool;
+    int64_t unpool_C, unpool_M, unpool_k[3];
+    int unpool_n;
+    float *bias_rep;
+    int64_t reps;
 };
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -84,6 +93,7 @@ void cge__dnnl_conv_destroy(cge__dnnl_conv *c)
     dnnl_primitive_destroy(c->prim);
     dnnl_primitive_desc_destroy(c->pd);
     cge_kernel_shared_release(c->wei_block);
+    free(c->bias_rep);
     dnnl_stream_destroy(c->stream);
     dnnl_engine_destroy(c->engine);
     free(c);
@@ -219,6 +229,176 @@ static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, i
     return ok;
 }
 
+/* ---- ConvTranspose as one matmul ---------------------------------------------
+ * A transposed convolution whose kernel equals its stride, without pads,
+ * dilation or groups (U-Net's 2x2 stride-2 upsampling), writes disjoint
+ * windows: in channels-last, input position p's C values times W give the
+ * k0 x ... x M values of p's window, whose rows lie in the output at fixed
+ * strides. With X viewed as the dense [N*I0, 1, I1, 1, ..., C] and Y (NHWC)
+ * as the dense [N*I0, k0, I1, k1, ..., k(n-1)*M], that is one matmul with W
+ * rearranged to [1, k0, 1, k1, ..., C, k(n-1)*M] (1-D: [N*I0, C] x
+ * [C, k0*M]), broadcast over the input's positions and X over the kernel's:
+ * oneDNN's brgemm matmul reads and writes the activations as they are and
+ * takes every post-op. */
+static int64_t deconv_mm_count;
+
+int64_t cge__dnnl_conv_deconv_matmul_made(void)
+{
+    return __atomic_load_n(&deconv_mm_count, __ATOMIC_RELAXED);
+}
+
+/* $CGE_DNNL_DECONV_MATMUL=0 keeps oneDNN's deconvolution (read when a
+ * primitive is made or its scratch queried, never per run). */
+static bool unpool_form(const cge__dnnl_conv_desc *d)
+{
+    const char *off = getenv("CGE_DNNL_DECONV_MATMUL");
+    if ((off && !strcmp(off, "0")) || !d->transpose || !d->channels_last || d->bf16 ||
+        d->G != 1 || d->nsp < 1 || d->nsp > 3 || d->N < 1 || d->C < 1 || d->M < 1)
+        return false;
+    for (int j = 3 - d->nsp; j < 3; j++)
+        if (d->k[j] != d->s[j] || (d->k[j] > 1 && d->d[j] != 1) || d->pb[j] != 0 ||
+            d->in[j] < 1 || d->out[j] != d->in[j] * d->s[j])
+            return false;
+    return true;
+}
+
+/* The matmul's src, weights, dst and bias dims for d (unpool_form); returns
+ * their count (2 per spatial dim). */
+static int unpool_dims(const cge__dnnl_conv_desc *d, dnnl_dims_t sd, dnnl_dims_t wd,
+                       dnnl_dims_t dd, dnnl_dims_t bd)
+{
+    int n = d->nsp, off = 3 - n, r = 0;
+    for (int i = 0; i + 1 < n; i++) {
+        int64_t in = i == 0 ? d->N * d->in[off] : d->in[off + i];
+        sd[r] = dd[r] = in, wd[r] = bd[r] = 1, r++;
+        sd[r] = bd[r] = 1, wd[r] = dd[r] = d->k[off + i], r++;
+    }
+    int64_t rows = n == 1 ? d->N * d->in[off] : d->in[off + n - 1], km = d->k[2] * d->M;
+    sd[r] = dd[r] = rows, wd[r] = d->C, bd[r] = 1, r++;
+    sd[r] = d->C, wd[r] = dd[r] = bd[r] = km, r++;
+    return r;
+}
+
+static int make_unpool_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, int *post,
+                          dnnl_primitive_desc_t *pd)
+{
+    static const dnnl_format_tag_t dense[] = {dnnl_ab, dnnl_abcd, dnnl_abcdef};
+    dnnl_dims_t sd, wd, dd, bd;
+    int r = unpool_dims(d, sd, wd, dd, bd);
+    dnnl_format_tag_t tag = dense[d->nsp - 1];
+    dnnl_memory_desc_t wa;
+    dnnl_matmul_desc_t mm;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    const char *name = NULL;
+    *post = (d->sum ? CGE_DNNL_POST_SUM : 0) | (d->eltwise ? CGE_DNNL_POST_ELTWISE : 0);
+    int ok =
+        dnnl_memory_desc_init_by_tag(&m->smd, r, sd, dnnl_f32, tag) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&m->wmd, r, wd, dnnl_f32, tag) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&m->dmd, r, dd, dnnl_f32, tag) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&m->bmd, r, bd, dnnl_f32, tag) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&wa, r, wd, dnnl_f32, dnnl_format_tag_any) ==
+            dnnl_success &&
+        dnnl_matmul_desc_init(&mm, &m->smd, &wa, d->has_bias ? &m->bmd : NULL, &m->dmd) ==
+            dnnl_success &&
+        dnnl_primitive_attr_create(&attr) == dnnl_success &&
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
+            dnnl_success &&
+        dnnl_post_ops_create(&po) == dnnl_success &&
+        (!d->sum || dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success) &&
+        (!d->eltwise || append_eltwise(po, d)) &&
+        dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
+        dnnl_primitive_desc_create(pd, &mm, attr, e, NULL) == dnnl_success;
+    dnnl_primitive_attr_destroy(attr);
+    dnnl_post_ops_destroy(po);
+    /* oneDNN's reference matmul (no JIT kernel for these broadcasts or this
+     * ISA) would lose to its deconvolution: take that instead. */
+    if (ok && (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &name) !=
+                   dnnl_success ||
+               !name || strstr(name, "ref")))
+        ok = 0;
+    if (!ok) {
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+    }
+    return ok;
+}
+
+/* W [C, M, k0, ...] (ConvTranspose's, one group) rearranged to the matmul's
+ * plain weights [k0, ..., k(n-2), C, k(n-1), M]: a buffer the caller frees. */
+static float *unpool_weights(const cge__dnnl_conv *c, const float *w)
+{
+    int64_t C = c->unpool_C, M = c->unpool_M, kvol = 1, klast = c->unpool_k[c->unpool_n - 1];
+    for (int i = 0; i < c->unpool_n; i++)
+        kvol *= c->unpool_k[i];
+    float *t = malloc((size_t)(C * M * kvol) * sizeof *t);
+    if (!t)
+        return NULL;
+    for (int64_t ci = 0; ci < C; ci++)
+        for (int64_t mi = 0; mi < M; mi++)
+            for (int64_t k = 0; k < kvol; k++)
+                t[((k / klast * C + ci) * klast + k % klast) * M + mi] = w[(ci * M + mi) * kvol + k];
+    return t;
+}
+
+/* A wrapper with nothing made yet: d's threads, one execution per run. */
+static cge__dnnl_conv *conv_alloc(const cge__dnnl_conv_desc *d)
+{
+    cge__dnnl_conv *c = calloc(1, sizeof *c);
+    if (c) {
+        c->threads = d->threads > 0 ? d->threads : 1;
+        c->images = 1;
+    }
+    return c;
+}
+
+static cge_status unpool_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
+{
+    *out = NULL;
+    cge__dnnl_conv *c = conv_alloc(d);
+    if (!c)
+        return CGE_ERR_NO_MEMORY;
+    c->unpool = true;
+    c->unpool_C = d->C;
+    c->unpool_M = d->M;
+    c->unpool_n = d->nsp;
+    for (int i = 0; i < d->nsp; i++)
+        c->unpool_k[i] = d->k[3 - d->nsp + i];
+    c->reps = d->k[2];
+    int omp = cge__dnnl_omp_enter(c->threads);
+    conv_mds m;
+    const dnnl_memory_desc_t *spd, *cw;
+    /* The weights always get a buffer of their own, even in the plain
+     * layout: they are the rearranged W, not the caller's. */
+    int ok =
+        dnnl_engine_create(&c->engine, dnnl_cpu, 0) == dnnl_success &&
+        dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) == dnnl_success &&
+        make_unpool_pd(d, c->engine, &m, &c->post, &c->pd) &&
+        dnnl_primitive_create(&c->prim, c->pd) == dnnl_success &&
+        (spd = dnnl_primitive_desc_query_md(c->pd, dnnl_query_scratchpad_md, 0)) != NULL &&
+        (cw = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0)) != NULL &&
+        dnnl_memory_create(&c->src, &m.smd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        dnnl_memory_create(&c->dst, &m.dmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        dnnl_memory_create(&c->wei, cw, c->engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
+        dnnl_memory_create(&c->wei_user, &m.wmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        cge__dnnl_make_reorder(c->engine, &m.wmd, cw, &c->r_wei) &&
+        dnnl_memory_create(&c->bias, &m.bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        dnnl_memory_create(&c->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+        (!d->has_bias ||
+         (c->bias_rep = malloc((size_t)(c->reps * d->M) * sizeof *c->bias_rep)) != NULL);
+    cge__dnnl_omp_leave(omp);
+    if (!ok) {
+        cge__dnnl_conv_destroy(c);
+        return CGE_ERR_UNSUPPORTED;
+    }
+    c->scratch_bytes = scratch_layout(c->pd, &m.smd, &m.dmd, false, &c->src_off, &c->dst_off);
+    c->dst_bytes = dnnl_memory_desc_get_size(&m.dmd);
+    __atomic_add_fetch(&made_count, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&deconv_mm_count, 1, __ATOMIC_RELAXED);
+    *out = c;
+    return CGE_OK;
+}
+
 static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out);
 
 cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
@@ -226,6 +406,8 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
     *out = NULL;
     if (d->nsp < 1 || d->nsp > 3 || d->G < 1)
         return CGE_ERR_UNSUPPORTED;
+    if (unpool_form(d) && unpool_create(d, out) == CGE_OK)
+        return CGE_OK;
     if (d->winograd && !d->transpose && !d->bf16 && d->G == 1 && d->N > 0) {
         /* One image's primitive, run per image (dnnl_conv.h). */
         cge__dnnl_conv_desc one = *d;
@@ -252,11 +434,9 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
 static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out)
 {
     *out = NULL;
-    cge__dnnl_conv *c = calloc(1, sizeof *c);
+    cge__dnnl_conv *c = conv_alloc(d);
     if (!c)
         return CGE_ERR_NO_MEMORY;
-    c->threads = d->threads > 0 ? d->threads : 1;
-    c->images = 1;
     int omp = cge__dnnl_omp_enter(c->threads);
     conv_mds m;
     const dnnl_memory_desc_t *spd, *cs, *cw, *cdst;
@@ -338,7 +518,9 @@ cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *by
     else
         q.winograd = 0;
     int ok = dnnl_engine_create(&e, dnnl_cpu, 0) == dnnl_success;
-    if (ok && q.winograd && !make_pd(&q, e, &m, &post, &pd)) {
+    if (ok && unpool_form(d) && make_unpool_pd(d, e, &m, &post, &pd))
+        q.winograd = 0;
+    else if (ok && q.winograd && !make_pd(&q, e, &m, &post, &pd)) {
         dnnl_primitive_desc_destroy(pd);
         pd = NULL;
         q = *d;
@@ -403,8 +585,13 @@ static int ensure_weights(cge__dnnl_conv *c, const float *w)
         c->wei_block = NULL;
     }
     cge__dnnl_count_weight_reorder();
-    int ok = set(c->wei, c->wei_user, c->r_wei, w) &&
-             cge__dnnl_run_reorder(c->stream, c->r_wei, c->wei_user, c->wei);
+    float *t = c->unpool ? unpool_weights(c, w) : NULL;
+    if (c->unpool && !t)
+        return 0;
+    int ok = set(c->wei, c->wei_user, c->r_wei, t ? t : w) &&
+             cge__dnnl_run_reorder(c->stream, c->r_wei, c->wei_user, c->wei) &&
+             (!t || dnnl_stream_wait(c->stream) == dnnl_success);
+    free(t);
     c->wei_from = ok ? w : NULL;
     return ok;
 }
@@ -420,8 +607,22 @@ cge_status cge__dnnl_conv_prepack(cge__dnnl_conv *c, const cge_kernel_ctx *ctx, 
         return CGE_ERR_INTERNAL;
     void *block = NULL;
     dnnl_memory_t m = NULL;
+    /* The matmul form reorders W rearranged: the key tells it apart from a
+     * reorder of W itself into the same layout. */
+    struct {
+        dnnl_memory_desc_t md;
+        int32_t form;
+    } key;
+    memset(&key, 0, sizeof key);
+    key.md = *cw;
+    key.form = 1;
+    float *t = c->unpool ? unpool_weights(c, w) : NULL;
+    if (c->unpool && !t)
+        return CGE_ERR_NO_MEMORY;
     cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, c->r_wei, c->wei_user, cw, w,
-                                          w, NULL, 0, c->threads, &block, &m);
+                                          t ? t : w, t ? &key : NULL, t ? sizeof key : 0,
+                                          c->threads, &block, &m);
+    free(t);
     if (!st) {
         /* The buffer oneDNN allocated at creation goes with the old memory. */
         dnnl_memory_destroy(c->wei);
@@ -473,6 +674,12 @@ cge_status cge__dnnl_conv_run(cge__dnnl_conv *c, const float *x, const float *w,
 {
     int omp = cge__dnnl_omp_enter(c->threads);
     int ok = ensure_weights(c, w);
+    if (c->bias_rep && b) {
+        /* B once per position of the last kernel dim (unpool_form) */
+        for (int64_t r = 0; r < c->reps; r++)
+            memcpy(c->bias_rep + r * c->unpool_M, b, (size_t)c->unpool_M * sizeof *b);
+        b = c->bias_rep;
+    }
     for (int64_t n = 0; ok && n < c->images; n++)
         ok = run_once(c, x + n * c->x_image, b, z ? z + n * c->y_image : NULL, y + n * c->y_image,
                       scratch);
@@ -524,6 +731,11 @@ bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c)
 }
 
 int64_t cge__dnnl_conv_winograd_made(void)
+{
+    return 0;
+}
+
+int64_t cge__dnnl_conv_deconv_matmul_made(void)
 {
     return 0;
 }

@@ -47,7 +47,11 @@ typedef struct cge__dnnl_conv_desc {
     int bf16;
     /* A transposed convolution (ONNX ConvTranspose: W is [C, M/G, k...],
      * in/out the input's and output's sizes, pb/pe its pads after
-     * output_padding and output_shape are resolved): oneDNN's deconvolution. */
+     * output_padding and output_shape are resolved): oneDNN's deconvolution,
+     * or, channels-last with a kernel equal to its stride and no pads,
+     * dilation or groups (non-overlapping windows), one oneDNN matmul of X
+     * by W rearranged that writes Y as it lies (dnnl_conv.c, "ConvTranspose
+     * as one matmul"). */
     int transpose;
     /* OpenMP threads it runs with (0: 1). oneDNN sizes its scratch for the
      * threads at creation, so runs must use the same number: creation and
@@ -87,6 +91,10 @@ cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *by
 void cge__dnnl_conv_counts(int64_t *made, int64_t *queried);
 /* Process-wide: Winograd primitives made (tests). */
 int64_t cge__dnnl_conv_winograd_made(void);
+/* Process-wide: transposed convolutions made in their matmul form (a
+ * kernel equal to the stride, no pads, dilation or groups, channels-last:
+ * one oneDNN matmul instead of its deconvolution; tests). */
+int64_t cge__dnnl_conv_deconv_matmul_made(void);
 /* Whether c is the per-image Winograd primitive (desc.winograd taken). */
 bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c);
 /* Process-wide count of constant weights reordered into a primitive's
