@@ -27,6 +27,10 @@ CASES = {
                           np.uint8, 128, "input", np.int8, -20, False, False, np.int8, 3, 0.02),
     "stride2_mixed_types": (np.int8, 9, True, False, 4, 6, 3, 2, (0, 1, 1, 0), 15, 9, "relu6",
                             np.uint8, 60, "input", np.int8, 0, True, False, np.uint8, 128, 0.1),
+    # cut by output channels (CGE_QCONV_CHANNEL_SLICES=1): the blocks are
+    # not rows, so the add runs after the whole convolution
+    "chan_1x1_512_to_256": (np.uint8, 3, True, True, 512, 256, 1, 1, (0, 0, 0, 0), 3, 5, None,
+                            np.uint8, 10, "input", np.uint8, 90, False, True, np.uint8, 0, 0.2),
 }
 
 
@@ -104,6 +108,8 @@ def case_model(case, rng):
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_qconv_add_bit_equal_to_reference(name, threads, level, tmp_path, monkeypatch):
+    if name.startswith("chan_"):
+        monkeypatch.setenv("CGE_QCONV_CHANNEL_SLICES", "1")
     rng = np.random.default_rng(sum(map(ord, name)))
     m, inputs, ref = case_model(CASES[name], rng)
     (y,) = run(m, inputs, level=level, dump=tmp_path, threads=threads)
@@ -151,6 +157,9 @@ PAIRS = {
                                    (np.uint8, 7, np.uint8, 0, True), 7, 7),
     "5_rows_s8_skip": (6, 10, 3, 1, 2, None, 9, None, True, 128, 77,
                        (np.int8, -3, np.int8, 4, False), 5, 17),
+    # B cut by output channels: A, B and the add run one after the other
+    "chan_b_sliced": (8, 512, 3, 1, 1, "relu", 256, None, True, 0, 9,
+                      (np.uint8, 100, np.uint8, 5, False), 3, 5),
 }
 
 
@@ -233,6 +242,8 @@ def pair_model(case, rng):
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_qconv_pair_bit_equal_to_reference(name, threads, tmp_path, monkeypatch):
+    if name.startswith("chan_"):
+        monkeypatch.setenv("CGE_QCONV_CHANNEL_SLICES", "1")
     rng = np.random.default_rng(sum(map(ord, name)))
     m, inputs, ref = pair_model(PAIRS[name], rng)
     (y,) = run(m, inputs, level=3, dump=tmp_path, threads=threads)

@@ -1432,9 +1432,34 @@ static size_t qpair_mid_bytes(const cge_kernel_ctx *ctx)
     return ((size_t)cge_shape_numel(&t) + 63) & ~(size_t)63;
 }
 
+/* B as a QConv of its own for the reference loops: its nine inputs (x the
+ * workspace's t) in `in`, no attributes (a 1x1 convolution by default; its
+ * clamp comes after, qpair_clamp_fn). */
+static cge_kernel_ctx qpair_b_ctx(const cge_kernel_ctx *ctx, cge_tensor in[9], void *t)
+{
+    in[0] = (cge_tensor){.dtype = ctx->inputs[7].dtype, .shape = qpair_mid_shape(ctx), .data = t};
+    in[1] = ctx->inputs[6];
+    in[2] = ctx->inputs[7];
+    for (int i = 3; i < 8; i++)
+        in[i] = ctx->inputs[6 + i];
+    in[8] = kpresent(ctx, 14) ? ctx->inputs[14] : (cge_tensor){0};
+    cge_kernel_ctx b = *ctx;
+    b.inputs = in;
+    b.num_inputs = kpresent(ctx, 14) ? 9 : 8;
+    b.attrs = NULL;
+    b.state = NULL;
+    return b;
+}
+
 static size_t qpair_workspace(const cge_kernel_ctx *ctx)
 {
-    return qpair_mid_bytes(ctx) + (qpair_add(ctx) ? qconvadd_bytes(ctx) : 0);
+    size_t n = qpair_mid_bytes(ctx) + (qpair_add(ctx) ? qconvadd_bytes(ctx) : 0);
+    if (qprim_possible(ctx, 0)) /* else the loops' int16 copies, A's or B's */
+        return n;
+    cge_tensor in[9];
+    cge_kernel_ctx b = qpair_b_ctx(ctx, in, NULL);
+    size_t wa = iconv_workspace(ctx), wb = iconv_workspace(&b);
+    return n + (wa > wb ? wa : wb);
 }
 
 static cge_status qpair_make_b(const cge_kernel_ctx *ctx, cge__dnnl_qconv **out)
@@ -1506,10 +1531,17 @@ static cge_status qpair_prepare(const cge_kernel_ctx *ctx, void **state)
     if (!q)
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
     if (qprim_make(ctx, 0, &q->a) != CGE_OK || qpair_make_b(ctx, &q->b) != CGE_OK) {
-        qpair_release(q);
-        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
-                                "needs oneDNN's int8 convolution, which this build lacks or "
-                                "which refused these parameters");
+        cge__dnnl_qconv_destroy(q->a);
+        cge__dnnl_qconv_destroy(q->b);
+        q->a = q->b = NULL;
+        if (cge_attrs_get_int(ctx->attrs, "channels_last", 0)) {
+            qpair_release(q);
+            return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                    "channels_last needs oneDNN's int8 convolution, which this "
+                                    "build lacks or which refused these parameters");
+        }
+        *state = q; /* the reference loops */
+        return CGE_OK;
     }
     if (cge__dnnl_qconv_prepack(q->a, ctx, ctx->inputs[3].data) != CGE_OK ||
         cge__dnnl_qconv_prepack(q->b, ctx, ctx->inputs[9].data) != CGE_OK) {
@@ -1548,6 +1580,57 @@ static void qpair_add_fn(int64_t blk, int64_t nblk, void *args)
     cge__qadd_span(&p->add, e0, e1);
 }
 
+typedef struct qpair_clamp {
+    void *y;
+    int64_t n;
+    int sg;
+    int32_t lo, hi;
+} qpair_clamp;
+
+static void qpair_clamp_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qpair_clamp *c = args;
+    int64_t e0, e1;
+    cge__block_range(c->n, blk, nblk, &e0, &e1);
+    for (int64_t i = e0; i < e1; i++) {
+        int32_t v = cge__q8_load(c->y, c->sg, i);
+        cge__q8_store(c->y, c->sg, i, (float)(v < c->lo ? c->lo : (v > c->hi ? c->hi : v)));
+    }
+}
+
+/* Without oneDNN's primitives (plain layout only): A and B on the reference
+ * loops, then B's clamp (clamping the saturated codes is clamping before
+ * the saturation: both are clamps within the dtype's range). */
+static cge_status qpair_loops(const cge_kernel_ctx *ctx, cge_stream *stream, void *t, void *u,
+                              size_t used)
+{
+    if (cge_attrs_get_int(ctx->attrs, "channels_last", 0))
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                "channels_last needs oneDNN's int8 convolution");
+    cge_tensor ta = {.dtype = ctx->inputs[7].dtype, .shape = qpair_mid_shape(ctx), .data = t};
+    cge_tensor ub = ctx->outputs[0], in[9];
+    ub.data = u;
+    ub.dtype = ctx->inputs[13].dtype;
+    cge_kernel_ctx a = *ctx, b = qpair_b_ctx(ctx, in, t);
+    a.outputs = &ta;
+    b.outputs = &ub;
+    a.workspace = b.workspace = (char *)ctx->workspace + used;
+    a.workspace_size = b.workspace_size = ctx->workspace_size - used;
+    cge_status st = iconv_launch(&a, stream);
+    if (!st)
+        st = iconv_launch(&b, stream);
+    qpair_clamp c = {.y = u, .n = cge_shape_numel(&ub.shape), .sg = ub.dtype == CGE_I8};
+    float tlo = c.sg ? -128.0f : 0.0f, thi = c.sg ? 127.0f : 255.0f;
+    float lo = (float)cge_attrs_get_int(ctx->attrs, "b_lo", -1024);
+    float hi = (float)cge_attrs_get_int(ctx->attrs, "b_hi", 1024);
+    c.lo = (int32_t)(lo > tlo ? lo : tlo);
+    c.hi = (int32_t)(hi < thi ? hi : thi);
+    if (!st && (lo > tlo || hi < thi))
+        st = cge_launch(stream, qpair_clamp_fn, cge__blocks_for(c.n, 16384, ctx->num_threads), &c,
+                        sizeof c);
+    return st;
+}
+
 static cge_status qpair_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     const qpair_state *q = ctx->state;
@@ -1568,13 +1651,19 @@ static cge_status qpair_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         qadd_fill(&p.add, ctx, 12, 15, u);
     if (p.n == 0)
         return CGE_OK;
-    int64_t na = cge__dnnl_qconv_blocks(q->a, ctx->num_threads);
-    if (q->fused)
-        return cge_launch(stream, qpair_fn, na, &p, sizeof p);
-    cge_status st = cge_launch(stream, qprim_fn, na, &p.a, sizeof p.a);
-    if (!st)
-        st = cge_launch(stream, qprim_fn, cge__dnnl_qconv_blocks(q->b, ctx->num_threads), &p.b,
-                        sizeof p.b);
+    cge_status st;
+    if (!q->a) {
+        st = qpair_loops(ctx, stream, t, p.b.y, qpair_mid_bytes(ctx) +
+                                                (p.has_add ? qconvadd_bytes(ctx) : 0));
+    } else {
+        int64_t na = cge__dnnl_qconv_blocks(q->a, ctx->num_threads);
+        if (q->fused)
+            return cge_launch(stream, qpair_fn, na, &p, sizeof p);
+        st = cge_launch(stream, qprim_fn, na, &p.a, sizeof p.a);
+        if (!st)
+            st = cge_launch(stream, qprim_fn, cge__dnnl_qconv_blocks(q->b, ctx->num_threads),
+                            &p.b, sizeof p.b);
+    }
     if (!st && p.has_add)
         st = cge_launch(stream, qpair_add_fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p,
                         sizeof p);
