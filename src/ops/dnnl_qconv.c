@@ -708,6 +708,25 @@ static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
     return t;
 }
 
+/* Slot q's own weights (a channel slice's, a band's of its own layout qw)
+ * packed from `from`, shared through ctx's cache under `key`. */
+static cge_status pack_slot(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, struct qmm_slot *q,
+                            const dnnl_memory_desc_t *qw, const void *w, const void *from,
+                            const void *key, size_t key_bytes)
+{
+    void *block = NULL;
+    dnnl_memory_t m = NULL;
+    cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
+                                          from, key, key_bytes, 1, &block, &m);
+    if (!st) {
+        dnnl_memory_destroy(q->wei);
+        cge_kernel_shared_release(q->wei_block);
+        q->wei = m;
+        q->wei_block = block;
+    }
+    return st;
+}
+
 cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w)
 {
     if (!c || !w)
@@ -740,8 +759,6 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
         for (int i = 0; i < c->nslice && !st; i++) {
             struct qmm_slot *q = &c->slot[i];
             const dnnl_memory_desc_t *qw = dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0);
-            void *block = NULL;
-            dnnl_memory_t m = NULL;
             if (!qw) {
                 st = CGE_ERR_INTERNAL;
                 break;
@@ -751,14 +768,7 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
             key.ms = q->ms;
             /* [M, per] rows of a convolution; [K, M] columns of a matmul */
             const char *from = (const char *)data + (c->matmul ? q->m0 : q->m0 * c->per);
-            st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
-                                       from, &key, sizeof key, 1, &block, &m);
-            if (!st) {
-                dnnl_memory_destroy(q->wei);
-                cge_kernel_shared_release(q->wei_block);
-                q->wei = m;
-                q->wei_block = block;
-            }
+            st = pack_slot(c, ctx, q, qw, w, from, &key, sizeof key);
         }
         free(derived);
         return st;
@@ -785,16 +795,7 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
             break;
         }
         key.md = *qw;
-        block = NULL;
-        m = NULL;
-        st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
-                                   data, &key, sizeof key, 1, &block, &m);
-        if (!st) {
-            dnnl_memory_destroy(q->wei);
-            cge_kernel_shared_release(q->wei_block);
-            q->wei = m;
-            q->wei_block = block;
-        }
+        st = pack_slot(c, ctx, q, qw, w, data, &key, sizeof key);
     }
     free(derived);
     return st;
@@ -990,6 +991,25 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
     (void)d;
     *out = NULL;
     return CGE_ERR_UNSUPPORTED;
+}
+
+/* Slot q's own weights (a channel slice's, a band's of its own layout qw)
+ * packed from `from`, shared through ctx's cache under `key`. */
+static cge_status pack_slot(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, struct qmm_slot *q,
+                            const dnnl_memory_desc_t *qw, const void *w, const void *from,
+                            const void *key, size_t key_bytes)
+{
+    void *block = NULL;
+    dnnl_memory_t m = NULL;
+    cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
+                                          from, key, key_bytes, 1, &block, &m);
+    if (!st) {
+        dnnl_memory_destroy(q->wei);
+        cge_kernel_shared_release(q->wei_block);
+        q->wei = m;
+        q->wei_block = block;
+    }
+    return st;
 }
 
 cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w)
