@@ -993,25 +993,6 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
     return CGE_ERR_UNSUPPORTED;
 }
 
-/* Slot q's own weights (a channel slice's, a band's of its own layout qw)
- * packed from `from`, shared through ctx's cache under `key`. */
-static cge_status pack_slot(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, struct qmm_slot *q,
-                            const dnnl_memory_desc_t *qw, const void *w, const void *from,
-                            const void *key, size_t key_bytes)
-{
-    void *block = NULL;
-    dnnl_memory_t m = NULL;
-    cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
-                                          from, key, key_bytes, 1, &block, &m);
-    if (!st) {
-        dnnl_memory_destroy(q->wei);
-        cge_kernel_shared_release(q->wei_block);
-        q->wei = m;
-        q->wei_block = block;
-    }
-    return st;
-}
-
 cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w)
 {
     (void)c, (void)ctx, (void)w;

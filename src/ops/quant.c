@@ -1734,13 +1734,14 @@ static const cge_arg_def ci_inputs[] = {
     {"x_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar"},
     {"w_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar or one per feature map"},
 };
+/* QLinearConv's x and w with their scales and zero points (inputs 0-5). */
+#define QC_XW_INPUTS                                                                        \
+    {"x", 0, Q8, "[N, C, D1, ...]"}, {"x_scale", 0, F32, "scalar"},                          \
+    {"x_zero_point", 0, Q8, "scalar"}, {"w", 0, Q8, "[M, C/group, k1, ...]"},                \
+    {"w_scale", 0, F32, "scalar or one per feature map"},                                   \
+    {"w_zero_point", 0, Q8, "scalar or one per feature map"}
 static const cge_arg_def qc_inputs[] = {
-    {"x", 0, Q8, "[N, C, D1, ...]"},
-    {"x_scale", 0, F32, "scalar"},
-    {"x_zero_point", 0, Q8, "scalar"},
-    {"w", 0, Q8, "[M, C/group, k1, ...]"},
-    {"w_scale", 0, F32, "scalar or one per feature map"},
-    {"w_zero_point", 0, Q8, "scalar or one per feature map"},
+    QC_XW_INPUTS,
     {"y_scale", 0, F32, "scalar"},
     {"y_zero_point", 0, Q8, "scalar"},
     {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[M], scale x_scale * w_scale"},
@@ -1757,12 +1758,7 @@ static const cge_arg_def qmmf_inputs[] = {
     {"bias", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[N], scale a_scale * b_scale"},
 };
 static const cge_arg_def qca_inputs[] = {
-    {"x", 0, Q8, "[N, C, D1, ...]"},
-    {"x_scale", 0, F32, "scalar"},
-    {"x_zero_point", 0, Q8, "scalar"},
-    {"w", 0, Q8, "[M, C/group, k1, ...]"},
-    {"w_scale", 0, F32, "scalar or one per feature map"},
-    {"w_zero_point", 0, Q8, "scalar or one per feature map"},
+    QC_XW_INPUTS,
     {"t_scale", 0, F32, "scalar: the convolution's requantised output"},
     {"t_zero_point", 0, Q8, "scalar"},
     {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[M], scale x_scale * w_scale"},
@@ -1773,12 +1769,7 @@ static const cge_arg_def qca_inputs[] = {
     {"y_zero_point", 0, Q8, "scalar"},
 };
 static const cge_arg_def qpair_inputs[] = {
-    {"x", 0, Q8, "[N, C, D1, ...], A's input"},
-    {"x_scale", 0, F32, "scalar"},
-    {"x_zero_point", 0, Q8, "scalar"},
-    {"w", 0, Q8, "A's [M, C/group, k1, ...]"},
-    {"w_scale", 0, F32, "scalar or one per feature map"},
-    {"w_zero_point", 0, Q8, "scalar or one per feature map"},
+    QC_XW_INPUTS, /* A's */
     {"t_scale", 0, F32, "scalar: A's requantised output, B's input"},
     {"t_zero_point", 0, Q8, "scalar"},
     {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "A's [M], scale x_scale * w_scale"},
@@ -1799,33 +1790,27 @@ static const cge_arg_def qpair_inputs[] = {
     {"hi", CGE_ATTR_INT, false, 1024, 0.0f, NULL, "highest output value"},                   \
     {"w_const", CGE_ATTR_INT, false, 0, 0.0f, NULL, "the weight is a graph constant"}
 static const cge_attr_def qmmf_attrs[] = {CLAMP_ATTRS};
+/* A convolution's geometry (ConvInteger's, QLinearConv's and the fused
+ * int8 convolutions'). */
+#define CONV_GEOM_ATTRS                                                                     \
+    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"}, \
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},                 \
+    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},                        \
+    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},            \
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},                      \
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"}
 static const cge_attr_def conv_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    CONV_GEOM_ATTRS,
 };
 static const cge_attr_def qconv_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    CONV_GEOM_ATTRS,
     CLAMP_ATTRS,
     {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL,
      "x and y are NHWC (set by the layout pass; needs oneDNN)"},
 };
 
 static const cge_attr_def qconvadd_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    CONV_GEOM_ATTRS,
     CLAMP_ATTRS,
     {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL,
      "x, S and y are NHWC (needs oneDNN)"},
@@ -1834,12 +1819,7 @@ static const cge_attr_def qconvadd_attrs[] = {
 };
 
 static const cge_attr_def qpair_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    CONV_GEOM_ATTRS,
     CLAMP_ATTRS,
     {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL, "x, S and y are NHWC (needs oneDNN)"},
     {"b_lo", CGE_ATTR_INT, false, -1024, 0.0f, NULL, "B's lowest output value"},
