@@ -114,6 +114,11 @@ cge_status cc_pass_assign_engines(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_insert_conversions(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_quantize_reorder(cc_ctx *ctx, cge_graph *g);
+/* QAdd(QConv's only reader) -> cge.fused QConvAdd (pass_fuse_qconv_add.c). */
+cge_status cc_pass_fuse_qconv_add(cc_ctx *ctx, cge_graph *g);
+/* After a partition pass removed nodes: the engine choices shifted to the
+ * indices the pass manager's compaction gives (pass_fuse_quantize_reorder.c). */
+void cc_compact_assignments(cc_ctx *ctx, const cge_graph *g);
 cge_status cc_pass_order(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_schedule(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_plan_streams(cc_ctx *ctx, cge_graph *g);

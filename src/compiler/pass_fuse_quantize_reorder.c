@@ -54,7 +54,7 @@ static bool matches(const cc_uses *u, const cge_graph *g, const cge_node *r, cge
 /* The per-node engine choices follow the node indices, which the pass
  * manager's compaction after this pass shifts past the removed nodes (the
  * passes before build otherwise only add nodes): shift them alike. */
-static void compact_assignments(cc_ctx *ctx, const cge_graph *g)
+void cc_compact_assignments(cc_ctx *ctx, const cge_graph *g)
 {
     int32_t j = 0, n = cge_graph_num_nodes(g);
     for (int32_t i = 0; i < n && i < ctx->node_cap; i++) {
@@ -110,6 +110,6 @@ cge_status cc_pass_fuse_quantize_reorder(cc_ctx *ctx, cge_graph *g)
     }
     cc_uses_free(&u);
     if (!st && ctx->fused)
-        compact_assignments(ctx, g);
+        cc_compact_assignments(ctx, g);
     return st;
 }

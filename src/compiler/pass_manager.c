@@ -53,6 +53,7 @@ static const pass_entry passes[] = {
     {"partition", "insert_conversions", cc_pass_insert_conversions, CGE_OPT_NONE, true, NULL, NULL},
     {"partition", "layout_channels_last", cc_pass_layout_channels_last, CGE_OPT_LAYOUT, false, NULL, NULL},
     {"partition", "fuse_quantize_reorder", cc_pass_fuse_quantize_reorder, CGE_OPT_LAYOUT, false, NULL, NULL},
+    {"partition", "fuse_qconv_add", cc_pass_fuse_qconv_add, CGE_OPT_FUSE, false, NULL, NULL},
     {"build", "order", cc_pass_order, CGE_OPT_NONE, true, NULL, NULL},
     {"build", "schedule", cc_pass_schedule, CGE_OPT_NONE, false, "order", "step order"},
     {"build", "plan_streams", cc_pass_plan_streams, CGE_OPT_NONE, false, "order", "step order"},

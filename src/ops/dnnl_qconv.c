@@ -48,6 +48,7 @@ struct cge__dnnl_qconv {
     /* W_COMP: the int32 results [rows, G * (mg + 1)] and their requantisation */
     int32_t *acc;
     int64_t rows, sp;              /* rows = N * sp; sp the output's spatial size */
+    int64_t y_elems;               /* the output's elements */
     float *scale;
     int64_t num_scales;
     int32_t y_zp;
@@ -82,9 +83,10 @@ struct cge__dnnl_qconv {
         int64_t m0, ms;            /* chan_slices: its output channels [m0, m0 + ms) */
         int64_t spots;             /* a convolution's: y positions, its ms channels each
                                     * made dense after the scratch, then copied */
-        dnnl_memory_t wei_user;    /* chan_slices: its plain weights, their packing */
+        dnnl_memory_t wei_user;    /* chan_slices, own_wei: its plain weights, their packing */
         dnnl_primitive_t r_wei;
         void *wei_block;
+        int own_wei;               /* a band whose weights are packed apart */
     } slot[QMM_MAX_SLICES];
 };
 
@@ -520,6 +522,9 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int allow, cge__dnnl_qco
     band bands[QMM_MAX_SLICES];
     c->K = d->C;
     c->Mo = c->G * mg; /* oneDNN's output channels */
+    c->y_elems = d->N * d->M;
+    for (int i = 0; !d->matmul && i < d->nsp; i++)
+        c->y_elems *= d->out[3 - d->nsp + i];
     plan_slices(d, c, bands, allow);
     c->rows_q = c->chan_slices ? d->N : d->N / c->nslice;
     /* A product of too few rows to slice and little work (a classifier's
@@ -598,15 +603,33 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int allow, cge__dnnl_qco
     for (int i = 0; ok && c->nslice > 1 && !c->chan_slices && i < c->nslice; i++) {
         struct qmm_slot *q = &c->slot[i];
         dnnl_primitive_desc_t pd = c->pd;
+        const dnnl_memory_desc_t *qwm = cw;
         if (c->conv_slices && i > 0) {
-            /* every band packs its weights as the first band chose */
+            /* every band packs its weights as the first band chose; where
+             * oneDNN serves that layout only with a reference loop (or not
+             * at all: the 7x7 layers of mobilenet_v2, a band of 3 rows and
+             * one of 4), the band takes the layout it prefers and packs its
+             * own copy (own_wei) */
             dnnl_memory_desc_t s2, d2, w2;
-            const dnnl_memory_desc_t *qw;
+            const dnnl_memory_desc_t *qw = NULL;
             ok = conv_op(d, c, &bands[i], 0, cw, &bmd, &s2, &d2, &w2, &opd.conv) &&
                  cge__dnnl_pd_create(&q->pd, &opd, attr, c->engine, avoid) == dnnl_success &&
                  (qw = dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0)) != NULL &&
-                 dnnl_memory_desc_equal(qw, cw) && !is_ref(q->pd) &&
-                 dnnl_primitive_create(&q->prim, q->pd) == dnnl_success;
+                 dnnl_memory_desc_equal(qw, cw) && !is_ref(q->pd);
+            if (!ok) {
+                dnnl_primitive_desc_destroy(q->pd);
+                q->pd = NULL;
+                ok = conv_op(d, c, &bands[i], 0, NULL, &bmd, &s2, &d2, &w2, &opd.conv) &&
+                     cge__dnnl_pd_create(&q->pd, &opd, attr, c->engine, avoid) == dnnl_success &&
+                     (qw = dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0)) != NULL &&
+                     !is_ref(q->pd) &&
+                     dnnl_memory_create(&q->wei_user, &w2, c->engine, DNNL_MEMORY_NONE) ==
+                         dnnl_success &&
+                     cge__dnnl_make_reorder(c->engine, &w2, qw, &q->r_wei);
+                q->own_wei = ok;
+                qwm = qw;
+            }
+            ok = ok && dnnl_primitive_create(&q->prim, q->pd) == dnnl_success;
             pd = q->pd;
         }
         const dnnl_memory_desc_t *spd = ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
@@ -617,7 +640,7 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int allow, cge__dnnl_qco
                                 c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
              dnnl_memory_create(&q->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
                                 c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
-             dnnl_memory_create(&q->wei, cw, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->wei, qwm, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
              dnnl_memory_create(&q->bias, &bmd, c->engine, DNNL_MEMORY_NONE) == dnnl_success &&
              dnnl_memory_create(&q->scratch, spd, c->engine, DNNL_MEMORY_NONE) == dnnl_success;
         q->scratch_bytes = sb;
@@ -685,6 +708,25 @@ static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
     return t;
 }
 
+/* Slot q's own weights (a channel slice's, a band's of its own layout qw)
+ * packed from `from`, shared through ctx's cache under `key`. */
+static cge_status pack_slot(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, struct qmm_slot *q,
+                            const dnnl_memory_desc_t *qw, const void *w, const void *from,
+                            const void *key, size_t key_bytes)
+{
+    void *block = NULL;
+    dnnl_memory_t m = NULL;
+    cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
+                                          from, key, key_bytes, 1, &block, &m);
+    if (!st) {
+        dnnl_memory_destroy(q->wei);
+        cge_kernel_shared_release(q->wei_block);
+        q->wei = m;
+        q->wei_block = block;
+    }
+    return st;
+}
+
 cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx, const void *w)
 {
     if (!c || !w)
@@ -717,8 +759,6 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
         for (int i = 0; i < c->nslice && !st; i++) {
             struct qmm_slot *q = &c->slot[i];
             const dnnl_memory_desc_t *qw = dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0);
-            void *block = NULL;
-            dnnl_memory_t m = NULL;
             if (!qw) {
                 st = CGE_ERR_INTERNAL;
                 break;
@@ -728,14 +768,7 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
             key.ms = q->ms;
             /* [M, per] rows of a convolution; [K, M] columns of a matmul */
             const char *from = (const char *)data + (c->matmul ? q->m0 : q->m0 * c->per);
-            st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, q->r_wei, q->wei_user, qw, w,
-                                       from, &key, sizeof key, 1, &block, &m);
-            if (!st) {
-                dnnl_memory_destroy(q->wei);
-                cge_kernel_shared_release(q->wei_block);
-                q->wei = m;
-                q->wei_block = block;
-            }
+            st = pack_slot(c, ctx, q, qw, w, from, &key, sizeof key);
         }
         free(derived);
         return st;
@@ -745,13 +778,26 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
     cge_status st = cge__dnnl_pack_shared(ctx, c->engine, c->stream, c->r_wei, c->wei_user, cw, w,
                                           derived ? (const void *)derived : w, &key, sizeof key,
                                           c->threads, &block, &m);
-    free(derived);
     if (!st) {
         dnnl_memory_destroy(c->wei);
         cge_kernel_shared_release(c->wei_block);
         c->wei = m;
         c->wei_block = block;
     }
+    /* bands with a layout of their own */
+    for (int i = 1; !st && c->conv_slices && i < c->nslice; i++) {
+        struct qmm_slot *q = &c->slot[i];
+        const dnnl_memory_desc_t *qw = q->own_wei ? dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0) : NULL;
+        if (!q->own_wei)
+            continue;
+        if (!qw) {
+            st = CGE_ERR_INTERNAL;
+            break;
+        }
+        key.md = *qw;
+        st = pack_slot(c, ctx, q, qw, w, data, &key, sizeof key);
+    }
+    free(derived);
     return st;
 }
 
@@ -788,6 +834,23 @@ int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads)
 {
     (void)threads; /* fixed when the primitive was made */
     return c->nslice;
+}
+
+int cge__dnnl_qconv_block_span(const cge__dnnl_qconv *c, int64_t blk, int64_t nblk, int64_t *e0,
+                               int64_t *e1)
+{
+    if (nblk != c->nslice || blk < 0 || blk >= nblk || c->chan_slices)
+        return 0;
+    if (c->nslice == 1) {
+        *e0 = 0;
+        *e1 = c->y_elems;
+        return 1;
+    }
+    /* a slice's rows are y positions of all M channels (dense: matrix rows,
+     * channels-last bands) */
+    *e0 = c->slot[blk].r0 * c->M;
+    *e1 = c->slot[blk].r1 * c->M;
+    return 1;
 }
 
 /* The scratch of a slice, from a buffer of the running thread's own that
@@ -857,8 +920,9 @@ static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bi
     char *dense = q->spots ? scratch + q->scratch_bytes : NULL;
     int saved = cge__dnnl_omp_enter(1);
     int ok = scratch && dnnl_memory_set_data_handle(q->scratch, scratch) == dnnl_success &&
-             (c->chan_slices || (dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
-                                 dnnl_memory_set_data_handle(q->wei, w) == dnnl_success)) &&
+             (c->chan_slices || q->own_wei ||
+              (dnnl_memory_get_data_handle(c->wei, &w) == dnnl_success &&
+               dnnl_memory_set_data_handle(q->wei, w) == dnnl_success)) &&
              dnnl_memory_set_data_handle(q->src, (char *)x + q->x_off) == dnnl_success &&
              dnnl_memory_set_data_handle(q->dst, dense ? dense
                                                  : (comp ? (char *)c->acc : (char *)y) + q->y_off) ==
@@ -952,6 +1016,13 @@ cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const in
 {
     (void)c, (void)x, (void)bias, (void)y, (void)blk, (void)nblk;
     return CGE_ERR_UNSUPPORTED;
+}
+
+int cge__dnnl_qconv_block_span(const cge__dnnl_qconv *c, int64_t blk, int64_t nblk, int64_t *e0,
+                               int64_t *e1)
+{
+    (void)c, (void)blk, (void)nblk, (void)e0, (void)e1;
+    return 0;
 }
 
 void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)

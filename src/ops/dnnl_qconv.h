@@ -66,6 +66,12 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
 int64_t cge__dnnl_qconv_blocks(const cge__dnnl_qconv *c, int threads);
 cge_status cge__dnnl_qconv_run_block(cge__dnnl_qconv *c, const void *x, const int32_t *bias,
                                      void *y, int64_t blk, int64_t nblk);
+/* Elements [*e0, *e1) of y that block blk of nblk writes: whole rows (all
+ * their channels) of a band, of a matrix product's slice, or the whole
+ * output for one block; 0 where the blocks are channel slices. Work on those
+ * rows may follow on the same thread (QConvAdd's residual add). */
+int cge__dnnl_qconv_block_span(const cge__dnnl_qconv *c, int64_t blk, int64_t nblk, int64_t *e0,
+                               int64_t *e1);
 /* Run on the calling thread, every block in turn (prepack first). */
 cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t *bias, void *y);
 void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c);

@@ -80,4 +80,18 @@ static inline float cge__q8_quantize(float x, float scale, float zero_point)
     return rintf(x / scale) + zero_point;
 }
 
+/* QAdd's arithmetic over elements [e0, e1) of two full int8 / uint8 tensors
+ * (qlinear_elementwise.c): y = clamp(rint(((a - za) * sa + (b - zb) * sb) /
+ * sc) + zc, lo, hi), the unfused DequantizeLinear, Add, QuantizeLinear bits;
+ * the QConvAdd kernel (quant.c) runs it on the rows a convolution just wrote. */
+typedef struct cge__qadd_params {
+    const void *a, *b;
+    void *y;
+    int32_t za, zb;
+    float sa, sb, sc, zc, lo, hi;
+    int asg, bsg, ysg;                 /* int8 rather than uint8 */
+} cge__qadd_params;
+
+void cge__qadd_span(const cge__qadd_params *p, int64_t e0, int64_t e1);
+
 #endif

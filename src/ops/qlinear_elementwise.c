@@ -219,6 +219,19 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return cge_launch(stream, fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
 }
 
+void cge__qadd_span(const cge__qadd_params *q, int64_t e0, int64_t e1)
+{
+    qbin_args p = {.a = q->a, .b = q->b, .y = q->y, .n = e1, .na = e1, .nb = e1,
+                   .za = q->za, .zb = q->zb, .sa = q->sa, .sb = q->sb, .sc = q->sc,
+                   .zc = q->zc, .lo = q->lo, .hi = q->hi, .mul = 0, .asg = q->asg,
+                   .bsg = q->bsg, .ysg = q->ysg};
+#ifdef CGE__HAVE_Q8_AVX512
+    if (cge__q8_avx512())
+        e0 = qbin_avx512(&p, e0, e1);
+#endif
+    qbin_body(&p, e0, e1);
+}
+
 /* ---- QLookup: y = table[x], a unary function of 256 values ------------------ */
 
 static cge_status qlut_infer(cge_infer_ctx *ctx)

@@ -1051,6 +1051,60 @@ static const cge_tensor *kopt(const cge_kernel_ctx *ctx, int32_t i)
     return kpresent(ctx, i) ? &ctx->inputs[i] : NULL;
 }
 
+/* The requantisation, clamp and weights of d from the nine inputs in
+ * QConv's order (in[5] and in[8] may be NULL: no weight zero point, no
+ * bias), M outputs, the clamp [lo, hi] in output units; 0 when the
+ * constants do not fit. */
+static int qprim_params(cge__dnnl_qconv_desc *d, float **scales, const cge_tensor *const in[9],
+                        int64_t M, float lo, float hi, int threads)
+{
+    const cge_tensor *x = in[0], *xs = in[1], *xz = in[2], *w = in[3], *ws = in[4], *wz = in[5];
+    const cge_tensor *ys = in[6], *yz = in[7];
+    int64_t nws = cge_shape_numel(&ws->shape);
+    if (M <= 0 || d->N <= 0 || (nws != 1 && nws != M))
+        return 0;
+    float *sc = malloc(sizeof(float) * (size_t)nws);
+    if (!sc)
+        return 0;
+    float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];
+    for (int64_t m = 0; m < nws; m++)
+        sc[m] = xsv * ((const float *)ws->data)[m] / ysv;
+    *scales = sc;
+    d->scale = sc;
+    d->num_scales = nws;
+    d->x_signed = x->dtype == CGE_I8;
+    /* the requantised output's type is its zero point's (QConvAdd's output
+     * is the residual add's) */
+    d->y_signed = yz->dtype == CGE_I8;
+    d->x_zp = cge__q_load(xz->data, xz->dtype, 0);
+    d->y_zp = cge__q_load(yz->data, yz->dtype, 0);
+    d->has_bias = in[8] != NULL;
+    float tlo = d->y_signed ? -128.0f : 0.0f, thi = d->y_signed ? 127.0f : 255.0f;
+    if (lo > tlo || hi < thi) {
+        /* clamped before the zero point is added */
+        d->clip = 1;
+        d->lo = (lo > tlo ? lo : tlo) - (float)d->y_zp;
+        d->hi = (hi < thi ? hi : thi) - (float)d->y_zp;
+    }
+    d->threads = threads > 0 ? threads : 1;
+    /* u8 weights and weight zero points: dnnl_qconv.c shifts them */
+    d->w_u8 = w->dtype == CGE_U8;
+    d->w = w->data;
+    d->w_zp = wz ? wz->data : NULL;
+    d->w_zp_u8 = wz && wz->dtype == CGE_U8;
+    d->num_w_zp = wz ? cge_shape_numel(&wz->shape) : 0;
+    return 1;
+}
+
+/* Whether the constants of the nine inputs are there: data, one x scale and
+ * zero point. */
+static int qprim_consts(const cge_tensor *const in[9])
+{
+    return in[3]->data && in[1]->data && in[2]->data && in[4]->data && in[6]->data &&
+           in[7]->data && (!in[5] || in[5]->data) && cge_shape_numel(&in[2]->shape) == 1 &&
+           cge_shape_numel(&in[1]->shape) == 1 && cge_shape_is_static(&in[0]->shape);
+}
+
 /* The primitive's description from ctx, or 0 when its constants do not fit. */
 static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_desc *d,
                       float **scales)
@@ -1059,12 +1113,11 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
     *scales = NULL;
     if (!cge_attrs_get_int(ctx->attrs, "w_const", 0))
         return 0;
-    const cge_tensor *x = &ctx->inputs[0], *xs = &ctx->inputs[1], *xz = &ctx->inputs[2];
-    const cge_tensor *w = &ctx->inputs[3], *ws = &ctx->inputs[4], *wz = kopt(ctx, 5);
-    const cge_tensor *ys = &ctx->inputs[6], *yz = &ctx->inputs[7];
-    if (!w->data || !xs->data || !xz->data || !ws->data || !ys->data || !yz->data ||
-        (wz && !wz->data) || cge_shape_numel(&xz->shape) != 1 ||
-        cge_shape_numel(&xs->shape) != 1 || !cge_shape_is_static(&x->shape))
+    const cge_tensor *in[9];
+    for (int i = 0; i < 9; i++)
+        in[i] = i == 5 || i == 8 ? kopt(ctx, i) : &ctx->inputs[i];
+    const cge_tensor *x = in[0], *w = in[3];
+    if (!qprim_consts(in))
         return 0;
     int64_t M;
     if (matmul) {
@@ -1086,40 +1139,9 @@ static int qprim_desc(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv_des
         }
         d->channels_last = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
     }
-    int64_t nws = cge_shape_numel(&ws->shape);
-    if (M <= 0 || d->N <= 0 || (nws != 1 && nws != M))
-        return 0;
-    float *sc = malloc(sizeof(float) * (size_t)nws);
-    if (!sc)
-        return 0;
-    float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];
-    for (int64_t m = 0; m < nws; m++)
-        sc[m] = xsv * ((const float *)ws->data)[m] / ysv;
-    *scales = sc;
-    d->scale = sc;
-    d->num_scales = nws;
-    d->x_signed = x->dtype == CGE_I8;
-    d->y_signed = ctx->outputs[0].dtype == CGE_I8;
-    d->x_zp = cge__q_load(xz->data, xz->dtype, 0);
-    d->y_zp = cge__q_load(yz->data, yz->dtype, 0);
-    d->has_bias = kpresent(ctx, 8);
     float lo, hi;
     clamp_attrs(ctx, &lo, &hi);
-    float tlo = d->y_signed ? -128.0f : 0.0f, thi = d->y_signed ? 127.0f : 255.0f;
-    if (lo > tlo || hi < thi) {
-        /* clamped before the zero point is added */
-        d->clip = 1;
-        d->lo = (lo > tlo ? lo : tlo) - (float)d->y_zp;
-        d->hi = (hi < thi ? hi : thi) - (float)d->y_zp;
-    }
-    d->threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
-    /* u8 weights and weight zero points: dnnl_qconv.c shifts them */
-    d->w_u8 = w->dtype == CGE_U8;
-    d->w = w->data;
-    d->w_zp = wz ? wz->data : NULL;
-    d->w_zp_u8 = wz && wz->dtype == CGE_U8;
-    d->num_w_zp = wz ? cge_shape_numel(&wz->shape) : 0;
-    return 1;
+    return qprim_params(d, scales, in, M, lo, hi, ctx->num_threads);
 }
 
 static cge_status qprim_make(const cge_kernel_ctx *ctx, int matmul, cge__dnnl_qconv **out)
@@ -1212,6 +1234,442 @@ static cge_status qmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return qprim_launch(ctx, stream, 1);
 }
 
+/* ---- QConvAdd: a QConv and the residual QAdd that reads it ------------------- */
+
+/* fuse_qconv_add's node: QConv's inputs 0-8 (its output's scale and zero
+ * point, 6 and 7, those of the int8 value the QDQ graph rounds to), then
+ * the other addend S (9) with its scale (10) and zero point (11), and the
+ * sum's scale (12) and zero point (13); attributes QConv's and add_lo /
+ * add_hi, the add's clamp (a Relu after it). The convolution writes its
+ * int8 result into the workspace, and each block of its rows is then added
+ * to S on the thread that wrote it, while the rows are in that core's
+ * cache: QConv's bytes, then QAdd's arithmetic on them (cge__qadd_span), so
+ * the same bits as the two nodes. */
+static cge_status qconvadd_infer(cge_infer_ctx *ctx)
+{
+    cge_status st = iconv_infer(ctx);
+    if (st)
+        return st;
+    const cge_tensor_desc *S = &ctx->inputs[9];
+    if (S->dtype != CGE_I8 && S->dtype != CGE_U8)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "S must be int8 or uint8");
+    if (!cge_shape_equal(&S->shape, &ctx->outputs[0].shape))
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "S must have the convolution's output shape");
+    for (int i = 10; i < 14; i++)
+        if (cge_shape_numel(&ctx->inputs[i].shape) > 1)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "input %d must be a scalar", i);
+    if (ctx->inputs[11].dtype != S->dtype)
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "S's zero point must have S's dtype");
+    ctx->outputs[0].dtype = ctx->inputs[13].dtype;
+    return CGE_OK;
+}
+
+static size_t qconvadd_bytes(const cge_kernel_ctx *ctx)
+{
+    return ((size_t)cge_shape_numel(&ctx->outputs[0].shape) + 63) & ~(size_t)63;
+}
+
+static size_t qconvadd_workspace(const cge_kernel_ctx *ctx)
+{
+    return qconvadd_bytes(ctx) + qconv_workspace(ctx);
+}
+
+typedef struct qconvadd_args {
+    qprim conv;                    /* y: the workspace */
+    cge__qadd_params add;          /* a: the workspace, b: S */
+    int64_t n;
+} qconvadd_args;
+
+/* Block blk of the convolution, then the add on the rows it wrote. */
+static void qconvadd_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qconvadd_args *a = args;
+    int64_t e0, e1;
+    if (cge__dnnl_qconv_run_block(a->conv.dc, a->conv.x, a->conv.bias, a->conv.y, blk, nblk) !=
+        CGE_OK)
+        cge_kernel_fail(CGE_ERR_INTERNAL, "oneDNN's int8 primitive failed to run");
+    else if (cge__dnnl_qconv_block_span(a->conv.dc, blk, nblk, &e0, &e1))
+        cge__qadd_span(&a->add, e0, e1);
+}
+
+static void qconvadd_add_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qconvadd_args *a = args;
+    int64_t e0, e1;
+    cge__block_range(a->n, blk, nblk, &e0, &e1);
+    cge__qadd_span(&a->add, e0, e1);
+}
+
+/* The residual add's parameters: the convolution's int8 result t (its scale
+ * and zero point inputs ti, ti + 1), the addend S, its scale and zero point
+ * (si .. si + 2), the sum's scale and zero point (si + 3, si + 4), the
+ * add_lo / add_hi clamp. */
+static void qadd_fill(cge__qadd_params *p, const cge_kernel_ctx *ctx, int ti, int si, void *t)
+{
+    const cge_tensor *S = &ctx->inputs[si], *Y = &ctx->outputs[0];
+    cge_dtype tt = ctx->inputs[ti + 1].dtype;
+    *p = (cge__qadd_params){
+        .a = t, .b = S->data, .y = Y->data,
+        .za = cge__q8_load(ctx->inputs[ti + 1].data, tt == CGE_I8, 0),
+        .zb = cge__q8_load(ctx->inputs[si + 2].data, S->dtype == CGE_I8, 0),
+        .sa = ((const float *)ctx->inputs[ti].data)[0],
+        .sb = ((const float *)ctx->inputs[si + 1].data)[0],
+        .sc = ((const float *)ctx->inputs[si + 3].data)[0],
+        .asg = tt == CGE_I8, .bsg = S->dtype == CGE_I8, .ysg = Y->dtype == CGE_I8};
+    p->zc = (float)cge__q8_load(ctx->inputs[si + 4].data, p->ysg, 0);
+    float tlo = p->ysg ? -128.0f : 0.0f, thi = p->ysg ? 127.0f : 255.0f;
+    float lo = (float)cge_attrs_get_int(ctx->attrs, "add_lo", -1024);
+    float hi = (float)cge_attrs_get_int(ctx->attrs, "add_hi", 1024);
+    p->lo = lo > tlo ? lo : tlo;
+    p->hi = hi < thi ? hi : thi;
+}
+
+static cge_status qconvadd_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const cge_tensor *S = &ctx->inputs[9], *Y = &ctx->outputs[0];
+    size_t tb = qconvadd_bytes(ctx);
+    if (!ctx->workspace || ctx->workspace_size < qconvadd_workspace(ctx))
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "workspace missing");
+    if ((S->dtype != CGE_I8 && S->dtype != CGE_U8) || (Y->dtype != CGE_I8 && Y->dtype != CGE_U8))
+        return cge_kernel_error(ctx, CGE_ERR_DTYPE, "S and the output must be int8 or uint8");
+    qconvadd_args a;
+    memset(&a, 0, sizeof a);
+    a.n = cge_shape_numel(&Y->shape);
+    cge_dtype tt = ctx->inputs[7].dtype;
+    qadd_fill(&a.add, ctx, 6, 9, ctx->workspace);
+    if (a.n == 0)
+        return CGE_OK;
+    cge_status st;
+    if (ctx->state) {
+        a.conv = (qprim){.dc = ctx->state, .x = ctx->inputs[0].data,
+                         .bias = kpresent(ctx, 8) ? ctx->inputs[8].data : NULL,
+                         .y = ctx->workspace};
+        int64_t nb = cge__dnnl_qconv_blocks(a.conv.dc, ctx->num_threads), e0, e1;
+        /* rows each block writes, and more than one block or one thread (a
+         * whole layer on oneDNN's team: the add on the pool after it) */
+        if (cge__dnnl_qconv_block_span(a.conv.dc, 0, nb, &e0, &e1) &&
+            (nb > 1 || ctx->num_threads <= 1 || a.n < 16384))
+            return cge_launch(stream, qconvadd_fn, nb, &a, sizeof a);
+        st = cge_launch(stream, qprim_fn, nb, &a.conv, sizeof a.conv);
+    } else {
+        if (cge_attrs_get_int(ctx->attrs, "channels_last", 0))
+            return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                    "channels_last needs oneDNN's int8 convolution");
+        /* the reference loops, writing the workspace */
+        cge_tensor t = ctx->outputs[0];
+        t.data = ctx->workspace;
+        t.dtype = tt;
+        cge_kernel_ctx c2 = *ctx;
+        c2.outputs = &t;
+        c2.num_outputs = 1;
+        c2.workspace = (char *)ctx->workspace + tb;
+        c2.workspace_size = ctx->workspace_size - tb;
+        st = iconv_launch(&c2, stream);
+    }
+    return st ? st
+              : cge_launch(stream, qconvadd_add_fn, cge__blocks_for(a.n, 16384, ctx->num_threads),
+                           &a, sizeof a);
+}
+
+/* ---- QConvPair: a QConv and the pointwise QConv that alone reads it ------------ */
+
+/* fuse_qconv_add's node for a convolution A whose output only a pointwise
+ * (1x1, stride 1, unpadded, one group) convolution B reads, both
+ * channels-last (MobileNet's depthwise -> projection, ResNet's 3x3 -> 1x1):
+ * A's inputs 0-8 (QConv's), B's weights 9, their scale 10 and zero point 11,
+ * B's output scale 12 and zero point 13, its bias 14 (optional); B's x is
+ * A's output, with A's scale and zero point (6, 7). Then, optionally,
+ * QConvAdd's addend: S 15, its scale 16 and zero point 17, the sum's scale
+ * 18 and zero point 19. Attributes: A's, b_lo / b_hi (B's clamp), add_lo /
+ * add_hi. B's output rows are the A rows it reads, so where both are cut
+ * into the same bands of rows, one block of cge's pool computes A's band,
+ * B's on it and the add, with no wait for the other threads between them:
+ * QConv's bytes twice, then QAdd's arithmetic, the three nodes' bits. */
+typedef struct qpair_state {
+    cge__dnnl_qconv *a, *b;
+    int fused;                     /* the blocks of A and B are the same rows */
+} qpair_state;
+
+static int qpair_add(const cge_kernel_ctx *ctx)
+{
+    return ctx->num_inputs > 19 && kpresent(ctx, 15);
+}
+
+static cge_status qpair_infer(cge_infer_ctx *ctx)
+{
+    cge_status st = iconv_infer(ctx);
+    if (st)
+        return st;
+    const cge_tensor_desc *W = &ctx->inputs[9];
+    cge_shape y = ctx->outputs[0].shape;
+    if (W->shape.rank != y.rank || W->shape.dims[1] != y.dims[1])
+        return cge_meta_error(ctx, CGE_ERR_SHAPE, "B's weights must be [M, A's outputs, 1, ...]");
+    for (int32_t i = 2; i < W->shape.rank; i++)
+        if (W->shape.dims[i] != 1)
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "B must be a 1x1 convolution");
+    y.dims[1] = W->shape.dims[0];
+    ctx->outputs[0].shape = y;
+    ctx->outputs[0].dtype = ctx->inputs[13].dtype;
+    if (present(ctx, 15)) {
+        if (!cge_shape_equal(&ctx->inputs[15].shape, &y))
+            return cge_meta_error(ctx, CGE_ERR_SHAPE, "S must have B's output shape");
+        ctx->outputs[0].dtype = ctx->inputs[19].dtype;
+    }
+    return CGE_OK;
+}
+
+/* A's output: B's, with A's channels and dtype. */
+static cge_shape qpair_mid_shape(const cge_kernel_ctx *ctx)
+{
+    cge_shape t = ctx->outputs[0].shape;
+    t.dims[1] = ctx->inputs[3].shape.dims[0];
+    return t;
+}
+
+static size_t qpair_mid_bytes(const cge_kernel_ctx *ctx)
+{
+    cge_shape t = qpair_mid_shape(ctx);
+    return ((size_t)cge_shape_numel(&t) + 63) & ~(size_t)63;
+}
+
+/* B as a QConv of its own for the reference loops: its nine inputs (x the
+ * workspace's t) in `in`, no attributes (a 1x1 convolution by default; its
+ * clamp comes after, qpair_clamp_fn). */
+static cge_kernel_ctx qpair_b_ctx(const cge_kernel_ctx *ctx, cge_tensor in[9], void *t)
+{
+    in[0] = (cge_tensor){.dtype = ctx->inputs[7].dtype, .shape = qpair_mid_shape(ctx), .data = t};
+    in[1] = ctx->inputs[6];
+    in[2] = ctx->inputs[7];
+    for (int i = 3; i < 8; i++)
+        in[i] = ctx->inputs[6 + i];
+    in[8] = kpresent(ctx, 14) ? ctx->inputs[14] : (cge_tensor){0};
+    cge_kernel_ctx b = *ctx;
+    b.inputs = in;
+    b.num_inputs = kpresent(ctx, 14) ? 9 : 8;
+    b.attrs = NULL;
+    b.state = NULL;
+    return b;
+}
+
+static size_t qpair_workspace(const cge_kernel_ctx *ctx)
+{
+    size_t n = qpair_mid_bytes(ctx) + (qpair_add(ctx) ? qconvadd_bytes(ctx) : 0);
+    if (qprim_possible(ctx, 0)) /* else the loops' int16 copies, A's or B's */
+        return n;
+    cge_tensor in[9];
+    cge_kernel_ctx b = qpair_b_ctx(ctx, in, NULL);
+    size_t wa = iconv_workspace(ctx), wb = iconv_workspace(&b);
+    return n + (wa > wb ? wa : wb);
+}
+
+static cge_status qpair_make_b(const cge_kernel_ctx *ctx, cge__dnnl_qconv **out)
+{
+    *out = NULL;
+    cge_tensor t = {.dtype = ctx->inputs[7].dtype, .shape = qpair_mid_shape(ctx)};
+    const cge_tensor *in[9] = {&t, &ctx->inputs[6], &ctx->inputs[7], &ctx->inputs[9],
+                               &ctx->inputs[10], kopt(ctx, 11), &ctx->inputs[12],
+                               &ctx->inputs[13], kopt(ctx, 14)};
+    const cge_shape *y = &ctx->outputs[0].shape;
+    if (!qprim_consts(in) || y->rank < 3 || y->rank > 5)
+        return CGE_ERR_UNSUPPORTED;
+    cge__dnnl_qconv_desc d;
+    memset(&d, 0, sizeof d);
+    d.N = y->dims[0];
+    d.C = t.shape.dims[1];
+    d.M = y->dims[1];
+    d.G = 1;
+    d.nsp = y->rank - 2;
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - d.nsp);
+        d.in[i] = d.out[i] = j >= 0 ? y->dims[2 + j] : 1;
+        d.k[i] = d.s[i] = d.d[i] = 1;
+    }
+    d.channels_last = cge_attrs_get_int(ctx->attrs, "channels_last", 0) != 0;
+    float *scales = NULL;
+    float lo = (float)cge_attrs_get_int(ctx->attrs, "b_lo", -1024);
+    float hi = (float)cge_attrs_get_int(ctx->attrs, "b_hi", 1024);
+    if (!qprim_params(&d, &scales, in, d.M, lo, hi, ctx->num_threads)) {
+        free(scales);
+        return CGE_ERR_UNSUPPORTED;
+    }
+    cge_status st = cge__dnnl_qconv_create(&d, out);
+    free(scales);
+    return st;
+}
+
+static void qpair_release(void *state)
+{
+    qpair_state *q = state;
+    if (!q)
+        return;
+    cge__dnnl_qconv_destroy(q->a);
+    cge__dnnl_qconv_destroy(q->b);
+    free(q);
+}
+
+/* Whether block k of A and of B cover the same rows, for every block. */
+static int qpair_same_rows(const cge__dnnl_qconv *a, const cge__dnnl_qconv *b, int64_t ma,
+                           int64_t mb, int threads)
+{
+    int64_t n = cge__dnnl_qconv_blocks(a, threads);
+    if (n != cge__dnnl_qconv_blocks(b, threads) || (n == 1 && threads > 1))
+        return 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t a0, a1, b0, b1;
+        if (!cge__dnnl_qconv_block_span(a, k, n, &a0, &a1) ||
+            !cge__dnnl_qconv_block_span(b, k, n, &b0, &b1) || a0 / ma != b0 / mb ||
+            a1 / ma != b1 / mb)
+            return 0;
+    }
+    return 1;
+}
+
+static cge_status qpair_prepare(const cge_kernel_ctx *ctx, void **state)
+{
+    *state = NULL;
+    qpair_state *q = calloc(1, sizeof *q);
+    if (!q)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
+    if (qprim_make(ctx, 0, &q->a) != CGE_OK || qpair_make_b(ctx, &q->b) != CGE_OK) {
+        cge__dnnl_qconv_destroy(q->a);
+        cge__dnnl_qconv_destroy(q->b);
+        q->a = q->b = NULL;
+        if (cge_attrs_get_int(ctx->attrs, "channels_last", 0)) {
+            qpair_release(q);
+            return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                    "channels_last needs oneDNN's int8 convolution, which this "
+                                    "build lacks or which refused these parameters");
+        }
+        *state = q; /* the reference loops */
+        return CGE_OK;
+    }
+    if (cge__dnnl_qconv_prepack(q->a, ctx, ctx->inputs[3].data) != CGE_OK ||
+        cge__dnnl_qconv_prepack(q->b, ctx, ctx->inputs[9].data) != CGE_OK) {
+        qpair_release(q);
+        return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "oneDNN could not pack W");
+    }
+    q->fused = qpair_same_rows(q->a, q->b, ctx->inputs[3].shape.dims[0],
+                               ctx->outputs[0].shape.dims[1], ctx->num_threads);
+    *state = q;
+    return CGE_OK;
+}
+
+typedef struct qpair_args {
+    qprim a, b;                    /* A: x -> t; B: t -> u (the sum's input) or y */
+    cge__qadd_params add;
+    int has_add;
+    int64_t n;
+} qpair_args;
+
+static void qpair_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qpair_args *p = args;
+    int64_t e0, e1;
+    if (cge__dnnl_qconv_run_block(p->a.dc, p->a.x, p->a.bias, p->a.y, blk, nblk) != CGE_OK ||
+        cge__dnnl_qconv_run_block(p->b.dc, p->b.x, p->b.bias, p->b.y, blk, nblk) != CGE_OK)
+        cge_kernel_fail(CGE_ERR_INTERNAL, "oneDNN's int8 primitive failed to run");
+    else if (p->has_add && cge__dnnl_qconv_block_span(p->b.dc, blk, nblk, &e0, &e1))
+        cge__qadd_span(&p->add, e0, e1);
+}
+
+static void qpair_add_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qpair_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    cge__qadd_span(&p->add, e0, e1);
+}
+
+typedef struct qpair_clamp {
+    void *y;
+    int64_t n;
+    int sg;
+    int32_t lo, hi;
+} qpair_clamp;
+
+static void qpair_clamp_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const qpair_clamp *c = args;
+    int64_t e0, e1;
+    cge__block_range(c->n, blk, nblk, &e0, &e1);
+    for (int64_t i = e0; i < e1; i++) {
+        int32_t v = cge__q8_load(c->y, c->sg, i);
+        cge__q8_store(c->y, c->sg, i, (float)(v < c->lo ? c->lo : (v > c->hi ? c->hi : v)));
+    }
+}
+
+/* Without oneDNN's primitives (plain layout only): A and B on the reference
+ * loops, then B's clamp (clamping the saturated codes is clamping before
+ * the saturation: both are clamps within the dtype's range). */
+static cge_status qpair_loops(const cge_kernel_ctx *ctx, cge_stream *stream, void *t, void *u,
+                              size_t used)
+{
+    if (cge_attrs_get_int(ctx->attrs, "channels_last", 0))
+        return cge_kernel_error(ctx, CGE_ERR_UNSUPPORTED,
+                                "channels_last needs oneDNN's int8 convolution");
+    cge_tensor ta = {.dtype = ctx->inputs[7].dtype, .shape = qpair_mid_shape(ctx), .data = t};
+    cge_tensor ub = ctx->outputs[0], in[9];
+    ub.data = u;
+    ub.dtype = ctx->inputs[13].dtype;
+    cge_kernel_ctx a = *ctx, b = qpair_b_ctx(ctx, in, t);
+    a.outputs = &ta;
+    b.outputs = &ub;
+    a.workspace = b.workspace = (char *)ctx->workspace + used;
+    a.workspace_size = b.workspace_size = ctx->workspace_size - used;
+    cge_status st = iconv_launch(&a, stream);
+    if (!st)
+        st = iconv_launch(&b, stream);
+    qpair_clamp c = {.y = u, .n = cge_shape_numel(&ub.shape), .sg = ub.dtype == CGE_I8};
+    float tlo = c.sg ? -128.0f : 0.0f, thi = c.sg ? 127.0f : 255.0f;
+    float lo = (float)cge_attrs_get_int(ctx->attrs, "b_lo", -1024);
+    float hi = (float)cge_attrs_get_int(ctx->attrs, "b_hi", 1024);
+    c.lo = (int32_t)(lo > tlo ? lo : tlo);
+    c.hi = (int32_t)(hi < thi ? hi : thi);
+    if (!st && (lo > tlo || hi < thi))
+        st = cge_launch(stream, qpair_clamp_fn, cge__blocks_for(c.n, 16384, ctx->num_threads), &c,
+                        sizeof c);
+    return st;
+}
+
+static cge_status qpair_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    const qpair_state *q = ctx->state;
+    if (!q)
+        return cge_kernel_error(ctx, CGE_ERR_INTERNAL, "not prepared");
+    if (!ctx->workspace || ctx->workspace_size < qpair_workspace(ctx))
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "workspace missing");
+    qpair_args p;
+    memset(&p, 0, sizeof p);
+    p.has_add = qpair_add(ctx);
+    p.n = cge_shape_numel(&ctx->outputs[0].shape);
+    char *t = ctx->workspace, *u = t + qpair_mid_bytes(ctx);
+    p.a = (qprim){.dc = q->a, .x = ctx->inputs[0].data,
+                  .bias = kpresent(ctx, 8) ? ctx->inputs[8].data : NULL, .y = t};
+    p.b = (qprim){.dc = q->b, .x = t, .bias = kpresent(ctx, 14) ? ctx->inputs[14].data : NULL,
+                  .y = p.has_add ? (void *)u : ctx->outputs[0].data};
+    if (p.has_add)
+        qadd_fill(&p.add, ctx, 12, 15, u);
+    if (p.n == 0)
+        return CGE_OK;
+    cge_status st;
+    if (!q->a) {
+        st = qpair_loops(ctx, stream, t, p.b.y, qpair_mid_bytes(ctx) +
+                                                (p.has_add ? qconvadd_bytes(ctx) : 0));
+    } else {
+        int64_t na = cge__dnnl_qconv_blocks(q->a, ctx->num_threads);
+        if (q->fused)
+            return cge_launch(stream, qpair_fn, na, &p, sizeof p);
+        st = cge_launch(stream, qprim_fn, na, &p.a, sizeof p.a);
+        if (!st)
+            st = cge_launch(stream, qprim_fn, cge__dnnl_qconv_blocks(q->b, ctx->num_threads),
+                            &p.b, sizeof p.b);
+    }
+    if (!st && p.has_add)
+        st = cge_launch(stream, qpair_add_fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p,
+                        sizeof p);
+    return st;
+}
+
 /* ---- definitions ------------------------------------------------------------ */
 
 /* 19 and 21 add block_size, output_dtype and saturate (the last only
@@ -1276,13 +1734,14 @@ static const cge_arg_def ci_inputs[] = {
     {"x_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar"},
     {"w_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar or one per feature map"},
 };
+/* QLinearConv's x and w with their scales and zero points (inputs 0-5). */
+#define QC_XW_INPUTS                                                                        \
+    {"x", 0, Q8, "[N, C, D1, ...]"}, {"x_scale", 0, F32, "scalar"},                          \
+    {"x_zero_point", 0, Q8, "scalar"}, {"w", 0, Q8, "[M, C/group, k1, ...]"},                \
+    {"w_scale", 0, F32, "scalar or one per feature map"},                                   \
+    {"w_zero_point", 0, Q8, "scalar or one per feature map"}
 static const cge_arg_def qc_inputs[] = {
-    {"x", 0, Q8, "[N, C, D1, ...]"},
-    {"x_scale", 0, F32, "scalar"},
-    {"x_zero_point", 0, Q8, "scalar"},
-    {"w", 0, Q8, "[M, C/group, k1, ...]"},
-    {"w_scale", 0, F32, "scalar or one per feature map"},
-    {"w_zero_point", 0, Q8, "scalar or one per feature map"},
+    QC_XW_INPUTS,
     {"y_scale", 0, F32, "scalar"},
     {"y_zero_point", 0, Q8, "scalar"},
     {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[M], scale x_scale * w_scale"},
@@ -1298,29 +1757,75 @@ static const cge_arg_def qmmf_inputs[] = {
     {"y_zero_point", 0, Q8, "scalar"},
     {"bias", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[N], scale a_scale * b_scale"},
 };
+static const cge_arg_def qca_inputs[] = {
+    QC_XW_INPUTS,
+    {"t_scale", 0, F32, "scalar: the convolution's requantised output"},
+    {"t_zero_point", 0, Q8, "scalar"},
+    {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "[M], scale x_scale * w_scale"},
+    {"S", 0, Q8, "the other addend, the convolution's output shape and layout"},
+    {"S_scale", 0, F32, "scalar"},
+    {"S_zero_point", 0, Q8, "scalar"},
+    {"y_scale", 0, F32, "scalar: the sum's"},
+    {"y_zero_point", 0, Q8, "scalar"},
+};
+static const cge_arg_def qpair_inputs[] = {
+    QC_XW_INPUTS, /* A's */
+    {"t_scale", 0, F32, "scalar: A's requantised output, B's input"},
+    {"t_zero_point", 0, Q8, "scalar"},
+    {"B", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "A's [M], scale x_scale * w_scale"},
+    {"w2", 0, Q8, "B's [M2, M, 1, ...]"},
+    {"w2_scale", 0, F32, "scalar or one per feature map"},
+    {"w2_zero_point", 0, Q8, "scalar or one per feature map"},
+    {"u_scale", 0, F32, "scalar: B's requantised output"},
+    {"u_zero_point", 0, Q8, "scalar"},
+    {"B2", CGE_ARG_OPTIONAL, CGE_DT(CGE_I32), "B's [M2], scale t_scale * w2_scale"},
+    {"S", CGE_ARG_OPTIONAL, Q8, "an addend of B's output shape and layout"},
+    {"S_scale", CGE_ARG_OPTIONAL, F32, "scalar"},
+    {"S_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar"},
+    {"y_scale", CGE_ARG_OPTIONAL, F32, "scalar: the sum's"},
+    {"y_zero_point", CGE_ARG_OPTIONAL, Q8, "scalar"},
+};
 #define CLAMP_ATTRS                                                                          \
     {"lo", CGE_ATTR_INT, false, -1024, 0.0f, NULL, "lowest output value (a folded Relu/Clip)"}, \
     {"hi", CGE_ATTR_INT, false, 1024, 0.0f, NULL, "highest output value"},                   \
     {"w_const", CGE_ATTR_INT, false, 0, 0.0f, NULL, "the weight is a graph constant"}
 static const cge_attr_def qmmf_attrs[] = {CLAMP_ATTRS};
+/* A convolution's geometry (ConvInteger's, QLinearConv's and the fused
+ * int8 convolutions'). */
+#define CONV_GEOM_ATTRS                                                                     \
+    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"}, \
+    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},                 \
+    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},                        \
+    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},            \
+    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},                      \
+    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"}
 static const cge_attr_def conv_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    CONV_GEOM_ATTRS,
 };
 static const cge_attr_def qconv_attrs[] = {
-    {"auto_pad", CGE_ATTR_STRING, false, 0, 0.0f, "NOTSET", "NOTSET, VALID, SAME_UPPER, SAME_LOWER"},
-    {"dilations", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
-    {"group", CGE_ATTR_INT, false, 1, 0.0f, NULL, "channel groups"},
-    {"kernel_shape", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "from w when absent"},
-    {"pads", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "begins then ends"},
-    {"strides", CGE_ATTR_INTS, false, 0, 0.0f, NULL, "per spatial axis"},
+    CONV_GEOM_ATTRS,
     CLAMP_ATTRS,
     {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL,
      "x and y are NHWC (set by the layout pass; needs oneDNN)"},
+};
+
+static const cge_attr_def qconvadd_attrs[] = {
+    CONV_GEOM_ATTRS,
+    CLAMP_ATTRS,
+    {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL,
+     "x, S and y are NHWC (needs oneDNN)"},
+    {"add_lo", CGE_ATTR_INT, false, -1024, 0.0f, NULL, "lowest sum (a Relu after the add)"},
+    {"add_hi", CGE_ATTR_INT, false, 1024, 0.0f, NULL, "highest sum"},
+};
+
+static const cge_attr_def qpair_attrs[] = {
+    CONV_GEOM_ATTRS,
+    CLAMP_ATTRS,
+    {"channels_last", CGE_ATTR_INT, false, 0, 0.0f, NULL, "x, S and y are NHWC (needs oneDNN)"},
+    {"b_lo", CGE_ATTR_INT, false, -1024, 0.0f, NULL, "B's lowest output value"},
+    {"b_hi", CGE_ATTR_INT, false, 1024, 0.0f, NULL, "B's highest output value"},
+    {"add_lo", CGE_ATTR_INT, false, -1024, 0.0f, NULL, "lowest sum (a Relu after the add)"},
+    {"add_hi", CGE_ATTR_INT, false, 1024, 0.0f, NULL, "highest sum"},
 };
 
 #define KERNEL(fn, ws)                                                                     \
@@ -1336,6 +1841,12 @@ static const cge_kernel_def iconv_kernels[] = {KERNEL(iconv_launch, iconv_worksp
 static const cge_kernel_def qconv_kernels[] = {
     {.engine = "cpu", .launch = qconv_launch, .workspace_size = qconv_workspace,
      .prepare = qprim_prepare, .release = qprim_release, .inplace_input = -1}};
+static const cge_kernel_def qconvadd_kernels[] = {
+    {.engine = "cpu", .launch = qconvadd_launch, .workspace_size = qconvadd_workspace,
+     .prepare = qprim_prepare, .release = qprim_release, .inplace_input = -1}};
+static const cge_kernel_def qpair_kernels[] = {
+    {.engine = "cpu", .launch = qpair_launch, .workspace_size = qpair_workspace,
+     .prepare = qpair_prepare, .release = qpair_release, .inplace_input = -1}};
 static const cge_kernel_def qmm_kernels[] = {
     {.engine = "cpu", .launch = qmm_launch, .workspace_size = qmm_workspace,
      .prepare = qprim_prepare, .release = qprim_release, .inplace_input = -1}};
@@ -1396,6 +1907,24 @@ static const cge_op_def quant_ops[] = {
         .kernels = qconv_kernels, .num_kernels = 1,
         .doc = "QLinearConv clamped to [lo, hi] (a folded Relu/Clip); oneDNN's int8 kernels "
                "with W packed once when W is constant, NHWC activations when channels_last.",
+    },
+    {
+        .name = "QConvAdd", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+        .inputs = qca_inputs, .num_inputs = 14, .outputs = q8_output, .num_outputs = 1,
+        .attrs = qconvadd_attrs, .num_attrs = N_OF(qconvadd_attrs), .infer = qconvadd_infer,
+        .kernels = qconvadd_kernels, .num_kernels = 1,
+        .doc = "QConv (to t_scale / t_zero_point) and the QAdd of its output and S, clamped "
+               "to [add_lo, add_hi]: each block of the convolution's rows added on the "
+               "thread that wrote them; the same bits as the two nodes.",
+    },
+    {
+        .name = "QConvPair", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
+        .inputs = qpair_inputs, .num_inputs = 20, .outputs = q8_output, .num_outputs = 1,
+        .attrs = qpair_attrs, .num_attrs = N_OF(qpair_attrs), .infer = qpair_infer,
+        .kernels = qpair_kernels, .num_kernels = 1,
+        .doc = "QConv A, then the 1x1 QConv B that alone reads it (its weights w2, output "
+               "u_scale / u_zero_point, clamp [b_lo, b_hi]), then optionally QConvAdd's add "
+               "of S; each band of rows through all three on one thread; needs oneDNN.",
     },
     {
         .name = "QuantizeNHWC", .domain = CGE_DOMAIN_FUSED, .since_version = 1,
