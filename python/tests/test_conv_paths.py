@@ -239,6 +239,9 @@ WINO_CASES = [
     (96, 192, 14, 3, True),    # 12 blocks
     (96, 224, 14, 1, True),    # 14 blocks
     (96, 208, 17, 3, True),    # 13 blocks from 17x17 (a prime size) up
+    (256, 256, 14, 1, True),   # 2.25 MiB of float weights: Winograd (4x that in memory)
+    (256, 512, 14, 1, False),  # 4.5 MiB: above WINO_MAX_WEIGHT_BYTES, the direct kernel
+    (512, 512, 28, 1, False),  # 9 MiB (VGG's conv4): direct, even at 28x28
 ]
 
 
