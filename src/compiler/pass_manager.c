@@ -36,6 +36,7 @@ static const pass_entry passes[] = {
     {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "fuse_attention", cc_pass_fuse_attention, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
+    {"optimize", "split_matmul_columns", cc_pass_split_matmul_columns, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "fuse_conv_bn", cc_pass_fuse_conv_bn, CGE_OPT_FUSE, false, NULL, NULL},
     /* fuse_gelu first: a Conv takes the Gelu it makes as its activation. */
     {"optimize", "fuse_gelu", cc_pass_fuse_gelu, CGE_OPT_FUSE, false, NULL, NULL},
