@@ -16,7 +16,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
         ci clean conformance conformance-update fuzz \
         bench-deps bench-reorder bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
-        bench-memory \
+        bench-memory bench-gemm-threads \
         bench-dist soak zoo
 
 all: build
@@ -230,6 +230,11 @@ bench-compile: build
 # (the measurements behind each kernel choice; docs/guide.md).
 bench-kernels: build
 	./$(BUILD)/bench_kernel_choices
+
+# The float32 products of transformers at 1 and 2 threads (M = 1..128, the
+# zoo's K x N), and q/k/v as three products against one (not a test).
+bench-gemm-threads: build
+	./$(BUILD)/bench_gemm_threads
 
 # Memory plans against their lower bound; ONNX models in MEMPLAN_MODELS
 # (e.g. from scripts/make_test_models.py) are measured too.

@@ -75,3 +75,39 @@ def test_gpt_qkv_split(tmp_path):
         text = _ab(path, feeds, tmp_path / str(rows))
         assert _op_count(text, "Split") == 0 and _op_count(text, "Slice") == 0, text[:3000]
         assert _op_count(text, "FusedMatMul") == 4, text[:3000]
+
+
+def test_symbolic_shape_values_fold(tmp_path):
+    """Slice bounds computed from Shape(h) of a product with a symbolic row
+    count (Gather of the known last dim, halved): the inference knows them,
+    and normalize (which rewrites the Softmax's axis -1) must not make
+    folding forget that, so the Slices' bounds are constants, the shape
+    computation is gone and the split applies (regression: the encoder kept
+    80 shape nodes and its Slices)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((12, 24)).astype(np.float32)
+    c = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Shape", ["h"], ["s"]),
+        helper.make_node("Gather", ["s", "last"], ["d"], axis=0),
+        helper.make_node("Div", ["d", "two"], ["half"]),
+        helper.make_node("Unsqueeze", ["half", "ax0"], ["half1"]),
+        helper.make_node("Slice", ["h", "zero", "half1", "neg1"], ["q"]),
+        helper.make_node("Slice", ["h", "half1", "big", "neg1"], ["k"]),
+        helper.make_node("Softmax", ["q"], ["y"], axis=-1),
+    ]
+    inits = [numpy_helper.from_array(w, "w"), c("last", -1), c("two", 2), c("ax0", [0]),
+             c("zero", [0]), c("neg1", [-1]), c("big", [1 << 40])]
+    vi = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+    g = helper.make_graph(nodes, "g", [vi("x", [1, "seq", 12])], [vi("y", None), vi("k", None)],
+                          inits)
+    path = str(tmp_path / "sym.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    feeds = [{"x": rng.standard_normal((1, s, 12)).astype(np.float32)} for s in (1, 5, 17)]
+    text = _ab(path, feeds, tmp_path)
+    for op in ("Slice", "Shape", "Gather", "Div"):
+        assert _op_count(text, op) == 0, (op, text)
+    assert _op_count(text, "FusedMatMul") == 2, text

@@ -31,12 +31,15 @@ static const pass_entry passes[] = {
     {"optimize", "fuse_qdq", cc_pass_fuse_qdq, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_dq_matmul", cc_pass_fuse_dq_matmul, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fold_constants", cc_pass_fold_constants, CGE_OPT_EXACT, false, NULL, NULL},
+    /* right after folding (the Slices' bounds are constants by then), before
+     * remove_noops and fuse_attention: the pieces' Transposes compose with
+     * the ones after them and fold into Attention's operands */
+    {"optimize", "split_matmul_columns", cc_pass_split_matmul_columns, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "remove_noops", cc_pass_remove_noops, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "simplify_algebra", cc_pass_simplify_algebra, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "fuse_attention", cc_pass_fuse_attention, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "dce", cc_pass_dce, CGE_OPT_EXACT, false, NULL, NULL},
-    {"optimize", "split_matmul_columns", cc_pass_split_matmul_columns, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "fuse_conv_bn", cc_pass_fuse_conv_bn, CGE_OPT_FUSE, false, NULL, NULL},
     /* fuse_gelu first: a Conv takes the Gelu it makes as its activation. */
     {"optimize", "fuse_gelu", cc_pass_fuse_gelu, CGE_OPT_FUSE, false, NULL, NULL},

@@ -135,6 +135,24 @@ static void test_slices_bit_equal(void **state)
     }
 }
 
+/* With the fusions each piece reads its columns of the one weight in place
+ * (b_cols): the plan's constants are no larger than without the pass (no
+ * sliced copy of B), at the exact level they are sliced copies. */
+static void test_pieces_share_the_weight(void **state)
+{
+    (void)state;
+    cge_graph *g = packed_qkv(3, 40, 24, false);
+    cge_compile_options off = ct_opts(CGE_OPT_FUSE), on = ct_opts(CGE_OPT_FUSE);
+    off.disable = PASS;
+    cge_plan *a = compile(g, &on), *b = compile(g, &off);
+    assert_int_equal(ct_count_op(a, "FusedMatMul"), 3);
+    assert_true(cge_plan_constant_bytes(a) <= cge_plan_constant_bytes(b));
+    assert_true(cge_plan_constant_bytes(a) >= sizeof(float) * 40 * 72);
+    cge_plan_destroy(a);
+    cge_plan_destroy(b);
+    cge_graph_destroy(g);
+}
+
 /* Without the pass the Slices are there: what the counts above rely on. */
 static void test_disabled_keeps_slices(void **state)
 {
@@ -255,14 +273,65 @@ static void test_leaves_alone(void **state)
     free(w);
 }
 
+/* swin's form: Y [B, N, 3C] + bias -> Reshape [B, N, 3, h, d] -> Transpose
+ * [2, 0, 3, 1, 4] -> Gather(0 / 1 / 2, axis 0), here with 3 heads of 5 and
+ * a Gather index written negative; and a variant gathering 2 of 3 parts on
+ * axis 1 of a [3, 0, 1, 2, 4]-like permutation. */
+static void test_reshape_transpose_gather(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 2; variant++) {
+        const int64_t B = 4, N = 7, h = 3, d = 5, C = h * d;
+        float *w = weights(C * 3 * C, 23), *b = weights(3 * C, 29);
+        cge_graph *g = ct_graph("swin_qkv");
+        ct_input(g, "x", CGE_SHAPE(B, N, C));
+        ct_const_f32(g, "w", CGE_SHAPE(C, 3 * C), w);
+        ct_const_f32(g, "b", CGE_SHAPE(3 * C), b);
+        ct_node(g, "MatMul", "x", "w", "y0");
+        ct_node(g, "Add", "y0", "b", "y");
+        int64_t rs[5] = {B, N, 3, h, d};
+        ct_const_i64(g, "rs", rs, 5);
+        ct_node(g, "Reshape", "y", "rs", "r");
+        cge_node *t = ct_node(g, "Transpose", "r", NULL, "t");
+        int64_t perm0[5] = {2, 0, 3, 1, 4}, perm1[5] = {3, 2, 0, 1, 4};
+        assert_int_equal(cge_node_set_ints(t, "perm", variant ? perm1 : perm0, 5), CGE_OK);
+        int64_t idx[3] = {0, 1, -1};
+        const char *outs[3] = {"q", "k", "v"};
+        for (int i = variant; i < 3; i++) {
+            char in[8];
+            snprintf(in, sizeof in, "i%d", i);
+            cge_shape s0 = {.rank = 0};
+            assert_int_equal(cge_graph_add_constant(g, in, CGE_I64, &s0, &idx[i], sizeof(int64_t)),
+                             CGE_OK);
+            cge_node *ga = ct_node(g, "Gather", "t", in, outs[i]);
+            assert_int_equal(cge_node_set_int(ga, "axis", variant ? 1 : 0), CGE_OK);
+            ct_output(g, outs[i]);
+        }
+        cge_plan *p = assert_same_bits(g, CGE_OPT_EXACT);
+        assert_int_equal(ct_count_op(p, "Gather"), 0);
+        assert_int_equal(ct_count_op(p, "MatMul"), 3 - variant);
+        assert_int_equal(ct_count_op(p, "Transpose"), 3 - variant);
+        cge_plan_destroy(p);
+        p = assert_same_bits(g, CGE_OPT_FUSE);
+        assert_int_equal(ct_count_op(p, "Gather"), 0);
+        assert_int_equal(ct_count_op(p, "FusedMatMul"), 3 - variant);
+        cge_plan_destroy(p);
+        cge_graph_destroy(g);
+        free(w);
+        free(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices_bit_equal),
         cmocka_unit_test(test_disabled_keeps_slices),
+        cmocka_unit_test(test_pieces_share_the_weight),
         cmocka_unit_test(test_split_and_gemm),
         cmocka_unit_test(test_unread_columns),
         cmocka_unit_test(test_leaves_alone),
+        cmocka_unit_test(test_reshape_transpose_gather),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
