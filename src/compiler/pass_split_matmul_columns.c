@@ -18,10 +18,13 @@
  * or (the second form, where rest = heads x d and S x rest = N)
  *   R = Reshape(Y, [.., S, rest..]), T = Transpose(R, p),
  *   P_i = Gather(T, i, axis g) with p[g] the S axis,
- * with Y (and the product under the bias) read by nothing else. Each P_i
- * becomes MatMul(A, B[:, s_i:e_i]) [+ bias[s_i:e_i]] (a Gemm keeps its
- * attributes), which fuse_matmul_epilogue then turns into a FusedMatMul
- * with its bias in the epilogue and its slice of B packed once. Every output
+ * with Y (and the product under the bias) read by nothing else (readers
+ * nothing reads, a Shape whose value folding took, go with it). With the
+ * fusions on each P_i becomes FusedMatMul(A, B, bias) with b_cols
+ * [s_i, e_i]: its columns of the one weight, packed once at prepare, so B is
+ * never copied and is freed when the last piece has packed it. At the exact
+ * level it becomes MatMul(A, B[:, s_i:e_i]) [+ bias[s_i:e_i]] on sliced
+ * copies (a Gemm keeps its attributes). Every output
  * element is the same sum of the same products in the same order (the GEMM
  * computes each column alone; a piece keeps at least 2 columns so that no
  * piece falls to the row kernel kept for N = 1), and the bias is added as

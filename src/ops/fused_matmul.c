@@ -106,12 +106,10 @@ static void fmm_empty(int64_t blk, int64_t nblk, void *p)
     epilogue(a, 0, a->M, 0, a->N);
 }
 
-/* A [..., M, K] (rows flattened), B [K, N] or [N, K] with trans_b, bias
- * numel N or absent. */
 /* "b_cols" [lo, hi): B (and the bias) are the columns lo..hi of the inputs,
  * which have more (split_matmul_columns cuts one packed projection into its
  * pieces without copying the weight: each piece packs its own columns and
- * the weight is freed once all have). {0, 0} when absent. */
+ * the weight is freed once all have). Absent: all of them, [0, N). */
 static bool b_window(const cge_attrs *at, int64_t full_n, int64_t *lo, int64_t *hi)
 {
     const int64_t *v = NULL;
@@ -127,6 +125,8 @@ static bool b_window(const cge_attrs *at, int64_t full_n, int64_t *lo, int64_t *
     return true;
 }
 
+/* A [..., M, K] (rows flattened), B [K, N] or [N, K] with trans_b, bias
+ * numel N or absent. */
 static bool fmm_dims(const cge_shape *as, const cge_shape *bs, bool trans_b, int64_t *M,
                      int64_t *N, int64_t *K)
 {

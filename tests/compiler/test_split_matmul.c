@@ -322,6 +322,29 @@ static void test_reshape_transpose_gather(void **state)
     }
 }
 
+/* b_cols outside B's columns, or reversed, is a [meta] error naming N. */
+static void test_bad_window_is_meta_error(void **state)
+{
+    (void)state;
+    float w[4 * 6] = {0};
+    const int64_t bad[][2] = {{4, 2}, {0, 7}, {-1, 3}};
+    for (int c = 0; c < 3; c++) {
+        cge_graph *g = ct_graph("bad_cols");
+        ct_input(g, "x", CGE_SHAPE(2, 4));
+        ct_const_f32(g, "w", CGE_SHAPE(4, 6), w);
+        const char *ins[2] = {"x", "w"}, *outs[1] = {"y"};
+        cge_node *f = ct_node_n(g, "FusedMatMul", "cge.fused", ins, 2, outs, 1);
+        assert_int_equal(cge_node_set_ints(f, "b_cols", bad[c], 2), CGE_OK);
+        ct_output(g, "y");
+        cge_compile_options o = ct_opts(CGE_OPT_NONE);
+        cge_plan *p = NULL;
+        assert_int_not_equal(cge_compile(g, NULL, 0, &o, &p), CGE_OK);
+        assert_non_null(strstr(cge_last_error(), "[meta]"));
+        assert_non_null(strstr(cge_last_error(), "b_cols"));
+        cge_graph_destroy(g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_unread_columns),
         cmocka_unit_test(test_leaves_alone),
         cmocka_unit_test(test_reshape_transpose_gather),
+        cmocka_unit_test(test_bad_window_is_meta_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
