@@ -14,7 +14,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
 
 .PHONY: all deps configure build install run test test-install test-c test-python test-models test-sanitize test-tsan \
         ci clean conformance conformance-update fuzz \
-        bench-deps bench-reorder bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
+        bench-deps bench-gemm-threads bench-reorder bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
         bench-memory bench-grouped \
         bench-dist soak zoo
@@ -242,6 +242,11 @@ bench-grouped: bench-deps build
 MEMPLAN_MODELS ?= $(wildcard $(BUILD)/models/*.onnx)
 bench-memplan: build
 	./$(BUILD)/bench_memplan $(MEMPLAN_MODELS)
+
+# The float32 products of transformers at 1 and 2 threads (M = 1..128, the
+# zoo's K x N), and q/k/v as three products against one (not a test).
+bench-gemm-threads: build
+	./$(BUILD)/bench_gemm_threads
 
 # The model zoo (scripts/zoo.py, docs/zoo.md; not a test): torchvision 0.14's
 # models and hand-built ones, random weights, exported once into ZOO_CACHE,

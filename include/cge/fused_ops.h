@@ -20,7 +20,9 @@ extern "C" {
  *                      bytecode below ("program", "out_regs", "imm").
  *   FusedMatMul        act(A B + bias): "activation" (none relu sigmoid tanh
  *                      gelu gelu_tanh leaky_relu clip), "alpha", "min",
- *                      "max", "trans_b", "b_const" (B packed once).
+ *                      "max", "trans_b", "b_const" (B packed once),
+ *                      "b_cols" ([lo, hi]: B and bias are those columns
+ *                      of the inputs; one piece of a packed projection).
  *   FusedConv          act(Conv(X, W, B) + Z): Conv's attributes plus
  *                      "activation" (none relu leaky_relu clip sigmoid tanh),
  *                      "alpha", "min", "max", "w_const", "channels_last".

@@ -105,6 +105,9 @@ cge_status cc_pass_fuse_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_skip_layernorm(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_attention(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_matmul_epilogue(cc_ctx *ctx, cge_graph *g);
+/* A constant-B product read only through last-axis Slices/Splits -> one
+ * product per piece on B's columns (the packed q/k/v projection). */
+cge_status cc_pass_split_matmul_columns(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_elementwise(cc_ctx *ctx, cge_graph *g);
 /* Runs only with precision bf16: Conv/MatMul/Gemm and their fused forms
  * marked (or rewritten) to run in bfloat16. */

@@ -31,6 +31,10 @@ static const pass_entry passes[] = {
     {"optimize", "fuse_qdq", cc_pass_fuse_qdq, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_dq_matmul", cc_pass_fuse_dq_matmul, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fold_constants", cc_pass_fold_constants, CGE_OPT_EXACT, false, NULL, NULL},
+    /* right after folding (the Slices' bounds are constants by then), before
+     * remove_noops and fuse_attention: the pieces' Transposes compose with
+     * the ones after them and fold into Attention's operands */
+    {"optimize", "split_matmul_columns", cc_pass_split_matmul_columns, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "remove_noops", cc_pass_remove_noops, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "simplify_algebra", cc_pass_simplify_algebra, CGE_OPT_EXACT, false, NULL, NULL},
     {"optimize", "cse", cc_pass_cse, CGE_OPT_EXACT, false, NULL, NULL},

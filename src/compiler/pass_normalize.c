@@ -100,6 +100,13 @@ static cge_status fill_defaults(cc_ctx *ctx, cge_node *n)
 
 cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g)
 {
+    /* Every rewrite here spells an attribute another way with the same
+     * meaning, so the values the inference computed still hold: folding
+     * takes them only while known_rev is the graph's revision, and without
+     * this a symbolic graph kept every shape computation the inference had
+     * already done (Gather(Shape(x), -1) of a known last dim, the bounds of
+     * the Slices that cut q, k and v out of a packed projection). */
+    bool known = ctx->known && ctx->known_rev == cge_graph_revision(g);
     cge_status st = CGE_OK;
     for (int32_t i = 0; !st && i < cge_graph_num_nodes(g); i++) {
         cge_node *n = cge_graph_node(g, i);
@@ -107,5 +114,7 @@ cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g)
         if (!st)
             st = fix_axes(ctx, g, n);
     }
+    if (!st && known)
+        ctx->known_rev = cge_graph_revision(g);
     return st;
 }

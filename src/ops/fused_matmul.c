@@ -23,6 +23,7 @@ typedef struct fmm_args {
     const float *res;       /* residual [M, N] added after the activation, or NULL */
     float *c, *bp;
     int64_t M, N, K, b_rs, b_cs;
+    int64_t col_lo;         /* b_cols: B and the bias start at this column */
     int act;
     float alpha, lo, hi;
     cge__gemm_tiling tiling;
@@ -105,6 +106,25 @@ static void fmm_empty(int64_t blk, int64_t nblk, void *p)
     epilogue(a, 0, a->M, 0, a->N);
 }
 
+/* "b_cols" [lo, hi): B (and the bias) are the columns lo..hi of the inputs,
+ * which have more (split_matmul_columns cuts one packed projection into its
+ * pieces without copying the weight: each piece packs its own columns and
+ * the weight is freed once all have). Absent: all of them, [0, N). */
+static bool b_window(const cge_attrs *at, int64_t full_n, int64_t *lo, int64_t *hi)
+{
+    const int64_t *v = NULL;
+    int64_t n = cge_attrs_get_ints(at, "b_cols", &v);
+    *lo = 0;
+    *hi = full_n;
+    if (n <= 0)
+        return true;
+    if (n != 2 || v[0] < 0 || v[1] < v[0] || (full_n >= 0 && v[1] > full_n))
+        return false;
+    *lo = v[0];
+    *hi = v[1];
+    return true;
+}
+
 /* A [..., M, K] (rows flattened), B [K, N] or [N, K] with trans_b, bias
  * numel N or absent. */
 static bool fmm_dims(const cge_shape *as, const cge_shape *bs, bool trans_b, int64_t *M,
@@ -132,11 +152,17 @@ static cge_status fmm_infer(cge_infer_ctx *ctx)
     if (!fmm_dims(&A->shape, &B->shape, tb, &M, &N, &K))
         return cge_meta_error(ctx, CGE_ERR_SHAPE, "A must be [..., M, K] and B [K, N]%s",
                               tb ? " transposed" : "");
+    int64_t lo, hi;
+    if (!b_window(ctx->attrs, N, &lo, &hi))
+        return cge_meta_error(ctx, CGE_ERR_INVALID_ARG,
+                              "b_cols must be [lo, hi] with 0 <= lo <= hi <= N = %lld",
+                              (long long)N);
     if (ctx->num_inputs > 2 && ctx->inputs[2].dtype != CGE_DTYPE_UNDEFINED) {
         int64_t bn = cge_shape_numel(&ctx->inputs[2].shape);
         if (ctx->inputs[2].dtype != CGE_F32 || (bn != N && N >= 0))
             return cge_meta_error(ctx, CGE_ERR_SHAPE, "bias must be float32 with N elements");
     }
+    N = N >= 0 ? hi - lo : N;
     if (ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED) {
         const cge_tensor_desc *R = &ctx->inputs[3];
         cge_shape want = A->shape;
@@ -164,6 +190,10 @@ static bool fmm_make(const cge_kernel_ctx *ctx, fmm_args *a)
         return false;
     a->b_rs = tb ? 1 : a->N;
     a->b_cs = tb ? a->K : 1;
+    int64_t hi;
+    if (!b_window(ctx->attrs, a->N, &a->col_lo, &hi))
+        return false;
+    a->N = hi - a->col_lo;
     a->act = cge__mm_act_from_name(cge_attrs_get_string(ctx->attrs, "activation", "none"));
     a->alpha = cge_attrs_get_float(ctx->attrs, "alpha", 0.01f);
     a->lo = cge_attrs_get_float(ctx->attrs, "min", -INFINITY);
@@ -248,7 +278,7 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "packing B: out of memory");
     size_t bytes = (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float);
     int64_t key[4] = {a.K, a.N, a.b_rs, a.b_cs};
-    s->src = a.b = ctx->inputs[1].data;
+    s->src = a.b = (const float *)ctx->inputs[1].data + a.col_lo * a.b_cs;
     fmm_fill_args f = {a, ctx};
     cge_status st = cge__kernel_shared_get_parallel(ctx, s->src, key, sizeof key, bytes, fmm_fill,
                                                     &f, (void **)&s->packed);
@@ -271,7 +301,7 @@ static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     if (a.M == 0 || a.N == 0)
         return CGE_OK;
     a.a = ctx->inputs[0].data;
-    a.b = ctx->inputs[1].data;
+    a.b = ctx->inputs[1].data ? (const float *)ctx->inputs[1].data + a.col_lo * a.b_cs : NULL;
     fmm_state *pre = ctx->state;
     bool packed = pre && pre->src == a.b;
     size_t need = (size_t)cge__gemm_packed_b_floats(a.K, a.N) * sizeof(float) + 64;
@@ -288,7 +318,9 @@ static cge_status fmm_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
                                 "workspace of %zu bytes is too small (%zu needed to pack B)",
                                 ctx->workspace_size, need);
     }
-    a.bias = ctx->num_inputs > 2 ? ctx->inputs[2].data : NULL;
+    a.bias = ctx->num_inputs > 2 && ctx->inputs[2].data
+                 ? (const float *)ctx->inputs[2].data + a.col_lo
+                 : NULL;
     if (ctx->num_inputs > 3 && ctx->inputs[3].dtype != CGE_DTYPE_UNDEFINED) {
         if (ctx->inputs[3].dtype != CGE_F32 || cge_shape_numel(&ctx->inputs[3].shape) != a.M * a.N ||
             !ctx->inputs[3].data)
@@ -332,6 +364,8 @@ static const cge_attr_def fmm_attrs[] = {
     CGE__MM_EPILOGUE_ATTR_DEFS,
     {.name = "b_const", .kind = CGE_ATTR_INT,
      .doc = "B is a constant: packed once when the plan is made"},
+    {.name = "b_cols", .kind = CGE_ATTR_INTS,
+     .doc = "[lo, hi]: B and the bias are columns lo..hi of the inputs (Y has hi - lo)"},
 };
 static const cge_kernel_def fmm_kernels[] = {
     {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = fmm_launch,
@@ -340,7 +374,7 @@ static const cge_kernel_def fmm_kernels[] = {
 
 static const cge_op_def fmm_ops[] = {
     {.name = "FusedMatMul", .domain = CGE_DOMAIN_FUSED, .since_version = 1, .inputs = fmm_in,
-     .num_inputs = 4, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 6,
+     .num_inputs = 4, .outputs = fmm_out, .num_outputs = 1, .attrs = fmm_attrs, .num_attrs = 7,
      .infer = fmm_infer, .kernels = fmm_kernels, .num_kernels = 1,
      .doc = "matrix product with bias, activation and residual add in the GEMM's epilogue"},
 };
