@@ -16,7 +16,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
         ci clean conformance conformance-update fuzz \
         bench-deps bench-reorder bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
-        bench-memory \
+        bench-memory bench-depthwise \
         bench-dist soak zoo
 
 all: build
@@ -230,6 +230,13 @@ bench-compile: build
 # (the measurements behind each kernel choice; docs/guide.md).
 bench-kernels: build
 	./$(BUILD)/bench_kernel_choices
+
+# Channels-last depthwise convolutions at the zoo's shapes: cge's AVX-512
+# kernel vs oneDNN's primitive (CGE_DW_NHWC=0) vs ONNX Runtime, op time per
+# run from each profiler; DW_ARGS e.g. "--threads 2 --filter mnasnet".
+DW_ARGS ?=
+bench-depthwise: bench-deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/depthwise.py $(DW_ARGS)
 
 # Memory plans against their lower bound; ONNX models in MEMPLAN_MODELS
 # (e.g. from scripts/make_test_models.py) are measured too.
