@@ -8,21 +8,19 @@
 #include "ops/fast_math.h"
 #include "ops/kernel_util.h"
 
-/* Work is cut into strips: one image, 16 channels, a run of output rows. A
- * strip walks its rows top to bottom, so the window's input rows of those 16
- * channels (kh x IW x 64 bytes) stay in L1 from one output row to the next
- * and every input line comes from further out once. Inside a row, the
- * columns whose window lies inside the input run a kernel specialised for
- * the window width and stride (DW_P pixels x 16 channels of accumulators,
- * the taps unrolled, the weight vector loaded once for the DW_P pixels);
- * the border columns run DW_EDGE pixels at a time with the taps outside the
- * input masked off; rows outside the input are skipped. A channel tail (C
- * not a multiple of 16) uses masked loads and stores. The epilogue (bias,
- * addend, relu / leaky / clip / hard sigmoid / hard swish) runs on the
- * accumulators; sigmoid, tanh, SiLU and GELU run fast_math's row functions
- * over a row's pixels gathered in a buffer. Every epilogue is conv.c's (the
- * unfused ops') expression, so that it gives the unfused bits for the same
- * sums. */
+/* Threads take whole output rows. A row runs pixel block by pixel block,
+ * each over all its channels (a pixel's channels are contiguous, so the
+ * input streams in long runs): the columns whose window lies inside the
+ * input run a kernel specialised for the window width and stride (4 pixels
+ * x 4 channel vectors of accumulators, the tap's 4 weight vectors loaded
+ * once for the 4 pixels; narrower remainders the same way); the border
+ * columns run 4 pixels at a time with the taps outside the input masked
+ * off; rows outside the input are skipped. A channel tail (C not a multiple
+ * of 16) uses masked loads and stores. The epilogue (bias, addend, relu /
+ * leaky / clip / hard sigmoid / hard swish) runs on the accumulators;
+ * sigmoid, tanh, SiLU and GELU run fast_math's row functions over each band
+ * of DW_BAND finished rows. Every epilogue is conv.c's (the unfused ops')
+ * expression, so that it gives the unfused bits for the same sums. */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -44,7 +42,7 @@ typedef struct dw_row {
     const float *z;  /* the addend's row, or NULL */
     float *y;        /* the output row */
     int64_t xrs, C, cp, IW;
-    int64_t c0, c1;  /* the channels of this pass: c0 a multiple of 16 */
+    int64_t c0, c1;  /* the channels a block loop covers (all: 0, C) */
     int nky, kw, sw, pl;
     __mmask16 tail;  /* the lanes of the last vector (C % 16, or all) */
 } dw_row;
@@ -322,23 +320,21 @@ DW_AVX512 static void dw_rows(const cge__dw_nhwc *a, int64_t r0, int64_t r1)
                 .tail = C % 16 ? (__mmask16)((1u << (C % 16)) - 1u) : (__mmask16)0xffff};
     for (int64_t b0 = r0; b0 < r1; b0 += DW_BAND) {
         int64_t b1 = r1 - b0 < DW_BAND ? r1 : b0 + DW_BAND;
-        {
-            for (int64_t row = b0; row < b1; row++) {
-                int64_t n = row / a->OH, oh = row % a->OH;
-                int64_t ih0 = oh * a->sh - a->pt;
-                int64_t ky0 = ih0 < 0 ? -ih0 : 0, ky1 = a->IH - ih0 < a->kh ? a->IH - ih0 : a->kh;
-                r.nky = ky1 > ky0 ? (int)(ky1 - ky0) : 0;
-                r.x = a->x + (r.nky ? ((n * a->IH + ih0 + ky0) * a->IW) * C : 0);
-                r.w = a->w + (r.nky ? ky0 : 0) * a->kw * a->cp;
-                r.y = a->y + row * a->OW * C;
-                r.z = a->z ? a->z + row * a->OW * C : NULL;
-                if (owa > 0)
-                    e(&r, 0, owa);
-                if (owb > owa)
-                    f(&r, owa, owb);
-                if (a->OW > owb)
-                    e(&r, owb, a->OW);
-            }
+        for (int64_t row = b0; row < b1; row++) {
+            int64_t n = row / a->OH, oh = row % a->OH;
+            int64_t ih0 = oh * a->sh - a->pt;
+            int64_t ky0 = ih0 < 0 ? -ih0 : 0, ky1 = a->IH - ih0 < a->kh ? a->IH - ih0 : a->kh;
+            r.nky = ky1 > ky0 ? (int)(ky1 - ky0) : 0;
+            r.x = a->x + (r.nky ? ((n * a->IH + ih0 + ky0) * a->IW) * C : 0);
+            r.w = a->w + (r.nky ? ky0 : 0) * a->kw * a->cp;
+            r.y = a->y + row * a->OW * C;
+            r.z = a->z ? a->z + row * a->OW * C : NULL;
+            if (owa > 0)
+                e(&r, 0, owa);
+            if (owb > owa)
+                f(&r, owa, owb);
+            if (a->OW > owb)
+                e(&r, owb, a->OW);
         }
         if (a->act >= CGE__DW_ACT_SIGMOID)
             dw_post(a, a->y + b0 * a->OW * C, (b1 - b0) * a->OW * C);
