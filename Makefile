@@ -231,8 +231,8 @@ bench-compile: build
 bench-kernels: build
 	./$(BUILD)/bench_kernel_choices
 
-# Channels-last depthwise convolutions at the zoo's shapes: cge's AVX-512
-# kernel vs oneDNN's primitive (CGE_DW_NHWC=0) vs ONNX Runtime, op time per
+# Channels-last depthwise convolutions at the zoo's shapes: cge's opt-in
+# AVX-512 kernel (CGE_DW_NHWC=1) vs oneDNN's primitive vs ONNX Runtime, op time per
 # run from each profiler; DW_ARGS e.g. "--threads 2 --filter mnasnet".
 DW_ARGS ?=
 bench-depthwise: bench-deps build

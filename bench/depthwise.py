@@ -1,7 +1,7 @@
 """make bench-depthwise: the channels-last depthwise convolutions of the zoo,
-one shape at a time, on cge's AVX-512 kernel (src/ops/depthwise_nhwc.c),
-on oneDNN's depthwise primitive inside cge (the same plan with
-CGE_DW_NHWC=0) and on ONNX Runtime, in the same minute. Not a test.
+one shape at a time, on cge's AVX-512 kernel (src/ops/depthwise_nhwc.c,
+opt-in: CGE_DW_NHWC=1), on oneDNN's depthwise primitive inside cge (the
+default; CGE_DW_NHWC=0) and on ONNX Runtime, in the same minute. Not a test.
 
 Usage: bench/depthwise.py [--threads N] [--runs N] [--rounds N] [--filter RE]
                           [--scan [ZOO_DIR]] [--json FILE]

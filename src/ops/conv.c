@@ -963,38 +963,23 @@ typedef struct conv_state {
 
 /* ---- float32 channels-last depthwise (depthwise_nhwc.c) ------------------- */
 
-/* Where the kernel measured ahead of oneDNN's depthwise primitive at the
- * zoo's shapes (bench/depthwise.py, docs/zoo.md, one thread): 3x3 windows
- * at stride 2 over inputs 56 or more wide, channels a multiple of 16, with
- * an epilogue done on the accumulators (0.90-0.97x oneDNN's time in two
- * passes). Everywhere else oneDNN was as fast or faster: 1.0-2.3x at stride
- * 1, on 7x7-28x28 maps, with 5x5 and 7x7 windows, with a channel tail, and
- * with SiLU (its row pass after the kernel costs more than oneDNN's
- * post-op). */
-static bool dw_nhwc_ahead(const conv_args *p)
-{
-    const nn_geom *g = &p->g;
-    return g->k[1] == 3 && g->k[2] == 3 && g->s[1] == 2 && g->s[2] == 2 && g->in[2] >= 56 &&
-           p->C % 16 == 0 && p->act != ACT_SIGMOID && p->act != ACT_TANH && p->act != ACT_SILU &&
-           p->act != ACT_GELU;
-}
-
 /* A channels-last depthwise FusedConv (one channel per group, M = C, 1-D or
- * 2-D) whose window the AVX-512 kernel takes, of a class where it measured
- * ahead (dw_nhwc_ahead). $CGE_DW_NHWC=1 sends every window it takes there,
- * 0 none (oneDNN's primitive): for tests and A/B benchmarks; read at prepare
- * and workspace queries only. */
+ * 2-D) whose window the AVX-512 kernel takes, when $CGE_DW_NHWC=1 (read at
+ * prepare and workspace queries only). Off by default: at the zoo's 60
+ * depthwise shapes (bench/depthwise.py, docs/zoo.md) oneDNN's primitive was
+ * as fast or faster nearly everywhere (geometric mean 1.29x its time at one
+ * thread); 3x3 stride-2 layers over wide inputs measured 0.90-0.97x at one
+ * thread but 0.90-1.53x at two, so no class is reliably ahead. */
 static bool dw_nhwc_wanted(const conv_args *p)
 {
     const nn_geom *g = &p->g;
     const char *env = getenv("CGE_DW_NHWC");
-    bool force = env && !strcmp(env, "1");
-    return !(env && !strcmp(env, "0")) && p->dtype == CGE_F32 && p->channels_last &&
+    return env && !strcmp(env, "1") && p->dtype == CGE_F32 && p->channels_last &&
            !p->transpose && !p->bf16 && p->cpg == 1 && p->mpg == 1 && p->G == p->C && p->C > 0 &&
            g->nsp <= 2 && g->k[0] == 1 && g->in[0] == 1 &&
            cge__dw_nhwc_takes(g->k[1], g->k[2], g->s[1], g->s[2], g->d[1], g->d[2], g->pb[1],
                               g->pb[2], g->pe[1], g->pe[2]) &&
-           cge__dw_nhwc_available() && (force || dw_nhwc_ahead(p));
+           cge__dw_nhwc_available();
 }
 
 static size_t dw_nhwc_ws(const conv_args *p)

@@ -1,5 +1,6 @@
 /* Channels-last float32 depthwise convolution on AVX-512 (conv.c's kernel for
- * FusedConv nodes with channels_last, one channel per group): weights packed
+ * FusedConv nodes with channels_last, one channel per group, when
+ * CGE_DW_NHWC=1; oneDNN's otherwise): weights packed
  * per tap as channel vectors, bias, residual addend and activation applied in
  * registers before the store. */
 #ifndef CGE_OPS_DEPTHWISE_NHWC_H

@@ -2,8 +2,8 @@
  * run them on depthwise_nhwc.c's kernel (its run counter moves), with each
  * fused activation and a residual addend, equal to level 0 within rounding;
  * a fused activation gives the bits of the same activation run as its own
- * node after the convolution; CGE_DW_NHWC=0 keeps oneDNN's primitive, and
- * by default only the measured class takes the kernel. */
+ * node after the convolution; CGE_DW_NHWC=0 and the default keep oneDNN's
+ * primitive. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,28 +117,18 @@ static void test_plans_take_the_kernel(void **state)
     unsetenv("CGE_DW_NHWC");
 }
 
-/* By default only the class where the kernel measured ahead of oneDNN's
- * primitive takes it: 3x3 at stride 2 over a wide input with channels a
- * multiple of 16, yes; stride 1, a small map, a SiLU epilogue or a channel
- * tail, no. */
-static void test_default_class(void **state)
+/* By default no depthwise layer takes the kernel (oneDNN measured as fast
+ * or faster): not a wide 3x3 stride-2 one, not a stride-1 one. */
+static void test_default_is_onednn(void **state)
 {
     (void)state;
     unsetenv("CGE_DW_NHWC");
-    static const dw_graph_case taken = {32, 56, 57, 3, 2, 1, 1, 2, "Clip"};
-    static const dw_graph_case left[] = {{32, 56, 56, 3, 1, 1, 1, 2, "Relu"},
-                                         {32, 56, 56, 3, 2, 1, 1, 2, "SiLU"},
-                                         {32, 28, 28, 3, 2, 1, 1, 2, "Relu"},
-                                         {24, 56, 56, 3, 2, 1, 1, 2, "Relu"}};
+    static const dw_graph_case left[] = {{32, 56, 57, 3, 2, 1, 1, 2, "Clip"},
+                                         {32, 28, 28, 3, 1, 1, 1, 2, "Relu"}};
     cge_compile_options o = ct_opts(CGE_OPT_LAYOUT);
-    cge_graph *g = dw_graph(&taken, false);
-    int64_t before = cge__dw_nhwc_runs();
-    ct_assert_equivalent(g, &o, 256, 1e-5);
-    assert_true(!kernel_expected() || cge__dw_nhwc_runs() > before);
-    cge_graph_destroy(g);
     for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
-        g = dw_graph(&left[i], false);
-        before = cge__dw_nhwc_runs();
+        cge_graph *g = dw_graph(&left[i], false);
+        int64_t before = cge__dw_nhwc_runs();
         ct_assert_equivalent(g, &o, 256, 1e-5);
         assert_int_equal(cge__dw_nhwc_runs(), before);
         cge_graph_destroy(g);
@@ -203,7 +193,7 @@ int main(void)
         cmocka_unit_test(test_plans_take_the_kernel),
         cmocka_unit_test(test_fused_equals_unfused),
         cmocka_unit_test(test_switch_keeps_onednn),
-        cmocka_unit_test(test_default_class),
+        cmocka_unit_test(test_default_is_onednn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
