@@ -16,7 +16,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
         ci clean conformance conformance-update fuzz \
         bench-deps bench-gemm-threads bench-reorder bench-dispatch bench-models bench-dynamic bench-attention bench-compile bench-memplan bench-load \
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
-        bench-memory bench-grouped \
+        bench-memory bench-grouped bench-depthwise \
         bench-dist soak zoo
 
 all: build
@@ -236,6 +236,13 @@ bench-kernels: build
 GROUPED_MODELS ?=
 bench-grouped: bench-deps build
 	BUILD=$(abspath $(BUILD)) ZOO_CACHE=$(ZOO_CACHE) $(PYTHON) bench/grouped_conv.py $(GROUPED_MODELS)
+
+# Channels-last depthwise convolutions at the zoo's shapes: cge's opt-in
+# AVX-512 kernel (CGE_DW_NHWC=1) vs oneDNN's primitive vs ONNX Runtime, op time per
+# run from each profiler; DW_ARGS e.g. "--threads 2 --filter mnasnet".
+DW_ARGS ?=
+bench-depthwise: bench-deps build
+	BUILD=$(abspath $(BUILD)) $(PYTHON) bench/depthwise.py $(DW_ARGS)
 
 # Memory plans against their lower bound; ONNX models in MEMPLAN_MODELS
 # (e.g. from scripts/make_test_models.py) are measured too.

@@ -5,6 +5,9 @@ Not a test.
 Usage: bench/cpu_ab.py [--lib A.so] [--lib B.so] [--rounds N] [--runs N]
                        [--cache DIR] MODEL_NAME ...
 
+A library may carry environment settings for its runner: --lib
+"build/libcge.so?CGE_DW_NHWC=0" (comma-separated VAR=value pairs after "?").
+
 On a machine shared by many processes, wall time at two threads measures the
 scheduler more than the kernels (a descheduled thread stalls its team). CPU
 time of one thread, taken over a batch of runs, counts only the work done:
@@ -109,7 +112,11 @@ def main():
         try:
             for _ in range(a.rounds):
                 for n, lib in zip(names, libs):
-                    e = dict(env, CGE_LIBRARY=lib)
+                    # "lib.so?VAR=value,...": that runner's environment too (an A/B of
+                    # one library with a kernel switched off, e.g. CGE_DW_NHWC=0)
+                    path, _, extra = lib.partition("?")
+                    e = dict(env, CGE_LIBRARY=path,
+                             **dict(kv.split("=", 1) for kv in extra.split(",") if kv))
                     res[n].append(run_child([sys.executable, "-c", CGE_CHILD, ROOT, d, str(runs)], e)["cpu_ms"])
                 res["ORT"].append(run_child(["node", "-e", ORT_CHILD, ROOT,
                                              os.path.join(d, "manifest.json"), str(runs)], env)["cpu_ms"])

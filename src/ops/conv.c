@@ -9,6 +9,7 @@
 #include "ops/builtin.h"
 #include "ops/conv_fused.h"
 #include "ops/conv_grouped.h"
+#include "ops/depthwise_nhwc.h"
 #include "ops/dnnl_conv.h"
 #include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
@@ -989,6 +990,12 @@ typedef struct conv_state {
     cge__gconv gc;
     float *gw;
     const void *gw_src;
+    /* Channels-last depthwise on depthwise_nhwc.c's kernel (dw_nhwc_wanted):
+     * dw_w its packed weights (a cge_kernel_shared_get block), or NULL where
+     * W was not there at prepare (each launch packs it into the workspace). */
+    bool dw_on;
+    float *dw_w;
+    int64_t dw_C, dw_kvol;
 } conv_state;
 
 static void conv_release(void *state)
@@ -997,7 +1004,125 @@ static void conv_release(void *state)
         return;
     cge__dnnl_conv_destroy(((conv_state *)state)->dc);
     cge_kernel_shared_release(((conv_state *)state)->gw);
+    cge_kernel_shared_release(((conv_state *)state)->dw_w);
     free(state);
+}
+
+/* ---- float32 channels-last depthwise (depthwise_nhwc.c) ------------------- */
+
+/* A channels-last depthwise FusedConv (one channel per group, M = C, 1-D or
+ * 2-D) whose window the AVX-512 kernel takes, when $CGE_DW_NHWC=1 (read at
+ * prepare and workspace queries only). Off by default: at the zoo's 60
+ * depthwise shapes (bench/depthwise.py, docs/zoo.md) oneDNN's primitive was
+ * as fast or faster nearly everywhere (geometric mean 1.29x its time at one
+ * thread); 3x3 stride-2 layers over wide inputs measured 0.90-0.97x at one
+ * thread but 0.90-1.53x at two, so no class is reliably ahead. */
+static bool dw_nhwc_wanted(const conv_args *p)
+{
+    const nn_geom *g = &p->g;
+    const char *env = getenv("CGE_DW_NHWC");
+    return env && !strcmp(env, "1") && p->dtype == CGE_F32 && p->channels_last &&
+           !p->transpose && !p->bf16 && p->cpg == 1 && p->mpg == 1 && p->G == p->C && p->C > 0 &&
+           g->nsp <= 2 && g->k[0] == 1 && g->in[0] == 1 &&
+           cge__dw_nhwc_takes(g->k[1], g->k[2], g->s[1], g->s[2], g->d[1], g->d[2], g->pb[1],
+                              g->pb[2], g->pe[1], g->pe[2]) &&
+           cge__dw_nhwc_available();
+}
+
+static size_t dw_nhwc_ws(const conv_args *p)
+{
+    return (size_t)cge__dw_nhwc_packed_floats(p->C, p->kvol) * sizeof(float) + 64;
+}
+
+typedef struct dw_pack_args {
+    const float *w;
+    float *dst;
+    int64_t C, kvol;
+} dw_pack_args;
+
+static cge_status dw_pack_fill(void *dst, void *user)
+{
+    const dw_pack_args *a = user;
+    cge__dw_nhwc_pack(a->w, a->C, a->kvol, dst);
+    return CGE_OK;
+}
+
+static void dw_pack_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const dw_pack_args *a = args;
+    if (blk == 0)
+        cge__dw_nhwc_pack(a->w, a->C, a->kvol, a->dst);
+}
+
+/* At prepare: W packed once, shared between the plans of the session graph;
+ * launches then read the packed copy only. */
+static cge_status dw_nhwc_prepare(const cge_kernel_ctx *ctx, const conv_args *p, conv_state *st)
+{
+    st->dw_on = true;
+    const float *w = ctx->inputs[1].data;
+    if (!p->w_const || !w)
+        return CGE_OK;
+    int64_t key[4] = {0x6477636863ll /* "dwnhwc" */, 1, p->C, p->kvol};
+    dw_pack_args a = {.w = w, .C = p->C, .kvol = p->kvol};
+    cge_status s = cge_kernel_shared_get(ctx, w, key, sizeof key,
+                                         (size_t)cge__dw_nhwc_packed_floats(p->C, p->kvol) *
+                                             sizeof(float),
+                                         dw_pack_fill, &a, (void **)&st->dw_w);
+    if (s)
+        return s;
+    st->dw_C = p->C;
+    st->dw_kvol = p->kvol;
+    cge__kernel_input_packed(ctx, 1);
+    return CGE_OK;
+}
+
+static int dw_act(int act)
+{
+    switch (act) {
+    case ACT_RELU: return CGE__DW_ACT_RELU;
+    case ACT_LEAKY: return CGE__DW_ACT_LEAKY;
+    case ACT_CLIP: return CGE__DW_ACT_CLIP;
+    case ACT_SIGMOID: return CGE__DW_ACT_SIGMOID;
+    case ACT_TANH: return CGE__DW_ACT_TANH;
+    case ACT_SILU: return CGE__DW_ACT_SILU;
+    case ACT_HSIGMOID: return CGE__DW_ACT_HSIGMOID;
+    case ACT_HSWISH: return CGE__DW_ACT_HSWISH;
+    case ACT_GELU: return CGE__DW_ACT_GELU;
+    default: return CGE__DW_ACT_NONE;
+    }
+}
+
+static cge_status dw_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *stream,
+                                 const conv_args *p)
+{
+    const conv_state *st = ctx->state;
+    const nn_geom *g = &p->g;
+    if (p->cpg != 1 || p->mpg != 1 || g->nsp > 2 ||
+        !cge__dw_nhwc_takes(g->k[1], g->k[2], g->s[1], g->s[2], g->d[1], g->d[2], g->pb[1],
+                            g->pb[2], g->pe[1], g->pe[2]))
+        return cge_kernel_error(ctx, CGE_ERR_SHAPE,
+                                "channels-last depthwise: the shapes are not the prepared kind");
+    const float *w = st->dw_w;
+    if (!w || st->dw_C != p->C || st->dw_kvol != p->kvol) {
+        /* W was not there at prepare: pack it on the stream, in the workspace */
+        if (!ctx->workspace || ctx->workspace_size < dw_nhwc_ws(p))
+            return cge_kernel_error(ctx, CGE_ERR_INTERNAL,
+                                    "channels-last depthwise: the workspace is missing or small");
+        float *dst = (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63);
+        dw_pack_args pa = {.w = p->w, .dst = dst, .C = p->C, .kvol = p->kvol};
+        cge_status s = cge_launch(stream, dw_pack_fn, 1, &pa, sizeof pa);
+        if (s)
+            return s;
+        w = dst;
+    }
+    cge__dw_nhwc a = {.x = p->x, .w = w, .b = p->b, .z = p->z, .y = p->y, .N = p->N, .C = p->C,
+                      .IH = g->in[1], .IW = g->in[2], .OH = g->out[1], .OW = g->out[2],
+                      .cp = (p->C + 15) / 16 * 16, .kh = (int)g->k[1], .kw = (int)g->k[2],
+                      .sh = (int)g->s[1], .sw = (int)g->s[2], .pt = (int)g->pb[1],
+                      .pl = (int)g->pb[2], .act = dw_act(p->act), .alpha = p->alpha,
+                      .beta = p->beta, .lo = p->lo, .hi = p->hi};
+    return cge_launch(stream, cge__dw_nhwc_fn, cge__dw_nhwc_blocks(&a, ctx->num_threads), &a,
+                      sizeof a);
 }
 
 static cge__dnnl_conv *state_dc(const void *state)
@@ -1211,7 +1336,8 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, bool tra
      * W stays as it is (a primitive would take it over, packed) */
     conv_args sp;
     bool parsed = conv_static_args(ctx, fused, transpose, &sp);
-    bool own = parsed && uses_gemv(&sp);
+    bool dw = parsed && dw_nhwc_wanted(&sp); /* no primitive: its own kernel and packing */
+    bool own = (parsed && uses_gemv(&sp)) || dw;
     conv_state *st = calloc(1, sizeof *st);
     if (!st)
         return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY, "out of memory");
@@ -1226,6 +1352,10 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, bool tra
     }
     st->dc = dc;
     parse_once(ctx, fused, transpose, st);
+    if (dw && (s = dw_nhwc_prepare(ctx, &sp, st)) != CGE_OK) {
+        conv_release(st);
+        return s;
+    }
     *state = st;
     return CGE_OK;
 }
@@ -1290,12 +1420,13 @@ static cge_status convt_prepare(const cge_kernel_ctx *ctx, void **state)
 }
 
 
-
 static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool transpose)
 {
     conv_args p;
     if (!conv_static_args(ctx, fused, transpose, &p))
         return 0;
+    if (dw_nhwc_wanted(&p))
+        return dw_nhwc_ws(&p); /* W packed here when prepare could not */
     size_t need = gemm_ws(&p);
     /* oneDNN's scratch: the plan's workspace serves both paths, so no run
      * allocates. It is asked for at least as many threads as this machine
@@ -1518,6 +1649,8 @@ cge_status cge__fused_conv_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         return CGE_OK;
     if (!p.y || !p.x || !p.w)
         return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "missing input or output buffer");
+    if (ctx->state && ((const conv_state *)ctx->state)->dw_on)
+        return dw_nhwc_launch(ctx, stream, &p);
     return conv_compute(ctx, stream, &p, state_dc(ctx->state));
 }
 
