@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cge/cge.h"
+#include "bench_timing.h"
 
 #define CHECK(call)                                                              \
     do {                                                                         \
@@ -24,18 +25,6 @@ static double now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
 }
 
 typedef struct { volatile long *counter; } trivial_args;
@@ -78,7 +67,7 @@ static void bench_runtime(cge_device *dev, int tasks, int reps)
         fprintf(stderr, "runtime bench: %ld kernel calls, expected %ld\n", counter, expect);
         exit(1);
     }
-    double e = median(eager, reps), p = median(replay, reps);
+    double e = bench_median(eager, reps), p = bench_median(replay, reps);
     printf("{\"bench\": \"runtime\", \"tasks\": %d, \"eager_ns_per_task\": %.1f, "
            "\"replay_ns_per_task\": %.1f, \"replay_over_eager\": %.4f}\n",
            tasks, e, p, p / e);
@@ -130,7 +119,7 @@ static void bench_graph(cge_session *s, const char *opt, int nodes, int64_t rows
             CHECK(cge_session_run(s, id, &in, 1, &out, 1, &o));
             t[r] = (now_ns() - t0) / 1e3 / nodes;
         }
-        per_node[m] = median(t, reps);
+        per_node[m] = bench_median(t, reps);
         for (size_t i = 0; i < n; i++) {
             float want = x[i];
             for (int k = 0; k < nodes; k++)

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cge/cge.h"
+#include "bench_timing.h"
 
 #define CHECK(call)                                                              \
     do {                                                                         \
@@ -20,25 +21,6 @@
 /* Products per graph: independent (all read x), each with its own weights, so
  * that the weights stream from beyond L2 as a model's do. */
 enum { REPS = 8, ROUNDS = 7, RUNS = 15, WARMUP = 5, THREADS = 2 };
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static float *fill(size_t n, unsigned seed)
 {
@@ -107,9 +89,9 @@ static void build(side *c, cge_session *s, uint32_t id, int64_t M, int64_t K, in
 static double plan_us(side *c)
 {
     cge_run_options o = {.mode = CGE_RUN_PLAN, .bind_buffers = true};
-    double t0 = now_us();
+    double t0 = bench_now_us();
     CHECK(cge_session_run(c->s, c->id, &c->in, 1, c->out, c->reps, &o));
-    return now_us() - t0;
+    return bench_now_us() - t0;
 }
 
 static double kernel_us(side *c)
@@ -154,9 +136,9 @@ static void merge_table(cge_session **ses, uint32_t *id)
                     for (int r = 0; r < ROUNDS; r++) {
                         for (int i = 0; i < RUNS; i++)
                             v[i] = plan_us(&c[t][k]) / REPS;
-                        rounds[r] = median(v, RUNS);
+                        rounds[r] = bench_median(v, RUNS);
                     }
-                    res[t][k] = median(rounds, ROUNDS);
+                    res[t][k] = bench_median(rounds, ROUNDS);
                 }
             printf("%5lld %5lld | %8.2f %8.2f %6.2f | %8.2f %8.2f %6.2f\n", (long long)M,
                    (long long)d, res[0][0], res[0][1], res[0][0] / res[0][1], res[1][0],
@@ -227,13 +209,13 @@ int main(int argc, char **argv)
                 for (int t = 0; t < THREADS; t++) {
                     for (int i = 0; i < RUNS; i++)
                         v[i] = plan_us(&c[t]) / REPS;
-                    plan[t][r] = median(v, RUNS);
+                    plan[t][r] = bench_median(v, RUNS);
                     for (int i = 0; i < RUNS; i++)
                         v[i] = kernel_us(&c[t]) / REPS;
-                    kern[t][r] = median(v, RUNS);
+                    kern[t][r] = bench_median(v, RUNS);
                 }
-            double p1 = median(plan[0], ROUNDS), p2 = median(plan[1], ROUNDS);
-            double k1 = median(kern[0], ROUNDS), k2 = median(kern[1], ROUNDS);
+            double p1 = bench_median(plan[0], ROUNDS), p2 = bench_median(plan[1], ROUNDS);
+            double k1 = bench_median(kern[0], ROUNDS), k2 = bench_median(kern[1], ROUNDS);
             printf("%5lld %5lld %5lld | %9.2f %9.2f %6.2f | %9.2f %9.2f %6.2f | %7.1f\n",
                    (long long)M, (long long)K, (long long)N, p1, p2, p1 / p2, k1, k2, k1 / k2,
                    4.0 * (double)(K * N) / (p2 * 1e3));

@@ -13,6 +13,7 @@
  * because bench targets link only libcge (which links oneDNN privately). */
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
+#include "bench_timing.h"
 #define HAVE_DNNL 1
 #else
 #define HAVE_DNNL 0
@@ -31,25 +32,6 @@
  * methods alternating block by block so that a noisy spell on the shared
  * machine hits all of them alike. */
 enum { WARMUP = 20, ROUNDS = 4, BLOCK = 60, SAMPLES = ROUNDS * BLOCK, MAX_THREADS = 4, CHAIN = 9 };
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static float *fill(size_t n, unsigned seed)
 {
@@ -113,9 +95,9 @@ static double cge_profiled_run(cge_side *c)
 static double cge_plan_run(cge_side *c)
 {
     cge_run_options o = {.mode = getenv("KC_REPLAY") ? CGE_RUN_REPLAY : CGE_RUN_PLAN};
-    double t0 = now_us();
+    double t0 = bench_now_us();
     CHECK(cge_session_run(c->s, c->id, c->in, c->nin, &c->out, 1, &o));
-    return now_us() - t0;
+    return bench_now_us() - t0;
 }
 
 static cge_tensor host_tensor(const char *name, cge_shape shape, float *data)
@@ -584,11 +566,11 @@ typedef enum { M_COPIES, M_TWIN, M_PROFILED } method;
 
 static double copy_once(const cge_side *c, void *const *scratch)
 {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (int i = 0; i < c->nin; i++)
         memcpy(scratch[i], c->in[i].data, c->in[i].bytes);
     memcpy(c->out.data, scratch[2], c->out.bytes);
-    return now_us() - t0;
+    return bench_now_us() - t0;
 }
 
 static double time_cge(cge_side *c, method how, int is_base, void *const *scratch)
@@ -636,22 +618,22 @@ static measured measure(cge_side *cs, cge_side *base, method how, void *dn_side,
             if (set_threads)
                 set_threads(threads);
             for (int i = 0; i < BLOCK; i++) {
-                double t0 = now_us();
+                double t0 = bench_now_us();
                 dn_run(dn_side);
-                dn[r * BLOCK + i] = now_us() - t0;
+                dn[r * BLOCK + i] = bench_now_us() - t0;
             }
         }
         for (int i = 0; i < BLOCK; i++)
             tr[r * BLOCK + i] = time_cge(b, how, 1, scratch);
     }
-    double a = median(rc, SAMPLES), c = median(tr, SAMPLES);
+    double a = bench_median(rc, SAMPLES), c = bench_median(tr, SAMPLES);
     m.cge = a - c;
     if (how == M_COPIES) {
         m.run = a;
         m.copies = c;
     }
     if (dn_run)
-        m.dnnl = median(dn, SAMPLES);
+        m.dnnl = bench_median(dn, SAMPLES);
     for (int i = 0; i < cs->nin; i++)
         free(scratch[i]);
     free(scratch[2]);

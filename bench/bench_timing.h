@@ -1,0 +1,28 @@
+/* The benches' shared timing helpers: a monotonic clock in microseconds and
+ * the median of a sample array (sorted in place). */
+#ifndef CGE_BENCH_TIMING_H
+#define CGE_BENCH_TIMING_H
+
+#include <stdlib.h>
+#include <time.h>
+
+static inline double bench_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return v[n / 2];
+}
+
+#endif
