@@ -1149,13 +1149,15 @@ class InferenceSession:
         ranks of an earlier general run's (a decode step's: every cache a row
         longer): that run's C tensors, copied, with the new shapes, sizes and
         data pointers, and output buffers sized by _predict_shapes, instead of
-        building them again from the feed. None when no run matches or the
-        guess is refused (the general path runs it then, with its retry)."""
+        building them again from the feed (a guess too small is retried once
+        with the shapes the refused run reported, as the general path does).
+        None when no run matches (the general path runs it then)."""
         d = getattr(self, "_templates", None)
         t = d.get((ckey[0], tuple((n, dt, len(shp)) for n, dt, shp in sig))) if d else None
         if t is None:
             return None
-        key = (tuple((n, shp, dt.str) for n, dt, shp in sig), t.out_key)
+        # The general path's key: the names as the C tensors hold them.
+        key = (tuple((nb, a.shape, a.dtype.str) for nb, a in zip(t.names, arrays)), t.out_key)
         guess = self._shape_cache.get(key)
         seen = guess is not None
         if guess is None:
@@ -1168,26 +1170,30 @@ class InferenceSession:
                 dims[k] = v
             e.bytes = a.nbytes
             e.data = _data_ptr(a) if a.nbytes else None
-        outs = type(t.outs).from_buffer_copy(t.outs)
-        bufs = []
-        for j, g in enumerate(guess):
-            if g is None or g[0] != t.out_dtypes[j]:
-                return None
-            b = np.empty(g[1], t.npdt[j])
-            o = outs[j]
-            o.dtype = 0
-            o.shape.rank = 0
-            if b.nbytes:
-                o.data, o.bytes = _ADDRESSOF(_CHAR_AT(b)), b.nbytes
-            else:
-                o.data, o.bytes = None, 0
-            bufs.append(b)
-        st = lib.cge_session_run_graph(session, _GRAPH_ID, ins, t.n_in, outs, t.n_out)
-        if st != 0:
+        for attempt in (0, 1):
+            outs = type(t.outs).from_buffer_copy(t.outs)
+            bufs = []
+            for j, g in enumerate(guess):
+                if g is None or g[0] != t.out_dtypes[j]:
+                    return None
+                b = np.empty(g[1], t.npdt[j])
+                o = outs[j]
+                o.dtype = 0
+                o.shape.rank = 0
+                if b.nbytes:
+                    o.data, o.bytes = _ADDRESSOF(_CHAR_AT(b)), b.nbytes
+                else:
+                    o.data, o.bytes = None, 0
+                bufs.append(b)
+            st = lib.cge_session_run_graph(session, _GRAPH_ID, ins, t.n_in, outs, t.n_out)
+            if st == 0:
+                break
             err = _last_error("run")
-            if err.layer == "session" and "the buffer given has" in err.message:
-                return None
-            raise err
+            # A guess too small: the run said what it needs (as the general path's retry).
+            new = None if attempt else self._retry_shapes(err, outs, t.n_out, guess)
+            if new is None:
+                raise err
+            guess = new
         result = _collect(outs, bufs, t.n_out)
         self._shape_cache[key] = [(outs[j].dtype, tuple(r.shape)) for j, r in enumerate(result)]
         self._last_shapes = (key, self._shape_cache[key])

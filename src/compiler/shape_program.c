@@ -80,7 +80,12 @@ struct cge_shape_program {
     bool delta;               /* the last run wrote only the changed entries */
     bool no_delta;            /* $CGE_DELTA_REBIND=0: every run writes all (A/B) */
     cge_shape_program_stats stats;
+    uint8_t *eval_kind;       /* per step: EVAL_* */
 };
+
+/* What evaluate_outputs may do with a step, decided once per step (the op
+ * and engine names are compared at create, not at every run). */
+enum { EVAL_NEVER, EVAL_SHAPE, EVAL_KERNEL };
 
 /* Marks of the plans programs write: a plan whose mark is a program's last
  * holds exactly that program's last results. */
@@ -144,9 +149,10 @@ static cge_status evaluate_outputs(cge_shape_program *s, const cge_plan_step *st
     size_t total = 0;
     for (int32_t k = 0; k < no; k++)
         total += s->bytes[st->outputs[k]];
-    if (total > SMALL_BYTES || no == 0 || cc_is_nondeterministic(st->node))
+    uint8_t kind = s->eval_kind[st - cge_plan_steps(s->sp)];
+    if (total > SMALL_BYTES || kind == EVAL_NEVER)
         return CGE_OK;
-    if (cc_is_op(st->node, "Shape") || cc_is_op(st->node, "Size")) {
+    if (kind == EVAL_SHAPE) {
         int32_t o = st->outputs[0];
         int64_t v[CGE_MAX_RANK + 1];
         if (st->inputs[0] < 0 || !cc_shape_values(st->node, &s->shape[st->inputs[0]], &s->shape[o], v))
@@ -161,8 +167,6 @@ static cge_status evaluate_outputs(cge_shape_program *s, const cge_plan_step *st
         s->made[o] = true;
         return CGE_OK;
     }
-    if (strcmp(st->kernel->engine, "cpu"))
-        return CGE_OK;
     cge_tensor ins[MAX_IO], outs[MAX_IO];
     for (int32_t k = 0; k < ni; k++) {
         int32_t v = st->inputs[k];
@@ -322,6 +326,7 @@ void cge_shape_program_destroy(cge_shape_program *s)
     free(s->grp_start);
     free(s->grp_vals);
     free(s->host_list);
+    free(s->eval_kind);
     free(s->scratch.data);
     free(s);
 }
@@ -364,12 +369,21 @@ cge_status cge_shape_program_create(const cge_plan *sym, cge_device *dev, cge_sh
     s->grp_start = calloc(nv1 + 1, sizeof *s->grp_start);
     s->grp_vals = malloc(sizeof *s->grp_vals * nv1);
     s->host_list = malloc(sizeof *s->host_list * nv1);
-    if (!s->consts || !s->shape || !s->bytes || !s->data || !s->owned || !s->owned_bytes ||
+    s->eval_kind = malloc(ns1);
+    if (!s->eval_kind || !s->consts || !s->shape || !s->bytes || !s->data || !s->owned || !s->owned_bytes ||
         !s->made || !s->dirty || !s->host || !s->ws || !s->blocks || !s->block_of ||
         !s->block_item || !s->changed || !s->ws_changed || !s->root || !s->grp_start ||
         !s->grp_vals || !s->host_list) {
         cge_shape_program_destroy(s);
         return oom();
+    }
+    const cge_plan_step *steps = cge_plan_steps(sym);
+    for (int32_t t = 0; t < s->ns; t++) {
+        const cge_plan_step *st = &steps[t];
+        s->eval_kind[t] = st->num_outputs == 0 || cc_is_nondeterministic(st->node) ? EVAL_NEVER
+                          : cc_is_op(st->node, "Shape") || cc_is_op(st->node, "Size") ? EVAL_SHAPE
+                          : strcmp(st->kernel->engine, "cpu")                          ? EVAL_NEVER
+                                                                                        : EVAL_KERNEL;
     }
     const char *env = getenv("CGE_DELTA_REBIND");
     s->no_delta = env && !strcmp(env, "0");
