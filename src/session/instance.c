@@ -1475,6 +1475,49 @@ cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
  * tensors' shapes and workspace size are unchanged and it reads no host
  * value: in a decode step most steps (projections, norms, the MLP) keep
  * theirs, and only those whose shapes follow the cache prepare again. */
+/* Step k's tensors at the plan's shapes and places, its workspace, and its
+ * kernel prepared again when its shapes or workspace changed or it reads a
+ * host value that may have: any host value for a whole rebind (`vmark`
+ * NULL), one marked with epoch `e` for a delta rebind (the host values are
+ * the same values then, only their bytes may differ). */
+static cge_status rebind_step(cge__instance *inst, int32_t k, const uint32_t *vmark, uint32_t e,
+                              cge__rebind_counts *counts)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    plan_exec *pe = &inst->steps[k];
+    const cge_plan_step *s = &cge_plan_steps(inst->plan)[k];
+    bool changed = s->workspace_bytes != pe->ctx.workspace_size || (!vmark && pe->reads_host);
+    if (!vmark)
+        pe->reads_host = false;
+    for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
+        int32_t vi;
+        cge_tensor *t = operand(pe, s, i, &vi);
+        if (vi < 0)
+            continue;
+        const cge_plan_value *v = &vals[vi];
+        changed = changed || !cge_shape_equal(&t->shape, &v->shape);
+        if (i < s->num_inputs && v->storage == CGE_STORAGE_HOST && (!vmark || vmark[vi] == e)) {
+            changed = true;
+            pe->reads_host = pe->reads_host || !vmark;
+        }
+        t->shape = v->shape;
+        t->bytes = v->bytes;
+        if (v->storage != CGE_STORAGE_CONSTANT)   /* constants stay where they are */
+            t->data = value_address(inst, vals, vi);
+    }
+    pe->ctx.workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL;
+    pe->ctx.workspace_size = s->workspace_bytes;
+    pe->step = s;
+    counts->steps_rebound++;
+    if (!changed || !s->kernel->prepare)
+        return CGE_OK;
+    if (s->kernel->release && pe->ctx.state)
+        s->kernel->release(pe->ctx.state);
+    pe->ctx.state = NULL;
+    counts->prepares++;
+    return s->kernel->prepare(&pe->ctx, &pe->ctx.state);
+}
+
 static cge_status rebind_plan(cge__instance *inst, const cge__arena_source *arena,
                               cge__rebind_counts *counts)
 {
@@ -1490,37 +1533,8 @@ static cge_status rebind_plan(cge__instance *inst, const cge__arena_source *aren
         v->desc.shape = vals[pv].shape;
         v->pdata = vals[pv].storage != CGE_STORAGE_NONE ? value_address(inst, vals, pv) : NULL;
     }
-    for (int32_t k = 0; !st && k < n; k++) {
-        plan_exec *pe = &inst->steps[k];
-        const cge_plan_step *s = &cge_plan_steps(p)[k];
-        bool changed = s->workspace_bytes != pe->ctx.workspace_size || pe->reads_host;
-        pe->reads_host = false;
-        for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
-            int32_t vi;
-            cge_tensor *t = operand(pe, s, i, &vi);
-            if (vi < 0)
-                continue;
-            const cge_plan_value *v = &vals[vi];
-            changed = changed || !cge_shape_equal(&t->shape, &v->shape);
-            if (i < s->num_inputs && v->storage == CGE_STORAGE_HOST)
-                changed = pe->reads_host = true;
-            t->shape = v->shape;
-            t->bytes = v->bytes;
-            if (v->storage != CGE_STORAGE_CONSTANT)   /* constants stay where they are */
-                t->data = value_address(inst, vals, vi);
-        }
-        pe->ctx.workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL;
-        pe->ctx.workspace_size = s->workspace_bytes;
-        pe->step = s;
-        if (!changed || !s->kernel->prepare)
-            continue;
-        if (s->kernel->release && pe->ctx.state)
-            s->kernel->release(pe->ctx.state);
-        pe->ctx.state = NULL;
-        st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
-        counts->prepares++;
-    }
-    counts->steps_rebound += n;
+    for (int32_t k = 0; !st && k < n; k++)
+        st = rebind_step(inst, k, NULL, 0, counts);
     return st ? st : binding_table(inst, true);
 }
 
@@ -1613,38 +1627,9 @@ static cge_status rebind_changes(cge__instance *inst, const cge__arena_source *a
     }
     for (int32_t i = 0; i < ncws; i++)
         inst->smark[cws[i]] = e;
-    for (int32_t k = 0; !st && k < n; k++) {
-        if (inst->smark[k] != e)
-            continue;
-        plan_exec *pe = &inst->steps[k];
-        const cge_plan_step *s = &cge_plan_steps(p)[k];
-        bool changed = s->workspace_bytes != pe->ctx.workspace_size;
-        for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
-            int32_t vi;
-            cge_tensor *t = operand(pe, s, i, &vi);
-            if (vi < 0)
-                continue;
-            const cge_plan_value *v = &vals[vi];
-            changed = changed || !cge_shape_equal(&t->shape, &v->shape);
-            /* A host value a prepare may have read, with other bytes now. */
-            if (i < s->num_inputs && v->storage == CGE_STORAGE_HOST && inst->vmark[vi] == e)
-                changed = true;
-            t->shape = v->shape;
-            t->bytes = v->bytes;
-            if (v->storage != CGE_STORAGE_CONSTANT)
-                t->data = value_address(inst, vals, vi);
-        }
-        pe->ctx.workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL;
-        pe->ctx.workspace_size = s->workspace_bytes;
-        counts->steps_rebound++;
-        if (!changed || !s->kernel->prepare)
-            continue;
-        if (s->kernel->release && pe->ctx.state)
-            s->kernel->release(pe->ctx.state);
-        pe->ctx.state = NULL;
-        st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
-        counts->prepares++;
-    }
+    for (int32_t k = 0; !st && k < n; k++)
+        if (inst->smark[k] == e)
+            st = rebind_step(inst, k, inst->vmark, e, counts);
     return st ? st : binding_table(inst, false);
 }
 
