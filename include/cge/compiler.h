@@ -275,6 +275,25 @@ cge_status cge_shape_program_run(cge_shape_program *sp, const cge_shape *input_s
 void cge_shape_program_use_constants(cge_shape_program *sp, const void *blob);
 /* In-place runs that had to plan the arena again (a block outgrew its room). */
 int64_t cge_shape_program_replans(const cge_shape_program *sp);
+/* What the last successful run changed, when it rewrote the plan it wrote
+ * the time before only where sizes changed ("delta" run: no offset, host
+ * value place or folded step moved): true, with the plan values whose
+ * shape, bytes or host value changed and the steps whose workspace size
+ * changed; the other entries are as they were. false when the plan was
+ * written whole (a new plan, another plan, offsets planned again, values
+ * computed on the host that came or went). Valid until the next run. */
+bool cge_shape_program_last_changes(const cge_shape_program *sp, const int32_t **values,
+                                    int32_t *num_values, const int32_t **steps,
+                                    int32_t *num_steps);
+/* Work counted over the program's life, for tests and tools. */
+typedef struct cge_shape_program_stats {
+    int64_t runs;          /* successful runs */
+    int64_t delta_runs;    /* of those, written only where sizes changed */
+    int64_t metas;         /* step metas run (steps whose inputs changed) */
+    int64_t allocations;   /* buffers allocated (host values, new plans, host blobs) */
+    int64_t replans;       /* as cge_shape_program_replans */
+} cge_shape_program_stats;
+void cge_shape_program_get_stats(const cge_shape_program *sp, cge_shape_program_stats *out);
 int32_t cge_plan_num_steps(const cge_plan *p);
 const cge_plan_step *cge_plan_steps(const cge_plan *p);
 int32_t cge_plan_num_values(const cge_plan *p);

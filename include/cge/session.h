@@ -286,6 +286,13 @@ typedef struct cge_session_graph_stats {
      * first run only, and a run at a repeated size reuses its buffers; the
      * buffers' bytes are in arena_bytes. */
     int64_t eager_prepares, eager_allocs;
+    /* Of the respecializations, those whose shape program run changed the
+     * plan only where sizes changed, so that only the steps touching a
+     * changed value were bound again ("delta" rebinds); the steps bound
+     * again in all respecializations; and the shape program's step metas
+     * and buffer allocations (cge_shape_program_get_stats). */
+    int64_t delta_rebinds, steps_rebound;
+    int64_t shape_metas, shape_allocations;
 } cge_session_graph_stats;
 cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                                        cge_session_graph_stats *out);

@@ -83,7 +83,10 @@ class GraphStats(ctypes.Structure):
                 ("arena_replans", ctypes.c_int64), ("specialize_ms", ctypes.c_double),
                 ("bind_ms", ctypes.c_double),
                 # node-by-node runs of value-dependent graphs
-                ("eager_prepares", ctypes.c_int64), ("eager_allocs", ctypes.c_int64)]
+                ("eager_prepares", ctypes.c_int64), ("eager_allocs", ctypes.c_int64),
+                # delta rebinds at new lengths, and the shape program's work
+                ("delta_rebinds", ctypes.c_int64), ("steps_rebound", ctypes.c_int64),
+                ("shape_metas", ctypes.c_int64), ("shape_allocations", ctypes.c_int64)]
 
 
 class CompileOptions(ctypes.Structure):

@@ -309,6 +309,16 @@ _BIND_OPTIONS.bind_buffers = True
 _BIND_OPTIONS_REF = ctypes.byref(_BIND_OPTIONS)
 
 
+class _Template:
+    """A general run's C tensors (InferenceSession._keep_template), copied by
+    the next run whose inputs have the same names, dtypes and ranks."""
+    __slots__ = ("ins", "outs", "names", "idx", "out_key", "n_in", "n_out", "npdt",
+                 "out_dtypes")
+
+
+_MAX_TEMPLATES = 16
+
+
 class _RunEntry:
     """The C tensors of one run signature (input names, dtypes and shapes;
     output names), built by the general path once and reused: names, dtypes,
@@ -1040,6 +1050,10 @@ class InferenceSession:
                     result = self._run_cached(session, ckey, entry, arrays)
                     if result is not None:
                         return result
+                else:
+                    result = self._run_resized(session, ckey, sig, arrays)
+                    if result is not None:
+                        return result
         if output_names is None:
             output_names = [o.name for o in self._outputs]
         for n in output_names:
@@ -1105,6 +1119,87 @@ class InferenceSession:
             # A signature's second run: it may come back (one seen once,
             # as each step of a growing cache, costs no entry).
             self._remember_run(ckey, ins, names, arrays, outs, result, bufs, key)
+        if not profiling and sig is not None:
+            self._keep_template(ckey, sig, ins, names, arrays, outs, bufs, idx, key)
+        return result
+
+    def _keep_template(self, ckey, sig, ins, names, arrays, outs, bufs, idx, key):
+        """The C tensors of a general run, for the next signature with the same
+        input names, dtypes and ranks (_run_resized); only when every input is
+        a plain array and every output a tensor of a numeric dtype."""
+        if any(type(a) is not _NDARRAY for a in arrays):
+            return
+        npdt = []
+        for j in range(len(idx)):
+            if isinstance(bufs[j], _Sequence) or outs[j].dtype in (0, STRING):
+                return
+            npdt.append(dtype_to_numpy(outs[j].dtype))
+        t = _Template()
+        t.ins, t.outs, t.names, t.idx, t.out_key = ins, outs, names, idx, key[1]
+        t.n_in, t.n_out, t.npdt = len(arrays), len(idx), npdt
+        t.out_dtypes = [outs[j].dtype for j in range(len(idx))]
+        d = getattr(self, "_templates", None)
+        if d is None:
+            d = self._templates = {}
+        d[(ckey[0], tuple((n, dt, len(shp)) for n, dt, shp in sig))] = t
+        while len(d) > _MAX_TEMPLATES:
+            d.pop(next(iter(d)), None)
+
+    def _run_resized(self, session, ckey, sig, arrays):
+        """A signature not seen before whose inputs have the names, dtypes and
+        ranks of an earlier general run's (a decode step's: every cache a row
+        longer): that run's C tensors, copied, with the new shapes, sizes and
+        data pointers, and output buffers sized by _predict_shapes, instead of
+        building them again from the feed (a guess too small is retried once
+        with the shapes the refused run reported, as the general path does).
+        None when no run matches (the general path runs it then)."""
+        d = getattr(self, "_templates", None)
+        t = d.get((ckey[0], tuple((n, dt, len(shp)) for n, dt, shp in sig))) if d else None
+        if t is None:
+            return None
+        # The general path's key: the names as the C tensors hold them.
+        key = (tuple((nb, a.shape, a.dtype.str) for nb, a in zip(t.names, arrays)), t.out_key)
+        guess = self._shape_cache.get(key)
+        seen = guess is not None
+        if guess is None:
+            guess = self._predict_shapes(key, t.idx)
+        ins = type(t.ins).from_buffer_copy(t.ins)
+        for i, a in enumerate(arrays):
+            e = ins[i]
+            dims = e.shape.dims
+            for k, v in enumerate(a.shape):
+                dims[k] = v
+            e.bytes = a.nbytes
+            e.data = _data_ptr(a) if a.nbytes else None
+        for attempt in (0, 1):
+            outs = type(t.outs).from_buffer_copy(t.outs)
+            bufs = []
+            for j, g in enumerate(guess):
+                if g is None or g[0] != t.out_dtypes[j]:
+                    return None
+                b = np.empty(g[1], t.npdt[j])
+                o = outs[j]
+                o.dtype = 0
+                o.shape.rank = 0
+                if b.nbytes:
+                    o.data, o.bytes = _ADDRESSOF(_CHAR_AT(b)), b.nbytes
+                else:
+                    o.data, o.bytes = None, 0
+                bufs.append(b)
+            st = lib.cge_session_run_graph(session, _GRAPH_ID, ins, t.n_in, outs, t.n_out)
+            if st == 0:
+                break
+            err = _last_error("run")
+            # A guess too small: the run said what it needs (as the general path's retry).
+            new = None if attempt else self._retry_shapes(err, outs, t.n_out, guess)
+            if new is None:
+                raise err
+            guess = new
+        result = _collect(outs, bufs, t.n_out)
+        self._shape_cache[key] = [(outs[j].dtype, tuple(r.shape)) for j, r in enumerate(result)]
+        self._last_shapes = (key, self._shape_cache[key])
+        if seen:
+            self._remember_run(ckey, ins, t.names, arrays, outs, result, bufs, key)
         return result
 
     def _run_entries(self):

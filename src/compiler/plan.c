@@ -31,6 +31,7 @@ struct cge_plan {
     /* The shape program's: bytes each value's and step workspace's offset
      * was planned for, so that a new size that fits keeps the offsets. */
     size_t *reserved;
+    uint64_t stamp;               /* the shape program's mark of its last write */
 };
 
 static cge_status oom(void)
@@ -296,6 +297,9 @@ void *cge__plan_host_room(cge_plan *p, size_t bytes)
     p->host_room = room;
     return blob;
 }
+
+uint64_t cge__plan_stamp(const cge_plan *p) { return p ? p->stamp : 0; }
+void cge__plan_set_stamp(cge_plan *p, uint64_t stamp) { p->stamp = stamp; }
 
 size_t *cge__plan_reserved(cge_plan *p)
 {

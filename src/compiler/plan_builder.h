@@ -56,6 +56,10 @@ void *cge__plan_host_room(cge_plan *p, size_t bytes);
  * for (zero until the shape program plans them), kept with the plan so that
  * a later size that fits reuses the offsets; NULL when out of memory. */
 size_t *cge__plan_reserved(cge_plan *p);
+/* The mark the shape program that wrote the plan last left in it (0: none),
+ * so that it knows a plan holding its last results from any other. */
+uint64_t cge__plan_stamp(const cge_plan *p);
+void cge__plan_set_stamp(cge_plan *p, uint64_t stamp);
 
 void cge__plan_set_sizes(cge_plan *p, size_t arena_bytes, size_t constant_bytes,
                          int32_t num_streams, int32_t num_events);

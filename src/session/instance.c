@@ -58,7 +58,16 @@ typedef struct value {
      * in_own says this run uses it. */
     int32_t share;
     void *own;
+    size_t own_bytes;
     bool in_own;
+    /* binding_table's per-layout facts (a delta rebind keeps them): its plan
+     * value, whether it is read as a graph input or output once only and
+     * never written in place (apart), and for an input the last step
+     * reading its memory (share_output's candidate; -1 none, -2 readers on
+     * several streams). */
+    int32_t pv;
+    bool apart;
+    int32_t last_reader;
 } value;
 
 /* Values by name: a graph's, for eager runs, or a plan's inputs and outputs. */
@@ -179,6 +188,10 @@ struct cge__instance {
      * and the kernels' tensors of each group (CSR by owner). */
     int32_t *root, *grp_start, *grp_vals, *ref_start, *ref_v;
     cge_tensor **ref_t;
+    /* A delta rebind's index: the steps reading or writing each plan value
+     * (CSR), and per step and value the epoch that marked it. */
+    int32_t *vs_start, *vs_steps;
+    uint32_t *smark, *vmark, epoch;
     cge_profile_fn prof;    /* set for the duration of a profiled run */
     void *prof_user;
 };
@@ -807,6 +820,10 @@ void cge__instance_destroy(cge__instance *inst)
     table_free(inst->dev, &inst->io);
     plan_release(inst);
     free(inst->root);
+    free(inst->vs_start);
+    free(inst->vs_steps);
+    free(inst->smark);
+    free(inst->vmark);
     free(inst->grp_start);
     free(inst->grp_vals);
     free(inst->ref_start);
@@ -937,11 +954,14 @@ static cge_status group_index(cge__instance *inst)
  * after the output is written, so sharing changes no result. The planner
  * does not share them itself: a run with separate buffers, or none bound,
  * keeps them apart. */
-static int32_t share_output(const cge__instance *inst, int32_t in)
+static int32_t share_output(const cge__instance *inst, int32_t in, int32_t last);
+
+/* share_output's candidate, which depends on the layout only: the last step
+ * reading input `in`'s memory (-1: none; -2: readers on several streams). */
+static int32_t share_last_reader(const cge__instance *inst, int32_t in)
 {
     /* inst->root: group_index's roots of this plan (binding_table made
      * them just before), a lookup instead of a walk per operand. */
-    const cge_plan_value *vals = cge_plan_values(inst->plan);
     const int32_t *root_of = inst->root;
     int32_t ns = cge_plan_num_steps(inst->plan), root = root_of[in], last = -1;
     for (int32_t k = 0; k < ns; k++) {
@@ -952,9 +972,19 @@ static int32_t share_output(const cge__instance *inst, int32_t in)
         if (!reads || st->folded)
             continue;
         if (last >= 0 && inst->steps[last].step->stream != st->stream)
-            return -1;
+            return -2;
         last = k;
     }
+    return last;
+}
+
+/* share_output at these sizes, given the input's last reader (the checks
+ * that depend on offsets and bytes). */
+static int32_t share_output(const cge__instance *inst, int32_t in, int32_t last)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    const int32_t *root_of = inst->root;
+    int32_t root = root_of[in];
     if (last < 0)
         return -1;
     const cge_plan_step *st = inst->steps[last].step;
@@ -973,22 +1003,54 @@ static int32_t share_output(const cge__instance *inst, int32_t in)
     return out;
 }
 
-static cge_status binding_table(cge__instance *inst)
+/* `layout`: the plan's layout (alias groups, host values, folded steps)
+ * may differ from the last table's, so its per-layout facts are found
+ * again; without, only what sizes decide is (a delta rebind: offsets and
+ * layout as they were, only bytes changed). */
+static cge_status binding_table(cge__instance *inst, bool layout)
 {
     const cge_plan *p = inst->plan;
     const cge_plan_value *vals = cge_plan_values(p);
     int32_t ns = cge_plan_num_steps(p);
-    cge_status st0 = group_index(inst);
+    cge_status st0 = layout ? group_index(inst) : CGE_OK;
     if (st0)
         return st0;
     const int32_t *root_of = inst->root;
+    for (int32_t i = 0; layout && i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        int32_t pv = v->pv = cge_plan_find_value(p, v->name);
+        v->apart = false;
+        v->last_reader = -1;
+        if (pv < 0 || vals[pv].storage != CGE_STORAGE_ARENA)
+            continue;
+        int32_t root = root_of[pv];
+        /* Plans made before inputs were kept apart (an older model file)
+         * may write in place into an input's memory: not the caller's. */
+        bool ok = true;
+        for (int32_t k = 0; ok && vals[pv].input_index >= 0 && k < ns; k++) {
+            const cge_plan_step *st = inst->steps[k].step;
+            int32_t ip = st->kernel->inplace_input;
+            ok = !(ip >= 0 && ip < st->num_inputs && st->inputs[ip] >= 0 &&
+                   root_of[st->inputs[ip]] == root && st->num_outputs > 0 &&
+                   st->outputs[0] >= 0 && root_of[st->outputs[0]] == root);
+        }
+        int32_t uses = 0;
+        for (int32_t k = 0; ok && k < cge_graph_num_inputs(inst->pg); k++)
+            uses += inst->io.in_idx[k] == i;
+        for (int32_t k = 0; ok && k < cge_graph_num_outputs(inst->pg); k++)
+            uses += inst->io.out_idx[k] == i;
+        v->apart = ok && uses == 1;
+        if (v->apart && vals[pv].input_index >= 0)
+            v->last_reader = share_last_reader(inst, pv);
+    }
     for (int32_t i = 0; i < inst->io.num; i++) {
         value *v = &inst->io.values[i];
-        int32_t pv = cge_plan_find_value(p, v->name);
+        int32_t pv = v->pv;
         v->cur = v->pdata;
         v->bindable = v->bound = false;
         v->num_refs = 0;
-        if (pv < 0 || vals[pv].storage != CGE_STORAGE_ARENA)
+        v->share = -1;
+        if (pv < 0 || vals[pv].storage != CGE_STORAGE_ARENA || !v->apart)
             continue;
         int32_t root = root_of[pv];
         const cge_plan_value *rv = &vals[root];
@@ -1002,21 +1064,7 @@ static cge_status binding_table(cge__instance *inst)
             if (ok && w != pv)
                 ok = x->input_index < 0 && x->output_index < 0;
         }
-        /* Plans made before inputs were kept apart (an older model file)
-         * may write in place into an input's memory: not the caller's. */
-        for (int32_t k = 0; ok && vals[pv].input_index >= 0 && k < ns; k++) {
-            const cge_plan_step *st = inst->steps[k].step;
-            int32_t ip = st->kernel->inplace_input;
-            ok = !(ip >= 0 && ip < st->num_inputs && st->inputs[ip] >= 0 &&
-                   root_of[st->inputs[ip]] == root && st->num_outputs > 0 &&
-                   st->outputs[0] >= 0 && root_of[st->outputs[0]] == root);
-        }
-        int32_t uses = 0;
-        for (int32_t k = 0; ok && k < cge_graph_num_inputs(inst->pg); k++)
-            uses += inst->io.in_idx[k] == i;
-        for (int32_t k = 0; ok && k < cge_graph_num_outputs(inst->pg); k++)
-            uses += inst->io.out_idx[k] == i;
-        if (!ok || uses != 1)
+        if (!ok)
             continue;
         int32_t lo = inst->ref_start[root], n = inst->ref_start[root + 1] - lo;
         if (n > v->refs_cap) {
@@ -1033,10 +1081,10 @@ static cge_status binding_table(cge__instance *inst)
     }
     for (int32_t i = 0; i < inst->io.num; i++) {
         value *v = &inst->io.values[i];
-        int32_t pv = cge_plan_find_value(p, v->name);
+        int32_t pv = v->pv;
         if (!v->bindable || pv < 0 || vals[pv].input_index < 0)
             continue;
-        int32_t out = share_output(inst, pv);
+        int32_t out = share_output(inst, pv, v->last_reader);
         int32_t w = out >= 0 ? cge__strmap_get(&inst->io.index, vals[out].name) : -1;
         if (w < 0 || w == i || !inst->io.values[w].bindable)
             continue;
@@ -1113,9 +1161,18 @@ void cge__instance_bind_buffers(cge__instance *inst, const cge_tensor *inputs,
         if (!w || v->bound || w->bound)
             continue;
         size_t need = cge_tensor_nbytes(v->desc.dtype, &v->desc.shape);
-        if (!v->own && (!need || cge_mem_alloc(inst->dev, need, &v->own) != CGE_OK)) {
+        if (v->own && v->own_bytes < need) {
+            /* Made for a smaller signature (the instance was rewritten for
+             * larger sizes since): too small now. */
+            cge_mem_free(inst->dev, v->own);
             v->own = NULL;
-            continue;
+        }
+        if (!v->own) {
+            if (!need || cge_mem_alloc(inst->dev, need, &v->own) != CGE_OK) {
+                v->own = NULL;
+                continue;
+            }
+            v->own_bytes = need;
         }
         moved_any |= v->cur != v->own || w->cur != v->own;
         point_value(v, v->own);
@@ -1297,7 +1354,7 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
     }
     free(rel.readers);
     free(rel.packed);
-    return st ? st : binding_table(inst);
+    return st ? st : binding_table(inst, true);
 }
 
 static void *moved(void *p, const void *from, size_t bytes, void *to)
@@ -1501,8 +1558,51 @@ cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
  * tensors' shapes and workspace size are unchanged and it reads no host
  * value: in a decode step most steps (projections, norms, the MLP) keep
  * theirs, and only those whose shapes follow the cache prepare again. */
+/* Step k's tensors at the plan's shapes and places, its workspace, and its
+ * kernel prepared again when its shapes or workspace changed or it reads a
+ * host value that may have: any host value for a whole rebind (`vmark`
+ * NULL), one marked with epoch `e` for a delta rebind (the host values are
+ * the same values then, only their bytes may differ). */
+static cge_status rebind_step(cge__instance *inst, int32_t k, const uint32_t *vmark, uint32_t e,
+                              cge__rebind_counts *counts)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    plan_exec *pe = &inst->steps[k];
+    const cge_plan_step *s = &cge_plan_steps(inst->plan)[k];
+    bool changed = s->workspace_bytes != pe->ctx.workspace_size || (!vmark && pe->reads_host);
+    if (!vmark)
+        pe->reads_host = false;
+    for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
+        int32_t vi;
+        cge_tensor *t = operand(pe, s, i, &vi);
+        if (vi < 0)
+            continue;
+        const cge_plan_value *v = &vals[vi];
+        changed = changed || !cge_shape_equal(&t->shape, &v->shape);
+        if (i < s->num_inputs && v->storage == CGE_STORAGE_HOST && (!vmark || vmark[vi] == e)) {
+            changed = true;
+            pe->reads_host = pe->reads_host || !vmark;
+        }
+        t->shape = v->shape;
+        t->bytes = v->bytes;
+        if (v->storage != CGE_STORAGE_CONSTANT)   /* constants stay where they are */
+            t->data = value_address(inst, vals, vi);
+    }
+    pe->ctx.workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL;
+    pe->ctx.workspace_size = s->workspace_bytes;
+    pe->step = s;
+    counts->steps_rebound++;
+    if (!changed || !s->kernel->prepare)
+        return CGE_OK;
+    if (s->kernel->release && pe->ctx.state)
+        s->kernel->release(pe->ctx.state);
+    pe->ctx.state = NULL;
+    counts->prepares++;
+    return s->kernel->prepare(&pe->ctx, &pe->ctx.state);
+}
+
 static cge_status rebind_plan(cge__instance *inst, const cge__arena_source *arena,
-                              int64_t *prepares)
+                              cge__rebind_counts *counts)
 {
     const cge_plan *p = inst->plan;
     const cge_plan_value *vals = cge_plan_values(p);
@@ -1516,42 +1616,109 @@ static cge_status rebind_plan(cge__instance *inst, const cge__arena_source *aren
         v->desc.shape = vals[pv].shape;
         v->pdata = vals[pv].storage != CGE_STORAGE_NONE ? value_address(inst, vals, pv) : NULL;
     }
-    for (int32_t k = 0; !st && k < n; k++) {
-        plan_exec *pe = &inst->steps[k];
-        const cge_plan_step *s = &cge_plan_steps(p)[k];
-        bool changed = s->workspace_bytes != pe->ctx.workspace_size || pe->reads_host;
-        pe->reads_host = false;
-        for (int32_t i = 0; i < s->num_inputs + s->num_outputs; i++) {
-            int32_t vi;
-            cge_tensor *t = operand(pe, s, i, &vi);
-            if (vi < 0)
-                continue;
-            const cge_plan_value *v = &vals[vi];
-            changed = changed || !cge_shape_equal(&t->shape, &v->shape);
-            if (i < s->num_inputs && v->storage == CGE_STORAGE_HOST)
-                changed = pe->reads_host = true;
-            t->shape = v->shape;
-            t->bytes = v->bytes;
-            if (v->storage != CGE_STORAGE_CONSTANT)   /* constants stay where they are */
-                t->data = value_address(inst, vals, vi);
-        }
-        pe->ctx.workspace = s->workspace_bytes ? (char *)inst->arena + s->workspace_offset : NULL;
-        pe->ctx.workspace_size = s->workspace_bytes;
-        pe->step = s;
-        if (!changed || !s->kernel->prepare)
-            continue;
-        if (s->kernel->release && pe->ctx.state)
-            s->kernel->release(pe->ctx.state);
-        pe->ctx.state = NULL;
-        st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
-        (*prepares)++;
+    for (int32_t k = 0; !st && k < n; k++)
+        st = rebind_step(inst, k, NULL, 0, counts);
+    return st ? st : binding_table(inst, true);
+}
+
+/* The steps reading or writing each plan value (CSR by value), made at the
+ * instance's first delta rebind: the steps' operands never change. */
+static cge_status step_index(cge__instance *inst)
+{
+    if (inst->vs_start)
+        return CGE_OK;
+    const cge_plan *p = inst->plan;
+    int32_t nv = cge_plan_num_values(p), ns = cge_plan_num_steps(p);
+    const cge_plan_step *steps = cge_plan_steps(p);
+    size_t nops = 0;
+    for (int32_t k = 0; k < ns; k++)
+        nops += (size_t)steps[k].num_inputs + (size_t)steps[k].num_outputs;
+    int32_t *start = calloc((size_t)nv + 2, sizeof *start);
+    int32_t *list = malloc(sizeof *list * (nops + 1));
+    uint32_t *smark = calloc((size_t)ns + 1, sizeof *smark);
+    uint32_t *vmark = calloc((size_t)nv + 1, sizeof *vmark);
+    if (!start || !list || !smark || !vmark) {
+        free(start);
+        free(list);
+        free(smark);
+        free(vmark);
+        return oom();
     }
-    return st ? st : binding_table(inst);
+    for (int32_t k = 0; k < ns; k++)
+        for (int32_t j = 0; j < steps[k].num_inputs + steps[k].num_outputs; j++) {
+            int32_t x = j < steps[k].num_inputs ? steps[k].inputs[j]
+                                                : steps[k].outputs[j - steps[k].num_inputs];
+            if (x >= 0)
+                start[x + 2]++;
+        }
+    for (int32_t v = 0; v < nv; v++)
+        start[v + 2] += start[v + 1];
+    for (int32_t k = 0; k < ns; k++)
+        for (int32_t j = 0; j < steps[k].num_inputs + steps[k].num_outputs; j++) {
+            int32_t x = j < steps[k].num_inputs ? steps[k].inputs[j]
+                                                : steps[k].outputs[j - steps[k].num_inputs];
+            if (x >= 0)
+                list[start[x + 1]++] = k;
+        }
+    inst->vs_start = start;
+    inst->vs_steps = list;
+    inst->smark = smark;
+    inst->vmark = vmark;
+    inst->epoch = 0;
+    return CGE_OK;
+}
+
+/* rebind_plan after a delta run of the shape program (`vals`: the plan
+ * values whose shape, bytes or host value changed; `ws`: the steps whose
+ * workspace size did), which moved no offset, no host value and no folded
+ * step: only the steps that read or write a changed value, or whose
+ * workspace changed, are bound again, and of those only the ones whose
+ * shapes, workspace or host values changed prepare again. The caller's
+ * buffers a run pointed kernels at go back to the plan's places first, as
+ * a whole rebind leaves them. */
+static cge_status rebind_changes(cge__instance *inst, const cge__arena_source *arena,
+                                 const int32_t *cv, int32_t ncv, const int32_t *cws, int32_t ncws,
+                                 cge__rebind_counts *counts)
+{
+    const cge_plan *p = inst->plan;
+    const cge_plan_value *vals = cge_plan_values(p);
+    int32_t n = cge_plan_num_steps(p);
+    cge_status st = step_index(inst);
+    if (!st)
+        st = arena->get(arena->user, cge_plan_arena_bytes(p), &inst->arena);
+    if (st)
+        return st;
+    for (int32_t i = 0; i < inst->io.num; i++) {
+        value *v = &inst->io.values[i];
+        point_value(v, v->pdata);
+        if (v->pv < 0)
+            continue;
+        v->desc.shape = vals[v->pv].shape;
+        v->pdata = vals[v->pv].storage != CGE_STORAGE_NONE ? value_address(inst, vals, v->pv) : NULL;
+    }
+    uint32_t e = ++inst->epoch;
+    if (e == 0) {   /* wrapped: marks of 4 billion rebinds ago would match */
+        memset(inst->smark, 0, sizeof *inst->smark * (size_t)n);
+        memset(inst->vmark, 0, sizeof *inst->vmark * (size_t)cge_plan_num_values(p));
+        e = inst->epoch = 1;
+    }
+    for (int32_t i = 0; i < ncv; i++) {
+        int32_t x = cv[i];
+        inst->vmark[x] = e;
+        for (int32_t q = inst->vs_start[x]; q < inst->vs_start[x + 1]; q++)
+            inst->smark[inst->vs_steps[q]] = e;
+    }
+    for (int32_t i = 0; i < ncws; i++)
+        inst->smark[cws[i]] = e;
+    for (int32_t k = 0; !st && k < n; k++)
+        if (inst->smark[k] == e)
+            st = rebind_step(inst, k, inst->vmark, e, counts);
+    return st ? st : binding_table(inst, false);
 }
 
 cge_status cge__instance_respecialize(cge__instance *inst, cge_shape_program *sp,
                                       const cge_shape *input_shapes,
-                                      const cge__arena_source *arena, int64_t *prepares)
+                                      const cge__arena_source *arena, cge__rebind_counts *counts)
 {
     if (inst->eager || inst->prebuilt || !inst->steps || !inst->arena_borrowed)
         return cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL,
@@ -1563,7 +1730,13 @@ cge_status cge__instance_respecialize(cge__instance *inst, cge_shape_program *sp
         return st;
     memcpy(inst->input_shapes, input_shapes, sizeof(cge_shape) * (size_t)inst->num_inputs);
     inst->last_eager = false;
-    return rebind_plan(inst, arena, prepares);
+    const int32_t *cv = NULL, *cws = NULL;
+    int32_t ncv = 0, ncws = 0;
+    if (cge_shape_program_last_changes(sp, &cv, &ncv, &cws, &ncws)) {
+        counts->deltas++;
+        return rebind_changes(inst, arena, cv, ncv, cws, ncws, counts);
+    }
+    return rebind_plan(inst, arena, counts);
 }
 
 cge_status cge__instance_create_prebuilt(cge_device *dev, const cge_plan *plan,

@@ -102,11 +102,18 @@ cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
  * `input_shapes` from now on: its plan rewritten in place by `sp` (the
  * symbolic plan's shape program), its steps' tensors and workspaces bound
  * again, and only the kernels whose shapes changed prepared again (counted
- * in *prepares); its recording is dropped. Waits for its runs in flight. On
+ * in *counts); after a delta run of `sp` (cge_shape_program_last_changes)
+ * only the steps that touch a changed value are bound again. Its recording
+ * is dropped. Waits for its runs in flight. On
  * error the instance must be destroyed. */
+typedef struct cge__rebind_counts {
+    int64_t prepares;        /* kernels prepared again */
+    int64_t deltas;          /* rebinds of the changed steps only */
+    int64_t steps_rebound;   /* steps whose tensors were bound again */
+} cge__rebind_counts;
 cge_status cge__instance_respecialize(cge__instance *inst, cge_shape_program *sp,
                                       const cge_shape *input_shapes,
-                                      const cge__arena_source *arena, int64_t *prepares);
+                                      const cge__arena_source *arena, cge__rebind_counts *counts);
 /* An instance over a plan made elsewhere (a loaded model file): `plan` (its
  * graph included) and `constants` (host memory of cge_plan_constant_bytes(),
  * used in place on the CPU device) stay the caller's and must outlive it.

@@ -49,6 +49,7 @@ typedef struct graph_entry {
      * place), kernels prepared again there, and the CPU time of making
      * signatures' plans and binding them. */
     int64_t respecializations, kernel_prepares;
+    int64_t delta_rebinds, steps_rebound;   /* cge__rebind_counts of respecialisations */
     double specialize_ms, bind_ms;
     /* Constant data kernels prepare (packed weights), shared by the
      * instances: a new signature packs nothing the graph's others did. */
@@ -959,8 +960,11 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
                 reuse = i;
         if (reuse >= 0) {
             double t0 = cpu_ms();
-            st = cge__instance_respecialize(e->inst[reuse], e->program, shapes, &src,
-                                            &e->kernel_prepares);
+            cge__rebind_counts rc = {0};
+            st = cge__instance_respecialize(e->inst[reuse], e->program, shapes, &src, &rc);
+            e->kernel_prepares += rc.prepares;
+            e->delta_rebinds += rc.deltas;
+            e->steps_rebound += rc.steps_rebound;
             e->specialize_ms += cpu_ms() - t0;
             if (!st) {
                 e->specializations++;
@@ -1402,7 +1406,15 @@ cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
                                      .specialize_ms = e->specialize_ms,
                                      .bind_ms = e->bind_ms,
                                      .eager_prepares = eager_prepares,
-                                     .eager_allocs = eager_allocs};
+                                     .eager_allocs = eager_allocs,
+                                     .delta_rebinds = e->delta_rebinds,
+                                     .steps_rebound = e->steps_rebound};
+    if (e->program) {
+        cge_shape_program_stats ps;
+        cge_shape_program_get_stats(e->program, &ps);
+        out->shape_metas = ps.metas;
+        out->shape_allocations = ps.allocations;
+    }
     pthread_mutex_unlock(&e->lock);
     return CGE_OK;
 }
