@@ -287,3 +287,26 @@ def test_winograd_one_thread_workspace(tmp_path):
         y = cge.InferenceSession(path, so).run(None, {"x": x})[0]
         np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-5,
                                    err_msg="%d threads" % threads)
+
+
+def test_winograd_weight_bound_moves_with_the_environment(tmp_path, monkeypatch):
+    """CGE_DNNL_WINOGRAD_MAX_MB moves the 4 MiB bound: a 4.5 MiB layer takes
+    Winograd under 8, the 2.25 MiB one no longer does under 1; the outputs
+    stay within float32 rounding of the reference either way."""
+    if not _has_dnnl():
+        pytest.skip("oneDNN is not in this build")
+    rng = np.random.default_rng(12)
+    made = _counter("cge__dnnl_conv_winograd_made")
+    for c, m, mb, wino in ((256, 512, "8", True), (256, 256, "1", False)):
+        x = rng.standard_normal((1, c, 14, 14)).astype(np.float32)
+        w = (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
+        path = str(tmp_path / ("c%d_%d.onnx" % (c, m)))
+        _conv_model(path, x, w, b)
+        monkeypatch.setenv("CGE_DNNL_WINOGRAD_MAX_MB", mb)
+        before = made()
+        y = cge.InferenceSession(path).run(None, {"x": x})[0]
+        assert (made() > before) == wino, (c, m, mb)
+        ref = np.maximum(conv_ref(x, w, b, 1), 0)
+        scale = float(np.abs(ref).max())
+        np.testing.assert_allclose(y / scale, ref / scale, rtol=1e-5, atol=1e-5)

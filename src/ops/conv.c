@@ -881,12 +881,20 @@ static bool wino_blocks_ok(const conv_args *p)
  * constant weights (reordered once); $CGE_DNNL_WINOGRAD=0 turns it off.
  * Its weights take 4x the float ones in memory and their reorder is slow
  * (fcn_resnet50's 2048->512 head: 38 -> 151 MB, most of its session
- * creation), so a layer whose float weights pass WINO_MAX_WEIGHT_BYTES keeps
+ * creation), so a layer whose float weights pass 4 MiB keeps
  * the direct kernel: that cut the models whose peak memory or creation time
  * was above ONNX Runtime's (VGG's 512-channel layers, the wide ResNets'
  * 512x512 ones, the segmentation heads), at 14x14 and 28x28 maps where
- * Winograd gained least. */
-#define WINO_MAX_WEIGHT_BYTES ((int64_t)4 << 20)
+ * Winograd gained least. $CGE_DNNL_WINOGRAD_MAX_MB moves the bound (memory
+ * for speed). */
+static int64_t wino_max_weight_bytes(void)
+{
+    /* read at prepare and workspace queries only, never per launch */
+    const char *env = getenv("CGE_DNNL_WINOGRAD_MAX_MB");
+    char *end = NULL;
+    long mb = env ? strtol(env, &end, 10) : -1;
+    return env && end != env && *end == '\0' && mb >= 0 ? (int64_t)mb << 20 : (int64_t)4 << 20;
+}
 static bool dnnl_winograd(const conv_args *p)
 {
     /* read at prepare and workspace queries only, never per launch */
@@ -896,7 +904,8 @@ static bool dnnl_winograd(const conv_args *p)
            p->dtype == CGE_F32 && p->G == 1 && g->nsp == 2 && g->k[1] == 3 && g->k[2] == 3 &&
            g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1 && p->C >= 64 &&
            p->M >= 64 && p->C % 16 == 0 && p->M % 16 == 0 && g->out[1] * g->out[2] >= 14 * 14 &&
-           p->C * p->M * 9 * (int64_t)sizeof(float) <= WINO_MAX_WEIGHT_BYTES && wino_blocks_ok(p);
+           p->C * p->M * 9 * (int64_t)sizeof(float) <= wino_max_weight_bytes() &&
+           wino_blocks_ok(p);
 }
 
 static cge__dnnl_conv_desc dnnl_desc(const conv_args *p, bool has_bias, int threads)
