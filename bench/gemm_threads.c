@@ -7,16 +7,7 @@
 #include <time.h>
 
 #include "cge/cge.h"
-#include "bench_timing.h"
-
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        cge_status st_ = (call);                                                 \
-        if (st_ != CGE_OK) {                                                     \
-            fprintf(stderr, "%s: %s\n", #call, cge_last_error());                \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
+#include "bench_common.h"
 
 /* Products per graph: independent (all read x), each with its own weights, so
  * that the weights stream from beyond L2 as a model's do. */

@@ -13,20 +13,11 @@
  * because bench targets link only libcge (which links oneDNN privately). */
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
-#include "bench_timing.h"
+#include "bench_common.h"
 #define HAVE_DNNL 1
 #else
 #define HAVE_DNNL 0
 #endif
-
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        cge_status st_ = (call);                                                 \
-        if (st_ != CGE_OK) {                                                     \
-            fprintf(stderr, "%s: %s\n", #call, cge_last_error());                \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 /* Samples per method per (case, threads): ROUNDS blocks of BLOCK runs, the
  * methods alternating block by block so that a noisy spell on the shared
