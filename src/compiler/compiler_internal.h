@@ -255,6 +255,8 @@ cge_node *cc_only_consumer(const cc_uses *u, const cge_graph *g, int32_t id);
 int32_t cc_other_input(const cge_node *n, int32_t id);
 /* Whether `id` is a one-element constant within tol of v. */
 bool cc_scalar_near(const cge_graph *g, int32_t id, double v, double tol);
+/* Element i of an int64 or int32 tensor (a constant's indices or bounds). */
+int64_t cc_int_at(const cge_tensor *t, int64_t i);
 cge_status cc_copy_attrs(cge_node *dst, const cge_node *src);
 
 #endif

@@ -114,11 +114,6 @@ static bool all_known(const cge_shape *s)
     return true;
 }
 
-static int64_t int_at(const cge_tensor *t, int64_t i)
-{
-    return t->dtype == CGE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-}
-
 /* An AveragePool (explicit pads, ceil_mode 0; its own pads 0 or already
  * counted) of a constant Pad by zeros on the spatial axes only, of NHWC data:
  * the exported avg_pool2d(padding, count_include_pad=True) (inception's
@@ -164,8 +159,8 @@ static bool padded_pool_eligible(const cge_graph *g, const cge_node *n, int32_t 
     if (own && cge_attrs_get_int(a, "count_include_pad", 0) == 0)
         return false;
     for (int32_t i = 0; i < r; i++) {
-        int64_t b = int_at(pv, i);
-        int64_t e = int_at(pv, r + i);
+        int64_t b = cc_int_at(pv, i);
+        int64_t e = cc_int_at(pv, r + i);
         if (i < 2 ? (b != 0 || e != 0) : (b < 0 || e < 0))
             return false;
         if (i >= 2) {
@@ -252,10 +247,10 @@ static bool channel_slice(const cge_graph *g, const cge_node *n, int64_t *c0, in
         if (all[k] && ((all[k]->dtype != CGE_I64 && all[k]->dtype != CGE_I32) ||
                        cge_shape_numel(&all[k]->shape) != 1))
             return false;
-    int64_t r = xd.shape.rank, C = xd.shape.dims[1], a = int_at(ax, 0);
-    if ((a != 1 && a != 1 - r) || (sp && int_at(sp, 0) != 1))
+    int64_t r = xd.shape.rank, C = xd.shape.dims[1], a = cc_int_at(ax, 0);
+    if ((a != 1 && a != 1 - r) || (sp && cc_int_at(sp, 0) != 1))
         return false;
-    int64_t b = int_at(st, 0), e = int_at(en, 0);
+    int64_t b = cc_int_at(st, 0), e = cc_int_at(en, 0);
     b = b < 0 ? b + C : b;
     e = e < 0 ? e + C : e;
     *c0 = b < 0 ? 0 : b > C ? C : b;

@@ -94,11 +94,6 @@ static int32_t live_readers(const cc_uses *u, const cge_graph *g, int32_t id, cc
     return nl;
 }
 
-static int64_t int_at(const cge_tensor *t, int64_t i)
-{
-    return t->dtype == CGE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-}
-
 static bool int_const(const cge_tensor *t, int64_t numel)
 {
     return t && (t->dtype == CGE_I64 || t->dtype == CGE_I32) && cge_shape_numel(&t->shape) == numel;
@@ -122,10 +117,10 @@ static bool last_axis_slice(const cge_graph *g, const cge_node *s, int32_t r, in
         (has_steps && !int_const(sp, 1)))
         return false;
     /* Without axes a Slice cuts from axis 0: the last only for rank 1. */
-    int64_t a = has_axes ? int_at(ax, 0) : 0;
-    if ((a != r - 1 && a != -1) || (sp && int_at(sp, 0) != 1))
+    int64_t a = has_axes ? cc_int_at(ax, 0) : 0;
+    if ((a != r - 1 && a != -1) || (sp && cc_int_at(sp, 0) != 1))
         return false;
-    int64_t b = int_at(st, 0), e = int_at(en, 0);
+    int64_t b = cc_int_at(st, 0), e = cc_int_at(en, 0);
     b = b < 0 ? b + n : b;
     e = e < 0 ? e + n : e;
     p->lo = b < 0 ? 0 : b > n ? n : b;
@@ -155,7 +150,7 @@ static int32_t last_axis_split(const cge_graph *g, const cge_node *s, int32_t r,
         if (!int_const(sp, no))
             return -1;
         for (int32_t k = 0; k < no; k++)
-            sizes[k] = int_at(sp, k);
+            sizes[k] = cc_int_at(sp, k);
     } else if (na > 0) {
         if (na != no)
             return -1;
@@ -233,7 +228,7 @@ static int32_t gather_form(const cc_uses *u, const cge_graph *g, cge_node *rs, i
             !int_const(ix, 1) || (axis != ax && axis != ax - rr) ||
             cge_node_num_outputs(ga) != 1)
             return -1;
-        int64_t i = int_at(ix, 0);
+        int64_t i = cc_int_at(ix, 0);
         i = i < 0 ? i + S : i;
         if (i < 0 || i >= S || taken[i])
             return -1;

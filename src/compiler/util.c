@@ -459,6 +459,11 @@ int32_t cc_other_input(const cge_node *n, int32_t id)
     return -1;
 }
 
+int64_t cc_int_at(const cge_tensor *t, int64_t i)
+{
+    return t->dtype == CGE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+}
+
 bool cc_scalar_near(const cge_graph *g, int32_t id, double v, double tol)
 {
     double x;
