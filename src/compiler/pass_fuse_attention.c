@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "cge/fused_ops.h"
 #include "compiler/compiler_internal.h"
 
@@ -28,7 +29,7 @@
 static bool tiled_kernel(void)
 {
 #if defined(__x86_64__)
-    return __builtin_cpu_supports("avx512f");
+    return cge__cpu_has(CGE_CPU_AVX512F);
 #else
     return false;
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
@@ -599,7 +600,7 @@ AVX512_FN static void attn_rows_tiled(const attn_args *a, const float *q, const 
 
 static bool tiled_available(void)
 {
-    return __builtin_cpu_supports("avx512f");
+    return cge__cpu_has(CGE_CPU_AVX512F);
 }
 #else
 static bool tiled_available(void)

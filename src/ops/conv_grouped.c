@@ -1,6 +1,7 @@
 /* Grouped channels-last float32 convolution (see conv_grouped.h): weight
  * packing, the AVX-512 register tiles, the row driver and the plain
  * reference loop. */
+#include "base/cpu_isa.h"
 #include "ops/conv_grouped.h"
 
 #include <string.h>
@@ -38,7 +39,7 @@ static int64_t block_first(const cge__gconv *gc, int64_t b)
 static bool have_avx512(void)
 {
 #if GC_X86
-    return __builtin_cpu_supports("avx512f");
+    return cge__cpu_has(CGE_CPU_AVX512F);
 #else
     return false;
 #endif

@@ -10,6 +10,7 @@
 #define REORDER_X86 0
 #endif
 
+#include "base/cpu_isa.h"
 #include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
@@ -341,8 +342,8 @@ static cge_status reorder_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     reorder_args a = {in->data, ctx->outputs[0].data, in->shape.dims[0], in->shape.dims[1], 1,
                       cge_dtype_size(in->dtype), to == CGE_FORMAT_NHWC, 0, 0};
 #if REORDER_X86
-    a.simd = __builtin_cpu_supports("avx512f");
-    a.simd_narrow = a.simd && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    a.simd = cge__cpu_has(CGE_CPU_AVX512F);
+    a.simd_narrow = a.simd && cge__cpu_has(CGE_CPU_AVX512BW) && cge__cpu_has(CGE_CPU_AVX512VL);
 #endif
     for (int32_t d = 2; d < in->shape.rank; d++)
         a.hw *= in->shape.dims[d];

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "ops/depthwise_nhwc.h"
 #include "ops/fast_math.h"
 #include "ops/kernel_util.h"
@@ -343,7 +344,7 @@ DW_AVX512 static void dw_rows(const cge__dw_nhwc *a, int64_t r0, int64_t r1)
 
 bool cge__dw_nhwc_available(void)
 {
-    return __builtin_cpu_supports("avx512f");
+    return cge__cpu_has(CGE_CPU_AVX512F);
 }
 
 static int64_t dw_runs;

@@ -2,6 +2,8 @@
  * at run time because builds target plain x86-64-v2) and tile planning. */
 #include "ops/gemm_kernel.h"
 
+#include "cge/model_file.h" /* cge_cpu_features: the one answer, CGE_CPU_ISA applied */
+
 #include <stdbool.h>
 #include <string.h>
 
@@ -25,8 +27,8 @@ int cge__gemm_isa_supported(cge__gemm_isa isa)
     case CGE_GEMM_ISA_GENERIC: return 1;
 #if GEMM_X86
     case CGE_GEMM_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case CGE_GEMM_ISA_AVX512: return __builtin_cpu_supports("avx512f");
+        return (cge_cpu_features() & (CGE_CPU_AVX2 | CGE_CPU_FMA)) == (CGE_CPU_AVX2 | CGE_CPU_FMA);
+    case CGE_GEMM_ISA_AVX512: return (cge_cpu_features() & CGE_CPU_AVX512F) != 0;
 #endif
     default: return 0;
     }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "ops/builtin.h"
 #include "ops/gemm_kernel.h"
 #include "ops/kernel_util.h"
@@ -392,7 +393,7 @@ static int cpu_avx512(void)
     static int known = -1;
     if (known < 0) {
         __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+        known = cge__cpu_has(CGE_CPU_AVX512F) && cge__cpu_has(CGE_CPU_AVX512BW);
     }
     return known;
 }

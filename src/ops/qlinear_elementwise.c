@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"

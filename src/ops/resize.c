@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 #include "ops/resize_nhwc.h"
@@ -838,7 +839,7 @@ static bool rz_plain_2d_ok(const rz_args *p, const rz_tab *t)
     return p->out.rank == 4 && p->ctm != CT_TF_CROP && t->ntaps[0] == 1 &&
            p->in.dims[0] == p->out.dims[0] &&
            t->ntaps[2] * t->ntaps[3] <= RZ_2D_TAPS &&
-           p->in.dims[3] * C < INT32_MAX && __builtin_cpu_supports("avx512f");
+           p->in.dims[3] * C < INT32_MAX && cge__cpu_has(CGE_CPU_AVX512F);
 #else
     (void)p;
     (void)t;

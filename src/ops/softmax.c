@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
 
@@ -388,7 +389,7 @@ __attribute__((target("avx512f"))) static void sm_row_avx512_f32(const float *x,
 static void sm_row_fast_f32(const float *x, float *y, int64_t n)
 {
 #ifdef SM_AVX512
-    if (__builtin_cpu_supports("avx512f")) {
+    if (cge__cpu_has(CGE_CPU_AVX512F)) {
         sm_row_avx512_f32(x, y, n);
         return;
     }
