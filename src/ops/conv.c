@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/cpu_isa.h"
 #include "ops/builtin.h"
 #include "ops/conv_fused.h"
 #include "ops/conv_grouped.h"
@@ -900,7 +901,10 @@ static bool dnnl_winograd(const conv_args *p)
     /* read at prepare and workspace queries only, never per launch */
     const char *off = getenv("CGE_DNNL_WINOGRAD");
     const nn_geom *g = &p->g;
-    return !(off && !strcmp(off, "0")) && p->w_const && !p->transpose && !p->bf16 &&
+    /* oneDNN has Winograd on AVX-512 only; asking the features here keeps
+     * CGE_CPU_ISA=avx2 an AVX2 machine's choice (oneDNN does not see the cap) */
+    return !(off && !strcmp(off, "0")) && cge__cpu_has(CGE_CPU_AVX512F) && p->w_const &&
+           !p->transpose && !p->bf16 &&
            p->dtype == CGE_F32 && p->G == 1 && g->nsp == 2 && g->k[1] == 3 && g->k[2] == 3 &&
            g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1 && p->C >= 64 &&
            p->M >= 64 && p->C % 16 == 0 && p->M % 16 == 0 && g->out[1] * g->out[2] >= 14 * 14 &&

@@ -156,13 +156,16 @@ static void test_fused_equals_unfused(void **state)
         run_level3(apart, in, b, 2);
         /* apart's outputs: c, then the activation's */
         assert_int_equal(a[0].bytes, b[1].bytes);
-        if (memcmp(a[0].data, b[1].data, a[0].bytes)) {
-            const float *x = a[0].data, *y = b[1].data;
-            for (size_t k = 0; k < a[0].bytes / 4; k++)
-                if (memcmp(&x[k], &y[k], 4))
-                    fail_msg("case %zu (%s): fused %.9g, unfused %.9g at %zu", i, cases[i].act,
-                             (double)x[k], (double)y[k], k);
-        }
+        /* the bits hold for cge's kernel; where it cannot run (no AVX2, or
+         * CGE_CPU_ISA=generic) oneDNN's primitive applies its own activation
+         * formula, equal within rounding */
+        const bool bits = kernel_expected();
+        const float *x = a[0].data, *y = b[1].data;
+        for (size_t k = 0; k < a[0].bytes / 4; k++)
+            if (bits ? memcmp(&x[k], &y[k], 4) != 0
+                     : fabsf(x[k] - y[k]) > 1e-5f * (1.0f + fabsf(y[k])))
+                fail_msg("case %zu (%s): fused %.9g, unfused %.9g at %zu", i, cases[i].act,
+                         (double)x[k], (double)y[k], k);
         ct_free_outputs(in, 1);
         ct_free_outputs(a, 1);
         ct_free_outputs(b, 2);
