@@ -1,6 +1,6 @@
 /* Grouped channels-last float32 convolution (see conv_grouped.h): weight
- * packing, the AVX-512 register tiles, the row driver and the plain
- * reference loop. */
+ * packing, the AVX-512 and AVX2 + FMA register tiles, the row driver and the
+ * plain reference loop. */
 #include "base/cpu_isa.h"
 #include "ops/conv_grouped.h"
 
@@ -45,12 +45,25 @@ static bool have_avx512(void)
 #endif
 }
 
+/* The AVX2 + FMA tiles (wide groups only) where AVX-512 is absent or capped
+ * off (CGE_CPU_ISA=avx2). */
+static bool have_avx2(void)
+{
+#if GC_X86
+    return cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA);
+#else
+    return false;
+#endif
+}
+
 bool cge__gconv_init(cge__gconv *gc, int64_t N, int64_t C, int64_t M, int64_t G,
                      const int64_t in[2], const int64_t out[2], const int64_t k[2],
                      const int64_t s[2], const int64_t d[2], const int64_t pb[2])
 {
     memset(gc, 0, sizeof *gc);
-    if (!have_avx512() || G < 2 || C <= 0 || M <= 0 || N <= 0 || C % G || M % G || C / G < 2)
+    bool wide_isa = have_avx512();
+    if ((!wide_isa && !have_avx2()) || G < 2 || C <= 0 || M <= 0 || N <= 0 || C % G || M % G ||
+        C / G < 2)
         return false;
     for (int i = 0; i < 2; i++)
         if (in[i] <= 0 || out[i] <= 0 || k[i] <= 0 || s[i] <= 0 || d[i] <= 0 || pb[i] < 0 ||
@@ -60,7 +73,9 @@ bool cge__gconv_init(cge__gconv *gc, int64_t N, int64_t C, int64_t M, int64_t G,
     gc->ih = in[0], gc->iw = in[1], gc->oh = out[0], gc->ow = out[1];
     gc->kh = k[0], gc->kw = k[1], gc->sh = s[0], gc->sw = s[1], gc->dh = d[0], gc->dw = d[1];
     gc->ph = pb[0], gc->pw = pb[1];
-    gc->narrow = gc->cpg == gc->mpg && gc->mpg <= NARROW_MAX && VL % gc->mpg == 0 && M % VL == 0;
+    gc->avx2 = !wide_isa;
+    gc->narrow = wide_isa && gc->cpg == gc->mpg && gc->mpg <= NARROW_MAX && VL % gc->mpg == 0 &&
+                 M % VL == 0;
     if (gc->narrow) {
         gc->vecs = M / VL;
         gc->units = (gc->vecs + NARROW_VECS - 1) / NARROW_VECS;
@@ -80,6 +95,10 @@ bool cge__gconv_preferred(const cge__gconv *gc)
      * 56x56 stage); 8 per group 0.85-1.2x either way (narrow or wide); 16
      * and 32 wide 1.5-1.9x slower (oneDNN's direct kernel reaches about
      * 160 GFLOP/s there, this one about 105); 48-232 within +-10%. */
+    /* AVX2 tiles: regnet_x_400mf / 800mf with every grouped node on them
+     * 1.01-1.02x oneDNN's CPU time (one thread) */
+    if (gc->avx2)
+        return false;
     return gc->narrow && gc->cpg <= 4;
 }
 
@@ -89,7 +108,8 @@ bool cge__gconv_same(const cge__gconv *a, const cge__gconv *b)
                          a->kw, a->sh, a->sw, a->dh, a->dw, a->ph, a->pw};
     const int64_t y[] = {b->N, b->C, b->M, b->G, b->ih, b->iw, b->oh, b->ow, b->kh,
                          b->kw, b->sh, b->sw, b->dh, b->dw, b->ph, b->pw};
-    return !memcmp(x, y, sizeof x) && a->group_major == b->group_major && a->narrow == b->narrow;
+    return !memcmp(x, y, sizeof x) && a->group_major == b->group_major &&
+           a->narrow == b->narrow && a->avx2 == b->avx2;
 }
 
 int64_t cge__gconv_packed_floats(const cge__gconv *gc)
@@ -217,6 +237,7 @@ typedef struct tile_args {
     int64_t ih0, dh, kh0, kh1; /* input row of tap 0; the taps' rows */
     int64_t iw0, sw, dw, kw0, kw1;
     int64_t wvs; /* narrow: packed floats per vector */
+    int64_t lanes; /* AVX2: packed floats per tap and channel (the block's lanes) */
     __mmask16 last;
     bool relu;
 } tile_args;
@@ -330,6 +351,105 @@ GC_TILES(4)
     {tile_1_##NV, tile_2_##NV, tile_3_##NV, tile_4_##NV,                                     \
      tile_5_##NV, tile_6_##NV, tile_7_##NV, tile_8_##NV}
 static const tile_fn tiles[MAX_VECS][MAX_RP] = {GC_ROW(1), GC_ROW(2), GC_ROW(3), GC_ROW(4)};
+
+/* AVX2 + FMA: one 16-lane slice of a wide block (two 8-lane vectors, the
+ * packed weights' rows `lanes` floats apart) x RP pixels, the last slice's
+ * lanes past the group's channels masked by `last`. RP 6 at most: 12
+ * accumulators, 2 weight vectors and a broadcast in 16 registers. */
+#define RP2_MAX 6
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256
+gc2_load(const float *p, bool full, __m256i m)
+{
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void tile2(const tile_args *a,
+                                                                            const int RP)
+{
+    const int S = SPLITS(RP, 2);
+    __m256 acc[4][RP2_MAX][2];
+    const int64_t lanes = a->lanes, xps = a->sw * a->C, cpg = a->cpg;
+    const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    __m256i m[2];
+    bool full[2];
+    for (int v = 0; v < 2; v++) {
+        unsigned lm = ((unsigned)a->last >> (8 * v)) & 0xffu;
+        full[v] = lm == 0xffu;
+        m[v] = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)lm), bits), bits);
+    }
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) {
+        __m256 bv = a->b ? gc2_load(a->b + v * 8, full[v], m[v]) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+        for (int r = 0; r < RP; r++) {
+            acc[0][r][v] = bv;
+#pragma GCC unroll 4
+            for (int sp = 1; sp < S; sp++)
+                acc[sp][r][v] = _mm256_setzero_ps();
+        }
+    }
+    for (int64_t kh = a->kh0; kh < a->kh1; kh++) {
+        int64_t ih = a->ih0 + kh * a->dh;
+        for (int64_t kw = a->kw0; kw < a->kw1; kw++) {
+            const float *xp = a->x + (ih * a->iw + a->iw0 + kw * a->dw) * a->C;
+            const float *wp = a->w + (kh * a->kw + kw) * cpg * lanes;
+            int64_t c = 0;
+            for (; c + S <= cpg; c += S, wp += S * lanes)
+#pragma GCC unroll 4
+                for (int sp = 0; sp < S; sp++) {
+                    __m256 w0 = _mm256_loadu_ps(wp + sp * lanes);
+                    __m256 w1 = _mm256_loadu_ps(wp + sp * lanes + 8);
+#pragma GCC unroll 6
+                    for (int r = 0; r < RP; r++) {
+                        __m256 xb = _mm256_broadcast_ss(xp + r * xps + c + sp);
+                        acc[sp][r][0] = _mm256_fmadd_ps(xb, w0, acc[sp][r][0]);
+                        acc[sp][r][1] = _mm256_fmadd_ps(xb, w1, acc[sp][r][1]);
+                    }
+                }
+            for (; c < cpg; c++, wp += lanes) {
+                __m256 w0 = _mm256_loadu_ps(wp), w1 = _mm256_loadu_ps(wp + 8);
+#pragma GCC unroll 6
+                for (int r = 0; r < RP; r++) {
+                    __m256 xb = _mm256_broadcast_ss(xp + r * xps + c);
+                    acc[0][r][0] = _mm256_fmadd_ps(xb, w0, acc[0][r][0]);
+                    acc[0][r][1] = _mm256_fmadd_ps(xb, w1, acc[0][r][1]);
+                }
+            }
+        }
+    }
+    const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int r = 0; r < RP; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < 2; v++) {
+            __m256 t = acc[0][r][v];
+#pragma GCC unroll 4
+            for (int sp = 1; sp < S; sp++)
+                t = _mm256_add_ps(t, acc[sp][r][v]);
+            if (a->z)
+                t = _mm256_add_ps(t, gc2_load(a->z + r * a->M + v * 8, full[v], m[v]));
+            if (a->relu)
+                t = _mm256_max_ps(t, zero);
+            if (full[v])
+                _mm256_storeu_ps(a->y + r * a->M + v * 8, t);
+            else
+                _mm256_maskstore_ps(a->y + r * a->M + v * 8, m[v], t);
+        }
+}
+
+#define GC_TILE2(RP)                                                                         \
+    __attribute__((target("avx2,fma"))) static void tile2_##RP(const tile_args *a)           \
+    {                                                                                        \
+        tile2(a, RP);                                                                        \
+    }
+GC_TILE2(1)
+GC_TILE2(2)
+GC_TILE2(3)
+GC_TILE2(4)
+GC_TILE2(5)
+GC_TILE2(6)
+static const tile_fn tiles2[RP2_MAX] = {tile2_1, tile2_2, tile2_3, tile2_4, tile2_5, tile2_6};
 
 /* Narrow groups: RP pixels x NV vectors of CPG-channel groups; lane l of
  * a vector reads its group's channel c as element (l & ~(CPG - 1)) + c of
@@ -491,6 +611,20 @@ static void run_item(const cge__gconv *gc, const float *wp, const float *x, cons
     }
     for (int64_t blk = 0; blk < gc->blocks; blk++) {
         int64_t nv = block_vecs(gc, blk), v0 = block_first(gc, blk);
+        if (gc->avx2) {
+            /* the block's 16-lane slices one by one, each over the row (all
+             * groups of a pixel tile in turn, so that the input streams
+             * whole pixels, measured no faster) */
+            ta.lanes = nv * VL;
+            for (int64_t v = v0; v < v0 + nv; v++) {
+                int64_t rest = gc->mpg - v * VL;
+                ta.last = rest >= VL ? (__mmask16)0xFFFF : (__mmask16)((1u << rest) - 1u);
+                ta.w = wp + u * gc->w_group + taps * gc->cpg * VL * v0 + (v - v0) * VL;
+                ta.b = b ? b + u * gc->mpg + v * VL : NULL;
+                row(gc, &ta, tiles2, RP2_MAX, y, z, yrow + u * gc->mpg + v * VL, lo, hi, pl);
+            }
+            continue;
+        }
         int64_t rest = gc->mpg - (v0 + nv - 1) * VL;
         ta.last = rest >= VL ? (__mmask16)0xFFFF : (__mmask16)((1u << rest) - 1u);
         ta.w = wp + u * gc->w_group + taps * gc->cpg * VL * v0;
@@ -511,7 +645,7 @@ void cge__gconv_run(const cge__gconv *gc, const float *wp, const float *x, const
 
 #else
 
-/* cge__gconv_init refuses every shape without AVX-512: never called. */
+/* cge__gconv_init refuses every shape off x86-64: never called. */
 void cge__gconv_run(const cge__gconv *gc, const float *wp, const float *x, const float *b,
                     const float *z, float *y, bool relu, int64_t i0, int64_t i1)
 {

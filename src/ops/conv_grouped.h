@@ -1,6 +1,7 @@
 /* Grouped float32 convolutions (1 < group, more than one input channel per
  * group) over channels-last activations: weights packed once per node and a
- * direct AVX-512 kernel, register-tiled over output pixels x output channels. */
+ * direct AVX-512 or AVX2 + FMA kernel, register-tiled over output pixels x
+ * output channels. */
 #ifndef CGE_OPS_CONV_GROUPED_H
 #define CGE_OPS_CONV_GROUPED_H
 
@@ -26,6 +27,7 @@ typedef struct cge__gconv {
     int64_t N, C, M, G, cpg, mpg;
     int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
     bool narrow;
+    bool avx2;         /* the AVX2 + FMA tiles (no AVX-512): wide groups only */
     int64_t vecs;      /* wide: ceil(mpg / 16); narrow: M / 16 */
     int64_t blocks;    /* wide: register blocks per group, ceil(vecs / 4) */
     int64_t w_group;   /* wide: packed floats per group, KH*KW * cpg * vecs * 16 */
@@ -40,7 +42,9 @@ typedef struct cge__gconv {
 
 /* Fill gc for the geometry (pb: the pads at the start of each dim; the end
  * pads are implied by the output sizes). False where this kernel cannot run
- * it: no AVX-512, a group of one input channel, sizes out of range. */
+ * it: neither AVX-512 nor AVX2 + FMA, a group of one input channel, sizes out
+ * of range. Without AVX-512 every group runs the wide layout on AVX2 tiles of
+ * 16 output channels (two 8-lane vectors) x up to 6 pixels. */
 bool cge__gconv_init(cge__gconv *gc, int64_t N, int64_t C, int64_t M, int64_t G,
                      const int64_t in[2], const int64_t out[2], const int64_t k[2],
                      const int64_t s[2], const int64_t d[2], const int64_t pb[2]);
@@ -48,7 +52,8 @@ bool cge__gconv_init(cge__gconv *gc, int64_t N, int64_t C, int64_t M, int64_t G,
 /* Whether the engine should run gc on this kernel rather than oneDNN's
  * primitive: the shape class where it measured faster (docs/zoo.md,
  * "Grouped convolutions"): narrow groups of 2 or 4 channels, where oneDNN's
- * kernel computes in 4-channel blocks. */
+ * kernel computes in 4-channel blocks; none on the AVX2 tiles (docs/guide.md,
+ * "AVX2 depthwise and grouped kernels": no faster than oneDNN's jit:avx2). */
 bool cge__gconv_preferred(const cge__gconv *gc);
 
 /* Whether a and b are one geometry (a launch's against its prepare's). */

@@ -1,4 +1,5 @@
-/* Channels-last float32 depthwise convolution on AVX-512 (depthwise_nhwc.h):
+/* Channels-last float32 depthwise convolution on AVX-512 (depthwise_nhwc.h;
+ * the AVX2 one is depthwise_nhwc_avx2.c), and the dispatch between them:
  * 16 channels a vector, several output pixels of a row in registers, the
  * window's taps as per-channel weight vectors (no broadcasts). */
 #include <math.h>
@@ -285,8 +286,7 @@ DW_EDGES(7)
 
 static const dw_edge_fn dw_edges[3] = {dw_edge_3, dw_edge_5, dw_edge_7};
 
-/* sigmoid, tanh, SiLU, GELU over n floats of an output row. */
-static void dw_post(const cge__dw_nhwc *a, float *t, int64_t n)
+void cge__dw_nhwc_post(const cge__dw_nhwc *a, float *t, int64_t n)
 {
     switch (a->act) {
     case CGE__DW_ACT_SIGMOID: cge__sigmoid_f32_row(t, t, n); break;
@@ -338,31 +338,54 @@ DW_AVX512 static void dw_rows(const cge__dw_nhwc *a, int64_t r0, int64_t r1)
                 e(&r, owb, a->OW);
         }
         if (a->act >= CGE__DW_ACT_SIGMOID)
-            dw_post(a, a->y + b0 * a->OW * C, (b1 - b0) * a->OW * C);
+            cge__dw_nhwc_post(a, a->y + b0 * a->OW * C, (b1 - b0) * a->OW * C);
     }
 }
 
-bool cge__dw_nhwc_available(void)
+static bool dw_avx512(void)
 {
     return cge__cpu_has(CGE_CPU_AVX512F);
 }
 
-static int64_t dw_runs;
+bool cge__dw_nhwc_available(void)
+{
+    return dw_avx512() || cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA);
+}
+
+int cge__dw_nhwc_isa(void)
+{
+    return dw_avx512() ? 512 : cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) ? 256 : 0;
+}
+
+static int64_t dw_runs, dw_runs_avx2;
 
 int64_t cge__dw_nhwc_runs(void)
 {
     return __atomic_load_n(&dw_runs, __ATOMIC_RELAXED);
 }
 
+int64_t cge__dw_nhwc_runs_avx2(void)
+{
+    return __atomic_load_n(&dw_runs_avx2, __ATOMIC_RELAXED);
+}
+
 void cge__dw_nhwc_fn(int64_t blk, int64_t nblk, void *args)
 {
     const cge__dw_nhwc *a = args;
-    if (blk == 0)
+    bool wide = dw_avx512();
+    if (blk == 0) {
         __atomic_fetch_add(&dw_runs, 1, __ATOMIC_RELAXED);
+        if (!wide)
+            __atomic_fetch_add(&dw_runs_avx2, 1, __ATOMIC_RELAXED);
+    }
     int64_t r0, r1;
     cge__block_range(a->N * a->OH, blk, nblk, &r0, &r1);
-    if (r1 > r0)
+    if (r1 <= r0)
+        return;
+    if (wide)
         dw_rows(a, r0, r1);
+    else
+        cge__dw_nhwc_rows_avx2(a, r0, r1);
 }
 
 #else /* not x86-64 with GCC or clang: the kernel is absent, conv.c uses oneDNN */
@@ -372,12 +395,22 @@ bool cge__dw_nhwc_available(void)
     return false;
 }
 
+int cge__dw_nhwc_isa(void)
+{
+    return 0;
+}
+
 void cge__dw_nhwc_fn(int64_t blk, int64_t nblk, void *args)
 {
     (void)blk, (void)nblk, (void)args;
 }
 
 int64_t cge__dw_nhwc_runs(void)
+{
+    return 0;
+}
+
+int64_t cge__dw_nhwc_runs_avx2(void)
 {
     return 0;
 }

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "base/cpu_isa.h"
 #include "ops/depthwise_nhwc.h"
 #include "ops/fast_math.h"
 
@@ -50,6 +51,9 @@ static const dw_case cases[] = {
     {1, 24, 1, 50, 1, 5, 1, 1, 0, 2, 0, 2},       /* 1-D */
     {1, 32, 1, 41, 1, 7, 1, 2, 0, 3, 0, 3},
     {1, 64, 19, 19, 3, 5, 1, 1, 1, 2, 1, 2},      /* 3x5 */
+    {3, 24, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1},        /* batch 3; 16 + 8 channels */
+    {3, 12, 5, 6, 5, 5, 1, 1, 2, 2, 2, 2},        /* batch 3; a tail of 4 only */
+    {1, 8, 13, 2, 3, 3, 2, 1, 1, 1, 1, 1},        /* one 8-lane vector, 2 wide */
 };
 
 enum { N_ACTS = 10 };
@@ -225,10 +229,36 @@ static void test_takes(void **state)
     }
 }
 
+/* The path taken is the one CGE_CPU_ISA leaves (the AVX2 one under
+ * CGE_CPU_ISA=avx2, none under generic), and it counts its launches; an
+ * empty batch writes nothing. */
+static void test_path_counted(void **state)
+{
+    (void)state;
+    int isa = cge__dw_nhwc_isa();
+    assert_int_equal(isa, cge__cpu_has(CGE_CPU_AVX512F)                ? 512
+                          : cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) ? 256
+                                                                     : 0);
+    assert_int_equal(cge__dw_nhwc_available(), isa != 0);
+    if (!isa)
+        skip();
+    int64_t runs = cge__dw_nhwc_runs(), avx2 = cge__dw_nhwc_runs_avx2();
+    check_case(&cases[11], CGE__DW_ACT_RELU, false);
+    /* check_case launches 3 times */
+    assert_int_equal(cge__dw_nhwc_runs(), runs + 3);
+    assert_int_equal(cge__dw_nhwc_runs_avx2(), avx2 + (isa == 256 ? 3 : 0));
+    float x = 1.0f, wp[16 * 9] = {0}, y = 42.0f;
+    cge__dw_nhwc a = {.x = &x, .w = wp, .y = &y, .N = 0, .C = 1, .IH = 3, .IW = 3, .OH = 3,
+                      .OW = 3, .cp = 16, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1};
+    run(&a, 2);
+    assert_true(y == 42.0f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_takes),
+        cmocka_unit_test(test_path_counted),
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_epilogues),
     };
