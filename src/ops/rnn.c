@@ -483,68 +483,68 @@ __attribute__((target("avx512f"))) static void rec_rows_avx512(const float *a, i
 
 #if RNN_X86
 /* AVX2 + FMA: the recurrent product for a few batch rows (the GEMM's 6-row
- * micro-tile would compute a padded edge and pack A every step). Up to four
- * rows by one or two 16-column panels at a time (at most 8 accumulators),
- * the accumulation over k in order with FMA. */
-__attribute__((target("avx2,fma"))) static void rec_rows_avx2(const float *a, int64_t lda,
-                                                              int64_t rows, const float *bp,
-                                                              int64_t K, int64_t N, float *c,
-                                                              int64_t ldc)
+ * micro-tile would compute a padded edge and pack A every step). Tiles of R
+ * rows by P 16-column panels (8 or 12 accumulators kept in registers), the
+ * accumulation over k in order with FMA. `wlast`: the columns of the tile's
+ * last panel that are C's (16, or N's remainder). */
+#define REC_TILE_AVX2(R, P)                                                                    \
+    __attribute__((target("avx2,fma"))) static void rec_tile_##R##x##P(                        \
+        const float *a, int64_t lda, const float *b, int64_t K, float *c, int64_t ldc,         \
+        int64_t wlast)                                                                         \
+    {                                                                                          \
+        __m256 acc[R][2 * P];                                                                  \
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                    \
+            _Pragma("GCC unroll 8") for (int q = 0; q < 2 * P; q++)                            \
+                acc[i][q] = _mm256_setzero_ps();                                               \
+        for (int64_t k = 0; k < K; k++) {                                                      \
+            __m256 x[2 * P];                                                                   \
+            _Pragma("GCC unroll 8") for (int q = 0; q < 2 * P; q++)                            \
+                x[q] = _mm256_loadu_ps(b + (q / 2) * K * CGE_GEMM_NR + k * CGE_GEMM_NR +       \
+                                       (q % 2) * 8);                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {                              \
+                __m256 v = _mm256_broadcast_ss(a + i * lda + k);                               \
+                _Pragma("GCC unroll 8") for (int q = 0; q < 2 * P; q++)                        \
+                    acc[i][q] = _mm256_fmadd_ps(v, x[q], acc[i][q]);                           \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                    \
+            _Pragma("GCC unroll 4") for (int q = 0; q < P; q++) {                              \
+                float *dst = c + i * ldc + q * CGE_GEMM_NR;                                    \
+                if (q < P - 1 || wlast == CGE_GEMM_NR) {                                       \
+                    _mm256_storeu_ps(dst, acc[i][2 * q]);                                      \
+                    _mm256_storeu_ps(dst + 8, acc[i][2 * q + 1]);                              \
+                } else {                                                                       \
+                    float t[CGE_GEMM_NR];                                                      \
+                    _mm256_storeu_ps(t, acc[i][2 * q]);                                        \
+                    _mm256_storeu_ps(t + 8, acc[i][2 * q + 1]);                                \
+                    memcpy(dst, t, sizeof(float) * (size_t)wlast);                             \
+                }                                                                              \
+            }                                                                                  \
+    }
+REC_TILE_AVX2(4, 1)
+REC_TILE_AVX2(2, 3)
+REC_TILE_AVX2(2, 1)
+REC_TILE_AVX2(1, 4)
+REC_TILE_AVX2(1, 1)
+
+static void rec_rows_avx2(const float *a, int64_t lda, int64_t rows, const float *bp, int64_t K,
+                          int64_t N, float *c, int64_t ldc)
 {
+    typedef void (*tile_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t,
+                            int64_t);
     int64_t panels = (N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
     for (int64_t r0 = 0; r0 < rows;) {
         int64_t nr = rows - r0 >= 4 ? 4 : rows - r0 >= 2 ? 2 : 1;
-        int64_t step = nr == 4 ? 1 : 2; /* panels per pass: 4 rows x 1, else x 2 */
-        const float *ar[4];
-        for (int i = 0; i < 4; i++)
-            ar[i] = a + (r0 + (i < nr ? i : 0)) * lda;
-        for (int64_t pn = 0; pn < panels; pn += step) {
-            int two = step == 2 && pn + 1 < panels;
-            const float *b0 = bp + pn * K * CGE_GEMM_NR, *b1 = two ? b0 + K * CGE_GEMM_NR : b0;
-            __m256 acc[4][2][2];
-            for (int i = 0; i < 4; i++)
-                for (int h = 0; h < 2; h++)
-                    acc[i][h][0] = acc[i][h][1] = _mm256_setzero_ps();
-            if (nr == 4) {
-                for (int64_t k = 0; k < K; k++) {
-                    __m256 x0 = _mm256_loadu_ps(b0 + k * CGE_GEMM_NR);
-                    __m256 x1 = _mm256_loadu_ps(b0 + k * CGE_GEMM_NR + 8);
-                    for (int i = 0; i < 4; i++) {
-                        __m256 v = _mm256_broadcast_ss(ar[i] + k);
-                        acc[i][0][0] = _mm256_fmadd_ps(v, x0, acc[i][0][0]);
-                        acc[i][0][1] = _mm256_fmadd_ps(v, x1, acc[i][0][1]);
-                    }
-                }
-            } else {
-                for (int64_t k = 0; k < K; k++) {
-                    __m256 x0 = _mm256_loadu_ps(b0 + k * CGE_GEMM_NR);
-                    __m256 x1 = _mm256_loadu_ps(b0 + k * CGE_GEMM_NR + 8);
-                    __m256 x2 = _mm256_loadu_ps(b1 + k * CGE_GEMM_NR);
-                    __m256 x3 = _mm256_loadu_ps(b1 + k * CGE_GEMM_NR + 8);
-                    for (int i = 0; i < 2; i++) {
-                        __m256 v = _mm256_broadcast_ss(ar[i] + k);
-                        acc[i][0][0] = _mm256_fmadd_ps(v, x0, acc[i][0][0]);
-                        acc[i][0][1] = _mm256_fmadd_ps(v, x1, acc[i][0][1]);
-                        acc[i][1][0] = _mm256_fmadd_ps(v, x2, acc[i][1][0]);
-                        acc[i][1][1] = _mm256_fmadd_ps(v, x3, acc[i][1][1]);
-                    }
-                }
-            }
-            for (int h = 0; h < 1 + two; h++) {
-                int64_t n0 = (pn + h) * CGE_GEMM_NR, w = N - n0 < 16 ? N - n0 : 16;
-                for (int64_t i = 0; i < nr; i++) {
-                    float *dst = c + (r0 + i) * ldc + n0;
-                    if (w == 16) {
-                        _mm256_storeu_ps(dst, acc[i][h][0]);
-                        _mm256_storeu_ps(dst + 8, acc[i][h][1]);
-                    } else {
-                        float t[16];
-                        _mm256_storeu_ps(t, acc[i][h][0]);
-                        _mm256_storeu_ps(t + 8, acc[i][h][1]);
-                        memcpy(dst, t, sizeof(float) * (size_t)w);
-                    }
-                }
-            }
+        int64_t wide = nr == 4 ? 1 : nr == 2 ? 3 : 4; /* panels per tile */
+        tile_fn big = nr == 4 ? rec_tile_4x1 : nr == 2 ? rec_tile_2x3 : rec_tile_1x4;
+        tile_fn one = nr == 4 ? rec_tile_4x1 : nr == 2 ? rec_tile_2x1 : rec_tile_1x1;
+        for (int64_t pn = 0; pn < panels;) {
+            int64_t np = pn + wide <= panels ? wide : 1;
+            int64_t n_last = (pn + np - 1) * CGE_GEMM_NR;
+            int64_t w = N - n_last < CGE_GEMM_NR ? N - n_last : CGE_GEMM_NR;
+            (np == wide ? big : one)(a + r0 * lda, lda, bp + pn * K * CGE_GEMM_NR, K,
+                                     c + r0 * ldc + pn * CGE_GEMM_NR, ldc, w);
+            pn += np;
         }
         r0 += nr;
     }
