@@ -1069,7 +1069,11 @@ static cge_status rnn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         p.rph = p.rp + p.dirs * p.rp_n;
     }
     p.isa = cge__gemm_isa_best();
-    p.vec_gates = RNN_X86 && cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) && acts_vectorised(&p);
+    /* The AVX2 gate step where AVX2 is the widest set (or CGE_CPU_ISA=avx2
+     * caps it there); AVX-512 machines keep the row functions' AVX-512 clones
+     * until the fused step is measured against them there. */
+    p.vec_gates = RNN_X86 && cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) &&
+                  !cge__cpu_has(CGE_CPU_AVX512F) && acts_vectorised(&p);
     int threads = ctx->num_threads;
     int64_t M = p.seq * p.batch;
     cge__gemm_plan(p.dirs, M > 0 ? M : 1, p.gh, threads, &p.tiling);
