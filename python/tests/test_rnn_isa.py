@@ -144,7 +144,6 @@ def _cases():
             for hidden, seq, batch in ((7, 1, 1), (33, 13, 2), (96, 5, 3), (17, 7, 5), (9, 3, 13)):
                 cases.append({"kind": kind, "direction": direction, "hidden": hidden,
                               "input": 11, "seq": seq, "batch": batch})
-        dirs = 2
         cases += [
             {"kind": kind, "direction": "bidirectional", "hidden": 21, "input": 6, "seq": 11,
              "batch": 4, "clip": 0.7, "lens": True, "init": True},
@@ -157,7 +156,6 @@ def _cases():
                                   ["HardSigmoid", "Tanh"] if kind == "GRU" else
                                   ["HardSigmoid", "Tanh", "Softsign"])},
         ]
-        del dirs
     cases.append({"kind": "GRU", "direction": "bidirectional", "hidden": 19, "input": 8, "seq": 5,
                   "batch": 3, "lbr": True, "lens": True, "init": True})
     cases.append({"kind": "LSTM", "direction": "bidirectional", "hidden": 23, "input": 8,
