@@ -18,6 +18,7 @@ TEST_MODELS ?= $(abspath $(BUILD))/test_models
         bench-kernels bench-torch bench-ops bench-sequences bench-quantize bench-int8 bench-lowprec bench-long-tail bench-cpu-ab \
         bench-memory bench-grouped bench-depthwise \
         bench-dist soak zoo
+.PHONY: bench-create
 
 all: build
 
@@ -193,6 +194,14 @@ AB_LIBS ?= $(abspath $(BUILD))/libcge.so
 AB_MODELS ?= audio_conv1d efficientnet_b0 mobilenet_v3_large
 bench-cpu-ab: bench-deps deps build
 	$(PYTHON) bench/cpu_ab.py $(foreach l,$(AB_LIBS),--lib $(l)) $(AB_MODELS)
+
+# Session creation from .onnx: CPU time of cge's against ONNX Runtime's, a
+# fresh process each, alternating, with the first run's CPU time
+# (bench/create_cpu.py): CREATE_LIBS as AB_LIBS, CREATE_MODELS.
+CREATE_LIBS ?= $(abspath $(BUILD))/libcge.so
+CREATE_MODELS ?= audio_conv1d resnet18 resnet34 regnet_x_1_6gf regnet_y_1_6gf
+bench-create: bench-deps deps build
+	$(PYTHON) bench/create_cpu.py $(foreach l,$(CREATE_LIBS),--lib $(l)) $(CREATE_MODELS)
 
 # PyTorch models through cge.torch.compile (replay) vs eager PyTorch vs ONNX Runtime.
 bench-torch: bench-deps deps build

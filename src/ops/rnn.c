@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/cpu_isa.h"
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
@@ -86,6 +87,7 @@ typedef struct rnn_args {
     cge__gemm_tiling tiling;
     int64_t batch_blocks;
     cge__gemm_isa isa;
+    int vec_gates;                    /* the AVX2 + FMA gate path (step_row_avx2) */
 } rnn_args;
 
 /* ---- attributes ---------------------------------------------------------- */
@@ -273,6 +275,18 @@ static cge_status rnn_infer(cge_infer_ctx *ctx)
 }
 
 /* ---- kernels ------------------------------------------------------------- */
+
+/* Whether every activation the layer applies has an AVX2 form (vact). */
+static int acts_vectorised(const rnn_args *p)
+{
+    for (int64_t d = 0; d < p->dirs; d++)
+        for (int i = 0; i < kind_acts[p->kind]; i++) {
+            int fn = p->acts[d][i].fn;
+            if (fn != ACT_SIGMOID && fn != ACT_TANH && fn != ACT_RELU)
+                return 0;
+        }
+    return 1;
+}
 
 static void act_apply(const act *a, float *v, int64_t n)
 {
@@ -467,6 +481,254 @@ __attribute__((target("avx512f"))) static void rec_rows_avx512(const float *a, i
 }
 #endif
 
+#if RNN_X86
+/* AVX2 + FMA: the recurrent product for a few batch rows (the GEMM's 6-row
+ * micro-tile would compute a padded edge and pack A every step). Tiles of R
+ * rows by P 16-column panels (8 or 12 accumulators kept in registers), the
+ * accumulation over k in order with FMA. `wlast`: the columns of the tile's
+ * last panel that are C's (16, or N's remainder). */
+#define REC_TILE_AVX2(R, P)                                                                    \
+    __attribute__((target("avx2,fma"))) static void rec_tile_##R##x##P(                        \
+        const float *a, int64_t lda, const float *b, int64_t K, float *c, int64_t ldc,         \
+        int64_t wlast)                                                                         \
+    {                                                                                          \
+        __m256 acc[R][2 * P];                                                                  \
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                    \
+            _Pragma("GCC unroll 8") for (int q = 0; q < 2 * P; q++)                            \
+                acc[i][q] = _mm256_setzero_ps();                                               \
+        for (int64_t k = 0; k < K; k++) {                                                      \
+            __m256 x[2 * P];                                                                   \
+            _Pragma("GCC unroll 8") for (int q = 0; q < 2 * P; q++)                            \
+                x[q] = _mm256_loadu_ps(b + (q / 2) * K * CGE_GEMM_NR + k * CGE_GEMM_NR +       \
+                                       (q % 2) * 8);                                           \
+            _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {                              \
+                __m256 v = _mm256_broadcast_ss(a + i * lda + k);                               \
+                _Pragma("GCC unroll 8") for (int q = 0; q < 2 * P; q++)                        \
+                    acc[i][q] = _mm256_fmadd_ps(v, x[q], acc[i][q]);                           \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                    \
+            _Pragma("GCC unroll 4") for (int q = 0; q < P; q++) {                              \
+                float *dst = c + i * ldc + q * CGE_GEMM_NR;                                    \
+                if (q < P - 1 || wlast == CGE_GEMM_NR) {                                       \
+                    _mm256_storeu_ps(dst, acc[i][2 * q]);                                      \
+                    _mm256_storeu_ps(dst + 8, acc[i][2 * q + 1]);                              \
+                } else {                                                                       \
+                    float t[CGE_GEMM_NR];                                                      \
+                    _mm256_storeu_ps(t, acc[i][2 * q]);                                        \
+                    _mm256_storeu_ps(t + 8, acc[i][2 * q + 1]);                                \
+                    memcpy(dst, t, sizeof(float) * (size_t)wlast);                             \
+                }                                                                              \
+            }                                                                                  \
+    }
+REC_TILE_AVX2(4, 1)
+REC_TILE_AVX2(2, 3)
+REC_TILE_AVX2(2, 1)
+REC_TILE_AVX2(1, 4)
+REC_TILE_AVX2(1, 1)
+
+static void rec_rows_avx2(const float *a, int64_t lda, int64_t rows, const float *bp, int64_t K,
+                          int64_t N, float *c, int64_t ldc)
+{
+    typedef void (*tile_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t,
+                            int64_t);
+    int64_t panels = (N + CGE_GEMM_NR - 1) / CGE_GEMM_NR;
+    for (int64_t r0 = 0; r0 < rows;) {
+        int64_t nr = rows - r0 >= 4 ? 4 : rows - r0 >= 2 ? 2 : 1;
+        int64_t wide = nr == 4 ? 1 : nr == 2 ? 3 : 4; /* panels per tile */
+        tile_fn big = nr == 4 ? rec_tile_4x1 : nr == 2 ? rec_tile_2x3 : rec_tile_1x4;
+        tile_fn one = nr == 4 ? rec_tile_4x1 : nr == 2 ? rec_tile_2x1 : rec_tile_1x1;
+        for (int64_t pn = 0; pn < panels;) {
+            int64_t np = pn + wide <= panels ? wide : 1;
+            int64_t n_last = (pn + np - 1) * CGE_GEMM_NR;
+            int64_t w = N - n_last < CGE_GEMM_NR ? N - n_last : CGE_GEMM_NR;
+            (np == wide ? big : one)(a + r0 * lda, lda, bp + pn * K * CGE_GEMM_NR, K,
+                                     c + r0 * ldc + pn * CGE_GEMM_NR, ldc, w);
+            pn += np;
+        }
+        r0 += nr;
+    }
+}
+
+/* ---- AVX2 + FMA gates ---------------------------------------------------- */
+/* The gate activations eight lanes at a time, the formulas of fast_math.h
+ * (cge__expf_fast, cge__sigmoidf_fast, cge__tanhf_fast) with FMA, and each
+ * step's element-wise work (bias rows, peepholes, clip, the cell and state
+ * updates) fused into one pass over the hidden units. Used where every
+ * activation of the layer is Sigmoid, Tanh or Relu (the defaults); other
+ * activations take the scalar path. */
+
+static const int32_t rnn_lane_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+typedef struct vlane {
+    __m256i m;   /* the lanes of this chunk: all 8, or the row's tail */
+    int full;
+} vlane;
+
+__attribute__((target("avx2,fma"))) static inline vlane lanes_at(int64_t j, int64_t n)
+{
+    int64_t left = n - j;
+    vlane l;
+    l.full = left >= 8;
+    l.m = _mm256_loadu_si256((const __m256i *)(rnn_lane_mask + 8 - (l.full ? 8 : left)));
+    return l;
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256 vld(const float *p, vlane l)
+{
+    return l.full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, l.m);
+}
+
+__attribute__((target("avx2,fma"))) static inline void vst(float *p, __m256 v, vlane l)
+{
+    if (l.full)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, l.m, v);
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256 vexp(__m256 x)
+{
+    const __m256 hi = _mm256_set1_ps(88.72f), lo = _mm256_set1_ps(-87.33f);
+    __m256 xc = _mm256_min_ps(x, hi);
+    xc = _mm256_max_ps(xc, lo);
+    xc = _mm256_and_ps(xc, _mm256_cmp_ps(x, x, _CMP_ORD_Q)); /* NaN -> 0 */
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    p = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+    p = _mm256_blendv_ps(p, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    p = _mm256_blendv_ps(p, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(x, p, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256 vsigmoid(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = vexp(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256 vtanh(__m256 x)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    __m256 a = _mm256_andnot_ps(sign, x), s = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(-3.33332819422e-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, s), p, x);
+    __m256 e = vexp(_mm256_mul_ps(_mm256_set1_ps(2.0f), _mm256_min_ps(a, _mm256_set1_ps(9.0f))));
+    __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    big = _mm256_or_ps(big, _mm256_and_ps(x, sign)); /* big >= 0: x's sign */
+    /* NaN: a < 0.625 is false, and big is NaN from e = NaN... keep x */
+    __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+    return _mm256_blendv_ps(x, r, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256 vact(int fn, __m256 v)
+{
+    switch (fn) {
+    case ACT_SIGMOID: return vsigmoid(v);
+    case ACT_TANH: return vtanh(v);
+    default: return _mm256_max_ps(v, _mm256_setzero_ps()); /* ACT_RELU */
+    }
+}
+
+/* clip to [-c, c] when the layer clips */
+__attribute__((target("avx2,fma"))) static inline __m256 vclip(const rnn_args *p, __m256 v)
+{
+    if (!p->has_clip)
+        return v;
+    __m256 c = _mm256_set1_ps(p->clip);
+    return _mm256_min_ps(_mm256_max_ps(v, _mm256_xor_ps(c, _mm256_set1_ps(-0.0f))), c);
+}
+
+/* step_row's work, eight hidden units at a time. */
+__attribute__((target("avx2,fma"))) static void step_row_avx2(const rnn_args *p, int64_t d,
+                                                              int64_t b, int64_t t)
+{
+    int64_t H = p->hid, GH = p->gh;
+    const act *ac = p->acts[d];
+    const float *xw = p->xw + d * p->seq * p->batch * GH + x_row(p, t, b) * GH;
+    float *gt = p->gates + (d * p->batch + b) * GH;
+    float *hs = p->hs + (d * p->batch + b) * H, *cs = p->cs + (d * p->batch + b) * H;
+    float *y = p->y ? p->y + y_off(p, t, d, b) : NULL;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int64_t j = 0; j < H; j += 8) {
+        vlane l = lanes_at(j, H);
+        __m256 h;
+        if (p->kind == KIND_RNN) {
+            h = vact(ac[0].fn, vclip(p, _mm256_add_ps(vld(gt + j, l), vld(xw + j, l))));
+        } else if (p->kind == KIND_LSTM) {
+            __m256 c = vld(cs + j, l);
+            __m256 gi = _mm256_add_ps(vld(gt + j, l), vld(xw + j, l));
+            __m256 go = _mm256_add_ps(vld(gt + H + j, l), vld(xw + H + j, l));
+            __m256 gf = _mm256_add_ps(vld(gt + 2 * H + j, l), vld(xw + 2 * H + j, l));
+            __m256 gc = _mm256_add_ps(vld(gt + 3 * H + j, l), vld(xw + 3 * H + j, l));
+            const float *pi = p->p ? p->p + d * 3 * H : NULL;
+            if (pi) {
+                gi = _mm256_fmadd_ps(vld(pi + j, l), c, gi);
+                gf = _mm256_fmadd_ps(vld(pi + 2 * H + j, l), c, gf);
+            }
+            gi = vact(ac[0].fn, vclip(p, gi));
+            gf = p->input_forget ? _mm256_sub_ps(one, gi) : vact(ac[0].fn, vclip(p, gf));
+            gc = vact(ac[1].fn, vclip(p, gc));
+            c = _mm256_fmadd_ps(gf, c, _mm256_mul_ps(gi, gc));
+            if (pi)
+                go = _mm256_fmadd_ps(vld(pi + H + j, l), c, go);
+            go = vact(ac[0].fn, vclip(p, go));
+            h = _mm256_mul_ps(go, vact(ac[2].fn, c));
+            vst(cs + j, c, l);
+        } else {
+            /* GRU, second half (z and r activated in recur_fn) */
+            __m256 gz = vld(gt + j, l), gr = vld(gt + H + j, l), gh = vld(gt + 2 * H + j, l);
+            __m256 xh = vld(xw + 2 * H + j, l);
+            if (p->lbr)
+                gh = _mm256_fmadd_ps(gr, _mm256_add_ps(gh, vld(p->rbh + d * H + j, l)), xh);
+            else
+                gh = _mm256_add_ps(gh, xh);
+            gh = vact(ac[1].fn, vclip(p, gh));
+            /* (1 - z) h~ + z h */
+            h = _mm256_fmadd_ps(gz, _mm256_sub_ps(vld(hs + j, l), gh), gh);
+        }
+        vst(hs + j, h, l);
+        if (y)
+            vst(y + j, h, l);
+    }
+}
+
+/* GRU, first half: z and r gates (2H units) plus XW, clip, activation; then
+ * tmp = r (.) H unless linear_before_reset. */
+__attribute__((target("avx2,fma"))) static void gru_zr_avx2(const rnn_args *p, int64_t d,
+                                                            float *g, const float *xw,
+                                                            const float *hs, float *tmp)
+{
+    int64_t H = p->hid;
+    int fn = p->acts[d][0].fn;
+    for (int64_t j = 0; j < 2 * H; j += 8) {
+        vlane l = lanes_at(j, 2 * H);
+        vst(g + j, vact(fn, vclip(p, _mm256_add_ps(vld(g + j, l), vld(xw + j, l)))), l);
+    }
+    if (!p->lbr)
+        for (int64_t j = 0; j < H; j += 8) {
+            vlane l = lanes_at(j, H);
+            vst(tmp + j, _mm256_mul_ps(vld(g + H + j, l), vld(hs + j, l)), l);
+        }
+}
+#endif
+
 /* c[b0..b1) = a[b0..b1) * packed (batch rows of K = hid, N columns, ldc). */
 static void rec_product(const rnn_args *p, const float *a, const float *bp, float *c, int64_t N,
                         int64_t ldc, int64_t b0, int64_t b1)
@@ -474,6 +736,10 @@ static void rec_product(const rnn_args *p, const float *a, const float *bp, floa
 #if RNN_X86
     if (p->isa == CGE_GEMM_ISA_AVX512 && b1 - b0 < CGE_GEMM_MT) {
         rec_rows_avx512(a + b0 * p->hid, p->hid, b1 - b0, bp, p->hid, N, c + b0 * ldc, ldc);
+        return;
+    }
+    if (p->isa == CGE_GEMM_ISA_AVX2 && b1 - b0 < CGE_GEMM_MT) {
+        rec_rows_avx2(a + b0 * p->hid, p->hid, b1 - b0, bp, p->hid, N, c + b0 * ldc, ldc);
         return;
     }
 #endif
@@ -489,6 +755,12 @@ static void rec_product(const rnn_args *p, const float *a, const float *bp, floa
  * H(t-1) * R^T for the row. Writes the new state into hs/cs and Y. */
 static void step_row(const rnn_args *p, int64_t d, int64_t b, int64_t t)
 {
+#if RNN_X86
+    if (p->vec_gates) {
+        step_row_avx2(p, d, b, t);
+        return;
+    }
+#endif
     int64_t H = p->hid, GH = p->gh;
     const act *ac = p->acts[d];
     const float *xw = p->xw + d * p->seq * p->batch * GH + x_row(p, t, b) * GH;
@@ -581,6 +853,12 @@ static void recur_fn(int64_t blk, int64_t nblk, void *args)
                 int64_t t = rev ? len - 1 - s : s;
                 const float *xw = p->xw + d * p->seq * p->batch * GH + x_row(p, t, b) * GH;
                 float *g = gates + b * GH;
+#if RNN_X86
+                if (p->vec_gates) {
+                    gru_zr_avx2(p, d, g, xw, hs + b * H, tmp + b * H);
+                    continue;
+                }
+#endif
                 add_clip(p, g, xw, 2 * H);
                 act_apply(&p->acts[d][0], g, 2 * H);
                 if (!p->lbr)
@@ -791,6 +1069,11 @@ static cge_status rnn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
         p.rph = p.rp + p.dirs * p.rp_n;
     }
     p.isa = cge__gemm_isa_best();
+    /* The AVX2 gate step where AVX2 is the widest set (or CGE_CPU_ISA=avx2
+     * caps it there); AVX-512 machines keep the row functions' AVX-512 clones
+     * until the fused step is measured against them there. */
+    p.vec_gates = RNN_X86 && cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) &&
+                  !cge__cpu_has(CGE_CPU_AVX512F) && acts_vectorised(&p);
     int threads = ctx->num_threads;
     int64_t M = p.seq * p.batch;
     cge__gemm_plan(p.dirs, M > 0 ? M : 1, p.gh, threads, &p.tiling);
