@@ -672,30 +672,33 @@ AVX2_INLINE void qk_tile8(const attn_args *a, const int NV, const float *kt, int
             _mm256_store_ps(pt + r * NC + k0 + 8 * t, _mm256_mul_ps(acc[r][t], sc));
 }
 
+/* Lanes of vector t of NV: all, or klast for the last one when PARTIAL
+ * (masked loads and stores are slow on some AVX2 parts: only the column
+ * tail takes them). */
+#define PV_LD(PARTIAL, NV, t, p, klast) \
+    ((PARTIAL) && (t) == (NV) - 1 ? _mm256_maskload_ps((p), (klast)) : _mm256_loadu_ps(p))
+
 /* o[r][c0, c0 + 8 NV) = alpha[r] o[r] + sum_j p[r][j] V[j] for T2 rows
- * (only the first `rows` stored); the last vector's lanes masked by km. */
-AVX2_INLINE void pv_tile8(const attn_args *a, const int NV, const float *vc, int64_t nc,
-                          const float *pt, const float *alpha, float *const *orow, int64_t rows,
-                          int64_t c0, __m256i klast)
+ * (only the first `rows` stored); when PARTIAL, the last vector's lanes
+ * masked by klast. */
+AVX2_INLINE void pv_tile8(const attn_args *a, const int NV, const int PARTIAL, const float *vc,
+                          int64_t nc, const float *pt, const float *alpha, float *const *orow,
+                          int64_t rows, int64_t c0, __m256i klast)
 {
     __m256 acc[T2][2];
-    __m256i km[2];
-    const __m256i all = _mm256_set1_epi32(-1);
-    for (int t = 0; t < NV; t++)
-        km[t] = t == NV - 1 ? klast : all;
 #pragma GCC unroll 6
     for (int r = 0; r < T2; r++) {
         __m256 al = _mm256_set1_ps(alpha[r]);
 #pragma GCC unroll 2
         for (int t = 0; t < NV; t++)
-            acc[r][t] = _mm256_mul_ps(_mm256_maskload_ps(orow[r] + c0 + 8 * t, km[t]), al);
+            acc[r][t] = _mm256_mul_ps(PV_LD(PARTIAL, NV, t, orow[r] + c0 + 8 * t, klast), al);
     }
     for (int64_t j = 0; j < nc; j++) {
         const float *vr = vc + j * a->v_n + c0;
         __m256 vv[2];
 #pragma GCC unroll 2
         for (int t = 0; t < NV; t++)
-            vv[t] = _mm256_maskload_ps(vr + 8 * t, km[t]);
+            vv[t] = PV_LD(PARTIAL, NV, t, vr + 8 * t, klast);
 #pragma GCC unroll 6
         for (int r = 0; r < T2; r++) {
             __m256 w = _mm256_broadcast_ss(pt + r * NC + j);
@@ -708,8 +711,12 @@ AVX2_INLINE void pv_tile8(const attn_args *a, const int NV, const float *vc, int
     for (int r = 0; r < T2; r++)
         if (r < rows)
 #pragma GCC unroll 2
-            for (int t = 0; t < NV; t++)
-                _mm256_maskstore_ps(orow[r] + c0 + 8 * t, km[t], acc[r][t]);
+            for (int t = 0; t < NV; t++) {
+                if (PARTIAL && t == NV - 1)
+                    _mm256_maskstore_ps(orow[r] + c0 + 8 * t, klast, acc[r][t]);
+                else
+                    _mm256_storeu_ps(orow[r] + c0 + 8 * t, acc[r][t]);
+            }
 }
 
 /* attn_rows_tiled on AVX2: rows [m0, m1) of one batch entry. */
@@ -795,12 +802,14 @@ AVX2_FN static void attn_rows_tiled_avx2(const attn_args *a, const float *q, con
             /* O = alpha O + P V, 16 columns at a time */
             for (int64_t c0 = 0; c0 < Dv; c0 += 16) {
                 int64_t left = Dv - c0;
-                int nv = left > 8 ? 2 : 1;
-                __m256i klast = lanes8(left - 8 * (nv - 1) > 8 ? 8 : left - 8 * (nv - 1));
-                if (nv == 2)
-                    pv_tile8(a, 2, vc, nc, pt, alpha, orow, rows, c0, klast);
+                if (left >= 16)
+                    pv_tile8(a, 2, 0, vc, nc, pt, alpha, orow, rows, c0, lanes8(8));
+                else if (left > 8)
+                    pv_tile8(a, 2, 1, vc, nc, pt, alpha, orow, rows, c0, lanes8(left - 8));
+                else if (left == 8)
+                    pv_tile8(a, 1, 0, vc, nc, pt, alpha, orow, rows, c0, lanes8(8));
                 else
-                    pv_tile8(a, 1, vc, nc, pt, alpha, orow, rows, c0, klast);
+                    pv_tile8(a, 1, 1, vc, nc, pt, alpha, orow, rows, c0, lanes8(left));
             }
         }
     }
