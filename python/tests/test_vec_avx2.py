@@ -324,3 +324,27 @@ def test_gelu_and_chains(tmp_path):
             plain = res[(cap, "plain")][k]
             if plain is not None:
                 assert np.array_equal(bits(got), bits(plain)), what + ": fused differs from unfused"
+
+
+def test_transpose_tiles(tmp_path):
+    """Transpose of 4-byte elements (the AVX2 8x8 blocks, their 4x4 and
+    element edges): exactly numpy's, on every path, NaN bits included."""
+    jobs, refs = [], []
+    rng = np.random.default_rng(7)
+    cases = [((n, m), (1, 0)) for n in (1, 7, 8, 9, 17, 33) for m in (1, 8, 15, 40)]
+    cases += [((9, 3, 17), (1, 2, 0)), ((2, 24, 5, 16), (0, 2, 3, 1)), ((0, 5), (1, 0))]
+    for k, (shape, perm) in enumerate(cases):
+        x = rng.standard_normal(shape).astype(np.float32)
+        if x.size:
+            x.flat[0] = np.nan
+        out = [shape[p] for p in perm]
+        jobs.append(_save(tmp_path, "tr%d" % k, [helper.make_node("Transpose", ["x"], ["y"],
+                                                                  perm=list(perm))],
+                          [_vi("x", list(shape))], [_vi("y", out)], [], {"x": x}))
+        refs.append(np.transpose(x, perm))
+    res = _run_caps(jobs, tmp_path)
+    for cap in CAPS:
+        for job, ref, got in zip(jobs, refs, res[cap]):
+            what = "%s CGE_CPU_ISA=%s" % (os.path.basename(job["model"]), cap)
+            assert got.shape == ref.shape, what
+            assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), what

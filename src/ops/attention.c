@@ -760,6 +760,7 @@ AVX2_FN static void attn_rows_tiled_avx2(const attn_args *a, const float *q, con
                 qk_tile8(a, 2, kt, 8 * v, qr, pt);
             if (v < nv8)
                 qk_tile8(a, 1, kt, 8 * v, qr, pt);
+            int64_t live = 0; /* keys past the tile's last non-zero weight add nothing */
             for (int64_t r = 0; r < T2; r++) {
                 float *s = pt + r * NC;
                 alpha[r] = 1.0f;
@@ -798,18 +799,22 @@ AVX2_FN static void attn_rows_tiled_avx2(const attn_args *a, const float *q, con
                 _mm256_storeu_ps(mt, sum);
                 float ts = ((mt[0] + mt[4]) + (mt[1] + mt[5])) + ((mt[2] + mt[6]) + (mt[3] + mt[7]));
                 l[m + r - m0] = l[m + r - m0] * alpha[r] + ts;
+                int64_t e = nc;
+                while (e > live && s[e - 1] == 0.0f)
+                    e--;
+                live = e;
             }
             /* O = alpha O + P V, 16 columns at a time */
             for (int64_t c0 = 0; c0 < Dv; c0 += 16) {
                 int64_t left = Dv - c0;
                 if (left >= 16)
-                    pv_tile8(a, 2, 0, vc, nc, pt, alpha, orow, rows, c0, lanes8(8));
+                    pv_tile8(a, 2, 0, vc, live, pt, alpha, orow, rows, c0, lanes8(8));
                 else if (left > 8)
-                    pv_tile8(a, 2, 1, vc, nc, pt, alpha, orow, rows, c0, lanes8(left - 8));
+                    pv_tile8(a, 2, 1, vc, live, pt, alpha, orow, rows, c0, lanes8(left - 8));
                 else if (left == 8)
-                    pv_tile8(a, 1, 0, vc, nc, pt, alpha, orow, rows, c0, lanes8(8));
+                    pv_tile8(a, 1, 0, vc, live, pt, alpha, orow, rows, c0, lanes8(8));
                 else
-                    pv_tile8(a, 1, 1, vc, nc, pt, alpha, orow, rows, c0, lanes8(left));
+                    pv_tile8(a, 1, 1, vc, live, pt, alpha, orow, rows, c0, lanes8(left));
             }
         }
     }
