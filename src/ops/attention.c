@@ -43,6 +43,8 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 #define V8_MAX(a, b) ((v8f)((((v8i)(a)) & ((a) > (b))) | (((v8i)(b)) & ~((a) > (b)))))
 
 enum { MASK_NONE = 0, MASK_ADD = 1, MASK_KEEP_TRUE = 2, MASK_KEEP_FALSE = 3 };
+/* The tiled paths: attn_rows_tiled (AVX-512), attn_rows_tiled_avx2. */
+enum { TILED_NONE = 0, TILED_AVX512 = 1, TILED_AVX2 = 2 };
 
 typedef struct attn_args {
     const float *q, *k, *v;
@@ -57,7 +59,7 @@ typedef struct attn_args {
     int64_t rb, rblocks;             /* rows per item (<= RB), row blocks per batch entry */
     float scale, fill;
     int kind;
-    bool tiled;                      /* the AVX-512 tile path may run (attn_rows_tiled) */
+    int tiled;                       /* the tile path that may run (TILED_*) */
 } attn_args;
 
 /* The logical dims of a permuted input: logical dim i is source dim perm[i]. */
@@ -598,14 +600,246 @@ AVX512_FN static void attn_rows_tiled(const attn_args *a, const float *q, const 
     }
 }
 
-static bool tiled_available(void)
+/* ---- the tiled path on AVX2 + FMA ------------------------------------------
+ * attn_rows_tiled's plan in 8-lane registers: a tile of T2 rows x 16 keys
+ * (12 accumulators, two K^T loads serving T2 rows) for the scores, and T2
+ * rows x 16 columns for P V, so every tile fits the 16 registers. */
+#define T2 6
+#define AVX2_FN __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* exp16's polynomial on 8 lanes, 2^n built in the exponent bits (the
+ * scores here are at most 0 after the maximum is taken off, so n stays in
+ * the normal range): lanes below -87.33 exactly 0, NaN stays NaN. */
+AVX2_INLINE __m256 exp8(__m256 x)
 {
-    return cge__cpu_has(CGE_CPU_AVX512F);
+    const __m256 lo = _mm256_set1_ps(-87.33f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 xc = _mm256_max_ps(lo, x); /* the second operand on NaN: x */
+    xc = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), xc);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* Lanes [0, k) of 8 set (k in 0..8). */
+AVX2_INLINE __m256i lanes8(int64_t k)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* pt[r][k0, k0 + 8 NV) = scale q[r] . K^T for T2 rows (rows past the
+ * tile's repeat its last one), from the packed chunk kt. */
+AVX2_INLINE void qk_tile8(const attn_args *a, const int NV, const float *kt, int64_t k0,
+                          const float *const *qr, float *pt)
+{
+    __m256 acc[T2][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < T2; r++)
+#pragma GCC unroll 2
+        for (int t = 0; t < NV; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < a->D; d++) {
+        const float *kr = kt + d * NC + k0;
+        __m256 kv[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < NV; t++)
+            kv[t] = _mm256_load_ps(kr + 8 * t);
+#pragma GCC unroll 6
+        for (int r = 0; r < T2; r++) {
+            __m256 qb = _mm256_broadcast_ss(qr[r] + d * a->q_d);
+#pragma GCC unroll 2
+            for (int t = 0; t < NV; t++)
+                acc[r][t] = _mm256_fmadd_ps(qb, kv[t], acc[r][t]);
+        }
+    }
+    const __m256 sc = _mm256_set1_ps(a->scale);
+#pragma GCC unroll 6
+    for (int r = 0; r < T2; r++)
+#pragma GCC unroll 2
+        for (int t = 0; t < NV; t++)
+            _mm256_store_ps(pt + r * NC + k0 + 8 * t, _mm256_mul_ps(acc[r][t], sc));
+}
+
+/* Lanes of vector t of NV: all, or klast for the last one when PARTIAL
+ * (masked loads and stores are slow on some AVX2 parts: only the column
+ * tail takes them). */
+#define PV_LD(PARTIAL, NV, t, p, klast) \
+    ((PARTIAL) && (t) == (NV) - 1 ? _mm256_maskload_ps((p), (klast)) : _mm256_loadu_ps(p))
+
+/* o[r][c0, c0 + 8 NV) = alpha[r] o[r] + sum_j p[r][j] V[j] for T2 rows
+ * (only the first `rows` stored); when PARTIAL, the last vector's lanes
+ * masked by klast. */
+AVX2_INLINE void pv_tile8(const attn_args *a, const int NV, const int PARTIAL, const float *vc,
+                          int64_t nc, const float *pt, const float *alpha, float *const *orow,
+                          int64_t rows, int64_t c0, __m256i klast)
+{
+    __m256 acc[T2][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < T2; r++) {
+        __m256 al = _mm256_set1_ps(alpha[r]);
+#pragma GCC unroll 2
+        for (int t = 0; t < NV; t++)
+            acc[r][t] = _mm256_mul_ps(PV_LD(PARTIAL, NV, t, orow[r] + c0 + 8 * t, klast), al);
+    }
+    for (int64_t j = 0; j < nc; j++) {
+        const float *vr = vc + j * a->v_n + c0;
+        __m256 vv[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < NV; t++)
+            vv[t] = PV_LD(PARTIAL, NV, t, vr + 8 * t, klast);
+#pragma GCC unroll 6
+        for (int r = 0; r < T2; r++) {
+            __m256 w = _mm256_broadcast_ss(pt + r * NC + j);
+#pragma GCC unroll 2
+            for (int t = 0; t < NV; t++)
+                acc[r][t] = _mm256_fmadd_ps(w, vv[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < T2; r++)
+        if (r < rows)
+#pragma GCC unroll 2
+            for (int t = 0; t < NV; t++) {
+                if (PARTIAL && t == NV - 1)
+                    _mm256_maskstore_ps(orow[r] + c0 + 8 * t, klast, acc[r][t]);
+                else
+                    _mm256_storeu_ps(orow[r] + c0 + 8 * t, acc[r][t]);
+            }
+}
+
+/* attn_rows_tiled on AVX2: rows [m0, m1) of one batch entry. */
+AVX2_FN static void attn_rows_tiled_avx2(const attn_args *a, const float *q, const float *k,
+                                         const float *v, const char *mask, float *o, int64_t m0,
+                                         int64_t m1)
+{
+    const int64_t N = a->N, D = a->D, Dv = a->Dv, esz = a->kind == MASK_ADD ? 4 : 1;
+    float mx[RB], l[RB], alpha[T2];
+    float pt[T2 * NC] __attribute__((aligned(32)));
+    float kt[KT_FLOATS] __attribute__((aligned(32)));
+    for (int64_t m = m0; m < m1; m++) {
+        mx[m - m0] = -INFINITY;
+        l[m - m0] = 0.0f;
+        memset(o + m * a->o_m, 0, (size_t)Dv * sizeof(float));
+    }
+    for (int64_t n0 = 0; n0 < N; n0 += NC) {
+        int64_t nc = N - n0 < NC ? N - n0 : NC;
+        const float *kc = k + n0 * a->k_n, *vc = v + n0 * a->v_n;
+        int nv8 = (int)((nc + 7) / 8); /* vectors of 8 keys this chunk fills */
+        for (int64_t d = 0; d < D; d++) {
+            float *row = kt + d * NC;
+            for (int64_t j = 0; j < nc; j++)
+                row[j] = kc[j * a->k_n + d * a->k_d];
+            for (int64_t j = nc; j < 8 * nv8; j++)
+                row[j] = 0.0f;
+        }
+        for (int64_t m = m0; m < m1; m += T2) {
+            int64_t rows = m1 - m < T2 ? m1 - m : T2;
+            if (mask && tile_dropped(a, mask, m, rows, n0, nc))
+                continue;
+            const float *qr[T2];
+            float *orow[T2];
+            for (int r = 0; r < T2; r++) {
+                int64_t mr = m + (r < rows ? r : rows - 1);
+                qr[r] = q + mr * a->q_m;
+                orow[r] = o + mr * a->o_m;
+            }
+            int v = 0;
+            for (; v + 2 <= nv8; v += 2)
+                qk_tile8(a, 2, kt, 8 * v, qr, pt);
+            if (v < nv8)
+                qk_tile8(a, 1, kt, 8 * v, qr, pt);
+            int64_t live = 0; /* keys past the tile's last non-zero weight add nothing */
+            for (int64_t r = 0; r < T2; r++) {
+                float *s = pt + r * NC;
+                alpha[r] = 1.0f;
+                if (r >= rows) {
+                    memset(s, 0, NC * sizeof(float));
+                    continue;
+                }
+                if (mask)
+                    mask_chunk(a, mask + (m + r) * a->mask_m * esz, n0, nc, true, s);
+                for (int64_t j = nc; j < NC; j++)
+                    s[j] = -INFINITY;
+                __m256 vm = _mm256_load_ps(s);
+                for (int t = 1; t < nv8; t++)
+                    vm = _mm256_max_ps(vm, _mm256_load_ps(s + 8 * t));
+                float mt[8];
+                _mm256_storeu_ps(mt, vm);
+                float cm = mt[0];
+                for (int i = 1; i < 8; i++)
+                    cm = mt[i] > cm ? mt[i] : cm;
+                float *rmx = &mx[m + r - m0];
+                float nm = cm > *rmx ? cm : *rmx;
+                if (nm == -INFINITY) { /* every score so far is -inf: nothing to weigh yet */
+                    memset(s, 0, NC * sizeof(float));
+                    continue;
+                }
+                if (nm != *rmx) {
+                    alpha[r] = cge__expf_fast(*rmx - nm);
+                    *rmx = nm;
+                }
+                __m256 nmv = _mm256_set1_ps(nm), sum = _mm256_setzero_ps();
+                for (int t = 0; t < nv8; t++) {
+                    __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(s + 8 * t), nmv));
+                    _mm256_store_ps(s + 8 * t, e);
+                    sum = _mm256_add_ps(sum, e);
+                }
+                _mm256_storeu_ps(mt, sum);
+                float ts = ((mt[0] + mt[4]) + (mt[1] + mt[5])) + ((mt[2] + mt[6]) + (mt[3] + mt[7]));
+                l[m + r - m0] = l[m + r - m0] * alpha[r] + ts;
+                int64_t e = nc;
+                while (e > live && s[e - 1] == 0.0f)
+                    e--;
+                live = e;
+            }
+            /* O = alpha O + P V, 16 columns at a time */
+            for (int64_t c0 = 0; c0 < Dv; c0 += 16) {
+                int64_t left = Dv - c0;
+                if (left >= 16)
+                    pv_tile8(a, 2, 0, vc, live, pt, alpha, orow, rows, c0, lanes8(8));
+                else if (left > 8)
+                    pv_tile8(a, 2, 1, vc, live, pt, alpha, orow, rows, c0, lanes8(left - 8));
+                else if (left == 8)
+                    pv_tile8(a, 1, 0, vc, live, pt, alpha, orow, rows, c0, lanes8(8));
+                else
+                    pv_tile8(a, 1, 1, vc, live, pt, alpha, orow, rows, c0, lanes8(left));
+            }
+        }
+    }
+    for (int64_t m = m0; m < m1; m++) {
+        float inv = 1.0f / l[m - m0]; /* 0 / 0 for a row of -inf scores, as Softmax */
+        float *orow = o + m * a->o_m;
+        for (int64_t d = 0; d < Dv; d++)
+            orow[d] *= inv;
+    }
+}
+
+/* Which tiled path may run: TILED_AVX512, TILED_AVX2 (CGE_CPU_ISA caps
+ * an AVX-512 machine to the second), or none. */
+static int tiled_available(void)
+{
+    if (cge__cpu_has(CGE_CPU_AVX512F))
+        return TILED_AVX512;
+    if (cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA))
+        return TILED_AVX2;
+    return TILED_NONE;
 }
 #else
-static bool tiled_available(void)
+static int tiled_available(void)
 {
-    return false;
+    return TILED_NONE;
 }
 #endif
 
@@ -626,8 +860,11 @@ ATTN_CLONES static void attn_rows(const attn_args *a, int64_t b, int64_t m0, int
     const int64_t N = a->N, D = a->D, Dv = a->Dv, esz = a->kind == MASK_ADD ? 4 : 1;
     const char *mask = a->mask ? (const char *)a->mask + mo * esz : NULL;
 #if defined(__x86_64__)
-    if (a->tiled && m1 - m0 >= TILE_MIN_ROWS && D <= KT_FLOATS / NC) {
-        attn_rows_tiled(a, q, k, v, mask, o, m0, m1);
+    if (a->tiled != TILED_NONE && m1 - m0 >= TILE_MIN_ROWS && D <= KT_FLOATS / NC) {
+        if (a->tiled == TILED_AVX512)
+            attn_rows_tiled(a, q, k, v, mask, o, m0, m1);
+        else
+            attn_rows_tiled_avx2(a, q, k, v, mask, o, m0, m1);
         return;
     }
 #endif

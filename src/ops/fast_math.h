@@ -1,6 +1,6 @@
 /* float32 exp, sigmoid, erf and exact GELU for kernels, one element at a time or over rows:
- * branch-free, so that loops over them vectorise (AVX-512 / AVX2 clones of the
- * row functions). */
+ * branch-free, so that loops over them vectorise (the AVX-512 rows of
+ * fast_math.c; its AVX2 rows restate these operations on 8 lanes). */
 #ifndef CGE_OPS_FAST_MATH_H
 #define CGE_OPS_FAST_MATH_H
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
@@ -24,7 +25,8 @@ typedef struct ew_args {
     float imm[CGE_EW_MAX_IMM];
 } ew_args;
 
-static void ew_apply(const int16_t *ins, const float *imm, float r[][EW_TILE], int64_t len)
+static inline __attribute__((always_inline)) void ew_apply(const int16_t *ins, const float *imm,
+                                                           float r[][EW_TILE], int64_t len)
 {
     float *d = r[ins[1]];
     const float *a = r[ins[2]];
@@ -70,7 +72,8 @@ static void ew_apply(const int16_t *ins, const float *imm, float r[][EW_TILE], i
     }
 }
 
-static void ew_block(int64_t blk, int64_t nblk, void *p)
+static inline __attribute__((always_inline)) void ew_block_impl(int64_t blk, int64_t nblk,
+                                                                void *p)
 {
     const ew_args *a = p;
     float r[CGE_EW_MAX_REGS][EW_TILE];
@@ -90,6 +93,32 @@ static void ew_block(int64_t blk, int64_t nblk, void *p)
         for (int32_t o = 0; o < a->num_out; o++)
             memcpy(a->out[o] + t, r[a->out_reg[o]], sizeof(float) * (size_t)len);
     }
+}
+
+/* The interpreter compiled for the baseline and for AVX2 (8-lane loops; no
+ * multiply-add is fused, so both give the same bits, and the same as the
+ * unfused kernels), picked by cge__cpu_has: CGE_CPU_ISA selects either. */
+static void ew_block_generic(int64_t blk, int64_t nblk, void *p)
+{
+    ew_block_impl(blk, nblk, p);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void ew_block_avx2(int64_t blk, int64_t nblk, void *p)
+{
+    ew_block_impl(blk, nblk, p);
+}
+#endif
+
+static void ew_block(int64_t blk, int64_t nblk, void *p)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (cge__cpu_has(CGE_CPU_AVX2)) {
+        ew_block_avx2(blk, nblk, p);
+        return;
+    }
+#endif
+    ew_block_generic(blk, nblk, p);
 }
 
 static cge_status ew_args_make(const cge_attrs *at, int32_t ni, int32_t no, ew_args *a,

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu_isa.h"
 #include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
@@ -822,9 +823,10 @@ typedef float ln_v16u __attribute__((vector_size(64), aligned(4), may_alias));
  * normalise + affine. The double loops this replaced cost 0.65 ns per
  * element (one thread: 27 us for an encoder's [128, 256]); it rounds
  * differently from them, within float32 rounding of the result. */
-CGE_TARGET_CLONES static void ln_row_f32(const float *x, float *y, int64_t D, const float *sc,
-                                         const float *bi, double eps, float *mean_out,
-                                         float *inv_out)
+static inline __attribute__((always_inline)) void ln_row_impl(const float *x, float *y, int64_t D,
+                                                              const float *sc, const float *bi,
+                                                              double eps, float *mean_out,
+                                                              float *inv_out)
 {
     double sum = 0.0, sq = 0.0;
     for (int64_t i = 0; i < D; i += CH) {
@@ -867,6 +869,137 @@ CGE_TARGET_CLONES static void ln_row_f32(const float *x, float *y, int64_t D, co
     else
         for (int64_t i = 0; i < D; i++)
             y[i] = (x[i] - mf) * inv * sc[i];
+}
+
+/* ln_row_impl compiled for AVX-512 (what the AVX-512 clone of the former
+ * target_clones function made: the same bits) and for the baseline; the
+ * AVX2 + FMA row below rounds its own way. Picked per row by cge__cpu_has, so
+ * CGE_CPU_ISA selects each on any machine. */
+static void ln_row_generic_f32(const float *x, float *y, int64_t D, const float *sc,
+                               const float *bi, double eps, float *mean_out, float *inv_out)
+{
+    ln_row_impl(x, y, D, sc, bi, eps, mean_out, inv_out);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define LN_X86 1
+
+__attribute__((target("avx512f"))) static void ln_row_avx512_f32(const float *x, float *y,
+                                                                 int64_t D, const float *sc,
+                                                                 const float *bi, double eps,
+                                                                 float *mean_out, float *inv_out)
+{
+    ln_row_impl(x, y, D, sc, bi, eps, mean_out, inv_out);
+}
+
+#define LN_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* Lanes [0, k) of 8 set (k in 0..8). */
+LN_AVX2_INLINE __m256i ln_mask8(int64_t k)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The 8 lanes of v added in double. */
+LN_AVX2_INLINE double ln_hsum8(__m256 v)
+{
+    __m256d s = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                              _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+/* ln_row_impl's statistics and affine on AVX2 with multiply-adds fused:
+ * float lanes per 256-element chunk, chunks added in double; the tail
+ * through masked loads and stores. Within float32 rounding of the other
+ * rows, not their bits (SkipLayerNorm uses this row too, so it still equals
+ * Add + LayerNormalization on this path). */
+__attribute__((target("avx2,fma"))) static void ln_row_avx2_f32(const float *x, float *y,
+                                                                int64_t D, const float *sc,
+                                                                const float *bi, double eps,
+                                                                float *mean_out, float *inv_out)
+{
+    double sum = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < D; i += CH) {
+        int64_t w = D - i < CH ? D - i : CH, j = 0;
+        const float *xc = x + i;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (; j + 16 <= w; j += 16) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(xc + j));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(xc + j + 8));
+        }
+        for (; j + 8 <= w; j += 8)
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(xc + j));
+        if (j < w)
+            a1 = _mm256_add_ps(a1, _mm256_maskload_ps(xc + j, ln_mask8(w - j)));
+        sum += ln_hsum8(_mm256_add_ps(a0, a1));
+    }
+    double m = D > 0 ? sum / (double)D : 0.0;
+    float mf = (float)m;
+    const __m256 mv = _mm256_set1_ps(mf);
+    for (int64_t i = 0; i < D; i += CH) {
+        int64_t w = D - i < CH ? D - i : CH, j = 0;
+        const float *xc = x + i;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (; j + 16 <= w; j += 16) {
+            __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(xc + j), mv);
+            __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(xc + j + 8), mv);
+            a0 = _mm256_fmadd_ps(d0, d0, a0);
+            a1 = _mm256_fmadd_ps(d1, d1, a1);
+        }
+        for (; j + 8 <= w; j += 8) {
+            __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xc + j), mv);
+            a0 = _mm256_fmadd_ps(d, d, a0);
+        }
+        if (j < w) {
+            __m256i k = ln_mask8(w - j);
+            __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(xc + j, k), mv),
+                                     _mm256_castsi256_ps(k));
+            a1 = _mm256_fmadd_ps(d, d, a1);
+        }
+        sq += ln_hsum8(_mm256_add_ps(a0, a1));
+    }
+    double v = D > 0 ? sq / (double)D : 0.0;
+    float inv = (float)(1.0 / sqrt((double)(float)v + eps));
+    if (mean_out)
+        *mean_out = mf;
+    if (inv_out)
+        *inv_out = inv;
+    const __m256 iv = _mm256_set1_ps(inv);
+    int64_t i = 0;
+    for (; i + 8 <= D; i += 8) {
+        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), iv);
+        __m256 r = bi ? _mm256_fmadd_ps(t, _mm256_loadu_ps(sc + i), _mm256_loadu_ps(bi + i))
+                      : _mm256_mul_ps(t, _mm256_loadu_ps(sc + i));
+        _mm256_storeu_ps(y + i, r);
+    }
+    if (i < D) {
+        __m256i k = ln_mask8(D - i);
+        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, k), mv), iv);
+        __m256 r = bi ? _mm256_fmadd_ps(t, _mm256_maskload_ps(sc + i, k), _mm256_maskload_ps(bi + i, k))
+                      : _mm256_mul_ps(t, _mm256_maskload_ps(sc + i, k));
+        _mm256_maskstore_ps(y + i, k, r);
+    }
+}
+#endif
+
+/* One float32 LayerNorm row, on the widest path this CPU (or its
+ * CGE_CPU_ISA cap) allows. */
+static void ln_row_f32(const float *x, float *y, int64_t D, const float *sc, const float *bi,
+                       double eps, float *mean_out, float *inv_out)
+{
+#ifdef LN_X86
+    if (cge__cpu_has(CGE_CPU_AVX512F)) {
+        ln_row_avx512_f32(x, y, D, sc, bi, eps, mean_out, inv_out);
+        return;
+    }
+    if (cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA)) {
+        ln_row_avx2_f32(x, y, D, sc, bi, eps, mean_out, inv_out);
+        return;
+    }
+#endif
+    ln_row_generic_f32(x, y, D, sc, bi, eps, mean_out, inv_out);
 }
 
 static void ln_fn(int64_t blk, int64_t nblk, void *args)

@@ -383,14 +383,109 @@ __attribute__((target("avx512f"))) static void sm_row_avx512_f32(const float *x,
     if (tail)
         _mm512_mask_storeu_ps(y + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + j), inv));
 }
+
+
+#define AVX2_FN __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* exp_v's algorithm on 8 lanes with multiply-adds fused: the same range
+ * reduction, polynomial and saturation (below -87.34 exactly 0, NaN stays
+ * NaN), within an ulp of exp_v but not its bits. */
+AVX2_INLINE __m256 exp8_fma(__m256 x)
+{
+    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
+    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 xc = _mm256_min_ps(x, hi); /* NaN: hi, replaced below */
+    xc = _mm256_max_ps(xc, lo);
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fmadd_ps(fx, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 z = _mm256_mul_ps(r, r);
+    __m256 p = _mm256_fmadd_ps(r, _mm256_set1_ps(1.9875691500e-4f), _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, z, r), _mm256_set1_ps(1.0f));
+    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    e = _mm256_andnot_ps(under, e);
+    return _mm256_blendv_ps(e, x, nan);
+}
+
+/* Lanes [0, k) of 8 set (k in 0..8), for masked loads and stores. */
+AVX2_INLINE __m256i mask8(int64_t k)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* One float32 row on AVX2 + FMA: 16 lanes in two registers, the tail
+ * through masked loads and stores. The maximum as the other paths take it
+ * (a NaN never replaces it; the NaN then poisons the sum), exp fused. */
+AVX2_FN static void sm_row_avx2_f32(const float *x, float *y, int64_t n)
+{
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + j), m0); /* the second operand on NaN */
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), m1);
+    }
+    for (; j + 8 <= n; j += 8)
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + j), m0);
+    __m256i tail = mask8(n - j);
+    if (j < n)
+        m1 = _mm256_blendv_ps(m1, _mm256_max_ps(_mm256_maskload_ps(x + j, tail), m1),
+                              _mm256_castsi256_ps(tail));
+    m0 = _mm256_max_ps(m1, m0);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m0);
+    float m = -INFINITY;
+    for (int l = 0; l < 8; l++)
+        m = lanes[l] > m ? lanes[l] : m;
+    __m256 mm = _mm256_set1_ps(m), a0 = _mm256_setzero_ps(), a1 = a0;
+    for (j = 0; j + 16 <= n; j += 16) {
+        __m256 e0 = exp8_fma(_mm256_sub_ps(_mm256_loadu_ps(x + j), mm));
+        __m256 e1 = exp8_fma(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mm));
+        _mm256_storeu_ps(y + j, e0);
+        _mm256_storeu_ps(y + j + 8, e1);
+        a0 = _mm256_add_ps(a0, e0);
+        a1 = _mm256_add_ps(a1, e1);
+    }
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp8_fma(_mm256_sub_ps(_mm256_loadu_ps(x + j), mm));
+        _mm256_storeu_ps(y + j, e);
+        a0 = _mm256_add_ps(a0, e);
+    }
+    if (j < n) {
+        __m256 e = exp8_fma(_mm256_sub_ps(_mm256_maskload_ps(x + j, tail), mm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(tail)); /* lanes past the row add 0 */
+        _mm256_maskstore_ps(y + j, tail, e);
+        a1 = _mm256_add_ps(a1, e);
+    }
+    _mm256_storeu_ps(lanes, _mm256_add_ps(a0, a1));
+    float s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+              ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    __m256 inv = _mm256_set1_ps(1.0f / s);
+    for (j = 0; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), inv));
+    if (j < n)
+        _mm256_maskstore_ps(y + j, tail, _mm256_mul_ps(_mm256_maskload_ps(y + j, tail), inv));
+}
 #endif
 
-/* The 16-wide row where the CPU has AVX-512. */
+/* The 16-wide row where the CPU has AVX-512, the AVX2 + FMA one where it
+ * has that (or CGE_CPU_ISA caps it there). */
 static void sm_row_fast_f32(const float *x, float *y, int64_t n)
 {
 #ifdef SM_AVX512
     if (cge__cpu_has(CGE_CPU_AVX512F)) {
         sm_row_avx512_f32(x, y, n);
+        return;
+    }
+    if (cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA)) {
+        sm_row_avx2_f32(x, y, n);
         return;
     }
 #endif
