@@ -151,6 +151,26 @@ def test_qpool_nhwc_against_unfused(mode, channels, dt, zp, tmp_path):
         assert np.abs(y.astype(np.int32) - u.astype(np.int32)).max() <= 1
 
 
+# MatMulNBits (matmul_nbits.c): the AVX2 + FMA decode (1 x 2), few-row (2 x 1)
+# and panel-dequantisation loops against NumPy; blocks of 16 keep the
+# portable loop, M >= 16 takes the panel path.
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("zp", ["packed", "none", "float"])
+@pytest.mark.parametrize("K,N,block,M", [(100, 37, 32, 1), (256, 49, 64, 3), (96, 33, 32, 2),
+                                         (64, 19, 16, 5), (160, 50, 32, 17)])
+def test_matmul_nbits_against_numpy(bits, zp, K, N, block, M):
+    from test_lowprec import nbits, nbits_model
+    rng = np.random.default_rng(K * N + bits + M)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    kw = dict(bits=bits, block_size=block, zero_points=zp != "none", zp_float=zp == "float")
+    y = cge.InferenceSession(nbits_model([M, K], w, bias=bias, **kw)).run(None, {"a": a})[0]
+    packed, scales, zps = nbits.quantize(w, bits, block, zp != "none", zp == "float")
+    ref = a.astype(np.float64) @ nbits.dequantize(packed, scales, zps, K, bits, block) + bias
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
 @pytest.mark.skipif(os.environ.get("CGE_INT8_AVX2_CHILD") == "1", reason="in a capped child")
 @pytest.mark.parametrize("cap", ["avx2", "generic"])
 def test_every_isa_path(cap):
