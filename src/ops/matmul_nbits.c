@@ -51,7 +51,8 @@ typedef struct nb_args {
     float *wbuf;        /* panel path: per block, NB_WROWS rows of W and of Y^T */
     int64_t panel_blocks;
     int64_t col_blocks; /* column groups the blocks split N into */
-    int fast;           /* the AVX-512 inner loop applies */
+    int fast;           /* the vector inner loops apply (A' in their order) */
+    int wide;           /* ... on AVX-512; else AVX2 + FMA */
 } nb_args;
 
 /* ---- meta ------------------------------------------------------------------------ */
@@ -321,6 +322,117 @@ static NB_TARGET void nb_avx512_cols(const nb_args *a, int64_t m0, int64_t m1, i
             (a->bits == 4 ? nb_1x2_b4 : nb_1x2_b8)(a, m, n, n + 1 < n1 ? n + 1 : n);
 }
 
+/* The same on AVX2 + FMA: a 32-element step is four 8-lane vectors, w0..w3
+ * holding A' positions k .. k+7, k+8 .. k+15, k+16 .. k+23, k+24 .. k+31
+ * (4 bits: codes 0-7 and 8-15, low nibbles then high nibbles). The sums go
+ * in another order than AVX-512's, so the results differ in the last bits. */
+#define NB2_TARGET __attribute__((target("avx2,fma")))
+#define NB2_DEQ4(q, vs, w0, w1, w2, w3)                                                      \
+    do {                                                                                     \
+        __m256i x_ = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q)));            \
+        __m256i y_ = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((q) + 8)));      \
+        w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(x_, lo4)), vs);               \
+        w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(y_, lo4)), vs);               \
+        w2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(x_, 4)), vs);                \
+        w3 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(y_, 4)), vs);                \
+    } while (0)
+#define NB2_U8(q) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q))))
+#define NB2_DEQ8(q, vs, w0, w1, w2, w3)                                                      \
+    do {                                                                                     \
+        w0 = _mm256_mul_ps(NB2_U8(q), vs);                                                   \
+        w1 = _mm256_mul_ps(NB2_U8((q) + 8), vs);                                             \
+        w2 = _mm256_mul_ps(NB2_U8((q) + 16), vs);                                            \
+        w3 = _mm256_mul_ps(NB2_U8((q) + 24), vs);                                            \
+    } while (0)
+
+static NB2_TARGET float nb2_result(const nb_args *a, int64_t m, int64_t n, __m256 s0, __m256 s1)
+{
+    __m256 v = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h) - nb_corr(a, m, n) + (a->bias ? a->bias[n] : 0.0f);
+}
+
+/* Decode: one row by two columns, two accumulators per column. */
+#define NB2_1X2(NAME, DEQ, STEP)                                                             \
+    static NB2_TARGET void NAME(const nb_args *a, int64_t m, int64_t n0, int64_t n1)         \
+    {                                                                                        \
+        const __m256i lo4 = _mm256_set1_epi32(15);                                           \
+        (void)lo4;                                                                           \
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;                   \
+        __m256 u0, u1, u2, u3, v0, v1, v2, v3;                                               \
+        const uint8_t *q0 = a->b + n0 * a->nb * a->blob, *q1 = a->b + n1 * a->nb * a->blob;  \
+        const float *ap = a->ap + m * a->kp;                                                 \
+        for (int64_t blk = 0; blk < a->nb; blk++) {                                          \
+            __m256 vs0 = _mm256_set1_ps(a->scales[n0 * a->nb + blk]);                        \
+            __m256 vs1 = _mm256_set1_ps(a->scales[n1 * a->nb + blk]);                        \
+            for (int64_t k = blk * a->bs; k < (blk + 1) * a->bs; k += 32) {                  \
+                DEQ(q0, vs0, u0, u1, u2, u3);                                                \
+                DEQ(q1, vs1, v0, v1, v2, v3);                                                \
+                __m256 x0 = _mm256_loadu_ps(ap + k), x1 = _mm256_loadu_ps(ap + k + 8);       \
+                __m256 x2 = _mm256_loadu_ps(ap + k + 16), x3 = _mm256_loadu_ps(ap + k + 24); \
+                a00 = _mm256_fmadd_ps(u0, x0, a00);                                          \
+                a01 = _mm256_fmadd_ps(u1, x1, a01);                                          \
+                a10 = _mm256_fmadd_ps(v0, x0, a10);                                          \
+                a11 = _mm256_fmadd_ps(v1, x1, a11);                                          \
+                a00 = _mm256_fmadd_ps(u2, x2, a00);                                          \
+                a01 = _mm256_fmadd_ps(u3, x3, a01);                                          \
+                a10 = _mm256_fmadd_ps(v2, x2, a10);                                          \
+                a11 = _mm256_fmadd_ps(v3, x3, a11);                                          \
+                q0 += STEP, q1 += STEP;                                                      \
+            }                                                                                \
+        }                                                                                    \
+        a->y[m * a->N + n0] = nb2_result(a, m, n0, a00, a01);                                \
+        if (n1 != n0)                                                                        \
+            a->y[m * a->N + n1] = nb2_result(a, m, n1, a10, a11);                            \
+    }
+
+/* Prefill rows below NB_PANEL_ROWS: two rows by one column. */
+#define NB2_2X1(NAME, DEQ, STEP)                                                             \
+    static NB2_TARGET void NAME(const nb_args *a, int64_t m, int64_t n)                      \
+    {                                                                                        \
+        const __m256i lo4 = _mm256_set1_epi32(15);                                           \
+        (void)lo4;                                                                           \
+        __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, w0, w1, w2, w3;   \
+        const uint8_t *q = a->b + n * a->nb * a->blob;                                       \
+        const float *p0 = a->ap + m * a->kp, *p1 = p0 + a->kp;                               \
+        for (int64_t blk = 0; blk < a->nb; blk++) {                                          \
+            __m256 vs = _mm256_set1_ps(a->scales[n * a->nb + blk]);                          \
+            for (int64_t k = blk * a->bs; k < (blk + 1) * a->bs; k += 32) {                  \
+                DEQ(q, vs, w0, w1, w2, w3);                                                  \
+                c00 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(p0 + k), c00);                     \
+                c01 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(p0 + k + 8), c01);                 \
+                c10 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(p1 + k), c10);                     \
+                c11 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(p1 + k + 8), c11);                 \
+                c00 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(p0 + k + 16), c00);                \
+                c01 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(p0 + k + 24), c01);                \
+                c10 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(p1 + k + 16), c10);                \
+                c11 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(p1 + k + 24), c11);                \
+                q += STEP;                                                                   \
+            }                                                                                \
+        }                                                                                    \
+        a->y[m * a->N + n] = nb2_result(a, m, n, c00, c01);                                  \
+        a->y[(m + 1) * a->N + n] = nb2_result(a, m + 1, n, c10, c11);                        \
+    }
+
+NB2_1X2(nb2_1x2_b4, NB2_DEQ4, 16)
+NB2_1X2(nb2_1x2_b8, NB2_DEQ8, 32)
+NB2_2X1(nb2_2x1_b4, NB2_DEQ4, 16)
+NB2_2X1(nb2_2x1_b8, NB2_DEQ8, 32)
+
+static NB2_TARGET void nb_avx2_cols(const nb_args *a, int64_t m0, int64_t m1, int64_t n0,
+                                    int64_t n1)
+{
+    int64_t m = m0;
+    for (; m + 2 <= m1; m += 2)
+        for (int64_t n = n0; n < n1; n++)
+            (a->bits == 4 ? nb2_2x1_b4 : nb2_2x1_b8)(a, m, n);
+    for (; m < m1; m++)
+        for (int64_t n = n0; n < n1; n += 2)
+            (a->bits == 4 ? nb2_1x2_b4 : nb2_1x2_b8)(a, m, n, n + 1 < n1 ? n + 1 : n);
+}
+
 /* Prefill (NB_PANEL_ROWS rows or more): Y^T = W A^T on cge's float32 GEMM,
  * W dequantised NB_WROWS rows (columns of Y) at a time into a block's own
  * buffer — L2-sized, never the whole weights — in the same k order as A'
@@ -359,6 +471,38 @@ static NB_TARGET void nb_dequant_rows(const nb_args *a, int64_t n0, int64_t n1, 
     }
 }
 
+static NB2_TARGET void nb_dequant_rows_avx2(const nb_args *a, int64_t n0, int64_t n1, float *w)
+{
+    const __m256i lo4 = _mm256_set1_epi32(15);
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *q = a->b + n * a->nb * a->blob;
+        float *row = w + (n - n0) * a->kp;
+        for (int64_t blk = 0; blk < a->nb; blk++) {
+            __m256 vs = _mm256_set1_ps(a->scales[n * a->nb + blk]);
+            __m256 vz = _mm256_set1_ps(a->sz[n * a->nb + blk]);
+            for (int64_t k = blk * a->bs; k < (blk + 1) * a->bs; k += 32) {
+                __m256i x[4];
+                if (a->bits == 4) {
+                    __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q));
+                    __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8)));
+                    x[0] = _mm256_and_si256(lo, lo4);
+                    x[1] = _mm256_and_si256(hi, lo4);
+                    x[2] = _mm256_srli_epi32(lo, 4);
+                    x[3] = _mm256_srli_epi32(hi, 4);
+                    q += 16;
+                } else {
+                    for (int j = 0; j < 4; j++)
+                        x[j] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8 * j)));
+                    q += 32;
+                }
+                for (int j = 0; j < 4; j++)
+                    _mm256_storeu_ps(row + k + 8 * j,
+                                     _mm256_fmsub_ps(_mm256_cvtepi32_ps(x[j]), vs, vz));
+            }
+        }
+    }
+}
+
 static void nb_packt_fn(int64_t blk, int64_t nblk, void *p)
 {
     const nb_args *a = p;
@@ -377,7 +521,10 @@ static void nb_panel_fn(int64_t blk, int64_t nblk, void *p)
     float *ct = w + NB_WROWS * a->kp;
     for (int64_t gi = g0; gi < g1; gi++) {
         int64_t n0 = gi * NB_WROWS, n1 = n0 + NB_WROWS < a->N ? n0 + NB_WROWS : a->N;
-        nb_dequant_rows(a, n0, n1, w);
+        if (a->wide)
+            nb_dequant_rows(a, n0, n1, w);
+        else
+            nb_dequant_rows_avx2(a, n0, n1, w);
         cge__gemm_f32 g = {.M = n1 - n0, .N = a->M, .K = a->kp, .a = w, .a_rs = a->kp, .a_cs = 1,
                           .bp = a->apt, .c = ct, .ldc = a->M, .alpha = 1.0f,
                           .isa = CGE_GEMM_ISA_AUTO};
@@ -397,6 +544,11 @@ static int cpu_avx512(void)
     }
     return known;
 }
+
+static int cpu_avx2(void)
+{
+    return cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA);
+}
 #endif
 
 /* Work items: (row group, column group); a decode step (M = 1) splits N. */
@@ -411,7 +563,10 @@ static void nb_main_fn(int64_t blk, int64_t nblk, void *p)
         int64_t m0 = rg * 32, m1 = m0 + 32 < a->M ? m0 + 32 : a->M;
 #ifdef NB_HAVE_AVX512
         if (a->fast) {
-            nb_avx512_cols(a, m0, m1, n0, n1);
+            if (a->wide)
+                nb_avx512_cols(a, m0, m1, n0, n1);
+            else
+                nb_avx2_cols(a, m0, m1, n0, n1);
             continue;
         }
 #endif
@@ -435,7 +590,8 @@ static bool nb_make(const cge_kernel_ctx *ctx, nb_args *a)
     a->kp = a->nb * a->bs;
 #ifdef NB_HAVE_AVX512
     /* Steps of 32 elements, whole within a block. */
-    a->fast = cpu_avx512() && a->bs % 32 == 0;
+    a->wide = cpu_avx512();
+    a->fast = (a->wide || cpu_avx2()) && a->bs % 32 == 0;
 #endif
     return a->M >= 0;
 }

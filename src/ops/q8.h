@@ -29,7 +29,49 @@ static inline bool cge__q8_avx512(void)
     return known != 0;
 }
 
+/* The same loops for AVX2 (8 float lanes, 32 byte lanes), chosen by
+ * cge__q8_avx2() where AVX-512 is absent or capped off (CGE_CPU_ISA=avx2):
+ * the same IEEE operations in the same order (no FMA), so the same bits. */
+#define CGE__Q8_AVX2 __attribute__((target("avx2")))
+#define CGE__HAVE_Q8_AVX2 1
+
+static inline bool cge__q8_avx2(void)
+{
+    static int known = -1;
+    if (known < 0)
+        known = (cge_cpu_features() & CGE_CPU_AVX2) == CGE_CPU_AVX2;
+    return known != 0;
+}
+
 #include <immintrin.h>
+
+/* 8 codes of int8 (sg) or uint8 data at p as int32. */
+CGE__Q8_AVX2 static inline __m256i cge__q8_load8_avx2(const void *p, int sg)
+{
+    __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    return sg ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+}
+
+/* 16 rounded floats already within int8's (sg) or uint8's range, as 16
+ * bytes: conversions and packs that saturate nothing (the values fit). */
+CGE__Q8_AVX2 static inline void cge__q8_store16_avx2(void *y, int sg, __m256 v0, __m256 v1)
+{
+    __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
+    w = _mm256_permute4x64_epi64(w, 0xD8); /* packs works per 128-bit lane */
+    __m128i a = _mm256_castsi256_si128(w), b = _mm256_extracti128_si256(w, 1);
+    _mm_storeu_si128((__m128i *)y, sg ? _mm_packs_epi16(a, b) : _mm_packus_epi16(a, b));
+}
+
+/* QuantizeLinear's arithmetic on 8 lanes: rint(x / s) + z, NaN to 0, then
+ * clamped to [lo, hi] (cge__q8_quantize and cge__q8_clamp). */
+CGE__Q8_AVX2 static inline __m256 cge__q8_quantize8_avx2(__m256 x, __m256 s, __m256 z, __m256 lo,
+                                                          __m256 hi)
+{
+    __m256 v = _mm256_round_ps(_mm256_div_ps(x, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_add_ps(v, z);
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); /* NaN -> 0 */
+    return _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+}
 #endif
 
 /* Element i of int8, uint8 or int32 data as int32 (0 for another dtype). */

@@ -186,6 +186,52 @@ CGE__Q8_AVX512 static void qbin_fn_avx512(int64_t blk, int64_t nblk, void *args)
 }
 #endif
 
+#ifdef CGE__HAVE_Q8_AVX2
+CGE__Q8_AVX2 static inline __m256 qbin_deq8(const void *p, int64_t i, int sg, __m256i z, __m256 s)
+{
+    __m256i q = cge__q8_load8_avx2((const uint8_t *)p + i, sg);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, z)), s);
+}
+
+/* 8 outputs of the loop above: DequantizeLinear of both, the sum or
+ * product, rint(v / sc) + zc, the clamp. */
+CGE__Q8_AVX2 static inline __m256 qbin8(const qbin_args *p, int64_t i, __m256i za, __m256i zb,
+                                        __m256 sa, __m256 sb, __m256 sc, __m256 zc, __m256 lo,
+                                        __m256 hi)
+{
+    __m256 va = qbin_deq8(p->a, i, p->asg, za, sa), vb = qbin_deq8(p->b, i, p->bsg, zb, sb);
+    __m256 v = p->mul ? _mm256_mul_ps(va, vb) : _mm256_add_ps(va, vb);
+    v = _mm256_round_ps(_mm256_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zc), lo), hi);
+}
+
+/* Both operands full tensors: the loop above on AVX2, 16 elements a step,
+ * the same IEEE operations in the same order. */
+CGE__Q8_AVX2 static int64_t qbin_avx2(const qbin_args *p, int64_t e0, int64_t e1)
+{
+    const __m256i za = _mm256_set1_epi32(p->za), zb = _mm256_set1_epi32(p->zb);
+    const __m256 sa = _mm256_set1_ps(p->sa), sb = _mm256_set1_ps(p->sb),
+                 sc = _mm256_set1_ps(p->sc), zc = _mm256_set1_ps(p->zc), lo = _mm256_set1_ps(p->lo),
+                 hi = _mm256_set1_ps(p->hi);
+    int64_t i = e0;
+    for (; i + 16 <= e1; i += 16)
+        cge__q8_store16_avx2((uint8_t *)p->y + i, p->ysg,
+                             qbin8(p, i, za, zb, sa, sb, sc, zc, lo, hi),
+                             qbin8(p, i + 8, za, zb, sa, sb, sc, zc, lo, hi));
+    return i;
+}
+
+static void qbin_fn_avx2(int64_t blk, int64_t nblk, void *args)
+{
+    const qbin_args *p = args;
+    int64_t e0, e1;
+    cge__block_range(p->n, blk, nblk, &e0, &e1);
+    if (p->na == p->n && p->nb == p->n)
+        e0 = qbin_avx2(p, e0, e1);
+    qbin_body(p, e0, e1);
+}
+#endif
+
 static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
     qbin_args p;
@@ -216,6 +262,8 @@ static cge_status qbin_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 #ifdef CGE__HAVE_Q8_AVX512
     if (cge__q8_avx512())
         fn = qbin_fn_avx512;
+    else if (cge__q8_avx2())
+        fn = qbin_fn_avx2;
 #endif
     return cge_launch(stream, fn, cge__blocks_for(p.n, 16384, ctx->num_threads), &p, sizeof p);
 }
@@ -229,6 +277,8 @@ void cge__qadd_span(const cge__qadd_params *q, int64_t e0, int64_t e1)
 #ifdef CGE__HAVE_Q8_AVX512
     if (cge__q8_avx512())
         e0 = qbin_avx512(&p, e0, e1);
+    else if (cge__q8_avx2())
+        e0 = qbin_avx2(&p, e0, e1);
 #endif
     qbin_body(&p, e0, e1);
 }
@@ -258,11 +308,38 @@ typedef struct qlut_args {
     int wide;
 } qlut_args;
 
+#ifdef CGE__HAVE_Q8_AVX2
+/* The byte table on AVX2, 32 codes a step: the table as 16 rows of 16
+ * bytes; each row looks up every code's low nibble (one byte shuffle) and
+ * is kept where the code's high nibble is the row's. */
+CGE__Q8_AVX2 static int64_t qlut_avx2(const qlut_args *p, int64_t e0, int64_t e1)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    int64_t i = e0;
+    for (; i + 32 <= e1; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(p->x + i));
+        __m256i lo = _mm256_and_si256(x, nib), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nib);
+        __m256i r = _mm256_setzero_si256();
+        for (int k = 0; k < 16; k++) {
+            __m256i row = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p->t.q + 16 * k)));
+            __m256i hit = _mm256_cmpeq_epi8(hi, _mm256_set1_epi8((char)k));
+            r = _mm256_or_si256(r, _mm256_and_si256(_mm256_shuffle_epi8(row, lo), hit));
+        }
+        _mm256_storeu_si256((__m256i *)((uint8_t *)p->y + i), r);
+    }
+    return i;
+}
+#endif
+
 static void qlut_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qlut_args *p = args;
     int64_t e0, e1;
     cge__block_range(p->n, blk, nblk, &e0, &e1);
+#ifdef CGE__HAVE_Q8_AVX2
+    if (!p->wide && cge__q8_avx2())
+        e0 = qlut_avx2(p, e0, e1);
+#endif
     if (p->wide)
         for (int64_t i = e0; i < e1; i++)
             ((float *)p->y)[i] = p->t.f[p->x[i]];
@@ -581,6 +658,18 @@ CGE__Q8_AVX512 static void qpool_nhwc_avx512(const qpool_args *p, int64_t r0, in
 }
 #endif
 
+#ifdef CGE__HAVE_Q8_AVX2
+/* The NHWC loops above compiled for AVX2 (32 byte lanes, 8 int32 lanes). */
+CGE__Q8_AVX2 static void qpool_nhwc_avx2(const qpool_args *p, int64_t r0, int64_t r1, int64_t cb,
+                                         int64_t ce)
+{
+    if (p->mode == 0)
+        qpool_max_nhwc(p, r0, r1);
+    else
+        qpool_nhwc(p, r0, r1, cb, ce);
+}
+#endif
+
 static void qpool_fn(int64_t blk, int64_t nblk, void *args)
 {
     const qpool_args *p = args;
@@ -600,6 +689,10 @@ static void qpool_fn(int64_t blk, int64_t nblk, void *args)
 #ifdef CGE__HAVE_Q8_AVX512
         if (cge__q8_avx512()) {
             qpool_nhwc_avx512(p, r0, r1, cb, ce);
+            return;
+        }
+        if (cge__q8_avx2()) {
+            qpool_nhwc_avx2(p, r0, r1, cb, ce);
             return;
         }
 #endif
