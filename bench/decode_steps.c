@@ -10,6 +10,9 @@
  *       the static form (decoder_static.onnx): ids [1, seq], pos [1] and
  *       [1, H, max_len, D] caches, each cache one buffer bound as its past
  *       and its present (bind_buffers), every step the same shapes.
+ *   bench_decode_steps static_run MODEL.onnx [STEPS] [GENERATIONS]
+ *       the static form without binding (a plain run, as InferenceSession.run):
+ *       the presents go to a second buffer per cache, the next step's pasts.
  *
  * Prints per generation the steps' median and mean CPU time (ms, this
  * thread's), the session's new-length counters per step, and the tokens'
@@ -45,10 +48,10 @@ static int argmax_last(const float *logits, int64_t rows, int64_t vocab)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s concat|static MODEL.onnx [STEPS] [GENERATIONS]\n", argv[0]);
+        fprintf(stderr, "usage: %s concat|static|static_run MODEL.onnx [STEPS] [GENERATIONS]\n", argv[0]);
         return 2;
     }
-    bool stat = !strcmp(argv[1], "static");
+    bool stat = !strncmp(argv[1], "static", 6), bound = !strcmp(argv[1], "static");
     int steps = argc > 3 ? atoi(argv[3]) : 64, gens = argc > 4 ? atoi(argv[4]) : 2;
     cge_graph *g = NULL;
     CHECK(cge_onnx_import_file(argv[2], NULL, &g));
@@ -75,7 +78,7 @@ int main(int argc, char **argv)
             cache[k][c] = calloc(1, cache_bytes);
     float *logits = malloc(sizeof(float) * (size_t)(PROMPT * vocab));
     int64_t ids[PROMPT], pos[1];
-    cge_run_options ro = {.bind_buffers = stat};
+    cge_run_options ro = {.bind_buffers = bound};
     for (int gen = 0; gen < gens; gen++) {
         double *t = malloc(sizeof(double) * (size_t)steps), *w = malloc(sizeof(double) * (size_t)steps);
         cge_session_graph_stats st0, st1;
@@ -103,7 +106,7 @@ int main(int argc, char **argv)
                                   .shape = CGE_SHAPE(1, seq, vocab), .data = logits,
                                   .bytes = sizeof(float) * (size_t)(seq * vocab)};
             for (int c = 0; c < ncache; c++) {
-                float *pb = cache[cur][c], *ob = stat ? cache[cur][c] : cache[!cur][c];
+                float *pb = cache[cur][c], *ob = bound ? cache[cur][c] : cache[!cur][c];
                 in[first + c] = (cge_tensor){.name = ind[first + c].name, .dtype = CGE_F32,
                                              .shape = CGE_SHAPE(1, heads, cl, hd), .data = pb,
                                              .bytes = sizeof(float) * (size_t)(heads * cl * hd)};
@@ -122,7 +125,7 @@ int main(int argc, char **argv)
             past += seq;
             seq = 1;
             ids[0] = tok;
-            if (!stat)
+            if (!bound)
                 cur = !cur;
         }
         CHECK(cge_session_get_graph_stats(s, 0, &st1));
