@@ -26,6 +26,13 @@
 /* Instances a graph keeps before a signature seen once gives its own up. */
 #define REUSE_AFTER 8
 
+typedef struct run_scratch {
+    void *block;
+    int32_t *in_pos, *out_pos;
+    cge_shape *shapes, *padded;
+    cge_tensor *pin, *pout;
+} run_scratch;
+
 typedef struct graph_entry {
     uint32_t id;
     cge_graph *g;           /* the session's copy, as the user built it (a plan's
@@ -65,6 +72,10 @@ typedef struct graph_entry {
     bool pad_made;
     void *stage;
     size_t stage_bytes;
+    /* A run's own arrays (the inputs' and outputs' positions, the input
+     * shapes, a padded run's shapes and tensors), made at the first run and
+     * kept: a run allocates nothing (a decode loop runs hundreds a second). */
+    run_scratch scratch;
     cge_session *session;
     cge__instance *inst[MAX_INSTANCES];
     uint64_t used[MAX_INSTANCES];   /* clock of each instance's last run */
@@ -226,6 +237,7 @@ static void entry_free(graph_entry *e)
     if (e->arena)
         cge_mem_free(e->session->dev, e->arena);
     free(e->stage);
+    free(e->scratch.block);
     cge__pad_plan_destroy(e->pad);
     cge_shape_program_destroy(e->program);
     if (e->symbolic != e->plan)   /* a loaded symbolic plan is the model's */
@@ -1191,6 +1203,35 @@ static cge_status cut_padded(graph_entry *e, const cge_shape *shapes, const cge_
     return CGE_OK;
 }
 
+/* The entry's run_scratch for ni inputs and no outputs (the graph's: they
+ * never change), made once; the caller holds the entry's lock. Positions
+ * start at 0 and shapes empty, as a fresh calloc's. */
+static cge_status run_scratch_get(graph_entry *e, int32_t ni, int32_t no)
+{
+    run_scratch *r = &e->scratch;
+    size_t nin = (size_t)ni + 1, nout = (size_t)no + 1;
+    if (!r->block) {
+        /* In one block: the shapes and tensors first (their alignment), the
+         * positions last. */
+        size_t bytes = 2 * nin * sizeof(cge_shape) + (nin + nout) * sizeof(cge_tensor) +
+                       (nin + nout) * sizeof(int32_t);
+        char *b = calloc(1, bytes);
+        if (!b)
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "run_graph: out of memory");
+        r->block = b;
+        r->shapes = (cge_shape *)b;
+        r->padded = r->shapes + nin;
+        r->pin = (cge_tensor *)(r->padded + nin);
+        r->pout = r->pin + nin;
+        r->in_pos = (int32_t *)(r->pout + nout);
+        r->out_pos = r->in_pos + nin;
+    }
+    memset(r->in_pos, 0, sizeof *r->in_pos * nin);
+    memset(r->out_pos, 0, sizeof *r->out_pos * nout);
+    memset(r->shapes, 0, sizeof *r->shapes * nin);
+    return CGE_OK;
+}
+
 static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *inputs,
                       int32_t num_inputs, cge_tensor *outputs, int32_t num_outputs,
                       cge_stream *stream, bool sync, cge_run_mode want, cge_profile_fn prof,
@@ -1211,11 +1252,10 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     pthread_mutex_lock(&e->lock);
     cge_status st = compile_locked(s, e);
     int32_t ni = cge_graph_num_inputs(e->g), no = cge_graph_num_outputs(e->g);
-    int32_t *in_pos = calloc((size_t)ni + 1, sizeof(int32_t));
-    int32_t *out_pos = calloc((size_t)no + 1, sizeof(int32_t));
-    cge_shape *shapes = calloc((size_t)ni + 1, sizeof(cge_shape));
-    if (!st && (!in_pos || !out_pos || !shapes))
-        st = cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "run_graph: out of memory");
+    if (!st)
+        st = run_scratch_get(e, ni, no);
+    int32_t *in_pos = e->scratch.in_pos, *out_pos = e->scratch.out_pos;
+    cge_shape *shapes = e->scratch.shapes;
     if (!st)
         st = bind(e->g, graph_id, true, inputs, num_inputs, in_pos);
     if (!st)
@@ -1227,11 +1267,12 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     cge_tensor *pin = NULL, *pout = NULL;
     bool pad = false;
     if (!st && s->buckets && (sync || !stream) && !prof && !bind_buffers) {
-        padded = calloc((size_t)ni + 1, sizeof *padded);
-        pin = calloc((size_t)ni + 1, sizeof *pin);
-        pout = calloc((size_t)no + 1, sizeof *pout);
-        if (!padded || !pin || !pout)
-            st = cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY, "run_graph: out of memory");
+        padded = e->scratch.padded;
+        pin = e->scratch.pin;
+        pout = e->scratch.pout;
+        memset(padded, 0, sizeof *padded * ((size_t)ni + 1));
+        memset(pin, 0, sizeof *pin * ((size_t)ni + 1));
+        memset(pout, 0, sizeof *pout * ((size_t)no + 1));
         /* Where the graph pads is worked out once, from its descriptors. */
         if (!st && !e->pad_made) {
             st = cge__pad_plan_create(s->buckets, e->g, described_graph(e), &e->pad);
@@ -1286,12 +1327,6 @@ static cge_status run(cge_session *s, uint32_t graph_id, const cge_tensor *input
     if (!st && pad)
         st = cut_padded(e, shapes, pout, outputs, out_pos, num_outputs);
     pthread_mutex_unlock(&e->lock);
-    free(in_pos);
-    free(out_pos);
-    free(shapes);
-    free(padded);
-    free(pin);
-    free(pout);
     return st;
 }
 
