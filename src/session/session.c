@@ -600,11 +600,13 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
         /* And the tables of the signatures to come (a plan and an
          * instance's steps, operands and binding index each, about what
          * this one took): warm memory for as many as the graph keeps before
-         * it rewrites instances in place, faulted in now rather than in
-         * their first runs. */
+         * it rewrites instances in place (16 MiB at most, or one), faulted
+         * in now rather than in their first runs. */
         cge__warm_get_stats(warm, &w1);
-        if (w1.live_bytes > w0.live_bytes)
-            cge__warm_reserve(warm, (w1.live_bytes - w0.live_bytes) * REUSE_AFTER);
+        size_t one = w1.live_bytes > w0.live_bytes ? w1.live_bytes - w0.live_bytes : 0;
+        size_t want = one * REUSE_AFTER, cap = (size_t)16 << 20;   /* a big graph: at most 16 MiB */
+        if (one)
+            cge__warm_reserve(warm, want < cap ? want : one > cap ? one : cap);
     }
     cge_clear_error();
     free(shapes);
