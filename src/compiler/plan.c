@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "compiler/plan_builder.h"
+#include "runtime/warm_memory.h"
 
 struct cge_plan {
     cge_graph *g;                 /* the optimised graph the steps point into */
@@ -32,6 +33,11 @@ struct cge_plan {
      * was planned for, so that a new size that fits keeps the offsets. */
     size_t *reserved;
     uint64_t stamp;               /* the shape program's mark of its last write */
+    /* A clone's tables (steps .. ws_last, and `reserved`) lie in blocks of
+     * warm memory (runtime/warm_memory.h): freed there, not to the heap. */
+    void *tables;
+    bool reserved_warm;
+    cge__warm *warm;
 };
 
 static cge_status oom(void)
@@ -186,7 +192,11 @@ cge_status cge__plan_add_pass_stats(cge_plan *p, const cge_plan_pass_stats *s)
     return CGE_OK;
 }
 
-cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out)
+/* One block for all of a clone's tables, in 64-byte-aligned parts: a new
+ * signature's plan is made at its first run, and its pages should be in. */
+static size_t part(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+cge_status cge__plan_clone_layout_in(const cge_plan *src, cge__warm *warm, cge_plan **out)
 {
     cge_plan *p = NULL;
     cge_status st = cge__plan_create(&p);
@@ -194,18 +204,27 @@ cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out)
         return st;
     cge__plan_borrow_graph(p, src->g);
     p->num_ids = src->num_ids;
-    p->steps = malloc(sizeof *p->steps * ((size_t)src->num_steps + 1));
-    p->step_ios = malloc(sizeof(int32_t) * (src->num_step_ios + 1));
-    p->values = malloc(sizeof *p->values * ((size_t)src->max_values + 1));
-    p->value_of_id = malloc(sizeof(int32_t) * ((size_t)src->num_ids + 1));
-    p->input_values = malloc(sizeof(int32_t) * ((size_t)src->num_inputs + 1));
-    p->output_values = malloc(sizeof(int32_t) * ((size_t)src->num_outputs + 1));
-    p->ws_last = malloc(sizeof(int32_t) * ((size_t)src->num_steps + 1));
-    if (!p->steps || !p->step_ios || !p->values || !p->value_of_id || !p->input_values ||
-        !p->output_values || !p->ws_last) {
+    size_t b_steps = part(sizeof *p->steps * ((size_t)src->num_steps + 1));
+    size_t b_ios = part(sizeof(int32_t) * (src->num_step_ios + 1));
+    size_t b_values = part(sizeof *p->values * ((size_t)src->max_values + 1));
+    size_t b_ids = part(sizeof(int32_t) * ((size_t)src->num_ids + 1));
+    size_t b_in = part(sizeof(int32_t) * ((size_t)src->num_inputs + 1));
+    size_t b_out = part(sizeof(int32_t) * ((size_t)src->num_outputs + 1));
+    size_t b_ws = part(sizeof(int32_t) * ((size_t)src->num_steps + 1));
+    char *t = cge__warm_calloc(warm, 1, b_steps + b_ios + b_values + b_ids + b_in + b_out + b_ws);
+    if (!t) {
         cge_plan_destroy(p);
         return oom();
     }
+    p->tables = t;
+    p->warm = warm;
+    p->steps = (cge_plan_step *)t;
+    p->step_ios = (int32_t *)(t += b_steps);
+    p->values = (cge_plan_value *)(t += b_ios);
+    p->value_of_id = (int32_t *)(t += b_values);
+    p->input_values = (int32_t *)(t += b_ids);
+    p->output_values = (int32_t *)(t += b_in);
+    p->ws_last = (int32_t *)(t += b_out);
     memcpy(p->steps, src->steps, sizeof *p->steps * (size_t)src->num_steps);
     memcpy(p->step_ios, src->step_ios, sizeof(int32_t) * src->num_step_ios);
     memcpy(p->values, src->values, sizeof *p->values * (size_t)src->num_values);
@@ -240,6 +259,11 @@ cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out)
     return CGE_OK;
 }
 
+cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out)
+{
+    return cge__plan_clone_layout_in(src, NULL, out);
+}
+
 /* ---- reading -------------------------------------------------------------- */
 
 void cge_plan_destroy(cge_plan *p)
@@ -248,16 +272,23 @@ void cge_plan_destroy(cge_plan *p)
         return;
     if (!p->graph_borrowed)
         cge_graph_destroy(p->g);
-    free(p->steps);
-    free(p->step_ios);
-    free(p->values);
-    free(p->value_of_id);
-    free(p->input_values);
-    free(p->output_values);
+    if (p->tables) {
+        cge__warm_free(p->tables);
+    } else {
+        free(p->steps);
+        free(p->step_ios);
+        free(p->values);
+        free(p->value_of_id);
+        free(p->input_values);
+        free(p->output_values);
+        free(p->ws_last);
+    }
     free(p->pass_stats);
-    free(p->ws_last);
     free(p->host_data);
-    free(p->reserved);
+    if (p->reserved_warm)
+        cge__warm_free(p->reserved);
+    else
+        free(p->reserved);
     free(p);
 }
 
@@ -303,8 +334,12 @@ void cge__plan_set_stamp(cge_plan *p, uint64_t stamp) { p->stamp = stamp; }
 
 size_t *cge__plan_reserved(cge_plan *p)
 {
-    if (!p->reserved)
-        p->reserved = calloc((size_t)p->num_values + (size_t)p->num_steps + 1, sizeof(size_t));
+    if (!p->reserved) {
+        size_t n = (size_t)p->num_values + (size_t)p->num_steps + 1;
+        p->reserved_warm = p->tables != NULL;
+        p->reserved = p->reserved_warm ? cge__warm_calloc(p->warm, n, sizeof(size_t))
+                                       : calloc(n, sizeof(size_t));
+    }
     return p->reserved;
 }
 size_t cge_plan_constant_bytes(const cge_plan *p) { return p ? p->constant_bytes : 0; }

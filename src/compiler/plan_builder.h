@@ -46,6 +46,11 @@ void cge__plan_set_workspace_last(cge_plan *p, int32_t t, int32_t last);
  * and statistics but the per-pass ones) over its graph, borrowed: what a
  * symbolic plan's specialisation fills in with its sizes. */
 cge_status cge__plan_clone_layout(const cge_plan *src, cge_plan **out);
+/* The same with its tables in one block of `warm`'s memory (the device's
+ * warm store: pages already in, so a first run at a new size does not fault
+ * them in); NULL: the C heap. */
+struct cge__warm;
+cge_status cge__plan_clone_layout_in(const cge_plan *src, struct cge__warm *warm, cge_plan **out);
 
 /* The CGE_STORAGE_HOST values' bytes (malloc'ed; the plan frees them). */
 void cge__plan_set_host_data(cge_plan *p, void *blob);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compiler/compiler_internal.h"
+#include "runtime/warm_memory.h"
 
 /* Why meta along the steps is the shape program, and not expressions of the
  * dims recorded once: meta already is the one statement of every operator's
@@ -637,7 +638,9 @@ static cge_status run_program(cge_shape_program *s, const cge_shape *input_shape
         }
     }
     if (!st && fresh) {
-        st = cge__plan_clone_layout(s->sp, &p);
+        /* Its tables in the device's warm memory: no page faults for them
+         * in the first run at this size. */
+        st = cge__plan_clone_layout_in(s->sp, cge__device_warm(s->dev), &p);
         s->stats.allocations += !st;
     }
     char *blob = NULL;

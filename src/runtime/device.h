@@ -106,6 +106,7 @@ struct cge_device {
     cge__mem_table mem;
     rt_mem_name *names;       /* cge_mem_set_name, for hazard messages */
     size_t num_names, cap_names;
+    struct cge__warm *warm;   /* warm host memory for new signatures' tables (warm_memory.h) */
 
     /* Capture state (capture.c). cap_lock guards the lists and every plain
      * capture field of streams and events; the counters let the common path

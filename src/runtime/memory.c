@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/device.h"
+#include "runtime/warm_memory.h"
 
 cge_status rt_device_init_base(cge_device *dev, const cge__device_ops *ops, int num_threads)
 {
@@ -21,6 +22,8 @@ cge_status rt_device_init_base(cge_device *dev, const cge__device_ops *ops, int 
         pthread_mutex_destroy(&dev->mem_lock);
         return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INTERNAL, "device create: cannot create a mutex");
     }
+    /* Without it, tables come from the C heap: slower first runs, no error. */
+    dev->warm = cge__warm_create();
     atomic_init(&dev->num_captures, 0);
     atomic_init(&dev->global_captures, 0);
     atomic_init(&dev->next_ri_id, 0);
@@ -48,10 +51,13 @@ void rt_device_fini_base(cge_device *dev)
     }
     rt_mem_table_fini(t);
     rt_mem_names_free(dev);
+    cge__warm_release(dev->warm);
     pthread_mutex_destroy(&dev->hz_lock);
     pthread_mutex_destroy(&dev->cap_lock);
     pthread_mutex_destroy(&dev->mem_lock);
 }
+
+cge__warm *cge__device_warm(cge_device *dev) { return dev ? dev->warm : NULL; }
 
 bool rt_mem_is_pinned(cge_device *dev, const void *ptr, size_t bytes)
 {

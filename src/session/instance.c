@@ -15,6 +15,7 @@
 #include "cge/op.h"
 #include "ir/constant_block.h"
 #include "ops/kernel_cache.h"
+#include "runtime/warm_memory.h"
 #include "session/instance.h"
 
 /* The compiler turns the graph into a plan (cge/compiler.h): one arena and one
@@ -785,6 +786,14 @@ static cge_status eager_buffers(cge__instance *inst, eager_exec *ex)
 
 /* ---- the plan ------------------------------------------------------------------ */
 
+/* The plan's step and binding tables live in the device's warm memory
+ * (runtime/warm_memory.h): an instance made at a new size's first run does
+ * not fault their pages in there. Freed with cge__warm_free. */
+static void *table_alloc(const cge__instance *inst, size_t n, size_t size)
+{
+    return cge__warm_calloc(cge__device_warm(inst->dev), n, size);
+}
+
 static void plan_release(cge__instance *inst)
 {
     for (int32_t k = 0; inst->steps && k < cge_plan_num_steps(inst->plan); k++) {
@@ -792,8 +801,8 @@ static void plan_release(cge__instance *inst)
         if (pe->step && pe->step->kernel->release && pe->ctx.state)
             pe->step->kernel->release(pe->ctx.state);
     }
-    free(inst->operands);
-    free(inst->steps);
+    cge__warm_free(inst->operands);
+    cge__warm_free(inst->steps);
     for (int32_t i = 0; inst->events && i < inst->num_events + inst->num_streams; i++)
         cge_event_destroy(inst->events[i]);
     free(inst->events);
@@ -819,16 +828,16 @@ void cge__instance_destroy(cge__instance *inst)
         eager_free(inst, &inst->ex);
     table_free(inst->dev, &inst->io);
     plan_release(inst);
-    free(inst->root);
+    cge__warm_free(inst->root);
     free(inst->vs_start);
     free(inst->vs_steps);
     free(inst->smark);
     free(inst->vmark);
-    free(inst->grp_start);
-    free(inst->grp_vals);
-    free(inst->ref_start);
-    free(inst->ref_v);
-    free(inst->ref_t);
+    cge__warm_free(inst->grp_start);
+    cge__warm_free(inst->grp_vals);
+    cge__warm_free(inst->ref_start);
+    cge__warm_free(inst->ref_v);
+    cge__warm_free(inst->ref_t);
     free(inst->input_shapes);
     free(inst);
 }
@@ -897,12 +906,12 @@ static cge_status group_index(cge__instance *inst)
     for (int32_t k = 0; k < ns; k++)
         nops += (size_t)inst->steps[k].step->num_inputs + (size_t)inst->steps[k].step->num_outputs;
     if (!inst->root) {
-        inst->root = malloc(sizeof *inst->root * ((size_t)nv + 1));
-        inst->grp_start = malloc(sizeof(int32_t) * ((size_t)nv + 2));
-        inst->grp_vals = malloc(sizeof(int32_t) * ((size_t)nv + 1));
-        inst->ref_start = malloc(sizeof(int32_t) * ((size_t)nv + 2));
-        inst->ref_t = malloc(sizeof *inst->ref_t * (nops + 1));
-        inst->ref_v = malloc(sizeof(int32_t) * (nops + 1));
+        inst->root = table_alloc(inst, (size_t)nv + 1, sizeof *inst->root);
+        inst->grp_start = table_alloc(inst, (size_t)nv + 2, sizeof(int32_t));
+        inst->grp_vals = table_alloc(inst, (size_t)nv + 1, sizeof(int32_t));
+        inst->ref_start = table_alloc(inst, (size_t)nv + 2, sizeof(int32_t));
+        inst->ref_t = table_alloc(inst, nops + 1, sizeof *inst->ref_t);
+        inst->ref_v = table_alloc(inst, nops + 1, sizeof(int32_t));
         if (!inst->root || !inst->grp_start || !inst->grp_vals || !inst->ref_start ||
             !inst->ref_t || !inst->ref_v)
             return oom();
@@ -1286,14 +1295,14 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
         if (!host_consts)
             free(blob);
     }
-    inst->steps = calloc((size_t)n + 1, sizeof *inst->steps);
+    inst->steps = table_alloc(inst, (size_t)n + 1, sizeof *inst->steps);
     /* One block for every step's tensors: a new signature's instance is
      * made at its first run, and two allocations per step were a tenth of
      * what making it cost. */
     size_t nops = 0;
     for (int32_t k = 0; k < n; k++)
         nops += (size_t)cge_plan_steps(p)[k].num_inputs + (size_t)cge_plan_steps(p)[k].num_outputs + 2;
-    inst->operands = calloc(nops + 1, sizeof(cge_tensor));
+    inst->operands = table_alloc(inst, nops + 1, sizeof(cge_tensor));
     if (!st && !inst->operands)
         return oom();
     inst->streams = calloc((size_t)inst->num_streams + 1, sizeof *inst->streams);

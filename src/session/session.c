@@ -14,6 +14,7 @@
 #include "cge/session.h"
 #include "ops/builtin.h"
 #include "ops/kernel_cache.h"
+#include "runtime/warm_memory.h"
 #include "session/buckets.h"
 #include "session/instance.h"
 #include "session/session_seed.h"
@@ -583,6 +584,9 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
     cge_plan *p = NULL;
     cge__instance *inst = NULL;
     cge__arena_source src = {entry_arena, e};
+    cge__warm *warm = cge__device_warm(s->dev);
+    cge__warm_stats w0, w1;
+    cge__warm_get_stats(warm, &w0);
     double t0 = cpu_ms();
     cge_status st = batch && any ? CGE_OK : CGE_ERR_UNSUPPORTED;
     if (!st)
@@ -605,6 +609,16 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
          * yet), so that the first run does not fault them in. */
         if (e->arena && !strcmp(cge_device_name(s->dev), "cpu"))
             memset(e->arena, 0, e->arena_bytes);
+        /* And the tables of the signatures to come (a plan and an
+         * instance's steps, operands and binding index each, about what
+         * this one took): warm memory for as many as the graph keeps before
+         * it rewrites instances in place (16 MiB at most, or one), faulted
+         * in now rather than in their first runs. */
+        cge__warm_get_stats(warm, &w1);
+        size_t one = w1.live_bytes > w0.live_bytes ? w1.live_bytes - w0.live_bytes : 0;
+        size_t want = one * REUSE_AFTER, cap = (size_t)16 << 20;   /* a big graph: at most 16 MiB */
+        if (one)
+            cge__warm_reserve(warm, want < cap ? want : one > cap ? one : cap);
     }
     cge_clear_error();
     free(shapes);
