@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/cpu_isa.h"
 #include "ops/builtin.h"
 #include "ops/conv_fused.h"
 #include "ops/conv_grouped.h"
@@ -908,13 +909,31 @@ static bool dnnl_winograd(const conv_args *p)
            wino_blocks_ok(p);
 }
 
+/* Channels-last convolutions with a spatial window on a machine with AVX2
+ * and no AVX-512 run oneDNN's direct kernel on nChw8c copies of their
+ * activations (dnnl_conv.h, blocked8): its jit:avx2 kernel over NHWC took
+ * 1.1-1.8x the blocked one's time on the zoo's 3x3 layers, the reorders in
+ * and out (a few percent) counted (docs/guide.md, "Convolutions on AVX2
+ * machines"); 1x1 windows measured alike in both layouts and stay NHWC.
+ * AVX-512 machines keep their NHWC brgemm kernels. $CGE_DNNL_CONV_BLOCKED8=0
+ * turns it off. */
+static bool dnnl_blocked8(const conv_args *p)
+{
+    /* read at prepare and workspace queries only, never per launch */
+    const char *off = getenv("CGE_DNNL_CONV_BLOCKED8");
+    return !(off && !strcmp(off, "0")) && p->channels_last && p->w_const && !p->transpose &&
+           !p->bf16 && p->dtype == CGE_F32 && p->G == 1 && p->kvol > 1 &&
+           cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) && !cge__cpu_has(CGE_CPU_AVX512F);
+}
+
 static cge__dnnl_conv_desc dnnl_desc(const conv_args *p, bool has_bias, int threads)
 {
     cge__dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
                             .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
                             .channels_last = p->channels_last, .bf16 = p->bf16,
-                            .transpose = p->transpose, .winograd = dnnl_winograd(p)};
+                            .transpose = p->transpose, .winograd = dnnl_winograd(p),
+                            .blocked8 = dnnl_blocked8(p)};
     d.alpha = d.eltwise == CGE_DNNL_ELT_CLIP          ? p->lo
               : p->act == ACT_LEAKY || p->act == ACT_HSIGMOID ? p->alpha
                                                               : 0.0f;
