@@ -901,7 +901,10 @@ static bool dnnl_winograd(const conv_args *p)
     /* read at prepare and workspace queries only, never per launch */
     const char *off = getenv("CGE_DNNL_WINOGRAD");
     const nn_geom *g = &p->g;
-    return !(off && !strcmp(off, "0")) && p->w_const && !p->transpose && !p->bf16 &&
+    /* oneDNN 2.6's Winograd is AVX-512 only: elsewhere (and under
+     * CGE_CPU_ISA=avx2) the AVX2 rule, dnnl_blocked8, applies. */
+    return !(off && !strcmp(off, "0")) && cge__cpu_has(CGE_CPU_AVX512F) && p->w_const &&
+           !p->transpose && !p->bf16 &&
            p->dtype == CGE_F32 && p->G == 1 && g->nsp == 2 && g->k[1] == 3 && g->k[2] == 3 &&
            g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1 && p->C >= 64 &&
            p->M >= 64 && p->C % 16 == 0 && p->M % 16 == 0 && g->out[1] * g->out[2] >= 14 * 14 &&
@@ -1471,10 +1474,12 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool trans
     /* A Winograd one also for the threads prepare makes it with: its scratch
      * does not only grow with them (oneDNN blocks a 56x56 map for one thread
      * into larger pieces than for two: vgg11 at one thread found its
-     * workspace too small for the primitive and refused to run). Only there,
-     * so that a new signature asks no more than before elsewhere. */
+     * workspace too small for the primitive and refused to run). The AVX2
+     * machines' blocked8 direct kernel likewise (its scratch is oneDNN's
+     * choice per thread count). Only there, so that a new signature asks no
+     * more than before elsewhere. */
     d.threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
-    if (d.winograd && d.threads != threads && uses_dnnl(&p) &&
+    if ((d.winograd || d.blocked8) && d.threads != threads && uses_dnnl(&p) &&
         cge__dnnl_conv_scratch_query(&d, &scratch) == CGE_OK)
         need = scratch + 64 > need ? scratch + 64 : need;
     return need;
