@@ -4,7 +4,7 @@
 # AVX2 and no AVX-512. CGE_CPU_ISA=avx2 forces that choice on an AVX-512
 # machine; each setting runs in its own process (the cap is read once per
 # process). Checked against a numpy float64 reference at the zoo's shapes and
-# odd ones (batch 1 and 3, prime channels, stride 2, padding, 1-D), with the
+# odd ones (batch 1 and 3, prime channels, stride 2, padding, 1-D, 3-D), with the
 # counter cge__dnnl_conv_blocked8_made saying whether the path was taken.
 import json
 import os
@@ -58,7 +58,7 @@ def _child(env_extra, jobs):
 
 
 def conv_ref(x, w, b, stride, pad):
-    """Conv (one group, 1-D or 2-D) in float64."""
+    """Conv (one group, 1-D to 3-D) in float64."""
     nsp = x.ndim - 2
     x = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + ((pad, pad),) * nsp)
     w = w.astype(np.float64)
@@ -107,7 +107,8 @@ CASES = [
     (3, 32, 48, (19, 17), 5, 1, 2, False, True),    # 5x5, odd map
     (3, 13, 17, (11, 11), 3, 1, 1, True, True),     # prime channels (padded to 16)
     (1, 3, 16, (37, 37), 7, 2, 3, False, None),     # a stem (3 inputs: NHWC) + 16-16
-    (3, 16, 24, (29,), 3, 1, 1, False, True),       # 1-D: nCw8c
+    (3, 16, 24, (29,), 3, 1, 1, False, False),      # 1-D stays NHWC
+    (1, 16, 24, (6, 9, 7), 3, 1, 1, True, True),    # 3-D: nCdhw8c
     (1, 64, 128, (14, 14), 1, 1, 0, False, False),  # 1x1 stays NHWC
 ]
 

@@ -912,12 +912,13 @@ static bool dnnl_winograd(const conv_args *p)
            wino_blocks_ok(p);
 }
 
-/* Channels-last convolutions with a spatial window on a machine with AVX2
- * and no AVX-512 run oneDNN's direct kernel on nChw8c copies of their
- * activations (dnnl_conv.h, blocked8): its jit:avx2 kernel over NHWC took
- * 1.1-1.8x the blocked one's time on the zoo's 3x3 layers, the reorders in
- * and out (a few percent) counted (docs/guide.md, "Convolutions on AVX2
- * machines"); 1x1 windows measured alike in both layouts and stay NHWC.
+/* 2-D and 3-D channels-last convolutions with a spatial window on a machine
+ * with AVX2 and no AVX-512 run oneDNN's direct kernel on nChw8c copies of
+ * their activations (dnnl_conv.h, blocked8): its jit:avx2 kernel over NHWC
+ * took 1.1-2.8x the blocked one's time on the zoo's 3x3 layers, the
+ * reorders in and out (a few percent) counted (docs/guide.md, "Convolutions
+ * on AVX2 machines"); 1x1 windows measured alike in both layouts and stay
+ * NHWC, and a 1-D model (audio_conv1d) was slower blocked (1.2x).
  * AVX-512 machines keep their NHWC brgemm kernels. $CGE_DNNL_CONV_BLOCKED8=0
  * turns it off. */
 static bool dnnl_blocked8(const conv_args *p)
@@ -925,7 +926,7 @@ static bool dnnl_blocked8(const conv_args *p)
     /* read at prepare and workspace queries only, never per launch */
     const char *off = getenv("CGE_DNNL_CONV_BLOCKED8");
     return !(off && !strcmp(off, "0")) && p->channels_last && p->w_const && !p->transpose &&
-           !p->bf16 && p->dtype == CGE_F32 && p->G == 1 && p->kvol > 1 &&
+           !p->bf16 && p->dtype == CGE_F32 && p->G == 1 && p->kvol > 1 && p->g.nsp >= 2 &&
            cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) && !cge__cpu_has(CGE_CPU_AVX512F);
 }
 
