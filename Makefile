@@ -264,6 +264,11 @@ bench-memplan: build
 bench-gemm-threads: build
 	./$(BUILD)/bench_gemm_threads
 
+# oneDNN's convolutions by activation layout (docs/guide.md, "Convolutions on AVX2 machines").
+.PHONY: bench-conv-avx2
+bench-conv-avx2: build
+	OMP_WAIT_POLICY=passive ./$(BUILD)/bench_conv_avx2
+
 # The model zoo (scripts/zoo.py, docs/zoo.md; not a test): torchvision 0.14's
 # models and hand-built ones, random weights, exported once into ZOO_CACHE,
 # through PyTorch, cge (ONNX), ONNX Runtime and cge.torch.compile; writes

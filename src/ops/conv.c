@@ -901,8 +901,8 @@ static bool dnnl_winograd(const conv_args *p)
     /* read at prepare and workspace queries only, never per launch */
     const char *off = getenv("CGE_DNNL_WINOGRAD");
     const nn_geom *g = &p->g;
-    /* oneDNN has Winograd on AVX-512 only; asking the features here keeps
-     * CGE_CPU_ISA=avx2 an AVX2 machine's choice (oneDNN does not see the cap) */
+    /* oneDNN 2.6's Winograd is AVX-512 only: elsewhere (and under
+     * CGE_CPU_ISA=avx2) the AVX2 rule, dnnl_blocked8, applies. */
     return !(off && !strcmp(off, "0")) && cge__cpu_has(CGE_CPU_AVX512F) && p->w_const &&
            !p->transpose && !p->bf16 &&
            p->dtype == CGE_F32 && p->G == 1 && g->nsp == 2 && g->k[1] == 3 && g->k[2] == 3 &&
@@ -912,13 +912,32 @@ static bool dnnl_winograd(const conv_args *p)
            wino_blocks_ok(p);
 }
 
+/* 2-D and 3-D channels-last convolutions with a spatial window on a machine
+ * with AVX2 and no AVX-512 run oneDNN's direct kernel on nChw8c copies of
+ * their activations (dnnl_conv.h, blocked8): its jit:avx2 kernel over NHWC
+ * took 1.1-2.8x the blocked one's time on the zoo's 3x3 layers, the
+ * reorders in and out (a few percent) counted (docs/guide.md, "Convolutions
+ * on AVX2 machines"); 1x1 windows measured alike in both layouts and stay
+ * NHWC, and a 1-D model (audio_conv1d) was slower blocked (1.2x).
+ * AVX-512 machines keep their NHWC brgemm kernels. $CGE_DNNL_CONV_BLOCKED8=0
+ * turns it off. */
+static bool dnnl_blocked8(const conv_args *p)
+{
+    /* read at prepare and workspace queries only, never per launch */
+    const char *off = getenv("CGE_DNNL_CONV_BLOCKED8");
+    return !(off && !strcmp(off, "0")) && p->channels_last && p->w_const && !p->transpose &&
+           !p->bf16 && p->dtype == CGE_F32 && p->G == 1 && p->kvol > 1 && p->g.nsp >= 2 &&
+           cge__cpu_has(CGE_CPU_AVX2 | CGE_CPU_FMA) && !cge__cpu_has(CGE_CPU_AVX512F);
+}
+
 static cge__dnnl_conv_desc dnnl_desc(const conv_args *p, bool has_bias, int threads)
 {
     cge__dnnl_conv_desc d = {.threads = threads, .N = p->N, .C = p->C, .M = p->M, .G = p->G, .nsp = p->g.nsp,
                             .has_bias = has_bias, .sum = p->z != NULL,
                             .eltwise = dnnl_eltwise(p), .blocked = dnnl_blocked(p),
                             .channels_last = p->channels_last, .bf16 = p->bf16,
-                            .transpose = p->transpose, .winograd = dnnl_winograd(p)};
+                            .transpose = p->transpose, .winograd = dnnl_winograd(p),
+                            .blocked8 = dnnl_blocked8(p)};
     d.alpha = d.eltwise == CGE_DNNL_ELT_CLIP          ? p->lo
               : p->act == ACT_LEAKY || p->act == ACT_HSIGMOID ? p->alpha
                                                               : 0.0f;
@@ -1456,10 +1475,12 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool trans
     /* A Winograd one also for the threads prepare makes it with: its scratch
      * does not only grow with them (oneDNN blocks a 56x56 map for one thread
      * into larger pieces than for two: vgg11 at one thread found its
-     * workspace too small for the primitive and refused to run). Only there,
-     * so that a new signature asks no more than before elsewhere. */
+     * workspace too small for the primitive and refused to run). The AVX2
+     * machines' blocked8 direct kernel likewise (its scratch is oneDNN's
+     * choice per thread count). Only there, so that a new signature asks no
+     * more than before elsewhere. */
     d.threads = ctx->num_threads > 0 ? ctx->num_threads : 1;
-    if (d.winograd && d.threads != threads && uses_dnnl(&p) &&
+    if ((d.winograd || d.blocked8) && d.threads != threads && uses_dnnl(&p) &&
         cge__dnnl_conv_scratch_query(&d, &scratch) == CGE_OK)
         need = scratch + 64 > need ? scratch + 64 : need;
     return need;

@@ -33,6 +33,7 @@ struct cge__dnnl_conv {
     /* Winograd: the primitive is one image's, run `images` times, X, Z and Y
      * advancing by one image's floats each time; else images is 1. */
     bool winograd;
+    bool blocked8; /* desc.blocked8 taken */
     int64_t images, x_image, y_image;
     /* Winograd's blocked X and Y (one image's) live in the caller's scratch,
      * after oneDNN's own, at these offsets (0: a buffer of their own): the
@@ -52,11 +53,19 @@ struct cge__dnnl_conv {
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Scratch bytes of pd with, for Winograd, its blocked X and Y after
- * oneDNN's own (src_off, dst_off: where they go; 0 where the layout is the
- * caller's). */
+/* Whether d's channels-last activations are run on nChw8c copies
+ * (dnnl_conv.h, blocked8): the direct convolution only. */
+static bool blocked8_taken(const cge__dnnl_conv_desc *d)
+{
+    return d->blocked8 && d->channels_last && !d->winograd && !d->transpose && !d->bf16 &&
+           d->G == 1;
+}
+
+/* Scratch bytes of pd with, for Winograd and blocked8 (`inside`), its
+ * blocked X and Y after oneDNN's own (src_off, dst_off: where they go; 0
+ * where the layout is the caller's). */
 static size_t scratch_layout(const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *smd,
-                             const dnnl_memory_desc_t *dmd, bool wino, size_t *src_off,
+                             const dnnl_memory_desc_t *dmd, bool inside, size_t *src_off,
                              size_t *dst_off)
 {
     const dnnl_memory_desc_t *spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -64,7 +73,7 @@ static size_t scratch_layout(const_dnnl_primitive_desc_t pd, const dnnl_memory_d
     const dnnl_memory_desc_t *cd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     size_t n = spd ? dnnl_memory_desc_get_size(spd) : 0;
     *src_off = *dst_off = 0;
-    if (!wino || !cs || !cd)
+    if (!inside || !cs || !cd)
         return n;
     n = round64(n);
     if (!dnnl_memory_desc_equal(smd, cs)) {
@@ -126,7 +135,12 @@ static int append_eltwise(dnnl_post_ops_t po, const cge__dnnl_conv_desc *d)
 /* Process-wide: convolutions made (primitive, reorders, memories) and
  * scratch queries answered by a primitive descriptor alone
  * (cge__dnnl_conv_counts). */
-static int64_t made_count, query_count, wino_count;
+static int64_t made_count, query_count, wino_count, blocked8_count;
+
+int64_t cge__dnnl_conv_blocked8_made(void)
+{
+    return __atomic_load_n(&blocked8_count, __ATOMIC_RELAXED);
+}
 
 int64_t cge__dnnl_conv_winograd_made(void)
 {
@@ -186,7 +200,9 @@ static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, i
     static const dnnl_format_tag_t w1t[] = {dnnl_bac, dnnl_bacd, dnnl_bacde};
     static const dnnl_format_tag_t wgt[] = {dnnl_acbd, dnnl_acbde, dnnl_acbdef};
     const dnnl_format_tag_t *w1 = d->transpose ? w1t : w1c, *wg = d->transpose ? wgt : wgc;
+    static const dnnl_format_tag_t block8[] = {dnnl_aBc8b, dnnl_aBcd8b, dnnl_aBcde8b};
     dnnl_format_tag_t at = (d->blocked && !d->channels_last) || wino ? dnnl_format_tag_any
+                           : blocked8_taken(d)                      ? block8[n - 1]
                                                                      : act[n - 1];
     dnnl_format_tag_t wt = d->blocked || d->channels_last || wino ? dnnl_format_tag_any
                            : d->G > 1                     ? wg[n - 1]
@@ -226,6 +242,17 @@ static int make_pd(const cge__dnnl_conv_desc *d, dnnl_engine_t e, conv_mds *m, i
         dnnl_primitive_desc_create(pd, &cd, attr, e, NULL) == dnnl_success;
     dnnl_primitive_attr_destroy(attr);
     dnnl_post_ops_destroy(po);
+    /* blocked8 is for oneDNN's JIT kernels; where only its reference one
+     * takes nChw8c (channel counts its kernels do not block), the caller
+     * keeps NHWC. */
+    const char *impl = NULL;
+    if (ok && blocked8_taken(d) &&
+        (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+         !impl || !strncmp(impl, "ref", 3))) {
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+        ok = 0;
+    }
     return ok;
 }
 
@@ -428,6 +455,9 @@ cge_status cge__dnnl_conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **
     }
     cge__dnnl_conv_desc direct = *d;
     direct.winograd = 0;
+    if (blocked8_taken(&direct) && conv_create(&direct, out) == CGE_OK)
+        return CGE_OK;
+    direct.blocked8 = 0;
     return conv_create(&direct, out);
 }
 
@@ -460,9 +490,12 @@ static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out
         cge__dnnl_conv_destroy(c);
         return CGE_ERR_UNSUPPORTED;
     }
-    c->scratch_bytes = scratch_layout(c->pd, &m.smd, &m.dmd, d->winograd, &c->src_off, &c->dst_off);
+    c->blocked8 = blocked8_taken(d);
+    c->scratch_bytes = scratch_layout(c->pd, &m.smd, &m.dmd, d->winograd || c->blocked8,
+                                      &c->src_off, &c->dst_off);
     c->dst_bytes = dnnl_memory_desc_get_size(&m.dmd);
-    /* Winograd's blocked X and Y in the scratch instead of their own buffers. */
+    /* Winograd's and blocked8's X and Y in the scratch instead of their own
+     * buffers. */
     dnnl_memory_t *inside[2] = {c->src_off ? &c->src : NULL, c->dst_off ? &c->dst : NULL};
     for (int i = 0; ok && i < 2; i++) {
         const dnnl_memory_desc_t *md = NULL;
@@ -491,6 +524,8 @@ static cge_status conv_create(const cge__dnnl_conv_desc *d, cge__dnnl_conv **out
             memset(h, 0, dnnl_memory_desc_get_size(md));
     }
     __atomic_add_fetch(&made_count, 1, __ATOMIC_RELAXED);
+    if (c->blocked8)
+        __atomic_add_fetch(&blocked8_count, 1, __ATOMIC_RELAXED);
     *out = c;
     return CGE_OK;
 }
@@ -526,11 +561,16 @@ cge_status cge__dnnl_conv_scratch_query(const cge__dnnl_conv_desc *d, size_t *by
         q = *d;
         q.winograd = 0;
     }
+    if (ok && !pd && blocked8_taken(&q) && !make_pd(&q, e, &m, &post, &pd)) {
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+        q.blocked8 = 0; /* as cge__dnnl_conv_create falls back */
+    }
     ok = ok && (pd || make_pd(&q, e, &m, &post, &pd)) &&
          (spd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) != NULL;
     size_t so, dof;
     if (ok)
-        *bytes = scratch_layout(pd, &m.smd, &m.dmd, q.winograd, &so, &dof);
+        *bytes = scratch_layout(pd, &m.smd, &m.dmd, q.winograd || blocked8_taken(&q), &so, &dof);
     dnnl_primitive_desc_destroy(pd);
     dnnl_engine_destroy(e);
     cge__dnnl_omp_leave(omp);
@@ -550,6 +590,8 @@ int cge__dnnl_conv_post_ops(const cge__dnnl_conv *c)
 }
 
 bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c) { return c && c->winograd; }
+
+bool cge__dnnl_conv_blocked8(const cge__dnnl_conv *c) { return c && c->blocked8; }
 
 /* Point `user` (or `own` when there is no reorder) at the caller's buffer. */
 static int set(dnnl_memory_t own, dnnl_memory_t user, dnnl_primitive_t r, const void *p)
@@ -729,6 +771,14 @@ bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c)
     (void)c;
     return false;
 }
+
+bool cge__dnnl_conv_blocked8(const cge__dnnl_conv *c)
+{
+    (void)c;
+    return false;
+}
+
+int64_t cge__dnnl_conv_blocked8_made(void) { return 0; }
 
 int64_t cge__dnnl_conv_winograd_made(void)
 {

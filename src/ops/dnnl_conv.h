@@ -67,6 +67,14 @@ typedef struct cge__dnnl_conv_desc {
      * (post-ops, ISA), the direct convolution is made instead;
      * cge__dnnl_conv_winograd says which was. */
     int winograd;
+    /* Channels-last X, Z and Y reordered per run to and from oneDNN's
+     * 8-channel blocked layout (nChw8c) around its direct convolution, the
+     * blocked copies in the caller's scratch: on AVX2 machines its jit:avx2
+     * kernel ran a 3x3 layer in 0.55-0.9x its NHWC form's time (docs/guide.md,
+     * "Convolutions on AVX2 machines"). Taken for a direct, ungrouped,
+     * float32, non-transposed channels-last convolution (not with Winograd);
+     * cge__dnnl_conv_blocked8 says whether it was. */
+    int blocked8;
 } cge__dnnl_conv_desc;
 
 /* Whether this build has oneDNN (dnnl_common.c). */
@@ -95,6 +103,10 @@ int64_t cge__dnnl_conv_winograd_made(void);
  * kernel equal to the stride, no pads, dilation or groups, channels-last:
  * one oneDNN matmul instead of its deconvolution; tests). */
 int64_t cge__dnnl_conv_deconv_matmul_made(void);
+/* Process-wide: convolutions made with desc.blocked8 taken (tests). */
+int64_t cge__dnnl_conv_blocked8_made(void);
+/* Whether c runs on nChw8c copies of its channels-last activations. */
+bool cge__dnnl_conv_blocked8(const cge__dnnl_conv *c);
 /* Whether c is the per-image Winograd primitive (desc.winograd taken). */
 bool cge__dnnl_conv_winograd(const cge__dnnl_conv *c);
 /* Process-wide count of constant weights reordered into a primitive's
