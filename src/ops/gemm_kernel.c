@@ -502,7 +502,7 @@ avx2_merge_row(float *d, __m256 v0, __m256 v1, int cols, int mode, const float *
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 direct_avx2(const int R, int64_t kc, const float *a, int64_t lda, const float *bp, int64_t ks,
             float *c, int64_t ldc, int mode, const float *bias, int cols, int masked,
-            const float *pf)
+            const float *pf, int64_t npf)
 {
     __m256 acc0[6], acc1[6];
 #pragma GCC unroll 6
@@ -513,7 +513,7 @@ direct_avx2(const int R, int64_t kc, const float *a, int64_t lda, const float *b
     if (!masked) {
         for (int64_t k = 0; k < kc; k++) {
             __m256 b0 = _mm256_loadu_ps(bp + k * ks), b1 = _mm256_loadu_ps(bp + k * ks + 8);
-            if (pf)
+            if (k < npf)
                 _mm_prefetch((const char *)(pf + k * NR), _MM_HINT_T0);
 #pragma GCC unroll 6
             for (int r = 0; r < R; r++) {
@@ -548,20 +548,21 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_direct6(int64_t kc, con
                                                                   int64_t ldc, int mode,
                                                                   const float *bias)
 {
-    direct_avx2(6, kc, a, lda, bp, ks, c, ldc, mode, bias, NR, 0, NULL);
+    direct_avx2(6, kc, a, lda, bp, ks, c, ldc, mode, bias, NR, 0, NULL, 0);
 }
 
-/* ukr_avx2_direct6 that also fetches the next panel's depth slice (`pf`, a
- * packed panel's 64-byte rows) into L1 row by row, as the first block of
- * rows of a panel does: the next panel then starts from L1, not from L3. */
+/* ukr_avx2_direct6 that also fetches `npf` rows of the next panel's depth
+ * slice (`pf`, a packed panel's 64-byte rows) into L1, one per step: the
+ * blocks of rows of a panel share the next one's slice between them, so it
+ * starts from L1, not from L3 or memory. */
 __attribute__((target("avx2,fma"))) static void ukr_avx2_direct6_pf(int64_t kc, const float *a,
                                                                      int64_t lda, const float *bp,
                                                                      int64_t ks, float *c,
                                                                      int64_t ldc, int mode,
                                                                      const float *bias,
-                                                                     const float *pf)
+                                                                     const float *pf, int64_t npf)
 {
-    direct_avx2(6, kc, a, lda, bp, ks, c, ldc, mode, bias, NR, 0, pf);
+    direct_avx2(6, kc, a, lda, bp, ks, c, ldc, mode, bias, NR, 0, pf, npf);
 }
 
 __attribute__((target("avx2,fma"))) static void ukr_avx2_edge(int rows, int64_t kc,
@@ -573,7 +574,7 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_edge(int rows, int64_t 
 {
     switch (rows) {
 #define EDGE2_CASE(R)                                                                              \
-    case R: direct_avx2(R, kc, a, lda, bp, ks, c, ldc, mode, bias, cols, masked, NULL); break;
+    case R: direct_avx2(R, kc, a, lda, bp, ks, c, ldc, mode, bias, cols, masked, NULL, 0); break;
         EDGE2_CASE(1) EDGE2_CASE(2) EDGE2_CASE(3) EDGE2_CASE(4) EDGE2_CASE(5) EDGE2_CASE(6)
 #undef EDGE2_CASE
     default: break;
@@ -601,13 +602,23 @@ __attribute__((target("avx2,fma"))) static void direct_tiles_avx2(const cge__gem
             const float *bpj = b ? b + k0 * b_rs + j : g->bp + (j / NR) * g->K * NR + k0 * NR;
             const float *bias = g->bias ? g->bias + j : NULL;
             int masked = b && cols < NR;
+            /* The next panel's slice (packed B: the next panel, or the
+             * first of the next depth slice) in shares, one per full block
+             * of rows. */
+            const float *next = NULL;
+            if (!b && j + NR < j1)
+                next = bpj + g->K * NR;
+            else if (!b && k0 + KC < g->K)
+                next = g->bp + (j0 / NR) * g->K * NR + (k0 + KC) * NR;
+            int64_t blocks = (i1 - i0) / mr, share = blocks > 0 ? (kc + blocks - 1) / blocks : 0;
             for (int64_t i = i0; i < i1; i += mr) {
                 int64_t rows = i1 - i < mr ? i1 - i : mr;
                 const float *ai = g->a + i * g->a_rs + k0;
                 float *cij = g->c + i * g->ldc + j;
-                if (rows == mr && cols == NR && i == i0 && !b && j + NR < j1)
+                int64_t first = (i - i0) / mr * share;
+                if (rows == mr && cols == NR && next && first < kc)
                     ukr_avx2_direct6_pf(kc, ai, g->a_rs, bpj, ks, cij, g->ldc, mode, bias,
-                                        bpj + g->K * NR);
+                                        next + first * NR, kc - first < share ? kc - first : share);
                 else if (rows == mr && cols == NR)
                     ukr_avx2_direct6(kc, ai, g->a_rs, bpj, ks, cij, g->ldc, mode, bias);
                 else
