@@ -581,6 +581,9 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_edge(int rows, int64_t 
     }
 }
 
+static void gemv_row_avx2(const cge__gemm_f32 *g, const float *b, int64_t b_rs, const float *a,
+                          int64_t k0, int64_t kc, float *c, int64_t j0, int64_t j1);
+
 /* Rows [i0, i1) x columns [j0, j1) of C by the AVX2 direct kernels, depth
  * slice by depth slice; B packed (b NULL: g->bp) or unpacked, as
  * direct_tiles. Panel by panel, the 6-row blocks inside: a panel's depth
@@ -594,6 +597,10 @@ __attribute__((target("avx2,fma"))) static void direct_tiles_avx2(const cge__gem
 {
     const int mr = MR_AVX2;
     int64_t ks = b ? b_rs : NR;
+    /* One row past the last block of 6 takes the GEMV kernel: 12
+     * independent sums where the edge kernel would have 2 waiting on the FMA
+     * latency (two rows keep the edge kernel, which streams B once). */
+    int64_t i_end = (i1 - i0) % mr == 1 && i1 - i0 > 1 ? i1 - 1 : i1;
     for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
         int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
         int mode = k0 > 0 ? 1 : g->bias ? 2 : 0;
@@ -611,8 +618,8 @@ __attribute__((target("avx2,fma"))) static void direct_tiles_avx2(const cge__gem
             else if (!b && k0 + KC < g->K)
                 next = g->bp + (j0 / NR) * g->K * NR + (k0 + KC) * NR;
             int64_t blocks = (i1 - i0) / mr, share = blocks > 0 ? (kc + blocks - 1) / blocks : 0;
-            for (int64_t i = i0; i < i1; i += mr) {
-                int64_t rows = i1 - i < mr ? i1 - i : mr;
+            for (int64_t i = i0; i < i_end; i += mr) {
+                int64_t rows = i_end - i < mr ? i_end - i : mr;
                 const float *ai = g->a + i * g->a_rs + k0;
                 float *cij = g->c + i * g->ldc + j;
                 int64_t first = (i - i0) / mr * share;
@@ -626,6 +633,8 @@ __attribute__((target("avx2,fma"))) static void direct_tiles_avx2(const cge__gem
                                   cols, masked);
             }
         }
+        for (int64_t i = i_end; i < i1; i++)
+            gemv_row_avx2(g, b, b_rs, g->a + i * g->a_rs, k0, kc, g->c + i * g->ldc, j0, j1);
     }
 }
 
