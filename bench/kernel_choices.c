@@ -484,6 +484,10 @@ static const bench_case cases[] = {
     {"MatMul+bias [16,1024]x[1024,1024]", K_MATMUL, {16, 1024, 1024}, 0},
     {"MatMul+bias [64,768]x[768,768]", K_MATMUL, {64, 768, 768}, 0},
     {"MatMul+bias [64,768]x[768,3072]", K_MATMUL, {64, 768, 3072}, 0},
+    /* vit_b_16's MLP (197 tokens) and the widest decoder GEMV. */
+    {"MatMul+bias [197,768]x[768,3072]", K_MATMUL, {197, 768, 3072}, 0},
+    {"MatMul+bias [197,3072]x[3072,768]", K_MATMUL, {197, 3072, 768}, 0},
+    {"MatMul+bias [1,4096]x[4096,4096]", K_MATMUL, {1, 4096, 4096}, 0},
     {"Gemm tB [1,512]x[1000,512]'", K_HEAD, {1, 512, 1000}, 0},
     {"Gemm tB [1,1280]x[1000,1280]'", K_HEAD, {1, 1280, 1000}, 0},
     {"MaxPool 3x3/2 [1,64,112,112] nchw", K_MAXPOOL, {1, 64, 112, 112}, 0},

@@ -460,6 +460,257 @@ __attribute__((target("avx512f"))) static void direct_tiles(const cge__gemm_f32 
         }
     }
 }
+
+/* ---- AVX2 + FMA direct paths ------------------------------------------------
+ * The AVX-512 direct paths' counterparts for machines without AVX-512 (AMD
+ * Zen 1-3, Intel client cores): A read in place, the result merged straight
+ * into C, one-row products on their own kernel. 16 ymm registers: a 6x16
+ * tile's 12 accumulators, the two halves of a B row and the broadcast A
+ * value. Every element sees the operations of ukr_avx2 + store_tile (one FMA
+ * per k in order, then one add into C per depth slice), so every AVX2 path
+ * gives the same bits. */
+
+/* The columns [0, cols) of a 16-wide row into C (cols < 16: through a
+ * scratch row, so nothing past the edge is touched). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+avx2_merge_row(float *d, __m256 v0, __m256 v1, int cols, int mode, const float *bias)
+{
+    if (cols == NR) {
+        if (mode == 1) {
+            v0 = _mm256_add_ps(_mm256_loadu_ps(d), v0);
+            v1 = _mm256_add_ps(_mm256_loadu_ps(d + 8), v1);
+        } else if (mode == 2) {
+            v0 = _mm256_add_ps(_mm256_loadu_ps(bias), v0);
+            v1 = _mm256_add_ps(_mm256_loadu_ps(bias + 8), v1);
+        }
+        _mm256_storeu_ps(d, v0);
+        _mm256_storeu_ps(d + 8, v1);
+        return;
+    }
+    float t[NR];
+    _mm256_storeu_ps(t, v0);
+    _mm256_storeu_ps(t + 8, v1);
+    for (int j = 0; j < cols; j++)
+        d[j] = mode == 1 ? d[j] + t[j] : mode == 2 ? bias[j] + t[j] : t[j];
+}
+
+/* R (1-6) rows of A in place (row stride lda) against one 16-column panel
+ * of B (row k at bp + k * ks), the result's columns [0, cols) merged into C.
+ * mode 0: C = acc; 1: C += acc; 2: C = acc + bias. `masked`: B holds only
+ * `cols` columns (an unpacked B's last panel), read under a mask. R is a
+ * constant at each call, so the row loops unroll into registers. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+direct_avx2(const int R, int64_t kc, const float *a, int64_t lda, const float *bp, int64_t ks,
+            float *c, int64_t ldc, int mode, const float *bias, int cols, int masked,
+            const float *pf, int64_t npf)
+{
+    __m256 acc0[6], acc1[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        acc0[r] = _mm256_setzero_ps();
+        acc1[r] = _mm256_setzero_ps();
+    }
+    if (!masked) {
+        for (int64_t k = 0; k < kc; k++) {
+            __m256 b0 = _mm256_loadu_ps(bp + k * ks), b1 = _mm256_loadu_ps(bp + k * ks + 8);
+            if (k < npf)
+                _mm_prefetch((const char *)(pf + k * NR), _MM_HINT_T0);
+#pragma GCC unroll 6
+            for (int r = 0; r < R; r++) {
+                __m256 av = _mm256_broadcast_ss(a + r * lda + k);
+                acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+            }
+        }
+    } else {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
+        __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
+        for (int64_t k = 0; k < kc; k++) {
+            __m256 b0 = _mm256_maskload_ps(bp + k * ks, m0);
+            __m256 b1 = _mm256_maskload_ps(bp + k * ks + 8, m1);
+#pragma GCC unroll 6
+            for (int r = 0; r < R; r++) {
+                __m256 av = _mm256_broadcast_ss(a + r * lda + k);
+                acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+        avx2_merge_row(c + r * ldc, acc0[r], acc1[r], cols, mode, bias);
+}
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2_direct6(int64_t kc, const float *a,
+                                                                  int64_t lda, const float *bp,
+                                                                  int64_t ks, float *c,
+                                                                  int64_t ldc, int mode,
+                                                                  const float *bias)
+{
+    direct_avx2(6, kc, a, lda, bp, ks, c, ldc, mode, bias, NR, 0, NULL, 0);
+}
+
+/* ukr_avx2_direct6 that also fetches `npf` rows of the next panel's depth
+ * slice (`pf`, a packed panel's 64-byte rows) into L1, one per step: the
+ * blocks of rows of a panel share the next one's slice between them, so it
+ * starts from L1, not from L3 or memory. */
+__attribute__((target("avx2,fma"))) static void ukr_avx2_direct6_pf(int64_t kc, const float *a,
+                                                                     int64_t lda, const float *bp,
+                                                                     int64_t ks, float *c,
+                                                                     int64_t ldc, int mode,
+                                                                     const float *bias,
+                                                                     const float *pf, int64_t npf)
+{
+    direct_avx2(6, kc, a, lda, bp, ks, c, ldc, mode, bias, NR, 0, pf, npf);
+}
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2_edge(int rows, int64_t kc,
+                                                               const float *a, int64_t lda,
+                                                               const float *bp, int64_t ks,
+                                                               float *c, int64_t ldc, int mode,
+                                                               const float *bias, int cols,
+                                                               int masked)
+{
+    switch (rows) {
+#define EDGE2_CASE(R)                                                                              \
+    case R: direct_avx2(R, kc, a, lda, bp, ks, c, ldc, mode, bias, cols, masked, NULL, 0); break;
+        EDGE2_CASE(1) EDGE2_CASE(2) EDGE2_CASE(3) EDGE2_CASE(4) EDGE2_CASE(5) EDGE2_CASE(6)
+#undef EDGE2_CASE
+    default: break;
+    }
+}
+
+static void gemv_row_avx2(const cge__gemm_f32 *g, const float *b, int64_t b_rs, const float *a,
+                          int64_t k0, int64_t kc, float *c, int64_t j0, int64_t j1);
+
+/* Rows [i0, i1) x columns [j0, j1) of C by the AVX2 direct kernels, depth
+ * slice by depth slice; B packed (b NULL: g->bp) or unpacked, as
+ * direct_tiles. Panel by panel, the 6-row blocks inside: a panel's depth
+ * slice (16 KiB at KC = 256) stays in L1 while the rows of A stream from L2,
+ * where the other order would stream B's panels through L1 for every block
+ * of 6 rows (2 of 6 FMAs' operands from L2 instead of 1 in 16). */
+__attribute__((target("avx2,fma"))) static void direct_tiles_avx2(const cge__gemm_f32 *g,
+                                                                   const float *b, int64_t b_rs,
+                                                                   int64_t i0, int64_t i1,
+                                                                   int64_t j0, int64_t j1)
+{
+    const int mr = MR_AVX2;
+    int64_t ks = b ? b_rs : NR;
+    /* One row past the last block of 6 takes the GEMV kernel: 12
+     * independent sums where the edge kernel would have 2 waiting on the FMA
+     * latency (two rows keep the edge kernel, which streams B once). */
+    int64_t i_end = (i1 - i0) % mr == 1 && i1 - i0 > 1 ? i1 - 1 : i1;
+    for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
+        int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
+        int mode = k0 > 0 ? 1 : g->bias ? 2 : 0;
+        for (int64_t j = j0; j < j1; j += NR) {
+            int cols = (int)(j1 - j < NR ? j1 - j : NR);
+            const float *bpj = b ? b + k0 * b_rs + j : g->bp + (j / NR) * g->K * NR + k0 * NR;
+            const float *bias = g->bias ? g->bias + j : NULL;
+            int masked = b && cols < NR;
+            /* The next panel's slice (packed B: the next panel, or the
+             * first of the next depth slice) in shares, one per full block
+             * of rows. */
+            const float *next = NULL;
+            if (!b && j + NR < j1)
+                next = bpj + g->K * NR;
+            else if (!b && k0 + KC < g->K)
+                next = g->bp + (j0 / NR) * g->K * NR + (k0 + KC) * NR;
+            int64_t blocks = (i1 - i0) / mr, share = blocks > 0 ? (kc + blocks - 1) / blocks : 0;
+            for (int64_t i = i0; i < i_end; i += mr) {
+                int64_t rows = i_end - i < mr ? i_end - i : mr;
+                const float *ai = g->a + i * g->a_rs + k0;
+                float *cij = g->c + i * g->ldc + j;
+                int64_t first = (i - i0) / mr * share;
+                if (rows == mr && cols == NR && next && first < kc)
+                    ukr_avx2_direct6_pf(kc, ai, g->a_rs, bpj, ks, cij, g->ldc, mode, bias,
+                                        next + first * NR, kc - first < share ? kc - first : share);
+                else if (rows == mr && cols == NR)
+                    ukr_avx2_direct6(kc, ai, g->a_rs, bpj, ks, cij, g->ldc, mode, bias);
+                else
+                    ukr_avx2_edge((int)rows, kc, ai, g->a_rs, bpj, ks, cij, g->ldc, mode, bias,
+                                  cols, masked);
+            }
+        }
+        for (int64_t i = i_end; i < i1; i++)
+            gemv_row_avx2(g, b, b_rs, g->a + i * g->a_rs, k0, kc, g->c + i * g->ldc, j0, j1);
+    }
+}
+
+/* One row of A against NP (1-6) neighbouring panels (panel p's row k at
+ * bp + p * pstride + k * kstride), the last one's columns [0, last) only
+ * (`masked`: read under a mask, an unpacked B's edge): 2 NP independent
+ * accumulators and NP streams of B in flight. Same bits as the tiles. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+gemv_panels_avx2(const int NP, int64_t kc, const float *a, const float *bp, int64_t pstride,
+                 int64_t kstride, float *c, int mode, const float *bias, int last, int masked)
+{
+    __m256 acc[12];
+#pragma GCC unroll 12
+    for (int p = 0; p < 2 * NP; p++)
+        acc[p] = _mm256_setzero_ps();
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(masked ? last : NR), lane);
+    __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(masked ? last - 8 : NR), lane);
+    if (!masked) {
+        for (int64_t k = 0; k < kc; k++) {
+            __m256 av = _mm256_broadcast_ss(a + k);
+#pragma GCC unroll 6
+            for (int p = 0; p < NP; p++) {
+                const float *s = bp + p * pstride + k * kstride;
+                acc[2 * p] = _mm256_fmadd_ps(av, _mm256_loadu_ps(s), acc[2 * p]);
+                acc[2 * p + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(s + 8), acc[2 * p + 1]);
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < kc; k++) {
+            __m256 av = _mm256_broadcast_ss(a + k);
+#pragma GCC unroll 6
+            for (int p = 0; p < NP - 1; p++) {
+                const float *s = bp + p * pstride + k * kstride;
+                acc[2 * p] = _mm256_fmadd_ps(av, _mm256_loadu_ps(s), acc[2 * p]);
+                acc[2 * p + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(s + 8), acc[2 * p + 1]);
+            }
+            const float *s = bp + (NP - 1) * pstride + k * kstride;
+            acc[2 * NP - 2] = _mm256_fmadd_ps(av, _mm256_maskload_ps(s, m0), acc[2 * NP - 2]);
+            acc[2 * NP - 1] = _mm256_fmadd_ps(av, _mm256_maskload_ps(s + 8, m1), acc[2 * NP - 1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int p = 0; p < NP; p++)
+        avx2_merge_row(c + p * NR, acc[2 * p], acc[2 * p + 1], p == NP - 1 ? last : NR, mode,
+                       bias ? bias + p * NR : NULL);
+}
+
+/* Columns [j0, j1) of one row of C (j0 a multiple of 16) over depth
+ * [k0, k0 + kc), six panels at a time; B packed (b NULL) or unpacked. */
+__attribute__((target("avx2,fma"))) static void gemv_row_avx2(const cge__gemm_f32 *g,
+                                                               const float *b, int64_t b_rs,
+                                                               const float *a, int64_t k0,
+                                                               int64_t kc, float *c, int64_t j0,
+                                                               int64_t j1)
+{
+    int mode = k0 > 0 ? 1 : g->bias ? 2 : 0;
+    for (int64_t j = j0; j < j1; j += 6 * NR) {
+        int64_t cols = j1 - j < 6 * NR ? j1 - j : 6 * NR;
+        int np = (int)((cols + NR - 1) / NR);
+        int last = (int)(cols - (int64_t)(np - 1) * NR);
+        int masked = b && last < NR;
+        const float *bp = b ? b + k0 * b_rs + j : g->bp + (j / NR) * g->K * NR + k0 * NR;
+        int64_t pstride = b ? NR : g->K * NR, kstride = b ? b_rs : NR;
+        const float *bias = g->bias ? g->bias + j : NULL;
+        switch (np) {
+#define GEMV2_CASE(P)                                                                              \
+    case P:                                                                                        \
+        gemv_panels_avx2(P, kc, a + k0, bp, pstride, kstride, c + j, mode, bias, last, masked);    \
+        break;
+            GEMV2_CASE(1) GEMV2_CASE(2) GEMV2_CASE(3) GEMV2_CASE(4) GEMV2_CASE(5) GEMV2_CASE(6)
+#undef GEMV2_CASE
+        default: break;
+        }
+    }
+}
 #endif
 
 static void pick(cge__gemm_isa isa, ukr_fn *fn, int *mr)
@@ -521,6 +772,31 @@ static void store_tile(const float *acc, float *c, int64_t ldc, int64_t rows, in
     }
 }
 
+#if GEMM_X86
+/* The direct paths (A read in place) of either instruction set: one row on
+ * the GEMV kernel, more on the tiles; B packed (b NULL) or unpacked. */
+static void direct_run(const cge__gemm_f32 *g, bool avx512, const float *b, int64_t b_rs,
+                       int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    if (i1 - i0 == 1) {
+        const float *a = g->a + i0 * g->a_rs;
+        float *c = g->c + i0 * g->ldc;
+        for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
+            int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
+            if (avx512)
+                gemv_row_avx512(g, b, b_rs, a, k0, kc, c, j0, j1);
+            else
+                gemv_row_avx2(g, b, b_rs, a, k0, kc, c, j0, j1);
+        }
+        return;
+    }
+    if (avx512)
+        direct_tiles(g, b, b_rs, i0, i1, j0, j1);
+    else
+        direct_tiles_avx2(g, b, b_rs, i0, i1, j0, j1);
+}
+#endif
+
 void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
 {
     if (i1 > g->M)
@@ -536,16 +812,10 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
     /* Unit-stride A, alpha 1 and no bias or a row-broadcast one: full 12x16
      * tiles skip packing A and the scratch tile; the edges take the general
      * path below, pass by pass, so every element sees the same operations. */
-    bool direct = ukr == ukr_avx512 && g->a_cs == 1 && g->alpha == 1.0f &&
+    bool direct = (ukr == ukr_avx512 || ukr == ukr_avx2) && g->a_cs == 1 && g->alpha == 1.0f &&
                   (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f));
-    if (direct && g->K > 0 && i1 - i0 == 1) {
-        for (int64_t k0 = 0; k0 < g->K; k0 += KC)
-            gemv_row_avx512(g, NULL, 0, g->a + i0 * g->a_rs, k0, g->K - k0 < KC ? g->K - k0 : KC,
-                            g->c + i0 * g->ldc, j0, j1);
-        return;
-    }
     if (direct && g->K > 0) {
-        direct_tiles(g, NULL, 0, i0, i1, j0, j1);
+        direct_run(g, ukr == ukr_avx512, NULL, 0, i0, i1, j0, j1);
         return;
     }
 #endif
@@ -576,52 +846,38 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
 
 #if GEMM_X86
 /* The unpacked paths' conditions: A read by rows, no alpha, a bias row at
- * most, and the AVX-512 kernels chosen and present. */
-static bool unpacked_direct_ok(const cge__gemm_f32 *g)
+ * most, and the AVX-512 or AVX2 kernels chosen and present. Returns the
+ * instruction set, or GENERIC where only the packed path can. */
+static cge__gemm_isa unpacked_direct_isa(const cge__gemm_f32 *g)
 {
-    return g->a_cs == 1 && g->alpha == 1.0f && g->K > 0 &&
-           (!g->bias || (g->bias_rs == 0 && g->bias_cs == 1 && g->beta == 1.0f)) &&
-           (g->isa == CGE_GEMM_ISA_AUTO ? cge__gemm_isa_best() : g->isa) == CGE_GEMM_ISA_AVX512 &&
-           cge__gemm_isa_supported(CGE_GEMM_ISA_AVX512);
+    cge__gemm_isa isa = g->isa == CGE_GEMM_ISA_AUTO ? cge__gemm_isa_best() : g->isa;
+    if (g->a_cs != 1 || g->alpha != 1.0f || g->K <= 0 ||
+        (g->bias && (g->bias_rs != 0 || g->bias_cs != 1 || g->beta != 1.0f)) ||
+        (isa != CGE_GEMM_ISA_AVX512 && isa != CGE_GEMM_ISA_AVX2) || !cge__gemm_isa_supported(isa))
+        return CGE_GEMM_ISA_GENERIC;
+    return isa;
 }
 #endif
 
 int cge__gemv_f32_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t j0,
                            int64_t j1)
 {
-#if GEMM_X86
-    if (!unpacked_direct_ok(g))
-        return 0;
-    if (j1 > g->N)
-        j1 = g->N;
-    for (int64_t k0 = 0; j0 < j1 && k0 < g->K; k0 += KC)
-        gemv_row_avx512(g, b, b_rs, g->a, k0, g->K - k0 < KC ? g->K - k0 : KC, g->c, j0, j1);
-    return 1;
-#else
-    (void)g, (void)b, (void)b_rs, (void)j0, (void)j1;
-    return 0;
-#endif
+    return cge__gemm_f32_tile_unpacked(g, b, b_rs, 0, 1, j0, j1);
 }
 
 int cge__gemm_f32_tile_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t i0,
                                 int64_t i1, int64_t j0, int64_t j1)
 {
 #if GEMM_X86
-    if (!unpacked_direct_ok(g))
+    cge__gemm_isa isa = unpacked_direct_isa(g);
+    if (isa == CGE_GEMM_ISA_GENERIC)
         return 0;
     if (i1 > g->M)
         i1 = g->M;
     if (j1 > g->N)
         j1 = g->N;
-    if (i0 >= i1 || j0 >= j1)
-        return 1;
-    if (i1 - i0 == 1) {
-        for (int64_t k0 = 0; k0 < g->K; k0 += KC)
-            gemv_row_avx512(g, b, b_rs, g->a + i0 * g->a_rs, k0, g->K - k0 < KC ? g->K - k0 : KC,
-                            g->c + i0 * g->ldc, j0, j1);
-        return 1;
-    }
-    direct_tiles(g, b, b_rs, i0, i1, j0, j1);
+    if (i0 < i1 && j0 < j1)
+        direct_run(g, isa == CGE_GEMM_ISA_AVX512, b, b_rs, i0, i1, j0, j1);
     return 1;
 #else
     (void)g, (void)b, (void)b_rs, (void)i0, (void)i1, (void)j0, (void)j1;

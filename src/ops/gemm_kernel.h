@@ -8,8 +8,11 @@
 #include <stdint.h>
 
 /* B is packed once into 16-column panels, A per micro-panel; the
- * register-tiled micro-kernel is AVX-512, AVX2+FMA or portable C. Tiles of C
- * are independent so callers spread them over SPMD blocks. */
+ * register-tiled micro-kernel is AVX-512, AVX2+FMA or portable C. With
+ * AVX-512 or AVX2 + FMA, a row-major A with alpha 1 is read in place (the
+ * direct kernels) and one-row products take a GEMV kernel; each gives the
+ * packed path's bits. Tiles of C are independent so callers spread them over
+ * SPMD blocks. */
 
 #define CGE_GEMM_NR 16   /* columns per packed B panel and per micro-tile */
 #define CGE_GEMM_KC 256  /* depth of one pass over a micro-panel (L1-sized) */
@@ -60,8 +63,8 @@ void cge__gemm_f32_tile(const cge__gemm_f32 *g, int64_t i0, int64_t i1, int64_t 
  * (attention's keys and values), whose packing would cost as much as the
  * product. g->bp is not read. The same bits as cge__gemm_f32_tile on the
  * packed B. Returns 0, computing nothing, where only the packed path can
- * (no AVX-512, a strided A, alpha != 1, a bias other than a broadcast row,
- * K = 0). */
+ * (neither AVX-512 nor AVX2 + FMA, a strided A, alpha != 1, a bias other
+ * than a broadcast row, K = 0). */
 int cge__gemv_f32_unpacked(const cge__gemm_f32 *g, const float *b, int64_t b_rs, int64_t j0,
                            int64_t j1);
 

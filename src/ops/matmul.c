@@ -287,6 +287,14 @@ static void gemm_fn(int64_t blk, int64_t nblk, void *args)
     }
 }
 
+/* Whether this CPU has kernels that read B where it is: AVX-512 or AVX2 +
+ * FMA (cge__gemm_f32_tile_unpacked). */
+static int direct_isa(void)
+{
+    cge__gemm_isa isa = cge__gemm_isa_best();
+    return isa == CGE_GEMM_ISA_AVX512 || isa == CGE_GEMM_ISA_AVX2;
+}
+
 /* M = 1 products (a decoding step's attention: one query row against the
  * keys or values, which change every run) read B where it is, row-major:
  * packing it first would copy as many bytes as the product reads. The
@@ -294,7 +302,7 @@ static void gemm_fn(int64_t blk, int64_t nblk, void *args)
 static int gemv_direct(const mm_args *p)
 {
     return uses_gemm(p) && p->M == 1 && p->b_cs == 1 && p->a_cs == 1 && p->alpha == 1.0f &&
-           !p->bias && cge__gemm_isa_best() == CGE_GEMM_ISA_AVX512;
+           !p->bias && direct_isa();
 }
 
 static void gemv_fn(int64_t blk, int64_t nblk, void *args)
@@ -308,7 +316,7 @@ static void gemv_fn(int64_t blk, int64_t nblk, void *args)
         cge__gemm_f32 g = {.M = 1, .N = p->N, .K = p->K,
                            .a = (const float *)p->a + ao * p->a_mat, .a_rs = p->K, .a_cs = 1,
                            .c = (float *)p->y + t * p->N, .ldc = p->N, .alpha = 1.0f,
-                           .isa = CGE_GEMM_ISA_AVX512};
+                           .isa = cge__gemm_isa_best()};
         cge__gemv_f32_unpacked(&g, (const float *)p->b + bo * p->b_mat, p->b_rs, j0,
                                j0 + p->tiling.nt);
     }
@@ -328,7 +336,7 @@ static int gemm_unpacked(const mm_args *p)
     return uses_gemm(p) && p->M > 1 && p->b_cs == 1 && p->a_cs == 1 && p->alpha == 1.0f &&
            p->K * p->N <= UNPACKED_MAX_B_FLOATS &&
            (!p->bias || (p->bias_rs == 0 && p->bias_cs == 1 && p->beta == 1.0f)) &&
-           cge__gemm_isa_best() == CGE_GEMM_ISA_AVX512;
+           direct_isa();
 }
 
 /* Enqueue the product described by `p` (inputs and output already set). */
@@ -348,7 +356,7 @@ static cge_status mm_enqueue(const cge_kernel_ctx *ctx, cge_stream *stream, mm_a
     }
     if (gemm_unpacked(p)) {
         p->bp = NULL;
-        p->isa = CGE_GEMM_ISA_AVX512;
+        p->isa = cge__gemm_isa_best();
         cge__gemm_plan(p->batch, p->M, p->N, threads, &p->tiling);
         int64_t tiles = p->batch * p->tiling.tiles_m * p->tiling.tiles_n;
         return cge_launch(stream, gemm_fn, cge__blocks_for(tiles, 1, threads), p, sizeof *p);
