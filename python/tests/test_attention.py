@@ -436,4 +436,8 @@ def test_encoder_long_masked(tmp_path, mask):
     _export(model, (x, m), path, ["x", "m"], None)
     with torch.no_grad():
         ref = model(x, m).numpy()
-    _check(path, [{"x": x.numpy(), "m": m.numpy()}], [ref], tmp_path, expect_fused=1)
+    # Without AVX-512 the pass keeps long static scores unfused (the AVX2 tiled
+    # path measured no faster than the GEMMs: 1.23 vs 1.09 ms at 128 tokens,
+    # 1.99 vs 2.02 at 197, 5.98 vs 5.65 at 384, one thread); the results hold.
+    _check(path, [{"x": x.numpy(), "m": m.numpy()}], [ref], tmp_path,
+           expect_fused=1 if _has_avx512f() else 0)
