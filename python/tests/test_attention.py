@@ -60,7 +60,8 @@ def _check(path, feeds_list, refs, tmp_path, expect_fused, rtol=2e-4, atol=2e-5)
     plain = _session(path, False)
     text = _last_dump(dump)
     assert _op_count(text, "Attention") == expect_fused, text[:3000]
-    assert _op_count(text, "Softmax") == 0, "a Softmax was left unfused"
+    if expect_fused:
+        assert _op_count(text, "Softmax") == 0, "a Softmax was left unfused"
     for feeds, ref in zip(feeds_list, refs):
         a = fused.run(None, feeds)[0]
         b = plain.run(None, feeds)[0]
