@@ -78,6 +78,22 @@ def test_conv_exact(dt, xz, group, full, threads):
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+def test_depthwise_extremes_exact(dt):
+    """every product at its largest: 255 (or -128) times 127 / -128"""
+    info = np.iinfo(dt)
+    x = np.full((1, 16, 5, 5), info.max if dt == np.uint8 else info.min, dt)
+    w = np.full((16, 1, 3, 3), 127, np.int8)
+    w[1::2] = -128
+    w[2::4, 0, 1] = -127
+    shift = 12  # unsaturated: |acc| <= 9 * 255 * 128 < 2^22
+    ys = float(2.0 ** shift) * XS * WS
+    acc = conv_int(x.astype(np.int64), w, 1, (1, 1, 1, 1), 16)
+    want = requant(acc, np.float32(2.0 ** -shift), 0, dt)
+    (y,) = run(conv_model(x, w, 0, 16, (1, 1, 1, 1), ys, 0), {"x": x})
+    np.testing.assert_array_equal(y, want)
+
+
 @pytest.mark.parametrize("dt,xz", [(np.uint8, 0), (np.uint8, 200), (np.int8, 0), (np.int8, 9)])
 @pytest.mark.parametrize("full", [True, False])
 @pytest.mark.parametrize("rows,threads", [(4, 1), (32, 2)])
@@ -107,6 +123,10 @@ for dt in (np.uint8, np.int8):
         x = acts(rng, (1, 16, 6, 6), dt)
         print("case conv", dt.__name__, "full" if full else "7bit", file=sys.stderr, flush=True)
         run(conv_model(x, weights(rng, (8, 16, 3, 3), full), 0, 1, (1, 1, 1, 1), 1.0, 0), {"x": x})
+        x = acts(rng, (1, 16, 6, 6), dt)
+        print("case dw", dt.__name__, "full" if full else "7bit", file=sys.stderr, flush=True)
+        run(conv_model(x, weights(rng, (16, 1, 3, 3), full), 0, 16, (1, 1, 1, 1), 1.0, 0),
+            {"x": x})
         x = acts(rng, (4, 32), dt)
         print("case matmul", dt.__name__, "full" if full else "7bit", file=sys.stderr, flush=True)
         run(matmul_model(x, weights(rng, (32, 8), full), 0, 1.0, 0), {"x": x})
@@ -133,6 +153,9 @@ def test_trace_names_the_path():
         pytest.skip("no oneDNN int8 primitive in this build")
     want = {"uint8 7bit": "plain", "uint8 full": "split",
             "int8 7bit": "plain u8-flip", "int8 full": "split u8-flip"}
+    for k, v in want.items():  # depthwise: no pairs, so no split
+        v = v.replace("split", "plain")
+        assert cases["dw %s" % k] == ["conv %s" % v], (k, cases)
     for kind in ("conv", "matmul"):
         for k, v in want.items():
             assert cases["%s %s" % (kind, k)] == ["%s %s" % (kind, v)], (kind, k, cases)

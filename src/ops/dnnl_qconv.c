@@ -30,7 +30,8 @@ enum { W_PLAIN, W_SHIFT, W_COMP };
  * zero point + 128, so that sum (x - x_zp) w is unchanged (padding included);
  * and weights past 64 are split into two halves hi = floor(v / 2), lo = v - hi
  * (each within [-64, 64]) as two output channels of W_COMP, their int32 sums
- * added in cge's requantisation. CGE_CPU_ISA below avx512 asks for the same
+ * added in cge's requantisation. Depthwise convolutions need no split (their
+ * kernel has no pairs), only the flip. CGE_CPU_ISA below avx512 asks for the same
  * (exact, slower) path on a VNNI machine, whose oneDNN would not need it. */
 static int qconv_trace(void)
 {
@@ -206,6 +207,11 @@ static cge_status exact_mode(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c)
     if (cge__cpu_has(CGE_CPU_AVX512VNNI))
         return CGE_OK;
     c->flip = d->x_signed;
+    /* a depthwise convolution (one input and one output channel per group)
+     * runs oneDNN's depthwise kernel, which widens every product to int32
+     * (no pairs): exact for u8 sources whatever the weights */
+    if (!d->matmul && c->G > 1 && c->mg == 1 && d->C == c->G)
+        return CGE_OK;
     int fits = d->w != NULL;
     for (int64_t i = 0, n = c->M * c->per; fits && i < n; i++) {
         int32_t v = onednn_weight(c, d->w, i);
