@@ -226,6 +226,16 @@ static cge_status exact_mode(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c)
     return CGE_OK;
 }
 
+/* W_COMP's oneDNN output channels per group: mg (twice when split), the
+ * all-ones one (at mg * parts), and for a split one-group layer zero channels
+ * up to a multiple of 16, oneDNN's AVX2 output block (its tail loops are
+ * slower). */
+static int64_t comp_channels(const cge__dnnl_qconv *c)
+{
+    int64_t n = c->mg * c->parts + 1;
+    return c->parts > 1 && c->G == 1 ? (n + 15) / 16 * 16 : n;
+}
+
 /* Part p of a split weight v (parts 2): floor(v / 2) and the rest. */
 static int8_t weight_part(int32_t v, int parts, int p)
 {
@@ -295,7 +305,7 @@ static int conv_op(const cge__dnnl_qconv_desc *d, const cge__dnnl_qconv *c, cons
     dnnl_data_type_t xt = d->x_signed ? dnnl_s8 : dnnl_u8;
     dnnl_data_type_t yt = comp ? dnnl_s32 : d->y_signed ? dnnl_s8 : dnnl_u8;
     int n = d->nsp, off = 3 - n, rank = n + 2, wr = c->G > 1 ? n + 3 : n + 2;
-    int64_t mg = c->mg * c->parts + comp;
+    int64_t mg = comp ? comp_channels(c) : c->mg;
     dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, c->G * mg}, wd, st, dil, pl, pr;
     if (c->G > 1) {
         wd[0] = c->G;
@@ -598,7 +608,7 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int allow, cge__dnnl_qco
             return CGE_ERR_NO_MEMORY;
         }
     }
-    int comp = c->mode == W_COMP, mg = (int)(c->mg * c->parts + comp);
+    int comp = c->mode == W_COMP, mg = (int)(comp ? comp_channels(c) : c->mg);
     int fold = d->x_zp && !comp && d->w && unpadded(d);
     if (fold && !(c->xcomp = x_compensation(d, c))) {
         cge__dnnl_qconv_destroy(c);
@@ -779,8 +789,8 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
 static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
 {
     int comp = c->mode == W_COMP;
-    int64_t n = (c->M * c->parts + (comp ? c->G : 0)) * c->per;
-    int8_t *t = malloc(n > 0 ? (size_t)n : 1);
+    int64_t n = (comp ? c->G * comp_channels(c) : c->M) * c->per;
+    int8_t *t = calloc(n > 0 ? (size_t)n : 1, 1);
     if (!t)
         return NULL;
     if (!comp) {
@@ -791,7 +801,7 @@ static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
     int32_t shift = c->w_u8 ? 128 : 0;
     int np = c->parts;
     if (c->matmul) { /* [K, M * parts + 1]: the last column all ones */
-        int64_t cols = c->M * np + 1;
+        int64_t cols = comp_channels(c);
         for (int64_t k = 0; k < c->per; k++) {
             for (int64_t m = 0; m < c->M; m++)
                 for (int p = 0; p < np; p++)
@@ -802,7 +812,7 @@ static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
         return t;
     }
     /* [G, mg * parts + 1, per]: each group's last output all ones */
-    int64_t mo = c->mg * np + 1;
+    int64_t mo = comp_channels(c);
     for (int64_t g = 0; g < c->G; g++) {
         int8_t *tg = t + g * mo * c->per;
         for (int64_t j = 0; j < c->mg; j++)
@@ -911,10 +921,50 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
 /* W_COMP: y = saturate(clip(rint(float(acc + comp[m] * S + bias[m]) *
  * scale[m])) + y_zp), S the group's all-ones channel, in int32 as the
  * reference loops sum (wrapping alike). */
+/* One group, y rows of M (channels-last, a matmul): the same operations in
+ * loops the compiler vectorises. rint by the 1.5 * 2^23 trick (half to even,
+ * as rintf in the default rounding mode) on values first held within 2^22,
+ * past which every result saturates alike. */
+static void comp_requantise_rows(const cge__dnnl_qconv *c, const int32_t *bias, void *y,
+                                 int64_t r0, int64_t r1)
+{
+    int64_t M = c->M, mo = comp_channels(c);
+    uint32_t shift = c->w_u8 ? 128u : 0u;
+    const float big = 4194304.0f, magic = 12582912.0f, z = (float)c->y_zp;
+    const float lo = c->clip ? c->lo : -big, hi = c->clip ? c->hi : big;
+    const float ylo = c->y_signed ? -128.0f : 0.0f, yhi = c->y_signed ? 127.0f : 255.0f;
+    const int two = c->parts > 1, per_m = c->num_scales > 1;
+    for (int64_t r = r0; r < r1; r++) {
+        const int32_t *a = c->acc + r * mo;
+        uint32_t S = (uint32_t)a[M * c->parts];
+        const int32_t *b2 = a + (two ? M : 0);
+        int8_t *ys = (int8_t *)y + r * M;
+        uint8_t *yu = (uint8_t *)y + r * M;
+        for (int64_t m = 0; m < M; m++) {
+            uint32_t t = (uint32_t)a[m] + (two ? (uint32_t)b2[m] : 0u) +
+                         (shift - (uint32_t)c->wz[m]) * S + (uint32_t)(bias ? bias[m] : 0);
+            float v = (float)(int32_t)t * c->scale[per_m ? m : 0];
+            v = v < -big ? -big : (v > big ? big : v);
+            v = (v + magic) - magic;
+            v = v < lo ? lo : (v > hi ? hi : v);
+            v += z;
+            v = v < ylo ? ylo : (v > yhi ? yhi : v);
+            if (c->y_signed)
+                ys[m] = (int8_t)(int32_t)v;
+            else
+                yu[m] = (uint8_t)(int32_t)v;
+        }
+    }
+}
+
 static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void *y, int64_t r0,
                             int64_t r1)
 {
-    int64_t mo = c->mg * c->parts + 1, stride = c->G * mo;
+    if (c->G == 1 && !c->plain_out) {
+        comp_requantise_rows(c, bias, y, r0, r1);
+        return;
+    }
+    int64_t mo = comp_channels(c), stride = c->G * mo;
     int32_t shift = c->w_u8 ? 128 : 0;
     float z = (float)c->y_zp;
     for (int64_t r = r0; r < r1; r++) {
@@ -922,7 +972,7 @@ static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void 
         int64_t n = r / c->sp, s = r % c->sp;
         for (int64_t g = 0; g < c->G; g++) {
             const int32_t *ag = a + g * mo;
-            uint32_t S = (uint32_t)ag[mo - 1];
+            uint32_t S = (uint32_t)ag[c->mg * c->parts];
             for (int64_t j = 0; j < c->mg; j++) {
                 int64_t m = g * c->mg + j;
                 uint32_t comp = (uint32_t)(shift - c->wz[m]);
