@@ -186,24 +186,14 @@ def test_every_isa_path(cap):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
-def _cpu_has_vnni():
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return True
-    return any(f in flags.split() for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
-
-
-# Known limitation (reported, not fixed yet): without VNNI, oneDNN's int8
+# Without VNNI, oneDNN's int8
 # convolutions multiply u8 activations by s8 weights with vpmaddubsw, whose
 # pairwise int16 sum saturates once two products pass 32767 (codes >= 128
 # against weights near +-128). PyTorch's fbgemm models keep activations to 7
 # bits (reduce_range) and stay exact; full-range uint8 activations with full
 # 8-bit weights do not. ONNX fixes the arithmetic (int32 accumulation), so
-# the fused convolution must equal the unfused graph.
-@pytest.mark.xfail(not _cpu_has_vnni(), strict=True,
-                   reason="oneDNN's AVX2 int8 convolution saturates vpmaddubsw's int16 pairs")
-@pytest.mark.skipif(os.environ.get("CGE_INT8_AVX2_CHILD") == "1", reason="oneDNN is not capped")
+# the fused convolution must equal the unfused graph: dnnl_qconv.c splits
+# weights past |64| in halves there (test_int8_exact.py has the rule).
 def test_qconv_full_range_activations_do_not_saturate():
     C, K = 16, 8
     x = np.full((1, C, 6, 6), 255, np.uint8)
@@ -224,12 +214,9 @@ def test_qconv_full_range_activations_do_not_saturate():
     np.testing.assert_array_equal(y, u)
 
 
-# Known limitation (reported, not fixed yet): with int8 activations and no
-# VNNI, oneDNN halves the weights to 7 bits (its "scale adjust" 0.5) to stay
-# clear of the saturation above; weights of 1 round to 0.
-@pytest.mark.xfail(not _cpu_has_vnni(), strict=True,
-                   reason="oneDNN's AVX2 s8-source int8 convolution halves the weights")
-@pytest.mark.skipif(os.environ.get("CGE_INT8_AVX2_CHILD") == "1", reason="oneDNN is not capped")
+# With int8 activations and no VNNI, oneDNN halves the weights to 7 bits
+# (its "scale adjust" 0.5) to stay clear of the saturation above, and weights
+# of 1 would round to 0: dnnl_qconv.c flips such activations to u8.
 def test_qconv_int8_activations_exact():
     rng = np.random.default_rng(3)
     x = rng.normal(0, 3, size=(1, 3, 5, 7)).astype(np.float32)
@@ -250,9 +237,6 @@ def test_qconv_int8_activations_exact():
 
 
 # The same saturation in oneDNN's u8 x s8 matmul (QMatMul, the encoder's).
-@pytest.mark.xfail(not _cpu_has_vnni(), strict=True,
-                   reason="oneDNN's AVX2 u8s8 matmul saturates vpmaddubsw's int16 pairs")
-@pytest.mark.skipif(os.environ.get("CGE_INT8_AVX2_CHILD") == "1", reason="oneDNN is not capped")
 def test_qmatmul_full_range_activations_do_not_saturate():
     K, N = 64, 16
     x = np.full((4, K), 255, np.uint8)

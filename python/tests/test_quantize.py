@@ -23,6 +23,23 @@ ORT_MODULES = os.path.join(ROOT, "bench", "node_modules")
 HAVE_ORT = (shutil.which("node") is not None and
             os.path.isfile(os.path.join(ORT_MODULES, "onnxruntime-node", "package.json")))
 
+
+
+def _cpu_has_vnni():
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return True
+    return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+
+
+# ONNX Runtime's x86 u8s8 kernels (MLAS) without VNNI use vpmaddubsw, whose
+# pairwise int16 sums saturate (ORT's quantization docs advise reduce_range
+# there): its numbers for full-range 8-bit weights are then not the exact
+# int32 QDQ result, and only run, not compared. cge's stay exact
+# (test_int8_exact.py).
+ORT_INT8_EXACT = _cpu_has_vnni()
+
 rng = np.random.default_rng(7)
 
 
@@ -206,6 +223,8 @@ def test_cnn_qdq_structure_checker_and_accuracy(work, per_channel, tmp_path):
         for s in work["cnn_samples"][:2]:
             ref = run_cge(work["cnn"], s)
             ort_q = run_ort(out, s, tmp_path)
+            if not ORT_INT8_EXACT:
+                continue
             assert np.abs(ort_q - ref).max() / np.abs(ref).max() < 0.03
             # cge and ORT run the same QDQ model to (nearly) the same numbers.
             np.testing.assert_allclose(run_cge(out, s), ort_q, atol=2e-3 * np.abs(ref).max())
@@ -240,7 +259,7 @@ def test_cnn_qdq_int8_activations(work, acts, tmp_path):
         assert np.abs(got - ref).max() / np.abs(ref).max() < 0.03
         if HAVE_ORT:
             ort_q = run_ort(out, smp, tmp_path)
-            assert np.abs(ort_q - ref).max() / np.abs(ref).max() < 0.03
+            assert not ORT_INT8_EXACT or np.abs(ort_q - ref).max() / np.abs(ref).max() < 0.03
     with pytest.raises(ValueError):
         cge.quantize(work["cnn"], out, calibrate=work["cnn_calib"], activations="int16")
 
@@ -269,7 +288,8 @@ def test_mlp_qdq_python_api_matches_cli(work, tmp_path):
     if HAVE_ORT:
         s = work["mlp_samples"][0]
         ref = run_cge(work["mlp"], s)
-        assert np.abs(run_ort(py_out, s, tmp_path) - ref).max() / np.abs(ref).max() < 0.03
+        ort_q = run_ort(py_out, s, tmp_path)
+        assert not ORT_INT8_EXACT or np.abs(ort_q - ref).max() / np.abs(ref).max() < 0.03
 
 
 def test_exclude_keeps_node_float(work, tmp_path):

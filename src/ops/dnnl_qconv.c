@@ -9,6 +9,9 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <stdio.h>
+
+#include "base/cpu_isa.h"
 #include "ops/dnnl_common.h"
 #include "ops/q8.h"
 
@@ -17,6 +20,24 @@
  * or shifted by 128 (u8) or not at all (s8), with one all-ones output channel
  * per group for the compensation, int32 results and cge's requantisation. */
 enum { W_PLAIN, W_SHIFT, W_COMP };
+
+/* Exactness without VNNI. oneDNN's int8 kernels without AVX512-VNNI sum each
+ * pair of u8 x s8 products into int16 with saturation (vpmaddubsw), and for
+ * s8 sources halve the weights (losing their last bit). The sums are exact
+ * when the source is u8 and every weight oneDNN gets has |v| <= 64 (a pair
+ * then stays within 255 * 128 = 32640, whatever oneDNN pairs). Else, on such
+ * a machine: an s8 source is flipped to u8 (x + 128, by x ^ 0x80) with its
+ * zero point + 128, so that sum (x - x_zp) w is unchanged (padding included);
+ * and weights past 64 are split into two halves hi = floor(v / 2), lo = v - hi
+ * (each within [-64, 64]) as two output channels of W_COMP, their int32 sums
+ * added in cge's requantisation. Depthwise convolutions need no split (their
+ * kernel has no pairs), only the flip. CGE_CPU_ISA below avx512 asks for the same
+ * (exact, slower) path on a VNNI machine, whose oneDNN would not need it. */
+static int qconv_trace(void)
+{
+    const char *t = getenv("CGE_QCONV_TRACE");
+    return t && t[0] == '1';
+}
 
 #define QMM_MAX_SLICES 16
 
@@ -39,6 +60,12 @@ struct cge__dnnl_qconv {
     int matmul, w_u8, has_bias;
     int64_t G, M, mg, per;         /* groups, outputs, per group, weights per output */
     int32_t *wz;                   /* W_SHIFT / W_COMP: M weight zero points */
+    /* Without VNNI (see above): parts 2 when W_COMP's weights are split in
+     * halves (channels j and mg + j of a group), else 1; flip when the s8
+     * source runs as u8, through xu (the flipped x). */
+    int parts, flip;
+    uint8_t *xu;
+    int64_t x_elems;
     /* x's zero point folded into the bias where no padding reads it (a
      * matrix product, a convolution without padding): Σ (x - xz) w =
      * Σ x w - xz Σ w, so oneDNN runs without a source zero point (its
@@ -117,6 +144,7 @@ void cge__dnnl_qconv_destroy(cge__dnnl_qconv *c)
         cge_kernel_shared_release(q->wei_block);
     }
     free(c->wz);
+    free(c->xu);
     free(c->xcomp);
     free(c->fbias);
     free(c->acc);
@@ -159,6 +187,62 @@ static cge_status weight_mode(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c)
             c->mode = W_COMP;
     }
     return CGE_OK;
+}
+
+/* The s8 weight oneDNN gets for element i in c->mode (before any split). */
+static int32_t onednn_weight(const cge__dnnl_qconv *c, const void *w, int64_t i)
+{
+    if (c->mode == W_PLAIN)
+        return w_value(c, w, i);
+    if (c->mode == W_SHIFT)
+        return w_value(c, w, i) - c->wz[w_channel(c, i)];
+    return w_value(c, w, i) - (c->w_u8 ? 128 : 0);
+}
+
+/* c->flip and c->parts: what keeps oneDNN's sums exact on this CPU. */
+static cge_status exact_mode(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv *c)
+{
+    c->parts = 1;
+    c->flip = 0;
+    if (cge__cpu_has(CGE_CPU_AVX512VNNI))
+        return CGE_OK;
+    c->flip = d->x_signed;
+    /* a depthwise convolution (one input and one output channel per group)
+     * runs oneDNN's depthwise kernel, which widens every product to int32
+     * (no pairs): exact for u8 sources whatever the weights */
+    if (!d->matmul && c->G > 1 && c->mg == 1 && d->C == c->G)
+        return CGE_OK;
+    int fits = d->w != NULL;
+    for (int64_t i = 0, n = c->M * c->per; fits && i < n; i++) {
+        int32_t v = onednn_weight(c, d->w, i);
+        fits = v >= -64 && v <= 64;
+    }
+    if (fits)
+        return CGE_OK;
+    if (!c->wz && !(c->wz = calloc((size_t)c->M, sizeof(int32_t))))
+        return CGE_ERR_NO_MEMORY;
+    c->mode = W_COMP;
+    c->parts = 2;
+    return CGE_OK;
+}
+
+/* W_COMP's oneDNN output channels per group: mg (twice when split), the
+ * all-ones one (at mg * parts), and for a split one-group layer zero channels
+ * up to a multiple of 16, oneDNN's AVX2 output block (its tail loops are
+ * slower). */
+static int64_t comp_channels(const cge__dnnl_qconv *c)
+{
+    int64_t n = c->mg * c->parts + 1;
+    return c->parts > 1 && c->G == 1 ? (n + 15) / 16 * 16 : n;
+}
+
+/* Part p of a split weight v (parts 2): floor(v / 2) and the rest. */
+static int8_t weight_part(int32_t v, int parts, int p)
+{
+    if (parts == 1)
+        return (int8_t)v;
+    int32_t hi = v >= 0 ? v / 2 : -((1 - v) / 2);
+    return (int8_t)(p ? v - hi : hi);
 }
 
 /* W_COMP's requantisation state: what oneDNN would have done after the sum. */
@@ -221,7 +305,7 @@ static int conv_op(const cge__dnnl_qconv_desc *d, const cge__dnnl_qconv *c, cons
     dnnl_data_type_t xt = d->x_signed ? dnnl_s8 : dnnl_u8;
     dnnl_data_type_t yt = comp ? dnnl_s32 : d->y_signed ? dnnl_s8 : dnnl_u8;
     int n = d->nsp, off = 3 - n, rank = n + 2, wr = c->G > 1 ? n + 3 : n + 2;
-    int64_t mg = c->mg + comp;
+    int64_t mg = comp ? comp_channels(c) : c->mg;
     dnnl_dims_t sd = {d->N, d->C}, dd = {d->N, c->G * mg}, wd, st, dil, pl, pr;
     if (c->G > 1) {
         wd[0] = c->G;
@@ -499,11 +583,32 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int allow, cge__dnnl_qco
     for (int i = 0; !d->matmul && i < d->nsp; i++)
         c->per *= d->k[3 - d->nsp + i];
     cge_status made = weight_mode(d, c);
+    if (!made)
+        made = exact_mode(d, c);
     if (made) {
         cge__dnnl_qconv_destroy(c);
         return made;
     }
-    int comp = c->mode == W_COMP, mg = (int)(c->mg + comp);
+    const cge__dnnl_qconv_desc *orig = d;
+    cge__dnnl_qconv_desc flipped;
+    if (c->flip) { /* oneDNN sees u8 x + 128 and x_zp + 128 */
+        flipped = *d;
+        flipped.x_signed = 0;
+        flipped.x_zp = d->x_zp + 128;
+        d = &flipped;
+        c->x_elems = d->N * d->C;
+        for (int i = 0; !d->matmul && i < d->nsp; i++)
+            c->x_elems *= d->in[3 - d->nsp + i];
+        /* one flipped copy of x: no bands (they overlap) nor channel
+         * slices (each reads all of x); a matmul's row slices flip their
+         * own rows */
+        allow = d->matmul ? allow & 1 : 0;
+        if (!(c->xu = malloc(c->x_elems > 0 ? (size_t)c->x_elems : 1))) {
+            cge__dnnl_qconv_destroy(c);
+            return CGE_ERR_NO_MEMORY;
+        }
+    }
+    int comp = c->mode == W_COMP, mg = (int)(comp ? comp_channels(c) : c->mg);
     int fold = d->x_zp && !comp && d->w && unpadded(d);
     if (fold && !(c->xcomp = x_compensation(d, c))) {
         cge__dnnl_qconv_destroy(c);
@@ -656,8 +761,13 @@ static cge_status create(const cge__dnnl_qconv_desc *d, int allow, cge__dnnl_qco
         cge__dnnl_qconv_destroy(c);
         /* channel slices oneDNN serves badly or not at all: bands of rows;
          * bands it does not: the whole layer, on its OpenMP team */
-        return chan ? create(d, allow & 1, out) : banded ? create(d, 0, out) : CGE_ERR_UNSUPPORTED;
+        return chan ? create(orig, allow & 1, out) : banded ? create(orig, 0, out)
+                                                            : CGE_ERR_UNSUPPORTED;
     }
+    if (qconv_trace())
+        fprintf(stderr, "cge qconv: %s %s%s%s\n", c->matmul ? "matmul" : "conv",
+                c->parts > 1 ? "split" : "plain", c->flip ? " u8-flip" : "",
+                cge__cpu_has(CGE_CPU_AVX512VNNI) ? " vnni" : "");
     *out = c;
     return CGE_OK;
 }
@@ -679,8 +789,8 @@ cge_status cge__dnnl_qconv_create(const cge__dnnl_qconv_desc *d, cge__dnnl_qconv
 static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
 {
     int comp = c->mode == W_COMP;
-    int64_t n = (c->M + (comp ? c->G : 0)) * c->per;
-    int8_t *t = malloc(n > 0 ? (size_t)n : 1);
+    int64_t n = (comp ? c->G * comp_channels(c) : c->M) * c->per;
+    int8_t *t = calloc(n > 0 ? (size_t)n : 1, 1);
     if (!t)
         return NULL;
     if (!comp) {
@@ -689,21 +799,28 @@ static int8_t *derived_weights(const cge__dnnl_qconv *c, const void *w)
         return t;
     }
     int32_t shift = c->w_u8 ? 128 : 0;
-    if (c->matmul) { /* [K, M + 1]: the last column all ones */
+    int np = c->parts;
+    if (c->matmul) { /* [K, M * parts + 1]: the last column all ones */
+        int64_t cols = comp_channels(c);
         for (int64_t k = 0; k < c->per; k++) {
             for (int64_t m = 0; m < c->M; m++)
-                t[k * (c->M + 1) + m] = (int8_t)(w_value(c, w, k * c->M + m) - shift);
-            t[k * (c->M + 1) + c->M] = 1;
+                for (int p = 0; p < np; p++)
+                    t[k * cols + p * c->M + m] =
+                        weight_part(w_value(c, w, k * c->M + m) - shift, np, p);
+            t[k * cols + c->M * np] = 1;
         }
         return t;
     }
-    /* [G, mg + 1, per]: each group's last output all ones */
+    /* [G, mg * parts + 1, per]: each group's last output all ones */
+    int64_t mo = comp_channels(c);
     for (int64_t g = 0; g < c->G; g++) {
-        int8_t *tg = t + g * (c->mg + 1) * c->per;
+        int8_t *tg = t + g * mo * c->per;
         for (int64_t j = 0; j < c->mg; j++)
-            for (int64_t e = 0; e < c->per; e++)
-                tg[j * c->per + e] = (int8_t)(w_value(c, w, (g * c->mg + j) * c->per + e) - shift);
-        memset(tg + c->mg * c->per, 1, (size_t)c->per);
+            for (int p = 0; p < np; p++)
+                for (int64_t e = 0; e < c->per; e++)
+                    tg[(p * c->mg + j) * c->per + e] = weight_part(
+                        w_value(c, w, (g * c->mg + j) * c->per + e) - shift, np, p);
+        memset(tg + c->mg * np * c->per, 1, (size_t)c->per);
     }
     return t;
 }
@@ -804,10 +921,50 @@ cge_status cge__dnnl_qconv_prepack(cge__dnnl_qconv *c, const cge_kernel_ctx *ctx
 /* W_COMP: y = saturate(clip(rint(float(acc + comp[m] * S + bias[m]) *
  * scale[m])) + y_zp), S the group's all-ones channel, in int32 as the
  * reference loops sum (wrapping alike). */
+/* One group, y rows of M (channels-last, a matmul): the same operations in
+ * loops the compiler vectorises. rint by the 1.5 * 2^23 trick (half to even,
+ * as rintf in the default rounding mode) on values first held within 2^22,
+ * past which every result saturates alike. */
+static void comp_requantise_rows(const cge__dnnl_qconv *c, const int32_t *bias, void *y,
+                                 int64_t r0, int64_t r1)
+{
+    int64_t M = c->M, mo = comp_channels(c);
+    uint32_t shift = c->w_u8 ? 128u : 0u;
+    const float big = 4194304.0f, magic = 12582912.0f, z = (float)c->y_zp;
+    const float lo = c->clip ? c->lo : -big, hi = c->clip ? c->hi : big;
+    const float ylo = c->y_signed ? -128.0f : 0.0f, yhi = c->y_signed ? 127.0f : 255.0f;
+    const int two = c->parts > 1, per_m = c->num_scales > 1;
+    for (int64_t r = r0; r < r1; r++) {
+        const int32_t *a = c->acc + r * mo;
+        uint32_t S = (uint32_t)a[M * c->parts];
+        const int32_t *b2 = a + (two ? M : 0);
+        int8_t *ys = (int8_t *)y + r * M;
+        uint8_t *yu = (uint8_t *)y + r * M;
+        for (int64_t m = 0; m < M; m++) {
+            uint32_t t = (uint32_t)a[m] + (two ? (uint32_t)b2[m] : 0u) +
+                         (shift - (uint32_t)c->wz[m]) * S + (uint32_t)(bias ? bias[m] : 0);
+            float v = (float)(int32_t)t * c->scale[per_m ? m : 0];
+            v = v < -big ? -big : (v > big ? big : v);
+            v = (v + magic) - magic;
+            v = v < lo ? lo : (v > hi ? hi : v);
+            v += z;
+            v = v < ylo ? ylo : (v > yhi ? yhi : v);
+            if (c->y_signed)
+                ys[m] = (int8_t)(int32_t)v;
+            else
+                yu[m] = (uint8_t)(int32_t)v;
+        }
+    }
+}
+
 static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void *y, int64_t r0,
                             int64_t r1)
 {
-    int64_t mo = c->mg + 1, stride = c->G * mo;
+    if (c->G == 1 && !c->plain_out) {
+        comp_requantise_rows(c, bias, y, r0, r1);
+        return;
+    }
+    int64_t mo = comp_channels(c), stride = c->G * mo;
     int32_t shift = c->w_u8 ? 128 : 0;
     float z = (float)c->y_zp;
     for (int64_t r = r0; r < r1; r++) {
@@ -815,11 +972,12 @@ static void comp_requantise(const cge__dnnl_qconv *c, const int32_t *bias, void 
         int64_t n = r / c->sp, s = r % c->sp;
         for (int64_t g = 0; g < c->G; g++) {
             const int32_t *ag = a + g * mo;
-            uint32_t S = (uint32_t)ag[c->mg];
+            uint32_t S = (uint32_t)ag[c->mg * c->parts];
             for (int64_t j = 0; j < c->mg; j++) {
                 int64_t m = g * c->mg + j;
                 uint32_t comp = (uint32_t)(shift - c->wz[m]);
-                int32_t t = (int32_t)((uint32_t)ag[j] + comp * S + (uint32_t)(bias ? bias[m] : 0));
+                uint32_t sum = (uint32_t)ag[j] + (c->parts > 1 ? (uint32_t)ag[c->mg + j] : 0u);
+                int32_t t = (int32_t)(sum + comp * S + (uint32_t)(bias ? bias[m] : 0));
                 float v = rintf((float)t * c->scale[c->num_scales > 1 ? m : 0]);
                 if (c->clip)
                     v = v < c->lo ? c->lo : (v > c->hi ? c->hi : v);
@@ -902,6 +1060,15 @@ static void *thread_scratch(size_t n)
     return t->p;
 }
 
+/* x[e0, e1) into c->xu as u8 (x + 128); c->xu. */
+static const void *flip_x(cge__dnnl_qconv *c, const void *x, int64_t e0, int64_t e1)
+{
+    const uint8_t *s = x;
+    for (int64_t e = e0; e < e1; e++)
+        c->xu[e] = s[e] ^ 0x80u;
+    return c->xu;
+}
+
 static int packed(const cge__dnnl_qconv *c)
 {
     return c->chan_slices ? c->slot[0].wei_block != NULL : c->wei != NULL;
@@ -916,6 +1083,8 @@ static cge_status run_slice(cge__dnnl_qconv *c, const void *x, const int32_t *bi
     int comp = c->mode == W_COMP;
     void *w = NULL;
     bias = run_bias(c, bias, blk);
+    if (c->flip) /* a matmul's rows */
+        x = flip_x(c, x, q->x_off, q->x_off + c->rows_q * c->K);
     char *scratch = thread_scratch(q->scratch_bytes + (size_t)(q->spots * q->ms));
     char *dense = q->spots ? scratch + q->scratch_bytes : NULL;
     int saved = cge__dnnl_omp_enter(1);
@@ -963,6 +1132,8 @@ cge_status cge__dnnl_qconv_run(cge__dnnl_qconv *c, const void *x, const int32_t 
     }
     int comp = c->mode == W_COMP;
     bias = run_bias(c, bias, 0);
+    if (c->flip)
+        x = flip_x(c, x, 0, c->x_elems);
     int saved = cge__dnnl_omp_enter(c->threads);
     int ok = dnnl_memory_set_data_handle(c->r_src ? c->src_user : c->src, (void *)x) ==
                  dnnl_success &&
