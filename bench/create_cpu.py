@@ -12,13 +12,13 @@ The figure per runner is the median over rounds. Models come from the zoo's
 cache (scripts/zoo.py: DIR/NAME/model.onnx, io.npz, manifest.json).
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cpu_ab import run_child  # noqa: E402  (one child runner for both benches)
 ROOT = os.path.dirname(HERE)
 
 CGE_CHILD = r"""
@@ -68,13 +68,6 @@ const ARRAYS = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array,
                                first_cpu: (f.user + f.system) / 1e3 }));
 })().catch((e) => { console.error(String(e)); process.exit(1); });
 """
-
-
-def run_child(cmd, env):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-    if p.returncode:
-        raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed")
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main():
