@@ -100,7 +100,11 @@ static void destroy(cge__warm *w)
 {
     for (chunk *c = w->chunks, *n; c; c = n) {
         n = c->next;
-        munmap(c, c->bytes);
+        /* the shadow of poisoned free blocks outlives munmap: a later
+         * mapping at the same address would read as poisoned */
+        size_t bytes = c->bytes;
+        UNPOISON(c, bytes);
+        munmap(c, bytes);
     }
     pthread_mutex_destroy(&w->lock);
     free(w);
@@ -137,6 +141,7 @@ static bool map_chunk_locked(cge__warm *w, size_t need, bool populate)
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return false;
+    UNPOISON(m, bytes);   /* fresh pages: never poisoned, whatever was mapped here before */
     if (populate)
         cge__prefault(m, bytes);
     chunk *c = m;
