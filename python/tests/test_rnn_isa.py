@@ -215,8 +215,12 @@ def test_recurrent_layers_match_numpy_on_every_path(cap, refs, tmp_path):
 
 def test_avx2_and_default_paths_agree_closely(tmp_path):
     """The AVX2 gate step and the fast_math formulas it mirrors differ only by
-    FMA rounding: a few ulp, far below the reference tolerance."""
+    rounding: FMA contraction in the gates and the GEMMs' summation order
+    (the AVX-512 and AVX2 kernels block K differently). Through the recurrence
+    that grows to tens of ulp on outputs in [-1, 1] (2.1e-6 measured on an
+    AVX-512 machine: a bidirectional RNN of 13 steps), still 4x below the reference
+    tolerance."""
     a = _run_cap(None, str(tmp_path / "a.npz"))
     b = _run_cap("avx2", str(tmp_path / "b.npz"))
     for key in a.files:
-        np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=5e-6, err_msg=key)
