@@ -934,8 +934,13 @@ def main():
         for s in specs:
             print("%-40s opset %d %s%s" % (s.name, s.opset, s.group, " dyn" if s.dynamic else ""))
         return 0
+    # OpenMP's wait policy is left as a user has it: `import cge` gives libgomp
+    # a short spin (docs/runtime.md). A forced passive policy cost cge a futex
+    # wake-up per oneDNN call and per launch: 2-2.8x on the small CNNs on a
+    # VM whose idle vCPUs halt, where ONNX Runtime (its own spinning pool)
+    # paid nothing.
     env = dict(os.environ, CGE_NUM_THREADS=str(THREADS), OMP_NUM_THREADS=str(THREADS),
-               OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=os.path.join(ROOT, "python"))
+               PYTHONPATH=os.path.join(ROOT, "python"))
     env.setdefault("CGE_LIBRARY", os.path.join(ROOT, "build", "libcge.so"))
     t0 = time.perf_counter()
     os.makedirs(a.cache, exist_ok=True)

@@ -119,6 +119,12 @@ void cpu_run_blocks(cpu_task *t);
 cpu_task *cpu_task_get(cpu_device *d);
 void cpu_task_put(cpu_device *d, cpu_task *t);
 
+/* cpu_team.c: whether a multi-block launch can run on the calling thread's
+ * OpenMP team (libgomp in the process, spinning between regions), and running
+ * it there: true when every block ran, false when the pool must take it. */
+bool cpu_team_available(void);
+bool cpu_team_run(cpu_device *d, cpu_task *t);
+
 /* cpu_pool.c: workers and scheduling. All *_locked functions need d->lock. */
 /* ops->run_tasks: a replay's work, on the worker that runs the replay task. */
 void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n);
