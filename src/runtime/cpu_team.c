@@ -53,18 +53,18 @@ static bool team_spins(void)
     return true;
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define TEAM_UNDER_TSAN 1
+#else
+#define TEAM_UNDER_TSAN 0
+#endif
+
 static void team_lookup(void)
 {
-#if defined(__SANITIZE_THREAD__)
-    return;
-#else
     const char *opt = getenv("CGE_OPENMP_TEAM");
-    if (opt && !strcmp(opt, "0"))
-        return;
-    if (!team_spins())
+    if (TEAM_UNDER_TSAN || (opt && !strcmp(opt, "0")) || !team_spins())
         return;
     *(void **)&team_parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
-#endif
 }
 
 static void team_body(void *arg)
