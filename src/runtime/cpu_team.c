@@ -19,7 +19,13 @@
  * team, and not where the team sleeps between regions (OMP_WAIT_POLICY
  * passive or GOMP_SPINCOUNT 0: a wake-up per launch), nor under
  * ThreadSanitizer (libgomp's barriers are not instrumented).
- * CGE_OPENMP_TEAM=0 turns it off. */
+ *
+ * Opt-in (CGE_OPENMP_TEAM=1): a team's region ends at a barrier that waits
+ * for every team thread, also one that took no block, so on a loaded machine
+ * a descheduled libgomp worker holds up every launch (audio_conv1d 17-26 ms
+ * against the pool's 6.5-10 beside a sanitizer build), where the pool's
+ * launch waits only for the helpers that joined it. On a quiet machine it is
+ * the faster one (docs/runtime.md). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -62,7 +68,7 @@ static bool team_spins(void)
 static void team_lookup(void)
 {
     const char *opt = getenv("CGE_OPENMP_TEAM");
-    if (TEAM_UNDER_TSAN || (opt && !strcmp(opt, "0")) || !team_spins())
+    if (TEAM_UNDER_TSAN || !opt || strcmp(opt, "1") || !team_spins())
         return;
     *(void **)&team_parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
 }

@@ -1,8 +1,9 @@
-/* Multi-block launches from a host thread run on that thread's OpenMP team
- * when libgomp is in the process and spins between regions (cpu_team.c):
+/* With CGE_OPENMP_TEAM=1, multi-block launches from a host thread run on that
+ * thread's OpenMP team when libgomp is in the process and spins between
+ * regions (cpu_team.c):
  * every block runs, on the caller and the team's workers and never on a cge
- * pool worker; a block's failure is the stream's; CGE_OPENMP_TEAM=0 or a
- * passive wait policy gives the launches back to the pool. The settings are
+ * pool worker; a block's failure is the stream's; without the setting, or
+ * with a passive wait policy, the pool takes the launches. The settings are
  * read once per process, so each configuration runs in a child. */
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -78,8 +79,9 @@ static int launch_and_classify(void)
     return rc;
 }
 
-/* The child's classification with `var` set to `value` (NULL: none). */
-static int in_child(const char *var, const char *value)
+/* The child's classification with CGE_OPENMP_TEAM=`team` (NULL: unset) and
+ * `var` set to `value` (NULL: none). */
+static int in_child(const char *team, const char *var, const char *value)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -87,6 +89,8 @@ static int in_child(const char *var, const char *value)
         unsetenv("CGE_OPENMP_TEAM");
         unsetenv("OMP_WAIT_POLICY");
         unsetenv("GOMP_SPINCOUNT");
+        if (team)
+            setenv("CGE_OPENMP_TEAM", team, 1);
         if (var)
             setenv(var, value, 1);
         _exit(launch_and_classify());
@@ -109,8 +113,8 @@ static void test_launches_run_on_the_openmp_team(void **state)
 #endif
     if (!have_libgomp())
         skip();
-    assert_int_equal(in_child(NULL, NULL), 0);
-    assert_int_equal(in_child("GOMP_SPINCOUNT", "30000"), 0);
+    assert_int_equal(in_child("1", NULL, NULL), 0);
+    assert_int_equal(in_child("1", "GOMP_SPINCOUNT", "30000"), 0);
 }
 
 static void test_the_pool_takes_them_when_the_team_is_off_or_sleeps(void **state)
@@ -118,9 +122,10 @@ static void test_the_pool_takes_them_when_the_team_is_off_or_sleeps(void **state
     (void)state;
     if (!have_libgomp())
         skip();
-    assert_int_equal(in_child("CGE_OPENMP_TEAM", "0"), 1);
-    assert_int_equal(in_child("OMP_WAIT_POLICY", "passive"), 1);
-    assert_int_equal(in_child("GOMP_SPINCOUNT", "0"), 1);
+    assert_int_equal(in_child(NULL, NULL, NULL), 1); /* the default: opt-in */
+    assert_int_equal(in_child("0", NULL, NULL), 1);
+    assert_int_equal(in_child("1", "OMP_WAIT_POLICY", "passive"), 1);
+    assert_int_equal(in_child("1", "GOMP_SPINCOUNT", "0"), 1);
 }
 
 int main(void)
