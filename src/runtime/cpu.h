@@ -120,7 +120,8 @@ cpu_task *cpu_task_get(cpu_device *d);
 void cpu_task_put(cpu_device *d, cpu_task *t);
 
 /* cpu_team.c: whether a multi-block launch can run on the calling thread's
- * OpenMP team (libgomp in the process, spinning between regions), and running
+ * OpenMP team (CGE_OPENMP_TEAM=1, libgomp in the process, spinning between
+ * regions), and running
  * it there: true when every block ran, false when the pool must take it. */
 bool cpu_team_available(void);
 bool cpu_team_run(cpu_device *d, cpu_task *t);
