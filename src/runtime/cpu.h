@@ -119,11 +119,9 @@ void cpu_run_blocks(cpu_task *t);
 cpu_task *cpu_task_get(cpu_device *d);
 void cpu_task_put(cpu_device *d, cpu_task *t);
 
-/* cpu_team.c: whether a multi-block launch can run on the calling thread's
- * OpenMP team (CGE_OPENMP_TEAM=1, libgomp in the process, spinning between
- * regions), and running
- * it there: true when every block ran, false when the pool must take it. */
-bool cpu_team_available(void);
+/* cpu_team.c: runs a multi-block launch on the calling thread's OpenMP team
+ * where it can (CGE_OPENMP_TEAM=1, libgomp in the process, spinning between
+ * regions): true when every block ran, false when the pool must take it. */
 bool cpu_team_run(cpu_device *d, cpu_task *t);
 
 /* cpu_pool.c: workers and scheduling. All *_locked functions need d->lock. */

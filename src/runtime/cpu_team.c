@@ -81,7 +81,7 @@ static void team_body(void *arg)
     tl_in_team = outer;
 }
 
-bool cpu_team_available(void)
+static bool team_available(void)
 {
     pthread_once(&team_once, team_lookup);
     return team_parallel != NULL;
@@ -94,7 +94,7 @@ bool cpu_team_run(cpu_device *d, cpu_task *t)
         cpu_run_blocks(t);
         return true;
     }
-    if (!cpu_team_available() || d->num_workers <= 1)
+    if (!team_available() || d->num_workers <= 1)
         return false;
     int free_team = 0;
     if (!atomic_compare_exchange_strong(&team_taken, &free_team, 1))

@@ -6,6 +6,7 @@
  * with a passive wait policy, the pool takes the launches. The settings are
  * read once per process, so each configuration runs in a child. */
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,24 +24,34 @@ typedef struct where_args {
     pthread_t caller;
 } where_args;
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The caller's blocks wait until another thread has run one, so that the
+ * second participant is always seen, whatever the scheduling: a launch that
+ * no other thread joins gives up after 10 s (a hang guard, not a timing
+ * check) and shows as such. */
 static void where_kernel(int64_t b, int64_t nb, void *p)
 {
     (void)nb;
     where_args *a = *(where_args **)p;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do /* 50 us of work per block: every thread of the team gets some */
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-    while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 50000);
     a->hits[b]++;
     char name[32] = "";
     pthread_getname_np(pthread_self(), name, sizeof name);
-    if (pthread_equal(pthread_self(), a->caller))
+    if (pthread_equal(pthread_self(), a->caller)) {
         atomic_fetch_add(&a->on_caller, 1);
-    else if (!strncmp(name, "cge-cpu-", 8))
+        for (double t0 = now_s(); !atomic_load(&a->on_pool) && !atomic_load(&a->on_other) &&
+                                  now_s() - t0 < 10.0;)
+            sched_yield();
+    } else if (!strncmp(name, "cge-cpu-", 8)) {
         atomic_fetch_add(&a->on_pool, 1);
-    else
+    } else {
         atomic_fetch_add(&a->on_other, 1);
+    }
 }
 
 static void fail_kernel(int64_t b, int64_t nb, void *p)
@@ -50,7 +61,9 @@ static void fail_kernel(int64_t b, int64_t nb, void *p)
         cge_kernel_fail(CGE_ERR_SHAPE, "block %lld of the team failed", (long long)b);
 }
 
-/* 0: ran on the team only; 1: on the pool too; 2: a block missing; 3: failure lost. */
+/* 0: blocks ran on the caller and the team, none on the pool; 1: on the pool;
+ * 2: a block missing or run twice; 3: the failure lost; 4: setup failed;
+ * 5: no thread but the caller ran a block. */
 static int launch_and_classify(void)
 {
     cge_device *dev = NULL;
