@@ -301,6 +301,15 @@ cge_status cge_ri_track_range(cge_ri *ri, const void *ptr, size_t bytes, bool wr
  * refused on it ([runtime] CGE_ERR_UNSUPPORTED). Destroy as any stream. */
 cge_status cge_stream_create_immediate(cge_device *dev, cge_stream **out);
 
+/* A burst: the calling thread is about to submit many tasks to the immediate
+ * stream `stream` back to back (a plan's steps). Until the matching end, the
+ * device treats the thread as it treats a replay: idle workers keep polling
+ * through the short gaps between its launches instead of sleeping and being
+ * woken for each shared launch. Pairs nest; end on the thread that began.
+ * A queued stream is refused ([runtime] CGE_ERR_INVALID_ARG). */
+cge_status cge_stream_burst_begin(cge_stream *stream);
+void cge_stream_burst_end(cge_stream *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -83,8 +83,10 @@ typedef struct cpu_device {
      * host threads replaying inline (cge_ri_execute). An idle worker spins
      * long only while that leaves it a core of its own. */
     int busy;
-    /* Replays whose work is running (cpu_run_tasks): their shared launches
-     * follow each other closely, so idle workers spin through the gaps. */
+    /* Replays whose work is running (cpu_run_tasks), and threads in a burst
+     * of immediate submissions (cpu_burst: a plan run inline): their shared
+     * launches follow each other closely, so idle workers spin through the
+     * gaps. */
     atomic_int replays;
     bool stopping;
     /* Bumped whenever work appears, so a spinning worker notices without the lock. */
@@ -127,6 +129,7 @@ bool cpu_team_run(cpu_device *d, cpu_task *t);
 /* cpu_pool.c: workers and scheduling. All *_locked functions need d->lock. */
 /* ops->run_tasks: a replay's work, on the worker that runs the replay task. */
 void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n);
+void cpu_burst(cge_device *dev, bool begin);
 cge_status cpu_pool_start(cpu_device *d);
 /* Waits for all work, then stops and joins the workers. */
 void cpu_pool_stop(cpu_device *d);

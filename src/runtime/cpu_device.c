@@ -108,6 +108,7 @@ static const cge__device_ops cpu_ops = {
     .event_synchronize = cpu_event_synchronize,
     .event_elapsed_ms = cpu_event_elapsed_ms,
     .run_tasks = cpu_run_tasks,
+    .burst = cpu_burst,
 };
 
 cge_status cge_device_create_cpu(const cge_device_options *opts, cge_device **out)

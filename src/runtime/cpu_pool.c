@@ -317,16 +317,55 @@ static void run_shared_launch(cpu_device *d, const cge__task *task)
     pthread_mutex_unlock(&d->lock);
 }
 
-void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n)
+/* The device whose burst this thread is in (cpu_burst), and how deep. */
+static _Thread_local const cpu_device *tl_burst_of;
+static _Thread_local int tl_burst_depth;
+
+/* A thread running task lists (a replay, or a burst of it) counts as one
+ * replay, and a host thread as computing too: idle workers long-spin
+ * through the gaps between its shared launches. */
+static void replay_enter(cpu_device *d)
 {
-    cpu_device *d = cpu_dev(dev);
-    bool host = tl_worker_of != d;
     atomic_fetch_add_explicit(&d->replays, 1, memory_order_relaxed);
-    if (host) {
+    if (tl_worker_of != d) {
         pthread_mutex_lock(&d->lock);
         d->busy++;
         pthread_mutex_unlock(&d->lock);
     }
+}
+
+static void replay_leave(cpu_device *d)
+{
+    if (tl_worker_of != d) {
+        pthread_mutex_lock(&d->lock);
+        d->busy--;
+        pthread_mutex_unlock(&d->lock);
+    }
+    atomic_fetch_sub_explicit(&d->replays, 1, memory_order_relaxed);
+}
+
+void cpu_burst(cge_device *dev, bool begin)
+{
+    cpu_device *d = cpu_dev(dev);
+    if (tl_burst_of && tl_burst_of != d)
+        return;   /* inside another device's burst: this one is not counted */
+    if (begin) {
+        if (tl_burst_depth++ == 0) {
+            tl_burst_of = d;
+            replay_enter(d);
+        }
+    } else if (tl_burst_of == d && --tl_burst_depth == 0) {
+        replay_leave(d);
+        tl_burst_of = NULL;
+    }
+}
+
+void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n)
+{
+    cpu_device *d = cpu_dev(dev);
+    bool counted = tl_burst_of != d;   /* a burst counts its thread already */
+    if (counted)
+        replay_enter(d);
     for (size_t i = 0; i < n; i++) {
         const cge__task *t = &tasks[i];
         /* Under the token of whoever replays (or submits to an immediate
@@ -357,12 +396,8 @@ void cpu_run_tasks(cge_device *dev, const cge__task *tasks, size_t n)
             break; /* dependencies are kept by the replay order */
         }
     }
-    if (host) {
-        pthread_mutex_lock(&d->lock);
-        d->busy--;
-        pthread_mutex_unlock(&d->lock);
-    }
-    atomic_fetch_sub_explicit(&d->replays, 1, memory_order_relaxed);
+    if (counted)
+        replay_leave(d);
 }
 
 static void *worker_main(void *arg)

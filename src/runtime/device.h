@@ -91,6 +91,9 @@ typedef struct cge__device_ops {
      * the device's workers running a stream task. Multi-block kernels may be
      * shared with idle workers; it returns when all of them are done. */
     void (*run_tasks)(cge_device *dev, const cge__task *tasks, size_t n);
+    /* Optional: the calling thread begins (true) or ends a burst of
+     * immediate submissions (cge_stream_burst_begin). */
+    void (*burst)(cge_device *dev, bool begin);
 } cge__device_ops;
 
 typedef struct rt_capture rt_capture;

@@ -46,6 +46,26 @@ cge_status rt_submit_immediate(cge_stream *stream, const cge__task *task)
     return CGE_OK;
 }
 
+cge_status cge_stream_burst_begin(cge_stream *stream)
+{
+    if (!stream)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG, "cge_stream_burst_begin: stream is NULL");
+    if (!stream->immediate)
+        return cge_error(CGE_LAYER_RUNTIME, CGE_ERR_INVALID_ARG,
+                         "cge_stream_burst_begin: stream %llu is queued; a burst is of immediate "
+                         "submissions",
+                         (unsigned long long)stream->id);
+    if (stream->dev->ops->burst)
+        stream->dev->ops->burst(stream->dev, true);
+    return CGE_OK;
+}
+
+void cge_stream_burst_end(cge_stream *stream)
+{
+    if (stream && stream->immediate && stream->dev->ops->burst)
+        stream->dev->ops->burst(stream->dev, false);
+}
+
 void cge_stream_destroy(cge_stream *stream)
 {
     if (!stream)

@@ -2176,7 +2176,11 @@ static cge_status launch_inline(cge__instance *inst)
     if (!inst->inline_stream)
         st = cge_stream_create_immediate(inst->dev, &inst->inline_stream);
     if (!st)
+        st = cge_stream_burst_begin(inst->inline_stream);
+    if (!st) {
         st = launch_all(inst, inst->inline_stream);
+        cge_stream_burst_end(inst->inline_stream);
+    }
     cge_status s2 = inst->inline_stream ? cge_stream_synchronize(inst->inline_stream) : CGE_OK;
     return st ? st : s2;
 }
