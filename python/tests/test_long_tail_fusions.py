@@ -136,6 +136,9 @@ GROUP_NORM_CASES = [
     ("wav2vec_block", 1, 64, 8, (3199,)),
     ("one_group", 1, 12, 1, (13,)),
     ("group_per_channel", 1, 6, 6, (17,)),
+    # wav2vec's first GroupNorm (one group per channel), in column blocks of
+    # 32 channels and one of 8, over two chunks of positions and a tail
+    ("wav2vec_per_channel", 1, 72, 72, (533,)),
     ("one_position", 1, 8, 2, (1,)),
     ("image", 2, 12, 3, (7, 5)),
 ]

@@ -613,13 +613,78 @@ CGE_TARGET_CLONES static void gnl_group(const gnl_args *p, int64_t r, float *ws)
     }
 }
 
+#define GNL_CV 32 /* channels per column block when a group is one channel */
+
+/* A group of one channel (InstanceNormalization on channels-last data) is a
+ * column of the NHWC data, one float per position C floats apart: gathering
+ * it would read a cache line per float, once per channel. Here GNL_CV
+ * adjacent channels' statistics are taken together, row by row, so the data
+ * is read once. Per channel they are in_stats_f32's to the bit: in each chunk
+ * of CH positions, position j goes to lane j % IN_LANES (the chunk's tail,
+ * past its last whole vector of lanes, to lane 0), the same float adds in the
+ * same order per lane, then the lanes added to the double sums in lane order
+ * at the chunk's end. */
+CGE_TARGET_CLONES static void gnl_channels(const gnl_args *p, int64_t n, int64_t c0, int64_t nc)
+{
+    int64_t P = p->P, C = p->C;
+    const float *x = p->x + n * P * C + c0;
+    float k[GNL_CV];
+    double s[GNL_CV], q[GNL_CV];
+    for (int64_t c = 0; c < nc; c++) {
+        k[c] = x[c];
+        s[c] = q[c] = 0.0;
+    }
+    for (int64_t i = 0; i < P; i += CH) {
+        int64_t w = P - i < CH ? P - i : CH, whole = w / IN_LANES * IN_LANES;
+        float ps[IN_LANES][GNL_CV], pq[IN_LANES][GNL_CV];
+        memset(ps, 0, sizeof ps);
+        memset(pq, 0, sizeof pq);
+        for (int64_t j = 0; j < w; j++) {
+            int l = j < whole ? (int)(j % IN_LANES) : 0;
+            const float *xr = x + (i + j) * C;
+            for (int64_t c = 0; c < nc; c++) {
+                float d = xr[c] - k[c];
+                ps[l][c] += d;
+                pq[l][c] += d * d;
+            }
+        }
+        for (int l = 0; l < IN_LANES; l++)
+            for (int64_t c = 0; c < nc; c++) {
+                s[c] += ps[l][c];
+                q[c] += pq[l][c];
+            }
+    }
+    for (int64_t c = 0; c < nc; c++) {
+        double dm = s[c] / (double)P, var = q[c] / (double)P - dm * dm;
+        float af, bf;
+        in_factors_f32(k[c], dm, var < 0.0 ? 0.0 : var, p->scale[c0 + c], p->bias[c0 + c],
+                       p->eps, &af, &bf);
+        p->fa[n * C + c0 + c] = af;
+        p->fb[n * C + c0 + c] = bf;
+    }
+}
+
+/* Rows of the first step: groups, or column blocks of GNL_CV channels when a
+ * group is one channel. */
+static int64_t gnl_stat_rows(const gnl_args *p)
+{
+    return p->Cg == 1 ? p->NG / p->G * ((p->C + GNL_CV - 1) / GNL_CV) : p->NG;
+}
+
 static void gnl_stats_fn(int64_t blk, int64_t nblk, void *args)
 {
     const gnl_args *p = args;
     int64_t r0, r1;
-    cge__block_range(p->NG, blk, nblk, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-        gnl_group(p, r, p->ws + blk * p->Cg * p->P);
+    cge__block_range(gnl_stat_rows(p), blk, nblk, &r0, &r1);
+    int64_t cols = (p->C + GNL_CV - 1) / GNL_CV;
+    for (int64_t r = r0; r < r1; r++) {
+        if (p->Cg == 1) {
+            int64_t c0 = r % cols * GNL_CV;
+            gnl_channels(p, r / cols, c0, p->C - c0 < GNL_CV ? p->C - c0 : GNL_CV);
+        } else {
+            gnl_group(p, r, p->ws + blk * p->Cg * p->P);
+        }
+    }
 }
 
 CGE_TARGET_CLONES static void gnl_apply_row(float *restrict y, const float *restrict x,
@@ -711,6 +776,8 @@ cge_status cge__group_norm_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *st
                   w + 2 * N * C, w, w + N * C, ea, eb, act,
                   cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f), N * G, G, C, C / G,
                   gnl_positions(&x->shape)};
+    if (a.Cg == 1)   /* column blocks need no row of workspace: as many as the pool */
+        nb = cge__blocks_for(gnl_stat_rows(&a), 1, ctx->num_threads);
     cge_status st = cge_launch(stream, gnl_stats_fn, nb, &a, sizeof a);
     if (st)
         return st;

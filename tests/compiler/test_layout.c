@@ -724,6 +724,12 @@ static void test_group_norm_on_nhwc_data(void **state)
     group_norm_case(3, 16, 4, audio);  /* wav2vec's feature encoder, smaller */
     group_norm_case(3, 12, 1, prime);  /* one group: LayerNorm over (C, L) */
     group_norm_case(3, 6, 6, prime);   /* a group per channel */
+    /* a group per channel, in column blocks of 32 channels and one of 8; 600
+     * positions: two whole chunks of 256 and one of 88 (80 in lanes, 8 in
+     * the tail); 7 x 37: a chunk and 3 positions, all tail */
+    int64_t long_audio[1] = {600}, wide[2] = {7, 37};
+    group_norm_case(3, 40, 40, long_audio);
+    group_norm_case(4, 33, 33, wide);
     group_norm_case(4, 12, 3, image);  /* 2-D */
     group_norm_case(4, 8, 2, one);     /* one position */
 }
