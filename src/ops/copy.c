@@ -14,6 +14,7 @@
 #include "cge/fused_ops.h"
 #include "ops/builtin.h"
 #include "ops/kernel_util.h"
+#include "ops/transpose_tile.h"
 
 static cge_status same_infer(cge_infer_ctx *ctx)
 {
@@ -114,60 +115,6 @@ static void reorder_to_nhwc_few_u8(const uint8_t *restrict x, uint8_t *restrict 
 }
 
 #if REORDER_X86
-/* A 16 x 16 transpose in registers: pairs, then quads within 128-bit lanes,
- * then the lanes across registers (r[i] row i in, column i out). Shuffles
- * only, so any 4-byte data (floats with NaN payloads, int32) stays bit-exact. */
-__attribute__((target("avx512f"), always_inline)) static inline void tr16_regs(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int j = 0; j < 4; j++) {
-        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
-        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
-    }
-}
-
-/* `rows` x `cols` (each 1..16) 4-byte elements of x (row stride xs) to their
- * transpose in y (row stride ys). Tails go through masked loads and stores,
- * which never touch the lanes they leave out. */
-__attribute__((target("avx512f"))) static void tr_tile32_avx512(const float *x, int64_t xs,
-                                                                float *y, int64_t ys, int rows,
-                                                                int cols)
-{
-    __m512 r[16];
-    if (rows == 16 && cols == 16) {
-        for (int i = 0; i < 16; i++)
-            r[i] = _mm512_loadu_ps(x + i * xs);
-        tr16_regs(r);
-        for (int j = 0; j < 16; j++)
-            _mm512_storeu_ps(y + j * ys, r[j]);
-        return;
-    }
-    __mmask16 cm = (__mmask16)((1u << cols) - 1), rm = (__mmask16)((1u << rows) - 1);
-    for (int i = 0; i < 16; i++)
-        r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, x + i * xs) : _mm512_setzero_ps();
-    tr16_regs(r);
-    for (int j = 0; j < cols; j++)
-        _mm512_mask_storeu_ps(y + j * ys, rm, r[j]);
-}
-
 /* The same for 1- and 2-byte elements (int8 maps of quantized models, f16):
  * widened to 32-bit lanes on load, narrowed back on store, so the tile costs
  * the float tile's instructions rather than one per element. */
@@ -185,7 +132,7 @@ tr_tile_narrow_avx512(const char *x, int64_t xs, char *y, int64_t ys, int rows, 
             v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cm, x + 2 * i * xs));
         r[i] = _mm512_castsi512_ps(v);
     }
-    tr16_regs(r);
+    cge__tr16_regs(r);
     for (int j = 0; j < cols; j++) {
         if (es == 1)
             _mm512_mask_cvtepi32_storeu_epi8(y + j * ys, rm, _mm512_castps_si512(r[j]));
@@ -206,10 +153,10 @@ static void reorder_tile(const reorder_args *a, int64_t b, int64_t s0, int64_t s
         const float *x = (const float *)src;
         float *y = (float *)dst;
         if (a->to_nhwc)
-            tr_tile32_avx512(x + c0 * a->hw + s0, a->hw, y + s0 * a->c + c0, a->c,
+            cge__tr_tile32_avx512(x + c0 * a->hw + s0, a->hw, y + s0 * a->c + c0, a->c,
                              (int)(c1 - c0), (int)(s1 - s0));
         else
-            tr_tile32_avx512(x + s0 * a->c + c0, a->c, y + c0 * a->hw + s0, a->hw,
+            cge__tr_tile32_avx512(x + s0 * a->c + c0, a->c, y + c0 * a->hw + s0, a->hw,
                              (int)(s1 - s0), (int)(c1 - c0));
         return;
     }

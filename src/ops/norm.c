@@ -12,6 +12,7 @@
 #include "ops/family_util.h"
 #include "ops/kernel_util.h"
 #include "ops/norm_nhwc.h"
+#include "ops/transpose_tile.h"
 
 /* Every dtype but MVN's goes through the same loops on chunks of doubles
  * (loaded and stored by typed loops), so float64 keeps its precision and
@@ -512,6 +513,7 @@ typedef struct gnl_args {
     int act;                 /* 0 none, 1 relu, 2 exact gelu */
     double eps;
     int64_t NG, G, C, Cg, P; /* rows, groups, channels, channels per group, positions */
+    bool simd;               /* the gather by AVX-512 tiles (transpose_tile.h) */
 } gnl_args;
 
 static cge_status gnl_shapes(const cge_shape *x, const cge_shape *sc, const cge_shape *bi,
@@ -594,7 +596,17 @@ CGE_TARGET_CLONES static void gnl_group(const gnl_args *p, int64_t r, float *ws)
 {
     int64_t n = r / p->G, g = r % p->G, Cg = p->Cg, P = p->P, C = p->C;
     const float *x = p->x + n * P * C + g * Cg;
-    for (int64_t p0 = 0; p0 < P; p0 += GNL_TILE) {
+#if CGE_TRANSPOSE_TILE_X86
+    if (p->simd) {
+        /* tiles of 16 positions x 16 channels transposed in registers */
+        for (int64_t p0 = 0; p0 < P; p0 += 16)
+            for (int64_t j0 = 0; j0 < Cg; j0 += 16)
+                cge__tr_tile32_avx512(x + p0 * C + j0, C, ws + j0 * P + p0, P,
+                                      (int)(P - p0 < 16 ? P - p0 : 16),
+                                      (int)(Cg - j0 < 16 ? Cg - j0 : 16));
+    }
+#endif
+    for (int64_t p0 = 0; !p->simd && p0 < P; p0 += GNL_TILE) {
         int64_t pe = P - p0 < GNL_TILE ? P - p0 : GNL_TILE;
         for (int64_t j = 0; j < Cg; j++) {
             const float *xj = x + p0 * C + j;
@@ -775,7 +787,8 @@ cge_status cge__group_norm_nhwc_launch(const cge_kernel_ctx *ctx, cge_stream *st
     gnl_args a = {x->data, ctx->inputs[1].data, ctx->inputs[2].data, y->data,
                   w + 2 * N * C, w, w + N * C, ea, eb, act,
                   cge_attrs_get_float(ctx->attrs, "epsilon", 1e-5f), N * G, G, C, C / G,
-                  gnl_positions(&x->shape)};
+                  gnl_positions(&x->shape),
+                  CGE_TRANSPOSE_TILE_X86 && cge__cpu_has(CGE_CPU_AVX512F)};
     if (a.Cg == 1)   /* column blocks need no row of workspace: as many as the pool */
         nb = cge__blocks_for(gnl_stat_rows(&a), 1, ctx->num_threads);
     cge_status st = cge_launch(stream, gnl_stats_fn, nb, &a, sizeof a);

@@ -730,6 +730,7 @@ static void test_group_norm_on_nhwc_data(void **state)
     int64_t long_audio[1] = {600}, wide[2] = {7, 37};
     group_norm_case(3, 40, 40, long_audio);
     group_norm_case(4, 33, 33, wide);
+    group_norm_case(3, 40, 2, audio);  /* 20 channels a group: tiles of 16 and 4 */
     group_norm_case(4, 12, 3, image);  /* 2-D */
     group_norm_case(4, 8, 2, one);     /* one position */
 }
