@@ -253,6 +253,46 @@ static int event_cmp(const void *x, const void *y)
     return a->block - b->block;
 }
 
+/* The events of `n` blocks in event_cmp's order into ev (2n). Their times
+ * are steps, a range about as long as the plan: counted into buckets of
+ * (time, kind), filled in block order, which is the order within a bucket
+ * (no comparisons: a shape program places a new signature's values this
+ * way for every new size). A range far longer than the blocks (a caller's
+ * sparse times) is sorted instead. */
+static cge_status sort_events(const cge_mem_block *blocks, int32_t n, event *ev)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int32_t i = 0; i < n; i++) {
+        lo = blocks[i].first < lo ? blocks[i].first : lo;
+        hi = (int64_t)blocks[i].last + 1 > hi ? (int64_t)blocks[i].last + 1 : hi;
+    }
+    int64_t keys = n ? 2 * (hi - lo + 1) : 0;
+    if (keys > 8 * (int64_t)n + 64) {
+        for (int32_t i = 0; i < n; i++) {
+            ev[2 * i] = (event){blocks[i].first, i, 1};
+            ev[2 * i + 1] = (event){blocks[i].last + 1, i, 0};
+        }
+        qsort(ev, (size_t)(2 * n), sizeof(event), event_cmp);
+        return CGE_OK;
+    }
+    int32_t *at = calloc((size_t)keys + 1, sizeof(int32_t));
+    if (!at)
+        return oom();
+    /* key: 2 (t - lo) + kind, kind 0 (free) before 1 (allocation) */
+    for (int32_t i = 0; i < n; i++) {
+        at[2 * (blocks[i].first - lo) + 1 + 1]++;
+        at[2 * ((int64_t)blocks[i].last + 1 - lo) + 1]++;
+    }
+    for (int64_t k = 1; k <= keys; k++)
+        at[k] += at[k - 1];
+    for (int32_t i = 0; i < n; i++) {
+        ev[at[2 * (blocks[i].first - lo) + 1]++] = (event){blocks[i].first, i, 1};
+        ev[at[2 * ((int64_t)blocks[i].last + 1 - lo)]++] = (event){blocks[i].last + 1, i, 0};
+    }
+    free(at);
+    return CGE_OK;
+}
+
 static cge_status linear_scan(const cge_mem_block *blocks, int32_t n, size_t align,
                               size_t *offsets, size_t *arena)
 {
@@ -275,12 +315,9 @@ static cge_status linear_scan(const cge_mem_block *blocks, int32_t n, size_t ali
             f.heads[c] = -1;
         for (size_t j = 0; j < mcap; j++)
             f.starts.vals[j] = f.ends.vals[j] = -1;
-        for (int32_t i = 0; i < n; i++) {
-            ev[ne++] = (event){blocks[i].first, i, 1};
-            /* Freed once step `last` is over, before step last+1 allocates. */
-            ev[ne++] = (event){blocks[i].last + 1, i, 0};
-        }
-        qsort(ev, (size_t)ne, sizeof(event), event_cmp);
+        /* Freed once step `last` is over, before step last+1 allocates. */
+        ne = 2 * n;
+        st = sort_events(blocks, n, ev);
     }
     size_t top = 0;
     int64_t ops = 0;

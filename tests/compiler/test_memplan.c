@@ -60,6 +60,36 @@ static void test_random_lifetimes(void **state)
     }
 }
 
+/* The linear scan orders its events by counting when the steps span a
+ * range about as long as the blocks (a plan's) and by sorting when they are
+ * sparse: the same lifetimes spread 100 steps apart (every relative order
+ * of allocations and frees kept) get the same offsets from both. */
+static void test_linear_scan_dense_and_sparse_times(void **state)
+{
+    (void)state;
+    uint32_t seed = 7;
+    for (int round = 0; round < 10; round++) {
+        int32_t n = 1 + (int32_t)(rng(&seed) % 250);
+        cge_mem_block *dense = calloc((size_t)n, sizeof *dense);
+        cge_mem_block *sparse = calloc((size_t)n, sizeof *sparse);
+        for (int32_t i = 0; i < n; i++) {
+            int32_t first = (int32_t)(rng(&seed) % 120) - 2, len = (int32_t)(rng(&seed) % 25);
+            size_t bytes = rng(&seed) % 4 ? 1 + rng(&seed) % 5000 : 0;
+            dense[i] = (cge_mem_block){.bytes = bytes, .first = first, .last = first + len};
+            sparse[i] = (cge_mem_block){.bytes = bytes, .first = 100 * first,
+                                        .last = 100 * (first + len)};
+        }
+        size_t a1, a2;
+        plan_and_check(dense, n, CGE_MEMPLAN_LINEAR_SCAN, &a1);
+        plan_and_check(sparse, n, CGE_MEMPLAN_LINEAR_SCAN, &a2);
+        assert_int_equal(a1, a2);
+        for (int32_t i = 0; i < n; i++)
+            assert_int_equal(dense[i].offset, sparse[i].offset);
+        free(dense);
+        free(sparse);
+    }
+}
+
 static void test_adversarial_lifetimes(void **state)
 {
     /* Lifetimes that touch at one step must not share: the consumer at that
@@ -308,6 +338,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_lifetimes),
+        cmocka_unit_test(test_linear_scan_dense_and_sparse_times),
         cmocka_unit_test(test_adversarial_lifetimes),
         cmocka_unit_test(test_verifier_catches),
         cmocka_unit_test(test_lower_bound),
