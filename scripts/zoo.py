@@ -908,6 +908,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("ZOO_JOBS", "1")),
                     help="PyTorch processes (exports, cge.torch.compile) at a time; cge and "
                          "ORT are measured one model at a time")
+    ap.add_argument("--overlap", action="store_true",
+                    help="run the next chunk's PyTorch process while this chunk is measured "
+                         "(faster; the timings then share the cores with it)")
     ap.add_argument("--no-torch-heavy", action="store_true",
                     help="skip cge.torch.compile on the heavy models (>= ~8 GFLOPs)")
     ap.add_argument("--list", action="store_true")
@@ -946,9 +949,12 @@ def main():
     os.makedirs(a.cache, exist_ok=True)
     rows = []
     # In chunks: PyTorch's steps (exports, cge.torch.compile) in one process
-    # per chunk (ZOO_JOBS chunks at a time), then cge and ORT per model, one
-    # at a time; the report is rewritten after each chunk, so a long run
-    # shows results as it goes.
+    # per chunk, then cge and ORT per model, one at a time; the report is
+    # rewritten after each chunk, so a long run shows results as it goes.
+    # A chunk's PyTorch process runs only while nothing is measured, unless
+    # --overlap (ZOO_JOBS chunks at a time, beside the measurements: on a
+    # 2-core machine an export beside a measured model moved its time by up
+    # to 14x).
     import concurrent.futures
     import queue
     chunks = [specs[c0:c0 + CHUNK] for c0 in range(0, len(specs), CHUNK)]
@@ -965,9 +971,12 @@ def main():
         else:
             res = torch_phase(names, a.cache, env, with_torch)
         done.put((chunk, res))
-    for chunk in chunks:
-        pool.submit(torch_chunk, chunk)
+    if a.overlap:
+        for chunk in chunks:
+            pool.submit(torch_chunk, chunk)
     for k in range(len(chunks)):
+        if not a.overlap:
+            torch_chunk(chunks[k])
         chunk, tres = done.get()
         for s in chunk:
             t1 = time.perf_counter()
