@@ -122,9 +122,22 @@ cpu_task *cpu_task_get(cpu_device *d);
 void cpu_task_put(cpu_device *d, cpu_task *t);
 
 /* cpu_team.c: runs a multi-block launch on the calling thread's OpenMP team
- * where it can (CGE_OPENMP_TEAM=1, libgomp in the process, spinning between
- * regions): true when every block ran, false when the pool must take it. */
+ * where it can (not CGE_OPENMP_TEAM=0, libgomp in the process, spinning
+ * between regions, the gate open): true when every block ran, false when the
+ * pool must take it. */
 bool cpu_team_run(cpu_device *d, cpu_task *t);
+/* The team's gate (cpu_team.c): closed for a back-off after a launch whose
+ * caller waited for a team thread that had not started. Times in ns. */
+typedef struct cpu_team_gate {
+    atomic_int_fast64_t closed_until_ns, backoff_ns, late;
+} cpu_team_gate;
+bool cpu_team_gate_open(const cpu_team_gate *g, int64_t now_ns);
+void cpu_team_gate_note(cpu_team_gate *g, int64_t now_ns, bool late);
+/* Whether a region was held up by a late team thread: one arrived after the
+ * caller's blocks were done, and the caller waited past the threshold. */
+bool cpu_team_late(int64_t caller_done_ns, int64_t last_arrival_ns, int64_t end_ns);
+/* The process's gate (its `late` counts the late launches). */
+cpu_team_gate *cpu_team_process_gate(void);
 
 /* cpu_pool.c: workers and scheduling. All *_locked functions need d->lock. */
 /* ops->run_tasks: a replay's work, on the worker that runs the replay task. */

@@ -287,8 +287,8 @@ static void run_shared_launch(cpu_device *d, const cge__task *task)
     atomic_init(&t.next_block, 0);
     int64_t per = n / ((int64_t)d->num_workers * 8);
     t.chunk = per > 1 ? per : 1;
-    /* On a host thread, with CGE_OPENMP_TEAM=1: the OpenMP team its oneDNN
-     * calls use, if it has one (cpu_team.c). */
+    /* On a host thread: the OpenMP team its oneDNN calls use, if it has one
+     * and its gate is open (cpu_team.c; CGE_OPENMP_TEAM=0: never). */
     if (tl_worker_of != d && cpu_team_run(d, &t))
         return;
     pthread_mutex_lock(&d->lock);

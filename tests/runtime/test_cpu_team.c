@@ -1,10 +1,11 @@
-/* With CGE_OPENMP_TEAM=1, multi-block launches from a host thread run on that
- * thread's OpenMP team when libgomp is in the process and spins between
- * regions (cpu_team.c):
+/* Multi-block launches from a host thread run on that thread's OpenMP team
+ * when libgomp is in the process and spins between regions (cpu_team.c):
  * every block runs, on the caller and the team's workers and never on a cge
- * pool worker; a block's failure is the stream's; without the setting, or
- * with a passive wait policy, the pool takes the launches. The settings are
- * read once per process, so each configuration runs in a child. */
+ * pool worker; a block's failure is the stream's; with CGE_OPENMP_TEAM=0, a
+ * passive wait policy, or the gate closed by a late team thread, the pool
+ * takes the launches. The settings are read once per process, so each
+ * configuration runs in a child. The gate's policy is checked on its own,
+ * with times given. */
 #include <dlfcn.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "rt_test.h"
+#include "runtime/cpu.h"
 
 enum { BLOCKS = 64 };
 
@@ -92,8 +94,19 @@ static int launch_and_classify(void)
     return rc;
 }
 
+/* After a late launch the pool takes the launches, then the team again once
+ * the back-off (20 ms) is over: 10 * the first classification + the second. */
+static int gate_closed_then_open(void)
+{
+    cpu_team_gate_note(cpu_team_process_gate(), (int64_t)cpu_now_ns(), true);
+    int first = launch_and_classify();
+    struct timespec pause = {0, 40 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    return 10 * first + launch_and_classify();
+}
+
 /* The child's classification with CGE_OPENMP_TEAM=`team` (NULL: unset) and
- * `var` set to `value` (NULL: none). */
+ * `var` set to `value` (NULL: none); with var "gate", gate_closed_then_open. */
 static int in_child(const char *team, const char *var, const char *value)
 {
     fflush(NULL);
@@ -104,6 +117,8 @@ static int in_child(const char *team, const char *var, const char *value)
         unsetenv("GOMP_SPINCOUNT");
         if (team)
             setenv("CGE_OPENMP_TEAM", team, 1);
+        if (var && !strcmp(var, "gate"))
+            _exit(gate_closed_then_open());
         if (var)
             setenv(var, value, 1);
         _exit(launch_and_classify());
@@ -126,8 +141,10 @@ static void test_launches_run_on_the_openmp_team(void **state)
 #endif
     if (!have_libgomp())
         skip();
+    assert_int_equal(in_child(NULL, NULL, NULL), 0); /* the default */
     assert_int_equal(in_child("1", NULL, NULL), 0);
-    assert_int_equal(in_child("1", "GOMP_SPINCOUNT", "30000"), 0);
+    assert_int_equal(in_child(NULL, "GOMP_SPINCOUNT", "30000"), 0);
+    assert_int_equal(in_child(NULL, "gate", NULL), 10); /* pool while closed, then team */
 }
 
 static void test_the_pool_takes_them_when_the_team_is_off_or_sleeps(void **state)
@@ -135,10 +152,48 @@ static void test_the_pool_takes_them_when_the_team_is_off_or_sleeps(void **state
     (void)state;
     if (!have_libgomp())
         skip();
-    assert_int_equal(in_child(NULL, NULL, NULL), 1); /* the default: opt-in */
     assert_int_equal(in_child("0", NULL, NULL), 1);
-    assert_int_equal(in_child("1", "OMP_WAIT_POLICY", "passive"), 1);
-    assert_int_equal(in_child("1", "GOMP_SPINCOUNT", "0"), 1);
+    assert_int_equal(in_child(NULL, "OMP_WAIT_POLICY", "passive"), 1);
+    assert_int_equal(in_child(NULL, "GOMP_SPINCOUNT", "0"), 1);
+}
+
+/* A region is late when a team thread arrived after the caller's last block
+ * and the caller waited more than 0.2 ms; the gate closes for 20 ms, then
+ * 40, 80 ... up to 1 s for late launches in a row, and each launch on time
+ * halves the back-off (below 20 ms: none). */
+static void test_the_gate_closes_after_a_late_team_thread(void **state)
+{
+    (void)state;
+    const int64_t ms = 1000000;
+    assert_false(cpu_team_late(10 * ms, 9 * ms, 30 * ms));    /* arrived before: imbalance */
+    assert_false(cpu_team_late(10 * ms, 10 * ms + 1, 10 * ms + 150000)); /* short wait */
+    assert_true(cpu_team_late(10 * ms, 12 * ms, 12 * ms + 5000));
+    cpu_team_gate g;
+    atomic_init(&g.closed_until_ns, 0);
+    atomic_init(&g.backoff_ns, 0);
+    atomic_init(&g.late, 0);
+    assert_true(cpu_team_gate_open(&g, 1));
+    cpu_team_gate_note(&g, 100 * ms, false);
+    assert_true(cpu_team_gate_open(&g, 100 * ms));
+    cpu_team_gate_note(&g, 100 * ms, true);
+    assert_false(cpu_team_gate_open(&g, 119 * ms));
+    assert_true(cpu_team_gate_open(&g, 120 * ms));
+    cpu_team_gate_note(&g, 120 * ms, true); /* late again: 40 ms */
+    assert_false(cpu_team_gate_open(&g, 159 * ms));
+    assert_true(cpu_team_gate_open(&g, 160 * ms));
+    for (int i = 0; i < 10; i++)
+        cpu_team_gate_note(&g, 1000 * ms, true);
+    assert_int_equal(atomic_load(&g.backoff_ns), 1000 * ms); /* capped */
+    assert_false(cpu_team_gate_open(&g, 1999 * ms));
+    assert_int_equal(atomic_load(&g.late), 12);
+    cpu_team_gate_note(&g, 2000 * ms, false);
+    assert_int_equal(atomic_load(&g.backoff_ns), 500 * ms);
+    for (int i = 0; i < 5; i++)
+        cpu_team_gate_note(&g, 2000 * ms, false);
+    assert_int_equal(atomic_load(&g.backoff_ns), 0);
+    cpu_team_gate_note(&g, 3000 * ms, true); /* from none: 20 ms again */
+    assert_false(cpu_team_gate_open(&g, 3019 * ms));
+    assert_true(cpu_team_gate_open(&g, 3020 * ms));
 }
 
 int main(void)
@@ -146,6 +201,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_launches_run_on_the_openmp_team),
         cmocka_unit_test(test_the_pool_takes_them_when_the_team_is_off_or_sleeps),
+        cmocka_unit_test(test_the_gate_closes_after_a_late_team_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
