@@ -131,6 +131,40 @@ def test_gelu_encoder_conv1d(tmp_path):
     _check(m, torch.randn(1, 1, 400), tmp_path, "wav2vec_small")
 
 
+def test_conv1d_rows_dynamic_length(tmp_path):
+    """Channels-last Conv1d (one GEMM over the windows, src/ops/conv_rows.c):
+    pads at both ends, a stride longer than the window, a residual Add and
+    GELU folded in; one session, a symbolic length served at several sizes
+    (one shorter than the widest window) in an order that shrinks and grows,
+    each equal to PyTorch's."""
+    torch.manual_seed(6)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv1d(3, 24, 5, stride=1, padding=2)
+            self.b = nn.Conv1d(24, 24, 3, stride=1, padding=1)
+            self.c = nn.Conv1d(24, 40, 2, stride=3, padding=1)
+
+        def forward(self, x):
+            y = torch.relu(self.a(x))
+            return self.c(nn.functional.gelu(self.b(y) + y))
+
+    m = Net().eval()
+    path = str(tmp_path / "conv1d_dyn.onnx")
+    torch.onnx.export(m, (torch.randn(1, 3, 50),), path, opset_version=13,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {2: "length"}, "output": {2: "olength"}})
+    s = cge.InferenceSession(path)
+    for length in (50, 17, 3, 129, 17, 64):
+        x = torch.randn(1, 3, length)
+        with torch.no_grad():
+            ref = m(x).numpy()
+        y = s.run(None, {"input": x.numpy()})[0]
+        assert y.shape == ref.shape
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5, err_msg="length %d" % length)
+
+
 GROUP_NORM_CASES = [
     # (name, dims, channels, groups, size): wav2vec's first block, odd sizes
     ("wav2vec_block", 1, 64, 8, (3199,)),

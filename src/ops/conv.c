@@ -10,6 +10,7 @@
 #include "ops/builtin.h"
 #include "ops/conv_fused.h"
 #include "ops/conv_grouped.h"
+#include "ops/conv_rows.h"
 #include "ops/depthwise_nhwc.h"
 #include "ops/dnnl_conv.h"
 #include "ops/fast_math.h"
@@ -1028,6 +1029,13 @@ typedef struct conv_state {
     bool dw_on;
     float *dw_w;
     int64_t dw_C, dw_kvol;
+    /* A channels-last 1-D convolution as one GEMM over its windows
+     * (conv_rows.c, uses_rows): W packed at prepare for the GEMM (a shared
+     * block, packed from rw_src) for rw_C x rw_K -> rw_M. */
+    bool rows;
+    float *rw;
+    const void *rw_src;
+    int64_t rw_C, rw_M, rw_K;
 } conv_state;
 
 static void conv_release(void *state)
@@ -1037,6 +1045,7 @@ static void conv_release(void *state)
     cge__dnnl_conv_destroy(((conv_state *)state)->dc);
     cge_kernel_shared_release(((conv_state *)state)->gw);
     cge_kernel_shared_release(((conv_state *)state)->dw_w);
+    cge_kernel_shared_release(((conv_state *)state)->rw);
     free(state);
 }
 
@@ -1354,6 +1363,147 @@ static bool launch_grouped(const cge_kernel_ctx *ctx, cge_stream *stream, const 
     return true;
 }
 
+/* ---- float32 channels-last 1-D: one GEMM over the windows (conv_rows.c) ---- */
+
+/* A 1-D convolution of one group, dilation 1, constant W, channels-last:
+ * the GEMM over X's overlapping windows instead of oneDNN's primitive, whose
+ * JIT code took 3-28 ms per layer to make for a wav2vec-like front end and
+ * ran no faster (docs/guide.md, "Conv1d as one product"). $CGE_CONV_ROWS=0
+ * (read at prepare and workspace queries) keeps them on oneDNN. */
+static bool uses_rows(const conv_args *p, cge__conv_rows *rg)
+{
+    const char *env = getenv("CGE_CONV_ROWS");
+    if ((env && !strcmp(env, "0")) || p->dtype != CGE_F32 || p->transpose || p->bf16 ||
+        !p->channels_last || !p->w_const || p->G != 1 || p->g.nsp != 1 ||
+        !cge__conv_rows_preferred())
+        return false;
+    const nn_geom *g = &p->g;
+    return cge__conv_rows_init(rg, p->N, p->C, p->M, g->in[2], g->out[2], g->k[2], g->s[2],
+                               g->d[2], g->pb[2], g->pe[2]);
+}
+
+static size_t rows_ws(const cge__conv_rows *rg)
+{
+    int64_t f = cge__conv_rows_pad_floats(rg);
+    return f ? (size_t)f * sizeof(float) + 64 : 0;
+}
+
+typedef struct rows_fill {
+    const cge__conv_rows *rg;
+    const float *w;
+} rows_fill;
+
+static cge_status rows_pack(void *dst, void *user)
+{
+    const rows_fill *f = user;
+    return cge__conv_rows_pack(f->rg, f->w, dst) ? CGE_OK : CGE_ERR_NO_MEMORY;
+}
+
+/* W packed into st for the GEMM; false (nothing kept) where the path does
+ * not take this node. The packing depends on C, M and K only: one block
+ * serves every length of a symbolic plan. */
+static cge_status prepare_rows(const cge_kernel_ctx *ctx, const conv_args *p, conv_state *st,
+                               bool *taken)
+{
+    *taken = false;
+    cge__conv_rows rg;
+    if (!ctx->inputs[1].data || !uses_rows(p, &rg))
+        return CGE_OK;
+    rows_fill f = {&rg, ctx->inputs[1].data};
+    int64_t key[16] = {rg.C, rg.M, rg.K, 0x63726f7773 /* "crows" */};
+    void *block = NULL;
+    cge_status s = cge_kernel_shared_get(ctx, f.w, key, sizeof key,
+                                         (size_t)cge__conv_rows_packed_floats(&rg) * sizeof(float),
+                                         rows_pack, &f, &block);
+    if (s)
+        return s == CGE_ERR_NO_MEMORY ? cge_kernel_error(ctx, s, "out of memory packing W") : s;
+    st->rw = block;
+    st->rw_src = f.w;
+    st->rw_C = rg.C;
+    st->rw_M = rg.M;
+    st->rw_K = rg.K;
+    st->rows = *taken = true;
+    cge__kernel_input_packed(ctx, 1); /* launches read the packed copy only */
+    return CGE_OK;
+}
+
+typedef struct rows_args {
+    conv_args p;
+    cge__conv_rows rg;
+    const float *wp, *pads;
+    float *pad_buf;
+    cge__gemm_tiling tl;
+    cge__gemm_isa isa;
+} rows_args;
+
+static void rows_pad_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const rows_args *a = args;
+    int64_t n0, n1;
+    cge__block_range(a->rg.N, blk, nblk, &n0, &n1);
+    for (int64_t n = n0; n < n1; n++)
+        cge__conv_rows_fill_pads(&a->rg, a->p.x, n, a->pad_buf);
+}
+
+/* Blocks over (image, row tile, column tile); each tile's epilogue (Z,
+ * the activation) right after its product, while it is in cache. */
+static void rows_gemm_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const rows_args *a = args;
+    const conv_args *p = &a->p;
+    const cge__conv_rows *rg = &a->rg;
+    int64_t per = a->tl.tiles_m * a->tl.tiles_n, w0, w1;
+    cge__block_range(rg->N * per, blk, nblk, &w0, &w1);
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t n = w / per, tm = (w % per) / a->tl.tiles_n, tn = w % a->tl.tiles_n;
+        int64_t i0 = tm * a->tl.mt, i1 = (tm + 1) * a->tl.mt, j0 = tn * a->tl.nt;
+        int64_t j1 = (tn + 1) * a->tl.nt;
+        i1 = i1 < rg->OW ? i1 : rg->OW;
+        j1 = j1 < rg->M ? j1 : rg->M;
+        cge__conv_rows_tile(rg, a->wp, p->x, a->pads, p->b, p->y, n, i0, i1, j0, j1, a->isa);
+        if (!p->z && !p->act)
+            continue;
+        for (int64_t i = i0; i < i1; i++) {
+            int64_t off = (n * rg->OW + i) * rg->M + j0;
+            epilogue(p, (float *)p->y + off, p->z ? p->z + off : NULL, j1 - j0);
+        }
+    }
+}
+
+/* The node's packed GEMM when p is a convolution it serves (its C, M and K:
+ * the lengths may change from run to run). */
+static bool launch_rows(const cge_kernel_ctx *ctx, cge_stream *stream, const conv_args *p,
+                        cge_status *out)
+{
+    const conv_state *st = ctx->state;
+    rows_args a;
+    if (!st || !st->rows || p->w != st->rw_src || !uses_rows(p, &a.rg) ||
+        a.rg.C != st->rw_C || a.rg.M != st->rw_M || a.rg.K != st->rw_K)
+        return false;
+    size_t need = rows_ws(&a.rg);
+    if (need && (!ctx->workspace || ctx->workspace_size < need)) {
+        *out = cge_kernel_error(ctx, CGE_ERR_INVALID_ARG,
+                                "the workspace is missing or too small for the padded windows");
+        return true;
+    }
+    a.p = *p;
+    a.wp = st->rw;
+    a.pad_buf = need ? (float *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63) : NULL;
+    a.pads = a.pad_buf;
+    a.isa = cge__gemm_isa_best();
+    cge__gemm_plan(a.rg.N, a.rg.OW, a.rg.M, ctx->num_threads, &a.tl);
+    *out = CGE_OK;
+    if (need)
+        *out = cge_launch(stream, rows_pad_fn, cge__blocks_for(a.rg.N, 1, ctx->num_threads), &a,
+                          sizeof a);
+    if (!*out)
+        *out = cge_launch(stream, rows_gemm_fn,
+                          cge__blocks_for(a.rg.N * a.tl.tiles_m * a.tl.tiles_n, 1,
+                                          ctx->num_threads),
+                          &a, sizeof a);
+    return true;
+}
+
 static cge_status prepare_dnnl(const cge_kernel_ctx *ctx, bool fused, bool transpose,
                                cge__dnnl_conv **state);
 
@@ -1376,6 +1526,8 @@ static cge_status prepare_common(const cge_kernel_ctx *ctx, bool fused, bool tra
     cge_status s = CGE_OK;
     if (parsed && !own)
         s = prepare_grouped(ctx, &sp, st, &own);
+    if (!s && parsed && !own)
+        s = prepare_rows(ctx, &sp, st, &own);
     if (!s && !own)
         s = prepare_dnnl(ctx, fused, transpose, &dc);
     if (s) {
@@ -1459,6 +1611,9 @@ static size_t workspace_common(const cge_kernel_ctx *ctx, bool fused, bool trans
         return 0;
     if (dw_nhwc_wanted(&p))
         return dw_nhwc_ws(&p); /* W packed here when prepare could not */
+    cge__conv_rows rg;
+    if (uses_rows(&p, &rg))
+        return rows_ws(&rg); /* no oneDNN primitive is made (prepare_rows) */
     size_t need = gemm_ws(&p);
     /* oneDNN's scratch: the plan's workspace serves both paths, so no run
      * allocates. It is asked for at least as many threads as this machine
@@ -1505,6 +1660,8 @@ static cge_status conv_compute(const cge_kernel_ctx *ctx, cge_stream *stream, co
     bool epi = p->z || p->act;
     cge_status st;
     if (launch_grouped(ctx, stream, p, &st))
+        return st;
+    if (launch_rows(ctx, stream, p, &st))
         return st;
     if (uses_gemv(p))
         /* 256K multiply-adds a block at least: squeeze-excitation's (5K to
