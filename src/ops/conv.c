@@ -1370,16 +1370,19 @@ static bool launch_grouped(const cge_kernel_ctx *ctx, cge_stream *stream, const 
  * JIT code took 3-28 ms per layer to make for a wav2vec-like front end and
  * ran no faster (docs/guide.md, "Conv1d as one product"). $CGE_CONV_ROWS=0
  * (read at prepare and workspace queries) keeps them on oneDNN. */
+static bool rows_geom(const conv_args *p, cge__conv_rows *rg)
+{
+    const nn_geom *g = &p->g;
+    return p->dtype == CGE_F32 && !p->transpose && !p->bf16 && p->channels_last && p->w_const &&
+           p->G == 1 && g->nsp == 1 &&
+           cge__conv_rows_init(rg, p->N, p->C, p->M, g->in[2], g->out[2], g->k[2], g->s[2],
+                               g->d[2], g->pb[2], g->pe[2]);
+}
+
 static bool uses_rows(const conv_args *p, cge__conv_rows *rg)
 {
     const char *env = getenv("CGE_CONV_ROWS");
-    if ((env && !strcmp(env, "0")) || p->dtype != CGE_F32 || p->transpose || p->bf16 ||
-        !p->channels_last || !p->w_const || p->G != 1 || p->g.nsp != 1 ||
-        !cge__conv_rows_preferred())
-        return false;
-    const nn_geom *g = &p->g;
-    return cge__conv_rows_init(rg, p->N, p->C, p->M, g->in[2], g->out[2], g->k[2], g->s[2],
-                               g->d[2], g->pb[2], g->pe[2]);
+    return !(env && !strcmp(env, "0")) && cge__conv_rows_preferred() && rows_geom(p, rg);
 }
 
 static size_t rows_ws(const cge__conv_rows *rg)
@@ -1477,7 +1480,7 @@ static bool launch_rows(const cge_kernel_ctx *ctx, cge_stream *stream, const con
 {
     const conv_state *st = ctx->state;
     rows_args a;
-    if (!st || !st->rows || p->w != st->rw_src || !uses_rows(p, &a.rg) ||
+    if (!st || !st->rows || p->w != st->rw_src || !rows_geom(p, &a.rg) ||
         a.rg.C != st->rw_C || a.rg.M != st->rw_M || a.rg.K != st->rw_K)
         return false;
     size_t need = rows_ws(&a.rg);
