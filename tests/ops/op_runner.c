@@ -304,3 +304,15 @@ void op_assert_error(cge_status st, const char *layer, const char *needle)
     if (needle && !strstr(msg, needle))
         fail_msg("error '%s' does not contain '%s'", msg, needle);
 }
+
+float *op_random_floats(int64_t n, unsigned seed)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    unsigned s = seed * 2654435761u + 7;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    return p;
+}

@@ -41,5 +41,7 @@ void op_assert_equal(const cge_tensor *t, cge_dtype dtype, cge_shape shape,
                      const void *expected);
 /* Assert the last error names `layer` (e.g. "[meta]") and contains `needle`. */
 void op_assert_error(cge_status st, const char *layer, const char *needle);
+/* n floats in [-1, 1) from `seed` (malloc'ed; the caller frees them). */
+float *op_random_floats(int64_t n, unsigned seed);
 
 #endif

@@ -73,18 +73,6 @@ static int64_t out_w(const gcase *c)
     return (c->W + c->PL + c->PR - ((c->KW - 1) * c->DW + 1)) / c->SW + 1;
 }
 
-static float *random_floats(int64_t n, unsigned seed)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    assert_non_null(p);
-    unsigned s = seed * 2654435761u + 7;
-    for (int64_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        p[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-    return p;
-}
-
 enum { A_NONE, A_RELU, A_SILU, A_CLIP };
 
 /* NHWC X, ONNX W [M, C/G, KH, KW], NHWC Y, in double. */
@@ -160,8 +148,8 @@ static void test_kernel_matches_reference(void **state)
         group_major += gc.group_major;
         int64_t nx = c->N * c->H * c->W * c->C, ny = c->N * out_h(c) * out_w(c) * c->M;
         int64_t nw = c->M * (c->C / c->G) * c->KH * c->KW;
-        float *x = random_floats(nx, 1 + ci), *w = random_floats(nw, 100 + ci);
-        float *b = random_floats(c->M, 200 + ci), *z = random_floats(ny, 300 + ci);
+        float *x = op_random_floats(nx, 1 + ci), *w = op_random_floats(nw, 100 + ci);
+        float *b = op_random_floats(c->M, 200 + ci), *z = op_random_floats(ny, 300 + ci);
         float *wp = aligned_alloc(64, (size_t)(cge__gconv_packed_floats(&gc) * 4 + 64) / 64 * 64);
         float *y = malloc((size_t)ny * sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
         assert_non_null(wp);
@@ -243,8 +231,8 @@ static void test_fused_conv_channels_last(void **state)
         const gcase *c = &cases[ci];
         int64_t nx = c->N * c->H * c->W * c->C, ny = c->N * out_h(c) * out_w(c) * c->M;
         int64_t nw = c->M * (c->C / c->G) * c->KH * c->KW;
-        float *x = random_floats(nx, 11 + ci), *w = random_floats(nw, 111 + ci);
-        float *b = random_floats(c->M, 211 + ci), *z = random_floats(ny, 311 + ci);
+        float *x = op_random_floats(nx, 11 + ci), *w = op_random_floats(nw, 111 + ci);
+        float *b = op_random_floats(c->M, 211 + ci), *z = op_random_floats(ny, 311 + ci);
         float *want = malloc((size_t)ny * sizeof(float));
         assert_non_null(want);
         for (int a = 0; a < 4; a++) {
@@ -295,8 +283,8 @@ static void test_default_selection(void **state)
         bool picked = i == 0 && cge__cpu_has(CGE_CPU_AVX512F);
         assert_int_equal(cge__gconv_preferred(&gc), picked);
         int64_t nx = c->N * c->H * c->W * c->C, ny = c->N * out_h(c) * out_w(c) * c->M;
-        float *x = random_floats(nx, 5), *w = random_floats(c->M * (c->C / c->G) * 9, 6);
-        float *b = random_floats(c->M, 7), *want = malloc((size_t)ny * sizeof(float));
+        float *x = op_random_floats(nx, 5), *w = op_random_floats(c->M * (c->C / c->G) * 9, 6);
+        float *b = op_random_floats(c->M, 7), *want = malloc((size_t)ny * sizeof(float));
         assert_non_null(want);
         reference(c, x, w, b, NULL, A_RELU, want);
         int64_t packs = cge__gconv_pack_count();

@@ -47,18 +47,6 @@ static int64_t out_w(const rcase *c)
     return (c->W + c->PL + c->PR - c->K) / c->S + 1;
 }
 
-static float *random_floats(int64_t n, unsigned seed)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    assert_non_null(p);
-    unsigned s = seed * 2654435761u + 7;
-    for (int64_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        p[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-    return p;
-}
-
 enum { A_NONE, A_RELU, A_SILU, A_CLIP, A_GELU };
 
 /* X [N, W, C], W [M, C, K], Y [N, OW, M], in double. */
@@ -117,8 +105,8 @@ static void test_kernel_matches_reference(void **state)
         cge__conv_rows g;
         assert_true(init_case(c, &g));
         int64_t OW = out_w(c), nx = c->N * c->W * c->C, ny = c->N * OW * c->M;
-        float *x = random_floats(nx, 1 + ci), *w = random_floats(c->M * c->C * c->K, 100 + ci);
-        float *b = random_floats(c->M, 200 + ci);
+        float *x = op_random_floats(nx, 1 + ci), *w = op_random_floats(c->M * c->C * c->K, 100 + ci);
+        float *b = op_random_floats(c->M, 200 + ci);
         float *wp = malloc((size_t)cge__conv_rows_packed_floats(&g) * sizeof(float));
         int64_t npad = cge__conv_rows_pad_floats(&g);
         float *pads = npad ? malloc((size_t)npad * sizeof(float)) : NULL;
@@ -186,9 +174,9 @@ static void test_fused_conv_channels_last(void **state)
     for (int ci = 0; ci < NUM_CASES; ci++) {
         const rcase *c = &cases[ci];
         int64_t ny = c->N * out_w(c) * c->M;
-        float *x = random_floats(c->N * c->W * c->C, 11 + ci);
-        float *w = random_floats(c->M * c->C * c->K, 111 + ci);
-        float *b = random_floats(c->M, 211 + ci), *z = random_floats(ny, 311 + ci);
+        float *x = op_random_floats(c->N * c->W * c->C, 11 + ci);
+        float *w = op_random_floats(c->M * c->C * c->K, 111 + ci);
+        float *b = op_random_floats(c->M, 211 + ci), *z = op_random_floats(ny, 311 + ci);
         float *want = malloc((size_t)ny * sizeof(float));
         assert_non_null(want);
         for (int a = 0; a < 5; a++) {
@@ -229,7 +217,7 @@ static void test_refused_shapes(void **state)
     if (!cge_fused_conv_channels_last_available())
         skip();
     const rcase c = {"dilated", 1, 8, 16, 20, 3, 1, 0, 0};
-    float *x = random_floats(20 * 8, 3), *w = random_floats(16 * 8 * 3, 4), *b = random_floats(16, 5);
+    float *x = op_random_floats(20 * 8, 3), *w = op_random_floats(16 * 8 * 3, 4), *b = op_random_floats(16, 5);
     int64_t packs = cge__conv_rows_pack_count();
     cge_tensor out[1];
     assert_int_equal(run_fused(&c, x, w, b, NULL, "none", 2, out), CGE_OK);
