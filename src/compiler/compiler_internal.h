@@ -180,6 +180,8 @@ const char *cc_fresh_name(cc_ctx *ctx, const cge_graph *g, const char *prefix, c
                           size_t size);
 /* Whether op type and domain match ("" default domain). */
 bool cc_is_op(const cge_node *n, const char *op_type);
+/* Whether n is a live node of cge.fused's `op_type` (NULL: false). */
+bool cc_is_fused_op(const cge_node *n, const char *op_type);
 /* One element out per element in, at the same position, whatever the layout
  * (Relu, Add, Clip, Where, ..., cge.fused ElementwiseChain). */
 bool cc_is_elementwise(const cge_node *n);

@@ -43,12 +43,6 @@ static const char *pool_mode(const cge_node *n)
     return NULL;
 }
 
-static bool is_fused(const cge_node *n, const char *op)
-{
-    return n && !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), op) &&
-           !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED);
-}
-
 /* Rank 3 to 5 with the channel dim known and every other dim known or a
  * named symbol (a symbolic plan's batch or image size: the kernels get
  * concrete shapes per signature), never an anonymous -1. */
@@ -66,14 +60,14 @@ static bool feeds_nhwc(const cge_graph *g, int32_t x, int depth)
     const cge_node *p = cge_graph_value_producer(g, x);
     if (!p || !sized_rank_3_to_5(g, x))
         return false;
-    if (is_fused(p, "ChannelsLastPool") || is_fused(p, "ChannelsLastConcat") ||
-        is_fused(p, "ChannelsLastSplit") || is_fused(p, "ChannelsLastAffine") ||
-        is_fused(p, "ChannelsLastResize") || is_fused(p, "ChannelsLastScale") ||
-        is_fused(p, "ChannelsLastGroupNorm") || is_fused(p, "ChannelsLastShuffle"))
+    if (cc_is_fused_op(p, "ChannelsLastPool") || cc_is_fused_op(p, "ChannelsLastConcat") ||
+        cc_is_fused_op(p, "ChannelsLastSplit") || cc_is_fused_op(p, "ChannelsLastAffine") ||
+        cc_is_fused_op(p, "ChannelsLastResize") || cc_is_fused_op(p, "ChannelsLastScale") ||
+        cc_is_fused_op(p, "ChannelsLastGroupNorm") || cc_is_fused_op(p, "ChannelsLastShuffle"))
         return true;
-    if (is_fused(p, "LayoutView"))
+    if (cc_is_fused_op(p, "LayoutView"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "to", 0) == CGE_FORMAT_NHWC;
-    if (is_fused(p, "FusedConv"))
+    if (cc_is_fused_op(p, "FusedConv"))
         return cge_attrs_get_int(cge_node_attrs_const(p), "w_const", 0) != 0 &&
                cc_in_desc(g, p, 0).dtype == CGE_F32;
     if (depth <= 0 || !cc_is_elementwise(p))
@@ -687,7 +681,7 @@ static cge_status absorb_relus(cc_ctx *ctx, cge_graph *g)
     int32_t nn = cge_graph_num_nodes(g);
     for (int32_t i = 0; i < nn && !st; i++) {
         cge_node *a = cge_graph_node(g, i);
-        if (!is_fused(a, "ChannelsLastAffine") ||
+        if (!cc_is_fused_op(a, "ChannelsLastAffine") ||
             cge_attrs_get_int(cge_node_attrs_const(a), "relu", 0))
             continue;
         int32_t y = cge_node_output_id(a, 0);
@@ -713,12 +707,12 @@ static cge_status absorb_into_group_norms(cc_ctx *ctx, cge_graph *g)
     int32_t nn = cge_graph_num_nodes(g);
     for (int32_t i = 0; i < nn && !st; i++) {
         cge_node *gn = cge_graph_node(g, i);
-        if (!gn || !is_fused(gn, "ChannelsLastGroupNorm") || cge_node_num_inputs(gn) != 3)
+        if (!gn || !cc_is_fused_op(gn, "ChannelsLastGroupNorm") || cge_node_num_inputs(gn) != 3)
             continue;
         bool relu = false;
         for (int step = 0; step < 2 && !st; step++) {
             cge_node *r = cc_only_consumer(&u, g, cge_node_output_id(gn, 0));
-            bool affine = step == 0 && r && is_fused(r, "ChannelsLastAffine") &&
+            bool affine = step == 0 && r && cc_is_fused_op(r, "ChannelsLastAffine") &&
                           cge_node_num_inputs(r) == 3 && cge_node_input_id(r, 0) ==
                                                              cge_node_output_id(gn, 0);
             bool gelu = r && !relu && cc_is_op(r, "Gelu") && cge_node_num_outputs(r) == 1 &&

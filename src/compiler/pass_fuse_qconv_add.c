@@ -18,12 +18,6 @@
  * compute each stage's bytes as the separate nodes do, so the results are
  * their bits. After layout_channels_last, so that layouts are known. */
 
-static bool is_fused(const cge_node *n, const char *op)
-{
-    return !cge_node_is_removed(n) && !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED) &&
-           !strcmp(cge_node_op_type(n), op);
-}
-
 /* Input i of a and input j of b are the same one-value constant. */
 static bool same_scalar(const cge_graph *g, const cge_node *a, int32_t i, const cge_node *b,
                         int32_t j)
@@ -70,7 +64,7 @@ static bool ints_all(const cge_attrs *a, const char *name, int64_t v)
  * of stride 1, without padding, of one group. */
 static bool pointwise(const cge_graph *g, const cge_node *b)
 {
-    if (!is_fused(b, "QConv") || cge_node_num_outputs(b) != 1 || cge_node_num_inputs(b) < 8)
+    if (!cc_is_fused_op(b, "QConv") || cge_node_num_outputs(b) != 1 || cge_node_num_inputs(b) < 8)
         return false;
     const cge_attrs *a = cge_node_attrs_const(b);
     const char *pad = cge_attrs_get_string(a, "auto_pad", "NOTSET");
@@ -147,7 +141,7 @@ static cge_status try_pair(cc_ctx *ctx, const cc_uses *u, cge_graph *g, cge_node
     if (!pointwise(g, b))
         return CGE_OK;
     cge_node *a = sole_producer(ctx, u, g, b, 0);
-    if (!a || !is_fused(a, "QConv") || cge_node_num_inputs(a) < 8 ||
+    if (!a || !cc_is_fused_op(a, "QConv") || cge_node_num_inputs(a) < 8 ||
         !cge_attrs_get_int(cge_node_attrs_const(a), "channels_last", 0) ||
         !cge_attrs_get_int(cge_node_attrs_const(a), "w_const", 0) ||
         !same_scalar(g, a, 6, b, 1) || !same_scalar(g, a, 7, b, 2))
@@ -176,9 +170,9 @@ static cge_node *conv_addend(const cc_ctx *ctx, const cc_uses *u, const cge_grap
     if (!c || s < 0 || s == v)
         return NULL;
     int32_t ts;
-    if (is_fused(c, "QConv") && cge_node_num_inputs(c) >= 8)
+    if (cc_is_fused_op(c, "QConv") && cge_node_num_inputs(c) >= 8)
         ts = 6;
-    else if (is_fused(c, "QConvPair") && cge_node_num_inputs(c) == 20 && !cge_node_input(c, 15)[0])
+    else if (cc_is_fused_op(c, "QConvPair") && cge_node_num_inputs(c) == 20 && !cge_node_input(c, 15)[0])
         ts = 12;
     else
         return NULL;
@@ -198,7 +192,7 @@ static cge_node *conv_addend(const cc_ctx *ctx, const cc_uses *u, const cge_grap
 static cge_status try_add(cc_ctx *ctx, const cc_uses *u, cge_graph *g, cge_node *a, bool *made)
 {
     *made = false;
-    if (!is_fused(a, "QAdd") || cge_node_num_inputs(a) != 8 || cge_node_num_outputs(a) != 1)
+    if (!cc_is_fused_op(a, "QAdd") || cge_node_num_inputs(a) != 8 || cge_node_num_outputs(a) != 1)
         return CGE_OK;
     int32_t slot = 0;
     cge_node *c = conv_addend(ctx, u, g, a, 0);
@@ -206,7 +200,7 @@ static cge_status try_add(cc_ctx *ctx, const cc_uses *u, cge_graph *g, cge_node 
         slot = 3;
     if (!c)
         return CGE_OK;
-    bool pair = is_fused(c, "QConvPair");
+    bool pair = cc_is_fused_op(c, "QConvPair");
     int32_t base = pair ? 15 : 9;
     char ins[20][256];
     copy_inputs(ins, 0, c, 0, base);

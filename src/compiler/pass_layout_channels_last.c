@@ -35,12 +35,6 @@ static bool makes_nhwc(uint8_t k)
     return k == K_CONV || k == K_NHWC_OP || k == K_ELEMENTWISE || k == K_VIEW_OUT || k == K_QOP;
 }
 
-static bool is_fused_op(const cge_node *n, const char *op)
-{
-    return !cge_node_is_removed(n) && !strcmp(cge_node_op_type(n), op) &&
-           !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED);
-}
-
 static int64_t numel_of(const cge_graph *g, int32_t id)
 {
     cge_tensor_desc d;
@@ -49,10 +43,10 @@ static int64_t numel_of(const cge_graph *g, int32_t id)
 
 static bool is_nhwc_op(const cge_node *n)
 {
-    return is_fused_op(n, "ChannelsLastPool") || is_fused_op(n, "ChannelsLastConcat") ||
-           is_fused_op(n, "ChannelsLastSplit") || is_fused_op(n, "ChannelsLastAffine") ||
-           is_fused_op(n, "ChannelsLastResize") || is_fused_op(n, "ChannelsLastScale") ||
-           is_fused_op(n, "ChannelsLastGroupNorm") || is_fused_op(n, "ChannelsLastShuffle");
+    return cc_is_fused_op(n, "ChannelsLastPool") || cc_is_fused_op(n, "ChannelsLastConcat") ||
+           cc_is_fused_op(n, "ChannelsLastSplit") || cc_is_fused_op(n, "ChannelsLastAffine") ||
+           cc_is_fused_op(n, "ChannelsLastResize") || cc_is_fused_op(n, "ChannelsLastScale") ||
+           cc_is_fused_op(n, "ChannelsLastGroupNorm") || cc_is_fused_op(n, "ChannelsLastShuffle");
 }
 
 /* Inputs that follow the layout: FusedConv's X and Z, the pool's and the
@@ -65,10 +59,10 @@ static bool activation_slot(const cge_graph *g, const uint8_t *kind, const cge_n
     case K_CONV: return slot == 0 || slot == 3;
     case K_QOP: return slot == 0;
     case K_VIEW_IN: return slot == 0;
-    case K_NHWC_OP: return slot == 0 || is_fused_op(n, "ChannelsLastConcat");
+    case K_NHWC_OP: return slot == 0 || cc_is_fused_op(n, "ChannelsLastConcat");
     case K_ELEMENTWISE:
         return numel_of(g, cge_node_input_id(n, slot)) != 1 &&
-               !(slot == 1 && is_fused_op(n, "QLookup")); /* the table */
+               !(slot == 1 && cc_is_fused_op(n, "QLookup")); /* the table */
     default: return false;
     }
 }
@@ -104,7 +98,7 @@ static bool on_cpu(const cc_ctx *ctx, const cge_node *n)
 
 static bool is_conv(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
 {
-    if (!is_fused_op(n, "FusedConv") || !on_cpu(ctx, n))
+    if (!cc_is_fused_op(n, "FusedConv") || !on_cpu(ctx, n))
         return false;
     const cge_attrs *a = cge_node_attrs_const(n);
     if (!cge_attrs_get_int(a, "w_const", 0) || cge_attrs_get_int(a, "channels_last", 0))
@@ -118,10 +112,10 @@ static bool is_conv(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
 /* fuse_qdq's int8 QConv (constant W) or QPool over rank-4 data, not NHWC yet. */
 static bool is_qop(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
 {
-    if (!(is_fused_op(n, "QConv") || is_fused_op(n, "QPool")) || !on_cpu(ctx, n))
+    if (!(cc_is_fused_op(n, "QConv") || cc_is_fused_op(n, "QPool")) || !on_cpu(ctx, n))
         return false;
     const cge_attrs *a = cge_node_attrs_const(n);
-    if ((is_fused_op(n, "QConv") && !cge_attrs_get_int(a, "w_const", 0)) ||
+    if ((cc_is_fused_op(n, "QConv") && !cge_attrs_get_int(a, "w_const", 0)) ||
         cge_attrs_get_int(a, "channels_last", 0))
         return false;
     cge_tensor_desc x = cc_in_desc(g, n, 0), y = cc_out_desc(g, n, 0);
@@ -133,7 +127,7 @@ static bool is_qop(const cc_ctx *ctx, const cge_graph *g, const cge_node *n)
  * inputs, so only the data follows the layout). */
 static bool is_q_elementwise(const cge_node *n)
 {
-    return is_fused_op(n, "QAdd") || is_fused_op(n, "QMul") || is_fused_op(n, "QLookup");
+    return cc_is_fused_op(n, "QAdd") || cc_is_fused_op(n, "QMul") || cc_is_fused_op(n, "QLookup");
 }
 
 /* An elementwise node on the cpu engine whose outputs share one shape of
@@ -159,7 +153,7 @@ static bool joins_elementwise(const cc_ctx *ctx, const cge_graph *g, const uint8
     int32_t full = 0;
     for (int32_t k = 0; k < cge_node_num_inputs(n); k++) {
         int32_t v = cge_node_input_id(n, k);
-        if (v < 0 || numel_of(g, v) == 1 || (k == 1 && is_fused_op(n, "QLookup")))
+        if (v < 0 || numel_of(g, v) == 1 || (k == 1 && cc_is_fused_op(n, "QLookup")))
             continue;
         cge_tensor_desc d;
         cge_graph_value_desc(g, v, &d);
@@ -225,7 +219,7 @@ static cge_status convert_output(cc_ctx *ctx, cc_uses *u, cge_graph *g, cge_node
     for (int32_t k = 0; k < count && !nhwc_reader; k++)
         nhwc_reader = activation_slot(g, kind, uses[k].node, uses[k].slot);
     cge_status st = CGE_OK;
-    if (plain_needed && !nhwc_reader && is_fused_op(c, "ChannelsLastResize") &&
+    if (plain_needed && !nhwc_reader && cc_is_fused_op(c, "ChannelsLastResize") &&
         cc_out_desc(g, c, slot).shape.dims[1] <= cge__resize_nhwc_max_plain_channels()) {
         /* Only plain readers: the resize writes them the plain tensor itself
          * (the same bits), instead of an NHWC one and a Reorder of it. */
@@ -317,7 +311,7 @@ cge_status cc_pass_layout_channels_last(cc_ctx *ctx, cge_graph *g)
                   : is_conv(ctx, g, n) ? K_CONV
                   : is_qop(ctx, g, n)  ? K_QOP
                   : is_nhwc_op(n)      ? K_NHWC_OP
-                  : !is_fused_op(n, "LayoutView") ? K_NONE
+                  : !cc_is_fused_op(n, "LayoutView") ? K_NONE
                   : cge_attrs_get_int(cge_node_attrs_const(n), "to", 0) == CGE_FORMAT_NHWC
                       ? K_VIEW_OUT
                       : K_VIEW_IN;

@@ -35,11 +35,6 @@ bool cge_precision_bf16_available(void)
  * alpha or beta (left by fuse_matmul_epilogue), ConvTranspose and
  * depthwise convolutions (cge's own kernel) stay float32. */
 
-static bool is_fused(const cge_node *n, const char *op)
-{
-    return !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED) && !strcmp(cge_node_op_type(n), op);
-}
-
 static bool f32(const cge_graph *g, int32_t id, cge_tensor_desc *d)
 {
     return id >= 0 && !cge_graph_value_desc(g, id, d) && d->dtype == CGE_F32;
@@ -85,7 +80,7 @@ static cge_status rewrite(cc_ctx *ctx, cge_graph *g, cge_node *n)
         return CGE_OK;
     cge_node *f = NULL;
     cge_status st = CGE_OK;
-    if (is_fused(n, "FusedConv")) {
+    if (cc_is_fused_op(n, "FusedConv")) {
         return cge_node_set_string(n, "precision", "bf16");
     } else if (cc_is_op(n, "Conv")) {
         /* Weights converted once need them constant; FusedConv carries the
@@ -97,7 +92,7 @@ static cge_status rewrite(cc_ctx *ctx, cge_graph *g, cge_node *n)
             st = cge_node_set_int(f, "w_const", 1);
         if (!st && f)
             st = cge_node_set_string(f, "precision", "bf16");
-    } else if (is_fused(n, "FusedMatMul")) {
+    } else if (cc_is_fused_op(n, "FusedMatMul")) {
         /* MatMulBF16 has no residual input: such a product stays float32. */
         if (cge_node_num_inputs(n) > 3 && cge_node_input_id(n, 3) >= 0)
             return CGE_OK;

@@ -258,6 +258,12 @@ bool cc_is_op(const cge_node *n, const char *op_type)
            !strcmp(cge_node_op_type(n), op_type);
 }
 
+bool cc_is_fused_op(const cge_node *n, const char *op_type)
+{
+    return n && !cge_node_is_removed(n) && !strcmp(cge_node_domain(n), CGE_DOMAIN_FUSED) &&
+           !strcmp(cge_node_op_type(n), op_type);
+}
+
 const cge_tensor *cc_input_const(const cge_graph *g, const cge_node *n, int32_t i)
 {
     return cge_graph_value_constant(g, cge_node_input_id(n, i));
