@@ -27,7 +27,11 @@ void cge__dnnl_omp_leave(int saved);
 /* A reorder primitive from one layout to another on engine e; 0 on failure. */
 int cge__dnnl_make_reorder(dnnl_engine_t e, const dnnl_memory_desc_t *from,
                            const dnnl_memory_desc_t *to, dnnl_primitive_t *out);
-/* Enqueue reorder r from -> to on s (no wait); 0 on failure. */
+/* Bytes of the scratchpad reorder r needs (its caller gives it: user mode);
+ * 0 for most layouts, a Winograd weights transform's is W transformed. */
+size_t cge__dnnl_reorder_scratch_size(const_dnnl_primitive_t r);
+/* Enqueue reorder r from -> to on s (no wait; a reorder with a scratchpad
+ * runs on a buffer of its own for this call and waits); 0 on failure. */
 int cge__dnnl_run_reorder(dnnl_stream_t s, dnnl_primitive_t r, dnnl_memory_t from,
                           dnnl_memory_t to);
 
