@@ -242,6 +242,18 @@ static bool shapes_known(const cge_graph *g)
     return true;
 }
 
+/* Whether every input of g has a static shape. */
+static bool inputs_static(const cge_graph *g)
+{
+    for (int32_t i = 0; i < cge_graph_num_inputs(g); i++) {
+        cge_tensor_desc d;
+        if (cge_graph_value_desc(g, cge_graph_value_id(g, cge_graph_input(g, i)), &d) ||
+            !cge_shape_is_static(&d.shape))
+            return false;
+    }
+    return true;
+}
+
 static int engine_cmp(const void *a, const void *b)
 {
     const cge_engine_desc *x = a, *y = b;
@@ -411,8 +423,13 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
          * the stream planner weighs branches by bytes. */
         if (symbolic && ctx.opts.symbolic_plan)
             ctx.opts.num_streams = 1;
+        /* Inputs of known sizes, shapes that follow computed values (a
+         * detector's NonZero): the graph is partitioned too, so that the
+         * node-by-node run gets the layout passes' channels-last
+         * convolutions; only build needs every size. */
         if (symbolic && !ctx.opts.symbolic_plan &&
-            (!strcmp(pe->stage, "partition") || !strcmp(pe->stage, "build"))) {
+            ((!strcmp(pe->stage, "partition") && !inputs_static(pg)) ||
+             !strcmp(pe->stage, "build"))) {
             incomplete = true;
             break;
         }
