@@ -484,6 +484,27 @@ def test_profile(mlp, mlp_cgm, tmp_path, monkeypatch):
     cge("profile", mlp_cgm, "-o", tmp_path / "t.json", "--mode", "plan", rc=2)
 
 
+def test_profile_node_by_node(tmp_path):
+    """A model whose shapes follow computed values has no plan: profile runs
+    it node by node (it refused with a [meta] error before) and reports each
+    node as a step."""
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("Greater", ["r", "zero"], ["pos"]),
+         helper.make_node("NonZero", ["pos"], ["y"])], "nz",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, None])],
+        [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    model = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+                  tmp_path / "nz.onnx")
+    out, _ = cge("profile", model, "-o", tmp_path / "t.json", "--iterations", 2)
+    ev = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    kernels = [e["name"] for e in ev if e.get("cat") == "kernel"]
+    assert kernels.count("NonZero") == 2 and kernels.count("Relu") == 2
+    assert any(e.get("cat") == "compile" and "node by node" in e["name"] for e in ev)
+    assert "NonZero" in out
+
+
 # ---- the bundled model -------------------------------------------------------------------
 
 

@@ -88,7 +88,9 @@ static const char profile_help[] =
     "dispatch (binding and enqueueing each step), kernel execution (each step until\n"
     "its stream is idle) and memory copies (inputs in, outputs out). Prints a\n"
     "summary per op type. Every step is synchronized before the next, so kernel\n"
-    "times do not overlap (docs/cli.md).\n"
+    "times do not overlap (docs/cli.md). A model whose shapes follow computed\n"
+    "values (NonZero: detectors) has no plan and runs node by node; each node is\n"
+    "then a step.\n"
     "\n"
     "  -o FILE                    the trace to write (required)\n"
     "  --iterations N             profiled runs (default 10; one warm-up run first)\n"
@@ -1013,12 +1015,19 @@ int cmd_profile(int argc, char **argv)
     if (!rc && !p.m.is_cgm) {
         char dis[1024];
         cge_compile_options co = cli_compile_options(&o, dis, sizeof dis);
+        /* A graph whose shapes follow computed values (a detector's
+         * NonZero) has no plan: the session runs it node by node, and its
+         * runs are profiled per node just the same. */
+        co.allow_incomplete = true;
         cge_plan *plan = NULL;
         double c0 = cli_now_ms();
         if (cge_compile(p.m.graph, NULL, 0, &co, &plan))
             rc = cli_fail_last("profile", NULL);
         double c1 = cli_now_ms();
-        if (!rc) {
+        bool node_by_node = !rc && !cge_plan_is_complete(plan);
+        if (node_by_node)
+            add_span(&tr, 1, "compile", c0, c1, "compile (shapes follow values: node by node)");
+        if (!rc && !node_by_node) {
             add_span(&tr, 1, "compile", c0, c1, "compile");
             const cge_plan_stats *st = cge_plan_get_stats(plan);
             double at = c0;
@@ -1040,7 +1049,7 @@ int cmd_profile(int argc, char **argv)
             add_span(&tr, 1, "compile", c1, cli_now_ms(), "plan to model (in memory)");
         }
         cge_plan_destroy(plan);
-        if (!rc) {
+        if (!rc && !node_by_node) {
             p.m.is_cgm = true;
             cge_graph_destroy(p.m.graph);
             p.m.graph = NULL;
