@@ -172,7 +172,8 @@ static cge_node *conv_addend(const cc_ctx *ctx, const cc_uses *u, const cge_grap
     int32_t ts;
     if (cc_is_fused_op(c, "QConv") && cge_node_num_inputs(c) >= 8)
         ts = 6;
-    else if (cc_is_fused_op(c, "QConvPair") && cge_node_num_inputs(c) == 20 && !cge_node_input(c, 15)[0])
+    else if (cc_is_fused_op(c, "QConvPair") && cge_node_num_inputs(c) == 20 &&
+             !cge_node_input(c, 15)[0])
         ts = 12;
     else
         return NULL;
