@@ -390,19 +390,22 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
     cge_plan_stats *ps = cge__plan_stats_mut(p);
     ps->nodes_in = cge_graph_num_nodes(pg);
     int32_t dumped = 0;
-    bool incomplete = false, symbolic = false;
+    bool incomplete = false, symbolic = false, sized_inputs = false;
     for (int32_t i = 0; !st && !incomplete && i < NUM_PASSES; i++) {
         const pass_entry *pe = &passes[i];
         if (!pass_enabled(&ctx, pe))
             continue;
         /* Shapes still unknown after prepare: the graph is optimised as it
          * is, dims symbolic, once for every size (folding and fusion work on
-         * the weights happen here, not per signature); partition and build
-         * need sizes, so the plan stops there, for a caller that compiles it
-         * again per signature or runs it node by node. */
+         * the weights happen here, not per signature); build needs every
+         * size, partition the inputs' (below), so the plan stops there, for
+         * a caller that compiles it again per signature or runs it node by
+         * node. */
         if (ctx.opts.allow_incomplete && !symbolic && ctx.stage &&
-            !strcmp(ctx.stage, "prepare") && strcmp(pe->stage, "prepare"))
+            !strcmp(ctx.stage, "prepare") && strcmp(pe->stage, "prepare")) {
             symbolic = !shapes_known(pg);
+            sized_inputs = symbolic && inputs_static(pg);
+        }
         /* Sequences or optionals left after prepare (their folding into
          * tensors is a prepare pass): the graph runs node by node as
          * prepared, since their descriptors may be partial. */
@@ -428,7 +431,7 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
          * node-by-node run gets the layout passes' channels-last
          * convolutions; only build needs every size. */
         if (symbolic && !ctx.opts.symbolic_plan &&
-            ((!strcmp(pe->stage, "partition") && !inputs_static(pg)) ||
+            ((!strcmp(pe->stage, "partition") && !sized_inputs) ||
              !strcmp(pe->stage, "build"))) {
             incomplete = true;
             break;

@@ -62,35 +62,39 @@ int cge__dnnl_make_reorder(dnnl_engine_t e, const dnnl_memory_desc_t *from,
     return ok;
 }
 
-size_t cge__dnnl_reorder_scratch_size(const_dnnl_primitive_t r)
+/* r's scratchpad descriptor and engine (NULL where it has none). */
+static const dnnl_memory_desc_t *reorder_scratch_md(const_dnnl_primitive_t r, dnnl_engine_t *e)
 {
     const_dnnl_primitive_desc_t pd = NULL;
     const dnnl_memory_desc_t *md = NULL;
     if (!r || dnnl_primitive_get_primitive_desc(r, &pd) != dnnl_success ||
-        !(md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)))
-        return 0;
-    return dnnl_memory_desc_get_size(md);
+        !(md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) ||
+        !dnnl_memory_desc_get_size(md) ||
+        (e && dnnl_primitive_desc_query(pd, dnnl_query_engine, 0, e) != dnnl_success))
+        return NULL;
+    return md;
+}
+
+size_t cge__dnnl_reorder_scratch_size(const_dnnl_primitive_t r)
+{
+    const dnnl_memory_desc_t *md = reorder_scratch_md(r, NULL);
+    return md ? dnnl_memory_desc_get_size(md) : 0;
 }
 
 int cge__dnnl_run_reorder(dnnl_stream_t s, dnnl_primitive_t r, dnnl_memory_t from,
                           dnnl_memory_t to)
 {
     dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, NULL}};
-    size_t bytes = cge__dnnl_reorder_scratch_size(r);
-    if (!bytes)
+    dnnl_engine_t e = NULL;
+    const dnnl_memory_desc_t *md = reorder_scratch_md(r, &e);
+    if (!md)
         return dnnl_primitive_execute(r, s, 2, a) == dnnl_success;
     /* Only weight transforms have one (activations' layout reorders have
      * none): they run at prepare, or when a W that is not constant changes.
      * Its own pages, unmapped after (a block of a MiB and more is mapped),
      * not the heap's: freed heap blocks of this size stayed resident. */
-    const_dnnl_primitive_desc_t pd = NULL;
-    dnnl_engine_t e = NULL;
-    void *scratch = cge__block_new_unpopulated(bytes);
-    int ok = scratch && dnnl_primitive_get_primitive_desc(r, &pd) == dnnl_success &&
-             dnnl_primitive_desc_query(pd, dnnl_query_engine, 0, &e) == dnnl_success &&
-             dnnl_memory_create(&a[2].memory,
-                                dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), e,
-                                scratch) == dnnl_success &&
+    void *scratch = cge__block_new_unpopulated(dnnl_memory_desc_get_size(md));
+    int ok = scratch && dnnl_memory_create(&a[2].memory, md, e, scratch) == dnnl_success &&
              dnnl_primitive_execute(r, s, 3, a) == dnnl_success &&
              dnnl_stream_wait(s) == dnnl_success;
     dnnl_memory_destroy(a[2].memory);

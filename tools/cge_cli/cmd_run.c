@@ -1024,11 +1024,12 @@ int cmd_profile(int argc, char **argv)
         if (cge_compile(p.m.graph, NULL, 0, &co, &plan))
             rc = cli_fail_last("profile", NULL);
         double c1 = cli_now_ms();
+        /* An incomplete plan cannot be a session's (cge_session_add_plan
+         * refuses it): the session compiles the graph again itself. */
         bool node_by_node = !rc && !cge_plan_is_complete(plan);
-        if (node_by_node)
-            add_span(&tr, 1, "compile", c0, c1, "compile (shapes follow values: node by node)");
-        if (!rc && !node_by_node) {
-            add_span(&tr, 1, "compile", c0, c1, "compile");
+        if (!rc) {
+            add_span(&tr, 1, "compile", c0, c1,
+                     node_by_node ? "compile (shapes follow values: node by node)" : "compile");
             const cge_plan_stats *st = cge_plan_get_stats(plan);
             double at = c0;
             for (int32_t i = 0; i < st->num_passes; i++) {
@@ -1040,6 +1041,8 @@ int cmd_profile(int argc, char **argv)
                              (int)st->passes[i].nodes_after);
                 at += st->passes[i].ms;
             }
+        }
+        if (!rc && !node_by_node) {
             void *buf = NULL;
             size_t size = 0;
             if (cge_model_save_buffer(plan, NULL, &buf, &size) ||
@@ -1047,19 +1050,20 @@ int cmd_profile(int argc, char **argv)
                 rc = cli_fail_last("profile", NULL);
             free(buf);
             add_span(&tr, 1, "compile", c1, cli_now_ms(), "plan to model (in memory)");
+            if (!rc) {
+                p.m.is_cgm = true;
+                cge_graph_destroy(p.m.graph);
+                p.m.graph = NULL;
+            }
         }
         cge_plan_destroy(plan);
-        if (!rc && !node_by_node) {
-            p.m.is_cgm = true;
-            cge_graph_destroy(p.m.graph);
-            p.m.graph = NULL;
-        }
     }
     double s0 = cli_now_ms();
     if (!rc)
         rc = cli_session("profile", &o, &p.m, &p.s, &p.prepare_ms);
     if (!rc)
-        add_span(&tr, 1, "compile", s0, cli_now_ms(), "prepare (arena, kernels)");
+        add_span(&tr, 1, "compile", s0, cli_now_ms(),
+                 p.m.is_cgm ? "prepare (arena, kernels)" : "prepare (session)");
     if (!rc)
         rc = cli_make_inputs("profile", &o, p.s, &p.in);
     if (!rc)
