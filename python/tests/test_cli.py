@@ -502,8 +502,8 @@ def test_profile_node_by_node(tmp_path):
     kernels = [e["name"] for e in ev if e.get("cat") == "kernel"]
     assert kernels.count("NonZero") == 2 and kernels.count("Relu") == 2
     assert any(e.get("cat") == "compile" and "node by node" in e["name"] for e in ev)
-    assert any(e.get("cat") == "pass" and e["name"] == "layout_channels_last" for e in ev) or \
-        any(e.get("cat") == "pass" and e["name"] == "fold_constants" for e in ev)
+    # partitioned too (its inputs are sized): the layout pass ran
+    assert any(e.get("cat") == "pass" and e["name"] == "layout_channels_last" for e in ev)
     assert "NonZero" in out
 
 
