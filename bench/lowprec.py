@@ -19,9 +19,15 @@ Runtime, in one run. Not a test.
    (prompt of 16, then 16 steps with the key/value cache fed back; median)
    for cge and ONNX Runtime (bench/ort_dynamic.js), and the ratio.
    Target: int4 >= 2x fewer bytes per token than float32.
+3. float16 and bfloat16 models (scripts/half_model.py's copies of the
+   TransformerEncoder, resnet18 and mobilenet_v2): cge's half model (its
+   nodes on float32's kernels: compiler pass widen_half) against cge's
+   float32 model (alternating runs in one process) and ONNX Runtime's
+   float16 model, and the half outputs' max relative error against the
+   float32 model's.
 
 Environment: BENCH_THREADS (2), BENCH_RUNS (30), BENCH_MODEL_DIR, BENCH_PARTS
-("bf16,decoder": either part alone).
+("bf16,decoder,half": any of the parts).
 """
 import json
 import os
@@ -117,6 +123,60 @@ def bf16_row(name, path):
         mx, mean = max(mx, float(e.max())), max(mean, float(e.mean()))
     return dict(model=name, fp32_ms=float(np.median(t32)), bf16_ms=float(np.median(t16)),
                 ort_fp32_ms=ort_latency(path), max_rel_error=mx, mean_rel_error=mean)
+
+
+# ---- float16 / bfloat16 models ---------------------------------------------------------------
+
+def half_row(name, path32, path16, half):
+    import half_model
+    s32 = cge.InferenceSession(path32, num_threads=THREADS)
+    s16 = cge.InferenceSession(path16, num_threads=THREADS)
+    feed = fixed_input(s32)
+    k = next(iter(feed))
+    f16 = {k: feed[k].astype(np.float16) if half == "float16" else half_model.bf16_bits(feed[k])}
+    y32, y16 = s32.run(None, feed), s16.run(None, f16)
+    for _ in range(3):
+        s32.run(None, feed), s16.run(None, f16)
+    t32, t16 = [], []
+    for _ in range(RUNS):
+        for s, f, t in ((s32, feed, t32), (s16, f16, t16)):
+            t0 = time.perf_counter()
+            s.run(None, f)
+            t.append((time.perf_counter() - t0) * 1e3)
+    widen = (lambda a: a.astype(np.float32)) if half == "float16" else half_model.bf16_value
+    mx = 0.0
+    for a, b in zip(y32, y16):
+        scale = float(np.abs(a).max()) or 1.0
+        mx = max(mx, float((np.abs(a.astype(np.float64) - widen(b)) / scale).max()))
+    # ONNX Runtime's CPU kernels take float16 (casting where it has none), not bfloat16
+    return dict(model=name, half=half, fp32_ms=float(np.median(t32)), half_ms=float(np.median(t16)),
+                ort_half_ms=ort_latency(path16) if half == "float16" else None, max_rel_error=mx)
+
+
+def half_part(make_test_models, out_dir):
+    import onnx
+    from onnx import TensorProto
+    import half_model
+    print(f"{'model':28} {'cge fp32':>9} {'cge half':>9} {'ORT half':>9} {'half/fp32':>10} "
+          f"{'half/ORT':>9} {'max rel err':>12}   (ms)")
+    rows = []
+    for name in ("transformer_encoder", "resnet18", "mobilenet_v2"):
+        path32 = make_test_models.make(name, out_dir)[0]
+        for half in ("float16", "bfloat16"):
+            if name != "transformer_encoder" and half == "bfloat16":
+                continue
+            path16 = os.path.join(out_dir, f"{name}_{half}.onnx")
+            onnx.save(half_model.halved(path32, TensorProto.FLOAT16 if half == "float16"
+                                        else TensorProto.BFLOAT16), path16)
+            r = half_row(f"{name} {half}", path32, path16, half)
+            rows.append(r)
+            o = r["ort_half_ms"]
+            print(f"{r['model']:28} {r['fp32_ms']:9.2f} {r['half_ms']:9.2f} "
+                  f"{(o if o else float('nan')):9.2f} {r['half_ms'] / r['fp32_ms']:10.2f} "
+                  f"{(r['half_ms'] / o if o else float('nan')):9.2f} {r['max_rel_error']:12.2e}")
+    print("(mobilenet_v2's random weights drive its outputs to ~1e-9, below float16's "
+          "smallest value: its half outputs are 0, the error 1)\n")
+    return rows
 
 
 # ---- the decoder -------------------------------------------------------------------------
@@ -215,12 +275,13 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     print(f"low precision: {THREADS} threads, median of {RUNS} runs; bf16 kernels available: "
           f"{cge.precision_bf16_available()}\n")
-    parts = os.environ.get("BENCH_PARTS", "bf16,decoder").split(",")
+    parts = os.environ.get("BENCH_PARTS", "bf16,decoder,half").split(",")
     models = [] if "bf16" not in parts else [("transformer_encoder", make_test_models.make("transformer_encoder", out_dir)[0]),
               ("vit_mlp", vit_mlp(os.path.join(out_dir, "vit_mlp.onnx"))),
               ("resnet18", make_test_models.make("resnet18", out_dir)[0])]
-    print(f"{'model':20} {'cge fp32':>9} {'cge bf16':>9} {'ORT fp32':>9} {'bf16 speed-up':>14} "
-          f"{'bf16/ORT':>9} {'max rel err':>12} {'mean rel err':>13}   (ms)")
+    if models:
+        print(f"{'model':20} {'cge fp32':>9} {'cge bf16':>9} {'ORT fp32':>9} {'bf16 speed-up':>14} "
+              f"{'bf16/ORT':>9} {'max rel err':>12} {'mean rel err':>13}   (ms)")
     rows = []
     for name, path in models:
         r = bf16_row(name, path)
@@ -230,7 +291,10 @@ def main():
               f"{(o if o else float('nan')):9.2f} {r['fp32_ms'] / r['bf16_ms']:13.2f}x "
               f"{(r['bf16_ms'] / o if o else float('nan')):9.2f} {r['max_rel_error']:12.2e} "
               f"{r['mean_rel_error']:13.2e}")
-    print("target: bf16 >= 1.5x faster than fp32 on GEMM-heavy models, max rel error <= 1e-2\n")
+    if models:
+        print("target: bf16 >= 1.5x faster than fp32 on GEMM-heavy models, max rel error <= 1e-2\n")
+    if "half" in parts:
+        rows += half_part(make_test_models, out_dir)
     if "decoder" not in parts:
         return
 

@@ -75,7 +75,8 @@ cge_dtype cge_dtype_from_name(const char *name)
     return CGE_DTYPE_UNDEFINED;
 }
 
-/* IEEE half <-> single by bit manipulation, rounding to nearest even. */
+/* IEEE half <-> single by bit manipulation, rounding to nearest even; NaNs
+ * quiet both ways. */
 float cge_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
@@ -94,7 +95,8 @@ float cge_f16_to_f32(uint16_t h)
             bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
         }
     } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
+        /* a NaN comes out quiet, as the CPU's conversion (F16C) makes it */
+        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }

@@ -87,6 +87,9 @@ cge_status cc_pass_normalize(cc_ctx *ctx, cge_graph *g);
 /* Only with compile option kv_cache_max_len: cge_graph_kv_cache_static. */
 cge_status cc_pass_kv_cache_static(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fold_sequences(cc_ctx *ctx, cge_graph *g);
+/* float16 / bfloat16 nodes computed in float32, with Casts where half
+ * values enter and leave (pass_widen_half.c). */
+cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g);
 cge_status cc_pass_fuse_qdq(cc_ctx *ctx, cge_graph *g);
 /* MatMul(A, DequantizeLinear(constant int8 W)) -> com.microsoft MatMulNBits. */
 cge_status cc_pass_fuse_dq_matmul(cc_ctx *ctx, cge_graph *g);

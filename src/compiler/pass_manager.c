@@ -28,6 +28,9 @@ static const pass_entry passes[] = {
      * with sequences runs node by node: see cge_compile). */
     {"prepare", "fold_sequences", cc_pass_fold_sequences, CGE_OPT_NONE, false, NULL, NULL},
     {"prepare", "normalize", cc_pass_normalize, CGE_OPT_NONE, false, NULL, NULL},
+    /* first: the passes after it see float16/bfloat16 models' nodes as
+     * float32 ones */
+    {"optimize", "widen_half", cc_pass_widen_half, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_qdq", cc_pass_fuse_qdq, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fuse_dq_matmul", cc_pass_fuse_dq_matmul, CGE_OPT_FUSE, false, NULL, NULL},
     {"optimize", "fold_constants", cc_pass_fold_constants, CGE_OPT_EXACT, false, NULL, NULL},

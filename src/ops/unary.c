@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops/builtin.h"
+#include "ops/half_convert.h"
 #include "ops/kernel_util.h"
 #include "ops/sequence_util.h"
 #include "ops/string_util.h"
@@ -229,6 +230,28 @@ static cge_status check_io(const cge_kernel_ctx *ctx, const cge_tensor *x, const
     return CGE_OK;
 }
 
+/* float16 <-> float32 Casts with the CPU's conversions (the same bits). */
+static void cast_f16_f32_n(const void *in, void *out, int64_t n, const un_args *a)
+{
+    (void)a;
+    cge__f16_to_f32_n(in, out, n);
+}
+
+static void cast_f32_f16_n(const void *in, void *out, int64_t n, const un_args *a)
+{
+    (void)a;
+    cge__f32_to_f16_n(in, out, n);
+}
+
+static un_row cast_row(cge_dtype from, cge_dtype to)
+{
+    if (from == CGE_F16 && to == CGE_F32)
+        return cast_f16_f32_n;
+    if (from == CGE_F32 && to == CGE_F16)
+        return cast_f32_f16_n;
+    return cast_rows[from][to];
+}
+
 static cge_status un_launch(const cge_kernel_ctx *ctx, cge_stream *stream, un_op op)
 {
     CGE__CHECK_COUNTS(ctx, cge_kernel_error, 1, 1, 1, 1, "1 input and 1 output");
@@ -248,7 +271,7 @@ static cge_status un_launch(const cge_kernel_ctx *ctx, cge_stream *stream, un_op
     if (in_set(info->dtypes, x->dtype) && in_set(CGE_DT_ALL | CGE_DT_STRING, y->dtype) &&
         y->dtype == want)
         args.row = x->dtype == y->dtype || info->out != OUT_CAST ? info->rows[x->dtype]
-                                                                 : cast_rows[x->dtype][y->dtype];
+                                                                 : cast_row(x->dtype, y->dtype);
     if (!args.row)
         return cge_kernel_error(ctx, CGE_ERR_DTYPE, "no %s kernel for %s -> %s", info->name,
                                 cge_dtype_name(x->dtype), cge_dtype_name(y->dtype));

@@ -1,0 +1,247 @@
+/* optimize/widen_half: float16 and bfloat16 models computed in float32.
+ * Every node of the default domain that reads a half-precision tensor and
+ * whose meta accepts float32 there instead (its half outputs then float32
+ * too) reads and writes float32: half constants it reads become float32
+ * constants now, other half values it reads (graph inputs, the results of
+ * nodes left as they are) pass a Cast to float32 first, and where a half
+ * value it made is read by a node left as it is or is a graph output, a
+ * Cast back to half makes it under its own name. Then inference runs again
+ * over the whole graph. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/shared_block.h"
+#include "compiler/compiler_internal.h"
+#include "ir/constant_block.h"
+
+/* Why: cge's kernels for half tensors are the operators' generic paths, a
+ * conversion per element in the inner loops (resnet18 as float16: 13 s a
+ * run against 17 ms as float32); the fast kernels (oneDNN convolutions,
+ * cge's GEMM, the fusions and channels-last layouts) are float32's. ONNX
+ * Runtime's CPU provider does the same (casts around the nodes it has no
+ * half kernel for). The values between widened nodes stay float32, so they
+ * are not rounded to half between operators: results differ from a
+ * computation rounded at every step by that rounding (they are closer to
+ * the exact ones), which is why the pass is a level-2 rewrite. Casts the
+ * model writes itself (to half) are kept: a value the model rounds, stays
+ * rounded. */
+
+static bool is_half(cge_dtype d) { return d == CGE_F16 || d == CGE_BF16; }
+
+/* Nodes never widened: bodies (their graphs declare their own types),
+ * sequences and optionals, and nodes whose results may differ per run. */
+static bool excluded(const cge_node *n)
+{
+    if (cge_node_domain(n)[0] || cc_is_nondeterministic(n))
+        return true;
+    const cge_attrs *a = cge_node_attrs_const(n);
+    for (int32_t i = 0; i < cge_attrs_count(a); i++) {
+        cge_attr_kind k = cge_attrs_at(a, i)->kind;
+        if (k == CGE_ATTR_GRAPH || k == CGE_ATTR_GRAPHS)
+            return true;
+    }
+    return false;
+}
+
+#define WIDEN_MAX_IO 16
+
+/* Whether node `n` can run in float32: it reads a half tensor, its meta
+ * takes float32 for every half input (values known so far passed, as
+ * inference passes them), and then every half output becomes float32 and
+ * every other output keeps its dtype. */
+static bool widenable(cc_ctx *ctx, const cge_graph *g, const cge_node *n)
+{
+    int32_t ni = cge_node_num_inputs(n), no = cge_node_num_outputs(n);
+    if (cge_node_is_removed(n) || ni > WIDEN_MAX_IO || no > WIDEN_MAX_IO || no == 0 || excluded(n))
+        return false;
+    cge_tensor_desc in[WIDEN_MAX_IO], out[WIDEN_MAX_IO], was[WIDEN_MAX_IO];
+    const void *vals[WIDEN_MAX_IO];
+    bool any = false;
+    bool known = ctx->known && ctx->known_rev == cge_graph_revision(g);
+    cge_dtype half = CGE_DTYPE_UNDEFINED;
+    for (int32_t i = 0; i < ni; i++) {
+        in[i] = cc_in_desc(g, n, i);
+        int32_t id = cge_node_input_id(n, i);
+        if (id >= 0 && (!cge_dtype_valid(in[i].dtype) || in[i].type != CGE_TYPE_TENSOR))
+            return false;
+        const cge_tensor *c = id >= 0 ? cge_graph_value_constant(g, id) : NULL;
+        vals[i] = c ? c->data : known && id >= 0 && id < ctx->num_known ? ctx->known[id] : NULL;
+        if (is_half(in[i].dtype)) {
+            if (half != CGE_DTYPE_UNDEFINED && half != in[i].dtype)
+                return false; /* float16 beside bfloat16: left as the model says */
+            half = in[i].dtype;
+            in[i].dtype = CGE_F32;
+            vals[i] = NULL;
+            any = true;
+        }
+    }
+    if (!any)
+        return false;
+    for (int32_t i = 0; i < no; i++) {
+        was[i] = cc_out_desc(g, n, i);
+        if (was[i].type != CGE_TYPE_TENSOR || (is_half(was[i].dtype) && was[i].dtype != half))
+            return false;
+        out[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
+    }
+    const cge_op_def *def = cc_find_op(ctx, n);
+    if (!def) {
+        cge_clear_error();
+        return false;
+    }
+    if (cge_op_infer(def, cge_node_name(n), cge_node_attrs_const(n), in, vals, NULL, ni, out, no)) {
+        cge_clear_error();
+        return false;
+    }
+    for (int32_t i = 0; i < no; i++)
+        if (out[i].dtype != (is_half(was[i].dtype) ? CGE_F32 : was[i].dtype))
+            return false;
+    return true;
+}
+
+static cge_status add_cast(cc_ctx *ctx, cge_graph *g, const char *in, const char *out,
+                           cge_dtype to, const cge_shape *shape)
+{
+    char name[256];
+    cge_node *c = NULL;
+    cc_fresh_name(ctx, g, "widen_half_cast", name, sizeof name);
+    cge_status st = cge_graph_add_node(g, "Cast", "", name, &in, 1, &out, 1, &c);
+    if (!st)
+        st = cge_node_set_int(c, "to", to);
+    if (!st)
+        st = cge_graph_set_desc(g, out, to, shape);
+    if (!st)
+        ctx->added++;
+    return st;
+}
+
+/* A float32 copy of half constant `t`, made now under a fresh name. */
+static cge_status widen_constant(cc_ctx *ctx, cge_graph *g, const char *name, const cge_tensor *t,
+                                 char *buf, size_t size)
+{
+    int64_t n = cge_shape_numel(&t->shape);
+    size_t bytes = (size_t)n * sizeof(float);
+    float *d = cge__block_new_unpopulated(bytes);
+    if (!d)
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory for %s",
+                         name);
+    const uint16_t *s = t->data;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = t->dtype == CGE_F16 ? cge_f16_to_f32(s[i]) : cge_bf16_to_f32(s[i]);
+    cc_fresh_name(ctx, g, name, buf, size);
+    return cge__graph_add_constant_block(g, buf, CGE_F32, &t->shape, d, bytes);
+}
+
+/* Whether every node reading `id` is widened. */
+static bool all_readers_wide(const cc_uses *u, int32_t id, const bool *wide, cge_status *st)
+{
+    int32_t nu = cc_uses_count(u, id);
+    cc_use small[16], *us = nu > 16 ? malloc(sizeof *us * (size_t)nu) : small;
+    if (!us) {
+        *st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
+        return false;
+    }
+    int32_t got = cc_uses_list(u, id, us, nu);
+    bool all = true;
+    for (int32_t q = 0; q < got && all; q++)
+        all = wide[cge_node_index(us[q].node)];
+    if (us != small)
+        free(us);
+    return all;
+}
+
+cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g)
+{
+    int32_t nn = cge_graph_num_nodes(g), nv = cge_graph_num_values(g);
+    bool any_half = false;
+    for (int32_t id = 0; id < nv && !any_half; id++) {
+        cge_tensor_desc d;
+        any_half = !cge_graph_value_desc(g, id, &d) && is_half(d.dtype);
+    }
+    if (!any_half)
+        return CGE_OK;
+    bool *wide = calloc((size_t)nn + 1, sizeof *wide);
+    char **f32_name = calloc((size_t)nv + 1, sizeof *f32_name);   /* value id -> float32 form */
+    cge_dtype *dtype = calloc((size_t)nv + 1, sizeof *dtype);      /* before the rewrite */
+    cc_uses u = {0};
+    cge_status st = wide && f32_name && dtype ? cc_uses_build(&u, g)
+                                              : cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY,
+                                                          "widen_half: out of memory");
+    int32_t widened = 0;
+    for (int32_t i = 0; !st && i < nn; i++)
+        if ((wide[i] = widenable(ctx, g, cge_graph_node(g, i))))
+            widened++;
+    cge_shape *shapes = NULL;
+    if (!st && widened) {
+        shapes = calloc((size_t)nv + 1, sizeof *shapes);
+        if (!shapes)
+            st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
+    }
+    for (int32_t id = 0; !st && widened && id < nv; id++) {
+        cge_tensor_desc d;
+        if (!cge_graph_value_desc(g, id, &d)) {
+            dtype[id] = d.dtype;
+            shapes[id] = d.shape;
+        }
+    }
+    /* Half results of widened nodes: the node makes a fresh float32 value,
+     * and a Cast remakes the half one under its name where something
+     * else reads it. */
+    for (int32_t i = 0; !st && widened && i < nn; i++) {
+        cge_node *n = cge_graph_node(g, i);
+        for (int32_t k = 0; wide[i] && !st && k < cge_node_num_outputs(n); k++) {
+            int32_t id = cge_node_output_id(n, k);
+            if (id < 0 || !is_half(dtype[id]))
+                continue;
+            bool half_read =
+                cge_graph_value_is_output(g, id) || !all_readers_wide(&u, id, wide, &st);
+            if (st)
+                break;
+            char fresh[256], old[256];
+            snprintf(old, sizeof old, "%s", cge_graph_value_name(g, id));
+            cc_fresh_name(ctx, g, old, fresh, sizeof fresh);
+            st = cge_node_set_output(n, k, fresh);
+            if (!st)
+                st = cge_graph_set_desc(g, fresh, CGE_F32, &shapes[id]);
+            if (!st && !(f32_name[id] = strdup(fresh)))
+                st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
+            if (!st && half_read)
+                st = add_cast(ctx, g, fresh, old, dtype[id], &shapes[id]);
+        }
+    }
+    /* Half operands of widened nodes read their float32 forms. */
+    for (int32_t i = 0; !st && widened && i < nn; i++) {
+        cge_node *n = cge_graph_node(g, i);
+        for (int32_t s = 0; wide[i] && !st && s < cge_node_num_inputs(n); s++) {
+            int32_t id = cge_node_input_id(n, s);
+            if (id < 0 || id >= nv || !is_half(dtype[id]))
+                continue;
+            if (!f32_name[id]) {
+                char name[256];
+                const cge_tensor *c = cge_graph_value_constant(g, id);
+                const char *v = cge_graph_value_name(g, id);
+                if (c && c->data) {
+                    st = widen_constant(ctx, g, v, c, name, sizeof name);
+                } else {
+                    cc_fresh_name(ctx, g, v, name, sizeof name);
+                    st = add_cast(ctx, g, v, name, CGE_F32, &shapes[id]);
+                }
+                if (!st && !(f32_name[id] = strdup(name)))
+                    st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
+            }
+            if (!st)
+                st = cge_node_set_input(n, s, f32_name[id]);
+        }
+    }
+    if (!st && widened) {
+        ctx->fused += widened;
+        st = cc_pass_infer(ctx, g);
+    }
+    cc_uses_free(&u);
+    for (int32_t id = 0; f32_name && id < nv; id++)
+        free(f32_name[id]);
+    free(f32_name);
+    free(dtype);
+    free(shapes);
+    free(wide);
+    return st;
+}
