@@ -2209,7 +2209,23 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
          * node; its tables are made on the first such run. */
         eager_exec *ex = &inst->ex;
         cge_stream *on = stream;
-        st = cge_stream_wait_event(stream, inst->done);
+        /* A synchronous run goes node by node on this thread, as a plan run
+         * does (launch_inline): each node launched on a stream's worker and
+         * waited for before the next one's inference cost two thread
+         * switches a node, most of the time of a detector's hundreds of
+         * small nodes (Shape, Gather, Unsqueeze: 20-40 us each). */
+        bool burst = false;
+        if (sync) {
+            st = cge_event_synchronize(inst->done);
+            if (!st && !inst->inline_stream)
+                st = cge_stream_create_immediate(inst->dev, &inst->inline_stream);
+            if (!st) {
+                on = inst->inline_stream;
+                burst = !(st = cge_stream_burst_begin(on));
+            }
+        } else {
+            st = cge_stream_wait_event(stream, inst->done);
+        }
         if (!st && !ex->built)
             st = eager_build(inst, ex, inst->src);
         if (!st)
@@ -2224,6 +2240,13 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
             st = check_outputs(&ex->vals, outputs, out_pos, num_outputs);
         if (!st)
             st = copy_outputs(inst, &ex->vals, on, outputs, out_pos, num_outputs, false);
+        if (burst)
+            cge_stream_burst_end(on);
+        if (on != stream) {
+            cge_status s2 = cge_stream_synchronize(on);
+            if (!st)
+                st = s2;
+        }
     } else if (sync && ((mode == CGE_RUN_REPLAY && inst->ri) ||
                         (mode == CGE_RUN_PLAN && inst->num_streams == 1 && !inst->prof &&
                          !inst->step_sync))) {
