@@ -274,9 +274,13 @@ static cge_status upsample_infer(cge_infer_ctx *ctx)
 
 /* ---- tables ---------------------------------------------------------------------- */
 
+/* The tables, then 64 bytes of taps per axis and 64 more whose first byte
+ * says whether every axis maps each output index to the same input index
+ * with weight 1 and nothing outside (a resize to the input's own size: a
+ * detector's transform given an image of its target size). */
 static size_t rz_tab_bytes(const rz_args *p)
 {
-    size_t b = 64;
+    size_t b = 128;
     for (int32_t d = 0; d < p->out.rank; d++)
         b += (size_t)(p->out.dims[d] * p->mt[d]) * (sizeof(int64_t) + sizeof(double)) +
              (size_t)p->out.dims[d] + 16;
@@ -360,6 +364,7 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
     rz_tab t;
     rz_tab_layout(p, &t);
     int32_t r = p->out.rank;
+    bool all_identity = true;
     for (int32_t d = 0; d < r; d++) {
         int64_t in = p->in.dims[d], out = p->out.dims[d], mt = p->mt[d];
         int32_t k = p->list_of[d];
@@ -457,8 +462,21 @@ static void rz_tab_fn(int64_t blk, int64_t nblk, void *args)
             }
         }
         t.ntaps[d] = identity || k < 0 ? 1 : mt;
+        all_identity &= (identity || k < 0) && in == out;
     }
-    memcpy(p->ws + rz_tab_bytes(p) - 64, t.ntaps, sizeof(int64_t) * (size_t)r);
+    memcpy(p->ws + rz_tab_bytes(p) - 128, t.ntaps, sizeof(int64_t) * (size_t)r);
+    p->ws[rz_tab_bytes(p) - 64] = all_identity;
+}
+
+static bool rz_identity(const rz_args *p) { return p->ws[rz_tab_bytes(p) - 64] != 0; }
+
+/* Rows [r0, r1) of an identity resize: each output element is its input
+ * element times weights of 1, which is the input's value: copied. */
+static void rz_copy(const rz_args *p, int64_t r0, int64_t r1, int64_t row_elems)
+{
+    size_t es = cge_dtype_size(p->dtype);
+    memcpy((char *)p->y + (size_t)(r0 * row_elems) * es,
+           (const char *)p->x + (size_t)(r0 * row_elems) * es, (size_t)((r1 - r0) * row_elems) * es);
 }
 
 /* The input offsets and weights of every combination of taps over the axes
@@ -500,9 +518,13 @@ static void rz_fn(int64_t blk, int64_t nblk, void *args)
     rz_tab t;
     rz_tab_layout(p, &t);
     int32_t r = p->out.rank;
-    memcpy(t.ntaps, p->ws + rz_tab_bytes(p) - 64, sizeof(int64_t) * (size_t)r);
+    memcpy(t.ntaps, p->ws + rz_tab_bytes(p) - 128, sizeof(int64_t) * (size_t)r);
     int64_t W = p->out.dims[r - 1], rows = cge_shape_numel(&p->out) / W, r0, r1;
     cge__block_range(rows, blk, nblk, &r0, &r1);
+    if (rz_identity(p)) {
+        rz_copy(p, r0, r1, W);
+        return;
+    }
     int64_t str[CGE_MAX_RANK];
     cge_shape_strides(&p->in, str);
     int64_t coff[2 * RZ_MAX_COMBOS];
@@ -853,7 +875,7 @@ static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
     rz_tab t;
     rz_tab_layout(p, &t);
     int32_t r = p->out.rank;
-    memcpy(t.ntaps, p->ws + rz_tab_bytes(p) - 64, sizeof(int64_t) * (size_t)r);
+    memcpy(t.ntaps, p->ws + rz_tab_bytes(p) - 128, sizeof(int64_t) * (size_t)r);
     if (t.ntaps[1] != 1) {
         cge_kernel_fail(CGE_ERR_INTERNAL, "Resize (channels-last): the channel axis is resized");
         return;
@@ -869,6 +891,10 @@ static void rz_nhwc_fn(int64_t blk, int64_t nblk, void *args)
         acc_str *= p->in.dims[d];
     }
     str[0] = acc_str;
+    if (!p->plain_out && rz_identity(p)) {
+        rz_copy(p, r0, r1, C);
+        return;
+    }
     if (!p->plain_out) {
         rz_nhwc_rows(p, &t, str, r0, r1, (float *)p->y + r0 * C);
         return;
