@@ -1,6 +1,9 @@
 """float16 / bfloat16 copies of float32 ONNX models, as `model.half()` or a
 float16 converter would write them: every float32 initializer, graph input,
-output and value_info, Constant and Cast-to-float becomes the half type.
+output and value_info, Constant and Cast-to-float becomes the half type,
+except the inputs ONNX types as float32 only (Resize's scales, Upsample's,
+NonMaxSuppression's boxes, scores and thresholds: constants stay float32,
+computed values get a Cast to float32).
 Used by the half-model tests and bench (`make bench-lowprec`, part "half").
 
     /usr/bin/python3 scripts/half_model.py model.onnx model_f16.onnx [float16|bfloat16]
@@ -41,17 +44,54 @@ def _halve_tensor(t, half):
                                raw_data=bf16_bits(a).tobytes()))
 
 
+# Inputs ONNX types as float32 only: they stay float32 (constants), or get a
+# Cast to float32 (computed values), as float16 converters do.
+_FLOAT32_ONLY = {"Resize": (2,), "Upsample": (1,), "NonMaxSuppression": (0, 1, 3, 4)}
+
+
+def _keep_float32(g):
+    """Names of the float32-only inputs of g's nodes, and Cast nodes for
+    the computed ones (inserted before their readers)."""
+    keep, casts = set(), []
+    produced = {o for n in g.node for o in n.output}
+    consts = {o for n in g.node if n.op_type == "Constant" for o in n.output}
+    for n in g.node:
+        for i in _FLOAT32_ONLY.get(n.op_type, ()):
+            if i >= len(n.input) or not n.input[i]:
+                continue
+            name = n.input[i]
+            if name in produced and name not in consts:
+                cast = name + "__as_float32"
+                casts.append((n, i, onnx.helper.make_node("Cast", [name], [cast],
+                                                          to=TensorProto.FLOAT)))
+            else:
+                keep.add(name)
+    return keep, casts
+
+
 def _halve_graph(g, half):
+    keep, casts = _keep_float32(g)
     for t in g.initializer:
-        _halve_tensor(t, half)
+        if t.name not in keep:
+            _halve_tensor(t, half)
+    for reader, i, cast in casts:
+        reader.input[i] = cast.output[0]
+    nodes = list(g.node)
+    for reader, i, cast in casts:
+        nodes.insert(nodes.index(reader), cast)
+    del g.node[:]
+    g.node.extend(nodes)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
             vi.type.tensor_type.elem_type = half
     for n in g.node:
+        if any(n.output[0] == c.output[0] for _, _, c in casts):
+            continue   # a Cast made above, to float32
         for a in n.attribute:
             if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
                 a.i = half
-            if a.type == onnx.AttributeProto.TENSOR:
+            if a.type == onnx.AttributeProto.TENSOR and not (n.op_type == "Constant" and
+                                                             n.output[0] in keep):
                 _halve_tensor(a.t, half)
             if a.type == onnx.AttributeProto.GRAPH:
                 _halve_graph(a.g, half)

@@ -220,9 +220,9 @@ cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g)
             if (id < 0 || id >= nv || !is_half(dtype[id]))
                 continue;
             if (!f32_name[id]) {
-                char name[256];
+                char name[256], v[256];
                 const cge_tensor *c = cge_graph_value_constant(g, id);
-                const char *v = cge_graph_value_name(g, id);
+                snprintf(v, sizeof v, "%s", cge_graph_value_name(g, id));
                 if (c && c->data) {
                     st = widen_constant(ctx, g, v, c, name, sizeof name);
                 } else {

@@ -287,7 +287,13 @@ static cge_status shared_get(const cge_kernel_ctx *ctx, const void *src, const v
     pthread_mutex_lock(&c->lock);
     cge_status st = CGE_OK;
     if (!src || !stable(c, src)) {
+        /* the bytes of a retired source are gone: never read them */
+        bool gone = src && retired(c, src);
         pthread_mutex_unlock(&c->lock);
+        if (gone)
+            return cge_kernel_error(ctx, CGE_ERR_STATE,
+                                    "a constant input was freed once packed, and its packed "
+                                    "copy is not shared: this prepare cannot pack it again");
         return make(ctx, bytes, fill, user, fill_populates, out);
     }
     uint64_t h = hash_key(src, key, key_bytes);

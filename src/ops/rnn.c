@@ -10,6 +10,7 @@
 #include "ops/builtin.h"
 #include "ops/fast_math.h"
 #include "ops/gemm_kernel.h"
+#include "ops/half_convert.h"
 #include "ops/kernel_cache.h"
 #include "ops/kernel_util.h"
 
@@ -24,7 +25,10 @@
  * step's recurrent product runs on GEMM tiles, blocks split over directions
  * and batch rows. */
 
-#define RNN_DTYPES CGE_DT(CGE_F32)
+/* float16 and bfloat16 layers too (ONNX allows float16): converted to
+ * float32 in the workspace around the float32 kernel (rnn_launch_half); a
+ * half model's layers run widened from level 2 (compiler pass widen_half). */
+#define RNN_DTYPES (CGE_DT(CGE_F32) | CGE_DT(CGE_F16) | CGE_DT(CGE_BF16))
 
 enum { KIND_RNN, KIND_GRU, KIND_LSTM };
 
@@ -206,8 +210,8 @@ static cge_status rnn_infer(cge_infer_ctx *ctx)
     if (ctx->num_inputs < 3)
         return cge_meta_error(ctx, CGE_ERR_INVALID_ARG, "needs inputs X, W and R");
     const cge_tensor_desc *X = &ctx->inputs[0], *W = &ctx->inputs[1], *R = &ctx->inputs[2];
-    if (X->dtype != CGE_F32)
-        return cge_meta_error(ctx, CGE_ERR_DTYPE, "X is %s; this kernel supports float32 only",
+    if (!(RNN_DTYPES & CGE_DT(X->dtype)))
+        return cge_meta_error(ctx, CGE_ERR_DTYPE, "X is %s; want float32, float16 or bfloat16",
                               cge_dtype_name(X->dtype));
     int rev[2];
     int64_t dirs = parse_direction(ctx->attrs, rev);
@@ -937,12 +941,34 @@ static int64_t rnn_carve(rnn_args *p, float *base)
     return off;
 }
 
-static size_t rnn_workspace(const cge_kernel_ctx *ctx)
+static size_t rnn_workspace_f32(const cge_kernel_ctx *ctx)
 {
     rnn_args p;
     if (!rnn_sizes(ctx, &p))
         return 0;
     return (size_t)rnn_carve(&p, NULL) * sizeof(float) + 64;
+}
+
+static bool is_half(cge_dtype d) { return d == CGE_F16 || d == CGE_BF16; }
+
+/* A half operand's float32 copy in the workspace: its bytes, rounded up to
+ * whole cache lines. */
+static size_t staged_bytes(const cge_tensor *t)
+{
+    return is_half(t->dtype) ? ((size_t)cge_shape_numel(&t->shape) * 4 + 63) / 64 * 64 : 0;
+}
+
+static size_t rnn_workspace(const cge_kernel_ctx *ctx)
+{
+    size_t b = rnn_workspace_f32(ctx);
+    if (!b || !is_half(ctx->inputs[0].dtype))
+        return b;
+    b = (b + 63) / 64 * 64;
+    for (int32_t i = 0; i < ctx->num_inputs; i++)
+        b += staged_bytes(&ctx->inputs[i]);
+    for (int32_t o = 0; o < ctx->num_outputs; o++)
+        b += staged_bytes(&ctx->outputs[o]);
+    return b + 64;
 }
 
 /* W and R constant (the usual case: a model's weights): packed once at
@@ -1005,8 +1031,12 @@ static const float *opt_input(const cge_kernel_ctx *ctx, int32_t i)
                : NULL;
 }
 
+static cge_status rnn_launch_half(const cge_kernel_ctx *ctx, cge_stream *stream);
+
 static cge_status rnn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
 {
+    if (is_half(ctx->inputs[0].dtype))
+        return rnn_launch_half(ctx, stream);
     rnn_args p;
     if (!rnn_sizes(ctx, &p))
         return cge_kernel_error(ctx, CGE_ERR_SHAPE, "X, W and R shapes do not fit %s",
@@ -1094,9 +1124,105 @@ static cge_status rnn_launch(const cge_kernel_ctx *ctx, cge_stream *stream)
     return st;
 }
 
+/* ---- float16 / bfloat16 ------------------------------------------------------- */
+
+typedef struct half_copy {
+    const void *src;
+    void *dst;
+    int64_t n;
+    cge_dtype dtype;   /* the half type */
+    int narrow;        /* float32 -> half (else half -> float32) */
+} half_copy;
+
+static void half_copy_fn(int64_t blk, int64_t nblk, void *args)
+{
+    const half_copy *c = args;
+    int64_t i0, i1;
+    cge__block_range(c->n, blk, nblk, &i0, &i1);
+    if (c->narrow && c->dtype == CGE_F16) {
+        cge__f32_to_f16_n((const float *)c->src + i0, (uint16_t *)c->dst + i0, i1 - i0);
+    } else if (c->narrow) {
+        for (int64_t i = i0; i < i1; i++)
+            ((uint16_t *)c->dst)[i] = cge_f32_to_bf16(((const float *)c->src)[i]);
+    } else if (c->dtype == CGE_F16) {
+        cge__f16_to_f32_n((const uint16_t *)c->src + i0, (float *)c->dst + i0, i1 - i0);
+    } else {
+        for (int64_t i = i0; i < i1; i++)
+            ((float *)c->dst)[i] = cge_bf16_to_f32(((const uint16_t *)c->src)[i]);
+    }
+}
+
+static cge_status half_copy_launch(const cge_kernel_ctx *ctx, cge_stream *stream, const void *src,
+                                   void *dst, int64_t n, cge_dtype dtype, int narrow)
+{
+    if (n == 0)
+        return CGE_OK;
+    half_copy c = {src, dst, n, dtype, narrow};
+    return cge_launch(stream, half_copy_fn, cge__blocks_for(n, 1 << 14, ctx->num_threads), &c,
+                      sizeof c);
+}
+
+/* The float32 kernel on float32 copies of the half operands (in the
+ * workspace, after the float32 kernel's own), its outputs rounded back.
+ * Inputs must all be the one half type (meta checks it). */
+static cge_status rnn_launch_half(const cge_kernel_ctx *ctx, cge_stream *stream)
+{
+    enum { MAX_IN = 8, MAX_OUT = 3 };
+    if (ctx->num_inputs > MAX_IN || ctx->num_outputs > MAX_OUT)
+        return cge_kernel_error(ctx, CGE_ERR_INVALID_ARG, "too many inputs or outputs");
+    size_t need = rnn_workspace(ctx), base = (rnn_workspace_f32(ctx) + 63) / 64 * 64;
+    if (!ctx->workspace || ctx->workspace_size < need)
+        return cge_kernel_error(ctx, CGE_ERR_NO_MEMORY,
+                                "workspace of %zu bytes needed, %zu given", need,
+                                ctx->workspace_size);
+    cge_dtype dt = ctx->inputs[0].dtype;
+    char *q = (char *)(((uintptr_t)ctx->workspace + 63) & ~(uintptr_t)63) + base;
+    cge_tensor ins[MAX_IN], outs[MAX_OUT];
+    cge_status st = CGE_OK;
+    for (int32_t i = 0; !st && i < ctx->num_inputs; i++) {
+        ins[i] = ctx->inputs[i];
+        size_t b = staged_bytes(&ins[i]);
+        if (!b || !ins[i].data)
+            continue;
+        if (ins[i].dtype != dt)
+            return cge_kernel_error(ctx, CGE_ERR_DTYPE, "input %d is %s, X is %s", i,
+                                    cge_dtype_name(ins[i].dtype), cge_dtype_name(dt));
+        int64_t n = cge_shape_numel(&ins[i].shape);
+        st = half_copy_launch(ctx, stream, ins[i].data, q, n, dt, 0);
+        ins[i].dtype = CGE_F32;
+        ins[i].data = q;
+        ins[i].bytes = (size_t)n * 4;
+        q += b;
+    }
+    for (int32_t o = 0; o < ctx->num_outputs; o++) {
+        outs[o] = ctx->outputs[o];
+        size_t b = staged_bytes(&outs[o]);
+        if (!b)
+            continue;
+        outs[o].dtype = CGE_F32;
+        if (outs[o].data) {   /* an output not asked for stays unwritten */
+            outs[o].data = q;
+            outs[o].bytes = (size_t)cge_shape_numel(&outs[o].shape) * 4;
+        }
+        q += b;
+    }
+    cge_kernel_ctx c = *ctx;
+    c.inputs = ins;
+    c.outputs = outs;
+    c.workspace_size = base;
+    c.state = NULL;   /* no packed W (it is packed from the float32 copy) */
+    if (!st)
+        st = rnn_launch(&c, stream);
+    for (int32_t o = 0; !st && o < ctx->num_outputs; o++)
+        if (staged_bytes(&ctx->outputs[o]) && ctx->outputs[o].data)
+            st = half_copy_launch(ctx, stream, outs[o].data, ctx->outputs[o].data,
+                                  cge_shape_numel(&outs[o].shape), dt, 1);
+    return st;
+}
+
 /* ---- definitions ------------------------------------------------------------ */
 
-#define T_DOC "float32 (float16 and double are not supported by this kernel)"
+#define T_DOC "float32, float16 or bfloat16 (half layers run on float32 copies)"
 
 static const cge_arg_def rnn_inputs[] = {
     {"X", 0, RNN_DTYPES, "[seq, batch, input] (layout 0) or [batch, seq, input]"},

@@ -1461,6 +1461,17 @@ static cge_status create(cge_device *dev, const cge_graph *g, cge_graph *release
         inst->eager = !cge_plan_is_complete(inst->plan);
         st = inst->eager ? eager_build(inst, &inst->ex, inst->pg) : io_table(inst);
     }
+    /* The constants the compiler made (folded values, widened halves, fused
+     * weights) live in the compiled graph, as long as the instance: packed
+     * copies of them are shared across its prepares like the session
+     * graph's. Node-by-node nodes prepare again, and the copy they were
+     * promised for any shape must be found, not made again from bytes
+     * freed once packed. */
+    for (int32_t id = 0; !st && inst->eager && shared && id < cge_graph_num_values(inst->pg); id++) {
+        const cge_tensor *t = cge_graph_value_constant(inst->pg, id);
+        if (t && t->data)
+            st = cge__kernel_cache_add_stable(shared, t->data, t->bytes);
+    }
     if (!st && !inst->eager)
         st = bind_plan(inst, NULL, arena);
     if (!st)

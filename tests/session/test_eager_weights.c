@@ -5,6 +5,7 @@
  * whose shapes follow the values keeps a small weight (heap memory) while a
  * weight of its own pages goes (its address kept, the packed copy found by
  * it); results stay exact. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,17 +202,17 @@ static void test_value_dependent_reader_keeps_weight(void **state)
  * proposals): the product prepares again at every run, but its packed copy
  * is found by the weight's address, so the weight's bytes go after the first
  * run (its address kept) and runs at other row counts stay exact. */
-static cge_graph *build_rows_only(void)
+static cge_graph *build_rows_of(cge_dtype dt, const void *w, const void *zero)
 {
     cge_graph *g = NULL;
     assert_int_equal(cge_graph_create("eager_rows_weight", &g), CGE_OK);
     cge_shape xs = CGE_SHAPE(M2, K2), ws = CGE_SHAPE(K2, N2), one = CGE_SHAPE(1),
               s0 = {.rank = 0};
-    static const float zero = 0.0f;
+    size_t es = cge_dtype_size(dt);
     static const int64_t col0 = 0, axis_minus1 = -1;
-    assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &xs), CGE_OK);
-    assert_int_equal(cge_graph_add_constant(g, "w", CGE_F32, &ws, W2, sizeof W2), CGE_OK);
-    assert_int_equal(cge_graph_add_constant(g, "zero", CGE_F32, &one, &zero, sizeof zero), CGE_OK);
+    assert_int_equal(cge_graph_add_input(g, "x", dt, &xs), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "w", dt, &ws, w, es * K2 * N2), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "zero", dt, &one, zero, es), CGE_OK);
     assert_int_equal(cge_graph_add_constant(g, "col0", CGE_I64, &s0, &col0, sizeof col0), CGE_OK);
     assert_int_equal(cge_graph_add_constant(g, "last", CGE_I64, &one, &axis_minus1,
                                             sizeof axis_minus1), CGE_OK);
@@ -228,6 +229,12 @@ static cge_graph *build_rows_only(void)
     add(g, "MatMul", "mm2", m2, 2, "r");
     assert_int_equal(cge_graph_add_output(g, "r"), CGE_OK);
     return g;
+}
+
+static cge_graph *build_rows_only(void)
+{
+    static const float zero = 0.0f;
+    return build_rows_of(CGE_F32, W2, &zero);
 }
 
 /* One run; returns the rows selected (each checked against float64). */
@@ -341,6 +348,60 @@ static void test_eager_mode_after_release(void **state)
     cge_session_destroy(s);
 }
 
+/* The same box-head shape with a weight the compiler makes (a float16
+ * model's weight, widened to float32 at compile time): it lives in the
+ * compiled graph only, and must be shared across the product's prepares as
+ * the session graph's weights are. It was not: the first run freed its
+ * pages once packed, and the next prepare (at another row count) packed it
+ * again from the freed pages (a crash). */
+static void test_compiler_made_weight_found_again(void **state)
+{
+    (void)state;
+    static uint16_t w16[K2 * N2], x16[M2 * K2], neg16[M2 * K2], r16[M2 * N2];
+    for (int i = 0; i < K2 * N2; i++)
+        w16[i] = cge_f32_to_f16(W2[i]);
+    for (int i = 0; i < M2 * K2; i++) {
+        x16[i] = cge_f32_to_f16(X2[i]);
+        neg16[i] = cge_f32_to_f16(-X2[i]);
+    }
+    static const uint16_t zero16 = 0;
+    cge_shape xs = CGE_SHAPE(M2, K2);
+    cge_graph *g = build_rows_of(CGE_F16, w16, &zero16);
+    cge_session *s = session_for(g);
+    cge_graph_destroy(g);
+    int64_t made1 = 0, made2 = 0;
+    for (int run = 0; run < 3; run++) {
+        const uint16_t *x = run == 1 ? neg16 : x16;
+        cge_tensor in = {.name = "x", .dtype = CGE_F16, .shape = xs, .data = (void *)x,
+                         .bytes = sizeof x16};
+        cge_tensor out = {.name = "r", .data = r16, .bytes = sizeof r16};
+        cge_status rs2 = cge_session_run_graph(s, 1, &in, 1, &out, 1);
+        if (rs2)
+            fail_msg("run %d: %s", run, cge_last_error());
+        int64_t rows = 0;
+        for (int i = 0; i < M2; i++) {
+            if (!(cge_f16_to_f32(x[i * K2]) > 0))
+                continue;
+            for (int j = 0; j < N2; j += 7) {
+                double acc = 0;
+                for (int k = 0; k < K2; k++)
+                    acc += (double)cge_f16_to_f32(x[i * K2 + k]) * cge_f16_to_f32(w16[k * N2 + j]);
+                double got = cge_f16_to_f32(r16[rows * N2 + j]);
+                assert_true(fabs(got - acc) <= 2e-3 * (1 + fabs(acc)));
+            }
+            rows++;
+        }
+        assert_int_equal(out.shape.dims[0], rows);
+        if (run == 0) {
+            cge_kernel_shared_counts(&made1, NULL);
+            assert_true(stats(s).released_bytes >= sizeof W2);  /* the widened W went */
+        }
+    }
+    cge_kernel_shared_counts(&made2, NULL);
+    assert_int_equal(made2, made1);   /* found again, not packed again */
+    cge_session_destroy(s);
+}
+
 int main(void)
 {
     fill();
@@ -351,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_rows_follow_values_weight_shared_stays),
         cmocka_unit_test(test_keep_packed_weights_env),
         cmocka_unit_test(test_eager_mode_after_release),
+        cmocka_unit_test(test_compiler_made_weight_found_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
