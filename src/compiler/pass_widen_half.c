@@ -124,7 +124,7 @@ static cge_status widen_constant(cc_ctx *ctx, cge_graph *g, const char *name, co
 {
     int64_t n = cge_shape_numel(&t->shape);
     size_t bytes = (size_t)n * sizeof(float);
-    float *d = cge__block_new_unpopulated(bytes);
+    float *d = cge__block_new(NULL, bytes);   /* written whole now, in order */
     if (!d)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory for %s",
                          name);
