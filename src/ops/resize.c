@@ -475,8 +475,8 @@ static bool rz_identity(const rz_args *p) { return p->ws[rz_tab_bytes(p) - 64] !
 static void rz_copy(const rz_args *p, int64_t r0, int64_t r1, int64_t row_elems)
 {
     size_t es = cge_dtype_size(p->dtype);
-    memcpy((char *)p->y + (size_t)(r0 * row_elems) * es,
-           (const char *)p->x + (size_t)(r0 * row_elems) * es, (size_t)((r1 - r0) * row_elems) * es);
+    size_t from = (size_t)(r0 * row_elems) * es;
+    memcpy((char *)p->y + from, (const char *)p->x + from, (size_t)((r1 - r0) * row_elems) * es);
 }
 
 /* The input offsets and weights of every combination of taps over the axes

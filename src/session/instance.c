@@ -1467,7 +1467,8 @@ static cge_status create(cge_device *dev, const cge_graph *g, cge_graph *release
      * graph's. Node-by-node nodes prepare again, and the copy they were
      * promised for any shape must be found, not made again from bytes
      * freed once packed. */
-    for (int32_t id = 0; !st && inst->eager && shared && id < cge_graph_num_values(inst->pg); id++) {
+    int32_t nv = !st && inst->eager && shared ? cge_graph_num_values(inst->pg) : 0;
+    for (int32_t id = 0; !st && id < nv; id++) {
         const cge_tensor *t = cge_graph_value_constant(inst->pg, id);
         if (t && t->data)
             st = cge__kernel_cache_add_stable(shared, t->data, t->bytes);
