@@ -112,6 +112,10 @@ typedef struct node_exec {
     bool fixed, args, prepared;
     uint64_t args_hash;
     uint64_t counted;       /* constant inputs counted as packed (release_packed) */
+    /* A view (Reshape, Flatten, Squeeze, Unsqueeze, Identity) whose output
+     * is its input's bytes: the value whose buffer it shares (its input's
+     * root), or -1. Such a node launches nothing. */
+    int32_t alias_root;
 } node_exec;
 
 /* Buffers of eager values that are no longer read in this run, for later
@@ -538,16 +542,35 @@ static void eager_free(cge__instance *inst, eager_exec *ex)
 
 /* Each intermediate's last reader (its producer if nothing reads it): the
  * node after which its buffer returns to the pool. */
+/* Whether node `ne` only renames its input's bytes (a view of one tensor
+ * into one tensor of the same dtype). */
+static bool is_view_node(const eager_exec *ex, const node_exec *ne)
+{
+    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    const char *op = cge_node_op_type(ne->node);
+    bool view = false;
+    for (size_t i = 0; i < sizeof views / sizeof views[0] && !view; i++)
+        view = !strcmp(op, views[i]);
+    if (!view || cge_node_domain(ne->node)[0] || cge_node_num_outputs(ne->node) != 1 ||
+        cge_node_num_inputs(ne->node) < 1 || ne->in_idx[0] < 0)
+        return false;
+    const value *in = &ex->vals.values[ne->in_idx[0]], *out = &ex->vals.values[ne->out_idx[0]];
+    return in->desc.type == CGE_TYPE_TENSOR && out->desc.type == CGE_TYPE_TENSOR &&
+           cge_dtype_valid(in->desc.dtype) && in->desc.dtype == out->desc.dtype;
+}
+
 static cge_status eager_lifetimes(eager_exec *ex, const cge_graph *g)
 {
     int32_t nv = ex->vals.num;
     int32_t *last = malloc(sizeof(int32_t) * ((size_t)nv + 1));
     int32_t *cnt = calloc((size_t)ex->num_nodes + 1, sizeof(int32_t));
     bool *keep = calloc((size_t)nv + 1, sizeof(bool));
-    if (!last || !cnt || !keep) {
+    int32_t *root = malloc(sizeof(int32_t) * ((size_t)nv + 1));
+    if (!last || !cnt || !keep || !root) {
         free(last);
         free(cnt);
         free(keep);
+        free(root);
         return oom();
     }
     for (int32_t i = 0; i < nv; i++) {
@@ -559,13 +582,31 @@ static cge_status eager_lifetimes(eager_exec *ex, const cge_graph *g)
     for (int32_t i = 0; i < cge_graph_num_outputs(g); i++)
         if (ex->vals.out_idx[i] >= 0)
             keep[ex->vals.out_idx[i]] = true;
+    /* Views share their input's buffer (not a constant's: constants may go
+     * once packed; not for a graph output, whose buffer is its own): the
+     * shared buffer lives until the last reader of any of them, and the
+     * view's own value is never released. */
+    for (int32_t i = 0; i < nv; i++)
+        root[i] = i;
+    for (int32_t k = 0; k < ex->num_nodes; k++) {
+        node_exec *ne = &ex->nodes[k];
+        ne->alias_root = -1;
+        if (!is_view_node(ex, ne))
+            continue;
+        int32_t in = ne->in_idx[0], out = ne->out_idx[0];
+        if (ex->vals.values[root[in]].is_const || keep[out])
+            continue;
+        ne->alias_root = root[in];
+        root[out] = root[in];
+        keep[out] = true;
+    }
     for (int32_t k = 0; k < ex->num_nodes; k++) {
         const node_exec *ne = &ex->nodes[k];
         for (int32_t i = 0; i < cge_node_num_outputs(ne->node); i++)
-            last[ne->out_idx[i]] = k;
+            last[root[ne->out_idx[i]]] = k;
         for (int32_t i = 0; i < cge_node_num_inputs(ne->node); i++)
             if (ne->in_idx[i] >= 0)
-                last[ne->in_idx[i]] = k;
+                last[root[ne->in_idx[i]]] = k;
     }
     for (int32_t i = 0; i < nv; i++)
         if (!keep[i] && last[i] >= 0)
@@ -582,6 +623,7 @@ static cge_status eager_lifetimes(eager_exec *ex, const cge_graph *g)
     free(last);
     free(cnt);
     free(keep);
+    free(root);
     return st;
 }
 
@@ -1930,7 +1972,7 @@ static cge_status fixed_outputs(cge__instance *inst, eager_exec *ex, node_exec *
  * for them. */
 static cge_status infer_outputs(cge__instance *inst, eager_exec *ex, node_exec *ne,
                                 cge_tensor_desc *in_desc, const void **vals,
-                                cge_tensor_desc *out_desc)
+                                cge_tensor_desc *out_desc, bool alloc)
 {
     value *values = ex->vals.values;
     int32_t ni = cge_node_num_inputs(ne->node), no = cge_node_num_outputs(ne->node);
@@ -1964,11 +2006,32 @@ static cge_status infer_outputs(cge__instance *inst, eager_exec *ex, node_exec *
                            "%s '%s': output %d's shape is unknown even with every input "
                            "value at hand",
                            cge_node_op_type(ne->node), cge_node_name(ne->node), i);
-        if (!st && !v->data && v->desc.type == CGE_TYPE_TENSOR)
+        if (!st && alloc && !v->data && v->desc.type == CGE_TYPE_TENSOR)
             pool_take(ex, v, cge_tensor_nbytes(v->desc.dtype, &v->desc.shape));
-        if (!st)
+        if (!st && alloc)
             st = alloc_value(inst, v);
     }
+    return st;
+}
+
+/* A view's output: its input's bytes, described by inference where the
+ * compiled graph did not fix them; no launch. */
+static cge_status alias_output(cge__instance *inst, eager_exec *ex, node_exec *ne,
+                               cge_tensor_desc *in_desc, const void **vals,
+                               cge_tensor_desc *out_desc)
+{
+    value *out = &ex->vals.values[ne->out_idx[0]];
+    const value *root = &ex->vals.values[ne->alias_root];
+    cge_status st = ne->fixed ? CGE_OK
+                              : infer_outputs(inst, ex, ne, in_desc, vals, out_desc, false);
+    size_t need = cge_tensor_nbytes(out->desc.dtype, &out->desc.shape);
+    if (!st && need && (!root->data || root->bytes < need))
+        st = cge_error(CGE_LAYER_SESSION, CGE_ERR_INTERNAL,
+                       "node '%s': the view's %zu bytes are not in its input's buffer",
+                       cge_node_name(ne->node), need);
+    out->data = root->data;
+    out->bytes = root->bytes;
+    out->borrowed = true;   /* the root's buffer: never freed or pooled as this value's */
     return st;
 }
 
@@ -2003,9 +2066,14 @@ static cge_status run_eager(cge__instance *inst, eager_exec *ex, cge_stream *str
             st = cge_stream_synchronize(stream);
         for (int32_t j = 0; !st && k > 0 && j < ex->nodes[k - 1].num_release; j++)
             st = pool_put(ex, &values[ex->nodes[k - 1].release[j]]);
+        if (!st && ne->alias_root >= 0) {
+            st = alias_output(inst, ex, ne, in_desc, vals, out_desc);
+            free(big);
+            continue;
+        }
         if (!st)
             st = ne->fixed ? fixed_outputs(inst, ex, ne)
-                           : infer_outputs(inst, ex, ne, in_desc, vals, out_desc);
+                           : infer_outputs(inst, ex, ne, in_desc, vals, out_desc, true);
         if (!st)
             st = prepare_node(inst, ex, ne, stream);
         /* the shared workspace may have grown since the node was prepared */
