@@ -7,10 +7,8 @@
  * before and after the value-dependent node, over several runs and sizes;
  * the results stay the reference's. An asynchronous run still goes on the
  * caller's stream. */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,60 +17,12 @@
 #include <cmocka.h>
 
 #include "cge/cge.h"
-
-static pthread_t ran_on[64];
-static atomic_int probes;
-
-typedef struct probe_args {
-    const float *x;
-    float *y;
-    int64_t n;
-} probe_args;
-
-static void probe_block(int64_t b, int64_t nb, void *p)
-{
-    (void)b;
-    (void)nb;
-    const probe_args *a = p;
-    int k = atomic_fetch_add(&probes, 1);
-    if (k < 64)
-        ran_on[k] = pthread_self();
-    for (int64_t i = 0; i < a->n; i++)
-        a->y[i] = a->x[i] - 1.0f;
-}
-
-static cge_status probe_launch(const cge_kernel_ctx *ctx, cge_stream *s)
-{
-    probe_args a = {ctx->inputs[0].data, ctx->outputs[0].data,
-                    cge_shape_numel(&ctx->inputs[0].shape)};
-    return cge_launch(s, probe_block, 1, &a, sizeof a);
-}
-
-static cge_status same_infer(cge_infer_ctx *ctx)
-{
-    ctx->outputs[0].dtype = ctx->inputs[0].dtype;
-    ctx->outputs[0].shape = ctx->inputs[0].shape;
-    return CGE_OK;
-}
-
-static const cge_arg_def io_in[] = {{"X", 0, CGE_DT(CGE_F32), "input"}};
-static const cge_arg_def io_out[] = {{"Y", 0, CGE_DT(CGE_F32), "X - 1"}};
-static const cge_kernel_def probe_kernels[] = {
-    {.engine = "cpu", .dtypes = CGE_DT(CGE_F32), .launch = probe_launch, .inplace_input = -1},
-};
-static const cge_op_def probe_ops[] = {
-    {.name = "ThreadProbe", .domain = "eager_inline", .since_version = 1, .inputs = io_in,
-     .num_inputs = 1, .outputs = io_out, .num_outputs = 1, .infer = same_infer,
-     .kernels = probe_kernels, .num_kernels = 1, .doc = "X - 1, noting the thread"},
-};
-static const cge_op_library probe_lib = {.api_version = CGE_OP_API_VERSION,
-                                         .name = "eager_inline_probe", .ops = probe_ops,
-                                         .num_ops = 1};
+#include "probe_op.h"
 
 static int setup(void **state)
 {
     (void)state;
-    return cge_op_register_library(&probe_lib) == CGE_OK ? 0 : -1;
+    return probe_register() == CGE_OK ? 0 : -1;
 }
 
 static void add(cge_graph *g, const char *op, const char *domain, const char *in,
@@ -90,11 +40,11 @@ static cge_graph *build(void)
     cge_shape xs = CGE_SHAPE(6);
     assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &xs), CGE_OK);
     cge_node *cast = NULL;
-    add(g, "ThreadProbe", "eager_inline", "x", "a", NULL);
+    add(g, "Probe", "session_probe", "x", "a", NULL);
     add(g, "NonZero", "", "a", "pos", NULL);
     add(g, "Cast", "", "pos", "posf", &cast);
     assert_int_equal(cge_node_set_int(cast, "to", CGE_F32), CGE_OK);
-    add(g, "ThreadProbe", "eager_inline", "posf", "y", NULL);
+    add(g, "Probe", "session_probe", "posf", "y", NULL);
     assert_int_equal(cge_graph_add_output(g, "y"), CGE_OK);
     return g;
 }
@@ -113,7 +63,7 @@ static void run(cge_session *s, const float *x, bool async)
     cge_tensor in = {.dtype = CGE_F32, .shape = CGE_SHAPE(6), .data = (void *)x, .bytes = 6 * 4};
     cge_tensor out = {.dtype = CGE_F32, .shape = CGE_SHAPE(1, expect), .data = y,
                       .bytes = sizeof y};
-    atomic_store(&probes, 0);
+    probe_reset();
     cge_status st;
     if (async) {
         cge_stream *str = NULL;
@@ -128,11 +78,11 @@ static void run(cge_session *s, const float *x, bool async)
     }
     if (st)
         fail_msg("%s", cge_last_error());
-    assert_int_equal(atomic_load(&probes), 2);
+    assert_int_equal(atomic_load(&probe_calls), 2);
     for (int i = 0; i < expect; i++)
         assert_true(y[i] == want[i]);
     for (int k = 0; k < 2 && !async; k++)
-        assert_true(pthread_equal(ran_on[k], pthread_self()));
+        assert_true(pthread_equal(probe_thread[k], pthread_self()));
 }
 
 static void test_sync_runs_on_the_calling_thread(void **state)
