@@ -13,6 +13,7 @@
 #include "base/shared_block.h"
 #include "compiler/compiler_internal.h"
 #include "ir/constant_block.h"
+#include "ops/half_convert.h"
 
 /* Why: cge's kernels for half tensors are the operators' generic paths, a
  * conversion per element in the inner loops (resnet18 as float16: 13 s a
@@ -128,9 +129,7 @@ static cge_status widen_constant(cc_ctx *ctx, cge_graph *g, const char *name, co
     if (!d)
         return cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory for %s",
                          name);
-    const uint16_t *s = t->data;
-    for (int64_t i = 0; i < n; i++)
-        d[i] = t->dtype == CGE_F16 ? cge_f16_to_f32(s[i]) : cge_bf16_to_f32(s[i]);
+    cge__half_to_f32_n(t->dtype, t->data, d, n);
     cc_fresh_name(ctx, g, name, buf, size);
     return cge__graph_add_constant_block(g, buf, CGE_F32, &t->shape, d, bytes);
 }

@@ -89,6 +89,17 @@ cge_status cge__kernel_cache_add_stable(cge_kernel_cache *c, const void *data, s
     return st;
 }
 
+cge_status cge__kernel_cache_add_graph_constants(cge_kernel_cache *c, const cge_graph *g)
+{
+    cge_status st = CGE_OK;
+    for (int32_t id = 0; !st && id < cge_graph_num_values(g); id++) {
+        const cge_tensor *t = cge_graph_value_constant(g, id);
+        if (t && t->data)
+            st = cge__kernel_cache_add_stable(c, t->data, t->bytes);
+    }
+    return st;
+}
+
 /* Process-wide, for cge_kernel_shared_counts. */
 static int64_t made_count, shared_count;
 

@@ -15,6 +15,11 @@ void cge__kernel_cache_destroy(cge_kernel_cache *c);
  * only data in such ranges is a source worth sharing (another address may
  * be freed and reused for other bytes). */
 cge_status cge__kernel_cache_add_stable(cge_kernel_cache *c, const void *data, size_t bytes);
+/* The same for every constant of `g` (not of its nested graphs) that has
+ * its bytes: a graph whose constants stay as they are while the cache's
+ * users live (a session's graph, the optimised one a plan or a node-by-node
+ * instance keeps, whose folded and widened constants live nowhere else). */
+cge_status cge__kernel_cache_add_graph_constants(cge_kernel_cache *c, const cge_graph *g);
 /* Called from a builtin kernel's prepare: this node's launches never read
  * constant input `input` (0-63) again, only what prepare derived from it (a
  * packed copy), so the session may free the constant's bytes once no other

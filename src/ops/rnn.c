@@ -1139,17 +1139,10 @@ static void half_copy_fn(int64_t blk, int64_t nblk, void *args)
     const half_copy *c = args;
     int64_t i0, i1;
     cge__block_range(c->n, blk, nblk, &i0, &i1);
-    if (c->narrow && c->dtype == CGE_F16) {
-        cge__f32_to_f16_n((const float *)c->src + i0, (uint16_t *)c->dst + i0, i1 - i0);
-    } else if (c->narrow) {
-        for (int64_t i = i0; i < i1; i++)
-            ((uint16_t *)c->dst)[i] = cge_f32_to_bf16(((const float *)c->src)[i]);
-    } else if (c->dtype == CGE_F16) {
-        cge__f16_to_f32_n((const uint16_t *)c->src + i0, (float *)c->dst + i0, i1 - i0);
-    } else {
-        for (int64_t i = i0; i < i1; i++)
-            ((float *)c->dst)[i] = cge_bf16_to_f32(((const uint16_t *)c->src)[i]);
-    }
+    if (c->narrow)
+        cge__f32_to_half_n(c->dtype, (const float *)c->src + i0, (uint16_t *)c->dst + i0, i1 - i0);
+    else
+        cge__half_to_f32_n(c->dtype, (const uint16_t *)c->src + i0, (float *)c->dst + i0, i1 - i0);
 }
 
 static cge_status half_copy_launch(const cge_kernel_ctx *ctx, cge_stream *stream, const void *src,

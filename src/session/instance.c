@@ -540,8 +540,6 @@ static void eager_free(cge__instance *inst, eager_exec *ex)
     table_free(dev, &ex->vals);
 }
 
-/* Each intermediate's last reader (its producer if nothing reads it): the
- * node after which its buffer returns to the pool. */
 /* Whether node `ne` only renames its input's bytes (a view of one tensor
  * into one tensor of the same dtype). */
 static bool is_view_node(const eager_exec *ex, const node_exec *ne)
@@ -559,6 +557,8 @@ static bool is_view_node(const eager_exec *ex, const node_exec *ne)
            cge_dtype_valid(in->desc.dtype) && in->desc.dtype == out->desc.dtype;
 }
 
+/* Each intermediate's last reader (its producer if nothing reads it): the
+ * node after which its buffer returns to the pool. */
 static cge_status eager_lifetimes(eager_exec *ex, const cge_graph *g)
 {
     int32_t nv = ex->vals.num;
@@ -1509,12 +1509,8 @@ static cge_status create(cge_device *dev, const cge_graph *g, cge_graph *release
      * graph's. Node-by-node nodes prepare again, and the copy they were
      * promised for any shape must be found, not made again from bytes
      * freed once packed. */
-    int32_t nv = !st && inst->eager && shared ? cge_graph_num_values(inst->pg) : 0;
-    for (int32_t id = 0; !st && id < nv; id++) {
-        const cge_tensor *t = cge_graph_value_constant(inst->pg, id);
-        if (t && t->data)
-            st = cge__kernel_cache_add_stable(shared, t->data, t->bytes);
-    }
+    if (!st && inst->eager && shared)
+        st = cge__kernel_cache_add_graph_constants(shared, inst->pg);
     if (!st && !inst->eager)
         st = bind_plan(inst, NULL, arena);
     if (!st)

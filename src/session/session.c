@@ -433,20 +433,6 @@ static cge_status entry_arena(void *user, size_t bytes, void **out)
     return CGE_OK;
 }
 
-/* The constants of `g` stay as they are while the entry lives (its own
- * graph, or the optimised one it keeps): kernels may share what they derive
- * from them. */
-static cge_status add_stable_constants(cge_kernel_cache *c, const cge_graph *g)
-{
-    cge_status st = CGE_OK;
-    for (int32_t id = 0; !st && id < cge_graph_num_values(g); id++) {
-        const cge_tensor *t = cge_graph_value_constant(g, id);
-        if (t)
-            st = cge__kernel_cache_add_stable(c, t->data, t->bytes);
-    }
-    return st;
-}
-
 /* Ops whose kernels run graphs of their own: their bodies are compiled
  * per shape inside the kernel, which a shape program does not follow. */
 static bool has_control_flow(const cge_graph *g)
@@ -513,7 +499,7 @@ static cge_status make_symbolic(cge_session *s, graph_entry *e)
         cge_plan_destroy(p);
         return CGE_OK;
     }
-    st = add_stable_constants(e->shared, cge_plan_graph(p));
+    st = cge__kernel_cache_add_graph_constants(e->shared, cge_plan_graph(p));
     if (st) {
         cge_plan_destroy(p);
         return st;
@@ -685,7 +671,7 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         if (!st)
             cge__kernel_cache_set_comm(e->shared, s->comm);
         if (!st)
-            st = add_stable_constants(e->shared, e->g);
+            st = cge__kernel_cache_add_graph_constants(e->shared, e->g);
         if (st) {
             cge__kernel_cache_destroy(e->shared);
             e->shared = NULL;
@@ -727,7 +713,7 @@ static cge_status compile_locked(cge_session *s, graph_entry *e)
         st = cge_compile(e->g, NULL, 0, &o, &e->prepared);
         e->compiles++;
         if (!st)
-            st = add_stable_constants(e->shared, cge_plan_graph(e->prepared));
+            st = cge__kernel_cache_add_graph_constants(e->shared, cge_plan_graph(e->prepared));
         if (!st && s->shape_program && cge_plan_is_complete(e->prepared) == false)
             st = make_symbolic(s, e);
         if (!st)

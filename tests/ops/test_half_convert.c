@@ -3,7 +3,7 @@
  * float32 values at every rounding edge: halfway cases (ties to even),
  * values just above and below them, subnormal results, overflow to
  * infinity, infinities and NaNs; and at lengths that are no multiple of the
- * vector width (the tails). */
+ * vector width (the tails); the dtype-generic forms, bfloat16 included. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,11 +109,46 @@ static void floats_narrow_as_the_scalar(void **state)
     free(x);
 }
 
+/* The dtype-generic forms: float16 as above, bfloat16 as the scalar
+ * cge_bf16_to_f32 / cge_f32_to_bf16, every bfloat16 value and back. */
+static void generic_forms_match_the_scalars(void **state)
+{
+    (void)state;
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *back = malloc(N * sizeof *back);
+    float *f = malloc(N * sizeof *f);
+    assert_non_null(h);
+    assert_non_null(back);
+    assert_non_null(f);
+    for (int32_t i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
+    const cge_dtype halves[2] = {CGE_F16, CGE_BF16};
+    for (int t = 0; t < 2; t++) {
+        cge_dtype dt = halves[t];
+        cge__half_to_f32_n(dt, h, f, N);
+        cge__f32_to_half_n(dt, f, back, N);
+        for (int32_t i = 0; i < N; i++) {
+            float want = dt == CGE_F16 ? cge_f16_to_f32(h[i]) : cge_bf16_to_f32(h[i]);
+            if (bits_of(f[i]) != bits_of(want))
+                fail_msg("%s 0x%04x widened to 0x%08x, the scalar gives 0x%08x",
+                         cge_dtype_name(dt), i, bits_of(f[i]), bits_of(want));
+            uint16_t wb = dt == CGE_F16 ? cge_f32_to_f16(f[i]) : cge_f32_to_bf16(f[i]);
+            if (back[i] != wb)
+                fail_msg("%s 0x%04x narrowed to 0x%04x, the scalar gives 0x%04x",
+                         cge_dtype_name(dt), i, back[i], wb);
+        }
+    }
+    free(h);
+    free(back);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_half_widens_as_the_scalar),
         cmocka_unit_test(floats_narrow_as_the_scalar),
+        cmocka_unit_test(generic_forms_match_the_scalars),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

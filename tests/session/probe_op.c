@@ -68,6 +68,19 @@ cge_status probe_register(void)
     return cge_op_register_library(&probe_lib);
 }
 
+cge_session *probe_session(const cge_graph *g)
+{
+    cge_session_options so = {.num_threads = 2};
+    cge_session *s = NULL;
+    if (cge_session_create(&so, &s))
+        return NULL;
+    if (cge_session_add_graph(s, 1, g)) {
+        cge_session_destroy(s);
+        return NULL;
+    }
+    return s;
+}
+
 void probe_reset(void)
 {
     atomic_store(&probe_calls, 0);

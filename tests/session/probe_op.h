@@ -20,5 +20,8 @@ extern atomic_int probe_calls;
 /* Registers the operator (once per process; later calls do nothing). */
 cge_status probe_register(void);
 void probe_reset(void);
+/* A 2-thread session running `g` as graph 1 (NULL, the error recorded, if
+ * it cannot be made). */
+cge_session *probe_session(const cge_graph *g);
 
 #endif

@@ -89,10 +89,8 @@ static void test_sync_runs_on_the_calling_thread(void **state)
 {
     (void)state;
     cge_graph *g = build();
-    cge_session_options so = {.num_threads = 2};
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    cge_session *s = probe_session(g);
+    assert_non_null(s);
     const float x1[6] = {1, 2, 3, 1, 5, 6}, x2[6] = {0, 1, 1, 1, 4, 1};
     run(s, x1, false);
     run(s, x2, false); /* another count of positions */
@@ -105,10 +103,8 @@ static void test_async_run_still_completes(void **state)
 {
     (void)state;
     cge_graph *g = build();
-    cge_session_options so = {.num_threads = 2};
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    cge_session *s = probe_session(g);
+    assert_non_null(s);
     const float x1[6] = {1, 2, 3, 1, 5, 6};
     run(s, x1, true);
     run(s, x1, false);

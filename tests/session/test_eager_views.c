@@ -93,10 +93,8 @@ static void test_views_share_their_input(void **state)
 {
     (void)state;
     cge_graph *g = build();
-    cge_session_options so = {.num_threads = 2};
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
+    cge_session *s = probe_session(g);
+    assert_non_null(s);
     float x1[N], x2[N];
     for (int i = 0; i < N; i++) {
         x1[i] = (float)(i % 5) - 1.0f;
