@@ -105,14 +105,26 @@ def halved(model, half=TensorProto.FLOAT16):
     return m
 
 
-def rounded(model, half=TensorProto.FLOAT16):
-    """A float32 copy of `model` whose initializers are rounded to the half
-    type: what the half model computes, without rounding between nodes."""
-    m = onnx.load(model) if isinstance(model, str) else type(model).FromString(
-        model.SerializeToString())
-    for t in m.graph.initializer:
+def _round_graph(g, half):
+    for t in g.initializer:
         if t.data_type == TensorProto.FLOAT:
             t.CopyFrom(numpy_helper.from_array(round_to(numpy_helper.to_array(t), half), t.name))
+    for n in g.node:
+        for a in n.attribute:
+            if (n.op_type == "Constant" and a.type == onnx.AttributeProto.TENSOR and
+                    a.t.data_type == TensorProto.FLOAT):
+                a.t.CopyFrom(numpy_helper.from_array(round_to(numpy_helper.to_array(a.t), half)))
+            if a.type == onnx.AttributeProto.GRAPH:
+                _round_graph(a.g, half)
+
+
+def rounded(model, half=TensorProto.FLOAT16):
+    """A float32 copy of `model` whose initializers and Constants (those of
+    its If/Loop/Scan bodies too) are rounded to the half type: what the half
+    model computes, without rounding between nodes."""
+    m = onnx.load(model) if isinstance(model, str) else type(model).FromString(
+        model.SerializeToString())
+    _round_graph(m.graph, half)
     return m
 
 

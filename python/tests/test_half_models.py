@@ -150,3 +150,78 @@ def test_half_lstm(tmp_path, half):
         y = y.astype(np.float32) if f16 else bf16_value(y)
         np.testing.assert_allclose(y, ref, rtol=0,
                                    atol=steps * step * max(1.0, float(np.abs(ref).max())))
+
+
+def _control_flow_model():
+    """x [4,16] -> Loop (5 trips; body: MatMul by the outer W, Add of a
+    Constant of its own, Tanh carried, Neg of the product scanned) -> If
+    (cond: then MatMul by the outer V, else Mul by a Constant) -> y."""
+    from onnx import helper as h, numpy_helper as nh
+    rng = np.random.default_rng(3)
+    f = TensorProto.FLOAT
+
+    def const(name, a):
+        return h.make_node("Constant", [], [name], value=nh.from_array(a.astype(np.float32)))
+
+    body = h.make_graph([
+        h.make_node("MatMul", ["x_in", "W"], ["mm"]),
+        const("b", rng.uniform(-0.2, 0.2, 16)),
+        h.make_node("Add", ["mm", "b"], ["pre"]),
+        h.make_node("Tanh", ["pre"], ["x_out"]),
+        h.make_node("Neg", ["mm"], ["s"]),
+        h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+        [h.make_tensor_value_info("i", TensorProto.INT64, []),
+         h.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         h.make_tensor_value_info("x_in", f, [4, 16])],
+        [h.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         h.make_tensor_value_info("x_out", f, [4, 16]),
+         h.make_tensor_value_info("s", f, [4, 16])])
+    then_g = h.make_graph([h.make_node("MatMul", ["looped", "V"], ["o"])], "then", [],
+                          [h.make_tensor_value_info("o", f, [4, 16])])
+    else_g = h.make_graph([const("k", rng.uniform(0.5, 1.5, 16)),
+                           h.make_node("Mul", ["looped", "k"], ["o"])], "else", [],
+                          [h.make_tensor_value_info("o", f, [4, 16])])
+    g = h.make_graph([
+        h.make_node("Loop", ["M", "", "x"], ["looped", "scanned"], body=body),
+        h.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)], "cf",
+        [h.make_tensor_value_info("x", f, [4, 16]),
+         h.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [h.make_tensor_value_info("y", f, [4, 16]),
+         h.make_tensor_value_info("scanned", f, [5, 4, 16])],
+        initializer=[nh.from_array(rng.uniform(-0.4, 0.4, (16, 16)).astype(np.float32), "W"),
+                     nh.from_array(rng.uniform(-0.4, 0.4, (16, 16)).astype(np.float32), "V"),
+                     nh.from_array(np.array(5, np.int64), "M")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("half", [TensorProto.FLOAT16, TensorProto.BFLOAT16],
+                         ids=["float16", "bfloat16"])
+def test_half_control_flow(tmp_path, half):
+    """Loop and If bodies of a half model compute in float32 from level 2
+    (their carried and output values rounded to half as the model rounds
+    them); the outputs agree with the float32 model on the same rounded
+    weights, and level 1 computes the same in half."""
+    m32 = _control_flow_model()
+    m16 = halved(m32, half)
+    onnx.checker.check_model(m16)
+    ref_model = rounded(m32, half)
+    f16 = half == TensorProto.FLOAT16
+    x = np.random.default_rng(4).uniform(-1, 1, (4, 16)).astype(np.float32)
+    feed = x.astype(np.float16) if f16 else bf16_bits(x)
+    x32 = feed.astype(np.float32) if f16 else bf16_value(feed)
+    widen = (lambda a: a.astype(np.float32)) if f16 else bf16_value
+    step = 2.0 ** -10 if f16 else 2.0 ** -7
+    for cond in (True, False):
+        c = np.array(cond)
+        ref = cge.InferenceSession(ref_model.SerializeToString()).run(
+            None, {"x": x32, "cond": c})
+        for level in (1, 2, 3):
+            outs = cge.InferenceSession(m16.SerializeToString(), opt_level=level).run(
+                None, {"x": feed, "cond": c})
+            for y, r in zip(outs, ref):
+                assert y.dtype == (np.float16 if f16 else np.uint16)
+                scale = max(1.0, float(np.abs(r).max()))
+                # five trips, each rounding the carried value once (or at
+                # every node, level 1)
+                np.testing.assert_allclose(widen(y) / scale, r / scale, rtol=0,
+                                           atol=(8 if level == 1 else 6) * step)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/shared_block.h"
-#include "compiler/compiler_internal.h"
+#include "compiler/widen_half.h"
 #include "ir/constant_block.h"
 #include "ops/half_convert.h"
 
@@ -27,9 +27,8 @@
  * model writes itself (to half) are kept: a value the model rounds, stays
  * rounded. */
 
-static bool is_half(cge_dtype d) { return d == CGE_F16 || d == CGE_BF16; }
-
-/* Nodes never widened: bodies (their graphs declare their own types),
+/* Nodes never widened themselves: control flow (its bodies are rewritten
+ * instead, widen_half_bodies.c),
  * sequences and optionals, nodes whose results may differ per run, and a
  * Cast to text (a half value's shortest digits are not its float32's:
  * 4.2e-06, not 4.172325e-06). */
@@ -71,7 +70,7 @@ static bool widenable(cc_ctx *ctx, const cge_graph *g, const cge_node *n)
             return false;
         const cge_tensor *c = id >= 0 ? cge_graph_value_constant(g, id) : NULL;
         vals[i] = c ? c->data : known && id >= 0 && id < ctx->num_known ? ctx->known[id] : NULL;
-        if (is_half(in[i].dtype)) {
+        if (cc_is_half(in[i].dtype)) {
             if (half != CGE_DTYPE_UNDEFINED && half != in[i].dtype)
                 return false; /* float16 beside bfloat16: left as the model says */
             half = in[i].dtype;
@@ -84,7 +83,7 @@ static bool widenable(cc_ctx *ctx, const cge_graph *g, const cge_node *n)
         return false;
     for (int32_t i = 0; i < no; i++) {
         was[i] = cc_out_desc(g, n, i);
-        if (was[i].type != CGE_TYPE_TENSOR || (is_half(was[i].dtype) && was[i].dtype != half))
+        if (was[i].type != CGE_TYPE_TENSOR || (cc_is_half(was[i].dtype) && was[i].dtype != half))
             return false;
         out[i] = (cge_tensor_desc){.name = cge_node_output(n, i)};
     }
@@ -98,13 +97,13 @@ static bool widenable(cc_ctx *ctx, const cge_graph *g, const cge_node *n)
         return false;
     }
     for (int32_t i = 0; i < no; i++)
-        if (out[i].dtype != (is_half(was[i].dtype) ? CGE_F32 : was[i].dtype))
+        if (out[i].dtype != (cc_is_half(was[i].dtype) ? CGE_F32 : was[i].dtype))
             return false;
     return true;
 }
 
-static cge_status add_cast(cc_ctx *ctx, cge_graph *g, const char *in, const char *out,
-                           cge_dtype to, const cge_shape *shape)
+cge_status cc_widen_cast(cc_ctx *ctx, cge_graph *g, const char *in, const char *out, cge_dtype to,
+                         const cge_shape *shape)
 {
     char name[256];
     cge_node *c = NULL;
@@ -119,9 +118,8 @@ static cge_status add_cast(cc_ctx *ctx, cge_graph *g, const char *in, const char
     return st;
 }
 
-/* A float32 copy of half constant `t`, made now under a fresh name. */
-static cge_status widen_constant(cc_ctx *ctx, cge_graph *g, const char *name, const cge_tensor *t,
-                                 char *buf, size_t size)
+cge_status cc_widen_constant(cc_ctx *ctx, cge_graph *g, const char *name, const cge_tensor *t,
+                             char *buf, size_t size)
 {
     int64_t n = cge_shape_numel(&t->shape);
     size_t bytes = (size_t)n * sizeof(float);
@@ -152,38 +150,92 @@ static bool all_readers_wide(const cc_uses *u, int32_t id, const bool *wide, cge
     return all;
 }
 
+/* What the pass knows of the graph as it rewrites it. */
+typedef struct widen_state {
+    cc_ctx *ctx;
+    cge_graph *g;
+    int32_t nv;           /* values before the rewrite */
+    char **f32_name;      /* value id -> its float32 form, once made */
+    cge_dtype *dtype;     /* value id -> dtype before the rewrite */
+    cge_shape *shapes;
+    cge_node *node;       /* the control-flow node whose outer inputs are asked for */
+} widen_state;
+
+/* The float32 form of half value `id`: the widened node's fresh result, a
+ * widened constant, or a Cast of the value, made once. */
+static cge_status f32_form(widen_state *w, int32_t id)
+{
+    if (w->f32_name[id])
+        return CGE_OK;
+    char name[256], v[256];
+    const cge_tensor *c = cge_graph_value_constant(w->g, id);
+    snprintf(v, sizeof v, "%s", cge_graph_value_name(w->g, id));
+    cge_status st;
+    if (c && c->data) {
+        st = cc_widen_constant(w->ctx, w->g, v, c, name, sizeof name);
+    } else {
+        cc_fresh_name(w->ctx, w->g, v, name, sizeof name);
+        st = cc_widen_cast(w->ctx, w->g, v, name, CGE_F32, &w->shapes[id]);
+    }
+    if (!st && !(w->f32_name[id] = strdup(name)))
+        st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
+    return st;
+}
+
+static cge_status outer_f32(void *user, int32_t slot, const char **name)
+{
+    widen_state *w = user;
+    int32_t id = cge_node_input_id(w->node, slot);
+    if (id < 0 || id >= w->nv || !cc_is_half(w->dtype[id]))
+        return cge_error(CGE_LAYER_GRAPH, CGE_ERR_INTERNAL,
+                         "widen_half: '%s' input %d is not a half value", cge_node_name(w->node),
+                         (int)slot);
+    cge_status st = f32_form(w, id);
+    *name = st ? NULL : w->f32_name[id];
+    return st;
+}
+
+/* Nodes whose bodies may be rewritten (widen_half_bodies.c). */
+static bool has_body(const cge_node *n)
+{
+    return !cge_node_is_removed(n) && !cge_node_domain(n)[0] &&
+           (cc_is_op(n, "If") || cc_is_op(n, "Loop") || cc_is_op(n, "Scan"));
+}
+
 cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g)
 {
     int32_t nn = cge_graph_num_nodes(g), nv = cge_graph_num_values(g);
     bool any_half = false;
     for (int32_t id = 0; id < nv && !any_half; id++) {
         cge_tensor_desc d;
-        any_half = !cge_graph_value_desc(g, id, &d) && is_half(d.dtype);
+        any_half = !cge_graph_value_desc(g, id, &d) && cc_is_half(d.dtype);
     }
     if (!any_half)
         return CGE_OK;
     bool *wide = calloc((size_t)nn + 1, sizeof *wide);
-    char **f32_name = calloc((size_t)nv + 1, sizeof *f32_name);   /* value id -> float32 form */
-    cge_dtype *dtype = calloc((size_t)nv + 1, sizeof *dtype);      /* before the rewrite */
+    widen_state w = {.ctx = ctx, .g = g, .nv = nv,
+                     .f32_name = calloc((size_t)nv + 1, sizeof(char *)),
+                     .dtype = calloc((size_t)nv + 1, sizeof(cge_dtype))};
     cc_uses u = {0};
-    cge_status st = wide && f32_name && dtype ? cc_uses_build(&u, g)
-                                              : cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY,
-                                                          "widen_half: out of memory");
-    int32_t widened = 0;
-    for (int32_t i = 0; !st && i < nn; i++)
+    cge_status st = wide && w.f32_name && w.dtype ? cc_uses_build(&u, g)
+                                                  : cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY,
+                                                              "widen_half: out of memory");
+    int32_t widened = 0, bodies = 0;
+    for (int32_t i = 0; !st && i < nn; i++) {
         if ((wide[i] = widenable(ctx, g, cge_graph_node(g, i))))
             widened++;
-    cge_shape *shapes = NULL;
-    if (!st && widened) {
-        shapes = calloc((size_t)nv + 1, sizeof *shapes);
-        if (!shapes)
+        bodies += has_body(cge_graph_node(g, i));
+    }
+    if (!st && (widened || bodies)) {
+        w.shapes = calloc((size_t)nv + 1, sizeof *w.shapes);
+        if (!w.shapes)
             st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
     }
-    for (int32_t id = 0; !st && widened && id < nv; id++) {
+    for (int32_t id = 0; !st && w.shapes && id < nv; id++) {
         cge_tensor_desc d;
         if (!cge_graph_value_desc(g, id, &d)) {
-            dtype[id] = d.dtype;
-            shapes[id] = d.shape;
+            w.dtype[id] = d.dtype;
+            w.shapes[id] = d.shape;
         }
     }
     /* Half results of widened nodes: the node makes a fresh float32 value,
@@ -193,7 +245,7 @@ cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g)
         cge_node *n = cge_graph_node(g, i);
         for (int32_t k = 0; wide[i] && !st && k < cge_node_num_outputs(n); k++) {
             int32_t id = cge_node_output_id(n, k);
-            if (id < 0 || !is_half(dtype[id]))
+            if (id < 0 || !cc_is_half(w.dtype[id]))
                 continue;
             bool half_read =
                 cge_graph_value_is_output(g, id) || !all_readers_wide(&u, id, wide, &st);
@@ -204,11 +256,11 @@ cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g)
             cc_fresh_name(ctx, g, old, fresh, sizeof fresh);
             st = cge_node_set_output(n, k, fresh);
             if (!st)
-                st = cge_graph_set_desc(g, fresh, CGE_F32, &shapes[id]);
-            if (!st && !(f32_name[id] = strdup(fresh)))
+                st = cge_graph_set_desc(g, fresh, CGE_F32, &w.shapes[id]);
+            if (!st && !(w.f32_name[id] = strdup(fresh)))
                 st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
             if (!st && half_read)
-                st = add_cast(ctx, g, fresh, old, dtype[id], &shapes[id]);
+                st = cc_widen_cast(ctx, g, fresh, old, w.dtype[id], &w.shapes[id]);
         }
     }
     /* Half operands of widened nodes read their float32 forms. */
@@ -216,35 +268,34 @@ cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g)
         cge_node *n = cge_graph_node(g, i);
         for (int32_t s = 0; wide[i] && !st && s < cge_node_num_inputs(n); s++) {
             int32_t id = cge_node_input_id(n, s);
-            if (id < 0 || id >= nv || !is_half(dtype[id]))
+            if (id < 0 || id >= nv || !cc_is_half(w.dtype[id]))
                 continue;
-            if (!f32_name[id]) {
-                char name[256], v[256];
-                const cge_tensor *c = cge_graph_value_constant(g, id);
-                snprintf(v, sizeof v, "%s", cge_graph_value_name(g, id));
-                if (c && c->data) {
-                    st = widen_constant(ctx, g, v, c, name, sizeof name);
-                } else {
-                    cc_fresh_name(ctx, g, v, name, sizeof name);
-                    st = add_cast(ctx, g, v, name, CGE_F32, &shapes[id]);
-                }
-                if (!st && !(f32_name[id] = strdup(name)))
-                    st = cge_error(CGE_LAYER_GRAPH, CGE_ERR_NO_MEMORY, "widen_half: out of memory");
-            }
+            st = f32_form(&w, id);
             if (!st)
-                st = cge_node_set_input(n, s, f32_name[id]);
+                st = cge_node_set_input(n, s, w.f32_name[id]);
         }
     }
-    if (!st && widened) {
-        ctx->fused += widened;
+    /* Control flow computes its bodies in float32. */
+    int32_t rewritten = 0;
+    for (int32_t i = 0; !st && bodies && i < nn; i++) {
+        cge_node *n = cge_graph_node(g, i);
+        bool done = false;
+        if (!has_body(n))
+            continue;
+        w.node = n;
+        st = cc_widen_half_bodies(ctx, g, n, outer_f32, &w, &done);
+        rewritten += done;
+    }
+    if (!st && (widened || rewritten)) {
+        ctx->fused += widened + rewritten;
         st = cc_pass_infer(ctx, g);
     }
     cc_uses_free(&u);
-    for (int32_t id = 0; f32_name && id < nv; id++)
-        free(f32_name[id]);
-    free(f32_name);
-    free(dtype);
-    free(shapes);
+    for (int32_t id = 0; w.f32_name && id < nv; id++)
+        free(w.f32_name[id]);
+    free(w.f32_name);
+    free(w.dtype);
+    free(w.shapes);
     free(wide);
     return st;
 }

@@ -1,10 +1,11 @@
 /* Tests of optimize/widen_half: a float16 (or bfloat16) graph's nodes run on
  * float32's kernels (a FusedConv, a FusedMatMul), with Casts only where half
  * values enter and leave; graph inputs and outputs keep their names and
- * dtypes; a half value that a node left as it is reads (a Cast to half, an
- * If) or that is a graph output stays half as well as feeding float32
- * readers; a Cast the model writes to half still rounds; constants are
- * widened once. Results agree with the literal half computation (level 1:
+ * dtypes; a half value that a node left as it is reads (a Cast to half) or
+ * that is a graph output stays half as well as feeding float32 readers; a
+ * Cast the model writes to half still rounds; constants are widened once;
+ * Loop and Scan bodies compute in float32 between Casts at their half
+ * inputs and outputs, unless they make half values of their own. Results agree with the literal half computation (level 1:
  * the pass does not run) within half's rounding. */
 #include <math.h>
 #include <setjmp.h>
@@ -288,12 +289,181 @@ static void test_constant_widened_once(void **state)
     cge_graph_destroy(g);
 }
 
+/* The plan's step running op `op` (the first), or NULL. */
+static const cge_plan_step *step_of(const cge_plan *p, const char *op)
+{
+    for (int32_t k = 0; k < cge_plan_num_steps(p); k++)
+        if (!strcmp(cge_node_op_type(cge_plan_steps(p)[k].node), op))
+            return &cge_plan_steps(p)[k];
+    return NULL;
+}
+
+static int32_t body_count_op(const cge_graph *b, const char *op)
+{
+    int32_t c = 0;
+    for (int32_t i = 0; i < cge_graph_num_nodes(b); i++)
+        c += !cge_node_is_removed(cge_graph_node(b, i)) &&
+             !strcmp(cge_node_op_type(cge_graph_node(b, i)), op);
+    return c;
+}
+
+/* The dtype body value `name` had when the body was built: constants' own. */
+static cge_dtype body_const_dtype(const cge_graph *b, const char *name)
+{
+    const cge_tensor *t = cge_graph_value_constant(b, cge_graph_value_id(b, name));
+    return t ? t->dtype : CGE_DTYPE_UNDEFINED;
+}
+
+/* Loop(3 iterations, x [4,8]): body x_in -> MatMul(outer W [8,8]) -> Add(body
+ * constant bias) -> Tanh -> x_out (carried), Neg(mm) -> scan output s.
+ * `model_cast` puts a Cast to half of the body's own in the body (mm ->
+ * Cast(to half) -> Tanh). */
+static cge_graph *half_loop(cge_dtype dt, bool model_cast)
+{
+    cge_graph *g = ct_graph("half_loop"), *body = ct_graph("body");
+    cge_shape xs = CGE_SHAPE(4, 8), sc = CGE_SCALAR;
+    assert_int_equal(cge_graph_add_input(g, "x", dt, &xs), CGE_OK);
+    half_const(g, "W", dt, (cge_shape)CGE_SHAPE(8, 8), 5, 0.4f);
+    int64_t trips = 3;
+    ct_const_i64(g, "M", &trips, 1);
+    uint8_t yes = 1;
+    assert_int_equal(cge_graph_add_constant(g, "cond", CGE_BOOL, &sc, &yes, 1), CGE_OK);
+    assert_int_equal(cge_graph_add_input(body, "i", CGE_I64, &sc), CGE_OK);
+    assert_int_equal(cge_graph_add_input(body, "c", CGE_BOOL, &sc), CGE_OK);
+    assert_int_equal(cge_graph_add_input(body, "x_in", dt, &xs), CGE_OK);
+    half_const(body, "bias", dt, (cge_shape)CGE_SHAPE(8), 6, 0.1f);
+    ct_node(body, "MatMul", "x_in", "W", "mm");
+    ct_node(body, "Add", "mm", "bias", "pre");
+    if (model_cast) {
+        cge_node *c = ct_node(body, "Cast", "pre", NULL, "pre_h");
+        assert_int_equal(cge_node_set_int(c, "to", dt), CGE_OK);
+        ct_node(body, "Tanh", "pre_h", NULL, "x_out");
+    } else {
+        ct_node(body, "Tanh", "pre", NULL, "x_out");
+    }
+    ct_node(body, "Neg", "mm", NULL, "s");
+    ct_node(body, "Identity", "c", NULL, "c_out");
+    ct_output(body, "c_out");
+    ct_output(body, "x_out");
+    ct_output(body, "s");
+    const char *ins[4] = {"M", "cond", "x", "W"}, *outs[2] = {"y", "scan"}, *outer[1] = {"W"};
+    cge_node *loop = ct_node_n(g, "Loop", "", ins, 4, outs, 2);
+    cge_attr on = {.name = "outer_names", .kind = CGE_ATTR_STRINGS, .strings = outer, .n = 1};
+    assert_int_equal(cge_attrs_set(cge_node_attrs(loop), &on), CGE_OK);
+    assert_int_equal(cge_node_set_graph(loop, "body", body), CGE_OK);
+    cge_graph_destroy(body);
+    ct_output(g, "y");
+    ct_output(g, "scan");
+    return g;
+}
+
+static void check_loop(cge_dtype dt, double tol)
+{
+    cge_graph *g = half_loop(dt, false);
+    cge_tensor in = half_input(dt, (cge_shape)CGE_SHAPE(4, 8), 7);
+    cge_plan *p = NULL;
+    compare_levels(g, dt, &in, 1, 2, tol, &p);
+    const cge_plan_step *s = step_of(p, "Loop");
+    assert_non_null(s);
+    /* the outer weight reaches the body in float32, widened once */
+    assert_int_equal(cge_plan_values(p)[s->inputs[3]].dtype, CGE_F32);
+    assert_int_equal(cge_plan_values(p)[s->inputs[2]].dtype, dt);   /* the carried x: half */
+    const cge_graph *b = cge_attrs_get_graph(cge_node_attrs_const(s->node), "body");
+    /* a Cast after x_in, one before each half output (x_out, s) */
+    assert_int_equal(body_count_op(b, "Cast"), 3);
+    const cge_node *add = NULL;
+    for (int32_t i = 0; i < cge_graph_num_nodes(b); i++)
+        if (!strcmp(cge_node_op_type(cge_graph_node(b, i)), "Add"))
+            add = cge_graph_node(b, i);
+    assert_non_null(add);
+    assert_int_equal(body_const_dtype(b, cge_node_input(add, 1)), CGE_F32);
+    /* the interface as the model has it */
+    assert_int_equal(cge_graph_num_outputs(b), 3);
+    assert_string_equal(cge_graph_output(b, 1), "x_out");
+    cge_plan_destroy(p);
+    free(in.data);
+    cge_graph_destroy(g);
+}
+
+/* A Loop body computes in float32 between Casts at its half inputs and
+ * outputs, its outer half weight given to it in float32; results agree
+ * with the half computation within half's rounding per iteration. */
+static void test_loop_body_float32(void **state)
+{
+    (void)state;
+    check_loop(CGE_F16, 3e-3);
+    check_loop(CGE_BF16, 2e-2);
+}
+
+/* A body with a Cast to half of its own keeps its types as they are. */
+static void test_body_with_model_cast_kept(void **state)
+{
+    (void)state;
+    cge_graph *g = half_loop(CGE_F16, true);
+    cge_tensor in = half_input(CGE_F16, (cge_shape)CGE_SHAPE(4, 8), 7);
+    cge_plan *p = NULL;
+    compare_levels(g, CGE_F16, &in, 1, 2, 1e-6, &p);   /* the same computation */
+    const cge_plan_step *s = step_of(p, "Loop");
+    assert_non_null(s);
+    assert_int_equal(cge_plan_values(p)[s->inputs[3]].dtype, CGE_F16);
+    const cge_graph *b = cge_attrs_get_graph(cge_node_attrs_const(s->node), "body");
+    assert_int_equal(body_count_op(b, "Cast"), 1);   /* the model's */
+    cge_plan_destroy(p);
+    free(in.data);
+    cge_graph_destroy(g);
+}
+
+/* Scan (opset 9 form): a running sum state += slice * outer half scale;
+ * the body's state and scan output computed in float32 between Casts. */
+static void test_scan_body_float32(void **state)
+{
+    (void)state;
+    cge_dtype dt = CGE_F16;
+    cge_graph *g = ct_graph("half_scan"), *body = ct_graph("body");
+    cge_shape st_s = CGE_SHAPE(6), xs = CGE_SHAPE(5, 6);
+    assert_int_equal(cge_graph_add_input(g, "init", dt, &st_s), CGE_OK);
+    assert_int_equal(cge_graph_add_input(g, "seq", dt, &xs), CGE_OK);
+    half_const(g, "scale", dt, st_s, 8, 0.7f);
+    assert_int_equal(cge_graph_add_input(body, "acc", dt, &st_s), CGE_OK);
+    assert_int_equal(cge_graph_add_input(body, "row", dt, &st_s), CGE_OK);
+    ct_node(body, "Mul", "row", "scale", "scaled");
+    ct_node(body, "Add", "acc", "scaled", "acc_out");
+    ct_node(body, "Sigmoid", "acc_out", NULL, "each");
+    ct_output(body, "acc_out");
+    ct_output(body, "each");
+    const char *ins[3] = {"init", "seq", "scale"}, *outs[2] = {"final", "all"},
+               *outer[1] = {"scale"};
+    cge_node *scan = ct_node_n(g, "Scan", "", ins, 3, outs, 2);
+    assert_int_equal(cge_node_set_int(scan, "num_scan_inputs", 1), CGE_OK);
+    cge_attr on = {.name = "outer_names", .kind = CGE_ATTR_STRINGS, .strings = outer, .n = 1};
+    assert_int_equal(cge_attrs_set(cge_node_attrs(scan), &on), CGE_OK);
+    assert_int_equal(cge_node_set_graph(scan, "body", body), CGE_OK);
+    cge_graph_destroy(body);
+    ct_output(g, "final");
+    ct_output(g, "all");
+    cge_tensor in[2] = {half_input(dt, st_s, 1), half_input(dt, xs, 2)};
+    cge_plan *p = NULL;
+    compare_levels(g, dt, in, 2, 2, 3e-3, &p);
+    const cge_plan_step *s = step_of(p, "Scan");
+    assert_non_null(s);
+    assert_int_equal(cge_plan_values(p)[s->inputs[2]].dtype, CGE_F32);
+    const cge_graph *b = cge_attrs_get_graph(cge_node_attrs_const(s->node), "body");
+    assert_int_equal(body_count_op(b, "Cast"), 4);   /* two inputs, two outputs */
+    cge_plan_destroy(p);
+    free(in[0].data);
+    free(in[1].data);
+    cge_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_runs_float32_kernels),
         cmocka_unit_test(test_mixed_readers_and_model_casts),
         cmocka_unit_test(test_constant_widened_once),
+        cmocka_unit_test(test_loop_body_float32),
+        cmocka_unit_test(test_body_with_model_cast_kept),
+        cmocka_unit_test(test_scan_body_float32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
