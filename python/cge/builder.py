@@ -380,12 +380,15 @@ class GraphBuilder:
         return self._value(lib.cge_es_input(self._b, name.encode(), _dtype_code(dtype),
                                             _make_shape(shape)), "input '%s'" % name)
 
-    def constant(self, value, dtype=None, name=None):
-        """A constant from an array-like (copied)."""
+    def constant(self, value, dtype=None, name=None, bits_of=None):
+        """A constant from an array-like (copied). ``bits_of``: a cge dtype
+        code whose elements ``value`` holds as raw bits of its width
+        (bfloat16, which numpy has not, as uint16)."""
         a = np.asarray(value, dtype=dtype)
         a = np.ascontiguousarray(a) if a.ndim else a.copy()  # ascontiguousarray makes rank >= 1
+        code = numpy_to_dtype(a.dtype) if bits_of is None else bits_of
         h = lib.cge_es_constant(self._b, name.encode() if name else None,
-                                numpy_to_dtype(a.dtype), _make_shape(a.shape),
+                                code, _make_shape(a.shape),
                                 a.ctypes.data if a.nbytes else None)
         return self._value(h, "constant")
 

@@ -27,11 +27,28 @@ _MODES = ("replay", "plan", "eager")
 
 def capture(module, example_inputs):
     """An aten-level torch.fx.GraphModule of ``module`` on these inputs, in
-    value semantics (in-place ops rebound) and without dead nodes."""
+    value semantics (in-place ops rebound) and without dead nodes. A module
+    whose float16/bfloat16 ops PyTorch's CPU cannot run (its addmm, conv and
+    friends have no Half kernels in 1.13) is traced as a float32 copy between
+    casts: ``_widened``."""
     fn = module
     if isinstance(module, torch.nn.Module):
         def fn(*args):
             return module(*args)
+    try:
+        gm = _trace(fn, example_inputs)
+    except RuntimeError as e:
+        half = _half_without_kernel(module, e)
+        if half is None:
+            raise
+        gm = _trace(_widened(module, half), example_inputs)
+    _functionalize(gm.graph)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _trace(fn, example_inputs):
     # Traced with autograd on: under no_grad PyTorch swaps some modules
     # (TransformerEncoder) for fused inference kernels that have no aten
     # decomposition.
@@ -44,10 +61,54 @@ def capture(module, example_inputs):
             # (slice_scatter and friends instead of writes).
             from functorch import functionalize
             gm = make_fx(functionalize(fn))(*example_inputs)
-    _functionalize(gm.graph)
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
     return gm
+
+
+_HALF_NAMES = {"'Half'": torch.float16, "'BFloat16'": torch.bfloat16}
+
+
+def _half_without_kernel(module, error):
+    """The half dtype of a module's weights when tracing it failed for want
+    of a CPU kernel of that dtype ("... not implemented for 'Half'"), else
+    None."""
+    if not isinstance(module, torch.nn.Module) or "not implemented for" not in str(error):
+        return None
+    for name, dt in _HALF_NAMES.items():
+        if name in str(error) and any(t.dtype == dt for t in
+                                      list(module.parameters()) + list(module.buffers())):
+            return dt
+    return None
+
+
+def _widened(module, half):
+    """A function computing ``module`` in float32: a copy of it whose `half`
+    parameters and buffers are float32 (exactly: every half value is one),
+    reading its `half` inputs cast to float32 and giving its float32 outputs
+    cast back to `half`. As cge's widen_half pass runs a half ONNX model:
+    values between operators are not rounded to half."""
+    import copy
+    m32 = copy.deepcopy(module)
+    with torch.no_grad():
+        for t in list(m32.parameters()) + list(m32.buffers()):
+            if t.dtype == half:
+                t.data = t.data.float()
+
+    def narrow(t):
+        return t.to(half) if torch.is_tensor(t) and t.dtype == torch.float32 else t
+
+    def fn(*args):
+        wide = [a.float() if torch.is_tensor(a) and a.dtype == half else a for a in args]
+        return torch.utils._pytree.tree_map(narrow, m32(*wide))
+    return fn
+
+
+def _constant(b, t):
+    """A cge constant of tensor t (bfloat16, which numpy has not, by its bits)."""
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        return b.constant(t.view(torch.int16).numpy().view(np.uint16),
+                          bits_of=cge_dtype(torch.bfloat16))
+    return b.constant(t.numpy())
 
 
 def _is_view(n):
@@ -157,8 +218,7 @@ def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False, spec=None,
                 return env[a]
             if a.op == "get_attr":
                 t = _fetch_attr(gm, a.target)
-                v = b.constant(t.detach().cpu().contiguous().numpy()) if isinstance(
-                    t, torch.Tensor) else t
+                v = _constant(b, t) if isinstance(t, torch.Tensor) else t
                 env[a] = v
                 return v
             tm = a.meta.get("tensor_meta")

@@ -173,10 +173,20 @@ class ConversionContext:
         return res
 
     def const(self, value, like=None, dtype=None):
-        """A constant; Python numbers take ``like``'s dtype (or ``dtype``)."""
+        """A constant; Python numbers take ``like``'s dtype (or ``dtype``).
+        bfloat16 (numpy has none) goes by its bits: a value of ``like``'s
+        dtype rounded to bfloat16, not cast to its uint16 carrier."""
         if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().contiguous().numpy()
+            value = value.detach().cpu().contiguous()
+            if value.dtype == torch.bfloat16:
+                return self.b.constant(value.view(torch.int16).numpy().view(np.uint16),
+                                       bits_of=_TORCH_TO_CGE[torch.bfloat16])
+            value = value.numpy()
         if dtype is None and like is not None:
+            if like.dtype_code == _TORCH_TO_CGE[torch.bfloat16]:
+                bits = torch.from_numpy(np.asarray(value, np.float32).copy()).to(torch.bfloat16)
+                return self.b.constant(bits.view(torch.int16).numpy().view(np.uint16),
+                                       bits_of=_TORCH_TO_CGE[torch.bfloat16])
             dtype = like.dtype
         return self.b.constant(np.asarray(value, dtype=dtype))
 

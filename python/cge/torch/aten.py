@@ -8,6 +8,7 @@ import operator
 import numpy as np
 import torch
 
+from ..errors import ConverterError
 from ._registry import Missing, cge_dtype, register_converter, torch_dtype
 
 aten = torch.ops.aten
@@ -490,14 +491,19 @@ def _reduce_all(ctx, node, x, dtype=None):
 def _np_dtype(node):
     dt = node.meta["tensor_meta"].dtype
     if dt == torch.bfloat16:
-        raise ValueError("bfloat16 fills")  # pragma: no cover - numpy has no bfloat16
+        raise ConverterError("[converter] node '%s' (%s): a bfloat16 result of this op is not "
+                             "supported (numpy has no bfloat16 for its values)"
+                             % (node.name, node.target), "converter", "CGE_ERR_DTYPE")
     return torch.empty(0, dtype=dt).numpy().dtype
 
 
 def _fill(ctx, node, value, like=()):
-    dt = _np_dtype(node)
-    return ctx.op("ConstantOfShape", input=ctx.shape_value(ctx.out_dims(), like=like),
-                  value=np.asarray([value], dtype=dt))
+    sizes = ctx.shape_value(ctx.out_dims(), like=like)
+    if node.meta["tensor_meta"].dtype == torch.bfloat16:
+        # a float32 fill rounded once (numpy has no bfloat16 for the attribute)
+        f = ctx.op("ConstantOfShape", input=sizes, value=np.asarray([value], dtype=np.float32))
+        return ctx.op("Cast", input=f, to=cge_dtype(torch.bfloat16))
+    return ctx.op("ConstantOfShape", input=sizes, value=np.asarray([value], dtype=_np_dtype(node)))
 
 
 @register_converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
