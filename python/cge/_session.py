@@ -5,6 +5,7 @@ import ctypes
 import re
 import datetime
 import json
+import math
 import os
 import signal
 import threading
@@ -223,9 +224,9 @@ def _collect(outs, bufs, n):
         if isinstance(bufs[j], _Sequence):
             result.append(bufs[j].value())
             continue
-        shape = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))
+        shape = tuple(t.shape.dims[:t.shape.rank])
         npdt = _STRING_ELEM if t.dtype == STRING else dtype_to_numpy(t.dtype)
-        nbytes = int(np.prod(shape)) * npdt.itemsize
+        nbytes = math.prod(shape) * npdt.itemsize
         buf = bufs[j]
         if t.dtype == STRING:
             elems = (buf.reshape(-1).view(np.uint8)[:nbytes].view(_STRING_ELEM)
@@ -246,6 +247,8 @@ def _collect(outs, bufs, n):
 _NDARRAY = np.ndarray
 # Run signatures whose C tensors a session keeps (_RunEntry).
 _MAX_ENTRIES = 256
+# Signatures whose output shapes a session remembers (_remember_shapes).
+_MAX_SHAPES = 4096
 
 
 def _plain_feed(input_feed):
@@ -1111,9 +1114,9 @@ class InferenceSession:
                 raise err
             guess = new
         result = _collect(outs, bufs, len(idx))
-        self._shape_cache[key] = [None if isinstance(bufs[j], _Sequence)
+        self._remember_shapes(key, [None if isinstance(bufs[j], _Sequence)
                                   else (outs[j].dtype, tuple(r.shape))
-                                  for j, r in enumerate(result)]
+                                  for j, r in enumerate(result)])
         self._last_shapes = (key, self._shape_cache[key])
         if seen and not profiling and sig is not None:
             # A signature's second run: it may come back (one seen once,
@@ -1196,11 +1199,22 @@ class InferenceSession:
                 raise err
             guess = new
         result = _collect(outs, bufs, t.n_out)
-        self._shape_cache[key] = [(outs[j].dtype, tuple(r.shape)) for j, r in enumerate(result)]
+        self._remember_shapes(key, [(outs[j].dtype, tuple(r.shape))
+                                    for j, r in enumerate(result)])
         self._last_shapes = (key, self._shape_cache[key])
         if seen:
             self._remember_run(ckey, ins, t.names, arrays, outs, result, bufs, key)
         return result
+
+    def _remember_shapes(self, key, shapes):
+        """The output shapes of signature `key`, for its next run; the
+        _MAX_SHAPES signatures seen last are kept (a decode loop meets a new
+        one at every step)."""
+        c = self._shape_cache
+        c.pop(key, None)
+        c[key] = shapes
+        while len(c) > _MAX_SHAPES:
+            c.pop(next(iter(c)))
 
     def _run_entries(self):
         d = getattr(self, "_entries", None)
@@ -1255,8 +1269,8 @@ class InferenceSession:
         # the next run of this signature take the general path again.
         result = _collect(entry.outs, bufs, entry.n_out)
         skey = entry.shapes[0]
-        self._shape_cache[skey] = [(entry.outs[j].dtype, tuple(r.shape))
-                                   for j, r in enumerate(result)]
+        self._remember_shapes(skey, [(entry.outs[j].dtype, tuple(r.shape))
+                                     for j, r in enumerate(result)])
         self._last_shapes = (skey, self._shape_cache[skey])
         return result
 
@@ -1300,9 +1314,10 @@ class InferenceSession:
                 continue
             if changed is None:
                 # the input dims that changed since the last run: (was, now)
-                changed = [(a, b) for old, new in zip(last[0][0], key[0])
-                           if isinstance(old, tuple) and len(old[1]) == len(new[1])
-                           for a, b in zip(old[1], new[1]) if a != b]
+                # (each pair once: a decode step's caches all grow the same way)
+                changed = sorted({(a, b) for old, new in zip(last[0][0], key[0])
+                                  if isinstance(old, tuple) and len(old[1]) == len(new[1])
+                                  for a, b in zip(old[1], new[1]) if a != b})
             dims = []
             for was in prev[1]:
                 gap, best = None, was

@@ -175,3 +175,28 @@ def test_inputs_of_other_signatures_are_not_held(add):
     gc.collect()
     alive = [n for n, r in refs if r() is not None]
     assert alive in ([], [5]), alive   # at most the last run's
+
+
+def test_output_shapes_remembered_for_a_bounded_number_of_signatures(monkeypatch):
+    """A loop that meets a new signature at every run (a decode step: every
+    cache a row longer) keeps the output shapes of the last _MAX_SHAPES
+    signatures only, and its runs stay right past the bound (the shapes
+    forgotten are guessed again from the last run)."""
+    from cge import _session
+    monkeypatch.setattr(_session, "_MAX_SHAPES", 8)
+    s = cge.InferenceSession(model(
+        [helper.make_node("Concat", ["past", "new"], ["present"], axis=0)],
+        [vi("past", TensorProto.FLOAT, ["P", 4]), vi("new", TensorProto.FLOAT, [1, 4])],
+        [vi("present", TensorProto.FLOAT, ["Q", 4])]))
+    rng = np.random.default_rng(5)
+    past = np.zeros((0, 4), np.float32)
+    rows = []
+    for _ in range(30):
+        row = rand(rng, 1)
+        rows.append(row)
+        (past,) = s.run(None, {"past": past, "new": row})
+        assert len(s._shape_cache) <= 8
+    np.testing.assert_array_equal(past, np.concatenate(rows))
+    # a forgotten signature runs again right
+    (again,) = s.run(None, {"past": np.zeros((3, 4), np.float32), "new": rows[0]})
+    np.testing.assert_array_equal(again, np.concatenate([np.zeros((3, 4), np.float32), rows[0]]))
