@@ -1354,7 +1354,20 @@ typedef struct body_iter {
     const outer_binding *ob;
     int32_t n_state;
     body_val state[CF_MAX_ARGS];
+    /* The states the last step replaced: a scan output of that step may be
+     * one of them (a body input passed through), so they go only once the
+     * caller has read the step's outputs (at the next step or the close). */
+    body_val prev[CF_MAX_ARGS];
 } body_iter;
+
+static void release_owned(cge_device *dev, body_val *v)
+{
+    if (v->owned) {
+        cge__value_release(v->desc.type, v->data);
+        cge_mem_free(dev, v->data);
+    }
+    memset(v, 0, sizeof *v);
+}
 
 static cge_status iter_open(body_iter *it, const char *op, const char *node,
                             const cge_graph *body, cge_device *dev, const outer_binding *ob,
@@ -1368,6 +1381,7 @@ static cge_status iter_open(body_iter *it, const char *op, const char *node,
     it->ob = ob;
     it->n_state = n_state;
     memset(it->state, 0, sizeof it->state);
+    memset(it->prev, 0, sizeof it->prev);
     return cge_stream_create_immediate(dev, &it->imm);
 }
 
@@ -1386,6 +1400,8 @@ static cge_status iter_step(body_iter *it, int64_t t, int32_t n_in, cge_tensor_d
                             const void **bv, int32_t in_pos, int32_t out_pos, body_run *r)
 {
     memset(r, 0, sizeof *r);
+    for (int32_t i = 0; i < it->n_state; i++)
+        release_owned(it->dev, &it->prev[i]);   /* the last step's outputs are read */
     cge_status st = cancel_point(it->op, it->node, t, CGE_OK);
     if (st)
         return st;
@@ -1396,19 +1412,29 @@ static cge_status iter_step(body_iter *it, int64_t t, int32_t n_in, cge_tensor_d
     st = cancel_point(it->op, it->node, t,
                       body_exec(it->op, it->node, it->body, it->dev, it->imm, n_in, bd, bv,
                                 it->ob, r));
+    /* Every new state copied before any old one goes: a body output may be
+     * another state's input passed through ((a, b) -> (a + b, a)). */
+    body_val next[CF_MAX_ARGS];
+    memset(next, 0, sizeof next);
     for (int32_t i = 0; !st && i < it->n_state; i++)
-        st = copy_owned(it->dev, body_output(r, out_pos + i), &it->state[i]);
+        st = copy_owned(it->dev, body_output(r, out_pos + i), &next[i]);
+    for (int32_t i = 0; i < it->n_state; i++) {
+        if (st) {
+            release_owned(it->dev, &next[i]);
+            continue;
+        }
+        it->prev[i] = it->state[i];
+        it->state[i] = next[i];
+    }
     return st;
 }
 
 static void iter_close(body_iter *it)
 {
-    for (int32_t i = 0; i < it->n_state; i++)
-        if (it->state[i].owned) {
-            cge__value_release(it->state[i].desc.type, it->state[i].data);
-            cge_mem_free(it->dev, it->state[i].data);
-            it->state[i].owned = false;
-        }
+    for (int32_t i = 0; i < it->n_state; i++) {
+        release_owned(it->dev, &it->prev[i]);
+        release_owned(it->dev, &it->state[i]);
+    }
     cge_stream_destroy(it->imm);
     it->imm = NULL;
 }

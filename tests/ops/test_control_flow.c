@@ -224,6 +224,51 @@ static void test_loop_trip_count(void **state)
     cge_graph_destroy(b);
 }
 
+/* Loop body (i, c, a, b) -> (c, a + b, a, b): the new b is the old a passed
+ * through, and the scan output is the old b passed through. Every new state is copied before an
+ * old one goes, and a scan output that is a state passed through is read
+ * before its buffer goes (the scan output and the second state read freed
+ * memory before). Fibonacci-like: a, b = a + b, a. */
+static void test_loop_states_swapped_and_passed_through(void **state)
+{
+    (void)state;
+    cge_graph *b = new_graph("swap_body");
+    assert_int_equal(cge_graph_add_input(b, "i", CGE_I64, &CGE_SCALAR), CGE_OK);
+    assert_int_equal(cge_graph_add_input(b, "c", CGE_BOOL, &CGE_SCALAR), CGE_OK);
+    assert_int_equal(cge_graph_add_input(b, "a", CGE_I64, &CGE_SHAPE(3)), CGE_OK);
+    assert_int_equal(cge_graph_add_input(b, "b", CGE_I64, &CGE_SHAPE(3)), CGE_OK);
+    node(b, "Add", (const char *[]){"a", "b"}, 2, "ab");
+    node(b, "Identity", (const char *[]){"c"}, 1, "c2");
+    assert_int_equal(cge_graph_add_output(b, "c2"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(b, "ab"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(b, "a"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(b, "b"), CGE_OK);
+    cge_attr attrs[] = {graph_attr("body", b)};
+    int64_t m = 5, a0[3] = {1, 2, 3}, b0[3] = {0, 10, 100};
+    uint8_t cond = 1;
+    cge_tensor in[] = {op_tensor(CGE_I64, CGE_SCALAR, &m), op_tensor(CGE_BOOL, CGE_SCALAR, &cond),
+                       op_tensor(CGE_I64, CGE_SHAPE(3), a0), op_tensor(CGE_I64, CGE_SHAPE(3), b0)};
+    cge_tensor out[3];
+    cge_status st = op_run("Loop", in, 4, attrs, 1, out, 3);
+    if (st)
+        fail_msg("%s", cge_last_error());
+    int64_t a[3], bb[3], scan[5][3];
+    memcpy(a, a0, sizeof a);
+    memcpy(bb, b0, sizeof bb);
+    for (int t = 0; t < 5; t++)
+        for (int k = 0; k < 3; k++) {
+            scan[t][k] = bb[k];
+            int64_t sum = a[k] + bb[k];
+            bb[k] = a[k];
+            a[k] = sum;
+        }
+    op_assert_equal(&out[0], CGE_I64, CGE_SHAPE(3), a);
+    op_assert_equal(&out[1], CGE_I64, CGE_SHAPE(3), bb);
+    op_assert_equal(&out[2], CGE_I64, CGE_SHAPE(5, 3), scan);
+    op_free_outputs(out, 3);
+    cge_graph_destroy(b);
+}
+
 /* No trip count: the body's computed condition ends the loop; meta measures
  * the scan length since every input value is at hand. */
 static void test_loop_computed_condition(void **state)
@@ -387,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_if_measured_branch_runs_once),
         cmocka_unit_test(test_loop_trip_count),
         cmocka_unit_test(test_loop_computed_condition),
+        cmocka_unit_test(test_loop_states_swapped_and_passed_through),
         cmocka_unit_test(test_scan_directions_and_axes),
         cmocka_unit_test(test_nested_control_flow),
         cmocka_unit_test(test_body_errors),
