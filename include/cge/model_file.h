@@ -16,10 +16,11 @@
 extern "C" {
 #endif
 
-/* Version of the file layout this cge writes (it reads this one, 1 and 2).
+/* Version of the file layout this cge writes (it reads this one and 1 to 3).
  * Version 2 adds the shape program of a plan with symbolic dims; version 3
- * the weights packed for their kernels (cge_model_save_options.pack_weights). */
-#define CGE_MODEL_FORMAT_VERSION 3
+ * the weights packed for their kernels (cge_model_save_options.pack_weights);
+ * version 4 graph attributes (the bodies of If, Loop and Scan). */
+#define CGE_MODEL_FORMAT_VERSION 4
 
 typedef struct cge_model cge_model;
 

@@ -149,7 +149,7 @@ def test_compile_keeps_symbolic_dims(mlp, tmp_path):
         stdout, _ = cge("compile", mlp, "-o", out, *args)
         assert out.read_bytes()[:8] == b"CGEMODEL" and "arena per size" in stdout
         stdout, _ = cge("inspect", out)
-        assert "format 3" in stdout and shown in stdout, stdout
+        assert "format 4" in stdout and shown in stdout, stdout
         for rows in (1, 3, 7, 2, 5):
             np.save(tmp_path / "x.npy", x[:rows])
             got, want = tmp_path / "got", tmp_path / "want"
@@ -416,7 +416,7 @@ def test_inspect(mlp, mlp_cgm):
     assert sum(a["ops"].values()) == a["nodes"] and a["engines"] == {"cpu": a["nodes"]}
     assert a["weight_bytes"] >= W.nbytes + B.nbytes
     assert a["lower_bound_bytes"] <= a["arena_bytes"] <= a["naive_bytes"]
-    assert a["format_version"] == 3 and "sse2" in a["cpu_required"]
+    assert a["format_version"] == 4 and "sse2" in a["cpu_required"]
     text, _ = cge("inspect", mlp_cgm)
     for word in ("inputs:", "outputs:", "ops:", "engines:", "streams:", "weights:", "arena:",
                  "lower bound"):

@@ -131,6 +131,41 @@ typedef struct cgm_tensor {
     uint64_t bytes;
 } cgm_tensor;
 
+/* A graph an attribute holds (If, Loop and Scan bodies; version 4), in AUX:
+ * a GRAPH attribute's aux is one cgm_graph, a GRAPHS attribute's n of them.
+ * Its arrays lie in AUX too; names are strings (0: ""). Nested bodies nest
+ * the same way. */
+typedef struct cgm_graph {
+    uint32_t name;
+    uint32_t num_inputs, num_outputs, num_constants, num_nodes;
+    uint32_t pad;
+    uint64_t inputs;              /* cgm_graph_input[num_inputs] */
+    uint64_t outputs;             /* uint32_t names[num_outputs] */
+    uint64_t constants;           /* cgm_graph_constant[num_constants] */
+    uint64_t nodes;               /* cgm_graph_node[num_nodes] */
+} cgm_graph;
+
+typedef struct cgm_graph_input {
+    uint32_t name;
+    int32_t dtype, value_type, rank;  /* value_type: cge_value_type */
+    int64_t dims[8];
+} cgm_graph_input;
+
+typedef struct cgm_graph_constant {
+    uint32_t name, pad;
+    cgm_tensor t;
+} cgm_graph_constant;
+
+typedef struct cgm_graph_node {
+    uint32_t name, op, domain;
+    uint32_t num_inputs, num_outputs, num_attrs;
+    uint64_t inputs, outputs;     /* uint32_t names ("": an absent input) */
+    uint64_t attrs;               /* cgm_attr[num_attrs] */
+} cgm_graph_node;
+
+/* How deep bodies may nest in a file (a reader refuses deeper ones). */
+#define CGM_GRAPH_DEPTH_MAX 16
+
 typedef struct cgm_lib {
     uint32_t name, path;          /* strings */
 } cgm_lib;

@@ -514,7 +514,112 @@ static bool int_ok(const cge_op_def *def, const char *name, int64_t v)
     return false;
 }
 
-static cge_status set_attr(const loader *L, cge_node *n, const cgm_attr *r)
+static cge_status set_attr(const loader *L, cge_node *n, const cgm_attr *r, int depth);
+
+/* A body from its record (version 4), `depth` bodies deep. Its constants
+ * are copied out of the file; every name, count and offset is checked. */
+static cge_status graph_of(const loader *L, const char *what, const cgm_graph *r, int depth,
+                           cge_graph **out)
+{
+    *out = NULL;
+    if (depth >= CGM_GRAPH_DEPTH_MAX)
+        return bad(L, "%s: bodies nest more than %d deep", what, CGM_GRAPH_DEPTH_MAX);
+    const void *ins = NULL, *outs = NULL, *cs = NULL, *ns = NULL;
+    const char *name = NULL;
+    cge_status st = get_str(L, r->name, false, what, &name);
+    if (!st)
+        st = aux_span(L, what, r->inputs, r->num_inputs, sizeof(cgm_graph_input), 8, &ins);
+    if (!st)
+        st = aux_span(L, what, r->outputs, r->num_outputs, sizeof(uint32_t), 4, &outs);
+    if (!st)
+        st = aux_span(L, what, r->constants, r->num_constants, sizeof(cgm_graph_constant), 8,
+                      &cs);
+    if (!st)
+        st = aux_span(L, what, r->nodes, r->num_nodes, sizeof(cgm_graph_node), 8, &ns);
+    cge_graph *g = NULL;
+    if (!st && cge_graph_create(name[0] ? name : "body", &g))
+        st = wrap(L, what);
+    for (uint32_t i = 0; !st && i < r->num_inputs; i++) {
+        const cgm_graph_input *in = &((const cgm_graph_input *)ins)[i];
+        const char *nm = NULL;
+        st = get_str(L, in->name, true, what, &nm);
+        bool tensor = in->value_type == CGE_TYPE_TENSOR;
+        cge_shape sh = {0};
+        if (!st && tensor && (in->rank < 0 || in->rank > CGE_MAX_RANK))
+            st = bad(L, "%s: input '%.60s' has rank %d", what, nm, in->rank);
+        for (int32_t k = 0; !st && tensor && k < in->rank; k++) {
+            if (in->dims[k] < CGE_DIM_DYNAMIC || in->dims[k] > ((int64_t)1 << 32))
+                st = bad(L, "%s: input '%.60s' has dimension %d of size %lld", what, nm, (int)k,
+                         (long long)in->dims[k]);
+            sh.dims[k] = in->dims[k];
+        }
+        sh.rank = tensor ? in->rank : 0;
+        if (!st && (!cge_dtype_valid((cge_dtype)in->dtype) ||
+                    in->value_type < CGE_TYPE_TENSOR || in->value_type > CGE_TYPE_OPTIONAL))
+            st = bad(L, "%s: input '%.60s' has dtype %d and value type %d", what, nm, in->dtype,
+                     in->value_type);
+        if (!st && cge_graph_add_input(g, nm, (cge_dtype)in->dtype, &sh))
+            st = wrap(L, what);
+        if (!st && !tensor && cge_graph_set_value_type(g, nm, (cge_value_type)in->value_type))
+            st = wrap(L, what);
+    }
+    for (uint32_t i = 0; !st && i < r->num_constants; i++) {
+        const cgm_graph_constant *c = &((const cgm_graph_constant *)cs)[i];
+        const char *nm = NULL;
+        cge_tensor t;
+        st = get_str(L, c->name, true, what, &nm);
+        if (!st)
+            st = tensor_of(L, what, &c->t, &t);
+        if (!st && !cge_shape_is_static(&t.shape))
+            st = bad(L, "%s: constant '%.60s' has no size", what, nm);
+        if (!st && cge_graph_add_constant(g, nm, t.dtype, &t.shape, t.data, t.bytes))
+            st = wrap(L, what);
+    }
+    for (uint32_t i = 0; !st && i < r->num_nodes; i++) {
+        const cgm_graph_node *nr = &((const cgm_graph_node *)ns)[i];
+        const char *nm = NULL, *op = NULL, *dom = NULL, *io[2 * 64];
+        const void *ir = NULL, *orr = NULL, *ar = NULL;
+        st = get_str(L, nr->name, true, what, &nm);
+        if (!st)
+            st = get_str(L, nr->op, true, what, &op);
+        if (!st)
+            st = get_str(L, nr->domain, false, what, &dom);
+        if (!st && (nr->num_inputs > 64 || nr->num_outputs > 64))
+            st = bad(L, "%s: node '%.60s' has %u inputs and %u outputs (at most 64 each)", what,
+                     nm, nr->num_inputs, nr->num_outputs);
+        if (!st)
+            st = aux_span(L, what, nr->inputs, nr->num_inputs, sizeof(uint32_t), 4, &ir);
+        if (!st)
+            st = aux_span(L, what, nr->outputs, nr->num_outputs, sizeof(uint32_t), 4, &orr);
+        if (!st)
+            st = aux_span(L, what, nr->attrs, nr->num_attrs, sizeof(cgm_attr), 8, &ar);
+        for (uint32_t k = 0; !st && k < nr->num_inputs; k++)
+            st = get_str(L, ((const uint32_t *)ir)[k], false, what, &io[k]);
+        for (uint32_t k = 0; !st && k < nr->num_outputs; k++)
+            st = get_str(L, ((const uint32_t *)orr)[k], true, what, &io[64 + k]);
+        cge_node *n = NULL;
+        if (!st && cge_graph_add_node(g, op, dom, nm, io, (int32_t)nr->num_inputs, io + 64,
+                                      (int32_t)nr->num_outputs, &n))
+            st = wrap(L, what);
+        for (uint32_t k = 0; !st && k < nr->num_attrs; k++)
+            st = set_attr(L, n, &((const cgm_attr *)ar)[k], depth + 1);
+    }
+    for (uint32_t i = 0; !st && i < r->num_outputs; i++) {
+        const char *nm = NULL;
+        st = get_str(L, ((const uint32_t *)outs)[i], true, what, &nm);
+        if (!st && cge_graph_add_output(g, nm))
+            st = wrap(L, what);
+    }
+    if (st) {
+        cge_graph_destroy(g);
+        return st;
+    }
+    *out = g;
+    return CGE_OK;
+}
+
+/* Attribute record `r` of node `n`, which lies `depth` bodies deep. */
+static cge_status set_attr(const loader *L, cge_node *n, const cgm_attr *r, int depth)
 {
     char what[160];
     cge_attr a = {.kind = (cge_attr_kind)r->kind};
@@ -525,6 +630,7 @@ static cge_status set_attr(const loader *L, cge_node *n, const cgm_attr *r)
     const void *p = NULL;
     cge_tensor *ts = NULL;
     const char **ss = NULL;
+    cge_graph **gs = NULL;
     if (r->n < 0)
         return bad(L, "%s has length %lld", what, (long long)r->n);
     switch (r->kind) {
@@ -563,6 +669,24 @@ static cge_status set_attr(const loader *L, cge_node *n, const cgm_attr *r)
         a.n = (int64_t)cnt;
         break;
     }
+    case CGE_ATTR_GRAPH:
+    case CGE_ATTR_GRAPHS: {
+        uint64_t cnt = r->kind == CGE_ATTR_GRAPH ? 1 : (uint64_t)r->n;
+        if (L->h->format_version < 4) {
+            st = bad(L, "%s is a graph, which format version %u cannot hold", what,
+                     L->h->format_version);
+            break;
+        }
+        st = aux_span(L, what, r->aux, cnt, sizeof(cgm_graph), 8, &p);
+        if (!st && !(gs = calloc(cnt + 1, sizeof *gs)))
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model load: out of memory");
+        for (uint64_t k = 0; !st && k < cnt; k++)
+            st = graph_of(L, what, &((const cgm_graph *)p)[k], depth, &gs[k]);
+        a.g = gs ? gs[0] : NULL;
+        a.graphs = (const cge_graph *const *)gs;
+        a.n = (int64_t)cnt;
+        break;
+    }
     default:
         st = bad(L, "%s has kind %d, which a model file cannot hold", what, r->kind);
     }
@@ -579,6 +703,9 @@ static cge_status set_attr(const loader *L, cge_node *n, const cgm_attr *r)
         st = wrap(L, what);
     free(ts);
     free(ss);
+    for (int64_t k = 0; gs && k < a.n; k++)
+        cge_graph_destroy(gs[k]);
+    free(gs);
     return st;
 }
 
@@ -635,7 +762,7 @@ static cge_status build_graph(loader *L, cge_graph **out)
             break;
         }
         for (int32_t k = 0; !st && k < r->num_attrs; k++)
-            st = set_attr(L, n, &L->attrs[r->attr_first + (uint32_t)k]);
+            st = set_attr(L, n, &L->attrs[r->attr_first + (uint32_t)k], 0);
     }
     for (int32_t i = 0; !st && i < m->num_outputs; i++)
         if (cge_graph_add_output(g, str_at(L, L->values[L->idx[m->outputs_first + (uint32_t)i]].name)))

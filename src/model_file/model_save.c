@@ -109,7 +109,116 @@ static cge_status strings_refused(const cge_node *n, const char *what)
                      "string tensors' bytes", what);
 }
 
+static cge_status attr_rec(writer *w, const cge_node *n, const cge_attr *a, int depth,
+                           cgm_attr *out);
+
+/* Body `g` (nested `depth` deep) as a cgm_graph record; its arrays go to AUX. */
+static cge_status graph_rec(writer *w, const cge_node *owner, const cge_graph *g, int depth,
+                            cgm_graph *out)
+{
+    if (depth >= CGM_GRAPH_DEPTH_MAX)
+        return cge_error(CGE_LAYER_IO, CGE_ERR_UNSUPPORTED,
+                         "model save: node '%s' (%s): bodies nest more than %d deep",
+                         cge_node_name(owner), cge_node_op_type(owner), CGM_GRAPH_DEPTH_MAX);
+    *out = (cgm_graph){.name = str_ref(w, cge_graph_name(g)),
+                       .num_inputs = (uint32_t)cge_graph_num_inputs(g),
+                       .num_outputs = (uint32_t)cge_graph_num_outputs(g)};
+    cgm_graph_input *ins = calloc(out->num_inputs + 1, sizeof *ins);
+    uint32_t *outs = calloc(out->num_outputs + 1, sizeof *outs);
+    int32_t nc = cge_graph_num_constants(g), nn = cge_graph_num_nodes(g);
+    cgm_graph_constant *cs = calloc((size_t)nc + 1, sizeof *cs);
+    cgm_graph_node *ns = calloc((size_t)nn + 1, sizeof *ns);
+    cge_status st = ins && outs && cs && ns
+                        ? CGE_OK
+                        : cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+    for (uint32_t i = 0; !st && i < out->num_inputs; i++) {
+        cge_tensor_desc d;
+        const char *name = cge_graph_input(g, (int32_t)i);
+        st = cge_graph_get_desc(g, name, &d);
+        ins[i] = (cgm_graph_input){.name = str_ref(w, name), .dtype = d.dtype,
+                                   .value_type = d.type, .rank = d.shape.rank};
+        /* The interpreter binds a body's inputs to what the node gives it:
+         * declared sizes it does not know are only "dynamic" here. */
+        for (int32_t k = 0; k < d.shape.rank && k < 8; k++)
+            ins[i].dims[k] = d.shape.dims[k] < 0 ? CGE_DIM_DYNAMIC : d.shape.dims[k];
+    }
+    for (uint32_t i = 0; !st && i < out->num_outputs; i++)
+        outs[i] = str_ref(w, cge_graph_output(g, (int32_t)i));
+    for (int32_t i = 0; !st && i < nc; i++) {
+        const char *name = cge_graph_constant_name(g, i);
+        const cge_tensor *t = cge_graph_value_constant(g, cge_graph_value_id(g, name));
+        if (!t || (t->bytes && !t->data))
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_STATE,
+                           "model save: node '%s' (%s): constant '%s' of its body has no data",
+                           cge_node_name(owner), cge_node_op_type(owner), name);
+        else if (t->dtype == CGE_STRING)
+            st = strings_refused(NULL, name);
+        else
+            cs[out->num_constants++] = (cgm_graph_constant){.name = str_ref(w, name),
+                                                            .t = tensor_rec(w, t)};
+    }
+    for (int32_t i = 0; !st && i < nn; i++) {
+        const cge_node *n = cge_graph_node(g, i);
+        if (cge_node_is_removed(n))
+            continue;
+        cgm_graph_node *r = &ns[out->num_nodes++];
+        *r = (cgm_graph_node){.name = str_ref(w, cge_node_name(n)),
+                              .op = str_ref(w, cge_node_op_type(n)),
+                              .domain = str_ref(w, cge_node_domain(n)),
+                              .num_inputs = (uint32_t)cge_node_num_inputs(n),
+                              .num_outputs = (uint32_t)cge_node_num_outputs(n)};
+        uint32_t refs[2 * 64 + 2];
+        if (r->num_inputs > 64 || r->num_outputs > 64) {
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_UNSUPPORTED,
+                           "model save: node '%s' of a body has more than 64 inputs or outputs",
+                           cge_node_name(n));
+            break;
+        }
+        for (uint32_t k = 0; k < r->num_inputs; k++)
+            refs[k] = str_ref(w, cge_node_input(n, (int32_t)k));
+        r->inputs = aux_put(w, refs, sizeof(uint32_t) * r->num_inputs, 8);
+        for (uint32_t k = 0; k < r->num_outputs; k++)
+            refs[k] = str_ref(w, cge_node_output(n, (int32_t)k));
+        r->outputs = aux_put(w, refs, sizeof(uint32_t) * r->num_outputs, 8);
+        const cge_attrs *as = cge_node_attrs_const(n);
+        int32_t na = cge_attrs_count(as);
+        cgm_attr *ar = calloc((size_t)na + 1, sizeof *ar);
+        if (!ar) {
+            st = cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+            break;
+        }
+        for (int32_t k = 0; !st && k < na; k++)
+            st = attr_rec(w, n, cge_attrs_at(as, k), depth + 1, &ar[k]);
+        r->num_attrs = (uint32_t)na;
+        r->attrs = aux_put(w, ar, sizeof *ar * (size_t)na, 8);
+        free(ar);
+    }
+    if (!st) {
+        out->inputs = aux_put(w, ins, sizeof *ins * out->num_inputs, 8);
+        out->outputs = aux_put(w, outs, sizeof *outs * out->num_outputs, 8);
+        out->constants = aux_put(w, cs, sizeof *cs * out->num_constants, 8);
+        out->nodes = aux_put(w, ns, sizeof *ns * out->num_nodes, 8);
+    }
+    free(ins);
+    free(outs);
+    free(cs);
+    free(ns);
+    return st;
+}
+
 static cge_status write_attr(writer *w, const cge_node *n, const cge_attr *a)
+{
+    cgm_attr r;
+    cge_status st = attr_rec(w, n, a, 0, &r);
+    if (!st)
+        buf_put(&w->sec[CGM_SEC_ATTRS], &r, sizeof r);
+    return st;
+}
+
+/* Attribute `a` of node `n` as a record (lists, tensors and graphs in AUX);
+ * `depth`: how deep in bodies `n` lies. */
+static cge_status attr_rec(writer *w, const cge_node *n, const cge_attr *a, int depth,
+                           cgm_attr *out)
 {
     cgm_attr r = {.name = str_ref(w, a->name), .kind = a->kind};
     switch (a->kind) {
@@ -159,14 +268,37 @@ static cge_status write_attr(writer *w, const cge_node *n, const cge_attr *a)
         free(ts);
         break;
     }
+    case CGE_ATTR_GRAPH:
+    case CGE_ATTR_GRAPHS: {
+        int64_t cnt = a->kind == CGE_ATTR_GRAPH ? 1 : a->n;
+        cgm_graph *gs = calloc((size_t)cnt + 1, sizeof *gs);
+        if (!gs)
+            return cge_error(CGE_LAYER_IO, CGE_ERR_NO_MEMORY, "model save: out of memory");
+        cge_status st = CGE_OK;
+        for (int64_t k = 0; !st && k < cnt; k++) {
+            const cge_graph *g = a->kind == CGE_ATTR_GRAPH ? a->g : a->graphs[k];
+            st = g ? graph_rec(w, n, g, depth, &gs[k])
+                   : cge_error(CGE_LAYER_IO, CGE_ERR_INVALID_ARG,
+                               "model save: node '%s' (%s): attribute '%s' holds no graph",
+                               cge_node_name(n), cge_node_op_type(n), a->name);
+        }
+        if (!st) {
+            r.n = cnt;
+            r.aux = aux_put(w, gs, sizeof *gs * (size_t)cnt, 8);
+        }
+        free(gs);
+        if (st)
+            return st;
+        break;
+    }
     default:
         return cge_error(CGE_LAYER_IO, CGE_ERR_UNSUPPORTED,
-                         "model save: node '%s' (%s): attribute '%s' is a %s; the model file "
-                         "cannot hold graph attributes",
+                         "model save: node '%s' (%s): attribute '%s' is a %s, which the model "
+                         "file cannot hold",
                          cge_node_name(n), cge_node_op_type(n), a->name,
                          cge_attr_kind_name(a->kind));
     }
-    buf_put(&w->sec[CGM_SEC_ATTRS], &r, sizeof r);
+    *out = r;
     return CGE_OK;
 }
 

@@ -251,3 +251,91 @@ void mf_fix_crc(void *data, size_t size)
     h.meta_crc32 = cgm_meta_crc(data, h.meta_end);
     memcpy((char *)data + offsetof(cgm_header, meta_crc32), &h.meta_crc32, 4);
 }
+
+static void cf_node(cge_graph *g, const char *op, const char *const *ins, int32_t ni,
+                    const char *const *outs, int32_t no, cge_node **n)
+{
+    assert_int_equal(cge_graph_add_node(g, op, NULL, NULL, ins, ni, outs, no, n), CGE_OK);
+}
+
+/* then: Identity(v), else: Neg(v), of the outer `v`; the condition is
+ * ReduceSum(v) > 0 under the name `cond`, made in `g`. */
+static void cf_sign_if(cge_graph *g, const char *v, const char *cond, const char *out,
+                       const char *then_op, const char *else_op)
+{
+    char sum[64];
+    snprintf(sum, sizeof sum, "%s_sum", v);
+    cf_node(g, "ReduceSum", (const char *[]){v}, 1, (const char *[]){sum}, 1, NULL);
+    float zero = 0.0f;
+    char zname[64];
+    snprintf(zname, sizeof zname, "%s_zero", v);
+    assert_int_equal(cge_graph_add_constant(g, zname, CGE_F32, &CGE_SCALAR, &zero, sizeof zero),
+                     CGE_OK);
+    cf_node(g, "Greater", (const char *[]){sum, zname}, 2, (const char *[]){cond}, 1, NULL);
+    cge_graph *t = NULL, *e = NULL;
+    assert_int_equal(cge_graph_create("then", &t), CGE_OK);
+    assert_int_equal(cge_graph_create("else", &e), CGE_OK);
+    cf_node(t, then_op, (const char *[]){v}, 1, (const char *[]){"o"}, 1, NULL);
+    cf_node(e, else_op, (const char *[]){v}, 1, (const char *[]){"o"}, 1, NULL);
+    assert_int_equal(cge_graph_add_output(t, "o"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(e, "o"), CGE_OK);
+    cge_node *n = NULL;
+    cf_node(g, "If", (const char *[]){cond, v}, 2, (const char *[]){out}, 1, &n);
+    const char *outer[] = {v};
+    cge_attr at[] = {{.name = "then_branch", .kind = CGE_ATTR_GRAPH, .g = t},
+                     {.name = "else_branch", .kind = CGE_ATTR_GRAPH, .g = e},
+                     {.name = "outer_names", .kind = CGE_ATTR_STRINGS, .strings = outer, .n = 1}};
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(cge_attrs_set(cge_node_attrs(n), &at[k]), CGE_OK);
+    cge_graph_destroy(t);
+    cge_graph_destroy(e);
+}
+
+cge_graph *mf_control_graph(void)
+{
+    cge_graph *g = NULL, *b = NULL;
+    assert_int_equal(cge_graph_create("control", &g), CGE_OK);
+    assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &CGE_SHAPE(3, 4)), CGE_OK);
+    float bias[4] = {0.1f, -0.2f, 0.3f, -0.4f}, w[16];
+    for (int k = 0; k < 16; k++)
+        w[k] = (float)((k * 7) % 11) / 11.0f - 0.45f;
+    assert_int_equal(cge_graph_add_constant(g, "bias", CGE_F32, &CGE_SHAPE(4), bias, sizeof bias),
+                     CGE_OK);
+    int64_t trips = 3;
+    uint8_t yes = 1;
+    assert_int_equal(cge_graph_add_constant(g, "M", CGE_I64, &CGE_SCALAR, &trips, sizeof trips),
+                     CGE_OK);
+    assert_int_equal(cge_graph_add_constant(g, "c0", CGE_BOOL, &CGE_SCALAR, &yes, 1), CGE_OK);
+    assert_int_equal(cge_graph_create("body", &b), CGE_OK);
+    assert_int_equal(cge_graph_add_input(b, "i", CGE_I64, &CGE_SCALAR), CGE_OK);
+    assert_int_equal(cge_graph_add_input(b, "c", CGE_BOOL, &CGE_SCALAR), CGE_OK);
+    assert_int_equal(cge_graph_add_input(b, "a", CGE_F32, &CGE_SHAPE(3, 4)), CGE_OK);
+    assert_int_equal(cge_graph_add_constant(b, "W", CGE_F32, &CGE_SHAPE(4, 4), w, sizeof w),
+                     CGE_OK);
+    cf_node(b, "MatMul", (const char *[]){"a", "W"}, 2, (const char *[]){"mm"}, 1, NULL);
+    cf_node(b, "Add", (const char *[]){"mm", "bias"}, 2, (const char *[]){"pre"}, 1, NULL);
+    cf_node(b, "Tanh", (const char *[]){"pre"}, 1, (const char *[]){"a2"}, 1, NULL);
+    cf_node(b, "Identity", (const char *[]){"c"}, 1, (const char *[]){"c2"}, 1, NULL);
+    cf_sign_if(b, "a2", "pos", "signed", "Identity", "Neg");
+    assert_int_equal(cge_graph_add_output(b, "c2"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(b, "a2"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(b, "signed"), CGE_OK);
+    cge_node *loop = NULL;
+    cf_node(g, "Loop", (const char *[]){"M", "c0", "x", "bias"}, 4,
+            (const char *[]){"y", "scan"}, 2, &loop);
+    const char *outer[] = {"bias"};
+    cge_attr at[] = {{.name = "body", .kind = CGE_ATTR_GRAPH, .g = b},
+                     {.name = "outer_names", .kind = CGE_ATTR_STRINGS, .strings = outer, .n = 1}};
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(cge_attrs_set(cge_node_attrs(loop), &at[k]), CGE_OK);
+    cge_graph_destroy(b);
+    cf_sign_if(g, "y", "ypos", "z", "Relu", "Sigmoid");
+    assert_int_equal(cge_graph_add_output(g, "y"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(g, "scan"), CGE_OK);
+    assert_int_equal(cge_graph_add_output(g, "z"), CGE_OK);
+    /* declared, as an importer declares graph outputs */
+    assert_int_equal(cge_graph_set_desc(g, "y", CGE_F32, &CGE_SHAPE(3, 4)), CGE_OK);
+    assert_int_equal(cge_graph_set_desc(g, "scan", CGE_F32, &CGE_SHAPE(3, 3, 4)), CGE_OK);
+    assert_int_equal(cge_graph_set_desc(g, "z", CGE_F32, &CGE_SHAPE(3, 4)), CGE_OK);
+    return g;
+}

@@ -21,6 +21,12 @@ cge_graph *mf_mixed_graph(int64_t rows);
  * Cast (int), Gather on a constant, two branches (for two streams). */
 cge_graph *mf_attr_graph(void);
 
+/* x [3,4] -> Loop (3 trips; body: MatMul by its own constant, Add of an
+ * outer constant, Tanh carried; an If nested in the body, on the sign of
+ * the carried sum, scanned) -> If on the sign of the result's sum (Relu or
+ * Sigmoid): outputs "y" [3,4], "scan" [3,3,4], "z" [3,4]. */
+cge_graph *mf_control_graph(void);
+
 /* Run graph `id` of `s` on inputs made from `seed`; *out gets fresh buffers
  * (mf_outputs_free). CGE_OK or the run's status (message in cge_last_error). */
 cge_status mf_run(cge_session *s, uint32_t id, cge_run_mode mode, uint32_t seed, mf_outputs *out);

@@ -309,12 +309,12 @@ static void test_version_arch_and_features(void **state)
     memcpy(copy, data, size);
     patch_u32(copy, offsetof(cgm_header, format_version), CGE_MODEL_FORMAT_VERSION + 1);
     mf_fix_crc(copy, size);
-    expect_io(cge_model_load_buffer(copy, size, NULL, &m), "format version 4");
+    expect_io(cge_model_load_buffer(copy, size, NULL, &m), "format version 5");
     /* One older than the oldest this cge reads. */
     memcpy(copy, data, size);
     patch_u32(copy, offsetof(cgm_header, format_version), 0);
     mf_fix_crc(copy, size);
-    expect_io(cge_model_load_buffer(copy, size, NULL, &m), "reads versions 1 to 3");
+    expect_io(cge_model_load_buffer(copy, size, NULL, &m), "reads versions 1 to 4");
     /* Another byte order. */
     memcpy(copy, data, size);
     patch_u32(copy, offsetof(cgm_header, byte_order), 0x04030201u);
