@@ -124,3 +124,45 @@ def test_real_model(name, tmp_path):
     (y,) = cge.InferenceSession(cgm).run(None, {"input": ref["input"]})
     np.testing.assert_allclose(y, ref["output"], rtol=1e-3, atol=1e-4)
     assert os.path.getsize(cgm) > 0 and ROOT
+
+
+def test_control_flow_model(tmp_path):
+    """A model with a Loop (a body constant, an outer weight, a scan output)
+    and an If on a computed condition compiles to a .cgm (format 4 holds the
+    bodies; before, `cge compile` refused graph attributes) whose outputs
+    equal the .onnx session's in every run mode."""
+    import onnx
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+    rng = np.random.default_rng(2)
+    f = T.FLOAT
+    body = h.make_graph(
+        [h.make_node("MatMul", ["a", "W"], ["mm"]),
+         h.make_node("Add", ["mm", "b"], ["pre"]),
+         h.make_node("Tanh", ["pre"], ["a2"]),
+         h.make_node("Neg", ["mm"], ["s"]),
+         h.make_node("Identity", ["c"], ["c2"])], "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+         h.make_tensor_value_info("a", f, [4, 8])],
+        [h.make_tensor_value_info("c2", T.BOOL, []), h.make_tensor_value_info("a2", f, [4, 8]),
+         h.make_tensor_value_info("s", f, [4, 8])],
+        initializer=[nh.from_array(rng.uniform(-0.2, 0.2, 8).astype(np.float32), "b")])
+    then_g = h.make_graph([h.make_node("Relu", ["y"], ["o"])], "then", [],
+                          [h.make_tensor_value_info("o", f, [4, 8])])
+    else_g = h.make_graph([h.make_node("Sigmoid", ["y"], ["o"])], "else", [],
+                          [h.make_tensor_value_info("o", f, [4, 8])])
+    g = h.make_graph(
+        [h.make_node("Loop", ["M", "", "input"], ["y", "scan"], body=body),
+         h.make_node("ReduceSum", ["input"], ["total"], keepdims=0),
+         h.make_node("Greater", ["total", "zero"], ["pos"]),
+         h.make_node("If", ["pos"], ["z"], then_branch=then_g, else_branch=else_g)], "cf",
+        [h.make_tensor_value_info("input", f, [4, 8])],
+        [h.make_tensor_value_info("z", f, [4, 8]), h.make_tensor_value_info("scan", f, [3, 4, 8])],
+        initializer=[nh.from_array(rng.uniform(-0.5, 0.5, (8, 8)).astype(np.float32), "W"),
+                     nh.from_array(np.array(3, np.int64), "M"),
+                     nh.from_array(np.array(0.0, np.float32), "zero")])
+    path = str(tmp_path / "cf.onnx")
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), path)
+    cgm = compile_cgm(path, tmp_path / "cf.cgm")
+    for sign in (1.0, -1.0):   # both branches of the If
+        x = (np.abs(rng.standard_normal((4, 8))) * sign).astype(np.float32)
+        same_outputs(path, cgm, x)
