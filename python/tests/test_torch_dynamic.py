@@ -201,10 +201,10 @@ def test_graph_break_keeps_dims_dynamic():
 
 def test_graph_break_with_a_size_argument_stays_static():
     def f(x):
-        return x @ torch.eye(x.shape[1]) + 1     # aten::eye runs in PyTorch, with a size
+        return x * torch.hann_window(x.shape[1]) + 1   # runs in PyTorch, with a size
     x = torch.randn(4, 5)
     with pytest.warns(RuntimeWarning, match=r"s1 \(input 0 \('x'\) dim 1, size 5\) stays "
-                      r"static: eye \(aten::eye\) runs in PyTorch with a size"):
+                      r"static: hann_window \(aten::hann_window\) runs in PyTorch with a size"):
         c = cge.torch.compile(f, (x,), dynamic={"x": [0, 1]})
     assert c.dynamic_dims == {0: {0: "s0"}}
     for b in (4, 1, 6, 2, 9):
@@ -212,6 +212,16 @@ def test_graph_break_with_a_size_argument_stays_static():
     assert c.recompiles == 0
     check(c, f, torch.randn(3, 6))           # the static dim: a new specialisation
     assert c.recompiles == 1
+
+
+def test_eye_of_an_input_size_stays_dynamic():
+    def f(x):
+        return x @ torch.eye(x.shape[1]) + torch.eye(x.shape[0], x.shape[1])
+    c = cge.torch.compile(f, (torch.randn(4, 5),), dynamic={"x": [0, 1]}, fullgraph=True)
+    assert c.dynamic_dims == {0: {0: "s0", 1: "s1"}}
+    for shape in ((4, 5), (2, 7), (6, 3)):
+        check(c, f, torch.randn(*shape))
+    assert c.recompiles == 0
 
 
 def test_converter_that_bakes_a_size_is_caught():

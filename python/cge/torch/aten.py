@@ -174,6 +174,25 @@ def _select(ctx, node, x, dim, index):
     return ctx.op("Gather", data=x, indices=ctx.const(np.int64(index)), axis=d)
 
 
+@register_converter(*filter(None, [_opt("flip")]))
+def _flip(ctx, node, x, dims):
+    r = ctx.rank(x)
+    axes = [_axis(d, r) for d in dims]
+    return ctx.op("Slice", data=x, starts=ctx.ints([-1] * len(axes)),
+                  ends=ctx.ints([-(2 ** 63)] * len(axes)), axes=ctx.ints(axes),
+                  steps=ctx.ints([-1] * len(axes)))
+
+
+@register_converter(*filter(None, [_opt("gather")]))
+def _gather(ctx, node, x, dim, index, sparse_grad=False):
+    return ctx.op("GatherElements", data=x, indices=index, axis=_axis(dim, ctx.rank(x)))
+
+
+@register_converter(*filter(None, [_opt("index_select")]))
+def _index_select(ctx, node, x, dim, index):
+    return ctx.op("Gather", data=x, indices=index, axis=_axis(dim, ctx.rank(x)))
+
+
 @register_converter(aten.embedding.default)
 def _embedding(ctx, node, weight, indices, *args):
     return ctx.op("Gather", data=weight, indices=indices, axis=0)
@@ -270,9 +289,32 @@ for _ops, _cge in (((aten.relu.default, aten.relu_.default), "Relu"),
                    ((aten.abs.default,), "Abs"), ((aten.erf.default,), "Erf"),
                    ((aten.sin.default,), "Sin"), ((aten.cos.default,), "Cos"),
                    ((aten.reciprocal.default,), "Reciprocal"), ((aten.floor.default,), "Floor"),
-                   ((aten.ceil.default,), "Ceil"),
+                   ((aten.ceil.default,), "Ceil"), ((aten.sign.default,), "Sign"),
+                   ((aten.round.default,), "Round"),
                    ((aten.hardswish.default, aten.hardswish_.default), "HardSwish")):
-    register_converter(*_ops)(_unary(_cge))
+    # and the in-place form (sqrt_ after a var, ...): value semantics in the trace
+    _inplace = [_opt(o._schema.name.split("::")[1] + "_") for o in _ops]
+    register_converter(*_ops, *[o for o in _inplace if o is not None and o not in _ops])(
+        _unary(_cge))
+
+
+@register_converter(*filter(None, [_opt("round.decimals")]))
+def _round_decimals(ctx, node, x, decimals=0):
+    """round(x * 10^d) / 10^d, half to even as PyTorch (and ONNX's Round)."""
+    k = ctx.const(10.0 ** decimals, like=x)
+    return ctx.op("Div", A=ctx.op("Round", X=ctx.op("Mul", A=x, B=k)), B=k)
+
+
+@register_converter(*filter(None, [_opt("softplus")]))
+def _softplus(ctx, node, x, beta=1, threshold=20):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold
+    (PyTorch's linear region)."""
+    bx = x if beta == 1 else ctx.op("Mul", A=x, B=ctx.const(float(beta), like=x))
+    sp = ctx.op("Softplus", X=bx)
+    if beta != 1:
+        sp = ctx.op("Div", A=sp, B=ctx.const(float(beta), like=x))
+    big = ctx.op("Greater", A=bx, B=ctx.const(float(threshold), like=x))
+    return ctx.op("Where", condition=big, X=x, Y=sp)
 
 
 @register_converter(aten.rsqrt.default)
@@ -309,10 +351,11 @@ def _elu(ctx, node, x, alpha=1.0, scale=1, input_scale=1):
 
 
 @register_converter(aten.hardtanh.default, aten.hardtanh_.default, aten.clamp.default,
-                    aten.clamp_.default, aten.clamp_min.default, aten.clamp_max.default)
+                    aten.clamp_.default, aten.clamp_min.default, aten.clamp_max.default,
+                    *filter(None, [_opt("clamp_min_"), _opt("clamp_max_")]))
 def _clip(ctx, node, x, lo=None, hi=None):
     name = node.target._schema.name
-    if name == "aten::clamp_max":
+    if name in ("aten::clamp_max", "aten::clamp_max_"):
         lo, hi = None, lo
     if name.startswith("aten::hardtanh"):
         lo = -1.0 if lo is None else lo
@@ -475,6 +518,67 @@ def _reduce(op_type):
 register_converter(aten.mean.dim)(_reduce("ReduceMean"))
 register_converter(aten.sum.dim_IntList)(_reduce("ReduceSum"))
 register_converter(aten.amax.default)(_reduce("ReduceMax"))
+register_converter(*filter(None, [_opt("amin")]))(_reduce("ReduceMin"))
+
+
+@register_converter(*filter(None, [_opt("max.dim"), _opt("min.dim")]))
+def _max_min_dim(ctx, node, x, dim, keepdim=False):
+    """(values, indices) along dim: ReduceMax/Min and ArgMax/Min (the first
+    index of a tie)."""
+    d = _axis(dim, ctx.rank(x))
+    top = node.target is _opt("max.dim")
+    vals = ctx.op("ReduceMax" if top else "ReduceMin", data=x, axes=ctx.ints([d]),
+                  keepdims=int(bool(keepdim)))
+    idx = ctx.op("ArgMax" if top else "ArgMin", data=x, axis=d, keepdims=int(bool(keepdim)))
+    return (vals, idx)
+
+
+@register_converter(*filter(None, [_opt("argmax"), _opt("argmin")]))
+def _argmax(ctx, node, x, dim=None, keepdim=False):
+    op = "ArgMax" if node.target is _opt("argmax") else "ArgMin"
+    if dim is None:   # over the flattened tensor
+        flat = ctx.op("Reshape", data=x, shape=ctx.ints([-1]))
+        i = ctx.op(op, data=flat, axis=0, keepdims=0)
+        return ctx.op("Reshape", data=i, shape=ctx.ints([1] * ctx.rank(x))) if keepdim else i
+    return ctx.op(op, data=x, axis=_axis(dim, ctx.rank(x)), keepdims=int(bool(keepdim)))
+
+
+@register_converter(*filter(None, [_opt("cumsum")]))
+def _cumsum(ctx, node, x, dim, dtype=None):
+    x = _as_out_dtype(ctx, node, x)
+    return ctx.op("CumSum", x=x, axis=ctx.const(np.int64(_axis(dim, ctx.rank(x)))))
+
+
+@register_converter(*filter(None, [_opt("var.correction"), _opt("std.correction"),
+                                   _opt("var.dim"), _opt("std.dim")]))
+def _var_std(ctx, node, x, dims=None, *args, correction=None, keepdim=False, unbiased=None):
+    """The mean of the squared deviations times n / (n - correction) (n the
+    reduced count), and its square root for std."""
+    if node.target in (_opt("var.dim"), _opt("std.dim")):
+        # var.dim(x, dim, unbiased=True, keepdim=False)
+        unbiased = args[0] if args else (True if unbiased is None else unbiased)
+        keepdim = args[1] if len(args) > 1 else keepdim
+        correction = 1 if unbiased else 0
+    elif args:
+        keepdim = args[0]
+    correction = 1 if correction is None else correction
+    r = ctx.rank(x)
+    axes = list(range(r)) if dims is None or dims == [] else \
+        [_axis(d, r) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+    mean = ctx.op("ReduceMean", data=x, axes=ctx.ints(axes), keepdims=1)
+    dev = ctx.op("Sub", A=x, B=mean)
+    v = ctx.op("ReduceMean", data=ctx.op("Mul", A=dev, B=dev), axes=ctx.ints(axes),
+               keepdims=int(bool(keepdim)))
+    if correction:
+        sizes = ctx.dims_of(node.args[0])
+        if any(ctx.is_sym(sizes[a]) for a in axes):
+            raise ctx.not_expressible("var/std over varying dims", [sizes[a] for a in axes])
+        n = float(np.prod([int(sizes[a]) for a in axes]))
+        v = ctx.op("Mul", A=v, B=ctx.const(n / (n - correction) if n > correction else
+                                             float("inf"), like=x))
+    if node.target in (_opt("std.correction"), _opt("std.dim")):
+        v = ctx.op("Sqrt", X=v)
+    return v
 
 
 @register_converter(aten.mean.default, aten.sum.default)
@@ -553,6 +657,14 @@ def _new_zeros_ones(ctx, node, x, size, **kwargs):
 @register_converter(aten.new_full.default)
 def _new_full(ctx, node, x, size, fill_value, **kwargs):
     return _fill(ctx, node, fill_value, like=[x])
+
+
+@register_converter(*filter(None, [_opt("eye"), _opt("eye.m")]))
+def _eye(ctx, node, n, m=None, **kwargs):
+    """EyeLike of a zero fill of the output's sizes (read at run time, so
+    that under dynamic= a size that follows an input dim stays symbolic)."""
+    z = _fill(ctx, node, 0)
+    return ctx.op("EyeLike", input=z)
 
 
 @register_converter(aten.triu.default, aten.tril.default)
