@@ -39,3 +39,45 @@ def test_converts_whole_and_matches_eager(name):
     y = cge.torch.compile(fn, (x,), fullgraph=True)(x)
     assert y.dtype == ref.dtype and y.shape == ref.shape
     np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+F = torch.nn.functional
+
+
+@pytest.mark.parametrize("mode,kw", [
+    ("bilinear", dict(scale_factor=1.5)), ("bicubic", dict(scale_factor=1.5)),
+    ("nearest", dict(scale_factor=1.5)), ("bilinear", dict(scale_factor=(0.6, 1.7))),
+    ("bilinear", dict(scale_factor=1.5, recompute_scale_factor=True)),
+    ("bilinear", dict(size=(13, 15))), ("bicubic", dict(scale_factor=1.5, align_corners=True)),
+    ("linear", dict(scale_factor=2.5)), ("nearest", dict(scale_factor=0.7)),
+    ("trilinear", dict(scale_factor=1.5)),
+])
+def test_interpolate_by_a_scale(mode, kw):
+    """interpolate by a scale factor samples at steps of 1 / scale, as
+    PyTorch does (not at in / out: x1.5 of 9 rows gave other values before)."""
+    torch.manual_seed(2)
+    x = torch.randn(*{"linear": (1, 2, 9), "trilinear": (1, 2, 5, 6, 7)}.get(mode, (1, 2, 9, 10)))
+    fn = lambda t: F.interpolate(t, mode=mode, **kw)   # noqa: E731
+    ref = fn(x)
+    y = cge.torch.compile(fn, (x,), fullgraph=True)(x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_converter_giving_other_shapes_is_refused():
+    """A converted node whose cge shape differs from the traced one is a
+    ConverterError naming both (its outputs used to be read into buffers of
+    the traced size, the rest garbage)."""
+    aten = torch.ops.aten
+    orig = cge.torch.find_converter(aten.flip.default)
+    try:
+        @cge.torch.register_converter(aten.flip.default, override=True)
+        def short_flip(ctx, node, x, dims):
+            return ctx.op("Slice", data=x, starts=ctx.ints([1]), ends=ctx.ints([2 ** 62]),
+                          axes=ctx.ints([0]))
+        with pytest.raises(cge.ConverterError, match=r"cge computes output 0 as \[2, 5\], "
+                                                     r"PyTorch traced \[3, 5\]"):
+            cge.torch.compile(lambda t: torch.flip(t, [0]) + 1, (torch.randn(3, 5),),
+                              fullgraph=True)
+    finally:
+        cge.torch.register_converter(aten.flip.default, override=True)(orig)

@@ -251,6 +251,7 @@ def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False, spec=None,
             args = value_of(n.args)
             kwargs = value_of(n.kwargs)
             env[n] = conv(ConversionContext(b, n), n, *args, **kwargs)
+            _check_traced_shapes(n, env[n])
             continue
         n0 = spec.to0[trace][n]
         b.node = n0.name
@@ -286,6 +287,28 @@ def _convert_nodes(nodes, gm, name, outputs_wanted=None, probe=False, spec=None,
     g.data_dependent = getattr(b, "data_dependent", False)
     _name_symbols(g, spec)
     return g, inputs, outs, b.log
+
+
+def _check_traced_shapes(n, v):
+    """A converted node gives the shapes PyTorch traced (where both are
+    known): else its outputs would be read into buffers of the trace's
+    sizes, and a silent difference (a float32 scale rounding a size down)
+    would come back as garbage."""
+    tm = n.meta.get("tensor_meta")
+    vals = v if isinstance(v, (tuple, list)) else (v,)
+    metas = (tm,) if _is_tensor_meta(tm) or not isinstance(tm, (tuple, list)) else tm
+    for k, (val, m) in enumerate(zip(vals, metas)):
+        if not isinstance(val, _b.Value) or not _is_tensor_meta(m):
+            continue
+        got = val.shape
+        if got is None or any(d is None or d < 0 for d in got):
+            continue   # sizes known only at run time
+        want = tuple(int(d) for d in m.shape)
+        if tuple(got) != want:
+            raise ConverterError("[converter] node '%s' (%s): cge computes output %d as %s, "
+                                 "PyTorch traced %s" % (n.name, op_name(n.target), k,
+                                                        list(got), list(want)),
+                                 "converter", "CGE_ERR_SHAPE")
 
 
 def _name_symbols(g, spec):

@@ -853,8 +853,16 @@ def _upsample(mode, align_corners):
                 else "pytorch_half_pixel", **({"cubic_coeff_a": -0.75} if mode == "cubic" else {}))
 
 
-def _resize_to_out(ctx, node, x, mode, align_corners=False):
-    """Resize to the traced output size (PyTorch's own rounding of the scale)."""
+def _resize_to_out(ctx, node, x, mode, align_corners=False, scales=None):
+    """Resize to the traced output size (PyTorch's own rounding of the
+    scale); with the scale factors the call gave (and no align_corners),
+    Resize by those scales instead: PyTorch then maps output positions back
+    by the given scale, not by the ratio of the sizes (x1.5 of 9 rows is 13
+    rows, sampled at steps of 1/1.5, not 9/13)."""
+    if scales and not align_corners and all(s is not None for s in scales):
+        sc = _float32_scales(ctx, node, scales)
+        if sc is not None:
+            return ctx.op("Resize", X=x, scales=ctx.const(sc), **_upsample(mode, align_corners))
     dims = ctx.out_dims()
     xd = ctx.dims_of(node.args[0])
     if any(ctx.is_sym(d) for d in dims[2:]):
@@ -863,14 +871,48 @@ def _resize_to_out(ctx, node, x, mode, align_corners=False):
     return ctx.op("Resize", X=x, sizes=sizes, **_upsample(mode, align_corners))
 
 
-for _name, _mode in (("upsample_bilinear2d", "linear"), ("upsample_linear1d", "linear"),
-                     ("upsample_trilinear3d", "linear"), ("upsample_bicubic2d", "cubic")):
+def _float32_scales(ctx, node, scales):
+    """[1, 1, *scales] as float32 (Resize's scales), each nudged by an ulp or
+    two where float32 would round PyTorch's output size down (10 x 0.7 is 7
+    in double, 6.99999988 with 0.7f); None when no float32 gives the traced
+    size (then the sizes are used)."""
+    out = [1.0, 1.0]
+    ins, outs = ctx.dims_of(node.args[0])[2:], ctx.out_dims()[2:]
+    for k, v in enumerate(scales):
+        s = np.float32(v)
+        if k < len(ins) and not ctx.is_sym(ins[k]) and not ctx.is_sym(outs[k]):
+            n, want = int(ins[k]), int(outs[k])
+            for _ in range(4):
+                got = int(np.floor(n * np.float64(s)))
+                if got == want:
+                    break
+                s = np.nextafter(s, np.float32(np.inf) if got < want else np.float32(0))
+            if int(np.floor(n * np.float64(s))) != want:
+                return None
+        out.append(float(s))
+    return np.asarray(out, np.float32)
+
+
+def _given_scales(node, rest, spatial):
+    """The scale factors of an upsample call: .vec's list, or .default's
+    per-axis scales_* arguments (None where the call gave sizes)."""
+    if node.target._overloadname == "vec":
+        return list(rest[0]) if rest and rest[0] is not None else None
+    got = list(rest[:spatial])
+    return got if len(got) == spatial and all(v is not None for v in got) else None
+
+
+for _name, _mode, _sp in (("upsample_bilinear2d", "linear", 2), ("upsample_linear1d", "linear", 1),
+                          ("upsample_trilinear3d", "linear", 3),
+                          ("upsample_bicubic2d", "cubic", 2)):
     register_converter(*filter(None, [_opt(_name + ".vec"), _opt(_name + ".default")]))(
-        lambda ctx, node, x, size, align_corners=False, *rest, _m=_mode:
-        _resize_to_out(ctx, node, x, _m, bool(align_corners)))
-register_converter(*filter(None, [_opt("upsample_nearest%s.%s" % (k, o)) for k in
-                                  ("1d", "2d", "3d") for o in ("vec", "default")]))(
-    lambda ctx, node, x, *rest: _resize_to_out(ctx, node, x, "nearest"))
+        lambda ctx, node, x, size, align_corners=False, *rest, _m=_mode, _s=_sp:
+        _resize_to_out(ctx, node, x, _m, bool(align_corners), _given_scales(node, rest, _s)))
+for _k in (1, 2, 3):
+    register_converter(*filter(None, [_opt("upsample_nearest%dd.%s" % (_k, o))
+                                      for o in ("vec", "default")]))(
+        lambda ctx, node, x, size, *rest, _s=_k:
+        _resize_to_out(ctx, node, x, "nearest", False, _given_scales(node, rest, _s)))
 
 
 @register_converter(*filter(None, [_opt("as_strided.default"), _opt("as_strided_.default")]))
