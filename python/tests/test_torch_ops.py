@@ -81,3 +81,51 @@ def test_converter_giving_other_shapes_is_refused():
                               fullgraph=True)
     finally:
         cge.torch.register_converter(aten.flip.default, override=True)(orig)
+
+
+CASES_4D = {
+    "maximum_minimum": lambda x: torch.maximum(x, x.flip(3)) + torch.minimum(x, torch.tensor(0.1)),
+    "fmod_remainder": lambda x: torch.fmod(x * 3, 1.5) + torch.remainder(x * 3, -1.5),
+    "int_remainder_floordiv": lambda x: (torch.remainder((x * 9).long(), 4)
+                                         + torch.div((x * 9).long(), 4, rounding_mode="floor")
+                                         + torch.div((x * 9).long(), -3, rounding_mode="trunc")
+                                         + (x * 9).long() // 2).float(),
+    "div_modes": lambda x: torch.div(x * 5, 2, rounding_mode="floor") + torch.div(x * 5, 2,
+                                                                                rounding_mode="trunc"),
+    "trunc_frac": lambda x: torch.trunc(x * 3) + torch.frac(x * 2),
+    "log1p_expm1": lambda x: torch.log1p(x.abs()) + torch.expm1(x.clamp(max=3)),
+    "inverse_trig": lambda x: torch.asinh(x) + torch.atan(x) + torch.tan(x.clamp(-1, 1)),
+    "mish_logsigmoid": lambda x: torch.nn.functional.mish(x) + torch.nn.functional.logsigmoid(x),
+    "prelu": lambda x: torch.nn.functional.prelu(x, torch.linspace(0.1, 0.8, 8)),
+    "shrink_threshold": lambda x: (torch.nn.functional.hardshrink(x, 0.3)
+                                   + torch.nn.functional.threshold(x, 0.1, -1.0)),
+    "clamp_tensor": lambda x: torch.clamp(x, min=x.mean(1, keepdim=True), max=x.amax(1, keepdim=True) * 0.5),
+    "addcmul_lerp": lambda x: torch.addcmul(x, x, x, value=0.1) + torch.lerp(x, x * 2, 0.3)
+                              + torch.addcdiv(x, x, x.abs() + 1, value=0.5),
+    "nan_to_num": lambda x: torch.nan_to_num(x / (x.abs() > 0.3).float(), posinf=2.0, neginf=-2.0)
+                            + torch.nan_to_num(torch.log(x)),
+    "glu": lambda x: torch.nn.functional.glu(x, 1),
+    "bitwise": lambda x: (((x > 0) & (x < 1)) | ((x < -1) ^ (x < -2))).float()
+                         + ((x * 9).long() & torch.tensor(5)).float()
+                         + ((x * 9).long() | torch.tensor(2)).float(),
+    "scatter_add": lambda x: x.scatter_add(3, (x.abs() * 3).long().clamp(max=9), x),
+    "pads": lambda x: torch.nn.functional.pad(x, (1, 1, 2, 0), mode="reflect")[..., :9, :10]
+                      + torch.nn.functional.pad(x, (0, 2, 1, 1), mode="replicate")[..., :9, :10],
+    "pixel_shuffle": lambda x: torch.nn.functional.pixel_shuffle(x, 2).sum()
+                               + torch.nn.functional.pixel_unshuffle(x[..., :8, :10], 2).sum(1),
+    "adaptive_pools": lambda x: (torch.nn.functional.adaptive_avg_pool2d(x, (4, 3))
+                                 + torch.nn.functional.adaptive_max_pool2d(x, (4, 3))),
+    "unfold": lambda x: x.unfold(3, 3, 2).sum(-1),
+    "sum_dtype": lambda x: x.sum(1, dtype=torch.float64).float() + x.mean(dtype=torch.float32),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES_4D))
+def test_converts_whole_and_matches_eager_4d(name):
+    fn = CASES_4D[name]
+    torch.manual_seed(3)
+    x = torch.randn(1, 8, 9, 10)
+    ref = fn(x)
+    y = cge.torch.compile(fn, (x,), fullgraph=True)(x)
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)

@@ -486,10 +486,61 @@ def _adaptive_avg_pool(ctx, node, x, size):
         return ctx.op("GlobalAveragePool", X=x)
     h, w = (int(v) for v in ctx.dims_of(node.args[0])[2:4])
     if h % oh or w % ow:
-        raise ctx.error("adaptive pooling from %dx%d to %dx%d (not a whole stride)"
-                        % (h, w, oh, ow))
+        # PyTorch's bins [floor(i h / oh), ceil((i + 1) h / oh)), overlapping
+        # where h is not a multiple: the mean over each is a product with a
+        # constant averaging matrix per axis, A_h x A_w^T.
+        a_h, a_w = _bin_matrix(h, oh), _bin_matrix(w, ow)
+        y = ctx.op("MatMul", A=ctx.const(a_h, like=x), B=x)
+        return ctx.op("MatMul", A=y, B=ctx.const(a_w.T.copy(), like=x))
     k = [h // oh, w // ow]
     return ctx.op("AveragePool", X=x, kernel_shape=k, strides=k)
+
+
+def _bins(n, out):
+    return [(i * n // out, -(-(i + 1) * n // out)) for i in range(out)]
+
+
+def _bin_matrix(n, out):
+    m = np.zeros((out, n), np.float32)
+    for i, (a, b) in enumerate(_bins(n, out)):
+        m[i, a:b] = 1.0 / (b - a)
+    return m
+
+
+@register_converter(*filter(None, [_opt("adaptive_max_pool2d"), _opt("adaptive_max_pool1d")]))
+def _adaptive_max_pool(ctx, node, x, size):
+    """The max over each of PyTorch's bins, axis by axis (a max over a
+    rectangle is the max over its rows of the max over its columns); the
+    indices are not made."""
+    r = ctx.rank(x)
+    dims = ctx.dims_of(node.args[0])
+    outs = _pair(size, r - 2)
+    y = x
+    for k, o in enumerate(outs):
+        ax = 2 + k
+        if ctx.is_sym(dims[ax]):
+            raise ctx.not_expressible("adaptive pooling of a varying size", [dims[ax]])
+        parts = [ctx.op("ReduceMax", data=ctx.op("Slice", data=y, starts=ctx.ints([a]),
+                                                  ends=ctx.ints([b]), axes=ctx.ints([ax])),
+                        axes=ctx.ints([ax]), keepdims=1) for a, b in _bins(int(dims[ax]), int(o))]
+        y = parts[0] if len(parts) == 1 else ctx.op("Concat", inputs=parts, axis=ax)
+    return (y, Missing("adaptive max pooling's indices"))
+
+
+@register_converter(*filter(None, [_opt("unfold")]))
+def _unfold(ctx, node, x, dim, size, step):
+    """Windows of `size` every `step` along dim: a Gather of their positions
+    ([windows, size] at dim), the size axis moved last, as PyTorch has it."""
+    r = ctx.rank(x)
+    d = _axis(dim, r)
+    n = ctx.dims_of(node.args[0])[d]
+    if ctx.is_sym(n):
+        raise ctx.not_expressible("unfold of a varying dim", [n])
+    nw = (int(n) - size) // step + 1
+    idx = (np.arange(nw)[:, None] * step + np.arange(size)[None, :]).astype(np.int64)
+    g = ctx.op("Gather", data=x, indices=ctx.const(idx), axis=d)
+    perm = list(range(d + 1)) + list(range(d + 2, r + 1)) + [d + 1]
+    return ctx.op("Transpose", data=g, perm=perm)
 
 
 @register_converter(aten._softmax.default, aten.softmax.int)
@@ -506,8 +557,8 @@ def _log_softmax(ctx, node, x, dim, half_or_dtype=None):
 
 def _reduce(op_type):
     def conv(ctx, node, x, dims=None, keepdim=False, dtype=None):
-        if dtype is not None:
-            raise ctx.error("reduction with a dtype")
+        if dtype is not None:   # accumulate in that dtype, as PyTorch does
+            x = ctx.op("Cast", input=x, to=cge_dtype(dtype))
         r = ctx.rank(x)
         dims = list(range(r)) if dims is None or dims == [] else \
             [_axis(d, r) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
@@ -981,3 +1032,222 @@ def _avg_pool_nd(ctx, node, x, kernel, stride=(), padding=0, ceil_mode=False,
     return ctx.op("AveragePool", X=x, kernel_shape=k, strides=_pair(stride, n) if stride else k,
                   pads=_pair(padding, n) * 2, ceil_mode=int(bool(ceil_mode)),
                   count_include_pad=int(bool(count_include_pad)))
+
+
+# ---- more elementwise ops (found missing by random modules against eager) --------
+
+def _bin_promoted(ctx, node, a, b):
+    """a, b as cge values of the node's dtype (Python numbers included)."""
+    to = cge_dtype(node.meta["tensor_meta"].dtype)
+    like = a if not isinstance(a, (int, float, bool)) else b
+    a, b = _scalar(ctx, a, like), _scalar(ctx, b, like)
+    return tuple(v if v.dtype_code == to else ctx.op("Cast", input=v, to=to) for v in (a, b))
+
+
+@register_converter(*filter(None, [_opt("maximum"), _opt("minimum")]))
+def _maximum(ctx, node, a, b):
+    a, b = _bin_promoted(ctx, node, a, b)
+    return ctx.op("Max" if node.target is _opt("maximum") else "Min", data_0=[a, b])
+
+
+@register_converter(*filter(None, [_opt("fmod.Scalar"), _opt("fmod.Tensor"),
+                                   _opt("remainder.Scalar"), _opt("remainder.Tensor")]))
+def _fmod(ctx, node, a, b):
+    """fmod: C's (the dividend's sign); remainder: Python's (the divisor's)."""
+    a, b = _bin_promoted(ctx, node, a, b)
+    fl = a.dtype_code in (cge_dtype(torch.float32), cge_dtype(torch.float64),
+                          cge_dtype(torch.float16))
+    if node.target._schema.name == "aten::fmod":
+        return ctx.op("Mod", A=a, B=b, fmod=1 if fl else 0) if fl else \
+            ctx.op("Sub", A=a, B=ctx.op("Mul", A=b, B=_trunc_div(ctx, a, b)))
+    if not fl:
+        return ctx.op("Mod", A=a, B=b, fmod=0)
+    r = ctx.op("Mod", A=a, B=b, fmod=1)
+    # Python's sign: r + b where r and b differ in sign and r is not 0
+    zero = ctx.const(0.0, like=a)
+    differ = ctx.op("And", A=ctx.op("Not", X=ctx.op("Equal", A=r, B=zero)),
+                    B=ctx.op("Xor", A=ctx.op("Less", A=r, B=zero), B=ctx.op("Less", A=b, B=zero)))
+    return ctx.op("Where", condition=differ, X=ctx.op("Add", A=r, B=b), Y=r)
+
+
+def _trunc(ctx, x):
+    neg = ctx.op("Less", A=x, B=ctx.const(0.0, like=x))
+    return ctx.op("Where", condition=neg, X=ctx.op("Ceil", X=x), Y=ctx.op("Floor", X=x))
+
+
+def _trunc_div(ctx, a, b):
+    """Integer division rounding toward zero, on integers (Div does)."""
+    return ctx.op("Div", A=a, B=b)
+
+
+@register_converter(*filter(None, [_opt("trunc"), _opt("fix")]))
+def _trunc_op(ctx, node, x):
+    return _trunc(ctx, x)
+
+
+@register_converter(*filter(None, [_opt("frac")]))
+def _frac(ctx, node, x):
+    return ctx.op("Sub", A=x, B=_trunc(ctx, x))
+
+
+@register_converter(*filter(None, [_opt("div.Tensor_mode"), _opt("div.Scalar_mode")]))
+def _div_mode(ctx, node, a, b, rounding_mode=None):
+    a, b = _bin_promoted(ctx, node, a, b)
+    fl = a.dtype_code == cge_dtype(torch.float32) or a.dtype_code == cge_dtype(torch.float64)
+    if rounding_mode is None:
+        return ctx.op("Div", A=a, B=b)
+    if not fl:
+        if rounding_mode == "trunc":
+            return ctx.op("Div", A=a, B=b)
+        # floor division of integers: the truncated quotient, one less where
+        # the remainder is not 0 and the signs differ
+        q = ctx.op("Div", A=a, B=b)
+        r = ctx.op("Sub", A=a, B=ctx.op("Mul", A=q, B=b))
+        zero = ctx.const(0, like=a)
+        adjust = ctx.op("And", A=ctx.op("Not", X=ctx.op("Equal", A=r, B=zero)),
+                        B=ctx.op("Xor", A=ctx.op("Less", A=r, B=zero),
+                                 B=ctx.op("Less", A=b, B=zero)))
+        return ctx.op("Sub", A=q, B=ctx.op("Cast", input=adjust, to=a.dtype_code))
+    q = ctx.op("Div", A=a, B=b)
+    return ctx.op("Floor", X=q) if rounding_mode == "floor" else _trunc(ctx, q)
+
+
+@register_converter(*filter(None, [_opt("floor_divide"), _opt("floor_divide.Scalar")]))
+def _floor_divide(ctx, node, a, b):
+    return _div_mode(ctx, node, a, b, rounding_mode="floor")
+
+
+@register_converter(*filter(None, [_opt("log1p")]))
+def _log1p(ctx, node, x):
+    x = _as_out_dtype(ctx, node, x)
+    return ctx.op("Log", X=ctx.op("Add", A=x, B=ctx.const(1.0, like=x)))
+
+
+@register_converter(*filter(None, [_opt("expm1")]))
+def _expm1(ctx, node, x):
+    x = _as_out_dtype(ctx, node, x)
+    return ctx.op("Sub", A=ctx.op("Exp", X=x), B=ctx.const(1.0, like=x))
+
+
+for _n, _cge in (("asinh", "Asinh"), ("acosh", "Acosh"), ("atanh", "Atanh"), ("atan", "Atan"),
+                 ("asin", "Asin"), ("acos", "Acos"), ("sinh", "Sinh"), ("cosh", "Cosh"),
+                 ("tan", "Tan"), ("mish", "Mish")):
+    if _opt(_n) is not None:
+        register_converter(*filter(None, [_opt(_n), _opt(_n + "_")]))(_unary(_cge))
+
+
+@register_converter(*filter(None, [_opt("log_sigmoid_forward")]))
+def _log_sigmoid_forward(ctx, node, x):
+    """(log(sigmoid(x)) = -softplus(-x), the backward's buffer: not made)."""
+    return (ctx.op("Neg", X=ctx.op("Softplus", X=ctx.op("Neg", X=x))),
+            Missing("log_sigmoid's backward buffer"))
+
+
+@register_converter(*filter(None, [_opt("prelu"), _opt("_prelu_kernel")]))
+def _prelu(ctx, node, x, w):
+    """PyTorch's weight is per channel (dim 1): reshaped to broadcast there."""
+    r = ctx.rank(x)
+    if ctx.rank(w) == 1 and r >= 2 and w.shape[0] != 1:
+        w = ctx.op("Reshape", data=w, shape=ctx.ints([-1] + [1] * (r - 2)))
+    return ctx.op("PRelu", X=x, slope=w)
+
+
+@register_converter(*filter(None, [_opt("hardshrink")]))
+def _hardshrink(ctx, node, x, lambd=0.5):
+    big = ctx.op("Greater", A=ctx.op("Abs", X=x), B=ctx.const(float(lambd), like=x))
+    return ctx.op("Where", condition=big, X=x, Y=ctx.const(0.0, like=x))
+
+
+@register_converter(*filter(None, [_opt("threshold"), _opt("threshold_")]))
+def _threshold(ctx, node, x, threshold, value):
+    keep = ctx.op("Greater", A=x, B=ctx.const(threshold, like=x))
+    return ctx.op("Where", condition=keep, X=x, Y=ctx.const(value, like=x))
+
+
+@register_converter(*filter(None, [_opt("clamp.Tensor"), _opt("clamp_.Tensor")]))
+def _clamp_tensor(ctx, node, x, lo=None, hi=None):
+    if lo is not None:
+        x = ctx.op("Max", data_0=[x, _scalar(ctx, lo, x)])
+    if hi is not None:
+        x = ctx.op("Min", data_0=[x, _scalar(ctx, hi, x)])
+    return x
+
+
+@register_converter(*filter(None, [_opt("addcmul"), _opt("addcdiv")]))
+def _addcmul(ctx, node, x, a, b, value=1):
+    op = "Mul" if node.target is _opt("addcmul") else "Div"
+    t = ctx.op(op, A=a, B=b)
+    if value != 1:
+        t = ctx.op("Mul", A=t, B=ctx.const(value, like=x))
+    return ctx.op("Add", A=x, B=t)
+
+
+@register_converter(*filter(None, [_opt("lerp.Scalar"), _opt("lerp.Tensor")]))
+def _lerp(ctx, node, a, b, w):
+    return ctx.op("Add", A=a, B=ctx.op("Mul", A=_scalar(ctx, w, a), B=ctx.op("Sub", A=b, B=a)))
+
+
+@register_converter(*filter(None, [_opt("nan_to_num")]))
+def _nan_to_num(ctx, node, x, nan=0.0, posinf=None, neginf=None):
+    big = float(torch.finfo(node.meta["tensor_meta"].dtype).max)
+    nan = 0.0 if nan is None else nan
+    posinf = big if posinf is None else posinf
+    neginf = -big if neginf is None else neginf
+    y = ctx.op("Where", condition=ctx.op("IsNaN", X=x), X=ctx.const(float(nan), like=x), Y=x)
+    y = ctx.op("Where", condition=ctx.op("IsInf", X=y, detect_negative=0),
+               X=ctx.const(float(posinf), like=x), Y=y)
+    return ctx.op("Where", condition=ctx.op("IsInf", X=y, detect_positive=0),
+                  X=ctx.const(float(neginf), like=x), Y=y)
+
+
+@register_converter(*filter(None, [_opt("glu")]))
+def _glu(ctx, node, x, dim=-1):
+    d = _axis(dim, ctx.rank(x))
+    a, b = ctx.op("Split", input=x, axis=d, outputs=2)   # two equal halves
+    return ctx.op("Mul", A=a, B=ctx.op("Sigmoid", X=b))
+
+
+for _n, _cge in (("bitwise_and", ("And", "BitwiseAnd")), ("bitwise_or", ("Or", "BitwiseOr")),
+                 ("bitwise_xor", ("Xor", "BitwiseXor"))):
+    def _bitwise(ctx, node, a, b, _ops=_cge):
+        a, b = _bin_promoted(ctx, node, a, b)
+        return ctx.op(_ops[0] if a.dtype_code == cge_dtype(torch.bool) else _ops[1], A=a, B=b)
+    register_converter(*filter(None, [_opt(_n + ".Tensor"), _opt(_n + ".Scalar")]))(_bitwise)
+
+
+@register_converter(*filter(None, [_opt("scatter_add"), _opt("scatter_reduce.two")]))
+def _scatter_add(ctx, node, x, dim, index, src, reduce="sum", include_self=True):
+    red = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(reduce)
+    if red is None or not include_self:
+        raise ctx.error("scatter_reduce '%s' (include_self=%s)" % (reduce, include_self))
+    return ctx.op("ScatterElements", data=x, indices=index, updates=src,
+                  axis=_axis(dim, ctx.rank(x)), reduction=red)
+
+
+@register_converter(*filter(None, [_opt("reflection_pad1d"), _opt("reflection_pad2d"),
+                                   _opt("reflection_pad3d"), _opt("replication_pad1d"),
+                                   _opt("replication_pad2d"), _opt("replication_pad3d")]))
+def _mode_pad(ctx, node, x, pad):
+    r = ctx.rank(x)
+    begins, ends = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        begins[r - 1 - i], ends[r - 1 - i] = int(pad[2 * i]), int(pad[2 * i + 1])
+    mode = "reflect" if node.target._schema.name.startswith("aten::reflection") else "edge"
+    return ctx.op("Pad", data=x, pads=ctx.ints(begins + ends), mode=mode)
+
+
+@register_converter(*filter(None, [_opt("pixel_shuffle"), _opt("pixel_unshuffle")]))
+def _pixel_shuffle(ctx, node, x, r):
+    """[N, C*r*r, H, W] <-> [N, C, H*r, W*r] by one reshape, a transpose and a
+    reshape (PyTorch's channel order: c*r*r + i*r + j)."""
+    dims = ctx.dims_of(node.args[0])
+    if any(ctx.is_sym(d) for d in dims):
+        raise ctx.not_expressible("pixel shuffle of varying sizes", [d for d in dims if ctx.is_sym(d)])
+    n, c, h, w = (int(d) for d in dims)
+    if node.target is _opt("pixel_shuffle"):
+        y = ctx.op("Reshape", data=x, shape=ctx.ints([n, c // (r * r), r, r, h, w]))
+        y = ctx.op("Transpose", data=y, perm=[0, 1, 4, 2, 5, 3])
+        return ctx.op("Reshape", data=y, shape=ctx.ints([n, c // (r * r), h * r, w * r]))
+    y = ctx.op("Reshape", data=x, shape=ctx.ints([n, c, h // r, r, w // r, r]))
+    y = ctx.op("Transpose", data=y, perm=[0, 1, 3, 5, 2, 4])
+    return ctx.op("Reshape", data=y, shape=ctx.ints([n, c * r * r, h // r, w // r]))
