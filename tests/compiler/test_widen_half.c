@@ -289,6 +289,16 @@ static void test_constant_widened_once(void **state)
     cge_graph_destroy(g);
 }
 
+/* Body `body` (destroyed here) as node n's "body", reading outer `outer`. */
+static void attach_body(cge_node *n, cge_graph *body, const char *outer)
+{
+    const char *names[1] = {outer};
+    cge_attr on = {.name = "outer_names", .kind = CGE_ATTR_STRINGS, .strings = names, .n = 1};
+    assert_int_equal(cge_attrs_set(cge_node_attrs(n), &on), CGE_OK);
+    assert_int_equal(cge_node_set_graph(n, "body", body), CGE_OK);
+    cge_graph_destroy(body);
+}
+
 /* The plan's step running op `op` (the first), or NULL. */
 static const cge_plan_step *step_of(const cge_plan *p, const char *op)
 {
@@ -346,12 +356,8 @@ static cge_graph *half_loop(cge_dtype dt, bool model_cast)
     ct_output(body, "c_out");
     ct_output(body, "x_out");
     ct_output(body, "s");
-    const char *ins[4] = {"M", "cond", "x", "W"}, *outs[2] = {"y", "scan"}, *outer[1] = {"W"};
-    cge_node *loop = ct_node_n(g, "Loop", "", ins, 4, outs, 2);
-    cge_attr on = {.name = "outer_names", .kind = CGE_ATTR_STRINGS, .strings = outer, .n = 1};
-    assert_int_equal(cge_attrs_set(cge_node_attrs(loop), &on), CGE_OK);
-    assert_int_equal(cge_node_set_graph(loop, "body", body), CGE_OK);
-    cge_graph_destroy(body);
+    const char *ins[4] = {"M", "cond", "x", "W"}, *outs[2] = {"y", "scan"};
+    attach_body(ct_node_n(g, "Loop", "", ins, 4, outs, 2), body, "W");
     ct_output(g, "y");
     ct_output(g, "scan");
     return g;
@@ -431,14 +437,10 @@ static void test_scan_body_float32(void **state)
     ct_node(body, "Sigmoid", "acc_out", NULL, "each");
     ct_output(body, "acc_out");
     ct_output(body, "each");
-    const char *ins[3] = {"init", "seq", "scale"}, *outs[2] = {"final", "all"},
-               *outer[1] = {"scale"};
+    const char *ins[3] = {"init", "seq", "scale"}, *outs[2] = {"final", "all"};
     cge_node *scan = ct_node_n(g, "Scan", "", ins, 3, outs, 2);
     assert_int_equal(cge_node_set_int(scan, "num_scan_inputs", 1), CGE_OK);
-    cge_attr on = {.name = "outer_names", .kind = CGE_ATTR_STRINGS, .strings = outer, .n = 1};
-    assert_int_equal(cge_attrs_set(cge_node_attrs(scan), &on), CGE_OK);
-    assert_int_equal(cge_node_set_graph(scan, "body", body), CGE_OK);
-    cge_graph_destroy(body);
+    attach_body(scan, body, "scale");
     ct_output(g, "final");
     ct_output(g, "all");
     cge_tensor in[2] = {half_input(dt, st_s, 1), half_input(dt, xs, 2)};

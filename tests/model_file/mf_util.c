@@ -252,6 +252,25 @@ void mf_fix_crc(void *data, size_t size)
     memcpy((char *)data + offsetof(cgm_header, meta_crc32), &h.meta_crc32, 4);
 }
 
+void mf_perturb_words(const char *data, size_t size, size_t lo, size_t hi,
+                      void (*try_fn)(const void *variant, size_t size, void *user), void *user)
+{
+    static const uint32_t patterns[] = {1, 0x80000000u, 0xffffffffu, 0x100};
+    char *copy = malloc(size);
+    assert_non_null(copy);
+    for (size_t off = lo; off + 4 <= hi; off += 4)
+        for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++) {
+            memcpy(copy, data, size);
+            uint32_t w;
+            memcpy(&w, copy + off, 4);
+            w ^= patterns[k];
+            memcpy(copy + off, &w, 4);
+            mf_fix_crc(copy, size);
+            try_fn(copy, size, user);
+        }
+    free(copy);
+}
+
 static void cf_node(cge_graph *g, const char *op, const char *const *ins, int32_t ni,
                     const char *const *outs, int32_t no, cge_node **n)
 {

@@ -54,4 +54,10 @@ int mf_write_file(const char *path, const void *data, size_t size);
 /* Recompute the header's metadata checksum after a deliberate change. */
 void mf_fix_crc(void *data, size_t size);
 
+/* Each 4-byte word of [lo, hi) of a saved model XORed with a few patterns,
+ * the checksum recomputed (as a crafted file would have it): `try_fn` gets
+ * each variant (a copy, valid during the call). */
+void mf_perturb_words(const char *data, size_t size, size_t lo, size_t hi,
+                      void (*try_fn)(const void *variant, size_t size, void *user), void *user);
+
 #endif

@@ -171,6 +171,20 @@ static void expect_io_error(const void *data, size_t size)
 /* Every word of the shape program section perturbed (checksum recomputed,
  * as a crafted file has it), and the file cut inside it: [io] errors, or a
  * harmless change that loads; never a crash. */
+/* A damaged variant is an [io] error or loads: counts[0] refused, [1] loaded. */
+static void load_variant(const void *data, size_t size, void *user)
+{
+    int *counts = user;
+    cge_model *m = NULL;
+    if (cge_model_load_buffer(data, size, NULL, &m)) {
+        assert_int_equal(cge_last_error_layer(), CGE_LAYER_IO);
+        counts[0]++;
+    } else {
+        counts[1]++;
+        cge_model_destroy(m);
+    }
+}
+
 static void test_damaged_shape_program(void **state)
 {
     (void)state;
@@ -181,26 +195,9 @@ static void test_damaged_shape_program(void **state)
     assert_true(sp->count == 3);   /* header, batch, seq */
     size_t lo = sp->offset, hi = sp->offset + sp->bytes;
     char *copy = malloc(size);
-    int refused = 0, loaded = 0;
-    static const uint32_t patterns[] = {1, 0x80000000u, 0xffffffffu, 0x100};
-    for (size_t off = lo; off + 4 <= hi; off += 4)
-        for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++) {
-            memcpy(copy, data, size);
-            uint32_t w;
-            memcpy(&w, copy + off, 4);
-            w ^= patterns[k];
-            memcpy(copy + off, &w, 4);
-            mf_fix_crc(copy, size);
-            cge_model *m = NULL;
-            if (cge_model_load_buffer(copy, size, NULL, &m)) {
-                assert_int_equal(cge_last_error_layer(), CGE_LAYER_IO);
-                refused++;
-            } else {
-                loaded++;
-                cge_model_destroy(m);
-            }
-        }
-    assert_true(refused > 0);
+    int counts[2] = {0, 0};   /* refused, loaded */
+    mf_perturb_words(data, size, lo, hi, load_variant, counts);
+    assert_true(counts[0] > 0);
     /* The magic and the count are always caught. */
     memcpy(copy, data, size);
     copy[lo] ^= 1;
@@ -226,7 +223,7 @@ static void test_damaged_shape_program(void **state)
     /* Cut inside the section. */
     for (size_t cut = lo; cut < hi; cut += 4)
         expect_io_error(data, cut);
-    print_message("shape program perturbations: %d refused, %d loaded\n", refused, loaded);
+    print_message("shape program perturbations: %d refused, %d loaded\n", counts[0], counts[1]);
     free(copy);
     free(data);
 }
