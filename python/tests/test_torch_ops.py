@@ -89,7 +89,8 @@ CASES_4D = {
     "int_remainder_floordiv": lambda x: (torch.remainder((x * 9).long(), 4)
                                          + torch.div((x * 9).long(), 4, rounding_mode="floor")
                                          + torch.div((x * 9).long(), -3, rounding_mode="trunc")
-                                         + (x * 9).long() // 2).float(),
+                                         + (x * 9).long() // 2
+                                         + torch.fmod((x * 9).long(), -3)).float(),
     "div_modes": lambda x: torch.div(x * 5, 2, rounding_mode="floor") + torch.div(x * 5, 2,
                                                                                 rounding_mode="trunc"),
     "trunc_frac": lambda x: torch.trunc(x * 3) + torch.frac(x * 2),

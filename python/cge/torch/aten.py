@@ -1058,8 +1058,10 @@ def _fmod(ctx, node, a, b):
     fl = a.dtype_code in (cge_dtype(torch.float32), cge_dtype(torch.float64),
                           cge_dtype(torch.float16))
     if node.target._schema.name == "aten::fmod":
-        return ctx.op("Mod", A=a, B=b, fmod=1 if fl else 0) if fl else \
-            ctx.op("Sub", A=a, B=ctx.op("Mul", A=b, B=_trunc_div(ctx, a, b)))
+        if fl:
+            return ctx.op("Mod", A=a, B=b, fmod=1)
+        # integers: a - b * (a / b), Div truncating toward zero as C does
+        return ctx.op("Sub", A=a, B=ctx.op("Mul", A=b, B=ctx.op("Div", A=a, B=b)))
     if not fl:
         return ctx.op("Mod", A=a, B=b, fmod=0)
     r = ctx.op("Mod", A=a, B=b, fmod=1)
@@ -1073,11 +1075,6 @@ def _fmod(ctx, node, a, b):
 def _trunc(ctx, x):
     neg = ctx.op("Less", A=x, B=ctx.const(0.0, like=x))
     return ctx.op("Where", condition=neg, X=ctx.op("Ceil", X=x), Y=ctx.op("Floor", X=x))
-
-
-def _trunc_div(ctx, a, b):
-    """Integer division rounding toward zero, on integers (Div does)."""
-    return ctx.op("Div", A=a, B=b)
 
 
 @register_converter(*filter(None, [_opt("trunc"), _opt("fix")]))
