@@ -226,6 +226,11 @@ cge_status cge_compile(const cge_graph *g, const cge_shape *input_shapes, int32_
 void cge_plan_destroy(cge_plan *p);               /* NULL is a no-op */
 
 const cge_graph *cge_plan_graph(const cge_plan *p);
+/* Whether node `n` only renames its input's bytes (Reshape, Flatten,
+ * Squeeze, Unsqueeze, Identity, the layout passes' LayoutView): the memory
+ * planner gives its output its input's memory, and a node-by-node run
+ * launches nothing for it. */
+bool cge_node_is_view(const cge_node *n);
 /* False for a plan that stopped before partition (allow_incomplete): it has
  * no steps, and its graph's shapes depend on run-time values or dims. */
 bool cge_plan_is_complete(const cge_plan *p);

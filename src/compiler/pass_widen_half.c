@@ -195,11 +195,14 @@ static cge_status outer_f32(void *user, int32_t slot, const char **name)
     return st;
 }
 
-/* Nodes whose bodies may be rewritten (widen_half_bodies.c). */
+/* Nodes holding bodies (widen_half_bodies.c says which it rewrites). */
 static bool has_body(const cge_node *n)
 {
-    return !cge_node_is_removed(n) && !cge_node_domain(n)[0] &&
-           (cc_is_op(n, "If") || cc_is_op(n, "Loop") || cc_is_op(n, "Scan"));
+    const cge_attrs *a = cge_node_attrs_const(n);
+    for (int32_t i = 0; !cge_node_is_removed(n) && i < cge_attrs_count(a); i++)
+        if (cge_attrs_at(a, i)->kind == CGE_ATTR_GRAPH)
+            return true;
+    return false;
 }
 
 cge_status cc_pass_widen_half(cc_ctx *ctx, cge_graph *g)

@@ -597,6 +597,8 @@ bool cc_is_elementwise(const cge_node *n)
 
 static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
 
+bool cge_node_is_view(const cge_node *n) { return n && cc_is_view_op(n); }
+
 bool cc_is_view_op(const cge_node *n)
 {
     /* the layout passes' Transposes of NHWC bytes */

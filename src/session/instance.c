@@ -541,15 +541,10 @@ static void eager_free(cge__instance *inst, eager_exec *ex)
 }
 
 /* Whether node `ne` only renames its input's bytes (a view of one tensor
- * into one tensor of the same dtype). */
+ * into one tensor of the same dtype: the compiler's view operators). */
 static bool is_view_node(const eager_exec *ex, const node_exec *ne)
 {
-    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-    const char *op = cge_node_op_type(ne->node);
-    bool view = false;
-    for (size_t i = 0; i < sizeof views / sizeof views[0] && !view; i++)
-        view = !strcmp(op, views[i]);
-    if (!view || cge_node_domain(ne->node)[0] || cge_node_num_outputs(ne->node) != 1 ||
+    if (!cge_node_is_view(ne->node) || cge_node_num_outputs(ne->node) != 1 ||
         cge_node_num_inputs(ne->node) < 1 || ne->in_idx[0] < 0)
         return false;
     const value *in = &ex->vals.values[ne->in_idx[0]], *out = &ex->vals.values[ne->out_idx[0]];

@@ -781,12 +781,17 @@ def _repeat(ctx, node, x, repeats):
 
 @register_converter(*filter(None, [_opt("constant_pad_nd.default")]))
 def _constant_pad(ctx, node, x, pad, value=0):
+    return ctx.op("Pad", data=x, pads=_onnx_pads(ctx, x, pad), mode="constant",
+                  constant_value=ctx.const(value, like=x))
+
+
+def _onnx_pads(ctx, x, pad):
+    """PyTorch's pad list (pairs from the last dim) as ONNX's begins + ends."""
     r = ctx.rank(x)
     begins, ends = [0] * r, [0] * r
-    for i in range(len(pad) // 2):          # pairs from the last dim
+    for i in range(len(pad) // 2):
         begins[r - 1 - i], ends[r - 1 - i] = int(pad[2 * i]), int(pad[2 * i + 1])
-    return ctx.op("Pad", data=x, pads=ctx.ints(begins + ends), mode="constant",
-                  constant_value=ctx.const(value, like=x))
+    return ctx.ints(begins + ends)
 
 
 @register_converter(*filter(None, [_opt("roll.default")]))
@@ -1225,12 +1230,8 @@ def _scatter_add(ctx, node, x, dim, index, src, reduce="sum", include_self=True)
                                    _opt("reflection_pad3d"), _opt("replication_pad1d"),
                                    _opt("replication_pad2d"), _opt("replication_pad3d")]))
 def _mode_pad(ctx, node, x, pad):
-    r = ctx.rank(x)
-    begins, ends = [0] * r, [0] * r
-    for i in range(len(pad) // 2):
-        begins[r - 1 - i], ends[r - 1 - i] = int(pad[2 * i]), int(pad[2 * i + 1])
     mode = "reflect" if node.target._schema.name.startswith("aten::reflection") else "edge"
-    return ctx.op("Pad", data=x, pads=ctx.ints(begins + ends), mode=mode)
+    return ctx.op("Pad", data=x, pads=_onnx_pads(ctx, x, pad), mode=mode)
 
 
 @register_converter(*filter(None, [_opt("pixel_shuffle"), _opt("pixel_unshuffle")]))
