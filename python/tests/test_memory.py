@@ -200,3 +200,37 @@ def test_external_weights_at_8_byte_offsets_are_mapped_in_place(tmp_path):
         so.graph_optimization_level = level
         (y,) = cge.InferenceSession(path, so).run(None, {"x": x})
         np.testing.assert_allclose(y, (x @ w + add) * odd, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("source", ["file", "external"])
+def test_symbolic_rows_weights_packed_only(tmp_path, monkeypatch, source):
+    """A model with a symbolic dim keeps only the packed copy of its matrix
+    weights too (the first signature packs them for every size); each size
+    gives what a session that keeps them gives, bit for bit."""
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((256, 384)).astype(np.float32)  # 384 KiB: pages of its own
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "sym", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 384])],
+        [numpy_helper.from_array(w, "w")])
+    path = str(tmp_path / "model.onnx")
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    if source == "external":
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="model.onnx.data", size_threshold=0)
+    else:
+        onnx.save_model(m, path)
+    sess = cge.InferenceSession(path)
+    monkeypatch.setenv("CGE_KEEP_PACKED_WEIGHTS", "1")
+    kept = cge.InferenceSession(path)
+    st, sk = sess.memory_stats(), kept.memory_stats()
+    assert st["released_weights"] == w.nbytes
+    assert st["weights"] < w.nbytes
+    assert sk["released_weights"] == 0 and sk["weights"] >= w.nbytes
+    for rows in (1, 7, 33, 2, 128):
+        x = rng.standard_normal((rows, 256)).astype(np.float32)
+        (y,), (yk,) = sess.run(None, {"x": x}), kept.run(None, {"x": x})
+        np.testing.assert_array_equal(y, yk)
+        np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+    assert sess.memory_stats()["released_weights"] == w.nbytes

@@ -16,8 +16,11 @@
 /* From this size blocks are mmap'd: freeing one gives its pages back at
  * once. From malloc they could stay in the heap (glibc raises its mmap
  * threshold as large chunks are freed), and weights freed once packed
- * would still count in the process's memory. */
-#define MAP_FROM ((size_t)1 << 20)
+ * would still count in the process's memory. 128 KiB (glibc's first mmap
+ * threshold), not larger: a transformer's projections of d 256 are 256 KiB
+ * to 1 MiB each, and their pages are what a symbolic graph gives back once
+ * packed (cge__block_discard_pages_held). */
+#define MAP_FROM ((size_t)128 << 10)
 
 typedef struct header {
     int64_t refs;
@@ -80,26 +83,52 @@ bool cge__block_is_mapped(const void *block)
     return block && ((const header *)((const char *)block - HEADER))->mapped != 0;
 }
 
-bool cge__block_discard_pages(void *block)
+/* The whole pages of a mapped block's data, up to the mapping's end (the
+ * header's page, before the data, stays); false when there are none. */
+static bool data_pages(void *block, uintptr_t *lo, uintptr_t *hi)
+{
+    header *h = (header *)((char *)block - HEADER);
+    long page = sysconf(_SC_PAGESIZE);
+    if (!h->mapped || page <= 0)
+        return false;
+    *lo = ((uintptr_t)block + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    *hi = ((uintptr_t)h->base + h->mapped) & ~(uintptr_t)(page - 1);
+    return *hi > *lo;
+}
+
+bool cge__block_discard_pages_held(void *block, int64_t holders)
 {
     if (!block)
         return false;
     header *h = (header *)((char *)block - HEADER);
-    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo, hi;
     /* another holder (a caller's graph sharing the block) still reads it */
-    if (!h->mapped || page <= 0 || __atomic_load_n(&h->refs, __ATOMIC_ACQUIRE) != 1)
-        return false;
-    /* The data's whole pages, up to the mapping's end (the header's page,
-     * before the data, stays). */
-    uintptr_t lo = ((uintptr_t)block + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
-    uintptr_t hi = ((uintptr_t)h->base + h->mapped) & ~(uintptr_t)(page - 1);
-    if (hi <= lo)
+    if (__atomic_load_n(&h->refs, __ATOMIC_ACQUIRE) != holders || !data_pages(block, &lo, &hi))
         return false;
     /* A fresh inaccessible mapping over them: the old pages (anonymous or a
      * file's) go at once, and the range is still this block's to unmap. */
     void *m = mmap((void *)lo, hi - lo, PROT_NONE,
                    MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return m != MAP_FAILED;
+}
+
+bool cge__block_discard_pages(void *block) { return cge__block_discard_pages_held(block, 1); }
+
+bool cge__block_restore_pages(void *block)
+{
+    uintptr_t lo, hi;
+    if (!block || !data_pages(block, &lo, &hi))
+        return false;
+    void *m = mmap((void *)lo, hi - lo, PROT_READ | PROT_WRITE,
+                   MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return m != MAP_FAILED;
+}
+
+int64_t cge__block_refs(const void *block)
+{
+    return block ? __atomic_load_n(&((const header *)((const char *)block - HEADER))->refs,
+                                   __ATOMIC_ACQUIRE)
+                 : 0;
 }
 
 void *cge__block_ref(void *block)

@@ -37,9 +37,20 @@ void *cge__block_borrow(void *data);
  * allocation can land there) but reading it faults. For a weight whose
  * packed copy is found by the source's address (kernel_cache.h,
  * cge__kernel_cache_retire), by the holder of its only reference. false,
- * and nothing done, for a block from the heap (under 1 MiB), a borrowed
+ * and nothing done, for a block from the heap (under 128 KiB), a borrowed
  * one, or one that someone else holds too. */
 bool cge__block_discard_pages(void *block);
+/* The same for a block with exactly `holders` references, all of them the
+ * caller's (a session's graphs sharing one weight): false, and nothing
+ * done, when it has any other. */
+bool cge__block_discard_pages_held(void *block, int64_t holders);
+/* Undoes cge__block_discard_pages: the pages it gave back are mapped again,
+ * readable and writable, zero-filled, for the caller to write the bytes
+ * back (kernel_cache.h, cge__kernel_cache_revive). false where the block
+ * is not mapped or the system refuses the mapping. */
+bool cge__block_restore_pages(void *block);
+/* The block's references now. */
+int64_t cge__block_refs(const void *block);
 /* Whether the block is mapped pages of its own (cge__block_discard_pages
  * can give them back). */
 bool cge__block_is_mapped(const void *block);

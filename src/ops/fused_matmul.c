@@ -266,6 +266,18 @@ static cge_status fmm_fill(void *dst, void *user)
                                  cge__blocks_for(panels, per, f->ctx->num_threads), &a, sizeof a);
 }
 
+/* The B a packed block was made from, written back (a session that freed
+ * B's bytes once packed needs them again: cge__kernel_cache_revive); the
+ * key is fmm_prepare's. */
+static void fmm_restore(const void *block, void *src, const void *key, size_t key_bytes)
+{
+    int64_t k[4];
+    if (key_bytes != sizeof k)
+        return;
+    memcpy(k, key, sizeof k);
+    cge__gemm_unpack_b(block, k[2], k[3], k[0], k[1], src);
+}
+
 static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
 {
     *state = NULL;
@@ -289,6 +301,7 @@ static cge_status fmm_prepare(const cge_kernel_ctx *ctx, void **state)
     cge__kernel_input_packed(ctx, 1); /* launches read the packed copy only */
     /* the key is B's own: any rows of A find this block again */
     cge__kernel_input_packed_any_shape(ctx, 1);
+    cge__kernel_shared_set_restore(ctx, s->packed, fmm_restore);
     *state = s;
     return CGE_OK;
 }

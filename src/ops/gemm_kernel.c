@@ -70,6 +70,18 @@ void cge__gemm_pack_b(const float *b, int64_t rs, int64_t cs, int64_t K, int64_t
     }
 }
 
+void cge__gemm_unpack_b(const float *packed, int64_t rs, int64_t cs, int64_t K, int64_t N,
+                        float *b)
+{
+    for (int64_t j0 = 0; j0 < N; j0 += NR) {
+        const float *d = packed + j0 * K;   /* panel j0 / NR: K * NR floats */
+        int64_t nj = N - j0 < NR ? N - j0 : NR;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < nj; j++)
+                b[k * rs + (j0 + j) * cs] = d[k * NR + j];
+    }
+}
+
 /* ---- micro-kernels: out[MR][16] = sum_k ap[k][MR] (x) bp[k][16] ---------- */
 
 #define MR_GENERIC 4

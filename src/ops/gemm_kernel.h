@@ -36,6 +36,10 @@ int64_t cge__gemm_packed_b_floats(int64_t K, int64_t N);
  * out [panel][k][16] with the last panel zero-padded. */
 void cge__gemm_pack_b(const float *b, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t p0,
                      int64_t p1, float *dst);
+/* The inverse of packing every panel: B(k,j) written back at b[k*rs + j*cs]
+ * from `packed` (the same values, bit for bit). */
+void cge__gemm_unpack_b(const float *packed, int64_t rs, int64_t cs, int64_t K, int64_t N,
+                        float *b);
 
 /* C = alpha * A * B + beta * bias, where A(i,k) = a[i*a_rs + k*a_cs], B is
  * packed, C(i,j) = c[i*ldc + j] and bias(i,j) = bias[i*bias_rs + j*bias_cs]

@@ -17,6 +17,7 @@ typedef struct entry {
     void *key;
     size_t key_bytes, bytes;
     void *block;            /* data pointer of the block (one reference held) */
+    cge__kernel_restore_fn restore;   /* NULL: the source cannot be restored from it */
 } entry;
 
 typedef struct range {
@@ -235,6 +236,85 @@ cge_status cge__kernel_cache_retire(cge_kernel_cache *c, const void *data, size_
     return st;
 }
 
+void cge__kernel_shared_set_restore(const cge_kernel_ctx *ctx, const void *block,
+                                    cge__kernel_restore_fn restore)
+{
+    cge_kernel_cache *c = ctx ? ctx->shared : NULL;
+    if (!c || !block)
+        return;
+    pthread_mutex_lock(&c->lock);
+    for (int32_t i = 0; i < c->num; i++)
+        if (c->entries[i].block == block)
+            c->entries[i].restore = restore;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* The lock held. */
+static bool restorable(const cge_kernel_cache *c, uintptr_t lo, uintptr_t hi)
+{
+    int32_t found = 0;
+    for (int32_t i = 0; i < c->num; i++) {
+        uintptr_t s = (uintptr_t)c->entries[i].src;
+        if (s < lo || s >= hi)
+            continue;
+        if (!c->entries[i].restore)
+            return false;
+        found++;
+    }
+    return found > 0;
+}
+
+bool cge__kernel_cache_restorable(cge_kernel_cache *c, const void *data, size_t bytes)
+{
+    if (!c || !data || !bytes)
+        return false;
+    pthread_mutex_lock(&c->lock);
+    bool r = restorable(c, (uintptr_t)data, (uintptr_t)data + bytes);
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+/* The lock held. */
+static void drop_retired(cge_kernel_cache *c, uintptr_t lo, uintptr_t hi)
+{
+    int32_t k = 0;
+    for (int32_t i = 0; i < c->num_retired; i++)
+        if (c->retired[i].hi <= lo || c->retired[i].lo >= hi)
+            c->retired[k++] = c->retired[i];
+    c->num_retired = k;
+}
+
+cge_status cge__kernel_cache_revive(cge_kernel_cache *c, void *data, size_t bytes)
+{
+    if (!c || !data || !bytes)
+        return cge_error(CGE_LAYER_KERNEL, CGE_ERR_INVALID_ARG, "revive: no cache or no data");
+    uintptr_t lo = (uintptr_t)data, hi = lo + bytes;
+    pthread_mutex_lock(&c->lock);
+    if (!restorable(c, lo, hi)) {
+        pthread_mutex_unlock(&c->lock);
+        return cge_error(CGE_LAYER_KERNEL, CGE_ERR_STATE,
+                         "a constant freed once packed cannot be written back from its "
+                         "packed copies");
+    }
+    for (int32_t i = 0; i < c->num; i++) {
+        entry *e = &c->entries[i];
+        if ((uintptr_t)e->src >= lo && (uintptr_t)e->src < hi)
+            e->restore(e->block, (void *)e->src, e->key, e->key_bytes);
+    }
+    drop_retired(c, lo, hi);
+    pthread_mutex_unlock(&c->lock);
+    return CGE_OK;
+}
+
+void cge__kernel_cache_unretire(cge_kernel_cache *c, const void *data, size_t bytes)
+{
+    if (!c || !data)
+        return;
+    pthread_mutex_lock(&c->lock);
+    drop_retired(c, (uintptr_t)data, (uintptr_t)data + bytes);
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* Whether src lies in a retired range (the lock held; a handful of them). */
 static bool retired(const cge_kernel_cache *c, const void *src)
 {
@@ -331,7 +411,7 @@ static cge_status shared_get(const cge_kernel_ctx *ctx, const void *src, const v
     if (!st)
         st = make(ctx, bytes, fill, user, fill_populates, &b);
     if (!st) {
-        c->entries[c->num++] = (entry){src, h, k, key_bytes, bytes, b};
+        c->entries[c->num++] = (entry){src, h, k, key_bytes, bytes, b, NULL};
         *out = cge__block_ref(b);
     } else {
         free(k);
@@ -378,7 +458,7 @@ cge_status cge__kernel_cache_seed(cge_kernel_cache *c, const void *src, const vo
     cge_status st = entry_room(c, key, key_bytes, &k);
     if (!st) {
         c->entries[c->num++] =
-            (entry){src, hash_key(src, key, key_bytes), k, key_bytes, bytes, cge__block_ref(block)};
+            (entry){src, hash_key(src, key, key_bytes), k, key_bytes, bytes, cge__block_ref(block), NULL};
     }
     pthread_mutex_unlock(&c->lock);
     return st;

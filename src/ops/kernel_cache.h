@@ -67,6 +67,27 @@ void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t byte
  * filling from the missing bytes. cge__kernel_cache_forget ends it (before
  * the address is unmapped). */
 cge_status cge__kernel_cache_retire(cge_kernel_cache *c, const void *data, size_t bytes);
+/* How a kernel's prepared block gives back the source bytes it was made
+ * from (a packed matrix unpacked): writes them at `src`, as the source was
+ * when the block was filled, the key being the one the block was found by. */
+typedef void (*cge__kernel_restore_fn)(const void *block, void *src, const void *key,
+                                       size_t key_bytes);
+/* Called from a prepare that got `block` from the cache: it can be
+ * restored (above). A retired source whose every block can be restored may
+ * be revived (cge__kernel_cache_revive). */
+void cge__kernel_shared_set_restore(const cge_kernel_ctx *ctx, const void *block,
+                                    cge__kernel_restore_fn restore);
+/* Whether every block derived from [data, data + bytes) can write its part
+ * of the source back (and there is one). */
+bool cge__kernel_cache_restorable(cge_kernel_cache *c, const void *data, size_t bytes);
+/* A retired source whose pages are mapped again (cge__block_restore_pages):
+ * every block derived from it writes its part back, and the range is no
+ * longer retired (lookups may fill from it again). A [kernel] error, and
+ * nothing written, where a block cannot (cge__kernel_cache_restorable). */
+cge_status cge__kernel_cache_revive(cge_kernel_cache *c, void *data, size_t bytes);
+/* A range retired whose bytes were not given back after all: no longer
+ * retired, nothing written. */
+void cge__kernel_cache_unretire(cge_kernel_cache *c, const void *data, size_t bytes);
 /* Whether `src` lies in such a range: constant data a kernel's prepare may
  * derive from once (false outside a session). */
 bool cge__kernel_data_is_stable(const cge_kernel_ctx *ctx, const void *src);

@@ -87,6 +87,7 @@ typedef struct plan_exec {
     cge_tensor *ins, *outs;
     cge_kernel_ctx ctx;
     uint64_t packed_inputs; /* inputs its prepare packed (cge__kernel_input_packed) */
+    uint64_t packed_any;    /* ... for any shape (cge__kernel_input_packed_any_shape) */
     bool reads_host;        /* an input is a host value (the shape program's) */
 } plan_exec;
 
@@ -176,6 +177,7 @@ struct cge__instance {
     cge_event *done;        /* the last run's end, ordering runs across streams */
     cge_ri *ri;             /* the plan's launches, captured for REPLAY */
     bool prebuilt;          /* plan, graph and constants are borrowed */
+    bool eager_by_steps;    /* cge__instance_eager_by_steps */
     bool steps_only;        /* a loaded model's signature: its graph has no
                                constants, so EAGER runs are the plan's steps */
     bool consts_borrowed;   /* consts points at the caller's host memory */
@@ -1294,6 +1296,90 @@ static void release_packed_inputs(cge__instance *inst, release_plan *r, int32_t 
     }
 }
 
+/* How many references the graphs in `holders` (each counted once) hold on
+ * block `data`: one per constant of theirs with these bytes. */
+static int64_t held_by(const cge_graph *const *holders, int32_t num_holders, const void *data)
+{
+    int64_t n = 0;
+    for (int32_t h = 0; h < num_holders; h++) {
+        bool seen = false;
+        for (int32_t j = 0; j < h && !seen; j++)
+            seen = holders[j] == holders[h];
+        for (int32_t c = 0; !seen && holders[h] && c < cge_graph_num_constants(holders[h]); c++) {
+            const cge_tensor *t =
+                cge_graph_constant(holders[h], cge_graph_constant_name(holders[h], c));
+            n += t && t->data == data;
+        }
+    }
+    return n;
+}
+
+cge_status cge__instance_retire_packed(cge__instance *inst, const cge_graph *const *holders,
+                                       int32_t num_holders, cge__retired_weight **list,
+                                       int32_t *num, size_t *freed)
+{
+    *freed = 0;
+    if (inst->eager || !inst->steps || !inst->consts_in_graph || !inst->shared ||
+        strcmp(cge_device_name(inst->dev), "cpu"))
+        return CGE_OK;
+    const cge_plan *p = inst->plan;
+    const cge_plan_value *vals = cge_plan_values(p);
+    int32_t nv = cge_plan_num_values(p);
+    release_plan r = {0};
+    int32_t *any = calloc((size_t)nv + 1, sizeof *any);
+    if (!any || !release_plan_make(inst, &r)) {
+        free(any);
+        return CGE_OK;   /* nothing retired: the memory stays, nothing breaks */
+    }
+    for (int32_t k = 0; k < cge_plan_num_steps(p); k++) {
+        const cge_plan_step *st = &cge_plan_steps(p)[k];
+        for (int32_t i = 0; i < st->num_inputs && i < 64; i++) {
+            int32_t v = st->inputs[i];
+            if (v >= 0 && vals[v].storage == CGE_STORAGE_CONSTANT && r.readers[v] > 0 &&
+                (inst->steps[k].packed_any >> i & 1))
+                any[v]++;
+        }
+    }
+    cge_status rc = CGE_OK;
+    for (int32_t v = 0; !rc && v < nv; v++) {
+        if (r.readers[v] <= 0 || any[v] != r.readers[v])
+            continue;
+        const cge_tensor *t = cge_graph_constant(inst->pg, vals[v].name);
+        /* Only where the session's graphs are all that hold the bytes (a
+         * caller's graph sharing them keeps them, and so they stay), and
+         * where the packed copies can give them back (a signature that must
+         * compile after all: cge__kernel_cache_revive). */
+        if (!t || !t->data || !t->bytes || !cge__block_is_mapped(t->data) ||
+            cge__block_refs(t->data) != held_by(holders, num_holders, t->data) ||
+            !cge__kernel_cache_restorable(inst->shared, t->data, t->bytes))
+            continue;
+        cge__retired_weight *grown = realloc(*list, sizeof **list * ((size_t)*num + 1));
+        if (!grown) {
+            rc = oom();
+            break;
+        }
+        *list = grown;
+        if ((rc = cge__kernel_cache_retire(inst->shared, t->data, t->bytes)))
+            break;
+        if (!cge__block_discard_pages_held(t->data, cge__block_refs(t->data))) {
+            cge__kernel_cache_unretire(inst->shared, t->data, t->bytes);
+            continue;
+        }
+        (*list)[(*num)++] = (cge__retired_weight){t->data, t->bytes};
+        *freed += t->bytes;
+    }
+    free(any);
+    free(r.readers);
+    free(r.packed);
+    return rc;
+}
+
+void cge__instance_eager_by_steps(cge__instance *inst)
+{
+    if (inst)
+        inst->eager_by_steps = true;
+}
+
 /* Allocate the plan's arena and constants (`host_consts`: the caller's blob,
  * used in place on the CPU device; NULL: written from the plan's graph), bind
  * every step's tensors and prepare its kernel once. The arena comes
@@ -1391,8 +1477,10 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
             .shared = inst->shared};
         if (s->kernel->prepare) {
             cge__kernel_watch_packed(&pe->packed_inputs);
+            cge__kernel_watch_packed_any_shape(&pe->packed_any);
             st = s->kernel->prepare(&pe->ctx, &pe->ctx.state);
             cge__kernel_watch_packed(NULL);
+            cge__kernel_watch_packed_any_shape(NULL);
         }
         pe->step = s;
         if (!st && releasing && pe->packed_inputs)
@@ -2262,8 +2350,8 @@ cge_status cge__instance_run(cge__instance *inst, cge_stream *stream, const cge_
                             bool sync)
 {
     cge_status st;
-    if ((inst->prebuilt || inst->steps_only || inst->released_bytes) && !inst->eager &&
-        mode == CGE_RUN_EAGER) {
+    if ((inst->prebuilt || inst->steps_only || inst->released_bytes || inst->eager_by_steps) &&
+        !inst->eager && mode == CGE_RUN_EAGER) {
         /* A loaded model has no unoptimised graph (a symbolic one's has no
          * constants), and one whose weights went once packed has it without
          * them: its eager runs are the

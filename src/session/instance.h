@@ -50,6 +50,27 @@ cge_status cge__instance_create_releasing(cge_device *dev, cge_graph *g,
                                          cge__instance **out);
 /* Bytes of constants released so far (cge__instance_create_releasing). */
 size_t cge__instance_released_bytes(const cge__instance *inst);
+/* A weight whose pages went once packed (cge__instance_retire_packed). */
+typedef struct cge__retired_weight {
+    void *data;
+    size_t bytes;
+} cge__retired_weight;
+/* For a planned instance of a symbolic plan (whose steps every signature's
+ * instance shares): each constant that only steps whose prepare packed it
+ * for any shape read (cge__kernel_input_packed_any_shape: FusedMatMul's B),
+ * whose packed copies can write it back, and whose block only the graphs in
+ * `holders` hold, gives its pages back; its address stays reserved and
+ * retired in the shared cache, so that later signatures' prepares find the
+ * packed copies by it. Each is appended to *list (*num of them); *freed
+ * gets their bytes. A caller that must read them again (a signature that
+ * compiles) revives them first: cge__block_restore_pages, then
+ * cge__kernel_cache_revive. */
+cge_status cge__instance_retire_packed(cge__instance *inst, const cge_graph *const *holders,
+                                       int32_t num_holders, cge__retired_weight **list,
+                                       int32_t *num, size_t *freed);
+/* EAGER runs of this instance run its plan's steps (as a loaded model's):
+ * the unoptimised graph's nodes would read retired weights. */
+void cge__instance_eager_by_steps(cge__instance *inst);
 /* A value-dependent instance's node-by-node runs so far: kernel prepares,
  * buffer allocations, and the bytes its buffers hold now (values, the pool,
  * workspaces; constants read in place not counted). Zeros for a plan. */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/shared_block.h"
 #include "base/strmap.h"
 #include "cge/compiler.h"
 #include "cge/fused_ops.h"
@@ -53,6 +54,13 @@ typedef struct graph_entry {
     bool symbolic_off;
     int64_t compiles, specializations, arena_grows;
     size_t released_bytes;  /* weights freed once packed (cge__instance_release_packed) */
+    /* A symbolic plan's weights whose pages went once packed for any shape
+     * (retire_packed_weights), until a signature that compiles needs them
+     * back (revive_weights). */
+    cge__retired_weight *retired;
+    int32_t num_retired;
+    size_t retired_bytes;
+    bool retire_tried;
     /* Signatures that took over an instance seen once (respecialised in
      * place), kernels prepared again there, and the CPU time of making
      * signatures' plans and binding them. */
@@ -248,6 +256,7 @@ static void entry_free(graph_entry *e)
     if (!e->plan)
         cge_graph_destroy(e->g);
     cge_plan_destroy(e->prepared);
+    free(e->retired);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -544,6 +553,47 @@ static bool has_convolution(const cge_graph *g)
     return false;
 }
 
+/* The first instance planned from a symbolic graph's plan: its weights that
+ * every reader packed for any shape give their pages back (the packed
+ * copies are what every signature reads), as a static graph's go once
+ * packed; $CGE_KEEP_PACKED_WEIGHTS=1 and shape buckets keep them. Every
+ * planned instance's EAGER runs then take the plan's steps. Tried once per
+ * graph; a failure only keeps the memory. */
+static void retire_packed_weights(cge_session *s, graph_entry *e, cge__instance *inst)
+{
+    if (e->retire_tried || s->keep_packed_sources || s->buckets || !e->prepared)
+        return;
+    e->retire_tried = true;
+    const cge_graph *holders[] = {e->g, cge_plan_graph(e->prepared),
+                                  e->symbolic ? cge_plan_graph(e->symbolic) : NULL,
+                                  cge__instance_graph(inst)};
+    size_t freed = 0;
+    if (cge__instance_retire_packed(inst, holders, 4, &e->retired, &e->num_retired, &freed))
+        cge_clear_error();
+    e->retired_bytes += freed;
+}
+
+/* Before a signature compiles (the shape program refused it): the retired
+ * weights are written back from their packed copies, since the compiler
+ * reads constants. An error names the weight that could not be. */
+static cge_status revive_weights(graph_entry *e)
+{
+    while (e->num_retired > 0) {
+        cge__retired_weight *w = &e->retired[e->num_retired - 1];
+        if (!cge__block_restore_pages(w->data))
+            return cge_error(CGE_LAYER_SESSION, CGE_ERR_NO_MEMORY,
+                             "graph %u: a weight freed once packed (%zu bytes) could not be "
+                             "mapped again for a signature that compiles",
+                             e->id, w->bytes);
+        cge_status st = cge__kernel_cache_revive(e->shared, w->data, w->bytes);
+        if (st)
+            return st;
+        e->retired_bytes -= w->bytes;
+        e->num_retired--;
+    }
+    return CGE_OK;
+}
+
 static void warm_first_signature(cge_session *s, graph_entry *e)
 {
     /* (With shape buckets batch 1 runs padded: its signature is a bucket's.) */
@@ -591,6 +641,9 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
         e->runs[0] = 0;
         e->planned[0] = true;
         e->num_inst = 1;
+        retire_packed_weights(s, e, inst);
+        if (e->num_retired)
+            cge__instance_eager_by_steps(inst);
         /* Its pages too (activations and workspaces only: nothing is there
          * yet), so that the first run does not fault them in. */
         if (e->arena && !strcmp(cge_device_name(s->dev), "cpu"))
@@ -1013,6 +1066,11 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
                                               &inst);
             e->bind_ms += cpu_ms() - t1;
             planned = st == CGE_OK;
+            if (planned) {
+                retire_packed_weights(s, e, inst);
+                if (e->num_retired)
+                    cge__instance_eager_by_steps(inst);
+            }
         }
         if (st && st != CGE_ERR_UNSUPPORTED)
             return st;
@@ -1025,6 +1083,9 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
          * runs node by node) mean the shape program never will: later
          * signatures compile at once. (Instances made from the symbolic
          * plan borrow its graph: it stays until the entry goes.) */
+        st = revive_weights(e);
+        if (st)
+            return st;
         st = cge__instance_create(s->dev, g, shapes, &s->copts, e->shared, &src, &inst);
         e->compiles++;
         if (st)
@@ -1383,6 +1444,8 @@ static size_t held_weight_bytes(const graph_entry *e)
             if (!t || !t->data)
                 continue;
             bool dup = false;
+            for (int32_t k = 0; k < e->num_retired && !dup; k++)
+                dup = e->retired[k].data == t->data;   /* its pages are gone */
             for (int32_t k = 0; k < num_seen && !dup; k++)
                 dup = seen[k] == t->data;
             if (dup)
@@ -1415,7 +1478,7 @@ cge_status cge_session_get_graph_stats(const cge_session *s, uint32_t graph_id,
     pthread_mutex_lock(&e->lock);
     /* Value-dependent instances prepare, allocate and free weights at runs. */
     int64_t eager_prepares = 0, eager_allocs = 0;
-    size_t eager_bytes = 0, released = e->released_bytes;
+    size_t eager_bytes = 0, released = e->released_bytes + e->retired_bytes;
     for (int32_t i = 0; e->compiled && i < e->num_inst; i++) {
         int64_t p, a;
         size_t b;
