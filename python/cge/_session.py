@@ -995,7 +995,8 @@ class InferenceSession:
         plans read as they are), ``packed_weights`` (copies kernels made at
         prepare in their own layout), ``released_weights`` (weights freed once
         packed: with static input shapes only the packed copy stays, also
-        under value-dependent nodes whose packed copy holds at any shape) and
+        under value-dependent nodes whose packed copy holds at any shape, and
+        with symbolic dims the matrix weights packed for every size) and
         ``arena`` (activations and workspaces)."""
         st = _lib.GraphStats()
         session = self._enter("memory_stats")
