@@ -178,6 +178,7 @@ struct cge__instance {
     cge_ri *ri;             /* the plan's launches, captured for REPLAY */
     bool prebuilt;          /* plan, graph and constants are borrowed */
     bool eager_by_steps;    /* cge__instance_eager_by_steps */
+    cge__retire_request *retire;   /* while binding only (cge__instance_create_planned) */
     bool steps_only;        /* a loaded model's signature: its graph has no
                                constants, so EAGER runs are the plan's steps */
     bool consts_borrowed;   /* consts points at the caller's host memory */
@@ -1314,64 +1315,49 @@ static int64_t held_by(const cge_graph *const *holders, int32_t num_holders, con
     return n;
 }
 
-cge_status cge__instance_retire_packed(cge__instance *inst, const cge_graph *const *holders,
-                                       int32_t num_holders, cge__retired_weight **list,
-                                       int32_t *num, size_t *freed)
+/* Constant value v, whose every reader has packed it for any shape (the
+ * last of them just did), gives its pages back (cge__instance_create_planned,
+ * `retire`): only where the request's graphs are all that hold its block (a
+ * caller's graph sharing it keeps it, and so it stays), and where the packed
+ * copies can write it back (a signature that must compile after all:
+ * cge__kernel_cache_revive). A failure keeps the memory. */
+static void retire_constant_pages(cge__instance *inst, int32_t v)
 {
-    *freed = 0;
-    if (inst->eager || !inst->steps || !inst->consts_in_graph || !inst->shared ||
-        strcmp(cge_device_name(inst->dev), "cpu"))
-        return CGE_OK;
-    const cge_plan *p = inst->plan;
-    const cge_plan_value *vals = cge_plan_values(p);
-    int32_t nv = cge_plan_num_values(p);
-    release_plan r = {0};
-    int32_t *any = calloc((size_t)nv + 1, sizeof *any);
-    if (!any || !release_plan_make(inst, &r)) {
-        free(any);
-        return CGE_OK;   /* nothing retired: the memory stays, nothing breaks */
+    cge__retire_request *rq = inst->retire;
+    const cge_tensor *t = cge_graph_constant(inst->pg, cge_plan_values(inst->plan)[v].name);
+    if (!t || !t->data || !t->bytes || !cge__block_is_mapped(t->data) ||
+        cge__block_refs(t->data) != held_by(rq->holders, rq->num_holders, t->data) ||
+        !cge__kernel_cache_restorable(inst->shared, t->data, t->bytes))
+        return;
+    cge__retired_weight *grown = realloc(*rq->list, sizeof **rq->list * ((size_t)*rq->num + 1));
+    if (!grown)
+        return;
+    *rq->list = grown;
+    if (cge__kernel_cache_retire(inst->shared, t->data, t->bytes)) {
+        cge_clear_error();
+        return;
     }
-    for (int32_t k = 0; k < cge_plan_num_steps(p); k++) {
-        const cge_plan_step *st = &cge_plan_steps(p)[k];
-        for (int32_t i = 0; i < st->num_inputs && i < 64; i++) {
-            int32_t v = st->inputs[i];
-            if (v >= 0 && vals[v].storage == CGE_STORAGE_CONSTANT && r.readers[v] > 0 &&
-                (inst->steps[k].packed_any >> i & 1))
-                any[v]++;
-        }
+    if (!cge__block_discard_pages_held(t->data, cge__block_refs(t->data))) {
+        cge__kernel_cache_unretire(inst->shared, t->data, t->bytes);
+        return;
     }
-    cge_status rc = CGE_OK;
-    for (int32_t v = 0; !rc && v < nv; v++) {
-        if (r.readers[v] <= 0 || any[v] != r.readers[v])
-            continue;
-        const cge_tensor *t = cge_graph_constant(inst->pg, vals[v].name);
-        /* Only where the session's graphs are all that hold the bytes (a
-         * caller's graph sharing them keeps them, and so they stay), and
-         * where the packed copies can give them back (a signature that must
-         * compile after all: cge__kernel_cache_revive). */
-        if (!t || !t->data || !t->bytes || !cge__block_is_mapped(t->data) ||
-            cge__block_refs(t->data) != held_by(holders, num_holders, t->data) ||
-            !cge__kernel_cache_restorable(inst->shared, t->data, t->bytes))
-            continue;
-        cge__retired_weight *grown = realloc(*list, sizeof **list * ((size_t)*num + 1));
-        if (!grown) {
-            rc = oom();
-            break;
-        }
-        *list = grown;
-        if ((rc = cge__kernel_cache_retire(inst->shared, t->data, t->bytes)))
-            break;
-        if (!cge__block_discard_pages_held(t->data, cge__block_refs(t->data))) {
-            cge__kernel_cache_unretire(inst->shared, t->data, t->bytes);
-            continue;
-        }
-        (*list)[(*num)++] = (cge__retired_weight){t->data, t->bytes};
-        *freed += t->bytes;
+    (*rq->list)[(*rq->num)++] = (cge__retired_weight){t->data, t->bytes};
+    rq->freed += t->bytes;
+}
+
+/* After step k's prepare: the constants it packed for any shape (`bits`)
+ * whose every reader now has go (retire_constant_pages). */
+static void retire_packed_inputs(cge__instance *inst, release_plan *r, int32_t *any, int32_t k,
+                                 uint64_t bits)
+{
+    const cge_plan_value *vals = cge_plan_values(inst->plan);
+    const cge_plan_step *st = &cge_plan_steps(inst->plan)[k];
+    for (int32_t i = 0; i < st->num_inputs && i < 64; i++) {
+        int32_t v = st->inputs[i];
+        if ((bits >> i & 1) && v >= 0 && vals[v].storage == CGE_STORAGE_CONSTANT &&
+            r->readers[v] > 0 && ++any[v] == r->readers[v])
+            retire_constant_pages(inst, v);
     }
-    free(any);
-    free(r.readers);
-    free(r.packed);
-    return rc;
 }
 
 void cge__instance_eager_by_steps(cge__instance *inst)
@@ -1445,9 +1431,17 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
     }
     /* Constants packed by every kernel reading them go as soon as the last
      * one has packed them: the peak holds one weight twice, not them all. */
-    release_plan rel = {0};
+    release_plan rel = {0}, ret = {0};
     bool releasing = !st && inst->release_src && !inst->eager && inst->consts_in_graph &&
                      release_plan_make(inst, &rel);
+    /* A symbolic plan's first instance: weights packed for any shape go as
+     * soon as their last reader has packed them, so that the peak holds
+     * one weight twice, not them all. */
+    int32_t *ret_any = NULL;
+    bool retiring = !st && inst->retire && host && !inst->eager && inst->consts_in_graph &&
+                    inst->shared &&
+                    (ret_any = calloc((size_t)cge_plan_num_values(p) + 1, sizeof *ret_any)) &&
+                    release_plan_make(inst, &ret);
     size_t at = 0;
     for (int32_t k = 0; !st && k < n; k++) {
         plan_exec *pe = &inst->steps[k];
@@ -1485,9 +1479,14 @@ static cge_status bind_plan(cge__instance *inst, const void *host_consts,
         pe->step = s;
         if (!st && releasing && pe->packed_inputs)
             release_packed_inputs(inst, &rel, k, pe->packed_inputs);
+        if (!st && retiring && pe->packed_any)
+            retire_packed_inputs(inst, &ret, ret_any, k, pe->packed_any);
     }
     free(rel.readers);
     free(rel.packed);
+    free(ret.readers);
+    free(ret.packed);
+    free(ret_any);
     return st ? st : binding_table(inst, true);
 }
 
@@ -1664,7 +1663,8 @@ static cge_status finish_plan(cge__instance *inst, const void *consts,
 cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
                                       const cge_shape *input_shapes, cge_plan *plan,
                                       const void *consts, cge_kernel_cache *shared,
-                                      const cge__arena_source *arena, cge__instance **out)
+                                      const cge__arena_source *arena,
+                                      cge__retire_request *retire, cge__instance **out)
 {
     cge__instance *inst = instance_new(dev, cge_graph_num_inputs(g));
     if (!inst) {
@@ -1690,7 +1690,14 @@ cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
         cge__instance_destroy(inst);
         return st;
     }
-    return finish_plan(inst, consts, arena, out);
+    inst->retire = retire;
+    st = finish_plan(inst, consts, arena, out);
+    if (!st) {
+        inst->retire = NULL;
+        /* the unoptimised graph's nodes would read the weights retired */
+        inst->eager_by_steps = retire && *retire->num > 0;
+    }
+    return st;
 }
 
 /* A kernel's prepared state depends on its tensors' shapes and attributes,

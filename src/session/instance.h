@@ -55,22 +55,24 @@ typedef struct cge__retired_weight {
     void *data;
     size_t bytes;
 } cge__retired_weight;
-/* For a planned instance of a symbolic plan (whose steps every signature's
- * instance shares): each constant that only steps whose prepare packed it
- * for any shape read (cge__kernel_input_packed_any_shape: FusedMatMul's B),
- * whose packed copies can write it back, and whose block only the graphs in
- * `holders` hold, gives its pages back; its address stays reserved and
- * retired in the shared cache, so that later signatures' prepares find the
- * packed copies by it. Each is appended to *list (*num of them); *freed
- * gets their bytes. A caller that must read them again (a signature that
- * compiles) revives them first: cge__block_restore_pages, then
- * cge__kernel_cache_revive. */
-cge_status cge__instance_retire_packed(cge__instance *inst, const cge_graph *const *holders,
-                                       int32_t num_holders, cge__retired_weight **list,
-                                       int32_t *num, size_t *freed);
-/* EAGER runs of this instance run its plan's steps (as a loaded model's):
- * the unoptimised graph's nodes would read retired weights. */
-void cge__instance_eager_by_steps(cge__instance *inst);
+/* For the first instance planned from a symbolic plan (whose steps every
+ * signature's instance shares), given to cge__instance_create_planned: each
+ * constant that only steps whose prepare packed it for any shape read
+ * (cge__kernel_input_packed_any_shape: FusedMatMul's B), whose packed
+ * copies can write it back, and whose block only the graphs in `holders`
+ * hold, gives its pages back as soon as its last reader has packed it; its
+ * address stays reserved and retired in the shared cache, so that later
+ * signatures' prepares find the packed copies by it. Each is appended to
+ * *list (*num of them, the caller's to free); `freed` adds their bytes. A
+ * caller that must read them again (a signature that compiles) revives them
+ * first: cge__block_restore_pages, then cge__kernel_cache_revive. */
+typedef struct cge__retire_request {
+    const cge_graph *const *holders;
+    int32_t num_holders;
+    cge__retired_weight **list;
+    int32_t *num;
+    size_t freed;
+} cge__retire_request;
 /* A value-dependent instance's node-by-node runs so far: kernel prepares,
  * buffer allocations, and the bytes its buffers hold now (values, the pool,
  * workspaces; constants read in place not counted). Zeros for a plan. */
@@ -114,11 +116,17 @@ cge_status cge__instance_output_desc(const cge__instance *inst, int32_t pos, cge
  * `input_shapes` (cge_plan_specialize), which it owns from now on (also on
  * failure); `g` runs its EAGER runs, as for cge__instance_create.
  * `consts`: the constants' host blob (a loaded model's weights, which must
- * outlive the instance), or NULL: the plan's graph holds them. */
+ * outlive the instance), or NULL: the plan's graph holds them. `retire`:
+ * NULL, or weights to give back as they are packed (above). */
 cge_status cge__instance_create_planned(cge_device *dev, const cge_graph *g,
                                       const cge_shape *input_shapes, cge_plan *plan,
                                       const void *consts, cge_kernel_cache *shared,
-                                      const cge__arena_source *arena, cge__instance **out);
+                                      const cge__arena_source *arena,
+                                      cge__retire_request *retire, cge__instance **out);
+/* EAGER runs of this instance run its plan's steps (as a loaded model's):
+ * the unoptimised graph's nodes would read retired weights (set already on
+ * the instance whose creation retired them). */
+void cge__instance_eager_by_steps(cge__instance *inst);
 /* The instance (one made by cge__instance_create_planned) serves
  * `input_shapes` from now on: its plan rewritten in place by `sp` (the
  * symbolic plan's shape program), its steps' tensors and workspaces bound

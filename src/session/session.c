@@ -553,24 +553,34 @@ static bool has_convolution(const cge_graph *g)
     return false;
 }
 
-/* The first instance planned from a symbolic graph's plan: its weights that
- * every reader packed for any shape give their pages back (the packed
- * copies are what every signature reads), as a static graph's go once
- * packed; $CGE_KEEP_PACKED_WEIGHTS=1 and shape buckets keep them. Every
- * planned instance's EAGER runs then take the plan's steps. Tried once per
- * graph; a failure only keeps the memory. */
-static void retire_packed_weights(cge_session *s, graph_entry *e, cge__instance *inst)
+/* The request for the first instance planned from a symbolic graph's plan:
+ * its weights that every reader packed for any shape give their pages back
+ * (the packed copies are what every signature reads), as a static graph's
+ * go once packed; $CGE_KEEP_PACKED_WEIGHTS=1 and shape buckets keep them.
+ * NULL after the first try (or where they stay); `holders` gets the
+ * session's graphs. Every later planned instance's EAGER runs take the
+ * plan's steps when some went (planned_instance_made). */
+static cge__retire_request *retire_request(cge_session *s, graph_entry *e,
+                                           cge__retire_request *rq, const cge_graph *holders[3])
 {
     if (e->retire_tried || s->keep_packed_sources || s->buckets || !e->prepared)
-        return;
+        return NULL;
     e->retire_tried = true;
-    const cge_graph *holders[] = {e->g, cge_plan_graph(e->prepared),
-                                  e->symbolic ? cge_plan_graph(e->symbolic) : NULL,
-                                  cge__instance_graph(inst)};
-    size_t freed = 0;
-    if (cge__instance_retire_packed(inst, holders, 4, &e->retired, &e->num_retired, &freed))
-        cge_clear_error();
-    e->retired_bytes += freed;
+    holders[0] = e->g;
+    holders[1] = cge_plan_graph(e->prepared);
+    holders[2] = e->symbolic ? cge_plan_graph(e->symbolic) : NULL;
+    *rq = (cge__retire_request){.holders = holders, .num_holders = 3, .list = &e->retired,
+                                .num = &e->num_retired};
+    return rq;
+}
+
+static void planned_instance_made(graph_entry *e, cge__instance *inst,
+                                  const cge__retire_request *rq)
+{
+    if (rq)
+        e->retired_bytes += rq->freed;
+    if (e->num_retired)
+        cge__instance_eager_by_steps(inst);
 }
 
 /* Before a signature compiles (the shape program refused it): the retired
@@ -622,6 +632,7 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
     cge__arena_source src = {entry_arena, e};
     cge__warm *warm = cge__device_warm(s->dev);
     cge__warm_stats w0, w1;
+    const cge_graph *holders[3];
     cge__warm_get_stats(warm, &w0);
     double t0 = cpu_ms();
     cge_status st = batch && any ? CGE_OK : CGE_ERR_UNSUPPORTED;
@@ -631,8 +642,11 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
     if (!st) {
         e->specialize_ms += t1 - t0;
         e->specializations++;
+        cge__retire_request rq, *retire = retire_request(s, e, &rq, holders);
         st = cge__instance_create_planned(s->dev, cge_plan_graph(e->prepared), shapes, p,
-                                          e->consts, e->shared, &src, &inst);
+                                          e->consts, e->shared, &src, retire, &inst);
+        if (!st)
+            planned_instance_made(e, inst, retire);
         e->bind_ms += cpu_ms() - t1;
     }
     if (!st) {
@@ -641,9 +655,6 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
         e->runs[0] = 0;
         e->planned[0] = true;
         e->num_inst = 1;
-        retire_packed_weights(s, e, inst);
-        if (e->num_retired)
-            cge__instance_eager_by_steps(inst);
         /* Its pages too (activations and workspaces only: nothing is there
          * yet), so that the first run does not fault them in. */
         if (e->arena && !strcmp(cge_device_name(s->dev), "cpu"))
@@ -1062,15 +1073,14 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
         e->specialize_ms += t1 - t0;
         if (!st) {
             e->specializations++;
+            const cge_graph *holders[3];
+            cge__retire_request rq, *retire = retire_request(s, e, &rq, holders);
             st = cge__instance_create_planned(s->dev, g, shapes, p, e->consts, e->shared, &src,
-                                              &inst);
+                                              retire, &inst);
             e->bind_ms += cpu_ms() - t1;
             planned = st == CGE_OK;
-            if (planned) {
-                retire_packed_weights(s, e, inst);
-                if (e->num_retired)
-                    cge__instance_eager_by_steps(inst);
-            }
+            if (planned)
+                planned_instance_made(e, inst, retire);
         }
         if (st && st != CGE_ERR_UNSUPPORTED)
             return st;
