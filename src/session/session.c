@@ -55,8 +55,8 @@ typedef struct graph_entry {
     int64_t compiles, specializations, arena_grows;
     size_t released_bytes;  /* weights freed once packed (cge__instance_release_packed) */
     /* A symbolic plan's weights whose pages went once packed for any shape
-     * (retire_packed_weights), until a signature that compiles needs them
-     * back (revive_weights). */
+     * (retire_request), until a signature that compiles needs them back
+     * (revive_weights). */
     cge__retired_weight *retired;
     int32_t num_retired;
     size_t retired_bytes;
@@ -574,12 +574,15 @@ static cge__retire_request *retire_request(cge_session *s, graph_entry *e,
     return rq;
 }
 
+/* After cge__instance_create_planned with `rq` (NULL: none): the bytes it
+ * gave back (a failed creation may have given some), and the instance's
+ * EAGER runs (NULL: it failed). */
 static void planned_instance_made(graph_entry *e, cge__instance *inst,
                                   const cge__retire_request *rq)
 {
     if (rq)
         e->retired_bytes += rq->freed;
-    if (e->num_retired)
+    if (inst && e->num_retired)
         cge__instance_eager_by_steps(inst);
 }
 
@@ -645,8 +648,7 @@ static void warm_first_signature(cge_session *s, graph_entry *e)
         cge__retire_request rq, *retire = retire_request(s, e, &rq, holders);
         st = cge__instance_create_planned(s->dev, cge_plan_graph(e->prepared), shapes, p,
                                           e->consts, e->shared, &src, retire, &inst);
-        if (!st)
-            planned_instance_made(e, inst, retire);
+        planned_instance_made(e, st ? NULL : inst, retire);
         e->bind_ms += cpu_ms() - t1;
     }
     if (!st) {
@@ -1079,8 +1081,7 @@ static cge_status get_instance(cge_session *s, graph_entry *e, const cge_shape *
                                               retire, &inst);
             e->bind_ms += cpu_ms() - t1;
             planned = st == CGE_OK;
-            if (planned)
-                planned_instance_made(e, inst, retire);
+            planned_instance_made(e, planned ? inst : NULL, retire);
         }
         if (st && st != CGE_ERR_UNSUPPORTED)
             return st;
