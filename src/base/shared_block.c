@@ -124,13 +124,6 @@ bool cge__block_restore_pages(void *block)
     return m != MAP_FAILED;
 }
 
-int64_t cge__block_refs(const void *block)
-{
-    return block ? __atomic_load_n(&((const header *)((const char *)block - HEADER))->refs,
-                                   __ATOMIC_ACQUIRE)
-                 : 0;
-}
-
 void *cge__block_ref(void *block)
 {
     if (block)

@@ -49,8 +49,6 @@ bool cge__block_discard_pages_held(void *block, int64_t holders);
  * back (kernel_cache.h, cge__kernel_cache_revive). false where the block
  * is not mapped or the system refuses the mapping. */
 bool cge__block_restore_pages(void *block);
-/* The block's references now. */
-int64_t cge__block_refs(const void *block);
 /* Whether the block is mapped pages of its own (cge__block_discard_pages
  * can give them back). */
 bool cge__block_is_mapped(const void *block);

@@ -183,6 +183,16 @@ size_t cge__kernel_cache_made_bytes(const cge_kernel_cache *c)
     return c ? __atomic_load_n(&c->made_bytes, __ATOMIC_RELAXED) : 0;
 }
 
+/* The lock held. */
+static void drop_retired(cge_kernel_cache *c, uintptr_t lo, uintptr_t hi)
+{
+    int32_t k = 0;
+    for (int32_t i = 0; i < c->num_retired; i++)
+        if (c->retired[i].hi <= lo || c->retired[i].lo >= hi)
+            c->retired[k++] = c->retired[i];
+    c->num_retired = k;
+}
+
 void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t bytes)
 {
     if (!c || !data)
@@ -194,11 +204,7 @@ void cge__kernel_cache_forget(cge_kernel_cache *c, const void *data, size_t byte
         if (c->ranges[i].hi <= lo || c->ranges[i].lo >= hi)
             c->ranges[k++] = c->ranges[i];
     c->num_ranges = k;
-    k = 0;
-    for (int32_t i = 0; i < c->num_retired; i++)
-        if (c->retired[i].hi <= lo || c->retired[i].lo >= hi)
-            c->retired[k++] = c->retired[i];
-    c->num_retired = k;
+    drop_retired(c, lo, hi);
     k = 0;
     for (int32_t i = 0; i < c->num; i++) {
         uintptr_t s = (uintptr_t)c->entries[i].src;
@@ -272,16 +278,6 @@ bool cge__kernel_cache_restorable(cge_kernel_cache *c, const void *data, size_t 
     bool r = restorable(c, (uintptr_t)data, (uintptr_t)data + bytes);
     pthread_mutex_unlock(&c->lock);
     return r;
-}
-
-/* The lock held. */
-static void drop_retired(cge_kernel_cache *c, uintptr_t lo, uintptr_t hi)
-{
-    int32_t k = 0;
-    for (int32_t i = 0; i < c->num_retired; i++)
-        if (c->retired[i].hi <= lo || c->retired[i].lo >= hi)
-            c->retired[k++] = c->retired[i];
-    c->num_retired = k;
 }
 
 cge_status cge__kernel_cache_revive(cge_kernel_cache *c, void *data, size_t bytes)

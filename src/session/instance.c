@@ -1326,7 +1326,6 @@ static void retire_constant_pages(cge__instance *inst, int32_t v)
     cge__retire_request *rq = inst->retire;
     const cge_tensor *t = cge_graph_constant(inst->pg, cge_plan_values(inst->plan)[v].name);
     if (!t || !t->data || !t->bytes || !cge__block_is_mapped(t->data) ||
-        cge__block_refs(t->data) != held_by(rq->holders, rq->num_holders, t->data) ||
         !cge__kernel_cache_restorable(inst->shared, t->data, t->bytes))
         return;
     cge__retired_weight *grown = realloc(*rq->list, sizeof **rq->list * ((size_t)*rq->num + 1));
@@ -1337,7 +1336,7 @@ static void retire_constant_pages(cge__instance *inst, int32_t v)
         cge_clear_error();
         return;
     }
-    if (!cge__block_discard_pages_held(t->data, cge__block_refs(t->data))) {
+    if (!cge__block_discard_pages_held(t->data, held_by(rq->holders, rq->num_holders, t->data))) {
         cge__kernel_cache_unretire(inst->shared, t->data, t->bytes);
         return;
     }

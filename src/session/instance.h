@@ -50,7 +50,7 @@ cge_status cge__instance_create_releasing(cge_device *dev, cge_graph *g,
                                          cge__instance **out);
 /* Bytes of constants released so far (cge__instance_create_releasing). */
 size_t cge__instance_released_bytes(const cge__instance *inst);
-/* A weight whose pages went once packed (cge__instance_retire_packed). */
+/* A weight whose pages went once packed (cge__retire_request). */
 typedef struct cge__retired_weight {
     void *data;
     size_t bytes;

@@ -20,6 +20,7 @@
 
 #include "cge/cge.h"
 #include "cge/fused_ops.h"
+#include "session_test_util.h"
 
 enum { C = 16, M = 16, H = 12 };
 
@@ -33,12 +34,6 @@ static void fill(void)
         B[i] = (float)(i % 5) * 0.0625f - 0.125f;
 }
 
-static void add(cge_graph *g, const char *op, const char *name, const char **ins, int32_t ni,
-                const char *out, cge_node **node)
-{
-    const char *outs[] = {out};
-    assert_int_equal(cge_graph_add_node(g, op, "", name, ins, ni, outs, 1, node), CGE_OK);
-}
 
 /* y = Relu(Conv3x3(x, W, B), pads 1); nz = NonZero(y > 0.5). */
 static cge_graph *build(int64_t batch)
@@ -55,13 +50,13 @@ static cge_graph *build(int64_t batch)
                      CGE_OK);
     const char *cv[] = {"x", "w", "b"}, *re[] = {"c"}, *gt[] = {"y", "half"}, *nz[] = {"pos"};
     cge_node *conv = NULL;
-    add(g, "Conv", "conv", cv, 3, "c", &conv);
+    st_add_node(g, "Conv", "conv", cv, 3, "c", &conv);
     static const int64_t pads[] = {1, 1, 1, 1}, k[] = {3, 3};
     assert_int_equal(cge_node_set_ints(conv, "pads", pads, 4), CGE_OK);
     assert_int_equal(cge_node_set_ints(conv, "kernel_shape", k, 2), CGE_OK);
-    add(g, "Relu", "relu", re, 1, "y", NULL);
-    add(g, "Greater", "gt", gt, 2, "pos", NULL);
-    add(g, "NonZero", "nz", nz, 1, "nz", NULL);
+    st_add_node(g, "Relu", "relu", re, 1, "y", NULL);
+    st_add_node(g, "Greater", "gt", gt, 2, "pos", NULL);
+    st_add_node(g, "NonZero", "nz", nz, 1, "nz", NULL);
     assert_int_equal(cge_graph_add_output(g, "y"), CGE_OK);
     assert_int_equal(cge_graph_add_output(g, "nz"), CGE_OK);
     return g;

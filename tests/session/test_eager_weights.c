@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "cge/cge.h"
+#include "session_test_util.h"
 
 enum { M = 4, K = 64, N = 48 };
 
@@ -25,21 +26,16 @@ static float W2[K2 * N2], X2[M2 * K2];
 
 static void fill(void)
 {
-    for (int i = 0; i < K * N; i++)
-        W[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
-    for (int i = 0; i < M * K; i++)
-        X[i] = (float)((i * 5) % 11) * 0.125f - 0.625f;
-    for (int i = 0; i < K2 * N2; i++)
-        W2[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
-    for (int i = 0; i < M2 * K2; i++)
-        X2[i] = (float)((i * 5) % 11) * 0.125f - 0.625f;
+    st_fill(W, K * N, 7, 13, 0.0625f, -0.375f);
+    st_fill(X, M * K, 5, 11, 0.125f, -0.625f);
+    st_fill(W2, K2 * N2, 7, 13, 0.0625f, -0.375f);
+    st_fill(X2, M2 * K2, 5, 11, 0.125f, -0.625f);
 }
 
 static void add(cge_graph *g, const char *op, const char *name, const char **ins, int32_t ni,
                 const char *out)
 {
-    const char *outs[] = {out};
-    assert_int_equal(cge_graph_add_node(g, op, "", name, ins, ni, outs, 1, NULL), CGE_OK);
+    st_add_node(g, op, name, ins, ni, out, NULL);
 }
 
 /* y = x @ w; nz = NonZero(y > 0) (its size depends on y's values). With
@@ -86,21 +82,9 @@ static cge_graph *build(bool rows_follow)
     return g;
 }
 
-static cge_session *session_for(cge_graph *g)
-{
-    cge_session_options so = {.num_threads = 2};
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
-    return s;
-}
+static cge_session *session_for(cge_graph *g) { return st_session(g, false); }
 
-static cge_session_graph_stats stats(const cge_session *s)
-{
-    cge_session_graph_stats st;
-    assert_int_equal(cge_session_get_graph_stats(s, 1, &st), CGE_OK);
-    return st;
-}
+static cge_session_graph_stats stats(const cge_session *s) { return st_stats(s); }
 
 static double dot(const float *x, int j)
 {
@@ -314,10 +298,8 @@ static void test_rows_follow_values_weight_shared_stays(void **state)
 static void test_keep_packed_weights_env(void **state)
 {
     (void)state;
-    setenv("CGE_KEEP_PACKED_WEIGHTS", "1", 1);
     cge_graph *g = build(false);
-    cge_session *s = session_for(g);
-    unsetenv("CGE_KEEP_PACKED_WEIGHTS");
+    cge_session *s = st_session(g, true);
     cge_graph_destroy(g);
     run(s, X, false);
     run(s, X, false);

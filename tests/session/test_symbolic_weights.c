@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "cge/cge.h"
+#include "session_test_util.h"
 
 /* 256 KiB of weight: a block of its own pages */
 enum { K = 128, N = 512, MAX_ROWS = 700 };
@@ -22,17 +23,8 @@ static float W[K * N], X[MAX_ROWS * K];
 
 static void fill(void)
 {
-    for (int i = 0; i < K * N; i++)
-        W[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
-    for (int i = 0; i < MAX_ROWS * K; i++)
-        X[i] = (float)((i * 5) % 11) * 0.125f - 0.625f;
-}
-
-static void add(cge_graph *g, const char *op, const char *name, const char **ins, int32_t ni,
-                const char *out, cge_node **node)
-{
-    const char *outs[] = {out};
-    assert_int_equal(cge_graph_add_node(g, op, "", name, ins, ni, outs, 1, node), CGE_OK);
+    st_fill(W, K * N, 7, 13, 0.0625f, -0.375f);
+    st_fill(X, MAX_ROWS * K, 5, 11, 0.125f, -0.625f);
 }
 
 /* y = x @ w, x [rows, K] with rows symbolic. With `counted`, also
@@ -47,7 +39,7 @@ static cge_graph *build(bool counted)
     assert_int_equal(cge_graph_add_input(g, "x", CGE_F32, &xs), CGE_OK);
     assert_int_equal(cge_graph_add_constant(g, "w", CGE_F32, &ws, W, sizeof W), CGE_OK);
     const char *mm[] = {"x", "w"};
-    add(g, "MatMul", "mm", mm, 2, "y", NULL);
+    st_add_node(g, "MatMul", "mm", mm, 2, "y", NULL);
     assert_int_equal(cge_graph_add_output(g, "y"), CGE_OK);
     if (counted) {
         static const int64_t zero = 0, one = 1, one_v[1] = {1}, n_v[1] = {N};
@@ -61,36 +53,17 @@ static cge_graph *build(bool counted)
                    *mx[] = {"range"}, *ad[] = {"top", "one_v"}, *cc[] = {"count", "n_v"},
                    *rs[] = {"y", "dims"};
         cge_node *concat = NULL;
-        add(g, "Shape", "shape", sh, 1, "shape", NULL);
-        add(g, "Gather", "rows", ga, 2, "rows", NULL);
-        add(g, "Range", "range", ra, 3, "range", NULL);
-        add(g, "ReduceMax", "top", mx, 1, "top", NULL);
-        add(g, "Add", "count", ad, 2, "count", NULL);
-        add(g, "Concat", "dims", cc, 2, "dims", &concat);
+        st_add_node(g, "Shape", "shape", sh, 1, "shape", NULL);
+        st_add_node(g, "Gather", "rows", ga, 2, "rows", NULL);
+        st_add_node(g, "Range", "range", ra, 3, "range", NULL);
+        st_add_node(g, "ReduceMax", "top", mx, 1, "top", NULL);
+        st_add_node(g, "Add", "count", ad, 2, "count", NULL);
+        st_add_node(g, "Concat", "dims", cc, 2, "dims", &concat);
         assert_int_equal(cge_node_set_int(concat, "axis", 0), CGE_OK);
-        add(g, "Reshape", "z", rs, 2, "z", NULL);
+        st_add_node(g, "Reshape", "z", rs, 2, "z", NULL);
         assert_int_equal(cge_graph_add_output(g, "z"), CGE_OK);
     }
     return g;
-}
-
-static cge_session *session_for(cge_graph *g, bool keep)
-{
-    if (keep)
-        setenv("CGE_KEEP_PACKED_WEIGHTS", "1", 1);
-    cge_session_options so = {.num_threads = 2};
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
-    unsetenv("CGE_KEEP_PACKED_WEIGHTS");
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
-    return s;
-}
-
-static cge_session_graph_stats stats(const cge_session *s)
-{
-    cge_session_graph_stats st;
-    assert_int_equal(cge_session_get_graph_stats(s, 1, &st), CGE_OK);
-    return st;
 }
 
 /* y (and z with `counted`) at `rows`, into y; checked against the product
@@ -129,12 +102,12 @@ static void test_weight_pages_go_results_bit_equal(void **state)
     /* Two graphs: sessions made from one graph would share its weight's
      * block, and a block someone else holds keeps its pages. */
     cge_graph *g = build(false), *gk = build(false);
-    cge_session *s = session_for(g, false), *kept = session_for(gk, true);
+    cge_session *s = st_session(g, false), *kept = st_session(gk, true);
     cge_graph_destroy(g);   /* the session's copy is the weight's only holder */
     cge_graph_destroy(gk);
     assert_int_equal(cge_session_compile_graph(s, 1), CGE_OK);
     assert_int_equal(cge_session_compile_graph(kept, 1), CGE_OK);
-    cge_session_graph_stats st = stats(s), sk = stats(kept);
+    cge_session_graph_stats st = st_stats(s), sk = st_stats(kept);
     assert_true(st.shape_program);
     assert_int_equal(st.released_bytes, sizeof W);
     assert_true(st.weight_bytes < sizeof W);   /* the float copy is gone */
@@ -153,8 +126,8 @@ static void test_weight_pages_go_results_bit_equal(void **state)
     }
     cge_kernel_shared_counts(&made1, NULL);
     assert_int_equal(made1, made0);   /* no signature packed the weight again */
-    st = stats(s);
-    assert_int_equal(st.compiles, stats(kept).compiles);   /* no signature compiled */
+    st = st_stats(s);
+    assert_int_equal(st.compiles, st_stats(kept).compiles);   /* no signature compiled */
     assert_int_equal(st.released_bytes, sizeof W);
     /* EAGER runs take the plan's steps: the same numbers. */
     run(s, 9, false, CGE_RUN_EAGER, y);
@@ -170,9 +143,9 @@ static void test_caller_graph_keeps_the_weight(void **state)
 {
     (void)state;
     cge_graph *g = build(false);
-    cge_session *s = session_for(g, false);
+    cge_session *s = st_session(g, false);
     assert_int_equal(cge_session_compile_graph(s, 1), CGE_OK);
-    assert_int_equal(stats(s).released_bytes, 0);
+    assert_int_equal(st_stats(s).released_bytes, 0);
     float *y = malloc(sizeof(float) * 17 * N);
     assert_non_null(y);
     run(s, 17, false, CGE_RUN_DEFAULT, y);
@@ -188,7 +161,7 @@ static void test_compiled_signature_writes_the_weight_back(void **state)
 {
     (void)state;
     cge_graph *g = build(true), *gk = build(true);
-    cge_session *s = session_for(g, false), *kept = session_for(gk, true);
+    cge_session *s = st_session(g, false), *kept = st_session(gk, true);
     cge_graph_destroy(g);
     cge_graph_destroy(gk);
     float *y = malloc(sizeof(float) * MAX_ROWS * N), *yk = malloc(sizeof(float) * MAX_ROWS * N);
@@ -196,7 +169,7 @@ static void test_compiled_signature_writes_the_weight_back(void **state)
     assert_non_null(yk);
     run(s, 4, true, CGE_RUN_DEFAULT, y);
     run(s, 300, true, CGE_RUN_DEFAULT, y);
-    cge_session_graph_stats st = stats(s);
+    cge_session_graph_stats st = st_stats(s);
     assert_true(st.shape_program);
     assert_int_equal(st.released_bytes, sizeof W);
     int64_t compiles = st.compiles;
@@ -205,7 +178,7 @@ static void test_compiled_signature_writes_the_weight_back(void **state)
     run(s, MAX_ROWS, true, CGE_RUN_DEFAULT, y);
     run(kept, MAX_ROWS, true, CGE_RUN_DEFAULT, yk);
     assert_memory_equal(y, yk, sizeof(float) * MAX_ROWS * N);
-    st = stats(s);
+    st = st_stats(s);
     assert_int_equal(st.compiles, compiles + 1);
     assert_int_equal(st.released_bytes, 0);
     assert_true(st.weight_bytes >= sizeof W);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "cge/cge.h"
+#include "session_test_util.h"
 
 enum { M = 4, K = 64, N = 48 };
 
@@ -19,12 +20,9 @@ static float W[K * N], X[M * K], X2[K * N];
 
 static void fill(void)
 {
-    for (int i = 0; i < K * N; i++) {
-        W[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
-        X2[i] = (float)((i * 3) % 5) * 0.5f;
-    }
-    for (int i = 0; i < M * K; i++)
-        X[i] = (float)((i * 5) % 11) * 0.125f - 0.625f;
+    st_fill(W, K * N, 7, 13, 0.0625f, -0.375f);
+    st_fill(X2, K * N, 3, 5, 0.5f, 0.0f);
+    st_fill(X, M * K, 5, 11, 0.125f, -0.625f);
 }
 
 /* y = x @ w (x [m, K], m symbolic when m < 0); with `shared_use` also
@@ -71,21 +69,9 @@ static void run(cge_session *s, bool shared_use)
         assert_float_equal(z[i], W[i] + X2[i], 0);
 }
 
-static cge_session *session_for(cge_graph *g)
-{
-    cge_session_options so = {.num_threads = 2};
-    cge_session *s = NULL;
-    assert_int_equal(cge_session_create(&so, &s), CGE_OK);
-    assert_int_equal(cge_session_add_graph(s, 1, g), CGE_OK);
-    return s;
-}
+static cge_session *session_for(cge_graph *g) { return st_session(g, false); }
 
-static cge_session_graph_stats stats(const cge_session *s)
-{
-    cge_session_graph_stats st;
-    assert_int_equal(cge_session_get_graph_stats(s, 1, &st), CGE_OK);
-    return st;
-}
+static cge_session_graph_stats stats(const cge_session *s) { return st_stats(s); }
 
 static void test_packed_once_then_freed(void **state)
 {
@@ -159,10 +145,8 @@ static void test_symbolic_shapes_keep_the_weight(void **state)
 static void test_keep_packed_weights_env(void **state)
 {
     (void)state;
-    setenv("CGE_KEEP_PACKED_WEIGHTS", "1", 1);
     cge_graph *g = build(M, false);
-    cge_session *s = session_for(g);
-    unsetenv("CGE_KEEP_PACKED_WEIGHTS");
+    cge_session *s = st_session(g, true);
     cge_graph_destroy(g);
     assert_int_equal(cge_session_compile_graph(s, 1), CGE_OK);
     assert_int_equal(stats(s).released_bytes, 0);
